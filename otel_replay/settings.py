@@ -1,0 +1,115 @@
+"""Settings read from the environment, in one table.
+
+Every ``OTEL_REPLAY_*`` variable is declared once in :data:`SETTINGS` with its default, its
+parser and a one-line description. :func:`load` reads them all and reports a bad value as a
+:class:`~otel_replay.errors.ConfigError` that names the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from otel_replay.errors import ConfigError
+
+__all__ = ["SETTINGS", "Mode", "Setting", "Settings", "load"]
+
+Mode = Literal["record", "replay", "off"]
+
+
+def _mode(raw: str) -> Mode:
+    value = raw.strip().lower()
+    if value not in ("record", "replay", "off"):
+        raise ValueError("expected one of record, replay, off")
+    return cast(Mode, value)
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 0:
+        raise ValueError("expected a whole number >= 0")
+    return value
+
+
+def _patterns(raw: str) -> tuple[re.Pattern[bytes], ...]:
+    return tuple(re.compile(p.strip().encode()) for p in raw.split(",") if p.strip())
+
+
+def _text(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One environment variable: its name, default (raw text), parser and meaning."""
+
+    name: str
+    default: str
+    parse: Callable[[str], Any]
+    doc: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("OTEL_REPLAY_STORE", "./.otel-replay", str, "store location: a path or fsspec URL"),
+    Setting("OTEL_REPLAY_MODE", "record", _mode, "record, replay or off"),
+    Setting("OTEL_REPLAY_RUN", "", _text, "run id (or path/URL of a source) to replay"),
+    Setting("OTEL_REPLAY_RUN_ID", "", _text, "run id to use when recording"),
+    Setting(
+        "OTEL_REPLAY_INLINE_LIMIT",
+        "32768",
+        _non_negative_int,
+        "bodies up to this many bytes also travel inside the exported span; 0 turns it off",
+    ),
+    Setting(
+        "OTEL_REPLAY_REDACT",
+        "",
+        _patterns,
+        "extra comma-separated regexes whose matches are redacted from bodies and headers",
+    ),
+    Setting(
+        "OTEL_REPLAY_HANDOFF_MAX_BYTES",
+        str(256 * 1024 * 1024),
+        _non_negative_int,
+        "bytes of fixtures the capture hand-off holds for the exporter before it counts drops",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The parsed settings; build it with :func:`load`."""
+
+    store: str
+    mode: Mode
+    run: str | None
+    run_id: str | None
+    inline_limit: int
+    redact: tuple[re.Pattern[bytes], ...]
+    handoff_max_bytes: int
+
+
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read every setting from ``environ`` (default ``os.environ``).
+
+    Raises ConfigError naming the variable when a value does not parse.
+    """
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = env.get(setting.name, setting.default)
+        try:
+            values[setting.name] = setting.parse(raw)
+        except (ValueError, re.error) as exc:
+            raise ConfigError(f"{setting.name}={raw!r} is invalid: {exc}") from None
+    return Settings(
+        store=values["OTEL_REPLAY_STORE"],
+        mode=values["OTEL_REPLAY_MODE"],
+        run=values["OTEL_REPLAY_RUN"],
+        run_id=values["OTEL_REPLAY_RUN_ID"],
+        inline_limit=values["OTEL_REPLAY_INLINE_LIMIT"],
+        redact=values["OTEL_REPLAY_REDACT"],
+        handoff_max_bytes=values["OTEL_REPLAY_HANDOFF_MAX_BYTES"],
+    )
