@@ -1,0 +1,55 @@
+"""Small helpers on exact HTTP bodies and headers."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+
+__all__ = ["decode_content", "header", "is_json", "is_sse"]
+
+
+def header(headers: Iterable[tuple[str, str]], name: str) -> str:
+    """The first value of header ``name`` (case-insensitive), or ``""``."""
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return ""
+
+
+def is_json(content_type: str) -> bool:
+    """True for ``application/json`` and ``+json`` media types."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def is_sse(content_type: str) -> bool:
+    """True for a Server-Sent Events body."""
+    return content_type.partition(";")[0].strip().lower() == "text/event-stream"
+
+
+def decode_content(body: bytes, encoding: str) -> bytes | None:
+    """``body`` decoded from its ``Content-Encoding``; None when the coding is not supported.
+
+    Recorded response bodies are kept decoded, so a fixture never depends on which
+    decompressors the replaying machine has.
+    """
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding in ("gzip", "x-gzip"):
+            body = zlib.decompress(body, wbits=zlib.MAX_WBITS | 32)
+        elif coding == "deflate":
+            try:
+                body = zlib.decompress(body)
+            except zlib.error:
+                body = zlib.decompress(body, wbits=-zlib.MAX_WBITS)
+        elif coding == "br":
+            try:
+                import brotli  # type: ignore[import-not-found]  # noqa: PLC0415
+            except ImportError:
+                return None
+            body = brotli.decompress(body)
+        else:
+            return None
+    return body

@@ -1,0 +1,101 @@
+"""The seam: wrappers around the client's single-request dispatch of httpx and httpx2.
+
+``Client._send_single_request`` is where every client hands one request to its transport,
+whatever that transport is (the default pool, a mounted proxy, a mock, the OTel httpx
+transport). Wrapping it at class level covers clients created before instrumentation, keeps
+our span outside the transport (so opentelemetry-instrumentation-httpx's span nests inside
+it), and sees each redirect hop as its own step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import Any
+
+from opentelemetry import context, trace
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+from otel_replay.capture._step import Recorder, Step
+from otel_replay.capture._tee import tee_classes
+
+__all__ = ["async_wrapper", "sync_wrapper"]
+
+Wrapped = Callable[..., Any]
+
+
+def _begin(recorder: Recorder, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step | None:
+    if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+        return None
+    request = args[0] if args else kwargs["request"]
+    try:
+        return recorder.begin(request)
+    except Exception as exc:  # noqa: BLE001 - never let recording break the application
+        recorder.warn_once("starting a step", exc)
+        return None
+
+
+def _attach(step: Step) -> object | None:
+    return context.attach(trace.set_span_in_context(step.span)) if step.owns_span else None
+
+
+def _adopt(recorder: Recorder, step: Step, response: Any, tee: type[Any]) -> None:
+    try:
+        step.on_response(response.status_code, response.headers.raw)
+        content = getattr(response, "_content", None)
+        if content is not None:
+            # In-memory transports (mocks, ASGI/WSGI apps) hand back an already-read body:
+            # there is no stream to tee and no close to wait for.
+            step.on_chunk(content)
+            step.finish(complete=True)
+        else:
+            response.stream = tee(response.stream, step)
+    except Exception as exc:  # noqa: BLE001 - never let recording break the application
+        recorder.warn_once("teeing a response", exc)
+        step.finish(complete=False)
+
+
+def sync_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Any]:
+    """A wrapt wrapper for ``module.Client._send_single_request``."""
+    tee = tee_classes(module)[0]
+
+    def wrapper(wrapped: Wrapped, instance: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
+        step = _begin(recorder, args, kwargs)
+        if step is None:
+            return wrapped(*args, **kwargs)
+        token = _attach(step)
+        try:
+            response = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            if token is not None:
+                context.detach(token)  # type: ignore[arg-type]
+        _adopt(recorder, step, response, tee)
+        return response
+
+    return wrapper
+
+
+def async_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Awaitable[Any]]:
+    """A wrapt wrapper for ``module.AsyncClient._send_single_request``."""
+    tee = tee_classes(module)[1]
+
+    async def wrapper(wrapped: Wrapped, instance: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
+        step = _begin(recorder, args, kwargs)
+        if step is None:
+            return await wrapped(*args, **kwargs)
+        token = _attach(step)
+        try:
+            response = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            if token is not None:
+                context.detach(token)  # type: ignore[arg-type]
+        _adopt(recorder, step, response, tee)
+        return response
+
+    return wrapper

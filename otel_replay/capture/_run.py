@@ -1,0 +1,172 @@
+"""Runs: which run a step belongs to, its step counter, and the ``run()`` context manager.
+
+A run is one process by default, with its id from ``OTEL_REPLAY_RUN_ID`` or generated.
+``otel_replay.run(name=..., seed=...)`` opens a nested run for a block of code (sync or
+async), with its own id, its own step counter starting at 0, an ``invoke_agent`` span, and
+``random`` (and numpy, when imported) seeded with the recorded seed.
+
+Step order: ``replay.step.index`` is taken when a request is handed to the transport, from a
+counter owned by the run. Sequential code therefore numbers steps in program order. Concurrent
+requests (threads, ``asyncio.gather``) are numbered in the order they reach the transport,
+which can differ between executions; replay matches concurrent requests by content, so the
+index orders a report but is never what a replayed request is matched on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import secrets
+import sys
+import time
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+
+from otel_replay import attributes as A
+from otel_replay.capture._vcs import code_version
+
+__all__ = ["RunState", "current_run", "new_run_id", "run", "use_tracer"]
+
+_TRACER_NAME = "otel_replay"
+_tracer: Tracer | None = None
+
+
+def use_tracer(tracer: Tracer | None) -> None:
+    """Make ``run()`` open its spans with ``tracer`` (the instrumentor's), or the global
+    provider's when None."""
+    global _tracer  # noqa: PLW0603 - set by the instrumentor, read by run()
+    _tracer = tracer
+
+
+def new_run_id() -> str:
+    """A fresh, time-sortable run id such as ``r_20261121T172100_3f9a2c1b``."""
+    return time.strftime("r_%Y%m%dT%H%M%S_", time.gmtime()) + secrets.token_hex(4)
+
+
+@dataclass(slots=True)
+class RunState:
+    """One run: its id, seed, mode and step counter."""
+
+    run_id: str
+    mode: str = "record"
+    seed: int | None = None
+    _steps: itertools.count[int] = field(default_factory=itertools.count)
+
+    def next_step(self) -> int:
+        """The next ``replay.step.index``; atomic under the GIL, so safe across threads."""
+        return next(self._steps)
+
+    def attributes(self) -> dict[str, Any]:
+        """Run-level replay-kit attributes, put on every span of the run."""
+        version = code_version()
+        attrs: dict[str, Any] = {A.REPLAY_RUN_ID: self.run_id, A.REPLAY_MODE: self.mode}
+        if self.seed is not None:
+            attrs[A.REPLAY_SEED] = self.seed
+        if version.revision is not None:
+            attrs["vcs.ref.head.revision"] = version.revision
+        if version.dirty is not None:
+            attrs[A.REPLAY_CODE_DIRTY] = version.dirty
+        return attrs
+
+
+_process_run: RunState | None = None
+_current: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
+
+
+def current_run() -> RunState:
+    """The run of the calling context: the innermost ``run()`` block, else the process run."""
+    state = _current.get()
+    if state is not None:
+        return state
+    global _process_run  # noqa: PLW0603 - one process-wide default run, created lazily
+    if _process_run is None:
+        mode = os.environ.get("OTEL_REPLAY_MODE", "record").strip().lower() or "record"
+        run_id = os.environ.get("OTEL_REPLAY_RUN_ID", "").strip() or new_run_id()
+        _process_run = RunState(run_id=run_id, mode=mode)
+    return _process_run
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+
+
+class run:  # noqa: N801 - used as a function-like context manager: ``with otel_replay.run(...)``
+    """Open a new run for the enclosed block, sync (``with``) or async (``async with``).
+
+    ``name`` becomes ``gen_ai.agent.name`` on the ``invoke_agent {name}`` span that parents
+    every step of the run. ``seed`` seeds ``random`` (and numpy if imported); when omitted a
+    seed is drawn and recorded, so the run stays replayable. The run id comes from
+    ``run_id`` or is generated. The block's exception, if any, marks the span as an error and
+    propagates unchanged.
+    """
+
+    def __init__(self, name: str, seed: int | None = None, run_id: str | None = None) -> None:
+        self.name = name
+        self.state = RunState(
+            run_id=run_id or new_run_id(),
+            mode=current_run().mode,
+            seed=secrets.randbits(31) if seed is None else seed,
+        )
+        self._span: Span | None = None
+        self._tokens: tuple[Token[RunState | None], object] | None = None
+
+    @property
+    def run_id(self) -> str:
+        """The id of the run this block records."""
+        return self.state.run_id
+
+    @property
+    def seed(self) -> int:
+        """The seed injected into ``random`` for this run."""
+        assert self.state.seed is not None
+        return self.state.seed
+
+    def __enter__(self) -> run:
+        tracer = _tracer or trace.get_tracer(_TRACER_NAME)
+        attrs = self.state.attributes()
+        attrs["gen_ai.operation.name"] = "invoke_agent"
+        attrs["gen_ai.agent.name"] = self.name
+        self._span = tracer.start_span(
+            f"invoke_agent {self.name}", kind=SpanKind.INTERNAL, attributes=attrs
+        )
+        run_token = _current.set(self.state)
+        ctx_token = otel_context.attach(trace.set_span_in_context(self._span))
+        self._tokens = (run_token, ctx_token)
+        _seed_everything(self.seed)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._span is not None and self._tokens is not None
+        run_token, ctx_token = self._tokens
+        otel_context.detach(ctx_token)  # type: ignore[arg-type]
+        _current.reset(run_token)
+        if exc is not None:
+            self._span.set_attribute("error.type", type(exc).__qualname__)
+            self._span.set_status(Status(StatusCode.ERROR))
+        self._span.end()
+
+    async def __aenter__(self) -> run:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)

@@ -1,0 +1,330 @@
+"""One recorded step: from the request handed to the transport to the end of its response.
+
+:class:`Recorder` holds what every step shares (tracer, redactor, hand-off, metrics).
+:meth:`Recorder.begin` turns a request into a :class:`Step` with its span open; the response
+tee feeds it chunks and finishes it exactly once. All work here runs on the application's
+thread, so it is limited to redaction, one JSON parse per body, one sha256 per body and the
+span attributes; compression and I/O belong to the exporter.
+
+Any failure of our own is logged once and swallowed: recording must never change what the
+application sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+
+from otel_replay import attributes as A
+from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.capture._bodies import decode_content, header, is_json, is_sse
+from otel_replay.capture._handoff import Fixture, Handoff
+from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._redact import Redactor
+from otel_replay.capture._run import current_run
+from otel_replay.capture.codecs import Codec, LlmRequest, detect
+from otel_replay.errors import CodecError
+
+__all__ = ["Recorder", "Step"]
+
+_log = logging.getLogger(__name__)
+
+_INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+class Recorder:
+    """Shared state of one instrumentation: builds steps and finishes them."""
+
+    def __init__(
+        self,
+        tracer: Tracer,
+        redactor: Redactor,
+        handoff: Handoff,
+        metrics: GenAiMetrics,
+        capture_content: bool,
+    ) -> None:
+        self.tracer = tracer
+        self.redactor = redactor
+        self.handoff = handoff
+        self.metrics = metrics
+        self.capture_content = capture_content
+        self._warned: set[str] = set()
+
+    def warn_once(self, what: str, exc: BaseException) -> None:
+        """Log an internal failure once per kind; never the exception's text (it may hold data
+        from the request)."""
+        if what not in self._warned:
+            self._warned.add(what)
+            _log.warning("otel-replay: %s failed (%s); the call goes on unrecorded", what,
+                         type(exc).__qualname__)
+
+    def begin(self, request: Any) -> Step:
+        """Open the step (and its span) for ``request``, an ``httpx``/``httpx2`` Request."""
+        run = current_run()
+        index = run.next_step()
+        url = request.url
+        method: str = request.method
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        raw_body: bytes | None = getattr(request, "_content", None)
+        body = self.redactor.body(raw_body) if raw_body is not None else b""
+        request_hash = sha256_tag(body)
+
+        codec: Codec | None = None
+        llm: LlmRequest | None = None
+        path: str = url.path
+        if method == "POST" and body[:1] == b"{" and is_json(header(headers, "content-type")):
+            try:
+                parsed = orjson.loads(body)
+                codec = detect(method, path, parsed)
+                if codec is not None:
+                    llm = codec.parse_request(path, parsed)
+            except (orjson.JSONDecodeError, CodecError):
+                codec, llm = None, None
+
+        scheme: str = url.scheme
+        port: int | None = url.port or _DEFAULT_PORTS.get(scheme)
+        attrs: dict[str, Any] = run.attributes()
+        attrs[A.REPLAY_STEP_INDEX] = index
+        attrs[A.REPLAY_REQUEST_HASH] = request_hash
+        attrs[A.REPLAY_REQUEST_SIZE] = len(body)
+        attrs["server.address"] = url.host
+        if port is not None:
+            attrs["server.port"] = port
+
+        span: Span
+        owns_span = True
+        if llm is not None:
+            attrs[A.REPLAY_STEP_KIND] = "llm"
+            attrs.update(self._llm_request_attributes(llm))
+            foreign = _foreign_inference_span()
+            if foreign is not None:
+                span, owns_span = foreign, False
+                span.set_attributes(attrs)
+            else:
+                name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
+                span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        else:
+            attrs[A.REPLAY_STEP_KIND] = "http"
+            attrs["http.request.method"] = method
+            attrs["url.full"] = self.redactor.url(str(url))
+            span = self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
+
+        fixture = None
+        if self.handoff.wanted:
+            ctx = span.get_span_context()
+            fixture = Fixture(
+                run_id=run.run_id,
+                step_index=index,
+                trace_id=ctx.trace_id,
+                span_id=ctx.span_id,
+                kind=attrs[A.REPLAY_STEP_KIND],
+                method=method,
+                url=self.redactor.url(str(url)),
+                request_headers=self.redactor.headers(headers),
+                request_body=body,
+                request_hash=request_hash,
+                start_ns=time.time_ns(),
+            )
+        return Step(self, span, owns_span, codec, llm, fixture, attrs)
+
+    def _llm_request_attributes(self, llm: LlmRequest) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": llm.operation,
+            "gen_ai.provider.name": llm.provider,
+        }
+        attrs.update(llm.attributes)
+        messages = canonical_json(llm.input_messages)
+        system = canonical_json(llm.system_instructions)
+        # canonical_json({"input_messages": m, "system_instructions": s}) without re-encoding.
+        attrs[A.REPLAY_PROMPT_HASH] = sha256_tag(
+            b'{"input_messages":' + messages + b',"system_instructions":' + system + b"}"
+        )
+        tools = canonical_json(llm.tool_definitions) if llm.tool_definitions else None
+        if tools is not None:
+            attrs[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)
+        if self.capture_content:
+            attrs["gen_ai.input.messages"] = messages.decode()
+            if llm.system_instructions:
+                attrs["gen_ai.system_instructions"] = system.decode()
+            if tools is not None:
+                attrs["gen_ai.tool.definitions"] = tools.decode()
+        return attrs
+
+
+def _foreign_inference_span() -> Span | None:
+    """The current span if another instrumentation (the official GenAI ones) already opened
+    an inference span for this call; we enrich it instead of emitting a second one."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    attrs = getattr(span, "attributes", None)
+    if attrs and attrs.get("gen_ai.operation.name") in _INFERENCE_OPERATIONS:
+        return span
+    return None
+
+
+class Step:
+    """A step in flight. The tee calls :meth:`on_chunk` per chunk, then :meth:`finish` or
+    :meth:`fail`; the first of those to run wins, later calls are no-ops."""
+
+    __slots__ = (
+        "_attrs",
+        "_chunks",
+        "_codec",
+        "_done",
+        "_first_chunk_ns",
+        "_fixture",
+        "_llm",
+        "_owns_span",
+        "_recorder",
+        "_response_headers",
+        "_start_ns",
+        "_status",
+        "span",
+    )
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        span: Span,
+        owns_span: bool,
+        codec: Codec | None,
+        llm: LlmRequest | None,
+        fixture: Fixture | None,
+        attrs: dict[str, Any],
+    ) -> None:
+        self._recorder = recorder
+        self.span = span
+        self._owns_span = owns_span
+        self._codec = codec
+        self._llm = llm
+        self._fixture = fixture
+        self._attrs = attrs
+        self._chunks: list[bytes] = []
+        self._status: int | None = None
+        self._response_headers: list[tuple[str, str]] = []
+        self._start_ns = time.perf_counter_ns()
+        self._first_chunk_ns = 0
+        self._done = False
+
+    @property
+    def owns_span(self) -> bool:
+        """False when the step enriches another instrumentation's span instead of its own."""
+        return self._owns_span
+
+    def on_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        """Record the response head as soon as the transport returns it."""
+        self._status = status
+        self._response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+
+    def on_chunk(self, chunk: bytes) -> None:
+        """Remember one chunk exactly as the application receives it."""
+        if not self._chunks:
+            self._first_chunk_ns = time.perf_counter_ns()
+        self._chunks.append(chunk)
+        if self._fixture is not None:
+            self._fixture.chunks.append((len(chunk), time.perf_counter_ns() - self._start_ns))
+
+    def fail(self, exc: BaseException) -> None:
+        """The transport raised (before or during the response): record, never swallow."""
+        self._end(complete=False, error_type=_error_type(exc))
+
+    def finish(self, complete: bool) -> None:
+        """The response stream was exhausted (``complete``) or closed early."""
+        self._end(complete=complete, error_type=None)
+
+    def _end(self, complete: bool, error_type: str | None) -> None:
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._record_end(complete, error_type)
+        except Exception as exc:  # noqa: BLE001 - never let recording break the application
+            self._recorder.warn_once("finishing a step", exc)
+            if self._owns_span:
+                self.span.end()
+
+    def _record_end(self, complete: bool, error_type: str | None) -> None:
+        recorder = self._recorder
+        span = self.span
+        status = self._status
+        headers = self._response_headers
+        attrs: dict[str, Any] = {}
+        body = b"".join(self._chunks)
+        encoding = header(headers, "content-encoding")
+        if encoding:
+            decoded = decode_content(body, encoding) if complete else None
+            if decoded is not None:
+                body = decoded
+                headers = [
+                    (k, v)
+                    for k, v in headers
+                    if k.lower() not in ("content-encoding", "content-length")
+                ]
+        body = recorder.redactor.body(body)
+        response_hash = sha256_tag(body) if status is not None else None
+        if response_hash is not None:
+            attrs[A.REPLAY_RESPONSE_HASH] = response_hash
+            attrs[A.REPLAY_RESPONSE_SIZE] = len(body)
+        attrs[A.REPLAY_RESPONSE_COMPLETE] = complete and error_type is None
+        streamed = is_sse(header(headers, "content-type"))
+        if status is not None:
+            if self._llm is None:
+                attrs["http.response.status_code"] = status
+            else:
+                attrs.update(self._llm_response_attributes(status, body, streamed))
+            if status >= 400 and error_type is None:
+                error_type = attrs.get("error.type") or str(status)
+        if error_type is not None:
+            attrs["error.type"] = error_type
+
+        span.set_attributes(attrs)
+        if error_type is not None and self._owns_span:
+            span.set_status(Status(StatusCode.ERROR))
+
+        if self._llm is not None:
+            self._attrs.update(attrs)
+            recorder.metrics.record(self._attrs, (time.perf_counter_ns() - self._start_ns) / 1e9)
+
+        fixture = self._fixture
+        if fixture is not None:
+            fixture.status_code = status
+            fixture.response_headers = recorder.redactor.headers(headers)
+            fixture.response_body = body
+            fixture.response_hash = response_hash
+            fixture.complete = complete and error_type is None
+            fixture.error_type = error_type
+            fixture.end_ns = time.time_ns()
+            recorder.handoff.put(fixture)
+        if self._owns_span:
+            span.end()
+
+    def _llm_response_attributes(self, status: int, body: bytes, streamed: bool) -> dict[str, Any]:
+        assert self._codec is not None
+        attrs: dict[str, Any] = {}
+        try:
+            response = self._codec.parse_response(status, body, streamed)
+        except CodecError:
+            return attrs
+        attrs.update(response.attributes)
+        if response.error_type is not None and status >= 400:
+            attrs["error.type"] = response.error_type
+        if streamed and self._first_chunk_ns:
+            attrs["gen_ai.response.time_to_first_chunk"] = (
+                self._first_chunk_ns - self._start_ns
+            ) / 1e9
+        if self._recorder.capture_content and response.output_messages:
+            attrs["gen_ai.output.messages"] = canonical_json(response.output_messages).decode()
+        return attrs
+
+
+def _error_type(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"

@@ -1,0 +1,67 @@
+"""Which code is running: the commit and whether the work tree was dirty."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+__all__ = ["CodeVersion", "code_version"]
+
+# Checked in order; the first that is set wins over asking git.
+_COMMIT_VARIABLES = (
+    "OTEL_REPLAY_COMMIT",
+    "GITHUB_SHA",
+    "CI_COMMIT_SHA",
+    "BUILDKITE_COMMIT",
+    "CIRCLE_SHA1",
+    "GIT_COMMIT",
+    "SOURCE_VERSION",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CodeVersion:
+    """The running code's revision (None when unknown) and dirtiness (None when unknown)."""
+
+    revision: str | None
+    dirty: bool | None
+
+
+@cache
+def code_version() -> CodeVersion:
+    """Read once per process: from the environment if a CI variable names the commit, else from
+    git in the directory of the running script. Never raises; unknown stays None."""
+    for name in _COMMIT_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return CodeVersion(value, None)
+    where = _script_dir()
+    revision = _git(where, "rev-parse", "HEAD")
+    if revision is None:
+        return CodeVersion(None, None)
+    status = _git(where, "status", "--porcelain", "--untracked-files=no")
+    return CodeVersion(revision, None if status is None else bool(status))
+
+
+def _script_dir() -> Path:
+    script = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    path = Path(script).resolve().parent if script and Path(script).exists() else Path.cwd()
+    return path
+
+
+def _git(where: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(where), *args],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None

@@ -1,0 +1,98 @@
+"""The ``otel_replay`` instrumentor, loaded by ``opentelemetry-instrument``.
+
+It wraps the single-request dispatch of ``httpx`` and ``httpx2`` (sync and async). Instrumenting
+twice is harmless and ``uninstrument`` unwraps each wrapper;
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_replay`` keeps ``opentelemetry-instrument`` from
+loading it, and ``OTEL_REPLAY_MODE=off`` makes it a no-op.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Collection
+from types import ModuleType
+from typing import Any
+
+import wrapt
+from opentelemetry import metrics, trace
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.utils import unwrap
+
+from otel_replay import settings
+from otel_replay.capture import package
+from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
+from otel_replay.capture._handoff import Handoff
+from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._redact import Redactor
+from otel_replay.capture._run import use_tracer
+from otel_replay.capture._step import Recorder
+
+__all__ = ["HANDOFF", "ReplayInstrumentor", "capture_content_enabled"]
+
+_SCOPE = "otel_replay"
+_VERSION = "0.1.0"
+_CLIENT_MODULES = ("httpx", "httpx2")
+
+HANDOFF = Handoff(settings.load().handoff_max_bytes)
+"""The process-wide capture hand-off the ``replay`` exporter consumes."""
+
+
+def capture_content_enabled() -> bool:
+    """Content goes into spans unless ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+    asks for none (``NO_CONTENT``, ``EVENT_ONLY``, ``false``): replay is the point."""
+    value = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return value.strip().lower() not in ("no_content", "event_only", "false", "0", "no")
+
+
+class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Records every httpx/httpx2 call as a GenAI or HTTP step span with the replay kit.
+
+    ``instrument(tracer_provider=..., meter_provider=...)`` takes the usual optional providers;
+    settings come from the environment (see :mod:`otel_replay.settings`).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wrapped: list[ModuleType] = []
+        self.recorder: Recorder | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return package._instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        config = settings.load()
+        if config.mode == "off":
+            return
+        tracer = trace.get_tracer(
+            _SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider")
+        )
+        meter = metrics.get_meter(_SCOPE, _VERSION, meter_provider=kwargs.get("meter_provider"))
+        self.recorder = Recorder(
+            tracer=tracer,
+            redactor=Redactor(config.redact),
+            handoff=HANDOFF,
+            metrics=GenAiMetrics(meter),
+            capture_content=capture_content_enabled(),
+        )
+        use_tracer(tracer)
+        for name in _CLIENT_MODULES:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                continue
+            wrapt.wrap_function_wrapper(
+                module, "Client._send_single_request", sync_wrapper(self.recorder, module)
+            )
+            wrapt.wrap_function_wrapper(
+                module, "AsyncClient._send_single_request", async_wrapper(self.recorder, module)
+            )
+            self._wrapped.append(module)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for module in self._wrapped:
+            unwrap(module.Client, "_send_single_request")
+            unwrap(module.AsyncClient, "_send_single_request")
+        self._wrapped.clear()
+        self.recorder = None
+        use_tracer(None)

@@ -1,0 +1,1 @@
+"""The ``otel-replay`` command line."""

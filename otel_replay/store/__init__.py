@@ -1,0 +1,1 @@
+"""Store: content-addressed, compressed, deduplicated fixtures with an SQLite index."""
