@@ -32,7 +32,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from otel_replay import attributes as A
 from otel_replay.capture._vcs import code_version
 
-__all__ = ["RunState", "current_run", "new_run_id", "run", "use_tracer"]
+__all__ = ["RunState", "current_run", "new_run_id", "run", "start_process_run", "use_tracer"]
 
 _TRACER_NAME = "otel_replay"
 _tracer: Tracer | None = None
@@ -80,17 +80,22 @@ _process_run: RunState | None = None
 _current: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
 
 
+def start_process_run(run_id: str | None = None) -> RunState:
+    """Begin a new process-wide run (id from ``run_id``, ``OTEL_REPLAY_RUN_ID`` or generated);
+    steps outside any ``run()`` block belong to it from now on."""
+    global _process_run  # noqa: PLW0603 - one process-wide default run
+    mode = os.environ.get("OTEL_REPLAY_MODE", "record").strip().lower() or "record"
+    run_id = run_id or os.environ.get("OTEL_REPLAY_RUN_ID", "").strip() or new_run_id()
+    _process_run = RunState(run_id=run_id, mode=mode)
+    return _process_run
+
+
 def current_run() -> RunState:
     """The run of the calling context: the innermost ``run()`` block, else the process run."""
     state = _current.get()
     if state is not None:
         return state
-    global _process_run  # noqa: PLW0603 - one process-wide default run, created lazily
-    if _process_run is None:
-        mode = os.environ.get("OTEL_REPLAY_MODE", "record").strip().lower() or "record"
-        run_id = os.environ.get("OTEL_REPLAY_RUN_ID", "").strip() or new_run_id()
-        _process_run = RunState(run_id=run_id, mode=mode)
-    return _process_run
+    return _process_run if _process_run is not None else start_process_run()
 
 
 def _seed_everything(seed: int) -> None:

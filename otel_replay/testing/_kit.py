@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 
 __all__ = ["CaptureKit"]
@@ -21,7 +22,7 @@ class CaptureKit:
     """Instruments httpx/httpx2 into an in-memory exporter and metric reader.
 
     Use as a context manager; on exit the instrumentation is removed and the providers shut
-    down. ``spans()`` gives finished spans as plain dicts, in end order, with JSON-string
+    down. Each kit starts a fresh process run, so step indices begin at 0. ``spans()`` gives finished spans as plain dicts, in end order, with JSON-string
     content attributes decoded and ids replaced by stable small numbers.
     """
 
@@ -34,6 +35,7 @@ class CaptureKit:
         self.instrumentor = ReplayInstrumentor()
 
     def __enter__(self) -> CaptureKit:
+        start_process_run()
         self.instrumentor.instrument(
             tracer_provider=self.tracer_provider, meter_provider=self.meter_provider
         )

@@ -1,0 +1,203 @@
+"""The instrumentor's life cycle and what each step span carries."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from types import ModuleType
+from typing import Any
+
+import pytest
+from opentelemetry import context
+
+import otel_replay
+from otel_replay.capture.instrumentor import HANDOFF, ReplayInstrumentor
+from otel_replay.testing import CaptureKit
+from tests.capture.conftest import scripted_transport
+
+URL = "http://tools.local/orders/A-1?api_key=sk-query-secret"
+
+
+def _json_transport(module: ModuleType) -> Any:
+    def answer(request: Any) -> Any:
+        return module.Response(200, json={"echo": json.loads(request.content or b"null")})
+
+    return module.MockTransport(answer)
+
+
+def test_clients_created_before_instrumentation_are_covered(client_module: ModuleType) -> None:
+    client = client_module.Client(transport=_json_transport(client_module))
+    with CaptureKit() as kit:
+        client.get(URL)
+        assert [s["name"] for s in kit.spans()] == ["GET"]
+    client.close()
+
+
+def test_instrument_twice_is_harmless_and_uninstrument_unwraps(
+    client_module: ModuleType,
+) -> None:
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        kit.instrumentor.instrument(tracer_provider=kit.tracer_provider)
+        c.get(URL)
+        assert len(kit.spans()) == 1
+        kit.instrumentor.uninstrument()
+        c.get(URL)
+        assert len(kit.spans()) == 1
+        kit.instrumentor.instrument(tracer_provider=kit.tracer_provider)
+        c.get(URL)
+        assert len(kit.spans()) == 2
+    assert not isinstance(
+        client_module.Client.__dict__["_send_single_request"].__class__.__name__, type
+    )
+    assert "wrapt" not in type(client_module.Client.__dict__["_send_single_request"]).__module__
+
+
+def test_mode_off_records_nothing(
+    client_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_REPLAY_MODE", "off")
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        assert c.get(URL).json() == {"echo": None}
+        assert kit.spans() == []
+
+
+def test_suppressed_context_records_nothing(client_module: ModuleType) -> None:
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        token = context.attach(context.set_value(context._SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            c.get(URL)
+        finally:
+            context.detach(token)
+        assert kit.spans() == []
+
+
+def test_plain_http_step_attributes(client_module: ModuleType) -> None:
+    body = b'{"order_id": "A-1", "reason": "broken"}'
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        response = c.post(
+            "https://tools.local:8443/refunds?token=tok-secret",
+            content=body,
+            headers={"content-type": "application/json", "Authorization": "Bearer sk-hdr"},
+        )
+        (span,) = kit.spans()
+    attrs = span["attributes"]
+    assert span["name"] == "POST" and span["kind"] == "CLIENT"
+    assert attrs["http.request.method"] == "POST"
+    assert attrs["url.full"] == "https://tools.local:8443/refunds?token=REDACTED"
+    assert attrs["server.address"] == "tools.local"
+    assert attrs["server.port"] == 8443
+    assert attrs["http.response.status_code"] == 200
+    assert attrs["replay.step.kind"] == "http"
+    assert attrs["replay.step.index"] == 0
+    assert attrs["replay.mode"] == "record"
+    assert attrs["replay.request.hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
+    assert attrs["replay.request.size"] == len(body)
+    assert attrs["replay.response.hash"] == (
+        "sha256:" + hashlib.sha256(response.content).hexdigest()
+    )
+    assert attrs["replay.run.id"].startswith("r_")
+    assert "vcs.ref.head.revision" in attrs
+    assert "sk-hdr" not in repr(attrs) and "tok-secret" not in repr(attrs)
+
+
+def test_user_patterns_redact_bodies_before_hashing(
+    client_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_REPLAY_REDACT", r"acct-[0-9]+")
+    body = b'{"account": "acct-4242"}'
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        assert c.post(URL, content=body).json() == {"echo": {"account": "acct-4242"}}
+        (span,) = kit.spans()
+    redacted = b'{"account": "REDACTED"}'
+    assert span["attributes"]["replay.request.hash"] == (
+        "sha256:" + hashlib.sha256(redacted).hexdigest()
+    )
+
+
+def test_step_index_follows_send_order_and_runs_restart_it(client_module: ModuleType) -> None:
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        c.get(URL)
+        with otel_replay.run(name="triage", seed=7) as run:
+            c.get(URL)
+            c.get(URL)
+        c.get(URL)
+        spans = kit.spans()
+    process_run = spans[0]["attributes"]["replay.run.id"]
+    by_run = [(s["attributes"]["replay.run.id"], s["attributes"].get("replay.step.index"))
+              for s in spans]
+    assert by_run == [
+        (process_run, 0),
+        (run.run_id, None),
+        (run.run_id, 0),
+        (run.run_id, 1),
+        (process_run, 1),
+    ]
+    agent = spans[1]
+    assert agent["name"] == "invoke_agent triage"
+    assert agent["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert agent["attributes"]["gen_ai.agent.name"] == "triage"
+    assert agent["attributes"]["replay.seed"] == 7
+    assert spans[2]["parent"] == 1 and spans[3]["parent"] == 1
+    assert spans[2]["attributes"]["replay.seed"] == 7
+
+
+def test_run_seeds_random_and_works_async() -> None:
+    async def draw() -> tuple[str, float]:
+        async with otel_replay.run(name="a", seed=1234) as run:
+            return run.run_id, random.random()
+
+    with CaptureKit() as kit:
+        first_id, first = asyncio.run(draw())
+        second_id, second = asyncio.run(draw())
+        with pytest.raises(ValueError, match="boom"), otel_replay.run(name="b"):
+            raise ValueError("boom")
+        spans = kit.spans()
+    assert first == second == random.Random(1234).random()
+    assert first_id != second_id
+    failed = spans[-1]
+    assert failed["status"] == "ERROR"
+    assert failed["attributes"]["error.type"] == "ValueError"
+    assert isinstance(failed["attributes"]["replay.seed"], int)
+
+
+def test_concurrent_threads_get_distinct_indices(client_module: ModuleType) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: c.get(URL), range(40)))
+        indices = sorted(s["attributes"]["replay.step.index"] for s in kit.spans())
+    assert indices == list(range(40))
+
+
+def test_handoff_gets_the_exact_bytes_when_a_consumer_is_attached(
+    client_module: ModuleType,
+) -> None:
+    chunks = [b"data: a\n\n", b"data: b\n\n"]
+    pair = scripted_transport(client_module, chunks)
+    HANDOFF.attach()
+    try:
+        with CaptureKit() as kit, client_module.Client(transport=pair[0]) as c:
+            c.post(URL, content=b"q", headers={"Authorization": "Bearer sk-handoff"})
+            (raw,) = kit.raw_spans()
+        assert raw.context is not None
+        fixture = HANDOFF.take(raw.context.span_id)
+    finally:
+        HANDOFF.detach()
+    assert fixture is not None
+    assert fixture.request_body == b"q"
+    assert fixture.response_body == b"".join(chunks)
+    assert [size for size, _ in fixture.chunks] == [len(c) for c in chunks]
+    assert fixture.complete is True and fixture.status_code == 200
+    assert ("Authorization", "REDACTED") in fixture.request_headers
+    assert fixture.url.endswith("api_key=REDACTED")
+    assert fixture.request_hash == "sha256:" + hashlib.sha256(b"q").hexdigest()
+
+
+def test_entry_point_is_registered() -> None:
+    from importlib.metadata import entry_points
+
+    (ep,) = [e for e in entry_points(group="opentelemetry_instrumentor") if e.name == "otel_replay"]
+    assert ep.load() is ReplayInstrumentor

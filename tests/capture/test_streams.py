@@ -1,0 +1,123 @@
+"""The tee: the application sees exactly what the transport produced, and the step records it."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from otel_replay.testing import CaptureKit
+from tests.capture.conftest import Failure, scripted_transport
+
+CHUNKS = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n", b"data: [DONE]\n\n"]
+URL = "http://tools.local/stream"
+
+
+def _read_sync(module: ModuleType, transport: Any, close_after: int | None = None) -> list[bytes]:
+    got: list[bytes] = []
+    with module.Client(transport=transport) as client, client.stream("GET", URL) as response:
+        for chunk in response.iter_raw():
+            got.append(chunk)
+            if close_after is not None and len(got) == close_after:
+                break
+    return got
+
+
+def _read_async(module: ModuleType, transport: Any, close_after: int | None = None) -> list[bytes]:
+    async def go() -> list[bytes]:
+        got: list[bytes] = []
+        async with module.AsyncClient(transport=transport) as client:
+            async with client.stream("GET", URL) as response:
+                async for chunk in response.aiter_raw():
+                    got.append(chunk)
+                    if close_after is not None and len(got) == close_after:
+                        break
+        return got
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(params=["sync", "async"])
+def read(request: pytest.FixtureRequest) -> Any:
+    return _read_sync if request.param == "sync" else _read_async
+
+
+def _pick(pair: tuple[Any, Any], read: Any) -> Any:
+    return pair[0] if read is _read_sync else pair[1]
+
+
+def test_chunks_identical_with_and_without_instrumentation(
+    client_module: ModuleType, read: Any
+) -> None:
+    bare = read(client_module, _pick(scripted_transport(client_module, CHUNKS), read))
+    with CaptureKit() as kit:
+        seen = read(client_module, _pick(scripted_transport(client_module, CHUNKS), read))
+        (span,) = kit.spans()
+    assert bare == seen == CHUNKS
+    attrs = span["attributes"]
+    body = b"".join(CHUNKS)
+    assert attrs["replay.response.hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
+    assert attrs["replay.response.size"] == len(body)
+    assert attrs["replay.response.complete"] is True
+    assert attrs["http.response.status_code"] == 200
+    assert span["status"] == "UNSET"
+
+
+def test_early_close_records_what_was_read(client_module: ModuleType, read: Any) -> None:
+    with CaptureKit() as kit:
+        seen = read(client_module, _pick(scripted_transport(client_module, CHUNKS), read), 2)
+        (span,) = kit.spans()
+    assert seen == CHUNKS[:2]
+    attrs = span["attributes"]
+    assert attrs["replay.response.complete"] is False
+    partial = b"".join(CHUNKS[:2])
+    assert attrs["replay.response.hash"] == "sha256:" + hashlib.sha256(partial).hexdigest()
+    assert "error.type" not in attrs
+
+
+def test_error_mid_stream_is_recorded_and_reraised_unchanged(
+    client_module: ModuleType, read: Any
+) -> None:
+    boom = Failure("connection reset by peer")
+    pair = scripted_transport(client_module, CHUNKS, fail_after=2, fail_with=boom)
+    with CaptureKit() as kit:
+        with pytest.raises(Failure) as info:
+            read(client_module, _pick(pair, read))
+        (span,) = kit.spans()
+    assert info.value is boom
+    attrs = span["attributes"]
+    assert attrs["error.type"] == "tests.capture.conftest.Failure"
+    assert attrs["replay.response.complete"] is False
+    assert span["status"] == "ERROR"
+
+
+def test_transport_error_before_response(client_module: ModuleType) -> None:
+    def refuse(request: Any) -> Any:
+        raise client_module.ConnectError("refused", request=request)
+
+    with CaptureKit() as kit:
+        with (
+            client_module.Client(transport=client_module.MockTransport(refuse)) as client,
+            pytest.raises(client_module.ConnectError),
+        ):
+            client.get(URL)
+        (span,) = kit.spans()
+    assert span["attributes"]["error.type"] == f"{client_module.__name__}.ConnectError"
+    assert span["status"] == "ERROR"
+    assert "replay.response.hash" not in span["attributes"]
+
+
+def test_http_error_status_sets_error_type(client_module: ModuleType) -> None:
+    pair = scripted_transport(
+        client_module, [b'{"detail":"nope"}'], status=503,
+        headers={"content-type": "application/json"},
+    )
+    with CaptureKit() as kit, client_module.Client(transport=pair[0]) as client:
+        assert client.get(URL).status_code == 503
+        (span,) = kit.spans()
+    assert span["attributes"]["error.type"] == "503"
+    assert span["attributes"]["http.response.status_code"] == 503
+    assert span["status"] == "ERROR"
