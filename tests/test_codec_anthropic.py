@@ -919,6 +919,7 @@ def test_stream_cut_before_message_stop_keeps_what_arrived() -> None:
             }
         ],
         error_type=None,
+        finished=False,
     )
 
 
@@ -954,6 +955,7 @@ def test_mid_stream_error_event() -> None:
             }
         ],
         error_type="overloaded_error",
+        finished=False,
     )
 
 
@@ -963,7 +965,9 @@ def test_mid_stream_error_event() -> None:
 def test_stream_with_nothing_usable_never_raises(body: bytes) -> None:
     response = ANTHROPIC_MESSAGES.parse_response(200, body, streamed=True)
 
-    assert response == LlmResponse(attributes={"gen_ai.response.finish_reasons": ["error"]})
+    assert response == LlmResponse(
+        attributes={"gen_ai.response.finish_reasons": ["error"]}, finished=False
+    )
 
 
 def test_events_read_even_when_not_flagged_as_streamed() -> None:

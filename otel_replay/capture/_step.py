@@ -272,17 +272,18 @@ class Step:
         if response_hash is not None:
             attrs[A.REPLAY_RESPONSE_HASH] = response_hash
             attrs[A.REPLAY_RESPONSE_SIZE] = len(body)
-        attrs[A.REPLAY_RESPONSE_COMPLETE] = complete and error_type is None
         streamed = is_sse(header(headers, "content-type"))
         if status is not None:
             if self._llm is None:
                 attrs["http.response.status_code"] = status
             else:
-                attrs.update(self._llm_response_attributes(status, body, streamed))
+                finished = self._llm_response_attributes(status, body, streamed, attrs)
+                complete = complete or (streamed and finished and error_type is None)
             if status >= 400 and error_type is None:
                 error_type = attrs.get("error.type") or str(status)
         if error_type is not None:
             attrs["error.type"] = error_type
+        attrs[A.REPLAY_RESPONSE_COMPLETE] = complete and error_type is None
 
         span.set_attributes(attrs)
         if error_type is not None and self._owns_span:
@@ -305,13 +306,16 @@ class Step:
         if self._owns_span:
             span.end()
 
-    def _llm_response_attributes(self, status: int, body: bytes, streamed: bool) -> dict[str, Any]:
+    def _llm_response_attributes(
+        self, status: int, body: bytes, streamed: bool, attrs: dict[str, Any]
+    ) -> bool:
+        """Add the codec's response attributes to ``attrs``; True when the provider's answer
+        arrived whole (see ``LlmResponse.finished``)."""
         assert self._codec is not None
-        attrs: dict[str, Any] = {}
         try:
             response = self._codec.parse_response(status, body, streamed)
         except CodecError:
-            return attrs
+            return False
         attrs.update(response.attributes)
         if response.error_type is not None and status >= 400:
             attrs["error.type"] = response.error_type
@@ -321,7 +325,7 @@ class Step:
             ) / 1e9
         if self._recorder.capture_content and response.output_messages:
             attrs["gen_ai.output.messages"] = canonical_json(response.output_messages).decode()
-        return attrs
+        return response.finished and response.error_type is None
 
 
 def _error_type(exc: BaseException) -> str:

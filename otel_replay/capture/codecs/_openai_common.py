@@ -2,7 +2,7 @@
 
 Everything here is a pure function over already-decoded JSON values. The helpers are written
 for the application thread: no copies beyond the output shapes, no re-serialisation, and
-``isinstance`` checks instead of exceptions on unexpected wire values.
+exact type checks (cheaper than ABC checks) instead of exceptions on unexpected wire values.
 """
 
 from __future__ import annotations

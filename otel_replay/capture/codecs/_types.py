@@ -46,12 +46,15 @@ class LlmResponse:
 
     ``attributes`` holds ``gen_ai.response.*`` and ``gen_ai.usage.*``. ``error_type`` is the
     provider's own error type when the body is an error object (for example
-    ``rate_limit_error``), else None.
+    ``rate_limit_error``), else None. ``finished`` is False when a stream ended before the
+    provider's terminal event: SDKs close the stream as soon as they see that event, so it,
+    not the end of the byte stream, says whether the answer arrived whole.
     """
 
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     output_messages: list[Message] = field(default_factory=list)
     error_type: str | None = None
+    finished: bool = True
 
 
 class Codec(Protocol):

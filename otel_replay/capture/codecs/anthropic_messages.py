@@ -463,7 +463,7 @@ def _decoded(events: list[SseEvent]) -> list[object]:
 class _Stream:
     """The state of one event stream: the message so far, its blocks, usage and stop."""
 
-    __slots__ = ("blocks", "error_type", "message", "stop_reason", "usage")
+    __slots__ = ("blocks", "error_type", "message", "stopped", "stop_reason", "usage")
 
     def __init__(self) -> None:
         self.message: Mapping[str, Any] | None = None
@@ -471,9 +471,10 @@ class _Stream:
         self.usage: dict[str, Any] = {}
         self.stop_reason: object = None
         self.error_type: str | None = None
+        self.stopped = False
 
     def feed(self, kind: object, data: dict[str, Any]) -> None:
-        # ping, content_block_stop, message_stop and unknown events change nothing here.
+        # ping, content_block_stop and unknown events change nothing here.
         if kind == "content_block_delta":
             self._delta(data)
         elif kind == "content_block_start":
@@ -491,6 +492,8 @@ class _Stream:
             if isinstance(usage, Mapping):
                 # Cumulative counts: the latest non-null value of each wins.
                 self.usage.update((k, v) for k, v in usage.items() if v is not None)
+        elif kind == "message_stop":
+            self.stopped = True
         elif kind == "error":
             self.error_type = _error_type(data) or OTHER_ERROR
 
@@ -543,7 +546,10 @@ class _Stream:
                 }
             )
         return LlmResponse(
-            attributes=attributes, output_messages=output_messages, error_type=self.error_type
+            attributes=attributes,
+            output_messages=output_messages,
+            error_type=self.error_type,
+            finished=self.stopped,
         )
 
 

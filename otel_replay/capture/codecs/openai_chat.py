@@ -94,14 +94,14 @@ def _tool_call_part(call: Any) -> Part:
     }
 
 
-def _audio_parts(audio: Mapping[str, Any]) -> list[Part]:
+def _audio_parts(audio: dict[str, Any]) -> list[Part]:
     if "data" not in audio:  # a reference to earlier audio output: {"id": ...}
         return [{"type": "audio", **audio}]
-    parts: list[Part] = [{"type": "blob", "modality": "audio", "content": audio.get("data")}]
+    part: Part = {"type": "blob", "modality": "audio", "content": audio.get("data")}
     transcript = audio.get("transcript")
     if isinstance(transcript, str) and transcript:
-        parts.append({"type": "text", "content": transcript})
-    return parts
+        part["transcript"] = transcript  # the BlobPart field of the current schema
+    return [part]
 
 
 def _assistant_parts(message: Mapping[str, Any]) -> list[Part]:
@@ -411,15 +411,33 @@ class _ChoiceBuffer:
         }
 
 
+def _feed_choices(choices: dict[Any, _ChoiceBuffer], deltas: list[Any]) -> None:
+    for choice in deltas:
+        if type(choice) is not dict:
+            continue
+        index = choice.get("index", 0)
+        buffer = choices.get(index)
+        if buffer is None:
+            buffer = choices[index] = _ChoiceBuffer()
+        delta = choice.get("delta")
+        if type(delta) is dict:
+            buffer.feed(delta)
+        reason = choice.get("finish_reason")
+        if reason.__class__ is str:
+            buffer.finish_reason = reason
+
+
 def _from_stream(body: bytes) -> LlmResponse:
-    choices: dict[int, _ChoiceBuffer] = {}
+    choices: dict[Any, _ChoiceBuffer] = {}
     first: dict[str, Any] | None = None  # the first chunk naming the completion
     last: dict[str, Any] | None = None  # the last chunk, whose tier and fingerprint win
     error_type: str | None = None
     usage: Any = None
+    done = False  # "[DONE]" is the terminal event: the SDK stops reading there
     for event in parse_sse(body):
         data = event.data
         if data.startswith("[DONE]"):
+            done = True
             continue
         try:
             chunk = decode_str(data)
@@ -438,21 +456,8 @@ def _from_stream(body: bytes) -> LlmResponse:
         if chunk_usage is not None:
             usage = chunk_usage
         deltas = chunk.get("choices")
-        if type(deltas) is not list:
-            continue
-        for choice in deltas:
-            if type(choice) is not dict:
-                continue
-            index = choice.get("index", 0)
-            buffer = choices.get(index)
-            if buffer is None:
-                buffer = choices[index] = _ChoiceBuffer()
-            delta = choice.get("delta")
-            if type(delta) is dict:
-                buffer.feed(delta)
-            reason = choice.get("finish_reason")
-            if reason.__class__ is str:
-                buffer.finish_reason = reason
+        if type(deltas) is list:
+            _feed_choices(choices, deltas)
     attrs: dict[str, AttributeValue] = {}
     if first is not None:
         _common_response_attributes(first, attrs)
@@ -468,7 +473,7 @@ def _from_stream(body: bytes) -> LlmResponse:
         messages.append(message)
     if reasons:
         attrs[FINISH_REASONS] = reasons
-    return LlmResponse(attrs, messages, error_type)
+    return LlmResponse(attrs, messages, error_type, finished=done)
 
 
 def _sort_key(index: Any) -> tuple[bool, Any]:

@@ -16,9 +16,10 @@ Mapping decisions (see the GenAI semantic conventions and their OpenAI refinemen
 * The Responses API has no finish reason, so one is derived from the response status (the
   same value in ``gen_ai.response.finish_reasons`` and the message's ``finish_reason``):
   ``completed`` -> ``tool_call`` when the output asks the client to run a tool, else
-  ``stop``; ``incomplete`` -> ``length`` for ``max_output_tokens``, ``content_filter`` for
-  ``content_filter``, else the provider's reason; ``failed`` -> ``error``; ``cancelled`` ->
-  ``cancelled``; a stream that ended before its terminal event -> ``error``.
+  ``compaction`` when it holds a compaction item, else ``stop``; ``incomplete`` ->
+  ``length`` for ``max_output_tokens``, ``content_filter`` for ``content_filter``, else the
+  provider's reason; ``failed`` -> ``error``; ``cancelled`` -> ``cancelled``; a stream that
+  ended before its terminal event -> ``error``.
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ def _item_parts(item: Mapping[str, Any]) -> list[Part]:
         return [{"type": "tool_call_response", "id": item.get("call_id"), "response": response}]
     elif kind == "reasoning":
         return _reasoning_parts(item)
+    elif kind == "compaction":  # the compacted state is encrypted: only its id is readable
+        return [{"type": "compaction", "id": item.get("id")}]
     elif isinstance(kind, str) and kind in _SERVER_TOOLS:
         tool, result_fields = _SERVER_TOOLS[kind]
         return _server_tool_parts(item, tool, result_fields)
@@ -283,10 +286,10 @@ def _finish_reason(response: Mapping[str, Any], output: list[Any], finished: boo
         return "error"
     if isinstance(status, str) and status != "completed":
         return status  # cancelled, or a status newer than this codec
-    for item in output:
-        if isinstance(item, dict) and item.get("type") in _CLIENT_CALLS:
-            return "tool_call"
-    return "stop"
+    kinds = {item.get("type") for item in output if isinstance(item, dict)}
+    if not kinds.isdisjoint(_CLIENT_CALLS):
+        return "tool_call"
+    return "compaction" if "compaction" in kinds else "stop"
 
 
 def _from_response(
@@ -316,7 +319,8 @@ def _from_response(
         reason = _finish_reason(response, output, finished)
         attrs[FINISH_REASONS] = [reason]
         messages.append({"role": "assistant", "parts": parts, "finish_reason": reason})
-    return LlmResponse(attrs, messages, error_type_of(response.get("error")) or error_type)
+    error = error_type_of(response.get("error")) or error_type
+    return LlmResponse(attrs, messages, error, finished=finished)
 
 
 class _StreamAssembler:

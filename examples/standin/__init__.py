@@ -1,0 +1,24 @@
+"""A local stand-in model provider and toy tool backend, for demos and tests (stdlib only).
+
+It speaks OpenAI Chat Completions, OpenAI Responses and Anthropic Messages (streaming or not)
+well enough for the real SDKs, records every request byte for byte, and answers like a small
+support-desk model: it calls `lookup_order`, `get_weather` and `refund_order` when offered and
+the user asks for them, then quotes the tool results (rules in `_brain.py`).
+
+    with StandIn() as standin:
+        client = openai.OpenAI(base_url=standin.openai_base_url, api_key="sk-standin-not-a-secret")
+        ...
+        standin.received  # [RecordedRequest(method, path, query, headers, body), ...]
+
+Special models: `standin-error` (HTTP 429 in the provider's error format), `standin-cut` (the
+answer stops mid-stream and the connection drops), `standin-slow` (2 s before the headers).
+An integer `seed` in the request body makes the wording deterministic; ids stay random.
+Command line: `python -m examples.standin --port 8765 [--port-file PATH] [--event-delay S]`.
+"""
+
+from __future__ import annotations
+
+from .recording import RecordedRequest
+from .server import StandIn
+
+__all__ = ["RecordedRequest", "StandIn"]
