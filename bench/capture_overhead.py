@@ -129,15 +129,21 @@ def main() -> None:
     median = {name: statistics.median(values) for name, values in results.items()}
     ours_added = median["otel-replay"] - median["bare"]
     otel_added = median["otel-httpx"] - median["bare"]
-    print(f"request {len(request_body)} B, response {len(response_body)} B, "
-          f"{args.calls} calls x {args.rounds} rounds (median round)")
+    print(
+        f"request {len(request_body)} B, response {len(response_body)} B, "
+        f"{args.calls} calls x {args.rounds} rounds (median round)"
+    )
     print(f"bare httpx call            {median['bare']:8.1f} µs")
     print(f"otel-httpx adds            {otel_added:8.1f} µs")
     print(f"otel-replay adds           {ours_added:8.1f} µs")
-    print(f"otel-replay / bare call    {ours_added / median['bare']:8.2f}x  "
-          f"(target <= {TARGET_RATIO_BARE})")
-    print(f"otel-replay / otel-httpx   {ours_added / otel_added:8.2f}x  "
-          f"(target <= {TARGET_RATIO_OTEL})")
+    print(
+        f"otel-replay / bare call    {ours_added / median['bare']:8.2f}x  "
+        f"(target <= {TARGET_RATIO_BARE})"
+    )
+    print(
+        f"otel-replay / otel-httpx   {ours_added / otel_added:8.2f}x  "
+        f"(target <= {TARGET_RATIO_OTEL})"
+    )
     print(f"import otel_replay         {_import_ms():8.1f} ms  (target <= {TARGET_IMPORT_MS})")
 
 

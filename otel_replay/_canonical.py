@@ -79,8 +79,10 @@ def _number(x: float) -> str:
     int_part, _, frac_part = mantissa.lstrip("-").partition(".")
     digits = (int_part + frac_part).lstrip("0") or "0"
     # Position of the decimal point relative to the first significant digit.
-    point = len(int_part.lstrip("0")) + exponent if int_part != "0" else exponent - (
-        len(frac_part) - len(frac_part.lstrip("0"))
+    point = (
+        len(int_part.lstrip("0")) + exponent
+        if int_part != "0"
+        else exponent - (len(frac_part) - len(frac_part.lstrip("0")))
     )
     digits = digits.rstrip("0") or "0"
     if 0 < point <= 21:

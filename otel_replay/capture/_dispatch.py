@@ -30,7 +30,7 @@ def _begin(recorder: Recorder, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     request = args[0] if args else kwargs["request"]
     try:
         return recorder.begin(request)
-    except Exception as exc:  # noqa: BLE001 - never let recording break the application
+    except Exception as exc:
         recorder.warn_once("starting a step", exc)
         return None
 
@@ -50,7 +50,7 @@ def _adopt(recorder: Recorder, step: Step, response: Any, tee: type[Any]) -> Non
             step.finish(complete=True)
         else:
             response.stream = tee(response.stream, step)
-    except Exception as exc:  # noqa: BLE001 - never let recording break the application
+    except Exception as exc:
         recorder.warn_once("teeing a response", exc)
         step.finish(complete=False)
 

@@ -105,7 +105,7 @@ def _seed_everything(seed: int) -> None:
         numpy.random.seed(seed % 2**32)
 
 
-class run:  # noqa: N801 - used as a function-like context manager: ``with otel_replay.run(...)``
+class run:
     """Open a new run for the enclosed block, sync (``with``) or async (``async with``).
 
     ``name`` becomes ``gen_ai.agent.name`` on the ``invoke_agent {name}`` span that parents

@@ -61,8 +61,11 @@ class Recorder:
         from the request)."""
         if what not in self._warned:
             self._warned.add(what)
-            _log.warning("otel-replay: %s failed (%s); the call goes on unrecorded", what,
-                         type(exc).__qualname__)
+            _log.warning(
+                "otel-replay: %s failed (%s); the call goes on unrecorded",
+                what,
+                type(exc).__qualname__,
+            )
 
     def begin(self, request: Any) -> Step:
         """Open the step (and its span) for ``request``, an ``httpx``/``httpx2`` Request."""
@@ -245,7 +248,7 @@ class Step:
         self._done = True
         try:
             self._record_end(complete, error_type)
-        except Exception as exc:  # noqa: BLE001 - never let recording break the application
+        except Exception as exc:
             self._recorder.warn_once("finishing a step", exc)
             if self._owns_span:
                 self.span.end()

@@ -16,7 +16,11 @@ from typing import Any
 
 import wrapt
 from opentelemetry import metrics, trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+# The module marks itself `# type: ignore`, so mypy sees none of its names.
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
@@ -64,9 +68,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         config = settings.load()
         if config.mode == "off":
             return
-        tracer = trace.get_tracer(
-            _SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider")
-        )
+        tracer = trace.get_tracer(_SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider"))
         meter = metrics.get_meter(_SCOPE, _VERSION, meter_provider=kwargs.get("meter_provider"))
         self.recorder = Recorder(
             tracer=tracer,

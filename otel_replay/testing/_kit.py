@@ -22,8 +22,9 @@ class CaptureKit:
     """Instruments httpx/httpx2 into an in-memory exporter and metric reader.
 
     Use as a context manager; on exit the instrumentation is removed and the providers shut
-    down. Each kit starts a fresh process run, so step indices begin at 0. ``spans()`` gives finished spans as plain dicts, in end order, with JSON-string
-    content attributes decoded and ids replaced by stable small numbers.
+    down. Each kit starts a fresh process run, so step indices begin at 0. ``spans()`` gives
+    finished spans as plain dicts in start order, content attributes JSON-decoded and parents
+    given as positions in that list.
     """
 
     def __init__(self) -> None:
@@ -62,9 +63,13 @@ class CaptureKit:
         order = {s.context.span_id: i for i, s in enumerate(finished) if s.context is not None}
         out = []
         for span in finished:
-            attrs = dict(span.attributes or {})
-            for key in ("gen_ai.input.messages", "gen_ai.output.messages",
-                        "gen_ai.system_instructions", "gen_ai.tool.definitions"):
+            attrs: dict[str, Any] = dict(span.attributes or {})
+            for key in (
+                "gen_ai.input.messages",
+                "gen_ai.output.messages",
+                "gen_ai.system_instructions",
+                "gen_ai.tool.definitions",
+            ):
                 if isinstance(attrs.get(key), str):
                     attrs[key] = json.loads(attrs[key])
             for key, value in attrs.items():
@@ -77,7 +82,8 @@ class CaptureKit:
                     "parent": order.get(span.parent.span_id) if span.parent else None,
                     "status": span.status.status_code.name,
                     "attributes": attrs,
-                    "scope": span.instrumentation_scope.name if span.instrumentation_scope
+                    "scope": span.instrumentation_scope.name
+                    if span.instrumentation_scope
                     else None,
                 }
             )

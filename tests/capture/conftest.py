@@ -6,7 +6,7 @@ import importlib
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -51,7 +51,7 @@ def scripted_transport(
                 yield chunk
 
     class Sync(module.BaseTransport):  # type: ignore[name-defined,misc]
-        requests: list[Any] = []
+        requests: ClassVar[list[Any]] = []
 
         def handle_request(self, request: Any) -> Any:
             request.read()
@@ -59,7 +59,7 @@ def scripted_transport(
             return module.Response(status, headers=response_headers, stream=SyncStream())
 
     class Async(module.AsyncBaseTransport):  # type: ignore[name-defined,misc]
-        requests: list[Any] = []
+        requests: ClassVar[list[Any]] = []
 
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()

@@ -125,8 +125,9 @@ def test_step_index_follows_send_order_and_runs_restart_it(client_module: Module
         c.get(URL)
         spans = kit.spans()
     process_run = spans[0]["attributes"]["replay.run.id"]
-    by_run = [(s["attributes"]["replay.run.id"], s["attributes"].get("replay.step.index"))
-              for s in spans]
+    by_run = [
+        (s["attributes"]["replay.run.id"], s["attributes"].get("replay.step.index")) for s in spans
+    ]
     assert by_run == [
         (process_run, 0),
         (run.run_id, None),

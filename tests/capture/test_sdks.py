@@ -251,16 +251,18 @@ def test_anthropic_messages(standin: StandIn, kit: CaptureKit, stream: bool, mod
     assert attrs["gen_ai.tool.definitions"] == [LOOKUP_DEFINITION]
     (output,) = attrs["gen_ai.output.messages"]
     tool_use = next(b for b in message.content if b.type == "tool_use")
-    assert {"type": "tool_call", "id": tool_use.id, "name": "lookup_order",
-            "arguments": {"order_id": "A-1234"}} in output["parts"]
+    assert {
+        "type": "tool_call",
+        "id": tool_use.id,
+        "name": "lookup_order",
+        "arguments": {"order_id": "A-1234"},
+    } in output["parts"]
     assert attrs["gen_ai.response.id"] == message.id
     assert attrs["gen_ai.response.finish_reasons"] == ["tool_use"]
     assert attrs["gen_ai.usage.output_tokens"] == message.usage.output_tokens
 
 
-def test_provider_error_is_recorded_and_raised_unchanged(
-    standin: StandIn, kit: CaptureKit
-) -> None:
+def test_provider_error_is_recorded_and_raised_unchanged(standin: StandIn, kit: CaptureKit) -> None:
     with (
         openai.OpenAI(base_url=standin.openai_base_url, api_key=KEY, max_retries=0) as client,
         pytest.raises(openai.RateLimitError),

@@ -29,12 +29,14 @@ def _read_sync(module: ModuleType, transport: Any, close_after: int | None = Non
 def _read_async(module: ModuleType, transport: Any, close_after: int | None = None) -> list[bytes]:
     async def go() -> list[bytes]:
         got: list[bytes] = []
-        async with module.AsyncClient(transport=transport) as client:
-            async with client.stream("GET", URL) as response:
-                async for chunk in response.aiter_raw():
-                    got.append(chunk)
-                    if close_after is not None and len(got) == close_after:
-                        break
+        async with (
+            module.AsyncClient(transport=transport) as client,
+            client.stream("GET", URL) as response,
+        ):
+            async for chunk in response.aiter_raw():
+                got.append(chunk)
+                if close_after is not None and len(got) == close_after:
+                    break
         return got
 
     return asyncio.run(go())
@@ -112,7 +114,9 @@ def test_transport_error_before_response(client_module: ModuleType) -> None:
 
 def test_http_error_status_sets_error_type(client_module: ModuleType) -> None:
     pair = scripted_transport(
-        client_module, [b'{"detail":"nope"}'], status=503,
+        client_module,
+        [b'{"detail":"nope"}'],
+        status=503,
         headers={"content-type": "application/json"},
     )
     with CaptureKit() as kit, client_module.Client(transport=pair[0]) as client:

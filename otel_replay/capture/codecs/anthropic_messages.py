@@ -463,7 +463,7 @@ def _decoded(events: list[SseEvent]) -> list[object]:
 class _Stream:
     """The state of one event stream: the message so far, its blocks, usage and stop."""
 
-    __slots__ = ("blocks", "error_type", "message", "stopped", "stop_reason", "usage")
+    __slots__ = ("blocks", "error_type", "message", "stop_reason", "stopped", "usage")
 
     def __init__(self) -> None:
         self.message: Mapping[str, Any] | None = None
