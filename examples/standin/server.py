@@ -143,6 +143,7 @@ class StandIn:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # tests open 50 connections at once
 
     def __init__(self, address: tuple[str, int], event_delay: float, verbose: bool) -> None:
         super().__init__(address, _Handler)

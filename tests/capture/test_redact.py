@@ -23,7 +23,10 @@ def test_secret_headers_lose_their_values(name: str) -> None:
     [
         ("https://h/p?city=Paris", "https://h/p?city=Paris"),
         ("https://h/p?api_key=sk1&city=Paris", f"https://h/p?api_key={REDACTED}&city=Paris"),
-        ("https://h/p?access_token=t&X-Amz-Signature=s", f"https://h/p?access_token={REDACTED}&X-Amz-Signature={REDACTED}"),
+        (
+            "https://h/p?access_token=t&X-Amz-Signature=s",
+            f"https://h/p?access_token={REDACTED}&X-Amz-Signature={REDACTED}",
+        ),
         ("https://user:pw@h/p", f"https://{REDACTED}:{REDACTED}@h/p"),
         ("https://h/p?sig=abc&code=xyz", f"https://h/p?sig={REDACTED}&code={REDACTED}"),
     ],
