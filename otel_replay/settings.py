@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 
 from otel_replay.errors import ConfigError
 
-__all__ = ["SETTINGS", "Mode", "Setting", "Settings", "load"]
+__all__ = ["SETTINGS", "Mode", "Setting", "Settings", "load", "read"]
 
 Mode = Literal["record", "replay", "off"]
 
@@ -70,6 +70,12 @@ SETTINGS: tuple[Setting, ...] = (
         "extra comma-separated regexes whose matches are redacted from bodies and headers",
     ),
     Setting(
+        "OTEL_REPLAY_COMMIT",
+        "",
+        _text,
+        "commit to record as vcs.ref.head.revision; else CI variables, else git",
+    ),
+    Setting(
         "OTEL_REPLAY_HANDOFF_MAX_BYTES",
         str(256 * 1024 * 1024),
         _non_negative_int,
@@ -88,7 +94,24 @@ class Settings:
     run_id: str | None
     inline_limit: int
     redact: tuple[re.Pattern[bytes], ...]
+    commit: str | None
     handoff_max_bytes: int
+
+
+_BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """Parse one setting from ``environ`` (default ``os.environ``).
+
+    Raises ConfigError naming the variable when its value does not parse.
+    """
+    setting = _BY_NAME[name]
+    raw = (os.environ if environ is None else environ).get(name, setting.default)
+    try:
+        return setting.parse(raw)
+    except (ValueError, re.error) as exc:
+        raise ConfigError(f"{name}={raw!r} is invalid: {exc}") from None
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -96,14 +119,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
     Raises ConfigError naming the variable when a value does not parse.
     """
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for setting in SETTINGS:
-        raw = env.get(setting.name, setting.default)
-        try:
-            values[setting.name] = setting.parse(raw)
-        except (ValueError, re.error) as exc:
-            raise ConfigError(f"{setting.name}={raw!r} is invalid: {exc}") from None
+    values = {setting.name: read(setting.name, environ) for setting in SETTINGS}
     return Settings(
         store=values["OTEL_REPLAY_STORE"],
         mode=values["OTEL_REPLAY_MODE"],
@@ -111,5 +127,6 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         run_id=values["OTEL_REPLAY_RUN_ID"],
         inline_limit=values["OTEL_REPLAY_INLINE_LIMIT"],
         redact=values["OTEL_REPLAY_REDACT"],
+        commit=values["OTEL_REPLAY_COMMIT"],
         handoff_max_bytes=values["OTEL_REPLAY_HANDOFF_MAX_BYTES"],
     )

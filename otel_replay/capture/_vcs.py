@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from otel_replay import settings
+
 __all__ = ["CodeVersion", "code_version"]
 
-# Checked in order; the first that is set wins over asking git.
+# CI systems' own variables, checked in order after OTEL_REPLAY_COMMIT; the first that is set
+# wins over asking git.
 _COMMIT_VARIABLES = (
-    "OTEL_REPLAY_COMMIT",
     "GITHUB_SHA",
     "CI_COMMIT_SHA",
     "BUILDKITE_COMMIT",
@@ -35,6 +37,9 @@ class CodeVersion:
 def code_version() -> CodeVersion:
     """Read once per process: from the environment if a CI variable names the commit, else from
     git in the directory of the running script. Never raises; unknown stays None."""
+    configured: str | None = settings.read("OTEL_REPLAY_COMMIT")
+    if configured:
+        return CodeVersion(configured, None)
     for name in _COMMIT_VARIABLES:
         value = os.environ.get(name, "").strip()
         if value:
