@@ -35,8 +35,9 @@ class CodeVersion:
 
 @cache
 def code_version() -> CodeVersion:
-    """Read once per process: from the environment if a CI variable names the commit, else from
-    git in the directory of the running script. Never raises; unknown stays None."""
+    """Read once per process: ``OTEL_REPLAY_COMMIT``, else a CI system's commit variable, else
+    git in the running script's directory or the working directory. Never raises; what cannot
+    be known stays None."""
     configured: str | None = settings.read("OTEL_REPLAY_COMMIT")
     if configured:
         return CodeVersion(configured, None)
@@ -44,18 +45,24 @@ def code_version() -> CodeVersion:
         value = os.environ.get(name, "").strip()
         if value:
             return CodeVersion(value, None)
-    where = _script_dir()
-    revision = _git(where, "rev-parse", "HEAD")
-    if revision is None:
-        return CodeVersion(None, None)
-    status = _git(where, "status", "--porcelain", "--untracked-files=no")
-    return CodeVersion(revision, None if status is None else bool(status))
+    for where in _candidate_dirs():
+        revision = _git(where, "rev-parse", "HEAD")
+        if revision is not None:
+            status = _git(where, "status", "--porcelain", "--untracked-files=no")
+            return CodeVersion(revision, None if status is None else bool(status))
+    return CodeVersion(None, None)
 
 
-def _script_dir() -> Path:
+def _candidate_dirs() -> list[Path]:
+    """The running script's directory, then the working directory."""
+    dirs = []
     script = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    path = Path(script).resolve().parent if script and Path(script).exists() else Path.cwd()
-    return path
+    if script and Path(script).exists():
+        dirs.append(Path(script).resolve().parent)
+    cwd = Path.cwd()
+    if cwd not in dirs:
+        dirs.append(cwd)
+    return dirs
 
 
 def _git(where: Path, *args: str) -> str | None:
