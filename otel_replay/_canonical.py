@@ -2,8 +2,16 @@
 
 The hot path serialises with orjson (sorted keys, compact) and checks the output for the few
 things where orjson and RFC 8785 disagree: integral floats (``1.0`` must be ``1``), exponent
-forms, integers past 2**53 (JCS numbers are IEEE doubles) and characters outside the BMP (JCS
+forms, integers past 2**53 (JCS numbers are IEEE doubles) and keys outside the BMP (JCS
 orders keys by UTF-16 code units). Only then does the exact, slower encoder run.
+
+The checks run on the application thread for every model call, over outputs that are mostly
+message text, so each is arranged to cost a ``memchr`` when the text holds nothing suspicious:
+every divergent pattern has one fixed byte at a fixed offset (``0``, ``+`` or ``-``), and
+only the places where that byte occurs are tried with the pattern (``re.match`` there), up to
+a few; past that the pattern's ordinary ``search`` takes over from the last place tried.
+Characters outside the BMP matter only in keys (emoji in message text are common and need
+nothing); only when the output holds one are the value's keys walked.
 """
 
 from __future__ import annotations
@@ -17,19 +25,29 @@ import orjson
 
 __all__ = ["canonical_json", "sha256_tag"]
 
-# Where orjson's output can differ from RFC 8785. Each pattern starts with a literal, which
-# keeps the scan a fast substring search instead of a per-byte regex walk.
+# Where orjson's output can differ from RFC 8785, each with the byte every match holds at
+# offset 1 (the anchor searched with memchr).
 _DIVERGENT = (
-    re.compile(rb"\.0(?:[,\]}]|$)"),  # integral float: orjson 1.0, JCS 1
-    re.compile(rb"e\+(?:1[6-9]|20)(?:[,\]}]|$)"),  # 1e16 <= x < 1e21: JCS writes digits
-    re.compile(rb"e-6(?:[,\]}]|$)"),  # 1e-7 < x < 1e-6: JCS writes 0.000001...
+    (48, re.compile(rb"\.0(?:[,\]}]|$)")),  # "0": integral float: orjson 1.0, JCS 1
+    (43, re.compile(rb"e\+(?:1[6-9]|20)(?:[,\]}]|$)")),  # "+": 1e16 <= x < 1e21: JCS digits
+    (45, re.compile(rb"e-6(?:[,\]}]|$)")),  # "-": 1e-7 < x < 1e-6: JCS writes 0.000001...
 )
-_NON_BMP = re.compile(rb"[\xf0-\xf4]")  # JCS orders keys by UTF-16 code units
+_MAX_ANCHORS = 8  # anchors tried one by one before handing the rest to re.search
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_dumps = orjson.dumps
+_sha256 = hashlib.sha256
+# Lead bytes of the 4-byte UTF-8 sequences, i.e. of the characters outside the BMP.
+_NON_BMP_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def sha256_tag(data: bytes) -> str:
-    """``sha256:<hex>`` of ``data``, the form every ``replay.*.hash`` attribute uses."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+def sha256_tag(data: bytes, *more: bytes) -> str:
+    """``sha256:<hex>`` of ``data`` (followed by ``more``, hashed as if concatenated, without
+    the copy), the form every ``replay.*.hash`` attribute uses."""
+    digest = _sha256(data)
+    for part in more:
+        digest.update(part)
+    return "sha256:" + digest.hexdigest()
 
 
 def canonical_json(value: Any) -> bytes:
@@ -38,15 +56,57 @@ def canonical_json(value: Any) -> bytes:
     Values are expected to come from parsed JSON, which holds no NaN or infinities.
     """
     try:
-        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER)
+        out = _dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:
         return _exact(value).encode()  # integers past 2**53 are doubles in JCS
-    if not out.isascii() and _NON_BMP.search(out) is not None:
+    if (
+        not out.isascii()
+        and any(lead in out for lead in _NON_BMP_LEADS)
+        and _keys_outside_bmp(value)
+    ):
         return _exact(value).encode()
-    for pattern in _DIVERGENT:
-        if pattern.search(out) is not None:
-            return _exact(value).encode()
+    if _number_diverges(out):
+        return _exact(value).encode()
     return out
+
+
+def _number_diverges(out: bytes) -> bool:
+    """True when some ``_DIVERGENT`` pattern matches ``out`` (same answer as ``search``)."""
+    find = out.find
+    for anchor, pattern in _DIVERGENT:
+        at = find(anchor, 1)
+        tried = 0
+        while at != -1:
+            if tried == _MAX_ANCHORS:
+                if pattern.search(out, at - 1) is not None:
+                    return True
+                break
+            if pattern.match(out, at - 1) is not None:
+                return True
+            tried += 1
+            at = find(anchor, at + 1)
+    return False
+
+
+def _keys_outside_bmp(value: Any) -> bool:
+    """True when an object key holds a character outside the BMP: the only place where
+    orjson's key order (code points) and JCS's (UTF-16 code units) can differ. Such characters
+    in string values (emoji in message text) are written identically by both."""
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if key.__class__ is not str or (not key.isascii() and max(key) > "\uffff"):
+                    return True
+                if child.__class__ not in _SCALARS:
+                    push(child)
+        elif isinstance(item, list | tuple):
+            for child in item:
+                if child.__class__ not in _SCALARS:
+                    push(child)
+    return False
 
 
 def _exact(value: Any) -> str:

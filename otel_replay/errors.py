@@ -4,12 +4,33 @@ The library raises; only the CLI turns these into one-line messages and exit cod
 
     OtelReplayError
     ├── ConfigError(ValueError)        a setting from the environment or an argument is invalid
-    └── CodecError(ValueError)         a provider body could not be decoded
+    ├── CodecError(ValueError)         a provider body could not be decoded
+    └── StoreError                     the fixture store cannot do what was asked
+        ├── StoreNotFoundError(FileNotFoundError)   no store at that location (and create=False)
+        ├── StoreNotWritableError(PermissionError)  the store location cannot be written
+        ├── StoreFormatError(ValueError)            unknown, newer or missing format version
+        ├── CorruptBlobError(ValueError)            stored bytes fail their checksum or hash
+        ├── CorruptIndexError                       index.sqlite cannot be read
+        └── RunNotFoundError(LookupError)           no such run (or step) in the store
+
+Every store error names the thing it is about (path, run id, step index or hash) in its
+message, on one line.
 """
 
 from __future__ import annotations
 
-__all__ = ["CodecError", "ConfigError", "OtelReplayError"]
+__all__ = [
+    "CodecError",
+    "ConfigError",
+    "CorruptBlobError",
+    "CorruptIndexError",
+    "OtelReplayError",
+    "RunNotFoundError",
+    "StoreError",
+    "StoreFormatError",
+    "StoreNotFoundError",
+    "StoreNotWritableError",
+]
 
 
 class OtelReplayError(Exception):
@@ -25,3 +46,42 @@ class ConfigError(OtelReplayError, ValueError):
 
 class CodecError(OtelReplayError, ValueError):
     """A request or response body does not have the shape its provider codec expects."""
+
+
+class StoreError(OtelReplayError):
+    """The fixture store cannot do what was asked; the message names the path, run or blob."""
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """There is no store at the given location and the caller asked not to create one."""
+
+
+class StoreNotWritableError(StoreError, PermissionError):
+    """The store location (or a file inside it) cannot be created or written."""
+
+
+class StoreFormatError(StoreError, ValueError):
+    """The store's ``FORMAT`` is missing, unknown or newer than this version understands.
+
+    The message says which version was found, which this version reads, and how to migrate.
+    Nothing in the store is changed.
+    """
+
+
+class CorruptBlobError(StoreError, ValueError):
+    """Stored bytes fail their checksum, or reassembled bytes fail their sha256.
+
+    The message names the blob (``sha256:<hex>`` when known) and the pack file holding it.
+    """
+
+
+class CorruptIndexError(StoreError):
+    """``index.sqlite`` cannot be read (truncated, not a database, or a newer schema).
+
+    The index can be rebuilt from the packs with ``Store.rebuild_index()``; it is never
+    rebuilt without being asked.
+    """
+
+
+class RunNotFoundError(StoreError, LookupError):
+    """The store has no run (or no step) with that id."""

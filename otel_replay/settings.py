@@ -42,6 +42,13 @@ def _text(raw: str) -> str | None:
     return raw.strip() or None
 
 
+def _days(raw: str) -> float:
+    value = float(raw.strip())
+    if not value >= 0 or value == float("inf"):
+        raise ValueError("expected a number of days >= 0")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One environment variable: its name, default (raw text), parser and meaning."""
@@ -81,6 +88,24 @@ SETTINGS: tuple[Setting, ...] = (
         _non_negative_int,
         "bytes of fixtures the capture hand-off holds for the exporter before it counts drops",
     ),
+    Setting(
+        "OTEL_REPLAY_RETAIN_OK_DAYS",
+        "7",
+        _days,
+        "days a run without errors is kept after its last activity, unless pinned",
+    ),
+    Setting(
+        "OTEL_REPLAY_RETAIN_ERROR_DAYS",
+        "30",
+        _days,
+        "days a run with an error is kept after its last activity, unless pinned",
+    ),
+    Setting(
+        "OTEL_REPLAY_CACHE_DIR",
+        "",
+        _text,
+        "where the index of a remote (fsspec URL) store is kept; default ~/.cache/otel-replay",
+    ),
 )
 
 
@@ -96,6 +121,9 @@ class Settings:
     redact: tuple[re.Pattern[bytes], ...]
     commit: str | None
     handoff_max_bytes: int
+    retain_ok_days: float
+    retain_error_days: float
+    cache_dir: str | None
 
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -129,4 +157,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         redact=values["OTEL_REPLAY_REDACT"],
         commit=values["OTEL_REPLAY_COMMIT"],
         handoff_max_bytes=values["OTEL_REPLAY_HANDOFF_MAX_BYTES"],
+        retain_ok_days=values["OTEL_REPLAY_RETAIN_OK_DAYS"],
+        retain_error_days=values["OTEL_REPLAY_RETAIN_ERROR_DAYS"],
+        cache_dir=values["OTEL_REPLAY_CACHE_DIR"],
     )

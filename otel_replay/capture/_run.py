@@ -15,7 +15,6 @@ index orders a report but is never what a replayed request is matched on.
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import secrets
 import sys
@@ -30,6 +29,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from otel_replay import attributes as A
+from otel_replay import settings
 from otel_replay.capture._vcs import code_version
 
 __all__ = ["RunState", "current_run", "new_run_id", "run", "start_process_run", "use_tracer"]
@@ -58,13 +58,22 @@ class RunState:
     mode: str = "record"
     seed: int | None = None
     _steps: itertools.count[int] = field(default_factory=itertools.count)
+    _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def next_step(self) -> int:
         """The next ``replay.step.index``; atomic under the GIL, so safe across threads."""
         return next(self._steps)
 
     def attributes(self) -> dict[str, Any]:
-        """Run-level replay-kit attributes, put on every span of the run."""
+        """Run-level replay-kit attributes, put on every span of the run (a fresh dict).
+
+        Built on first use: a run's id, mode and seed do not change once it has steps.
+        """
+        if self._attrs is None:
+            self._attrs = self._build_attributes()
+        return self._attrs.copy()
+
+    def _build_attributes(self) -> dict[str, Any]:
         version = code_version()
         attrs: dict[str, Any] = {A.REPLAY_RUN_ID: self.run_id, A.REPLAY_MODE: self.mode}
         if self.seed is not None:
@@ -84,10 +93,25 @@ def start_process_run(run_id: str | None = None) -> RunState:
     """Begin a new process-wide run (id from ``run_id``, ``OTEL_REPLAY_RUN_ID`` or generated);
     steps outside any ``run()`` block belong to it from now on."""
     global _process_run  # noqa: PLW0603 - one process-wide default run
-    mode = os.environ.get("OTEL_REPLAY_MODE", "record").strip().lower() or "record"
-    run_id = run_id or os.environ.get("OTEL_REPLAY_RUN_ID", "").strip() or new_run_id()
-    _process_run = RunState(run_id=run_id, mode=mode)
+    _process_run = RunState(
+        run_id=run_id or _claim_configured_id() or new_run_id(),
+        mode=settings.read("OTEL_REPLAY_MODE"),
+    )
     return _process_run
+
+
+_configured_id_claimed = False
+
+
+def _claim_configured_id() -> str | None:
+    """``OTEL_REPLAY_RUN_ID``, handed out once: to the first top-level ``run()`` block or to
+    the process run, whichever records first, so no two runs share an id."""
+    global _configured_id_claimed  # noqa: PLW0603 - one claim per process
+    if _configured_id_claimed:
+        return None
+    run_id: str | None = settings.read("OTEL_REPLAY_RUN_ID")
+    _configured_id_claimed = run_id is not None
+    return run_id
 
 
 def current_run() -> RunState:
@@ -110,16 +134,23 @@ class run:
 
     ``name`` becomes ``gen_ai.agent.name`` on the ``invoke_agent {name}`` span that parents
     every step of the run. ``seed`` seeds ``random`` (and numpy if imported); when omitted a
-    seed is drawn and recorded, so the run stays replayable. The run id comes from
-    ``run_id`` or is generated. The block's exception, if any, marks the span as an error and
-    propagates unchanged.
+    seed is drawn and recorded, so the run stays replayable. The run id comes from ``run_id``,
+    else ``OTEL_REPLAY_RUN_ID`` for the first top-level block, else it is generated. The
+    block's exception, if any, marks the span as an error and propagates unchanged.
+
+    When otel-replay is not instrumenting (disabled, or ``OTEL_REPLAY_MODE=off``) the block
+    still opens a plain ``invoke_agent`` span, without the replay kit.
     """
 
     def __init__(self, name: str, seed: int | None = None, run_id: str | None = None) -> None:
         self.name = name
+        self._explicit_seed = seed is not None
+        recording = _tracer is not None
+        if run_id is None and _current.get() is None and recording:
+            run_id = _claim_configured_id()
         self.state = RunState(
             run_id=run_id or new_run_id(),
-            mode=current_run().mode,
+            mode=current_run().mode if recording else "off",
             seed=secrets.randbits(31) if seed is None else seed,
         )
         self._span: Span | None = None
@@ -137,17 +168,21 @@ class run:
         return self.state.seed
 
     def __enter__(self) -> run:
-        tracer = _tracer or trace.get_tracer(_TRACER_NAME)
-        attrs = self.state.attributes()
+        recording = _tracer is not None
+        attrs = self.state.attributes() if recording else {}
         attrs["gen_ai.operation.name"] = "invoke_agent"
         attrs["gen_ai.agent.name"] = self.name
+        tracer = _tracer or trace.get_tracer(_TRACER_NAME)
         self._span = tracer.start_span(
             f"invoke_agent {self.name}", kind=SpanKind.INTERNAL, attributes=attrs
         )
         run_token = _current.set(self.state)
         ctx_token = otel_context.attach(trace.set_span_in_context(self._span))
         self._tokens = (run_token, ctx_token)
-        _seed_everything(self.seed)
+        # Without recording, a drawn seed would be recorded nowhere: only an explicit one is
+        # applied, because the caller asked for that determinism.
+        if recording or self._explicit_seed:
+            _seed_everything(self.seed)
         return self
 
     def __exit__(

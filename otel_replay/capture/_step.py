@@ -22,7 +22,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
-from otel_replay.capture._bodies import decode_content, header, is_json, is_sse
+from otel_replay.capture._bodies import decode_content, is_json, is_sse
 from otel_replay.capture._handoff import Fixture, Handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._redact import Redactor
@@ -73,25 +73,13 @@ class Recorder:
         index = run.next_step()
         url = request.url
         method: str = request.method
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        raw_headers: list[tuple[bytes, bytes]] = request.headers.raw
         raw_body: bytes | None = getattr(request, "_content", None)
         body = self.redactor.body(raw_body) if raw_body is not None else b""
         request_hash = sha256_tag(body)
 
-        codec: Codec | None = None
-        llm: LlmRequest | None = None
-        path: str = url.path
-        if method == "POST" and body[:1] == b"{" and is_json(header(headers, "content-type")):
-            try:
-                parsed = orjson.loads(body)
-                codec = detect(method, path, parsed)
-                if codec is not None:
-                    llm = codec.parse_request(path, parsed)
-            except (orjson.JSONDecodeError, CodecError):
-                codec, llm = None, None
-
-        scheme: str = url.scheme
-        port: int | None = url.port or _DEFAULT_PORTS.get(scheme)
+        codec, llm = _parse_request(method, url.path, raw_headers, body)
+        port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
         attrs: dict[str, Any] = run.attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
         attrs[A.REPLAY_REQUEST_HASH] = request_hash
@@ -102,9 +90,10 @@ class Recorder:
 
         span: Span
         owns_span = True
+        redacted_url: str | None = None
         if llm is not None:
             attrs[A.REPLAY_STEP_KIND] = "llm"
-            attrs.update(self._llm_request_attributes(llm))
+            self._add_llm_request_attributes(llm, attrs)
             foreign = _foreign_inference_span()
             if foreign is not None:
                 span, owns_span = foreign, False
@@ -113,13 +102,16 @@ class Recorder:
                 name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
                 span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         else:
+            redacted_url = self.redactor.url(str(url))
             attrs[A.REPLAY_STEP_KIND] = "http"
             attrs["http.request.method"] = method
-            attrs["url.full"] = self.redactor.url(str(url))
+            attrs["url.full"] = redacted_url
             span = self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
 
         fixture = None
         if self.handoff.wanted:
+            if redacted_url is None:
+                redacted_url = self.redactor.url(str(url))
             ctx = span.get_span_context()
             fixture = Fixture(
                 run_id=run.run_id,
@@ -128,25 +120,23 @@ class Recorder:
                 span_id=ctx.span_id,
                 kind=attrs[A.REPLAY_STEP_KIND],
                 method=method,
-                url=self.redactor.url(str(url)),
-                request_headers=self.redactor.headers(headers),
+                url=redacted_url,
+                request_headers=self.redactor.headers(_decoded(raw_headers)),
                 request_body=body,
                 request_hash=request_hash,
                 start_ns=time.time_ns(),
             )
         return Step(self, span, owns_span, codec, llm, fixture, attrs)
 
-    def _llm_request_attributes(self, llm: LlmRequest) -> dict[str, Any]:
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": llm.operation,
-            "gen_ai.provider.name": llm.provider,
-        }
+    def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
+        attrs["gen_ai.operation.name"] = llm.operation
+        attrs["gen_ai.provider.name"] = llm.provider
         attrs.update(llm.attributes)
         messages = canonical_json(llm.input_messages)
-        system = canonical_json(llm.system_instructions)
+        system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
         # canonical_json({"input_messages": m, "system_instructions": s}) without re-encoding.
         attrs[A.REPLAY_PROMPT_HASH] = sha256_tag(
-            b'{"input_messages":' + messages + b',"system_instructions":' + system + b"}"
+            b'{"input_messages":', messages, b',"system_instructions":', system, b"}"
         )
         tools = canonical_json(llm.tool_definitions) if llm.tool_definitions else None
         if tools is not None:
@@ -157,7 +147,59 @@ class Recorder:
                 attrs["gen_ai.system_instructions"] = system.decode()
             if tools is not None:
                 attrs["gen_ai.tool.definitions"] = tools.decode()
-        return attrs
+
+
+def _parse_request(
+    method: str, path: str, raw_headers: list[tuple[bytes, bytes]], body: bytes
+) -> tuple[Codec | None, LlmRequest | None]:
+    """The codec and what it reads from a model call's request body, or (None, None)."""
+    if method == "POST" and body[:1] == b"{" and is_json(_raw_header(raw_headers, b"content-type")):
+        try:
+            parsed = orjson.loads(body)
+            codec = detect(method, path, parsed)
+            if codec is not None:
+                return codec, codec.parse_request(path, parsed)
+        except (orjson.JSONDecodeError, CodecError):
+            pass
+    return None, None
+
+
+def _raw_header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    """``header`` on raw pairs: the first value of ``name`` (lower-case), decoded, or ``""``.
+
+    Decodes only the value it returns; the other headers stay bytes.
+    """
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
+    """The first ``Content-Type`` and first ``Content-Encoding`` values (``""`` when absent),
+    in one pass over the raw pairs."""
+    content_type = encoding = ""
+    for key, value in headers:
+        name = key.lower()
+        if name == b"content-type":
+            if not content_type:
+                content_type = value.decode("latin-1")
+        elif name == b"content-encoding" and not encoding:
+            encoding = value.decode("latin-1")
+    return content_type, encoding
+
+
+def _decoded(
+    headers: list[tuple[bytes, bytes]], drop_coding: bool = False
+) -> list[tuple[str, str]]:
+    """Raw header pairs as text; without the content coding and length when the body was
+    decoded from its ``Content-Encoding``."""
+    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+    if drop_coding:
+        pairs = [
+            (k, v) for k, v in pairs if k.lower() not in ("content-encoding", "content-length")
+        ]
+    return pairs
 
 
 def _foreign_inference_span() -> Span | None:
@@ -211,7 +253,7 @@ class Step:
         self._attrs = attrs
         self._chunks: list[bytes] = []
         self._status: int | None = None
-        self._response_headers: list[tuple[str, str]] = []
+        self._response_headers: list[tuple[bytes, bytes]] = []
         self._start_ns = time.perf_counter_ns()
         self._first_chunk_ns = 0
         self._done = False
@@ -224,7 +266,7 @@ class Step:
     def on_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Record the response head as soon as the transport returns it."""
         self._status = status
-        self._response_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+        self._response_headers = headers  # decoded only if a fixture wants them
 
     def on_chunk(self, chunk: bytes) -> None:
         """Remember one chunk exactly as the application receives it."""
@@ -257,25 +299,22 @@ class Step:
         recorder = self._recorder
         span = self.span
         status = self._status
-        headers = self._response_headers
+        raw_headers = self._response_headers
         attrs: dict[str, Any] = {}
-        body = b"".join(self._chunks)
-        encoding = header(headers, "content-encoding")
+        body = b"".join(self._chunks)  # the chunk itself when there is one
+        content_type, encoding = _content_headers(raw_headers)
+        decoded_content = False
         if encoding:
             decoded = decode_content(body, encoding) if complete else None
             if decoded is not None:
                 body = decoded
-                headers = [
-                    (k, v)
-                    for k, v in headers
-                    if k.lower() not in ("content-encoding", "content-length")
-                ]
+                decoded_content = True
         body = recorder.redactor.body(body)
         response_hash = sha256_tag(body) if status is not None else None
         if response_hash is not None:
             attrs[A.REPLAY_RESPONSE_HASH] = response_hash
             attrs[A.REPLAY_RESPONSE_SIZE] = len(body)
-        streamed = is_sse(header(headers, "content-type"))
+        streamed = is_sse(content_type)
         if status is not None:
             if self._llm is None:
                 attrs["http.response.status_code"] = status
@@ -299,7 +338,9 @@ class Step:
         fixture = self._fixture
         if fixture is not None:
             fixture.status_code = status
-            fixture.response_headers = recorder.redactor.headers(headers)
+            fixture.response_headers = recorder.redactor.headers(
+                _decoded(raw_headers, drop_coding=decoded_content)
+            )
             fixture.response_body = body
             fixture.response_hash = response_hash
             fixture.complete = complete and error_type is None

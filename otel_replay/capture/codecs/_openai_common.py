@@ -13,6 +13,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from otel_replay.capture.codecs._json import loads
 from otel_replay.capture.codecs._types import Part
 from otel_replay.errors import CodecError
 
@@ -108,7 +109,7 @@ def model_from_path(path: str) -> str | None:
 def decode_json(body: bytes, what: str) -> Any:
     """One ``json.loads`` of a whole body, as :class:`CodecError` when it is not JSON."""
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CodecError(f"{what} body is not JSON: {exc}") from None
 

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
+from otel_replay.capture.codecs._json import loads
 from otel_replay.capture.codecs._sse import SseEvent, parse_sse
 from otel_replay.capture.codecs._types import Codec, LlmRequest, LlmResponse, Message, Part
 from otel_replay.errors import CodecError
@@ -182,7 +183,7 @@ class AnthropicMessagesCodec:
         if head.startswith(_SSE_START) or (streamed and not head.startswith(b"{")):
             return _parse_stream(body)
         try:
-            data = json.loads(body)
+            data = loads(body)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             if status >= 400:
                 return LlmResponse()

@@ -18,12 +18,12 @@ Mapping decisions (see the GenAI semantic conventions and their OpenAI refinemen
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from otel_replay.capture.codecs._json import loads
 from otel_replay.capture.codecs._openai_common import (
     API_TYPE,
     FINISH_REASONS,
@@ -66,6 +66,7 @@ _FLOAT_PARAMS: tuple[tuple[str, str], ...] = (
     ("presence_penalty", "gen_ai.request.presence_penalty"),
 )
 _ROLES = {"developer": "system", "function": "tool"}
+_TOOL_ROLES = frozenset({"tool", "function"})
 
 
 # --- requests -----------------------------------------------------------------------------
@@ -158,6 +159,28 @@ def _input_message(message: Any) -> Message:
     if isinstance(name, str):
         result["name"] = name
     return result
+
+
+def _input_messages(messages: list[Any]) -> list[Message]:
+    out: list[Message] = []
+    append = out.append
+    for message in messages:
+        # Fast path for the bulk of every history, which agents re-send each turn: a plain
+        # {"role": <str>, "content": <str>} turn of any role but "tool"/"function". Exactly what
+        # _input_message returns for it, without its calls and lookups.
+        if message.__class__ is dict and len(message) == 2:
+            role = message.get("role")
+            content = message.get("content")
+            if role.__class__ is str and content.__class__ is str and role not in _TOOL_ROLES:
+                append(
+                    {
+                        "role": _ROLES.get(role, role),
+                        "parts": [{"type": "text", "content": content}],
+                    }
+                )
+                continue
+        append(_input_message(message))
+    return out
 
 
 def _tool_definition(tool: Any) -> dict[str, Any]:
@@ -510,9 +533,7 @@ class OpenAIChatCodec:
             stream=stream,
             attributes=_request_attributes(body, model, stream),
             system_instructions=[],
-            input_messages=[_input_message(m) for m in messages]
-            if isinstance(messages, list)
-            else [],
+            input_messages=_input_messages(messages) if isinstance(messages, list) else [],
             tool_definitions=_tool_definitions(body),
         )
 
@@ -521,7 +542,7 @@ class OpenAIChatCodec:
             return _from_stream(body)
         if status >= 400:
             try:
-                data = json.loads(body)
+                data = loads(body)
             except ValueError:
                 return LlmResponse()  # a proxy's HTML error page: nothing of the provider's
         else:

@@ -30,6 +30,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from otel_replay.capture.codecs._json import loads
 from otel_replay.capture.codecs._openai_common import (
     API_TYPE,
     CONVERSATION_ID,
@@ -496,7 +497,7 @@ class OpenAIResponsesCodec:
             return _from_stream(body)
         if status >= 400:
             try:
-                data = json.loads(body)
+                data = loads(body)
             except ValueError:
                 return LlmResponse()  # a proxy's HTML error page: nothing of the provider's
         else:

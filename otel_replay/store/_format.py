@@ -1,0 +1,157 @@
+"""The store's layout on disk (or in a bucket) and its format version.
+
+::
+
+    <root>/FORMAT                         {"format": "otel-replay-store", "version": 1}
+    <root>/index.sqlite                   runs and steps (local stores; see ``_index``)
+    <root>/pins/<run>                     empty file: the run is kept forever
+    <root>/packs/<run>/<stream>/<first>-<last>.pack
+
+A *stream* is what one writer (one open :class:`~otel_replay.store.Store`) wrote for one run:
+its objects are numbered from 0 and packed into files named by the range of numbers they hold
+(hexadecimal). Run directory names are the run id, percent-encoded. The packs are the source
+of truth: every flush writes a record (steps and spans) into them, so the index can be rebuilt
+from the packs alone.
+
+``FORMAT`` is checked on every open. A newer or unknown version is refused with a hint and
+nothing is rewritten; a non-empty directory without ``FORMAT`` is refused too, never adopted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from urllib.parse import quote
+
+from otel_replay.errors import StoreFormatError, StoreNotFoundError
+from otel_replay.store._fs import Backend, LocalBackend
+
+__all__ = [
+    "FORMAT_FILE",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "INDEX_FILE",
+    "PACKS_DIR",
+    "PINS_DIR",
+    "ensure_format",
+    "pack_name",
+    "parse_pack_name",
+    "pin_path",
+    "run_dir",
+    "stream_dir",
+]
+
+FORMAT_NAME = "otel-replay-store"
+FORMAT_VERSION = 1
+FORMAT_FILE = "FORMAT"
+INDEX_FILE = "index.sqlite"
+PACKS_DIR = "packs"
+PINS_DIR = "pins"
+
+_PACK_NAME = re.compile(r"^([0-9a-f]{8,16})-([0-9a-f]{8,16})\.pack$")
+_STREAM_NAME = re.compile(r"^s([0-9a-f]{16})$")
+_IGNORED_IN_EMPTY_DIR = (".tmp-", ".DS_Store")
+
+
+def _quote(name: str) -> str:
+    """A file name for ``name``: percent-encoded, never ``.``/``..``, bounded in length."""
+    quoted = quote(name, safe="-_~") or "%00"
+    if len(quoted) > 180:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        quoted = f"{quoted[:120]}~{digest}"
+    return quoted
+
+
+def run_dir(run_id: str) -> str:
+    """The directory (relative to the root) holding the packs of ``run_id``."""
+    return f"{PACKS_DIR}/{_quote(run_id)}"
+
+
+def stream_dir(run_id: str, stream: int) -> str:
+    """The directory (relative to the root) of one stream of ``run_id``."""
+    return f"{run_dir(run_id)}/s{stream:016x}"
+
+
+def parse_stream_name(name: str) -> int | None:
+    """The stream id of a stream directory name, or None if it is not one."""
+    match = _STREAM_NAME.match(name)
+    return int(match.group(1), 16) if match else None
+
+
+def pack_name(first: int, last: int) -> str:
+    """File name of the pack holding objects ``first`` to ``last``."""
+    return f"{first:08x}-{last:08x}.pack"
+
+
+def parse_pack_name(name: str) -> tuple[int, int] | None:
+    """``(first, last)`` of a pack file name, or None if it is not one."""
+    match = _PACK_NAME.match(name)
+    if match is None:
+        return None
+    first, last = int(match.group(1), 16), int(match.group(2), 16)
+    return (first, last) if first <= last else None
+
+
+def pin_path(run_id: str) -> str:
+    """The marker file that pins ``run_id``."""
+    return f"{PINS_DIR}/{_quote(run_id)}"
+
+
+def _format_bytes() -> bytes:
+    return json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode() + b"\n"
+
+
+def _check(data: bytes, where: str) -> None:
+    try:
+        meta = json.loads(data)
+        name, version = meta["format"], meta["version"]
+    except (ValueError, TypeError, KeyError):
+        raise StoreFormatError(
+            f"{where} is not a readable otel-replay FORMAT file; refusing to use the store "
+            "(nothing was changed)"
+        ) from None
+    if name != FORMAT_NAME:
+        raise StoreFormatError(f"{where} says format {name!r}, not {FORMAT_NAME!r}")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise StoreFormatError(f"{where} has an unknown format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise StoreFormatError(
+            f"{where} is format version {version}; this otel-replay reads version "
+            f"{FORMAT_VERSION}. Upgrade otel-replay to read it (nothing was changed)"
+        )
+
+
+def ensure_format(backend: Backend, *, create: bool) -> None:
+    """Check the store's ``FORMAT``, creating the store when it is new and ``create`` is set.
+
+    Raises StoreFormatError (unknown or newer version, or a non-empty directory without
+    ``FORMAT``), StoreNotFoundError (no store and ``create`` is False) or
+    StoreNotWritableError (the store cannot be created).
+    """
+    where = f"{backend.location}/{FORMAT_FILE}"
+    try:
+        _check(backend.read(FORMAT_FILE), where)
+        return
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except IsADirectoryError:
+        raise StoreFormatError(f"{where} is a directory, not a FORMAT file") from None
+    others = [
+        name
+        for name in backend.listdir("")
+        if not name.startswith(_IGNORED_IN_EMPTY_DIR) and name != FORMAT_FILE
+    ]
+    if others:
+        raise StoreFormatError(
+            f"{backend.location} is not empty but has no {FORMAT_FILE} file: it is not an "
+            "otel-replay store (or one older than format versions); refusing to use it, "
+            "nothing was changed. Use an empty or new directory"
+        )
+    if not create:
+        raise StoreNotFoundError(f"no otel-replay store at {backend.location}")
+    if isinstance(backend, LocalBackend):
+        backend.makedirs("")
+    if not backend.publish(FORMAT_FILE, _format_bytes(), replace=False):
+        _check(backend.read(FORMAT_FILE), where)  # another process created it first
+    backend.sync()

@@ -1,0 +1,295 @@
+"""Where the store's files live: a local directory or any fsspec URL.
+
+Both backends take paths relative to the store root, always with ``/``. Files are written
+whole and published atomically: locally through a temporary file that is fsynced and then
+renamed (or hard-linked, when an existing file must not be replaced); on object stores a
+single PUT is already atomic. Locally, the directories touched since the last :meth:`sync`
+are fsynced there, once each, so a flush costs one fsync per file it wrote plus one per
+directory, not one per object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from otel_replay.errors import StoreError, StoreNotWritableError
+
+__all__ = ["Backend", "FileInfo", "FsspecBackend", "LocalBackend", "is_url"]
+
+FileInfo = tuple[int, float]
+"""``(size in bytes, modification time as Unix seconds)``."""
+
+_TMP_PREFIX = ".tmp-"
+
+
+def is_url(location: str) -> bool:
+    """True for ``scheme://…`` locations (handled by fsspec), False for local paths."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.isidentifier() and scheme != "file"
+
+
+class Backend(Protocol):
+    """The file operations the store needs, on paths relative to its root."""
+
+    location: str
+    local: bool
+
+    def read(self, rel: str) -> bytes: ...
+    def read_range(self, rel: str, start: int, end: int) -> bytes: ...
+    def read_tail(self, rel: str, size: int) -> bytes: ...
+    def size(self, rel: str) -> int: ...
+    def exists(self, rel: str) -> bool: ...
+    def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool: ...
+    def sync(self) -> None: ...
+    def listdir(self, rel: str) -> list[str]: ...
+    def find(self, rel: str) -> dict[str, FileInfo]: ...
+    def delete(self, rel: str) -> None: ...
+    def delete_tree(self, rel: str) -> None: ...
+
+
+@contextlib.contextmanager
+def _writing(path: object) -> Iterator[None]:
+    """Turn a failed write into StoreNotWritableError (permissions, read-only file system)
+    or StoreError, naming the path."""
+    try:
+        yield
+    except PermissionError as exc:
+        raise StoreNotWritableError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise StoreNotWritableError(f"cannot write {path}: {exc.strerror}") from None
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+class LocalBackend:
+    """A store in a local directory."""
+
+    local = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.location = str(root)
+        self._dirty: set[Path] = set()
+
+    def path(self, rel: str) -> Path:
+        """The absolute path of ``rel``."""
+        return self.root / rel if rel else self.root
+
+    def read(self, rel: str) -> bytes:
+        """The whole file; FileNotFoundError when absent."""
+        return self.path(rel).read_bytes()
+
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of the file."""
+        fd = os.open(self.path(rel), os.O_RDONLY)
+        try:
+            return os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+
+    def read_tail(self, rel: str, size: int) -> bytes:
+        """The last ``size`` bytes of the file (all of it when it is shorter)."""
+        fd = os.open(self.path(rel), os.O_RDONLY)
+        try:
+            total = os.fstat(fd).st_size
+            return os.pread(fd, min(size, total), max(0, total - size))
+        finally:
+            os.close(fd)
+
+    def size(self, rel: str) -> int:
+        """Size of the file in bytes."""
+        return self.path(rel).stat().st_size
+
+    def exists(self, rel: str) -> bool:
+        """Whether ``rel`` exists."""
+        return self.path(rel).exists()
+
+    def makedirs(self, rel: str) -> None:
+        """Create ``rel`` and its parents; new directories are fsynced at the next sync."""
+        path = self.path(rel)
+        missing: list[Path] = []
+        while not path.exists() and path != self.root.parent:
+            missing.append(path)
+            path = path.parent
+        for new in reversed(missing):
+            with _writing(new), contextlib.suppress(FileExistsError):
+                new.mkdir()
+            self._dirty.add(new.parent)
+
+    def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool:
+        """Write ``data`` to ``rel`` atomically (fsynced before it becomes visible).
+
+        With ``replace=False`` an existing file is kept and False is returned.
+        """
+        target = self.path(rel)
+        self.makedirs(rel.rpartition("/")[0])
+        tmp = target.with_name(f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+        published = True
+        with _writing(target):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                if replace:
+                    os.replace(tmp, target)
+                else:
+                    try:
+                        os.link(tmp, target)
+                    except FileExistsError:
+                        published = False
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+        if published:
+            self._dirty.add(target.parent)
+        return published
+
+    def sync(self) -> None:
+        """fsync every directory changed since the last sync (new names become durable)."""
+        dirty, self._dirty = self._dirty, set()
+        for directory in sorted(dirty, key=lambda p: len(p.parts), reverse=True):
+            with _writing(directory):
+                try:
+                    fd = os.open(directory, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+    def listdir(self, rel: str) -> list[str]:
+        """Names in directory ``rel`` (empty when it does not exist)."""
+        try:
+            return sorted(os.listdir(self.path(rel)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def find(self, rel: str) -> dict[str, FileInfo]:
+        """Every file under ``rel``, recursively: relative path -> (size, mtime)."""
+        found: dict[str, FileInfo] = {}
+        base = self.path(rel)
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                full = Path(dirpath) / name
+                try:
+                    stat = full.stat()
+                except FileNotFoundError:
+                    continue
+                found[full.relative_to(self.root).as_posix()] = (stat.st_size, stat.st_mtime)
+        return found
+
+    def delete(self, rel: str) -> None:
+        """Remove a file (already gone is fine)."""
+        path = self.path(rel)
+        with _writing(path), contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        self._dirty.add(path.parent)
+
+    def delete_tree(self, rel: str) -> None:
+        """Remove a directory and everything under it (already gone is fine)."""
+        base = self.path(rel)
+        with _writing(base):
+            for dirpath, dirs, files in os.walk(base, topdown=False):
+                for name in files:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(dirpath, name))
+                for name in dirs:
+                    with contextlib.suppress(FileNotFoundError, OSError):
+                        os.rmdir(os.path.join(dirpath, name))
+            with contextlib.suppress(FileNotFoundError, OSError):
+                base.rmdir()
+        self._dirty.add(base.parent)
+
+
+class FsspecBackend:
+    """A store at an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``memory://…``)."""
+
+    local = False
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        import fsspec  # noqa: PLC0415 - only remote stores pay for importing fsspec
+
+        self.location = url.rstrip("/")
+        self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
+        self._root = str(root).rstrip("/")
+
+    def _path(self, rel: str) -> str:
+        return f"{self._root}/{rel}" if rel else self._root
+
+    def read(self, rel: str) -> bytes:
+        """The whole object; FileNotFoundError when absent."""
+        return bytes(self.fs.cat_file(self._path(rel)))
+
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of the object."""
+        return bytes(self.fs.cat_file(self._path(rel), start=start, end=end))
+
+    def read_tail(self, rel: str, size: int) -> bytes:
+        """The last ``size`` bytes of the object (all of it when shorter): one ranged GET."""
+        return bytes(self.fs.cat_file(self._path(rel), start=-size))
+
+    def size(self, rel: str) -> int:
+        """Size of the object in bytes."""
+        return int(self.fs.size(self._path(rel)))
+
+    def exists(self, rel: str) -> bool:
+        """Whether the object exists."""
+        self.fs.invalidate_cache(self._path(rel))
+        return bool(self.fs.exists(self._path(rel)))
+
+    def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool:
+        """PUT the object (atomic on object stores); with ``replace=False`` an existing one
+        is kept and False is returned."""
+        path = self._path(rel)
+        with _writing(f"{self.location}/{rel}"):
+            if not replace and self.exists(rel):
+                return False
+            self.fs.pipe_file(path, data)
+        return True
+
+    def sync(self) -> None:
+        """Nothing to do: an object is durable once its PUT returns."""
+
+    def listdir(self, rel: str) -> list[str]:
+        """Names directly under ``rel`` (empty when there are none)."""
+        path = self._path(rel)
+        self.fs.invalidate_cache(path)
+        try:
+            entries = self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(str(entry).rstrip("/").rsplit("/", 1)[-1] for entry in entries)
+
+    def find(self, rel: str) -> dict[str, FileInfo]:
+        """Every object under ``rel``: relative path -> (size, mtime)."""
+        path = self._path(rel)
+        self.fs.invalidate_cache(path)
+        found: dict[str, FileInfo] = {}
+        cut = len(self._root) + 1
+        for name, info in self.fs.find(path, detail=True).items():
+            modified = info.get("LastModified") or info.get("mtime") or info.get("created")
+            stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
+            found[str(name)[cut:]] = (int(info.get("size") or 0), stamp)
+        return found
+
+    def delete(self, rel: str) -> None:
+        """Remove the object (already gone is fine)."""
+        with _writing(f"{self.location}/{rel}"), contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._path(rel))
+
+    def delete_tree(self, rel: str) -> None:
+        """Remove every object under ``rel``."""
+        with _writing(f"{self.location}/{rel}"), contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._path(rel), recursive=True)

@@ -1,0 +1,320 @@
+"""The SQLite index: runs, their streams, and their steps.
+
+WAL mode (readers never block the writer), ``synchronous=FULL`` (a committed flush survives
+power loss), a 30 s busy timeout (several processes record into one store; their commits
+queue), one connection per thread. 512-byte pages, SQLite's smallest: a step row is ~150
+bytes, and most stores are small, where 4 KiB pages would mostly hold empty space (the index
+of one 30-step run: 9 KB instead of 28 KB). Measured at 100,000 steps, size and read speed
+match 4 KiB pages and bulk writes are ~15% slower, which a flush's fsyncs dwarf.
+
+The index is a cache of what the packs' records say, except for ``pinned`` (mirrored from the
+``pins/`` marker files). Every SQLite failure comes out as a store error naming the file:
+CorruptIndexError for a damaged file, StoreNotWritableError, or StoreError when locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from otel_replay.errors import CorruptIndexError, StoreError, StoreNotWritableError
+from otel_replay.store._rows import (
+    RUN_AGGREGATES,
+    RUN_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    STEP_COLUMNS,
+    UPDATE_RUN,
+    StepRef,
+    key_range,
+    run_info,
+    step_info,
+)
+from otel_replay.store._types import RunInfo, StepInfo
+
+__all__ = ["Index"]
+
+_PAGE_SIZE = 512
+_BUSY_MS = 30_000
+
+
+class Index:
+    """The index file at ``path``; one SQLite connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            with self._guard():
+                self._check_size()
+                self._init_schema(self._conn())
+        except BaseException:
+            self.close()
+            raise
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "readonly" in text or "unable to open" in text:
+                raise StoreNotWritableError(f"cannot write index {self.path}: {text}") from None
+            if "locked" in text or "busy" in text:
+                raise StoreError(
+                    f"index {self.path} is locked by another process: {text}"
+                ) from None
+            raise self._corrupt(text) from None
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(str(exc)) from None
+
+    def _corrupt(self, text: str) -> CorruptIndexError:
+        return CorruptIndexError(
+            f"index {self.path} cannot be read ({text}); nothing was changed. "
+            "Store.rebuild_index() (or moving the file away) rebuilds it from the packs"
+        )
+
+    def _check_size(self) -> None:
+        """A truncated file (with no WAL to complete it) is reported before SQLite trips."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not self.path.exists() or (wal.exists() and wal.stat().st_size):
+            return
+        size = self.path.stat().st_size
+        if size == 0:
+            return
+        with open(self.path, "rb") as handle:
+            header = handle.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            raise self._corrupt("not an SQLite database")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        if pages and size < pages * page_size:
+            raise self._corrupt(f"truncated: {size} bytes, expected {pages * page_size}")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreError(f"index {self.path} is closed")
+            conn = sqlite3.connect(
+                self.path, timeout=_BUSY_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            conn.execute(f"PRAGMA page_size={_PAGE_SIZE}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            with self._transaction(conn):
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                    for statement in SCHEMA.split(";"):
+                        if statement.strip():  # stored as written: keep the header page small
+                            conn.execute(" ".join(statement.split()))
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            version = SCHEMA_VERSION
+        if version != SCHEMA_VERSION:
+            raise CorruptIndexError(
+                f"index {self.path} has schema version {version}; this otel-replay reads "
+                f"{SCHEMA_VERSION}. Upgrade otel-replay, or rebuild it with Store.rebuild_index()"
+            )
+        conn.execute("SELECT 1 FROM runs, streams, steps LIMIT 1").fetchall()
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed on success, else rolled back."""
+        with self._guard(), self._transaction(self._conn()) as conn:
+            yield conn
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        """Rows of a read query."""
+        with self._guard():
+            return self._conn().execute(sql, params).fetchall()
+
+    # -- writes ------------------------------------------------------------------------
+
+    @staticmethod
+    def add_run(conn: sqlite3.Connection, run_id: str, facts: Any | None) -> int:
+        """Create the run if new, merge span facts (times, error, commit, seed) into it, and
+        return its number."""
+        conn.execute("INSERT OR IGNORE INTO runs(id) VALUES (?)", (run_id,))
+        (num,) = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if facts is not None:
+            conn.execute(
+                "UPDATE runs SET start_ns = min(coalesce(start_ns, :s), coalesce(:s, start_ns)),"
+                " end_ns = max(coalesce(end_ns, :e), coalesce(:e, end_ns)),"
+                " span_error = span_error OR :err, commit_sha = coalesce(:c, commit_sha),"
+                " seed = coalesce(:seed, seed) WHERE num = :num",
+                {
+                    "s": facts.start_ns,
+                    "e": facts.end_ns,
+                    "err": int(facts.error),
+                    "c": facts.commit,
+                    "seed": facts.seed,
+                    "num": num,
+                },
+            )
+        return int(num)
+
+    @staticmethod
+    def add_steps(conn: sqlite3.Connection, num: int, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Insert (or replace: last write wins) rows from ``step_row`` for run ``num``."""
+        conn.executemany(
+            f"INSERT OR REPLACE INTO steps VALUES ({', '.join('?' * 21)})",
+            (((num << 32) | row[0], *row[1:]) for row in rows),
+        )
+
+    @staticmethod
+    def set_stream(conn: sqlite3.Connection, num: int, stream: int, committed: int) -> None:
+        """Record that the stream's objects below ``committed`` are durable and indexed."""
+        conn.execute(
+            "INSERT INTO streams(run, id, committed) VALUES (?, ?, ?) ON CONFLICT(run, id)"
+            " DO UPDATE SET committed = max(committed, excluded.committed)",
+            (num, stream, committed),
+        )
+
+    @staticmethod
+    def refresh_run(conn: sqlite3.Connection, num: int) -> None:
+        """Recompute the step aggregates of run ``num``."""
+        lo, hi = key_range(num)
+        n, errors, tin, tout, size, first, last, models = conn.execute(
+            RUN_AGGREGATES, {"lo": lo, "hi": hi}
+        ).fetchone()
+        conn.execute(
+            UPDATE_RUN,
+            {
+                "num": num,
+                "n": n,
+                "errors": errors,
+                "tin": tin,
+                "tout": tout,
+                "bytes": size,
+                "models": models,
+                "first": first,
+                "last": last,
+            },
+        )
+
+    @staticmethod
+    def drop_stream(conn: sqlite3.Connection, run_id: str, stream: int) -> None:
+        """Forget a stream and its steps (it is gone from the packs); then its run if that
+        was its last stream."""
+        row = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return
+        lo, hi = key_range(row[0])
+        conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ? AND stream = ?", (lo, hi, stream))
+        conn.execute("DELETE FROM streams WHERE run = ? AND id = ?", (row[0], stream))
+        if conn.execute("SELECT 1 FROM streams WHERE run = ?", (row[0],)).fetchone() is None:
+            conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", (lo, hi))
+            conn.execute("DELETE FROM runs WHERE num = ?", (row[0],))
+        else:
+            Index.refresh_run(conn, row[0])
+
+    def set_pinned(self, run_id: str, pinned: bool) -> None:
+        """Mirror a pin marker into the index."""
+        with self.write() as conn:
+            conn.execute("UPDATE runs SET pinned = ? WHERE id = ?", (int(pinned), run_id))
+
+    def delete_runs(self, run_ids: Iterable[str]) -> None:
+        """Remove runs, their streams and steps."""
+        with self.write() as conn:
+            for run_id in run_ids:
+                row = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", key_range(row[0]))
+                    conn.execute("DELETE FROM streams WHERE run = ?", (row[0],))
+                    conn.execute("DELETE FROM runs WHERE num = ?", (row[0],))
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _num(self, run_id: str) -> int | None:
+        rows = self.query("SELECT num FROM runs WHERE id = ?", (run_id,))
+        return int(rows[0][0]) if rows else None
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        rows = self.query(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY start_ns, id")
+        return [run_info(row) for row in rows]
+
+    def run(self, run_id: str) -> RunInfo | None:
+        """One run, or None."""
+        rows = self.query(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return run_info(rows[0]) if rows else None
+
+    def steps(self, run_id: str) -> list[StepInfo]:
+        """The steps of a run, by index."""
+        num = self._num(run_id)
+        if num is None:
+            return []
+        rows = self.query(
+            f"SELECT {STEP_COLUMNS} FROM steps WHERE key BETWEEN ? AND ? ORDER BY key",
+            key_range(num),
+        )
+        return [step_info(run_id, row) for row in rows]
+
+    def step(self, run_id: str, index: int) -> StepInfo | None:
+        """One step, or None."""
+        num = self._num(run_id)
+        if num is None or not 0 <= index <= 0xFFFFFFFF:
+            return None
+        rows = self.query(f"SELECT {STEP_COLUMNS} FROM steps WHERE key = ?", ((num << 32) | index,))
+        return step_info(run_id, rows[0]) if rows else None
+
+    _REF = (
+        "SELECT r.id, s.key & 4294967295, s.stream, s.req_oid, s.resp_oid, s.rec_oid,"
+        " s.req_hash, s.resp_hash FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
+    )
+
+    def step_ref(self, run_id: str, index: int) -> StepRef | None:
+        """Where one step's bodies live, or None."""
+        if not 0 <= index <= 0xFFFFFFFF:
+            return None
+        rows = self.query(
+            self._REF + " WHERE r.id = ? AND s.key = (r.num << 32) | ?", (run_id, index)
+        )
+        return StepRef(*rows[0]) if rows else None
+
+    def step_refs(self) -> list[StepRef]:
+        """Where the bodies of every step live, by run."""
+        return [StepRef(*row) for row in self.query(self._REF + " ORDER BY s.key")]
+
+    def streams(self, run_id: str | None = None) -> list[tuple[str, int, int]]:
+        """``(run, stream, committed)`` for one run or all."""
+        sql = "SELECT r.id, s.id, s.committed FROM streams AS s JOIN runs AS r ON r.num = s.run"
+        if run_id is None:
+            return self.query(sql + " ORDER BY r.num, s.id")
+        return self.query(sql + " WHERE r.id = ? ORDER BY s.id", (run_id,))
+
+    def close(self) -> None:
+        """Close every connection this index opened (the last one checkpoints the WAL)."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()

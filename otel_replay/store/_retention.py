@@ -1,0 +1,187 @@
+"""Retention and garbage collection.
+
+A run is kept for a number of days after its last activity (its ``end_ns``) that depends on
+its status — ok runs :data:`Retention.ok_days` (7), runs with an error
+:data:`Retention.error_days` (30) — and forever when pinned. ``gc`` then:
+
+1. removes expired runs: first from the index, then their directories (so the index never
+   points at deleted files; a gc cut short leaves files that the next gc removes);
+2. removes what no run references: streams absent from the index (a writer killed between
+   publishing a pack and committing it), leftover temporary files, and small packs already
+   merged into a larger one — each only when older than :data:`GRACE_S`, so a writer still
+   publishing is never raced;
+3. compacts streams left with several small packs (writers that were killed before close).
+
+Every run owns its objects (see ``_stream``), so removing a run's directory can never take a
+blob another run still references.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from otel_replay import settings
+from otel_replay.store._format import (
+    PACKS_DIR,
+    PINS_DIR,
+    parse_pack_name,
+    parse_stream_name,
+    pin_path,
+    run_dir,
+)
+from otel_replay.store._fs import Backend, FileInfo
+from otel_replay.store._index import Index
+from otel_replay.store._reader import PackFile, Reader, cover
+from otel_replay.store._stream import SMALL_PACK, compact
+from otel_replay.store._types import GcReport, Progress, RunInfo
+
+__all__ = ["GRACE_S", "Retention", "collect"]
+
+DAY_NS = 86_400 * 10**9
+GRACE_S = 3600.0
+"""Unreferenced files younger than this are left alone: their writer may still be at work."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How many days runs are kept after their last activity, by status (pinned: forever)."""
+
+    ok_days: float = 7.0
+    error_days: float = 30.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Retention:
+        """The policy from ``OTEL_REPLAY_RETAIN_OK_DAYS`` and ``OTEL_REPLAY_RETAIN_ERROR_DAYS``."""
+        return cls(
+            ok_days=settings.read("OTEL_REPLAY_RETAIN_OK_DAYS", environ),
+            error_days=settings.read("OTEL_REPLAY_RETAIN_ERROR_DAYS", environ),
+        )
+
+    def expires_ns(self, run: RunInfo) -> int | None:
+        """When ``run`` expires (Unix nanoseconds), or None when it is pinned."""
+        if run.pinned:
+            return None
+        days = self.error_days if run.status == "error" else self.ok_days
+        return (run.end_ns or run.start_ns) + int(days * DAY_NS)
+
+
+def _dir_name(run_id: str) -> str:
+    return run_dir(run_id).split("/", 1)[1]
+
+
+def _redundant(packs: list[PackFile]) -> list[PackFile]:
+    """Packs whose objects all sit in a wider pack of the same stream (merged already)."""
+    chosen = cover(packs)
+    return [
+        p
+        for p in packs
+        if p not in chosen
+        and any(c.first <= p.first and p.last <= c.last and c != p for c in chosen)
+    ]
+
+
+@dataclass(slots=True)
+class _Plan:
+    expired: list[str] = field(default_factory=list)
+    trees: set[str] = field(default_factory=set)
+    loose: set[str] = field(default_factory=set)
+    compact: list[tuple[str, int, int]] = field(default_factory=list)
+    files: dict[str, FileInfo] = field(default_factory=dict)
+
+    def doomed(self) -> set[str]:
+        inside = {r for r in self.files if any(r.startswith(t + "/") for t in self.trees)}
+        return inside | self.loose
+
+
+def _expired(index: Index, backend: Backend, retention: Retention, now_ns: int) -> list[str]:
+    pins = set(backend.listdir(PINS_DIR))
+    expired = []
+    for run in index.runs():
+        expires = retention.expires_ns(run)
+        pinned = pin_path(run.run_id).split("/", 1)[1] in pins
+        if expires is not None and not pinned and expires <= now_ns:
+            expired.append(run.run_id)
+    return expired
+
+
+def _plan(index: Index, backend: Backend, retention: Retention, now: float) -> _Plan:
+    plan = _Plan(expired=_expired(index, backend, retention, int(now * 1e9)))
+    expired_dirs = {_dir_name(run_id) for run_id in plan.expired}
+    plan.trees = {f"{PACKS_DIR}/{name}" for name in expired_dirs}
+    indexed = {(_dir_name(run), stream): (run, stream) for run, stream, _ in index.streams()}
+    plan.files = backend.find(PACKS_DIR)
+    streams: dict[tuple[str, int], list[PackFile]] = defaultdict(list)
+    newest: dict[str, float] = defaultdict(float)
+    for rel, (_, mtime) in plan.files.items():
+        parts = rel.split("/")
+        if len(parts) != 4 or parts[1] in expired_dirs:
+            continue
+        newest["/".join(parts[:3])] = max(newest["/".join(parts[:3])], mtime)
+        stream, span = parse_stream_name(parts[2]), parse_pack_name(parts[3])
+        if parts[3].startswith(".tmp-"):
+            if now - mtime > GRACE_S:
+                plan.loose.add(rel)
+        elif stream is not None and span is not None:
+            streams[(parts[1], stream)].append(PackFile(span[0], span[1], rel))
+    for key, packs in streams.items():
+        stream_rel = packs[0].rel.rsplit("/", 1)[0]
+        if now - newest[stream_rel] <= GRACE_S:
+            continue  # its writer may still be at work
+        if key not in indexed:
+            plan.trees.add(stream_rel)
+            continue
+        plan.loose.update(p.rel for p in _redundant(packs))
+        small = [p for p in cover(packs) if plan.files[p.rel][0] < SMALL_PACK]
+        if len(small) > 1:
+            plan.compact.append((*indexed[key], len(small)))
+    return plan
+
+
+def collect(
+    *,
+    index: Index,
+    backend: Backend,
+    reader: Reader,
+    retention: Retention,
+    now: float,
+    dry_run: bool,
+    progress: Progress | None = None,
+) -> GcReport:
+    """Run the collection described in the module docstring; see ``Store.gc``."""
+    plan = _plan(index, backend, retention, now)
+    doomed = plan.doomed()
+    blobs = 0
+    for rel in doomed:
+        span = parse_pack_name(rel.rsplit("/", 1)[-1])
+        if span is not None:
+            blobs += span[1] - span[0] + 1
+    freed = sum(plan.files[rel][0] for rel in doomed)
+    compacted = sum(count for _, _, count in plan.compact)
+    if not dry_run:
+        steps = [*sorted(plan.trees), *sorted(plan.loose)]
+        total, done = len(steps) + len(plan.compact), 0
+        index.delete_runs(plan.expired)  # first: the index never points at deleted files
+        for rel in steps:
+            if rel in plan.trees:
+                backend.delete_tree(rel)
+            else:
+                backend.delete(rel)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        backend.sync()
+        for run_id, stream, _ in plan.compact:
+            freed += max(compact(backend, reader, run_id, stream)[1], 0)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return GcReport(
+        runs_removed=tuple(plan.expired),
+        blobs_removed=blobs,
+        bytes_freed=freed,
+        files_removed=len(doomed),
+        compacted=compacted,
+        dry_run=dry_run,
+    )

@@ -1,0 +1,140 @@
+"""Reading the packs' records back: spans of a run, and the index rebuilt from the packs.
+
+For a remote store the index is a local cache, so :func:`sync_index` is how it learns what
+other machines wrote (and what another machine's ``gc`` removed). For a local store it is
+how ``Store.rebuild`` recreates a damaged index. Both read only the records (one small JSON
+object per flush), never the bodies.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from otel_replay.errors import CorruptBlobError
+from otel_replay.store._format import (
+    PACKS_DIR,
+    PINS_DIR,
+    parse_pack_name,
+    parse_stream_name,
+    pin_path,
+    run_dir,
+)
+from otel_replay.store._fs import Backend
+from otel_replay.store._index import Index
+from otel_replay.store._pack import KIND_RECORD, PackError
+from otel_replay.store._reader import PackFile, Reader, cover
+from otel_replay.store._records import Record, decode_record, span_facts
+from otel_replay.store._rows import step_row
+
+__all__ = ["list_streams", "stream_records", "sync_index"]
+
+
+def list_streams(backend: Backend) -> dict[tuple[str, int], list[PackFile]]:
+    """Every stream found under ``packs/``: (run directory name, stream id) -> its packs."""
+    streams: dict[tuple[str, int], list[PackFile]] = defaultdict(list)
+    for rel in backend.find(PACKS_DIR):
+        parts = rel.split("/")
+        if len(parts) != 4:
+            continue
+        stream = parse_stream_name(parts[2])
+        span = parse_pack_name(parts[3])
+        if stream is not None and span is not None:
+            streams[(parts[1], stream)].append(PackFile(span[0], span[1], rel))
+    return dict(streams)
+
+
+def stream_records(
+    reader: Reader,
+    run_id: str,
+    stream: int,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    packs: list[PackFile] | None = None,
+) -> Iterator[tuple[int, Record]]:
+    """``(object number, record)`` of the stream's records numbered ``start`` to ``stop - 1``.
+
+    Raises CorruptBlobError for an unreadable pack and ValueError for an undecodable record.
+    """
+    chosen = cover(packs) if packs is not None else reader.packs(run_id, stream)
+    for pack in chosen:
+        if pack.last < start or (stop is not None and pack.first >= stop):
+            continue
+        index = reader.pack_index(pack.rel)
+        for offset, (_, _, _, kind) in enumerate(index.entries):
+            oid = index.first + offset
+            if kind == KIND_RECORD and oid >= start and (stop is None or oid < stop):
+                yield oid, decode_record(reader.raw(run_id, stream, oid)[1])
+
+
+def _apply(
+    index: Index, run_id: str, stream: int, records: list[tuple[int, Record]], end: int
+) -> None:
+    facts = span_facts(span for _, record in records for span in record.spans)
+    with index.write() as conn:
+        num = Index.add_run(conn, run_id, facts.get(run_id))
+        for oid, record in records:
+            Index.add_steps(conn, num, (step_row(stream, oid, entry) for entry in record.steps))
+        Index.set_stream(conn, num, stream, end)
+        Index.refresh_run(conn, num)
+
+
+def sync_index(index: Index, backend: Backend, reader: Reader, *, drop_missing: bool) -> int:
+    """Bring the index up to date with the records in the packs; the number of streams read.
+
+    With ``drop_missing`` (remote stores) streams that no longer exist are removed from the
+    index, and runs left without streams with them. Pins are mirrored from ``pins/``.
+    """
+    known = {(run, stream): committed for run, stream, committed in index.streams()}
+    by_dir = {(run_dir(run).split("/", 1)[1], stream): run for run, stream in known}
+    found = list_streams(backend)
+    read = 0
+    for key, packs in sorted(found.items()):
+        chosen = cover(packs)
+        end = chosen[-1].last + 1 if chosen else 0
+        run_id = by_dir.get(key)
+        committed = known.get((run_id, key[1]), 0) if run_id is not None else 0
+        if end <= committed:
+            continue
+        try:
+            records = list(
+                stream_records(reader, run_id, key[1], start=committed, packs=packs)
+                if run_id is not None
+                else _records_unknown_run(reader, packs)
+            )
+        except (CorruptBlobError, PackError, ValueError, OSError):
+            continue  # a damaged stream stays out of the index; verify reports it
+        run_ids = {record.run_id for _, record in records}
+        if len(run_ids) != 1:
+            continue  # no record (a writer died before its first one) or a foreign stream
+        (run_id,) = run_ids
+        if run_dir(run_id).split("/", 1)[1] != key[0]:
+            continue
+        _apply(index, run_id, key[1], records, end)
+        read += 1
+    if drop_missing:
+        present = {(by_dir.get(key), key[1]) for key in found}
+        gone = [(run, stream) for run, stream in known if (run, stream) not in present]
+        if gone:
+            with index.write() as conn:
+                for run, stream in gone:
+                    Index.drop_stream(conn, run, stream)
+    pinned = set(backend.listdir(PINS_DIR))
+    with index.write() as conn:
+        for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
+            flag = int(pin_path(run_id).split("/", 1)[1] in pinned)
+            conn.execute(
+                "UPDATE runs SET pinned = ? WHERE id = ? AND pinned != ?", (flag, run_id, flag)
+            )
+    return read
+
+
+def _records_unknown_run(reader: Reader, packs: list[PackFile]) -> Iterator[tuple[int, Record]]:
+    """Records of a stream whose run id is not known yet (read through its pack paths)."""
+    for pack in cover(packs):
+        index = reader.pack_index(pack.rel)
+        for offset, (frame, start, length, kind) in enumerate(index.entries):
+            if kind == KIND_RECORD:
+                data = reader.frame(pack.rel, index, frame)[start : start + length]
+                yield index.first + offset, decode_record(data)

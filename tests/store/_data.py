@@ -1,0 +1,111 @@
+"""Deterministic fixtures and spans for store tests (also used by the subprocess writers)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from otel_replay.capture._handoff import Fixture
+
+_VOCABULARY = (
+    "order refund package tracking customer delivery address invoice please check status "
+    "the a of to and is it when will arrive today tomorrow week thanks help support agent"
+)
+WORDS = _VOCABULARY.split()
+
+
+def tag(body: bytes) -> str:
+    """``sha256:<hex>`` of ``body``."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def text(rng: random.Random, size: int) -> str:
+    """Roughly ``size`` characters of words."""
+    return " ".join(rng.choice(WORDS) for _ in range(max(1, size // 6)))
+
+
+def iter_chat(seed: int = 0) -> Iterator[tuple[bytes, bytes]]:
+    """(request, response) bodies of an endless chat whose requests re-send the history."""
+    rng = random.Random(seed)
+    system = {"role": "system", "content": text(rng, 600)}
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{n}", "description": text(rng, 200)}}
+        for n in range(3)
+    ]
+    history: list[dict[str, Any]] = [system]
+    while True:
+        history.append({"role": "user", "content": text(rng, rng.randint(200, 800))})
+        request = json.dumps(
+            {"model": "gpt-test", "messages": history, "tools": tools}, separators=(",", ":")
+        ).encode()
+        answer = text(rng, rng.randint(200, 800))
+        response = json.dumps(
+            {"id": f"c{rng.getrandbits(32)}", "choices": [{"message": {"content": answer}}]},
+            indent=2,
+        ).encode()
+        yield request, response
+        history = [*history, {"role": "assistant", "content": answer}]
+
+
+def chat_bodies(turns: int, seed: int = 0) -> list[tuple[bytes, bytes]]:
+    """The first ``turns`` (request, response) pairs of :func:`iter_chat`."""
+    return list(itertools.islice(iter_chat(seed), turns))
+
+
+def fixture(
+    run_id: str,
+    index: int,
+    request: bytes,
+    response: bytes | None = b"{}",
+    *,
+    error_type: str | None = None,
+    start_ns: int = 1_700_000_000 * 10**9,
+    kind: str = "llm",
+) -> Fixture:
+    """A complete step fixture with the given bodies (``response=None``: no response)."""
+    start = start_ns + index * 10**9
+    return Fixture(
+        run_id=run_id,
+        step_index=index,
+        trace_id=0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0,
+        span_id=1000 + index,
+        kind=kind,
+        method="POST",
+        url="https://api.example.test/v1/chat/completions",
+        request_headers=[("content-type", "application/json"), ("authorization", "REDACTED")],
+        request_body=request,
+        request_hash=tag(request),
+        status_code=None if response is None else 200,
+        response_headers=[] if response is None else [("content-type", "application/json")],
+        response_body=response or b"",
+        response_hash=None if response is None else tag(response),
+        chunks=[] if response is None else [(len(response), 5_000_000)],
+        complete=response is not None,
+        error_type=error_type,
+        start_ns=start,
+        end_ns=start + 5_000_000,
+    )
+
+
+def span(run_id: str, index: int | None, **attributes: Any) -> dict[str, Any]:
+    """A span dict of a step (``index``) or of the run itself (``index=None``)."""
+    attrs: dict[str, Any] = {"replay.run.id": run_id, **attributes}
+    if index is not None:
+        attrs["replay.step.index"] = index
+    start = 1_700_000_000 * 10**9 + (index or 0) * 10**9
+    return {
+        "name": f"chat {index}" if index is not None else "invoke_agent test",
+        "kind": "CLIENT",
+        "trace_id": "12345678" * 4,
+        "span_id": f"{1000 + (index or 0):016x}",
+        "parent_span_id": None,
+        "start_ns": start,
+        "end_ns": start + 5_000_000,
+        "status": {"code": "UNSET"},
+        "attributes": attrs,
+        "events": [],
+    }

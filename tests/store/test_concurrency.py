@@ -1,0 +1,87 @@
+"""Several processes recording into one store at once; readers beside a writer thread."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from otel_replay.store import Store
+from tests.store._data import chat_bodies, fixture
+from tests.store._writer import bodies
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _writer(store: Path, run_id: str, steps: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.store._writer", str(store), run_id, str(steps), *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_processes_recording_at_once(tmp_path: Path) -> None:
+    store_path = tmp_path / "s"
+    Store.open(store_path).close()  # created once; the writers race on everything else
+    runs = {"run-1": 25, "run-2": 25, "run-3": 25}
+    procs = [
+        _writer(store_path, run_id, steps, "--compact-after", "5") for run_id, steps in runs.items()
+    ]
+    procs.append(_writer(store_path, "run-1", 25))  # a second writer of the same run
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert out.endswith("closed\n")
+    with Store.open(store_path) as store:
+        assert store.verify() == []
+        assert {r.run_id: r.step_count for r in store.runs()} == runs
+        for run_id, steps in runs.items():
+            expected = bodies(run_id, steps)
+            for step in store.steps(run_id):
+                assert store.request_body(step) == expected[step.index][0]
+                assert store.response_body(step) == expected[step.index][1]
+        assert len(store.spans("run-1")) == 50  # both writers' spans
+
+
+def test_readers_beside_a_writer_thread(tmp_path: Path) -> None:
+    pairs = chat_bodies(40, seed=9)
+    errors: list[BaseException] = []
+    done = threading.Event()
+    with Store.open(tmp_path / "s") as store:
+        store.compact_after = 4
+
+        def write() -> None:
+            try:
+                for index, (request, response) in enumerate(pairs):
+                    store.put([fixture("live", index, request, response)])
+                    store.flush()
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                done.set()
+
+        def read() -> None:
+            try:
+                while not done.is_set():
+                    for run in store.runs():
+                        for step in store.steps(run.run_id):
+                            assert store.request_body(step) == pairs[step.index][0]
+                    time.sleep(0.005)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=write),
+            *(threading.Thread(target=read) for _ in range(2)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert store.run("live").step_count == 40

@@ -1,0 +1,121 @@
+"""Runs and steps in the index: fields derived from fixtures and spans, lookups, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_replay.errors import RunNotFoundError
+from otel_replay.store import Store
+from tests.store._data import fixture, span, tag
+
+
+def _llm_span(run_id: str, index: int, model: str, tokens: tuple[int, int]) -> dict:
+    return span(
+        run_id,
+        index,
+        **{
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": model,
+            "gen_ai.usage.input_tokens": tokens[0],
+            "gen_ai.usage.output_tokens": tokens[1],
+            "vcs.ref.head.revision": "c0ffee" * 6 + "abcd",
+            "replay.seed": 7,
+        },
+    )
+
+
+def test_run_and_step_fields(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put(
+            [fixture("r1", 0, b"q0", b"a0"), fixture("r1", 1, b"q1", b"a1", kind="http")],
+            [_llm_span("r1", 0, "gpt-a", (10, 3)), _llm_span("r1", 1, "gpt-b", (0, 2))],
+        )
+        store.flush()
+        store.put([fixture("r1", 2, b"q2", b"a2")], [_llm_span("r1", 2, "gpt-a", (5, 1))])
+        store.flush()
+        (run,) = store.runs()
+        assert run.run_id == "r1" and run.status == "ok" and run.step_count == 3
+        assert (run.tokens_in, run.tokens_out) == (15, 6)
+        assert run.bytes == 12 and run.models == ("gpt-a", "gpt-b")
+        assert run.commit == "c0ffee" * 6 + "abcd" and run.seed == 7 and not run.pinned
+        assert run.start_ns == 1_700_000_000 * 10**9
+        assert run.end_ns == 1_700_000_002 * 10**9 + 5_000_000
+        steps = store.steps("r1")
+        assert [s.model for s in steps] == ["gpt-a", "gpt-b", "gpt-a"]
+        first = steps[0]
+        assert first.request_hash == tag(b"q0") and first.response_hash == tag(b"a0")
+        assert first.provider == "openai" and first.kind == "llm" and steps[1].kind == "http"
+        assert first.trace_id == 0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0 and first.span_id == 1000
+        assert (first.tokens_in, first.tokens_out, first.status_code) == (10, 3, 200)
+        assert first.complete and first.error_type is None
+        assert (first.request_size, first.response_size) == (2, 2)
+        assert store.step("r1", 2) == steps[2]
+
+
+def test_a_failed_step_makes_the_run_an_error(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put(
+            [fixture("bad", 0, b"q"), fixture("bad", 1, b"q", None, error_type="ConnectError")]
+        )
+        store.put([fixture("good", 0, b"q")])
+        store.flush()
+        assert store.run("bad").status == "error" and store.run("good").status == "ok"
+        assert store.step("bad", 1).error_type == "ConnectError"
+
+
+def test_an_error_span_makes_the_run_an_error(tmp_path: Path) -> None:
+    failing = span("r2", None)
+    failing["status"] = {"code": "ERROR", "description": "boom"}
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r2", 0, b"q")])
+        store.flush()
+        assert store.run("r2").status == "ok"
+        store.put(spans=[failing])
+        store.flush()
+        assert store.run("r2").status == "error"
+
+
+def test_unknown_runs_and_steps_are_named(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r3", 0, b"q")])
+        store.flush()
+        with pytest.raises(RunNotFoundError, match="'nope'"):
+            store.run("nope")
+        with pytest.raises(RunNotFoundError, match="'nope'"):
+            store.steps("nope")
+        with pytest.raises(RunNotFoundError, match="no step 5"):
+            store.request_body(("r3", 5))
+        with pytest.raises(LookupError):
+            store.pin("nope")
+
+
+def test_replacing_a_step_keeps_the_aggregates_right(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r4", 0, b"first")])
+        store.flush()
+        store.put([fixture("r4", 0, b"second!")])
+        store.flush()
+        assert store.run("r4").step_count == 1
+        assert store.request_body(("r4", 0)) == b"second!"
+        assert store.verify() == []
+
+
+def test_runs_are_listed_oldest_first(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("late", 0, b"q", start_ns=2_000_000_000 * 10**9)])
+        store.put([fixture("early", 0, b"q", start_ns=1_000_000_000 * 10**9)])
+        store.flush()
+        assert [r.run_id for r in store.runs()] == ["early", "late"]
+
+
+def test_pin_is_kept_in_a_marker_file(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r5", 0, b"q")])
+        store.flush()
+        store.pin("r5")
+        assert store.run("r5").pinned
+        assert (tmp_path / "s" / "pins" / "r5").exists()
+        store.pin("r5", pinned=False)
+        assert not store.run("r5").pinned and not (tmp_path / "s" / "pins" / "r5").exists()

@@ -1,0 +1,126 @@
+"""A store in S3 (a real moto server on loopback): packs in the bucket, the index cached."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+
+from otel_replay.errors import CorruptBlobError, StoreFormatError
+from otel_replay.store import Store
+from tests.store._data import chat_bodies, fixture, span
+
+Bucket = tuple[str, dict[str, Any]]
+
+
+def _open(bucket: Bucket, machine: Path) -> Store:
+    url, options = bucket
+    return Store.open(url, storage_options=options, cache_dir=machine)
+
+
+def _record(
+    store: Store, run_id: str, turns: int, start_ns: int | None = None
+) -> list[tuple[bytes, bytes]]:
+    pairs = chat_bodies(turns, seed=len(run_id))
+    for index, (request, response) in enumerate(pairs):
+        fx = fixture(run_id, index, request, response, start_ns=start_ns or time.time_ns())
+        store.put([fx], [span(run_id, index, **{"gen_ai.request.model": "m1"})])
+        store.flush()
+    return pairs
+
+
+def test_another_machine_rebuilds_everything_from_the_bucket(
+    s3_bucket: Bucket, tmp_path: Path
+) -> None:
+    with _open(s3_bucket, tmp_path / "a") as store:
+        pairs = _record(store, "remote-1", 6)
+        store.pin("remote-1")
+        spans = store.spans("remote-1")
+        runs = store.runs()
+    with _open(s3_bucket, tmp_path / "b") as other:
+        assert other.runs() == runs and runs[0].pinned
+        steps = other.steps("remote-1")
+        assert [other.request_body(s) for s in steps] == [q for q, _ in pairs]
+        assert [other.response_body(s) for s in steps] == [r for _, r in pairs]
+        assert other.spans("remote-1") == spans
+        assert other.verify() == []
+    url, options = s3_bucket
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    assert fs.find(f"{root}/packs") and not fs.exists(f"{root}/index.sqlite")
+
+
+def test_two_machines_record_at_once_and_see_each_other(s3_bucket: Bucket, tmp_path: Path) -> None:
+    first, second = _open(s3_bucket, tmp_path / "a"), _open(s3_bucket, tmp_path / "b")
+    try:
+        for index, ((q1, r1), (q2, r2)) in enumerate(
+            zip(chat_bodies(4, seed=1), chat_bodies(4, seed=2), strict=True)
+        ):
+            first.put([fixture("from-a", index, q1, r1)])
+            second.put([fixture("from-b", index, q2, r2)])
+            first.flush()
+            second.flush()
+        assert {r.run_id for r in first.runs()} == {"from-a"}
+        assert first.refresh() == 1 and second.refresh() == 1
+        assert (
+            {r.run_id for r in first.runs()}
+            == {r.run_id for r in second.runs()}
+            == {
+                "from-a",
+                "from-b",
+            }
+        )
+        assert second.request_body(("from-a", 3)) == chat_bodies(4, seed=1)[3][0]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_corrupt_object_in_the_bucket_is_named(s3_bucket: Bucket, tmp_path: Path) -> None:
+    with _open(s3_bucket, tmp_path / "a") as store:
+        _record(store, "remote-2", 3)
+    url, options = s3_bucket
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    (pack,) = [p for p in fs.find(f"{root}/packs") if p.endswith(".pack")]
+    data = bytearray(fs.cat_file(pack))
+    data[30] ^= 0xFF
+    fs.pipe_file(pack, bytes(data))
+    with _open(s3_bucket, tmp_path / "a") as store:
+        problems = store.verify()
+        assert any(
+            p.kind == "pack" and p.path and p.path.endswith(pack.rsplit("/", 1)[1])
+            for p in problems
+        )
+        body_problem = next(p for p in problems if p.kind == "body")
+        step = store.step("remote-2", body_problem.step_index or 0)
+        read = store.request_body if body_problem.blob == step.request_hash else store.response_body
+        with pytest.raises(CorruptBlobError, match=url):
+            read(step)
+
+
+def test_gc_on_one_machine_is_seen_by_the_other(s3_bucket: Bucket, tmp_path: Path) -> None:
+    old = (int(time.time()) - 40 * 86_400) * 10**9
+    with _open(s3_bucket, tmp_path / "a") as store:
+        _record(store, "old-run", 2, start_ns=old)
+        _record(store, "new-run", 2)
+    with _open(s3_bucket, tmp_path / "b") as other:
+        assert {r.run_id for r in other.runs()} == {"old-run", "new-run"}
+        report = other.gc()
+        assert report.runs_removed == ("old-run",) and report.bytes_freed > 0
+    with _open(s3_bucket, tmp_path / "a") as store:
+        assert [r.run_id for r in store.runs()] == ["new-run"]
+        assert store.verify() == []
+
+
+def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path: Path) -> None:
+    url, options = s3_bucket
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    fs.pipe_file(
+        f"{root}/FORMAT", json.dumps({"format": "otel-replay-store", "version": 2}).encode()
+    )
+    with pytest.raises(StoreFormatError, match="version 2"):
+        _open(s3_bucket, tmp_path / "a")
+    assert json.loads(fs.cat_file(f"{root}/FORMAT"))["version"] == 2

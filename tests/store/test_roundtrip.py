@@ -1,0 +1,162 @@
+"""Exact bytes in, exact bytes out: bodies, fixtures and spans, through real files."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from otel_replay.store import Store
+from tests.store._data import chat_bodies, fixture, span
+
+
+def _store_bytes(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def _generated_bodies(count: int) -> list[bytes]:
+    rng = random.Random(7)
+    bodies: list[bytes] = [b"", b"{}", b"\x00" * 3, os.urandom(70_000)]
+    for n in range(count):
+        kind = n % 5
+        if kind == 0:
+            content = "".join(rng.choice('ab"\\/\n\u00e9\u4e2d\U0001f600') for _ in range(2000))
+            messages = [
+                {"role": "user", "content": content[: rng.randrange(2000)]} for _ in range(5)
+            ]
+            bodies.append(json.dumps({"messages": messages}, ensure_ascii=n % 2 == 0).encode())
+        elif kind == 1:
+            nested = [[[i, [str(i) * 100]] for i in range(rng.randrange(30))]]
+            bodies.append(json.dumps({"input": nested, "tools": nested}).encode())
+        elif kind == 2:
+            bodies.append(
+                json.dumps({"messages": ["x" * 700] * 3}).encode()[: -rng.randrange(1, 40)]
+            )
+        elif kind == 3:
+            bodies.append(rng.randbytes(rng.randrange(5000)))
+        else:
+            bodies.append(
+                ("data: " + json.dumps({"delta": "tok"}) + "\n\n").encode() * rng.randrange(200)
+            )
+    return bodies
+
+
+def test_every_body_comes_back_byte_exact(tmp_path: Path) -> None:
+    bodies = _generated_bodies(60)
+    pairs = list(zip(bodies, reversed(bodies), strict=True))
+    with Store.open(tmp_path / "s") as store:
+        for index, (request, response) in enumerate(pairs):
+            store.put([fixture("run-a", index, request, response)])
+            if index % 7 == 0:
+                store.flush()
+    with Store.open(tmp_path / "s") as store:
+        steps = store.steps("run-a")
+        assert [s.index for s in steps] == list(range(len(pairs)))
+        for step in steps:
+            request, response = pairs[step.index]
+            assert store.request_body(step) == request
+            assert store.response_body(step) == response
+        assert store.verify() == []
+
+
+def test_fixture_comes_back_equal(tmp_path: Path) -> None:
+    original = fixture("run-b", 0, b'{"messages":[]}', b"streamed")
+    original.chunks = [(3, 100), (5, 250)]
+    original.complete = False
+    original.error_type = "ReadTimeout"
+    with Store.open(tmp_path / "s") as store:
+        store.put([original, fixture("run-b", 1, b"x", None)])
+        store.flush()
+        assert store.fixture(("run-b", 0)) == original
+        no_response = store.fixture(store.step("run-b", 1))
+        assert no_response.response_hash is None and no_response.response_body == b""
+        assert store.response_body(("run-b", 1)) == b""
+
+
+def test_spans_come_back_as_given(tmp_path: Path) -> None:
+    request, response = chat_bodies(3)[-1]
+    history = json.dumps(json.loads(request)["messages"])
+    given = [
+        span(
+            "run-c",
+            0,
+            **{
+                "gen_ai.input.messages": history,
+                "replay.request.body": request.decode(),
+                "note": "\u00e9" * 600,
+                "nested": {"list": [1, 2.5, None, True, "y" * 900]},
+            },
+        ),
+        span("run-c", None, **{"replay.seed": 42}),
+    ]
+    given[0]["events"] = [{"name": "e", "attributes": {"big": "z" * 1000}}]
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("run-c", 0, request, response)], given[:1])
+        store.flush()
+        store.put(spans=given[1:])
+        store.flush()
+        assert store.spans("run-c") == given
+        assert store.run("run-c").seed == 42
+    with Store.open(tmp_path / "s") as store:
+        assert store.spans("run-c") == given
+        assert store.verify() == []
+
+
+def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
+    """Bytes on disk grow with the new messages, not with the re-sent history."""
+    pairs = chat_bodies(40, seed=3)
+    sizes = []
+    with Store.open(tmp_path / "s") as store:
+        store.compact_after = 10**6  # measure the per-flush packs themselves
+        for index, (request, response) in enumerate(pairs):
+            store.put([fixture("run-d", index, request, response)])
+            store.flush()
+            sizes.append(sum(f.stat().st_size for f in (tmp_path / "s" / "packs").rglob("*.pack")))
+    growth = [b - a for a, b in itertools.pairwise(sizes)]
+    last_request = len(pairs[-1][0])
+    # each step adds about one user and one assistant message (compressed), never the history
+    assert max(growth[10:]) < 2500 < last_request / 4
+    assert growth[-1] < 2 * growth[10]
+    raw = sum(len(q) + len(r) for q, r in pairs)
+    assert raw / _store_bytes(tmp_path / "s") > 15
+
+
+def test_close_compacts_small_packs(tmp_path: Path) -> None:
+    pairs = chat_bodies(12, seed=5)
+    with Store.open(tmp_path / "s") as store:
+        for index, (request, response) in enumerate(pairs):
+            store.put([fixture("run-e", index, request, response)])
+            store.flush()
+        before = len(list((tmp_path / "s" / "packs").rglob("*.pack")))
+    after = list((tmp_path / "s" / "packs").rglob("*.pack"))
+    assert before == 12 and len(after) == 1
+    with Store.open(tmp_path / "s") as store:
+        assert [store.request_body(s) for s in store.steps("run-e")] == [q for q, _ in pairs]
+
+
+def test_flush_compacts_after_many_small_packs(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.compact_after = 4
+        for index, (request, response) in enumerate(chat_bodies(9)):
+            store.put([fixture("run-f", index, request, response)])
+            store.flush()
+        assert len(list((tmp_path / "s" / "packs").rglob("*.pack"))) < 4
+        assert store.verify() == []
+
+
+def test_put_refuses_what_it_cannot_store_faithfully(tmp_path: Path) -> None:
+    bad = fixture("run-g", 0, b"abc")
+    bad.request_hash = "sha256:" + "0" * 64
+    with Store.open(tmp_path / "s") as store:
+        with pytest.raises(ValueError, match="request hash"):
+            store.put([bad])
+        with pytest.raises(ValueError, match=r"replay\.run\.id"):
+            store.put(spans=[{"name": "orphan", "attributes": {}}])
+        with pytest.raises(ValueError, match="JSON-ready"):
+            store.put(spans=[span("run-g", 0, blob=b"bytes")])
+        store.flush()
+        assert store.runs() == []
