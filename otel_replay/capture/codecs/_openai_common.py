@@ -114,6 +114,26 @@ def decode_json(body: bytes, what: str) -> Any:
         raise CodecError(f"{what} body is not JSON: {exc}") from None
 
 
+def response_object(status: int, body: bytes, what: str) -> dict[str, Any] | None:
+    """The JSON object of a non-streamed response body.
+
+    None for an error status whose body is not the provider's JSON object (a proxy's HTML
+    page); :class:`CodecError` for a success body that is not a JSON object.
+    """
+    if status >= 400:
+        try:
+            data = loads(body)
+        except ValueError:
+            return None
+    else:
+        data = decode_json(body, what)
+    if isinstance(data, dict):
+        return data
+    if status >= 400:
+        return None
+    raise CodecError(f"{what} body is a JSON {type(data).__name__}, not an object")
+
+
 # ``json.loads`` minus its type dispatch, for the many small strings of streams and arguments.
 decode_str: Callable[[str], Any] = json.JSONDecoder().decode
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._json import loads
 from otel_replay.capture.codecs._openai_common import (
     API_TYPE,
     FINISH_REASONS,
@@ -37,7 +36,6 @@ from otel_replay.capture.codecs._openai_common import (
     RESPONSE_SERVICE_TIER,
     SYSTEM_FINGERPRINT,
     content_parts,
-    decode_json,
     decode_str,
     error_type_of,
     function_tool,
@@ -50,12 +48,12 @@ from otel_replay.capture.codecs._openai_common import (
     put_float,
     put_int,
     put_str,
+    response_object,
     strip_path,
     usage_attributes,
 )
 from otel_replay.capture.codecs._sse import parse_sse
 from otel_replay.capture.codecs._types import LlmRequest, LlmResponse, Message, Part
-from otel_replay.errors import CodecError
 
 __all__ = ["OPENAI_CHAT", "OpenAIChatCodec"]
 
@@ -540,18 +538,8 @@ class OpenAIChatCodec:
     def parse_response(self, status: int, body: bytes, streamed: bool) -> LlmResponse:
         if streamed and not looks_like_json_object(body):
             return _from_stream(body)
-        if status >= 400:
-            try:
-                data = loads(body)
-            except ValueError:
-                return LlmResponse()  # a proxy's HTML error page: nothing of the provider's
-        else:
-            data = decode_json(body, "chat completion")
-        if not isinstance(data, dict):
-            if status >= 400:
-                return LlmResponse()
-            raise CodecError(f"chat completion body is a JSON {type(data).__name__}, not an object")
-        return _from_completion(data)
+        data = response_object(status, body, "chat completion")
+        return LlmResponse() if data is None else _from_completion(data)
 
 
 OPENAI_CHAT = OpenAIChatCodec()

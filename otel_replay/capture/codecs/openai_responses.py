@@ -30,7 +30,6 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._json import loads
 from otel_replay.capture.codecs._openai_common import (
     API_TYPE,
     CONVERSATION_ID,
@@ -44,7 +43,6 @@ from otel_replay.capture.codecs._openai_common import (
     RESPONSE_MODEL,
     RESPONSE_SERVICE_TIER,
     content_parts,
-    decode_json,
     error_type_of,
     function_tool,
     generic_tool,
@@ -55,12 +53,12 @@ from otel_replay.capture.codecs._openai_common import (
     put_float,
     put_int,
     put_str,
+    response_object,
     strip_path,
     usage_attributes,
 )
 from otel_replay.capture.codecs._sse import SseEvent, parse_sse
 from otel_replay.capture.codecs._types import LlmRequest, LlmResponse, Message, Part
-from otel_replay.errors import CodecError
 
 __all__ = ["OPENAI_RESPONSES", "OpenAIResponsesCodec"]
 
@@ -495,18 +493,8 @@ class OpenAIResponsesCodec:
     def parse_response(self, status: int, body: bytes, streamed: bool) -> LlmResponse:
         if streamed and not looks_like_json_object(body):
             return _from_stream(body)
-        if status >= 400:
-            try:
-                data = loads(body)
-            except ValueError:
-                return LlmResponse()  # a proxy's HTML error page: nothing of the provider's
-        else:
-            data = decode_json(body, "response")
-        if not isinstance(data, dict):
-            if status >= 400:
-                return LlmResponse()
-            raise CodecError(f"response body is a JSON {type(data).__name__}, not an object")
-        return _from_response(data, True, None)
+        data = response_object(status, body, "response")
+        return LlmResponse() if data is None else _from_response(data, True, None)
 
 
 OPENAI_RESPONSES = OpenAIResponsesCodec()
