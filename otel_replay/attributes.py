@@ -18,9 +18,13 @@ __all__ = [
     "REPLAY_REQUEST_HASH",
     "REPLAY_REQUEST_SIZE",
     "REPLAY_RESPONSE_BODY",
+    "REPLAY_RESPONSE_CHUNK_SIZES",
+    "REPLAY_RESPONSE_CHUNK_TIMES",
     "REPLAY_RESPONSE_COMPLETE",
+    "REPLAY_RESPONSE_CONTENT_TYPE",
     "REPLAY_RESPONSE_HASH",
     "REPLAY_RESPONSE_SIZE",
+    "REPLAY_RESPONSE_STATUS_CODE",
     "REPLAY_RUN_ID",
     "REPLAY_SEED",
     "REPLAY_STEP_INDEX",
@@ -65,7 +69,10 @@ REPLAY_REQUEST_BODY: Final[str] = "replay.request.body"
 """The exact (redacted) request body, carried inline in the span.
 
 Set only when the body is no larger than `OTEL_REPLAY_INLINE_LIMIT` bytes (default 32768; `0`
-disables inline bodies), so that OTLP data alone replays the step byte-exact.
+disables inline bodies), so that OTLP data alone replays the step byte-exact. Bodies are message
+content: when `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for none (`NO_CONTENT`,
+`EVENT_ONLY`, `false`) no body is inlined; the step then carries only its hashes and sizes, and
+its bytes are in the fixture store alone.
 
 A body that is valid UTF-8 is carried as that text, unchanged. Any other body, and a UTF-8 body
 that itself starts with `base64:`, is carried as `base64:` followed by the standard base64
@@ -103,6 +110,29 @@ streamed response it is the whole stream as received, so a server-sent events bo
 Type: ``string``; stability: development.
 """
 
+REPLAY_RESPONSE_CHUNK_SIZES: Final[str] = "replay.response.chunk.sizes"
+"""The sizes in bytes of the chunks the response body arrived in, in order.
+
+Set together with `replay.response.body` when the body arrived in more than one chunk (a
+streamed response, such as server-sent events). The sizes add up to `replay.response.size`:
+serving the inline body cut at these boundaries repeats the stream as the application read it.
+Where the recorded body differs in length from the bytes on the wire (it was decoded from a
+content-encoding, or redaction changed its length), the boundaries that fit are kept and the
+last chunk takes the rest.
+
+Type: ``int[]``; stability: development.
+"""
+
+REPLAY_RESPONSE_CHUNK_TIMES: Final[str] = "replay.response.chunk.times"
+"""When each chunk of `replay.response.chunk.sizes` arrived, in nanoseconds after the request was
+handed to the transport.
+
+Set together with `replay.response.chunk.sizes`, one value per chunk. A replay can use them to
+pace a stream like the recording; it does not have to.
+
+Type: ``int[]``; stability: development.
+"""
+
 REPLAY_RESPONSE_COMPLETE: Final[str] = "replay.response.complete"
 """Whether the whole response body was received.
 
@@ -112,6 +142,17 @@ size and hash then cover only the bytes received, and a replay ends the stream a
 point. `true` when the body was read to its end.
 
 Type: ``boolean``; stability: development.
+"""
+
+REPLAY_RESPONSE_CONTENT_TYPE: Final[str] = "replay.response.content_type"
+"""The `Content-Type` header of the response, carried with the inline response body.
+
+Set together with `replay.response.body` when the response had a `Content-Type`. Client
+libraries choose between a JSON body and a stream (`text/event-stream`) from it, so a replay
+from OTLP data answers with the same value. Other response headers travel only in the fixture
+store.
+
+Type: ``string``; stability: development.
 """
 
 REPLAY_RESPONSE_HASH: Final[str] = "replay.response.hash"
@@ -130,6 +171,16 @@ REPLAY_RESPONSE_SIZE: Final[str] = "replay.response.size"
 
 The length of the bytes hashed in `replay.response.hash`; for a stream, the total of all chunks
 received.
+
+Type: ``int``; stability: development.
+"""
+
+REPLAY_RESPONSE_STATUS_CODE: Final[str] = "replay.response.status_code"
+"""The HTTP status code of the response, carried with the inline response body.
+
+Set together with `replay.response.body`, on LLM and HTTP steps alike (HTTP steps also carry it
+as `http.response.status_code`), so that OTLP data alone says what status a replay must answer
+with.
 
 Type: ``int``; stability: development.
 """

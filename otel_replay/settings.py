@@ -42,6 +42,15 @@ def _text(raw: str) -> str | None:
     return raw.strip() or None
 
 
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
 def _days(raw: str) -> float:
     value = float(raw.strip())
     if not value >= 0 or value == float("inf"):
@@ -89,6 +98,24 @@ SETTINGS: tuple[Setting, ...] = (
         "bytes of fixtures the capture hand-off holds for the exporter before it counts drops",
     ),
     Setting(
+        "OTEL_REPLAY_HANDOFF_WAIT_MS",
+        "1000",
+        _non_negative_int,
+        "longest an application thread waits for room in a full hand-off before a step is dropped",
+    ),
+    Setting(
+        "OTEL_REPLAY_FLUSH_TIMEOUT_MS",
+        "10000",
+        _non_negative_int,
+        "longest the replay exporter waits for its writes (export, force_flush, shutdown, SIGTERM)",
+    ),
+    Setting(
+        "OTEL_REPLAY_HANDLE_SIGTERM",
+        "true",
+        _flag,
+        "the replay exporter persists what it holds on SIGTERM, then calls the previous handler",
+    ),
+    Setting(
         "OTEL_REPLAY_RETAIN_OK_DAYS",
         "7",
         _days,
@@ -121,6 +148,9 @@ class Settings:
     redact: tuple[re.Pattern[bytes], ...]
     commit: str | None
     handoff_max_bytes: int
+    handoff_wait_ms: int
+    flush_timeout_ms: int
+    handle_sigterm: bool
     retain_ok_days: float
     retain_error_days: float
     cache_dir: str | None
@@ -157,6 +187,9 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         redact=values["OTEL_REPLAY_REDACT"],
         commit=values["OTEL_REPLAY_COMMIT"],
         handoff_max_bytes=values["OTEL_REPLAY_HANDOFF_MAX_BYTES"],
+        handoff_wait_ms=values["OTEL_REPLAY_HANDOFF_WAIT_MS"],
+        flush_timeout_ms=values["OTEL_REPLAY_FLUSH_TIMEOUT_MS"],
+        handle_sigterm=values["OTEL_REPLAY_HANDLE_SIGTERM"],
         retain_ok_days=values["OTEL_REPLAY_RETAIN_OK_DAYS"],
         retain_error_days=values["OTEL_REPLAY_RETAIN_ERROR_DAYS"],
         cache_dir=values["OTEL_REPLAY_CACHE_DIR"],

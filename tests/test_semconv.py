@@ -40,6 +40,10 @@ EXTRA_ATTRIBUTES = {
     "replay.response.complete": "bool",
     "replay.request.body": "string",
     "replay.response.body": "string",
+    "replay.response.status_code": "int",
+    "replay.response.content_type": "string",
+    "replay.response.chunk.sizes": "int[]",
+    "replay.response.chunk.times": "int[]",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],
@@ -51,7 +55,13 @@ SIMPLE_TYPES = {"string", "int", "double", "boolean", "any"} | {
 }
 STABILITY = {"stable", "development", "alpha", "beta", "release_candidate"}
 # How DESIGN.md's type column maps onto the registry (an enum of strings is a string).
-DESIGN_TYPE_OF = {"string": "string", "int": "int", "boolean": "bool", "enum": "string"}
+DESIGN_TYPE_OF = {
+    "string": "string",
+    "int": "int",
+    "boolean": "bool",
+    "enum": "string",
+    "int[]": "int[]",
+}
 
 
 def _load_generator() -> ModuleType:
@@ -190,6 +200,8 @@ def test_every_group_has_the_weaver_fields():
 def _example_fits(kind: str, attr: dict[str, Any], example: Any) -> bool:
     if kind == "enum":
         return example in {m["value"] for m in attr["type"]["members"]}
+    if kind.endswith("[]"):
+        return isinstance(example, list) and all(_example_fits(kind[:-2], attr, e) for e in example)
     if kind == "int":
         return isinstance(example, int) and not isinstance(example, bool)
     return isinstance(example, {"string": str, "boolean": bool, "double": float}[kind])

@@ -1,20 +1,49 @@
-"""The bounded hand-off from the application thread to the export stage.
+"""The bounded hand-off from the application thread to the ``replay`` exporter.
 
-The application thread puts one :class:`Fixture` per finished step; the ``replay`` exporter
-takes it when the step's span reaches it. Nothing is held unless a consumer is attached, so a
-process that exports only to a backend keeps no bodies in memory. The bound is in bytes; a
-put past it is refused and counted, never blocks the application.
+At the end of each step the capture puts the step's :class:`Fixture` together with the step's
+span — *before* ending a span of its own — into the queue of the attached consumer (the
+exporter's writer thread). The step therefore never depends on the SDK's batch span processor,
+whose queue drops spans when it overflows. Nothing is held unless a consumer is attached, so a
+process that exports only to a backend keeps no bodies in memory.
+
+Every put *claims* its span: the exporter's ``export()`` asks :meth:`Handoff.claimed` which of
+the spans the batch processor hands it came through here, so no span is stored twice. Claiming
+before the span ends makes that answer race-free.
+
+The bound is in bytes (bodies plus :data:`ITEM_OVERHEAD` per step), counted from the put until
+the consumer :meth:`~Consumer.release`\\ s the step, i.e. until it is durable. A put that does
+not fit waits up to ``wait_s`` for room (back-pressure: the application slows to the store's
+pace instead of losing steps); a put that still does not fit is refused, counted in
+:attr:`Handoff.dropped` and logged (the first one at once). After such a timeout, puts are
+refused without waiting until the consumer frees some room, so a stuck store costs the
+application one wait, not one per step.
+
+The queues are :class:`queue.SimpleQueue`: a put is one C call, and the exporter may post to
+them from a signal handler.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import threading
+import time
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Fixture", "Handoff"]
+__all__ = ["ITEM_OVERHEAD", "Consumer", "Fixture", "Handed", "Handoff"]
 
 _log = logging.getLogger(__name__)
+
+ITEM_OVERHEAD = 4096
+"""Bytes counted per step beyond its bodies: the span (its attributes often repeat the
+messages) and the fixture's headers and timings."""
+
+CLAIMS_MAX = 1 << 16
+"""Claimed span ids remembered at most; the oldest are forgotten beyond (a span the batch
+processor dropped is never asked about)."""
 
 
 @dataclass(slots=True)
@@ -52,70 +81,206 @@ class Fixture:
         return len(self.request_body) + len(self.response_body)
 
 
-class Handoff:
-    """Fixtures keyed by span id, bounded by ``max_bytes`` of body."""
+Handed = tuple[Fixture, Any, int]
+"""What a consumer gets for one step: the fixture, the step's span (an SDK span, possibly not
+ended yet) and the bytes it counts against the bound (give them back with ``release``)."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self._max_bytes = max_bytes
+
+class Consumer:
+    """One consumer's end of the hand-off: its own FIFO queue of :data:`Handed` steps.
+
+    The consumer may :meth:`post` its own messages into the queue; they come out in order with
+    the steps, which makes them barriers.
+    """
+
+    __slots__ = ("_handoff", "_queue", "held")
+
+    def __init__(self, handoff: Handoff) -> None:
+        self._handoff = handoff
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.held = 0
+        """Bytes of this consumer's steps not released yet."""
+
+    def get(self, timeout: float | None = None) -> object | None:
+        """The next step or message, waiting up to ``timeout`` seconds (None: forever);
+        None when there is none."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def backlog(self) -> int:
+        """About how many steps and messages are queued."""
+        return self._queue.qsize()
+
+    def drain(self, limit: int | None = None) -> list[object]:
+        """Everything queued now (at most ``limit`` items), without waiting."""
+        out: list[object] = []
+        get = self._queue.get_nowait
+        try:
+            while limit is None or len(out) < limit:
+                out.append(get())
+        except queue.Empty:
+            pass
+        return out
+
+    def fixtures(self) -> dict[int, Fixture]:
+        """Drain the queue: the fixtures of the steps in it, by span id (other messages and
+        the spans are dropped, the bytes released). For tests and simple consumers."""
+        out: dict[int, Fixture] = {}
+        size = 0
+        for item in self.drain():
+            if type(item) is tuple:
+                fixture, _, item_size = item
+                out[fixture.span_id] = fixture
+                size += item_size
+        self.release(size)
+        return out
+
+    def post(self, message: object) -> None:
+        """Queue ``message`` behind every step put so far. Safe in a signal handler."""
+        self._queue.put(message)
+
+    def release(self, size: int) -> None:
+        """Give back the bytes of steps that are durable (or given up on)."""
+        self._handoff._release(self, size)
+
+
+class Handoff:
+    """The process-wide hand-off; see the module docstring.
+
+    ``max_bytes`` bounds what is held; ``wait_s`` is the longest a put waits for room.
+    """
+
+    def __init__(self, max_bytes: int, wait_s: float = 1.0) -> None:
+        self.max_bytes = max_bytes
+        self.wait_s = wait_s
+        self._init_state()
+        if hasattr(os, "register_at_fork"):
+            reinit = weakref.WeakMethod(self._init_state)
+
+            def after_in_child() -> None:
+                method = reinit()
+                if method is not None:
+                    method()
+
+            os.register_at_fork(after_in_child=after_in_child)
+
+    def _init_state(self) -> None:
+        # Also run in a forked child: the parent persists what it held, the child starts empty
+        # (and with fresh locks, in case a thread of the parent held one at the fork).
+        # The fast path takes the bare lock (a C-level context manager); waits use the
+        # condition built on it.
         self._lock = threading.Lock()
-        self._items: dict[int, Fixture] = {}
+        self._cond = threading.Condition(self._lock)
+        self._consumers: list[Consumer] = []
+        self._active: Consumer | None = None
+        self._claims: dict[int, None] = {}
         self._bytes = 0
-        self._consumers = 0
+        self._shedding = False
         self.dropped = 0
-        """Fixtures refused because the bound was reached (exposed for the exporter's stats)."""
+        """Steps refused because the bound was reached (exposed in the exporter's stats)."""
 
     @property
     def wanted(self) -> bool:
         """True when a consumer is attached; the capture skips building fixtures otherwise."""
-        return self._consumers > 0
+        return self._active is not None
 
     @property
     def held_bytes(self) -> int:
-        """Bytes of body currently waiting for the exporter."""
+        """Bytes counted for steps not yet released by their consumer."""
         return self._bytes
 
-    def attach(self) -> None:
-        """Register a consumer (the ``replay`` exporter does this when it is built)."""
-        with self._lock:
-            self._consumers += 1
+    def attach(self) -> Consumer:
+        """A new consumer, which receives every step put from now on until it detaches (or
+        another consumer attaches after it, until that one detaches)."""
+        consumer = Consumer(self)
+        with self._cond:
+            self._consumers.append(consumer)
+            self._active = consumer
+        return consumer
 
-    def detach(self) -> None:
-        """Unregister a consumer; when none is left, held fixtures are released."""
-        with self._lock:
-            self._consumers = max(0, self._consumers - 1)
-            if not self._consumers:
-                self._items.clear()
+    def detach(self, consumer: Consumer) -> None:
+        """Stop sending steps to ``consumer``; what it holds no longer counts against the
+        bound. What is already in its queue stays there for it to drain."""
+        with self._cond:
+            if consumer in self._consumers:
+                self._consumers.remove(consumer)
+                self._bytes -= consumer.held
+                consumer.held = 0
+            self._active = self._consumers[-1] if self._consumers else None
+            if self._active is None:
+                self._claims.clear()
                 self._bytes = 0
+            self._shedding = False
+            self._cond.notify_all()
 
-    def put(self, fixture: Fixture) -> bool:
-        """Hold ``fixture`` for the exporter. False (and counted) when nobody wants it or the
-        bound is reached."""
-        size = fixture.size
+    def put(self, fixture: Fixture, span: Any) -> bool:
+        """Hand ``fixture`` and its ``span`` to the active consumer, claiming the span.
+
+        False when nobody wants it, or when the bound was reached and no room came within
+        ``wait_s`` (then it is counted in :attr:`dropped`).
+        """
+        size = fixture.size + ITEM_OVERHEAD
         with self._lock:
-            if not self._consumers:
+            if self._active is None:
                 return False
-            if self._bytes + size > self._max_bytes:
+            if self._bytes + size > self.max_bytes and not self._make_room(size):
                 self.dropped += 1
                 first = self.dropped == 1
             else:
-                self._items[fixture.span_id] = fixture
+                consumer = self._active
+                if consumer is None:  # it detached while we waited
+                    return False
                 self._bytes += size
+                consumer.held += size
+                claims = self._claims
+                claims[fixture.span_id] = None
+                if len(claims) > CLAIMS_MAX:
+                    del claims[next(iter(claims))]
+                consumer._queue.put((fixture, span, size))
                 return True
         if first:
             _log.warning(
-                "otel-replay: capture hand-off is full (%d bytes); dropping fixtures, "
-                "the exporter is not keeping up",
-                self._max_bytes,
+                "otel-replay: the capture hand-off is full (%d bytes) and the replay exporter "
+                "did not make room within %.1f s; steps are being dropped (counted in "
+                "ReplaySpanExporter.stats().dropped)",
+                self.max_bytes,
+                self.wait_s,
             )
         return False
 
-    def take(self, span_id: int) -> Fixture | None:
-        """Remove and return the fixture of ``span_id``, or None if there is none."""
-        with self._lock:
-            fixture = self._items.pop(span_id, None)
-            if fixture is not None:
-                self._bytes -= fixture.size
-            return fixture
+    def _make_room(self, size: int) -> bool:
+        """Wait (lock held) until ``size`` more bytes fit or the consumer detaches. False on
+        timeout, or at once when waiting is pointless: the step alone exceeds the bound, or an
+        earlier wait timed out and no room was made since."""
+        if self._shedding or size > self.max_bytes:
+            return False
+        deadline = time.monotonic() + self.wait_s
+        while self._bytes + size > self.max_bytes and self._active is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._shedding = True
+                return False
+            self._cond.wait(remaining)
+        return True
 
-    def __len__(self) -> int:
-        return len(self._items)
+    def claimed(self, span_ids: set[int]) -> set[int]:
+        """Those of ``span_ids`` whose spans came through the hand-off (each id is answered
+        once: a span reaches an exporter once)."""
+        found = set()
+        with self._cond:
+            claims = self._claims
+            for span_id in span_ids:
+                if span_id in claims:
+                    del claims[span_id]
+                    found.add(span_id)
+        return found
+
+    def _release(self, consumer: Consumer, size: int) -> None:
+        with self._cond:
+            if consumer in self._consumers:
+                consumer.held -= size
+                self._bytes -= size
+            self._shedding = False
+            self._cond.notify_all()

@@ -6,6 +6,15 @@ tee feeds it chunks and finishes it exactly once. All work here runs on the appl
 thread, so it is limited to redaction, one JSON parse per body, one sha256 per body and the
 span attributes; compression and I/O belong to the exporter.
 
+Inline bodies: bodies up to ``inline_limit`` bytes also go into the span
+(``replay.request.body``, ``replay.response.body`` and what a replay needs besides: status,
+content type, chunk boundaries), so OTLP data alone replays byte-exact. The instrumentor turns
+them off (limit 0) when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for no
+content: bodies are content.
+
+Hand-off: when the ``replay`` exporter is attached, each step's fixture is put into the
+hand-off together with its span, before the span ends (see ``_handoff``).
+
 Any failure of our own is logged once and swallowed: recording must never change what the
 application sees.
 """
@@ -22,10 +31,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import decode_content, is_json, is_sse
 from otel_replay.capture._handoff import Fixture, Handoff
 from otel_replay.capture._metrics import GenAiMetrics
-from otel_replay.capture._redact import Redactor
+from otel_replay.capture._redact import REDACTED, SECRET_HEADERS, Redactor
 from otel_replay.capture._run import current_run
 from otel_replay.capture.codecs import Codec, LlmRequest, detect
 from otel_replay.errors import CodecError
@@ -48,12 +58,15 @@ class Recorder:
         handoff: Handoff,
         metrics: GenAiMetrics,
         capture_content: bool,
+        inline_limit: int = 0,
     ) -> None:
         self.tracer = tracer
         self.redactor = redactor
         self.handoff = handoff
         self.metrics = metrics
         self.capture_content = capture_content
+        self.inline_limit = inline_limit
+        """Bodies up to this many bytes also go into the span; 0: none."""
         self._warned: set[str] = set()
 
     def warn_once(self, what: str, exc: BaseException) -> None:
@@ -84,6 +97,8 @@ class Recorder:
         attrs[A.REPLAY_STEP_INDEX] = index
         attrs[A.REPLAY_REQUEST_HASH] = request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(body)
+        if self.inline_limit and len(body) <= self.inline_limit:
+            attrs[A.REPLAY_REQUEST_BODY] = encode_body(body)
         attrs["server.address"] = url.host
         if port is not None:
             attrs["server.port"] = port
@@ -121,7 +136,7 @@ class Recorder:
                 kind=attrs[A.REPLAY_STEP_KIND],
                 method=method,
                 url=redacted_url,
-                request_headers=self.redactor.headers(_decoded(raw_headers)),
+                request_headers=_redacted_headers(self.redactor, raw_headers),
                 request_body=body,
                 request_hash=request_hash,
                 start_ns=time.time_ns(),
@@ -189,17 +204,25 @@ def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
     return content_type, encoding
 
 
-def _decoded(
-    headers: list[tuple[bytes, bytes]], drop_coding: bool = False
+_SECRET_HEADERS = frozenset(name.encode() for name in SECRET_HEADERS)
+_CODING_HEADERS = frozenset({b"content-encoding", b"content-length"})
+
+
+def _redacted_headers(
+    redactor: Redactor, headers: list[tuple[bytes, bytes]], drop_coding: bool = False
 ) -> list[tuple[str, str]]:
-    """Raw header pairs as text; without the content coding and length when the body was
-    decoded from its ``Content-Encoding``."""
-    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
-    if drop_coding:
-        pairs = [
-            (k, v) for k, v in pairs if k.lower() not in ("content-encoding", "content-length")
-        ]
-    return pairs
+    """Raw header pairs as text, redacted as :meth:`Redactor.headers` does, in one pass (this
+    runs on the application thread for every step the exporter records); without the content
+    coding and length when the body was decoded from its ``Content-Encoding``."""
+    body = redactor.body  # user patterns; returns its argument when there are none
+    out = []
+    for key, value in headers:
+        name = key.lower()
+        if drop_coding and name in _CODING_HEADERS:
+            continue
+        text = REDACTED if name in _SECRET_HEADERS else body(value).decode("latin-1")
+        out.append((key.decode("latin-1"), text))
+    return out
 
 
 def _foreign_inference_span() -> Span | None:
@@ -226,6 +249,7 @@ class Step:
         "_first_chunk_ns",
         "_fixture",
         "_llm",
+        "_marks",
         "_owns_span",
         "_recorder",
         "_response_headers",
@@ -252,6 +276,10 @@ class Step:
         self._fixture = fixture
         self._attrs = attrs
         self._chunks: list[bytes] = []
+        # (size, ns after the request was sent) per chunk, for the fixture and inline chunking.
+        self._marks: list[tuple[int, int]] | None = (
+            [] if fixture is not None or recorder.inline_limit else None
+        )
         self._status: int | None = None
         self._response_headers: list[tuple[bytes, bytes]] = []
         self._start_ns = time.perf_counter_ns()
@@ -270,11 +298,12 @@ class Step:
 
     def on_chunk(self, chunk: bytes) -> None:
         """Remember one chunk exactly as the application receives it."""
+        now = time.perf_counter_ns()
         if not self._chunks:
-            self._first_chunk_ns = time.perf_counter_ns()
+            self._first_chunk_ns = now
         self._chunks.append(chunk)
-        if self._fixture is not None:
-            self._fixture.chunks.append((len(chunk), time.perf_counter_ns() - self._start_ns))
+        if self._marks is not None:
+            self._marks.append((len(chunk), now - self._start_ns))
 
     def fail(self, exc: BaseException) -> None:
         """The transport raised (before or during the response): record, never swallow."""
@@ -314,6 +343,8 @@ class Step:
         if response_hash is not None:
             attrs[A.REPLAY_RESPONSE_HASH] = response_hash
             attrs[A.REPLAY_RESPONSE_SIZE] = len(body)
+            if recorder.inline_limit and len(body) <= recorder.inline_limit:
+                self._inline_response(status, content_type, body, attrs)
         streamed = is_sse(content_type)
         if status is not None:
             if self._llm is None:
@@ -337,18 +368,40 @@ class Step:
 
         fixture = self._fixture
         if fixture is not None:
+            fixture.chunks = self._marks or []
             fixture.status_code = status
-            fixture.response_headers = recorder.redactor.headers(
-                _decoded(raw_headers, drop_coding=decoded_content)
+            fixture.response_headers = _redacted_headers(
+                recorder.redactor, raw_headers, drop_coding=decoded_content
             )
             fixture.response_body = body
             fixture.response_hash = response_hash
             fixture.complete = complete and error_type is None
             fixture.error_type = error_type
             fixture.end_ns = time.time_ns()
-            recorder.handoff.put(fixture)
+        self._hand_off_and_end()
+
+    def _hand_off_and_end(self) -> None:
+        # The hand-off claims the span before it ends, so the exporter never gets it twice.
+        if self._fixture is not None:
+            self._recorder.handoff.put(self._fixture, self.span)
         if self._owns_span:
-            span.end()
+            self.span.end()
+
+    def _inline_response(
+        self, status: int | None, content_type: str, body: bytes, attrs: dict[str, Any]
+    ) -> None:
+        """Add the inline response body and what a byte-exact replay needs with it."""
+        attrs[A.REPLAY_RESPONSE_BODY] = encode_body(body)
+        if status is not None:
+            attrs[A.REPLAY_RESPONSE_STATUS_CODE] = status
+        if content_type:
+            redacted = self._recorder.redactor.body(content_type.encode("latin-1"))
+            attrs[A.REPLAY_RESPONSE_CONTENT_TYPE] = redacted.decode("latin-1")
+        marks = self._marks
+        if marks is not None and len(marks) > 1:
+            sizes = fit_chunks([size for size, _ in marks], len(body))
+            attrs[A.REPLAY_RESPONSE_CHUNK_SIZES] = sizes
+            attrs[A.REPLAY_RESPONSE_CHUNK_TIMES] = [ns for _, ns in marks[: len(sizes)]]
 
     def _llm_response_attributes(
         self, status: int, body: bytes, streamed: bool, attrs: dict[str, Any]

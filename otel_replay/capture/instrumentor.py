@@ -39,7 +39,8 @@ _VERSION = "0.1.0"
 _CLIENT_MODULES = ("httpx", "httpx2")
 
 HANDOFF = Handoff(settings.load().handoff_max_bytes)
-"""The process-wide capture hand-off the ``replay`` exporter consumes."""
+"""The process-wide capture hand-off the ``replay`` exporter consumes (the exporter applies
+``OTEL_REPLAY_HANDOFF_MAX_BYTES`` and ``OTEL_REPLAY_HANDOFF_WAIT_MS`` when it attaches)."""
 
 
 def capture_content_enabled() -> bool:
@@ -70,12 +71,15 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return
         tracer = trace.get_tracer(_SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider"))
         meter = metrics.get_meter(_SCOPE, _VERSION, meter_provider=kwargs.get("meter_provider"))
+        content = capture_content_enabled()
         self.recorder = Recorder(
             tracer=tracer,
             redactor=Redactor(config.redact),
             handoff=HANDOFF,
             metrics=GenAiMetrics(meter),
-            capture_content=capture_content_enabled(),
+            capture_content=content,
+            # Bodies are content: NO_CONTENT keeps them out of the exported spans too.
+            inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
         for name in _CLIENT_MODULES:

@@ -80,7 +80,7 @@ async def async_calls(standin: StandIn) -> dict[str, tuple[str, str]]:
 
 
 def main() -> None:
-    HANDOFF.attach()
+    consumer = HANDOFF.attach()
     try:
         with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
             answers = sync_calls(standin)
@@ -88,9 +88,10 @@ def main() -> None:
             received = standin.received
             spans = kit.spans()
             raw = sorted(kit.raw_spans(), key=lambda s: s.start_time or 0)
-            fixtures = [HANDOFF.take(s.context.span_id) for s in raw if s.context is not None]
+            handed = consumer.fixtures()
+            fixtures = [handed.get(s.context.span_id) for s in raw if s.context is not None]
     finally:
-        HANDOFF.detach()
+        HANDOFF.detach(consumer)
     print(
         json.dumps(
             {

@@ -362,6 +362,9 @@ def test_console_exporter_prints_the_kit(standin: StandIn, tmp_path: Path) -> No
         tmp_path,
         OTEL_TRACES_EXPORTER="console",
         OTEL_METRICS_EXPORTER="none",
+        # The console exporter and the agent share stdout from two threads: export only at
+        # shutdown, after the agent has printed everything, so their lines never interleave.
+        OTEL_BSP_SCHEDULE_DELAY="600000",
     )
     spans = [o for o in console_objects(proc.stdout) if "attributes" in o]
     chats = [s for s in spans if s.get("name") == CHAT_SPAN]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 
-from otel_replay.capture._handoff import Fixture, Handoff
+from otel_replay.capture._handoff import ITEM_OVERHEAD, Fixture, Handoff
 
 
 def _fixture(span_id: int, size: int) -> Fixture:
@@ -24,40 +26,97 @@ def _fixture(span_id: int, size: int) -> Fixture:
     )
 
 
+def _bound(steps: int, size: int = 100) -> int:
+    """A bound with room for exactly ``steps`` steps of ``size`` body bytes."""
+    return steps * (size + ITEM_OVERHEAD)
+
+
 def test_nothing_is_held_without_a_consumer() -> None:
-    handoff = Handoff(max_bytes=1000)
+    handoff = Handoff(max_bytes=_bound(10))
     assert not handoff.wanted
-    assert handoff.put(_fixture(1, 10)) is False
-    assert len(handoff) == 0 and handoff.dropped == 0
+    assert handoff.put(_fixture(1, 10), None) is False
+    assert handoff.held_bytes == 0 and handoff.dropped == 0
+    assert handoff.claimed({1}) == set()
 
 
-def test_take_returns_each_fixture_once_and_frees_its_bytes() -> None:
-    handoff = Handoff(max_bytes=1000)
-    handoff.attach()
-    assert handoff.put(_fixture(1, 100))
-    assert handoff.held_bytes == 100
-    taken = handoff.take(1)
-    assert taken is not None and taken.span_id == 1
-    assert handoff.take(1) is None
+def test_steps_come_out_in_order_with_their_span_and_claim_it() -> None:
+    handoff = Handoff(max_bytes=_bound(10))
+    consumer = handoff.attach()
+    span = object()
+    assert handoff.put(_fixture(1, 100), span)
+    assert handoff.put(_fixture(2, 100), None)
+    consumer.post("barrier")
+    assert handoff.held_bytes == 2 * (100 + ITEM_OVERHEAD)
+    first, second, barrier = consumer.drain()
+    assert first[0].span_id == 1 and first[1] is span and first[2] == 100 + ITEM_OVERHEAD
+    assert second[0].span_id == 2 and barrier == "barrier"
+    assert handoff.claimed({1, 3}) == {1}
+    assert handoff.claimed({1}) == set(), "a claim is answered once"
+    consumer.release(first[2] + second[2])
     assert handoff.held_bytes == 0
 
 
-def test_bound_refuses_counts_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
-    handoff = Handoff(max_bytes=250)
-    handoff.attach()
+def test_full_handoff_waits_for_room() -> None:
+    handoff = Handoff(max_bytes=_bound(2), wait_s=5.0)
+    consumer = handoff.attach()
+    assert handoff.put(_fixture(0, 100), None) and handoff.put(_fixture(1, 100), None)
+
+    def make_room() -> None:
+        time.sleep(0.1)
+        (item, *_) = consumer.drain(1)
+        consumer.release(item[2])
+
+    helper = threading.Thread(target=make_room)
+    helper.start()
+    start = time.monotonic()
+    assert handoff.put(_fixture(2, 100), None), "back-pressure: the put waits, then succeeds"
+    assert 0.05 < time.monotonic() - start < 4
+    helper.join()
+    assert handoff.dropped == 0
+
+
+def test_bound_refuses_after_the_wait_counts_and_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    handoff = Handoff(max_bytes=_bound(2), wait_s=0.05)
+    consumer = handoff.attach()
     with caplog.at_level(logging.WARNING):
-        results = [handoff.put(_fixture(i, 100)) for i in range(5)]
+        start = time.monotonic()
+        results = [handoff.put(_fixture(i, 100), None) for i in range(5)]
+        elapsed = time.monotonic() - start
     assert results == [True, True, False, False, False]
+    assert elapsed < 0.5, "after one timed-out wait, puts are refused without waiting"
     assert handoff.dropped == 3
-    assert handoff.held_bytes == 200
+    assert handoff.held_bytes == _bound(2)
     assert len([r for r in caplog.records if "hand-off is full" in r.message]) == 1
-    handoff.take(0)
-    assert handoff.put(_fixture(9, 100)), "room is made by take()"
+    (item, *_) = consumer.drain(1)
+    consumer.release(item[2])
+    assert handoff.put(_fixture(9, 100), None), "room is made by release()"
 
 
-def test_detach_releases_held_fixtures() -> None:
-    handoff = Handoff(max_bytes=1000)
+def test_a_step_larger_than_the_bound_is_refused_at_once() -> None:
+    handoff = Handoff(max_bytes=_bound(1), wait_s=5.0)
     handoff.attach()
-    handoff.put(_fixture(1, 10))
-    handoff.detach()
-    assert len(handoff) == 0 and handoff.held_bytes == 0 and not handoff.wanted
+    start = time.monotonic()
+    assert not handoff.put(_fixture(1, _bound(2)), None)
+    assert time.monotonic() - start < 1 and handoff.dropped == 1
+
+
+def test_the_last_consumer_attached_gets_the_steps_until_it_detaches() -> None:
+    handoff = Handoff(max_bytes=_bound(10))
+    first = handoff.attach()
+    second = handoff.attach()
+    handoff.put(_fixture(1, 10), None)
+    handoff.detach(second)
+    handoff.put(_fixture(2, 10), None)
+    assert list(second.fixtures()) == [1]
+    assert list(first.fixtures()) == [2]
+
+
+def test_detach_releases_held_bytes() -> None:
+    handoff = Handoff(max_bytes=_bound(10))
+    consumer = handoff.attach()
+    handoff.put(_fixture(1, 10), None)
+    handoff.detach(consumer)
+    assert handoff.held_bytes == 0 and not handoff.wanted
+    assert handoff.claimed({1}) == set()

@@ -178,15 +178,15 @@ def test_handoff_gets_the_exact_bytes_when_a_consumer_is_attached(
 ) -> None:
     chunks = [b"data: a\n\n", b"data: b\n\n"]
     pair = scripted_transport(client_module, chunks)
-    HANDOFF.attach()
+    consumer = HANDOFF.attach()
     try:
         with CaptureKit() as kit, client_module.Client(transport=pair[0]) as c:
             c.post(URL, content=b"q", headers={"Authorization": "Bearer sk-handoff"})
             (raw,) = kit.raw_spans()
         assert raw.context is not None
-        fixture = HANDOFF.take(raw.context.span_id)
+        fixture = consumer.fixtures().get(raw.context.span_id)
     finally:
-        HANDOFF.detach()
+        HANDOFF.detach(consumer)
     assert fixture is not None
     assert fixture.request_body == b"q"
     assert fixture.response_body == b"".join(chunks)

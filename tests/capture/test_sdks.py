@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture._handoff import Fixture
+from otel_replay.capture._handoff import Consumer, Fixture
 from otel_replay.capture.instrumentor import HANDOFF
 from otel_replay.testing import CaptureKit
 
@@ -48,23 +48,28 @@ def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+_consumer: list[Consumer] = []
+
+
 @pytest.fixture
 def kit() -> Iterator[CaptureKit]:
-    HANDOFF.attach()
+    consumer = HANDOFF.attach()
+    _consumer[:] = [consumer]
     try:
         with CaptureKit() as capture:
             yield capture
     finally:
-        HANDOFF.detach()
+        HANDOFF.detach(consumer)
 
 
 def llm_steps(kit: CaptureKit) -> list[tuple[dict[str, Any], Fixture]]:
     out = []
+    handed = _consumer[0].fixtures()
     for raw, span in zip(
         sorted(kit.raw_spans(), key=lambda s: s.start_time or 0), kit.spans(), strict=True
     ):
         assert raw.context is not None
-        fixture = HANDOFF.take(raw.context.span_id)
+        fixture = handed.get(raw.context.span_id)
         assert fixture is not None, f"no fixture for {span['name']}"
         out.append((span, fixture))
     return out

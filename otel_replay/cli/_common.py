@@ -1,0 +1,151 @@
+"""What every verb shares: the ``--store`` option, opening the store, finding a run, the
+consoles and the progress bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from otel_replay import settings
+from otel_replay.errors import OtelReplayError, RunNotFoundError, StoreNotFoundError
+from otel_replay.store import RunInfo, Store
+
+__all__ = [
+    "CliError",
+    "emit",
+    "open_store",
+    "progress",
+    "resolve_run",
+    "stderr_console",
+    "stdout_console",
+    "store_option",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+PIPE_WIDTH = 220
+"""Console width when stdout is not a terminal (and ``COLUMNS`` is unset): wide enough that
+tables piped to grep or a file keep one row per line."""
+
+LATEST = "latest"
+
+
+class CliError(click.ClickException):
+    """A one-line error the user can act on; exit status 2 (bad input)."""
+
+    exit_code = 2
+
+
+def store_option(command: F) -> F:
+    """``--store``: the store location, default ``OTEL_REPLAY_STORE``."""
+    return click.option(
+        "--store",
+        "store",
+        metavar="PATH|URL",
+        default=None,
+        help="Store location: a path or fsspec URL (s3://bucket/prefix). "
+        "[default: $OTEL_REPLAY_STORE, else ./.otel-replay]",
+    )(command)
+
+
+def open_store(location: str | None) -> Store:
+    """Open an existing store (never create one): ``location`` or ``OTEL_REPLAY_STORE``.
+
+    Store errors pass through (the boundary in ``main`` turns them into one line); what
+    fsspec raises for a URL it cannot serve (unknown protocol, missing driver) is named here.
+    """
+    where = location if location is not None else settings.read("OTEL_REPLAY_STORE")
+    try:
+        return Store.open(where, create=False)
+    except StoreNotFoundError as exc:
+        if location is not None:
+            hint = "check --store"
+        elif "OTEL_REPLAY_STORE" in os.environ:
+            hint = "check OTEL_REPLAY_STORE"
+        else:
+            hint = "pass --store or set OTEL_REPLAY_STORE"
+        raise CliError(f"{exc} ({hint})") from None
+    except OtelReplayError:
+        raise
+    except (ValueError, ImportError) as exc:
+        raise CliError(f"cannot open store {where}: {exc}") from None
+
+
+def resolve_run(store: Store, ref: str) -> RunInfo:
+    """The run ``ref`` names: an exact id, ``latest`` (the newest run), or a unique prefix.
+
+    Raises RunNotFoundError when nothing matches and CliError listing the candidates when a
+    prefix is ambiguous.
+    """
+    runs = store.runs()
+    exact = [run for run in runs if run.run_id == ref]
+    if exact:
+        return exact[0]
+    if ref == LATEST:
+        if not runs:
+            raise RunNotFoundError(f"the store at {store.location} has no runs yet")
+        return max(runs, key=lambda run: (run.start_ns, run.run_id))
+    matches = sorted((run for run in runs if run.run_id.startswith(ref)), key=lambda r: r.run_id)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunNotFoundError(
+            f"no run {ref!r} in the store at {store.location} (list them with: otel-replay runs)"
+        )
+    shown = ", ".join(run.run_id for run in matches[:8])
+    more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
+    raise CliError(f"run prefix {ref!r} is ambiguous: it matches {shown}{more}")
+
+
+def stdout_console() -> Console:
+    """A console on the current stdout: colours and the terminal's width on a terminal,
+    plain text :data:`PIPE_WIDTH` columns wide otherwise."""
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = PIPE_WIDTH
+    return console
+
+
+def emit(console: Console, *objects: Any, **options: Any) -> None:
+    """``console.print``; on a pipe or file, without the spaces rich pads lines with."""
+    if console.is_terminal:
+        console.print(*objects, **options)
+        return
+    with console.capture() as captured:
+        console.print(*objects, **options)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
+def stderr_console() -> Console:
+    """A console on the current stderr (progress bars, notes beside machine output)."""
+    return Console(file=sys.stderr, highlight=False)
+
+
+@contextmanager
+def progress(label: str, console: Console | None = None) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback drawing a transient bar on ``console`` (default
+    stderr) when it is a terminal, and doing nothing otherwise."""
+    console = console or stderr_console()
+    if not console.is_terminal:
+        yield lambda done, total: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,66 @@
+"""``otel-replay runs``: the recorded runs, newest first."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from otel_replay.cli._common import emit, open_store, stdout_console, store_option
+from otel_replay.cli._format import iso_time, plural
+from otel_replay.cli._tables import runs_table
+from otel_replay.store import RunInfo
+
+__all__ = ["run_json", "runs"]
+
+
+def run_json(run: RunInfo) -> dict[str, Any]:
+    """A run, JSON-ready: the index's fields plus ISO times and the duration."""
+    return {
+        "run_id": run.run_id,
+        "start_ns": run.start_ns,
+        "end_ns": run.end_ns,
+        "start": iso_time(run.start_ns),
+        "end": iso_time(run.end_ns),
+        "duration_ms": (run.end_ns - run.start_ns) / 1e6,
+        "status": run.status,
+        "pinned": run.pinned,
+        "commit": run.commit,
+        "seed": run.seed,
+        "step_count": run.step_count,
+        "tokens_in": run.tokens_in,
+        "tokens_out": run.tokens_out,
+        "bytes": run.bytes,
+        "models": list(run.models),
+    }
+
+
+@click.command()
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+@click.option(
+    "-n", "--limit", type=click.IntRange(min=1), default=None, help="Show only the newest N runs."
+)
+def runs(store: str | None, as_json: bool, limit: int | None) -> None:
+    """List the recorded runs, newest first.
+
+    For each run: its id, when it started (local time), status (ok, or error when a step
+    failed), steps, the models it called, tokens in/out and the bytes recorded.
+    """
+    with open_store(store) as opened:
+        found = sorted(opened.runs(), key=lambda r: (r.start_ns, r.run_id), reverse=True)
+        location = opened.location
+    total = len(found)
+    found = found[:limit]
+    if as_json:
+        click.echo(json.dumps([run_json(run) for run in found], indent=2, ensure_ascii=False))
+        return
+    if not found:
+        click.echo(f"No runs in the store at {location} yet.")
+        return
+    console = stdout_console()
+    emit(console, runs_table(found, time.time_ns()))
+    shown = f"{len(found)} of " if len(found) < total else ""
+    emit(console, f"{shown}{plural(total, 'run')} in {location}", style="dim")

@@ -1,0 +1,44 @@
+"""``otel-replay show RUN``: the steps of one run, in order."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
+from otel_replay.cli._runs import run_json
+from otel_replay.cli._steps import step_views
+from otel_replay.cli._tables import run_header, steps_table
+
+__all__ = ["show"]
+
+
+@click.command()
+@click.argument("run")
+@store_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the run and its steps (messages parsed) as JSON."
+)
+def show(run: str, store: str | None, as_json: bool) -> None:
+    """Show the steps of RUN in order.
+
+    RUN is a run id, a unique prefix of one, or `latest`. For each step: index, kind, model
+    (or method and URL of a plain HTTP call), the prompt (last user message) and the response
+    (text, or tool calls as name(arguments)), duration and time to first chunk in ms, tokens
+    in/out, and status (HTTP status, error type, `incomplete` when a response was cut short).
+    """
+    with open_store(store) as opened:
+        info = resolve_run(opened, run)
+        views = step_views(opened, info.run_id)
+    if as_json:
+        document = {"run": run_json(info), "steps": [view.to_json() for view in views]}
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        return
+    console = stdout_console()
+    emit(console, run_header(info, time.time_ns()))
+    if not views:
+        emit(console, "(no steps recorded)", style="dim")
+        return
+    emit(console, steps_table(views))

@@ -1,0 +1,154 @@
+"""Rich tables and summary lines for the verbs. Every cell is a ``Text``, never markup, so
+recorded content (``[bold]`` in a prompt) prints as it is."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from otel_replay.cli._format import ago, human_bytes, local_time, ms, one_line, plural, when
+from otel_replay.cli._steps import StepView
+from otel_replay.store import Retention, RunInfo
+
+__all__ = ["PROMPT_WIDTH", "RESPONSE_WIDTH", "gc_table", "run_header", "runs_table", "steps_table"]
+
+PROMPT_WIDTH = 48
+RESPONSE_WIDTH = 64
+
+
+def _table(*headers: str) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for header in headers:
+        table.add_column(header)
+    return table
+
+
+def _status(run: RunInfo) -> Text:
+    text = Text(run.status, style="green" if run.status == "ok" else "bold red")
+    if run.pinned:
+        text.append(", pinned", style="cyan")
+    return text
+
+
+def _tokens(tokens_in: int | None, tokens_out: int | None) -> str:
+    if tokens_in is None and tokens_out is None:
+        return ""
+    return f"{tokens_in or 0:,} / {tokens_out or 0:,}"
+
+
+def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
+    """One row per run, in the order given: id, when, status, steps, models, tokens, bytes."""
+    table = _table("run", "when", "status", "steps", "models", "tokens in/out", "bytes")
+    for column in (3, 5, 6):
+        table.columns[column].justify = "right"
+    for column in (0, 1, 2):
+        table.columns[column].no_wrap = True
+    for run in runs:
+        table.add_row(
+            Text(run.run_id, style="bold"),
+            Text(when(run.start_ns, now_ns)),
+            _status(run),
+            Text(str(run.step_count)),
+            Text(", ".join(run.models) or "-"),
+            Text(_tokens(run.tokens_in, run.tokens_out)),
+            Text(human_bytes(run.bytes)),
+        )
+    return table
+
+
+def run_header(run: RunInfo, now_ns: int) -> Text:
+    """One line about a run above its steps."""
+    text = Text("run ", style="bold")
+    text.append(run.run_id, style="bold")
+    text.append("  ")
+    text.append_text(_status(run))
+    facts = [
+        when(run.start_ns, now_ns),
+        plural(run.step_count, "step"),
+        f"{ms(run.end_ns - run.start_ns)} ms",
+        f"tokens {_tokens(run.tokens_in, run.tokens_out)}",
+        human_bytes(run.bytes),
+    ]
+    if run.commit:
+        facts.append(f"commit {run.commit[:12]}")
+    if run.seed is not None:
+        facts.append(f"seed {run.seed}")
+    text.append("  " + " · ".join(facts), style="dim")
+    return text
+
+
+def _call(view: StepView) -> Text:
+    if view.info.kind == "llm":
+        return Text(view.info.model or view.info.provider or "?")
+    url = view.url or ""
+    parts = urlsplit(url)
+    shown = f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+    return Text(f"{view.method or '?'} {shown or url}")
+
+
+def _step_status(view: StepView) -> Text:
+    info = view.info
+    text = Text(str(info.status_code) if info.status_code is not None else "no response")
+    if info.error_type is not None and info.error_type != str(info.status_code):
+        text.append(f" {info.error_type}")
+    if info.error_type is not None or (info.status_code or 0) >= 400:
+        text.stylize("bold red")
+    # An error status is complete in itself; a cut-short answer (a stream that broke, a
+    # response the application abandoned) says so.
+    if not info.complete and info.status_code is not None and info.status_code < 400:
+        text.append(" incomplete", style="yellow")
+    return text
+
+
+def _cut(text: Text) -> Text:
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
+
+
+def steps_table(views: list[StepView]) -> Table:
+    """One row per step: index, kind, model or URL, prompt and response previews, timing,
+    tokens and status."""
+    table = _table("#", "kind", "call", "prompt", "response", "ms", "ttfc", "tokens", "status")
+    for column in (0, 5, 6, 7):
+        table.columns[column].justify = "right"
+    # Fixed columns never shrink; when the table is too wide, the call, prompt and response
+    # columns give way, each cell staying on one line, cut with an ellipsis.
+    for column in (0, 1, 5, 6, 7, 8):
+        table.columns[column].no_wrap = True
+    for view in views:
+        info = view.info
+        table.add_row(
+            Text(str(info.index)),
+            Text(info.kind, style="magenta" if info.kind == "llm" else "blue"),
+            _cut(_call(view)),
+            _cut(Text(one_line(view.prompt, PROMPT_WIDTH))),
+            _cut(Text(one_line(view.response, RESPONSE_WIDTH))),
+            Text(ms(info.end_ns - info.start_ns)),
+            Text(ms(view.first_chunk_ns) if view.stream else ""),
+            Text(_tokens(info.tokens_in, info.tokens_out).replace(" / ", "/")),
+            _step_status(view),
+        )
+    return table
+
+
+def gc_table(runs: list[RunInfo], retention: Retention, now_ns: int) -> Table:
+    """The runs gc removes (or would), with why: status, last activity, retention."""
+    table = _table("run", "status", "last activity", "kept for", "steps", "bytes")
+    for column in (4, 5):
+        table.columns[column].justify = "right"
+    for run in runs:
+        last = run.end_ns or run.start_ns
+        days = retention.error_days if run.status == "error" else retention.ok_days
+        table.add_row(
+            Text(run.run_id, style="bold"),
+            _status(run),
+            Text(f"{local_time(last)} ({ago(last, now_ns)})"),
+            Text(f"{days:g} day{'s' if days != 1 else ''}"),
+            Text(str(run.step_count)),
+            Text(human_bytes(run.bytes)),
+        )
+    return table

@@ -1,0 +1,64 @@
+"""``otel-replay verify``: re-hash every blob and check the index against the packs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+from rich.text import Text
+
+from otel_replay.cli._common import emit, open_store, progress, stdout_console, store_option
+from otel_replay.cli._format import plural
+
+__all__ = ["verify"]
+
+
+@click.command()
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print the problems found as JSON.")
+@click.pass_context
+def verify(ctx: click.Context, store: str | None, as_json: bool) -> None:
+    """Check the whole store: re-read every pack, re-hash every body, compare the index.
+
+    Prints each damaged thing (pack file, blob hash, run and step) on its own line. Exit
+    status: 0 when the store is intact, 1 when anything is damaged, 2 when the store cannot be
+    opened. Nothing is repaired or rewritten.
+    """
+    with open_store(store) as opened:
+        with progress("verifying") as report:
+            problems = opened.verify(progress=report)
+        runs = opened.runs()
+        location = opened.location
+    steps = sum(run.step_count for run in runs)
+    if as_json:
+        document = {
+            "store": location,
+            "ok": not problems,
+            "runs": len(runs),
+            "steps": steps,
+            "problems": [dataclasses.asdict(problem) for problem in problems],
+        }
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        console = stdout_console()
+        for problem in problems:
+            line = Text(f"damaged {problem.kind}: ", style="bold red")
+            line.append(problem.message)
+            emit(console, line, soft_wrap=True)
+        if problems:
+            damaged = sorted({p.run_id for p in problems if p.run_id})
+            runs_note = f"; runs affected: {', '.join(damaged)}" if damaged else ""
+            summary = (
+                f"{plural(len(problems), 'problem')} in the store at {location}{runs_note}. "
+                "Nothing was changed."
+            )
+            emit(console, summary, style="bold red", soft_wrap=True)
+        else:
+            summary = (
+                f"The store at {location} is intact: {plural(len(runs), 'run')}, "
+                f"{plural(steps, 'step')}, every body re-hashed."
+            )
+            emit(console, summary, style="green", soft_wrap=True)
+    if problems:
+        ctx.exit(1)

@@ -1,0 +1,96 @@
+"""The ``otel-replay`` program: the click group, its verbs, and the error boundary.
+
+The library raises; here, and only here, errors become one line on stderr and an exit status:
+
+* 0: done (``verify``: the store is intact);
+* 1: ``verify`` found damage;
+* 2: bad input — usage errors, and every ``OtelReplayError`` (store missing, unknown run,
+  corrupt index or blob, unknown format version, unwritable store, bad setting) or
+  ``OSError``, printed as ``Error: <message naming the thing>``;
+* 3: a bug in otel-replay, printed as one line too (``--traceback`` shows it whole).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import click
+
+from otel_replay import __version__
+from otel_replay.cli._common import CliError
+from otel_replay.cli._gc import gc
+from otel_replay.cli._pin import pin
+from otel_replay.cli._runs import runs
+from otel_replay.cli._show import show
+from otel_replay.cli._verify import verify
+from otel_replay.errors import OtelReplayError
+
+__all__ = ["cli", "main"]
+
+EXPECTED: tuple[type[BaseException], ...] = (OtelReplayError, OSError, sqlite3.Error)
+"""Errors that mean bad input or a bad environment, not a bug: exit 2 with their message."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (its type name when it has none)."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+class InternalError(click.ClickException):
+    """A bug: an exception no part of otel-replay meant to raise."""
+
+    exit_code = 3
+
+
+class _Boundary(click.Group):
+    """Runs a verb and turns what it raises into a one-line error and an exit status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise  # click prints these itself (and quietly handles a closed pipe)
+        except EXPECTED as exc:
+            raise CliError(one_line(exc)) from None
+        except Exception as exc:
+            if ctx.meta.get("otel_replay.traceback"):
+                raise
+            raise InternalError(
+                f"internal error: {type(exc).__name__}: {one_line(exc)} (a bug in otel-replay; "
+                "rerun with --traceback to see where)"
+            ) from None
+
+
+def _keep_traceback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta["otel_replay.traceback"] = value
+    return value
+
+
+@click.group(cls=_Boundary, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="otel-replay")
+@click.option(
+    "--traceback",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_keep_traceback,
+    help="Show the full traceback of an unexpected error (for bug reports).",
+)
+def cli() -> None:
+    """Record LLM agents through OpenTelemetry and replay them deterministically.
+
+    Recording: OTEL_TRACES_EXPORTER=otlp,replay opentelemetry-instrument python agent.py
+    fills the store (OTEL_REPLAY_STORE, default ./.otel-replay). These commands read and
+    look after it. Every command takes --store.
+    """
+
+
+for _command in (runs, show, verify, gc, pin):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="otel-replay")

@@ -1,0 +1,98 @@
+"""Spans as the store keeps them: JSON-ready dicts, pure functions only.
+
+The shape is the one ``examples/otlp_sink.py`` decodes OTLP into, so a span read back from the
+store compares equal to the same span received by an OTLP backend::
+
+    name, kind ("CLIENT", ...), trace_id, span_id, parent_span_id (hex; None for a root),
+    start_ns, end_ns, status {code ("UNSET"|"OK"|"ERROR"), message}, attributes,
+    events [{name, time_ns, attributes}], links [{trace_id, span_id, attributes}],
+    resource (its attributes), scope (instrumentation scope name)
+
+Attribute arrays become lists. Values JSON cannot hold exactly (integers beyond 64 bits,
+strings with lone surrogates) become strings, so one odd value never costs a whole span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_replay import attributes as A
+
+__all__ = ["run_id_of", "span_to_dict"]
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+def run_id_of(span: ReadableSpan) -> str | None:
+    """The ``replay.run.id`` of an SDK span, or None (it is not a recorded span)."""
+    attrs = span.attributes
+    value = attrs.get(A.REPLAY_RUN_ID) if attrs else None
+    return value if isinstance(value, str) and value else None
+
+
+def span_to_dict(span: ReadableSpan, *, end_ns: int | None = None) -> dict[str, Any]:
+    """The store's dict of an SDK span; ``end_ns`` stands in for the end of a span that never
+    ended (one still open at shutdown)."""
+    context = span.context
+    parent = span.parent
+    scope = span.instrumentation_scope
+    status = span.status
+    return {
+        "name": span.name,
+        "kind": span.kind.name,
+        "trace_id": f"{context.trace_id:032x}" if context is not None else None,
+        "span_id": f"{context.span_id:016x}" if context is not None else None,
+        "parent_span_id": f"{parent.span_id:016x}" if parent is not None else None,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time if span.end_time is not None else end_ns,
+        "status": {"code": status.status_code.name, "message": status.description or ""},
+        "attributes": _attributes(span.attributes),
+        "events": [
+            {"name": e.name, "time_ns": e.timestamp, "attributes": _attributes(e.attributes)}
+            for e in span.events
+        ],
+        "links": [
+            {
+                "trace_id": f"{link.context.trace_id:032x}",
+                "span_id": f"{link.context.span_id:016x}",
+                "attributes": _attributes(link.attributes),
+            }
+            for link in span.links
+        ],
+        "resource": _attributes(span.resource.attributes),
+        "scope": scope.name if scope is not None else None,
+    }
+
+
+def _attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not attrs:
+        return {}
+    return {key: _value(value) for key, value in attrs.items()}
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if value.isascii() or _encodable(value) else _scrub(value)
+    if isinstance(value, bool | float) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if _INT_MIN <= value <= _INT_MAX else str(value)
+    if isinstance(value, tuple | list):
+        return [_value(item) for item in value]
+    return str(value)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _scrub(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")

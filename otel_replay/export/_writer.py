@@ -1,0 +1,381 @@
+"""The exporter's writer thread: the only thread that touches the store.
+
+It drains the exporter's hand-off queue in batches. A step goes to the store with its span,
+in the same flush (so the index gets the step's provider, model and tokens), once the span has
+ended: a step whose span is still open (another instrumentation's span, ended after the
+response) stays *parked* and is polled every few milliseconds. Steps sharing one span (a retry
+inside such a span) are written with it once. Spans that reach ``export()`` without coming
+through the hand-off are posted as :class:`Spans`. Barriers (:class:`Barrier`) are answered
+once everything queued before them is durable.
+
+One batch is one ``Store.flush`` (fsync-ed), so a burst is written in few large flushes and a
+quiet agent gets each step written as soon as it ends. When a flush fails the store keeps the
+batch and the writer retries with back-off; the bytes stay counted in the hand-off, whose bound
+then holds the application back instead of memory growing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_replay.capture._handoff import Consumer, Fixture
+from otel_replay.export._encode import run_id_of, span_to_dict
+from otel_replay.export._failures import Failures
+from otel_replay.store import Store
+
+__all__ = ["Barrier", "Spans", "Writer"]
+
+BATCH_MAX = 512
+"""Queue items taken per flush at most: large enough that a burst is written in few flushes,
+small enough that one batch takes a fraction of a second."""
+PARK_POLL_S = 0.005
+"""How often parked steps are checked for their span's end."""
+PARK_MAX_S = 60.0
+"""A step whose span has not ended after this long is written with the span as it is."""
+RETRY_MIN_S, RETRY_MAX_S = 0.25, 5.0
+"""Back-off between attempts when the store cannot be opened or flushed."""
+WRITTEN_MAX = 4096
+"""Span ids remembered as written, so a span shared by several steps is written once."""
+SPANS_MAX = 100_000
+"""Spans from ``export()`` held while the store is failing; older ones are given up beyond."""
+
+
+class Barrier:
+    """A message in the writer's queue, answered once everything before it is durable.
+
+    ``parked``: also write parked steps now, with their spans as they are (for SIGTERM).
+    ``final``: the last message; the writer writes everything and stops.
+    """
+
+    __slots__ = ("done", "final", "ok", "parked")
+
+    def __init__(self, *, parked: bool = False, final: bool = False) -> None:
+        self.done = threading.Event()
+        self.ok = False
+        self.parked = parked or final
+        self.final = final
+
+
+class Spans:
+    """Encoded spans from ``export()`` that did not come through the hand-off."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: list[dict[str, Any]]) -> None:
+        self.spans = spans
+
+
+class Writer:
+    """Writes what the hand-off and ``export()`` give it into the store; see the module."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        open_store: Callable[[], Store],
+        where: str,
+        *,
+        owns_store: bool,
+        failures: Failures,
+    ) -> None:
+        self._consumer = consumer
+        self._open_store = open_store
+        self._where = where
+        self._owns_store = owns_store
+        self._failures = failures
+        self._store: Store | None = None
+        self._thread = threading.Thread(target=self._run, name="otel-replay-writer", daemon=True)
+        # Steps whose span is still open, by span id: several steps can share one span (an
+        # SDK retry inside another instrumentation's span); the span is written once.
+        self._parked: dict[int, tuple[list[tuple[Fixture, int]], ReadableSpan, float]] = {}
+        # Spans written lately: a later step of the same span brings its fixture only.
+        self._written: dict[int, None] = {}
+        # Ready for the next put: fixtures with their spans, spans alone, and bytes to release.
+        self._fixtures: list[Fixture] = []
+        self._spans: list[dict[str, Any]] = []
+        self._ready_bytes = 0
+        # Put into the store, not yet durable.
+        self._unflushed = (0, 0, 0)  # steps, spans, bytes
+        self._failing = False
+        self._retry_at = 0.0
+        self._retry_s = RETRY_MIN_S
+        self.steps = 0
+        """Steps made durable."""
+        self.spans = 0
+        """Spans made durable."""
+        self.failed = 0
+        """Steps and spans given up (invalid, or the store still failing at the end)."""
+        self.flush_errors = 0
+        """Store flushes (or opens) that failed; each was retried."""
+        self.cycles = 0
+        """Batches handled so far (a barrier that times out while this stands still means
+        the store is stuck, not merely slow)."""
+
+    @property
+    def pending(self) -> int:
+        """Steps and spans taken from the queue and not durable yet."""
+        steps, spans, _ = self._unflushed
+        parked = sum(len(steps) for steps, _, _ in self._parked.values())
+        return len(self._fixtures) + len(self._spans) + parked + steps + spans
+
+    @property
+    def failing(self) -> bool:
+        """The last attempt to write the store failed (it is being retried)."""
+        return self._failing
+
+    def backlog(self) -> int:
+        """About how many steps and messages wait in the queue."""
+        return self._consumer.backlog()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- called from other threads --------------------------------------------------------
+
+    def submit(self, spans: list[dict[str, Any]]) -> None:
+        """Write ``spans`` (encoded) with the next flush."""
+        self._consumer.post(Spans(spans))
+
+    def barrier(self, timeout: float, *, parked: bool = False) -> bool:
+        """Wait until everything queued so far is durable; False on failure or timeout.
+
+        Safe in a signal handler: it posts without a lock and waits on an event of its own.
+        """
+        if not self._thread.is_alive():
+            return False
+        return self._wait(Barrier(parked=parked), timeout)
+
+    def stop(self, timeout: float) -> bool:
+        """Write everything (parked steps too), close the store if it is ours, and stop."""
+        if not self._thread.is_alive():
+            return False
+        ok = self._wait(Barrier(final=True), timeout)
+        self._thread.join(max(0.0, timeout))
+        return ok
+
+    def _wait(self, barrier: Barrier, timeout: float) -> bool:
+        self._consumer.post(barrier)
+        deadline = time.monotonic() + timeout
+        # Wait in slices: if the thread ends without answering, do not wait for nothing.
+        while not barrier.done.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return barrier.done.is_set() and barrier.ok
+        return barrier.ok
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        final = False
+        while not final:
+            try:
+                final = self._cycle()
+            except Exception as exc:  # a bug of ours: keep the thread (and the data) alive
+                self._failures.report("writer", "the replay exporter's writer failed: %r", exc)
+                time.sleep(RETRY_MIN_S)
+        self._close()
+
+    def _cycle(self) -> bool:
+        first = self._consumer.get(timeout=self._sleep_time())
+        items = [] if first is None else [first]
+        items.extend(self._consumer.drain(BATCH_MAX))
+        barriers: list[Barrier] = []
+        for item in items:
+            if type(item) is tuple:
+                self._accept(*item)
+            elif isinstance(item, Spans):
+                self._spans.extend(item.spans)
+            elif isinstance(item, Barrier):
+                barriers.append(item)
+        final = any(b.final for b in barriers)
+        self._sweep(force=any(b.parked for b in barriers))
+        ok, release = self._persist(retry_now=bool(barriers))
+        if final and not ok:
+            release += self._give_up()
+        for barrier in barriers:
+            barrier.ok = ok
+            barrier.done.set()
+        # After answering: releasing takes the hand-off's lock, which a thread interrupted by
+        # SIGTERM may hold while the handler waits for the barrier above.
+        if release:
+            self._consumer.release(release)
+        self.cycles += 1
+        return final
+
+    def _sleep_time(self) -> float | None:
+        if self._parked:
+            return PARK_POLL_S
+        if self._failing or self._fixtures or self._spans:
+            return max(0.0, self._retry_at - time.monotonic())
+        return None
+
+    def _accept(self, fixture: Fixture, span: Any, size: int) -> None:
+        # Every step is parked, so steps sharing a span are grouped; the sweep that follows
+        # each batch moves those whose span has ended on.
+        if isinstance(span, ReadableSpan):
+            parked = self._parked.get(fixture.span_id)
+            if parked is None:
+                self._parked[fixture.span_id] = ([(fixture, size)], span, time.monotonic())
+            else:
+                parked[0].append((fixture, size))
+        else:
+            self._ready([(fixture, size)], span)
+
+    def _ready(self, steps: list[tuple[Fixture, int]], span: Any) -> None:
+        for fixture, size in steps:
+            self._fixtures.append(fixture)
+            self._ready_bytes += size
+        if not isinstance(span, ReadableSpan) or run_id_of(span) is None:
+            return  # a non-recording span (sampled out): the fixture alone
+        span_id = steps[0][0].span_id
+        if span_id in self._written:
+            return
+        self._written[span_id] = None
+        if len(self._written) > WRITTEN_MAX:
+            del self._written[next(iter(self._written))]
+        try:
+            self._spans.append(span_to_dict(span, end_ns=steps[-1][0].end_ns))
+        except Exception as exc:
+            self.failed += 1
+            self._failures.report("encode", "a span could not be encoded: %r", exc)
+
+    def _sweep(self, *, force: bool) -> None:
+        """Move parked steps whose span ended (all of them with ``force``, or after
+        :data:`PARK_MAX_S`) to the ready list."""
+        if not self._parked:
+            return
+        now = time.monotonic()
+        for span_id, (steps, span, since) in list(self._parked.items()):
+            if span.end_time is not None or force or now - since > PARK_MAX_S:
+                del self._parked[span_id]
+                self._ready(steps, span)
+
+    def _persist(self, *, retry_now: bool) -> tuple[bool, int]:
+        """Put what is ready into the store and flush it: (durable?, bytes to release)."""
+        if not (self._fixtures or self._spans or self._unflushed[0] or self._unflushed[1]):
+            return not self._failing, 0
+        if not retry_now and time.monotonic() < self._retry_at:
+            return False, 0
+        store = self._open()
+        if store is None:
+            return False, 0
+        if self._fixtures or self._spans:
+            try:
+                steps, stored_spans = self._put(store, self._fixtures, self._spans)
+            except Exception as exc:  # e.g. a store closed under us: keep the batch, retry
+                self._failed_attempt("write", exc)
+                return False, 0
+            old = self._unflushed
+            self._unflushed = (old[0] + steps, old[1] + stored_spans, old[2] + self._ready_bytes)
+            self._fixtures, self._spans, self._ready_bytes = [], [], 0
+        try:
+            store.flush()
+        except Exception as exc:
+            self._failed_attempt("write", exc)
+            return False, 0
+        done_steps, done_spans, size = self._unflushed
+        self._unflushed = (0, 0, 0)
+        self.steps += done_steps
+        self.spans += done_spans
+        if self._failing:
+            self._failing = False
+            self._retry_s = RETRY_MIN_S
+            self._failures.recovered(
+                "store",
+                "the store at %s is writable again; the kept steps are written",
+                self._where,
+            )
+        return True, size
+
+    def _put(
+        self, store: Store, fixtures: list[Fixture], spans: list[dict[str, Any]]
+    ) -> tuple[int, int]:
+        """Buffer into the store; an item it refuses (ValueError) is counted and left out,
+        never the batch around it. Returns (steps, spans) buffered."""
+        try:
+            store.put(fixtures, spans)
+            return len(fixtures), len(spans)
+        except ValueError:
+            pass
+        steps = stored = 0
+        for fixture in fixtures:
+            try:
+                store.put([fixture])
+                steps += 1
+            except ValueError as exc:
+                self.failed += 1
+                self._failures.report("invalid step", "a step was not stored: %s", exc)
+        for span in spans:
+            try:
+                store.put(spans=[span])
+                stored += 1
+            except ValueError as exc:
+                self.failed += 1
+                self._failures.report("invalid span", "a span was not stored: %s", exc)
+        return steps, stored
+
+    def _open(self) -> Store | None:
+        if self._store is None:
+            try:
+                self._store = self._open_store()
+            except Exception as exc:
+                self._failed_attempt("open", exc)
+                return None
+        return self._store
+
+    def _failed_attempt(self, what: str, exc: BaseException) -> None:
+        # One kind for open and write: either way the store cannot be written (and the
+        # recovery message re-arms it).
+        self.flush_errors += 1
+        self._failing = True
+        self._failures.report(
+            "store",
+            "cannot %s the store at %s (%s: %s); steps are kept and the write is retried",
+            what,
+            self._where,
+            type(exc).__name__,
+            _one_line(exc),
+        )
+        self._retry_at = time.monotonic() + self._retry_s
+        self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
+        if len(self._spans) > SPANS_MAX:
+            dropped = len(self._spans) - SPANS_MAX
+            del self._spans[:dropped]
+            self.failed += dropped
+
+    def _give_up(self) -> int:
+        """At the end, with the store still failing: count what is lost, free its bytes."""
+        steps, spans, size = self._unflushed
+        lost = steps + spans + len(self._fixtures) + len(self._spans)
+        size += self._ready_bytes
+        self._fixtures, self._spans, self._ready_bytes = [], [], 0
+        self._unflushed = (0, 0, 0)
+        if lost:
+            self.failed += lost
+            self._failures.report(
+                "lost",
+                "%d steps and spans could not be written to the store at %s",
+                lost,
+                self._where,
+            )
+        return size
+
+    def _close(self) -> None:
+        if self._store is not None and self._owns_store:
+            try:
+                self._store.close()
+            except Exception as exc:
+                self._failures.report(
+                    "close", "closing the store at %s failed: %s", self._where, _one_line(exc)
+                )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,243 @@
+"""The ``replay`` span exporter: three methods over the hand-off and the writer thread."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_replay import settings
+from otel_replay.capture._handoff import Handoff
+from otel_replay.capture.instrumentor import HANDOFF
+from otel_replay.errors import ConfigError
+from otel_replay.export import _sigterm
+from otel_replay.export._encode import run_id_of, span_to_dict
+from otel_replay.export._failures import Failures
+from otel_replay.export._writer import Writer
+from otel_replay.store import Store
+
+__all__ = ["ExporterStats", "ReplaySpanExporter"]
+
+_log = logging.getLogger("otel_replay.export")
+
+WAIT_BACKLOG_MAX = 64
+"""``export()`` waits for durability only when at most this many items are queued ahead."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterStats:
+    """What a :class:`ReplaySpanExporter` has done so far.
+
+    ``dropped`` counts steps the capture hand-off refused because it stayed full for
+    ``OTEL_REPLAY_HANDOFF_WAIT_MS`` (process-wide); ``failed`` counts steps and spans given up
+    (refused by the store as invalid, or still unwritable at shutdown). Both are zero unless
+    something went wrong, and each kind is logged.
+    """
+
+    steps: int
+    """Steps (fixtures) written durably."""
+    spans: int
+    """Spans written durably."""
+    pending: int
+    """Steps and spans taken from the queue, not durable yet."""
+    dropped: int
+    failed: int
+    flush_errors: int
+    """Attempts to open or write the store that failed (each one retried)."""
+    held_bytes: int
+    """Bytes the hand-off holds for steps not durable yet (queued or being written)."""
+
+
+def _setting(name: str) -> Any:
+    """A setting, or its default (logged) when the environment's value does not parse: the
+    exporter is built inside the SDK's start-up and must not raise there."""
+    try:
+        return settings.read(name)
+    except ConfigError as exc:
+        _log.error("otel-replay: %s; using the default", exc)
+        return settings.read(name, {})
+
+
+class ReplaySpanExporter(SpanExporter):
+    """Persists recorded steps (fixtures and spans) and every span of a recorded run into a
+    fixture store, beside whatever other exporter the application uses.
+
+    ``store`` is a :class:`~otel_replay.store.Store` (not closed by the exporter), a location
+    (path or fsspec URL), or None for ``OTEL_REPLAY_STORE``. The store is opened on the
+    exporter's own thread, so a bad location is reported (logged, ``export`` returns FAILURE),
+    never raised. Built with no arguments by the SDK for ``OTEL_TRACES_EXPORTER=...,replay``.
+
+    See :mod:`otel_replay.export` for how nothing is lost.
+    """
+
+    def __init__(
+        self, store: Store | str | os.PathLike[str] | None = None, *, handoff: Handoff | None = None
+    ) -> None:
+        self._handoff = handoff if handoff is not None else HANDOFF
+        self._handoff.max_bytes = _setting("OTEL_REPLAY_HANDOFF_MAX_BYTES")
+        self._handoff.wait_s = _setting("OTEL_REPLAY_HANDOFF_WAIT_MS") / 1000
+        self._timeout = _setting("OTEL_REPLAY_FLUSH_TIMEOUT_MS") / 1000
+        self._failures = Failures()
+        if isinstance(store, Store):
+            given = store
+            self._where = given.location
+            self._owns_store = False
+            self._open = lambda: given
+        else:
+            where = str(store if store is not None else _setting("OTEL_REPLAY_STORE"))
+            self._where = where
+            self._owns_store = True
+            self._open = lambda: Store.open(where)
+        self._closed = False
+        self._stuck_at: int | None = None  # the writer's cycle count when a wait timed out
+        self._writer = self._start_writer()
+        self._on_sigterm = bool(_setting("OTEL_REPLAY_HANDLE_SIGTERM")) and _sigterm.install(self)
+        # For exporters whose provider is never shut down: write what is held at exit (the
+        # provider's own atexit shutdown, when there is one, runs after this and finishes).
+        atexit.register(self._flush_at_exit)
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.WeakMethod(self._after_fork_in_child)
+
+            def after_in_child() -> None:
+                method = ref()
+                if method is not None:
+                    method()
+
+            os.register_at_fork(after_in_child=after_in_child)
+
+    def _start_writer(self) -> Writer:
+        self._consumer = self._handoff.attach()
+        writer = Writer(
+            self._consumer,
+            self._open,
+            self._where,
+            owns_store=self._owns_store,
+            failures=self._failures,
+        )
+        writer.start()
+        return writer
+
+    @property
+    def location(self) -> str:
+        """Where the store is: a path or a URL."""
+        return self._where
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Persist the recorded spans of ``spans`` that did not come through the capture
+        hand-off, and return once everything handed over so far is durable.
+
+        SUCCESS when it is; FAILURE when the store cannot be written or the writer did not
+        finish within ``OTEL_REPLAY_FLUSH_TIMEOUT_MS``. Under overload (more than
+        :data:`WAIT_BACKLOG_MAX` items queued) it does not wait, so the batch processor never
+        backs up because of it, and answers from the writer's state. Never raises.
+        """
+        if self._closed:
+            return SpanExportResult.FAILURE
+        try:
+            recorded = {
+                span.context.span_id: span
+                for span in spans
+                if span.context is not None and run_id_of(span) is not None
+            }
+            if recorded:
+                came = self._handoff.claimed(set(recorded))
+                own = [span_to_dict(s) for i, s in recorded.items() if i not in came]
+                if own:
+                    self._writer.submit(own)
+            if self._writer.backlog() > WAIT_BACKLOG_MAX:
+                # Overloaded: the writer writes it all on its own; waiting here would only
+                # back the batch processor up until its queue drops spans.
+                ok = not self._writer.failing and self._stuck_at is None
+            else:
+                ok = self._wait()
+        except Exception as exc:
+            self._failures.report("export", "export failed: %r", exc)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Wait until every step and span handed over so far is durable (at most
+        ``timeout_millis``); True when it is."""
+        if self._closed:
+            return False
+        return self._wait(min(timeout_millis / 1000, self._timeout))
+
+    def _wait(self, timeout: float | None = None) -> bool:
+        """Wait for the writer to make everything so far durable. After a wait timed out,
+        later ones fail at once until the writer moves again: a stuck store must not stall
+        every span end (a SimpleSpanProcessor exports on the application thread)."""
+        writer = self._writer
+        if self._stuck_at is not None:
+            if writer.cycles == self._stuck_at:
+                return False
+            self._stuck_at = None
+        cycles = writer.cycles
+        ok = writer.barrier(self._timeout if timeout is None else timeout)
+        if not ok and writer.cycles == cycles:
+            self._stuck_at = cycles
+        return ok
+
+    def shutdown(self, timeout_millis: float | None = None) -> None:
+        """Write everything held (steps whose span is still open too), close the store if
+        the exporter opened it, and stop. Later calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        timeout = self._timeout if timeout_millis is None else timeout_millis / 1000
+        atexit.unregister(self._flush_at_exit)
+        if self._on_sigterm:
+            _sigterm.uninstall(self)
+        # Detach first: every step put before this is in our queue, ahead of the final barrier.
+        self._handoff.detach(self._consumer)
+        ok = self._writer.stop(timeout)
+        stats = self.stats()
+        if not ok or stats.failed:
+            self._failures.report(
+                "shutdown",
+                "the replay exporter stopped with %d steps and spans not written to %s",
+                stats.pending + stats.failed,
+                self._where,
+            )
+        if stats.dropped:
+            _log.warning(
+                "otel-replay: %d steps were not recorded because the capture hand-off was full",
+                stats.dropped,
+            )
+
+    def stats(self) -> ExporterStats:
+        """Counters of what was written, is pending, was dropped or failed."""
+        writer = self._writer
+        return ExporterStats(
+            steps=writer.steps,
+            spans=writer.spans,
+            pending=writer.pending,
+            dropped=self._handoff.dropped,
+            failed=writer.failed,
+            flush_errors=writer.flush_errors,
+            held_bytes=self._handoff.held_bytes,
+        )
+
+    def _flush_on_signal(self) -> None:
+        if not self._closed:
+            self._writer.barrier(self._timeout, parked=True)
+
+    def _flush_at_exit(self) -> None:
+        if not self._closed:
+            self._writer.barrier(self._timeout)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent writes what it held; the child starts a writer of its own (the hand-off
+        # has already forgotten the parent's consumers) with a store of its own.
+        if self._closed:
+            return
+        where = self._where
+        self._owns_store = True
+        self._open = lambda: Store.open(where)
+        self._writer = self._start_writer()

@@ -1,0 +1,160 @@
+"""Bad input: every verb prints one ``Error:`` line naming the thing and exits 2, never a
+traceback. Also ``--help``, ``--version`` and what a bug looks like."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from otel_replay.cli import _runs
+from tests.cli._checks import assert_bad_input
+from tests.cli._recording import SUPPORT
+
+Invoke = Callable[..., Result]
+
+VERBS = [
+    ("runs",),
+    ("runs", "--json"),
+    ("show", "latest"),
+    ("show", "latest", "--json"),
+    ("verify",),
+    ("gc",),
+    ("gc", "--dry-run"),
+    ("pin", "latest"),
+]
+VERB_IDS = [" ".join(verb) for verb in VERBS]
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=VERB_IDS)
+def test_a_missing_store(invoke: Invoke, tmp_path: Path, verb: tuple[str, ...]) -> None:
+    missing = tmp_path / "nowhere"
+    line = assert_bad_input(invoke(*verb, "--store", str(missing)), str(missing))
+    assert line == f"Error: no otel-replay store at {missing} (check --store)"
+    assert not missing.exists()  # reading never creates a store
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=VERB_IDS)
+def test_a_truncated_index(invoke: Invoke, store: Path, verb: tuple[str, ...]) -> None:
+    index = store / "index.sqlite"
+    index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    before = index.read_bytes()
+    line = assert_bad_input(invoke(*verb, "--store", str(store)), str(index))
+    assert "rebuild" in line
+    assert index.read_bytes() == before
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=VERB_IDS)
+def test_an_unknown_format_version(invoke: Invoke, store: Path, verb: tuple[str, ...]) -> None:
+    (store / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": 99}))
+    line = assert_bad_input(invoke(*verb, "--store", str(store)), str(store / "FORMAT"))
+    assert "version 99" in line and "Upgrade" in line
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=VERB_IDS)
+def test_a_bad_setting(invoke: Invoke, store: Path, verb: tuple[str, ...]) -> None:
+    result = invoke(*verb, "--store", str(store), env={"OTEL_REPLAY_RETAIN_OK_DAYS": "a week"})
+    assert_bad_input(result, "OTEL_REPLAY_RETAIN_OK_DAYS", "'a week'")
+
+
+def test_an_unwritable_store(invoke: Invoke, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() == 0:  # root writes anywhere: make the permission check say no
+        real_access = os.access
+
+        def access(path: object, mode: int, **kwargs: object) -> bool:
+            if mode & os.W_OK and Path(str(path)) == store:
+                return False
+            return real_access(path, mode, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "access", access)
+    else:
+        store.chmod(0o500)
+    try:
+        line = assert_bad_input(invoke("gc", "--store", str(store)), str(store))
+        assert "cannot write" in line
+    finally:
+        store.chmod(0o755)
+
+
+def test_an_unknown_run(invoke: Invoke, store: Path) -> None:
+    assert_bad_input(invoke("show", "r_nope", "--store", str(store)), "'r_nope'", str(store))
+    assert_bad_input(invoke("pin", "r_nope", "--store", str(store)), "'r_nope'")
+
+
+def test_latest_in_an_empty_store(invoke: Invoke, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "FORMAT").write_text('{"format": "otel-replay-store", "version": 1}')
+    assert_bad_input(invoke("show", "latest", "--store", str(tmp_path / "empty")), "no runs")
+
+
+def test_a_directory_that_is_not_a_store(invoke: Invoke, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    line = assert_bad_input(invoke("runs", "--store", str(tmp_path)), str(tmp_path))
+    assert "not an otel-replay store" in line
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_a_file_instead_of_a_store(invoke: Invoke, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    assert_bad_input(invoke("runs", "--store", str(tmp_path / "file")), str(tmp_path / "file"))
+
+
+def test_a_url_nothing_can_open(invoke: Invoke) -> None:
+    line = assert_bad_input(invoke("runs", "--store", "nosuch://bucket/prefix"))
+    assert "nosuch://bucket/prefix" in line
+
+
+def test_a_corrupt_blob_met_by_show(invoke: Invoke, store: Path) -> None:
+    (pack,) = (store / "packs" / SUPPORT).rglob("*.pack")
+    data = bytearray(pack.read_bytes())
+    data[40] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    assert_bad_input(invoke("show", SUPPORT, "--store", str(store)), pack.name)
+
+
+def test_usage_errors_exit_2(invoke: Invoke, store: Path) -> None:
+    result = invoke("show", "--store", str(store))
+    assert result.exit_code == 2 and "Missing argument 'RUN'" in result.stderr
+    assert invoke("nope").exit_code == 2
+
+
+@pytest.mark.parametrize("verb", ["runs", "show", "verify", "gc", "pin"])
+def test_every_verb_answers_help(invoke: Invoke, verb: str) -> None:
+    result = invoke(verb, "--help")
+    assert result.exit_code == 0 and "--store PATH|URL" in result.stdout
+    assert "OTEL_REPLAY_STORE" in result.stdout
+
+
+def test_help_and_version(invoke: Invoke) -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for verb in ("runs", "show", "verify", "gc", "pin"):
+        assert f"  {verb} " in result.stdout
+    assert invoke("--version").stdout == "otel-replay, version 0.1.0\n"
+
+
+def test_a_bug_is_one_line_too_unless_asked(
+    invoke: Invoke, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> None:
+        raise TypeError("boom")
+
+    monkeypatch.setattr(_runs, "runs_table", broken)
+    result = invoke("runs", "--store", str(store))
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        "Error: internal error: TypeError: boom (a bug in otel-replay; rerun with --traceback "
+        "to see where)"
+    )
+    with pytest.raises(TypeError, match="boom"):
+        invoke("--traceback", "runs", "--store", str(store))
+
+
+def test_a_missing_store_from_the_environment(invoke: Invoke, tmp_path: Path) -> None:
+    result = invoke("runs", env={"OTEL_REPLAY_STORE": str(tmp_path / "gone")})
+    line = assert_bad_input(result, str(tmp_path / "gone"))
+    assert line.endswith("(check OTEL_REPLAY_STORE)")

@@ -1,0 +1,91 @@
+"""``otel-replay runs``: the table and the JSON, on a store of real recordings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import Result
+
+from otel_replay.store import Store
+from tests.cli._recording import CLAUDE, ERRORS, SUPPORT, Recorded
+
+Invoke = Callable[..., Result]
+
+
+def _rows(stdout: str) -> dict[str, list[str]]:
+    """Table rows by run id, split on the column gaps."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("r_"):
+            cells = [cell.strip() for cell in line.split("   ") if cell.strip()]
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_the_table_lists_every_run_newest_first(
+    invoke: Invoke, store: Path, recorded: Recorded
+) -> None:
+    result = invoke("runs", "--store", str(store))
+    assert result.exit_code == 0 and result.stderr == ""
+    ids = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("r_")]
+    assert ids == [CLAUDE, ERRORS, SUPPORT]
+    header = result.stdout.splitlines()[0].split()
+    assert header[:4] == ["run", "when", "status", "steps"]
+    rows = _rows(result.stdout)
+    support = rows[SUPPORT]
+    assert support[2:5] == ["ok", "9", "gpt-4o-mini"]
+    tokens_in, tokens_out = _usage(recorded, SUPPORT)
+    assert tokens_in > 3000 and support[5] == f"{tokens_in:,} / {tokens_out:,}"
+    assert support[6].endswith(" KB")
+    assert rows[ERRORS][2:5] == ["error", "2", "standin-error, standin-cut"]
+    assert rows[CLAUDE][2:5] == ["ok", "1", "claude-sonnet-4-6"]
+    assert rows[CLAUDE][5] == "{:,} / {:,}".format(*_usage(recorded, CLAUDE))
+    assert "(just now)" in support[1]
+    assert result.stdout.rstrip().endswith(f"3 runs in {store}")
+
+
+def _usage(recorded: Recorded, run_id: str) -> tuple[int, int]:
+    """Tokens in and out, summed over the recorded spans' ``gen_ai.usage.*``."""
+    spans = [s["attributes"] for s in recorded.spans[run_id]]
+    return (
+        sum(a.get("gen_ai.usage.input_tokens", 0) for a in spans),
+        sum(a.get("gen_ai.usage.output_tokens", 0) for a in spans),
+    )
+
+
+def test_json_is_for_machines(invoke: Invoke, store: Path, recorded: Recorded) -> None:
+    result = invoke("runs", "--json", "--store", str(store))
+    assert result.exit_code == 0
+    runs = json.loads(result.stdout)
+    assert [run["run_id"] for run in runs] == [CLAUDE, ERRORS, SUPPORT]
+    by_id = {run["run_id"]: run for run in runs}
+    support = by_id[SUPPORT]
+    assert support["status"] == "ok" and support["step_count"] == 9 and support["seed"] == 7
+    assert support["models"] == ["gpt-4o-mini"] and support["pinned"] is False
+    raw = sum(len(fx.request_body) + len(fx.response_body) for fx in recorded.fixtures[SUPPORT])
+    assert support["bytes"] == raw
+    assert support["start_ns"] <= support["end_ns"] and support["start"].startswith("20")
+    assert by_id[ERRORS]["status"] == "error"
+    for run_id in (SUPPORT, ERRORS, CLAUDE):
+        assert (by_id[run_id]["tokens_in"], by_id[run_id]["tokens_out"]) == _usage(recorded, run_id)
+
+
+def test_limit_keeps_the_newest(invoke: Invoke, store: Path) -> None:
+    result = invoke("runs", "-n", "1", "--store", str(store))
+    assert list(_rows(result.stdout)) == [CLAUDE]
+    assert "1 of 3 runs" in result.stdout
+
+
+def test_the_store_defaults_to_the_environment(invoke: Invoke, store: Path) -> None:
+    result = invoke("runs", env={"OTEL_REPLAY_STORE": str(store)})
+    assert result.exit_code == 0 and set(_rows(result.stdout)) == {SUPPORT, ERRORS, CLAUDE}
+
+
+def test_an_empty_store_says_so(invoke: Invoke, tmp_path: Path) -> None:
+    Store.open(tmp_path / "empty").close()
+    result = invoke("runs", "--store", str(tmp_path / "empty"))
+    assert result.exit_code == 0
+    assert result.stdout == f"No runs in the store at {tmp_path / 'empty'} yet.\n"
+    assert json.loads(invoke("runs", "--json", "--store", str(tmp_path / "empty")).stdout) == []

@@ -1,0 +1,172 @@
+"""``otel-replay show RUN``: steps in order with previews, tool calls, timing and tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from examples.support_agent import CONVERSATION
+from tests.cli._checks import assert_bad_input
+from tests.cli._recording import CLAUDE, CLAUDE_PROMPT, ERRORS, SUPPORT, Recorded
+
+Invoke = Callable[..., Result]
+
+
+def _steps(stdout: str) -> list[str]:
+    """The step rows of the table (they start with the step index)."""
+    return [line for line in stdout.splitlines() if line[:1].isdigit()]
+
+
+def _json(invoke: Invoke, store: Path, run: str) -> dict:
+    result = invoke("show", run, "--json", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_the_support_run_step_by_step(invoke: Invoke, store: Path) -> None:
+    result = invoke("show", SUPPORT, "--store", str(store))
+    assert result.exit_code == 0 and result.stderr == ""
+    header, *_ = result.stdout.splitlines()
+    assert header.startswith(f"run {SUPPORT}  ok  ") and "9 steps" in header and "seed 7" in header
+    rows = _steps(result.stdout)
+    assert [row.split()[:2] for row in rows] == [
+        [str(i), kind]
+        for i, kind in enumerate(["llm", "http", "llm", "llm", "http", "llm", "llm", "http", "llm"])
+    ]
+    first_question, weather_question, refund_question = CONVERSATION
+    assert "gpt-4o-mini" in rows[0] and first_question in rows[0]
+    assert 'lookup_order({"order_id":"A-1234"})' in rows[0]
+    assert "GET 127.0.0.1:" in rows[1] and "/tools/orders/A-1234" in rows[1]
+    assert '{"order_id":"A-1234","status":"in transit"' in rows[1]
+    assert f"{first_question} [+1 tool result]" in rows[2] and "A-1234" in rows[2].split("]")[1]
+    assert weather_question in rows[3] and 'get_weather({"city":"Paris"})' in rows[3]
+    assert "/tools/weather?city=Paris" in rows[4]
+    assert refund_question in rows[6] and "refund_order(" in rows[6]
+    assert "POST 127.0.0.1:" in rows[7] and "/tools/refunds" in rows[7] and rows[7].endswith("201")
+    assert all(row.endswith("200") for i, row in enumerate(rows) if i != 7)
+
+
+def test_timing_and_tokens_come_from_the_recording(
+    invoke: Invoke, store: Path, recorded: Recorded
+) -> None:
+    document = _json(invoke, store, SUPPORT)
+    steps = document["steps"]
+    rows = _steps(invoke("show", SUPPORT, "--store", str(store)).stdout)
+    spans = {
+        s["attributes"]["replay.step.index"]: s["attributes"]
+        for s in recorded.spans[SUPPORT]
+        if "replay.step.index" in s["attributes"]
+    }
+    for step, row in zip(steps, rows, strict=True):
+        attrs = spans[step["index"]]
+        if step["kind"] == "llm":
+            assert (step["tokens_in"], step["tokens_out"]) == (
+                attrs["gen_ai.usage.input_tokens"],
+                attrs["gen_ai.usage.output_tokens"],
+            )
+            assert f"{step['tokens_in']}/{step['tokens_out']}" in row
+        assert f"{step['duration_ms']:.1f}" in row
+    streamed = [s for s in steps if s["stream"]]
+    assert [s["index"] for s in streamed] == [6, 8]
+    for step in streamed:
+        ttfc = spans[step["index"]]["gen_ai.response.time_to_first_chunk"] * 1e3
+        assert step["time_to_first_chunk_ms"] == pytest.approx(ttfc)
+        assert 0 < step["time_to_first_chunk_ms"] < step["duration_ms"]
+        assert f"{step['time_to_first_chunk_ms']:.1f}" in rows[step["index"]]
+
+
+def test_json_has_the_messages_parsed(invoke: Invoke, store: Path, recorded: Recorded) -> None:
+    document = _json(invoke, store, SUPPORT)
+    assert document["run"]["run_id"] == SUPPORT and document["run"]["step_count"] == 9
+    steps = document["steps"]
+    assert [s["index"] for s in steps] == list(range(9))
+    first = steps[0]
+    assert first["input_messages"][-1] == {
+        "role": "user",
+        "parts": [{"type": "text", "content": CONVERSATION[0]}],
+    }
+    ((call,),) = [s["tool_calls"] for s in steps[:1]]
+    assert call["name"] == "lookup_order" and call["arguments"] == {"order_id": "A-1234"}
+    assert call["id"] == first["output_messages"][0]["parts"][0]["id"]
+    assert first["finish_reasons"] == ["tool_calls"]
+    tool = steps[1]
+    assert tool["kind"] == "http" and tool["method"] == "GET"
+    assert tool["url"].endswith("/tools/orders/A-1234") and tool["status_code"] == 200
+    fixture = recorded.fixtures[SUPPORT][1]
+    assert tool["response_body"] == fixture.response_body.decode()
+    assert tool["request_hash"] == fixture.request_hash
+    assert tool["span_id"] == f"{fixture.span_id:016x}"
+    assert steps[2]["input_messages"][-1]["parts"][0]["type"] == "tool_call_response"
+    assert steps[8]["output_messages"][0]["parts"][-1]["type"] == "text"
+
+
+def test_errors_and_cut_streams_are_shown(invoke: Invoke, store: Path) -> None:
+    result = invoke("show", ERRORS, "--store", str(store))
+    header, *_ = result.stdout.splitlines()
+    assert header.startswith(f"run {ERRORS}  error  ")
+    limited, cut = _steps(result.stdout)
+    assert "standin-error" in limited and limited.endswith("429 rate_limit_exceeded")
+    assert '{"error":{"message":"Rate limit' in limited  # the provider's error body
+    assert "standin-cut" in cut and cut.endswith("RemoteProtocolError incomplete")
+    steps = _json(invoke, store, ERRORS)["steps"]
+    assert [(s["status_code"], s["complete"]) for s in steps] == [(429, False), (200, False)]
+    assert steps[1]["stream"] and steps[1]["output_messages"][0]["finish_reason"] == "error"
+
+
+def test_recorded_text_is_never_read_as_markup(invoke: Invoke, store: Path) -> None:
+    result = invoke("show", CLAUDE, "--store", str(store))
+    (row,) = _steps(result.stdout)
+    assert "claude-sonnet-4-6" in row and CLAUDE_PROMPT[:40] in row
+    assert "[bold red]urgent" in row and 'lookup_order({"order_id":"A-1234"})' in row
+    (step,) = _json(invoke, store, CLAUDE)["steps"]
+    assert step["provider"] == "anthropic" and step["system_instructions"]
+    assert step["input_messages"][-1]["parts"][-1]["content"] == CLAUDE_PROMPT
+    assert [(c["name"], c["arguments"]) for c in step["tool_calls"]] == [
+        ("lookup_order", {"order_id": "A-1234"})
+    ]
+
+
+def test_without_content_in_the_spans_the_bodies_are_decoded(
+    invoke: Invoke, store: Path, bare: Path
+) -> None:
+    """Spans recorded with NO_CONTENT: the provider codecs read the stored bodies instead."""
+    full = _json(invoke, store, SUPPORT)["steps"]
+    decoded = _json(invoke, bare, SUPPORT)["steps"]
+    for ours, theirs in zip(full, decoded, strict=True):
+        for key in ("input_messages", "output_messages", "tool_calls", "url", "request_body"):
+            assert ours.get(key) == theirs.get(key), (ours["index"], key)
+    assert _steps(invoke("show", SUPPORT, "--store", str(bare)).stdout)[0].split()[:4] == [
+        "0",
+        "llm",
+        "gpt-4o-mini",
+        "Hi!",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("latest", CLAUDE),
+        ("r_20261121T0900", SUPPORT),
+        ("r_20261121T090500", ERRORS),
+        (CLAUDE, CLAUDE),
+    ],
+)
+def test_a_run_is_named_by_id_prefix_or_latest(
+    invoke: Invoke, store: Path, ref: str, expected: str
+) -> None:
+    assert _json(invoke, store, ref)["run"]["run_id"] == expected
+
+
+def test_an_ambiguous_prefix_lists_the_candidates(invoke: Invoke, store: Path) -> None:
+    result = invoke("show", "r_20261121T09", "--store", str(store))
+    assert_bad_input(result, "'r_20261121T09'", "ambiguous", SUPPORT, ERRORS, CLAUDE)
+
+
+def test_an_unknown_run_is_named(invoke: Invoke, store: Path) -> None:
+    result = invoke("show", "r_nope", "--store", str(store))
+    assert_bad_input(result, "'r_nope'", str(store))

@@ -1,0 +1,80 @@
+"""``otel-replay verify``: exit 0 on an intact store, 1 naming each damaged thing."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import Result
+from rich.console import Console
+
+from otel_replay.cli._common import progress
+from tests.cli._recording import SUPPORT
+
+Invoke = Callable[..., Result]
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _pack(store: Path, run_id: str) -> Path:
+    (pack,) = (store / "packs" / run_id).rglob("*.pack")
+    return pack
+
+
+def test_an_intact_store_passes(invoke: Invoke, store: Path) -> None:
+    result = invoke("verify", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"The store at {store} is intact: 3 runs, 12 steps, every body re-hashed.\n"
+    )
+    document = json.loads(invoke("verify", "--json", "--store", str(store)).stdout)
+    assert document == {"store": str(store), "ok": True, "runs": 3, "steps": 12, "problems": []}
+
+
+def test_flipped_bytes_in_a_pack_are_named(invoke: Invoke, store: Path) -> None:
+    pack = _pack(store, SUPPORT)
+    _flip(pack, 40)
+    before = pack.read_bytes()
+    result = invoke("verify", "--store", str(store))
+    assert result.exit_code == 1 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert any(line.startswith(f"damaged pack: {pack}: ") for line in lines), lines
+    bodies = [line for line in lines if line.startswith("damaged body: ")]
+    assert bodies and all(f"run {SUPPORT!r} step " in line for line in bodies)
+    assert all("sha256:" in line for line in bodies)
+    assert lines[-1].startswith(f"{len(lines) - 1} problems in the store at {store}")
+    assert lines[-1].endswith(f"runs affected: {SUPPORT}. Nothing was changed.")
+    assert pack.read_bytes() == before  # nothing repaired or rewritten
+
+    result = invoke("verify", "--json", "--store", str(store))
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["ok"] is False and len(document["problems"]) == len(lines) - 1
+    kinds = {p["kind"] for p in document["problems"]}
+    assert "pack" in kinds and "body" in kinds
+    damaged = [p for p in document["problems"] if p["kind"] == "body"]
+    assert all(p["run_id"] == SUPPORT and p["blob"].startswith("sha256:") for p in damaged)
+
+
+def test_the_other_runs_still_show_after_damage(invoke: Invoke, store: Path) -> None:
+    _flip(_pack(store, SUPPORT), 40)
+    assert invoke("show", "latest", "--store", str(store)).exit_code == 0
+
+
+def test_progress_is_drawn_only_on_a_terminal() -> None:
+    terminal = io.StringIO()
+    console = Console(file=terminal, force_terminal=True, width=80)
+    with progress("verifying", console) as report:
+        for done in range(1, 4):
+            report(done, 3)
+    assert "verifying" in terminal.getvalue() and "3/3" in terminal.getvalue()
+    pipe = io.StringIO()
+    with progress("verifying", Console(file=pipe, force_terminal=False)) as report:
+        report(1, 1)
+    assert pipe.getvalue() == ""

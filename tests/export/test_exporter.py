@@ -1,0 +1,283 @@
+"""The ``replay`` exporter: what it persists, how it reports failure, and that it never raises."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+
+import otel_replay
+from otel_replay.capture.instrumentor import HANDOFF
+from otel_replay.errors import StoreNotWritableError
+from otel_replay.export import ReplaySpanExporter
+from otel_replay.store import Store
+from tests.export._support import (
+    CHAT_URL,
+    Pipeline,
+    chat_request,
+    chat_response,
+    echo_client,
+    sha,
+)
+
+
+def _post_chats(count: int, start: int = 0) -> list[bytes]:
+    bodies = [chat_request(f"question {start + i}") for i in range(count)]
+    with echo_client() as client:
+        for body in bodies:
+            client.post(CHAT_URL, content=body, headers={"content-type": "application/json"})
+    return bodies
+
+
+def test_the_entry_point_builds_it_with_no_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (point,) = entry_points(group="opentelemetry_traces_exporter", name="replay")
+    assert point.load() is ReplaySpanExporter
+    monkeypatch.setenv("OTEL_REPLAY_STORE", str(tmp_path / "from-env"))
+    exporter = point.load()()
+    try:
+        assert exporter.location == str(tmp_path / "from-env")
+    finally:
+        exporter.shutdown()
+
+
+def test_steps_runs_and_their_spans_are_persisted(pipeline: Pipeline) -> None:
+    with otel_replay.run("agent") as run:
+        bodies = _post_chats(3)
+    pipeline.stop()
+    stats = pipeline.exporter.stats()
+    assert (stats.steps, stats.spans, stats.dropped, stats.failed) == (3, 4, 0, 0)
+    with pipeline.open_store() as store:
+        info = store.run(run.run_id)
+        assert info.step_count == 3 and info.models == ("gpt-4o-mini",)
+        steps = store.steps(run.run_id)
+        assert [s.kind for s in steps] == ["llm"] * 3
+        assert [s.provider for s in steps] == ["openai"] * 3, "step facts: span in the same flush"
+        assert [store.request_body(s) for s in steps] == bodies
+        spans = store.spans(run.run_id)
+        names = sorted(s["name"] for s in spans)
+        assert names == ["chat gpt-4o-mini"] * 3 + ["invoke_agent agent"]
+        assert len({s["span_id"] for s in spans}) == 4, "no span is stored twice"
+        (agent,) = [s for s in spans if s["name"] == "invoke_agent agent"]
+        assert all(s["parent_span_id"] == agent["span_id"] for s in spans if s is not agent)
+        assert store.verify() == []
+
+
+def test_a_step_of_another_instrumentations_span_waits_for_its_end(pipeline: Pipeline) -> None:
+    # Like opentelemetry-instrumentation-openai-v2: its span is current during the call and
+    # ends after the response was read; the capture enriches it instead of opening its own.
+    body = chat_request("hi")
+    with pipeline.tracer.start_as_current_span(
+        "chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat"}
+    ) as outer:
+        with echo_client() as client:
+            client.post(CHAT_URL, content=body, headers={"content-type": "application/json"})
+        # The step is in the hand-off, parked: its span has not ended yet.
+        assert pipeline.exporter.force_flush()
+        assert pipeline.exporter.stats().steps == 0
+        outer.set_attribute("gen_ai.usage.input_tokens", 42)
+    assert pipeline.exporter.force_flush()
+    pipeline.stop()
+    with pipeline.open_store() as store:
+        (run,) = store.runs()
+        (step,) = store.steps(run.run_id)
+        assert step.tokens_in == 42, "the span was written after it ended, with its fixture"
+        (span,) = store.spans(run.run_id)
+        assert span["attributes"]["replay.request.hash"] == sha(body)
+        assert span["attributes"]["gen_ai.usage.input_tokens"] == 42
+
+
+def test_two_steps_in_one_span_are_both_kept_and_the_span_once(pipeline: Pipeline) -> None:
+    # An SDK retry inside another instrumentation's span: two requests, one span.
+    with pipeline.tracer.start_as_current_span(
+        "chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat"}
+    ):
+        bodies = _post_chats(2)
+    pipeline.stop()
+    with pipeline.open_store() as store:
+        (run,) = store.runs()
+        assert [store.request_body(s) for s in store.steps(run.run_id)] == bodies
+        assert len(store.spans(run.run_id)) == 1
+
+
+def test_export_and_force_flush_return_once_durable(pipeline: Pipeline) -> None:
+    _post_chats(2)
+    assert pipeline.exporter.force_flush()
+    with pipeline.open_store() as store:  # a second reader sees it: it is on disk
+        (run,) = store.runs()
+        assert run.step_count == 2
+    assert pipeline.exporter.export([]) is SpanExportResult.SUCCESS
+
+
+def test_store_given_as_an_object_is_flushed_not_closed(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "store")
+    with Pipeline(tmp_path / "store", store=store) as pipe:
+        _post_chats(1)
+    pipe.stop()
+    assert [r.step_count for r in store.runs()] == [1]
+    store.put([], [])  # still open
+    store.close()
+
+
+def test_failures_return_failure_log_once_and_are_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "2000")
+    store = Store.open(tmp_path / "store")
+    real_flush = store.flush
+    broken = threading.Event()
+    broken.set()
+
+    def flaky_flush() -> None:
+        if broken.is_set():
+            raise StoreNotWritableError(f"cannot write store {store.location}: disk full")
+        real_flush()
+
+    monkeypatch.setattr(store, "flush", flaky_flush)
+    with (
+        caplog.at_level(logging.DEBUG, logger="otel_replay"),
+        Pipeline(tmp_path / "store", store=store) as pipe,
+    ):
+        _post_chats(3)
+        assert pipe.exporter.export([]) is SpanExportResult.FAILURE
+        assert pipe.exporter.force_flush(500) is False
+        assert pipe.exporter.export([]) is SpanExportResult.FAILURE
+        stats = pipe.exporter.stats()
+        # 3 steps and their 3 spans wait
+        assert stats.steps == 0 and stats.pending == 6 and stats.flush_errors >= 3
+        broken.clear()
+        assert pipe.exporter.force_flush()
+        assert pipe.exporter.stats().steps == 3
+    pipe.stop()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    cannot = [r for r in warnings if "cannot write the store" in r.getMessage()]
+    assert len(cannot) == 1, [r.getMessage() for r in warnings]
+    assert "disk full" in cannot[0].getMessage()
+    assert any("writable again" in r.getMessage() for r in warnings)
+    assert [r.step_count for r in store.runs()] == [3]
+    store.close()
+
+
+def test_a_store_that_cannot_be_opened_is_reported_never_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with (
+        caplog.at_level(logging.WARNING, logger="otel_replay"),
+        Pipeline(blocker / "store") as pipe,
+    ):
+        _post_chats(2)
+        assert pipe.exporter.export([]) is SpanExportResult.FAILURE
+        assert pipe.exporter.force_flush(200) is False
+    pipe.stop()  # gives up at shutdown: counted and logged, not raised
+    stats = pipe.exporter.stats()
+    assert stats.failed == 4 and stats.steps == 0 and stats.held_bytes == 0  # 2 steps, 2 spans
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "cannot open the store" in m]) == 1
+    assert any(str(blocker) in m for m in messages)
+
+
+def test_a_full_handoff_applies_back_pressure_then_counts_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_MAX_BYTES", str(3 * 5000))  # ~3 small steps
+    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_WAIT_MS", "100")
+    monkeypatch.setenv("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "200")
+    store = Store.open(tmp_path / "store")
+    real_flush = store.flush
+    stuck = threading.Event()
+    stuck.set()
+
+    def slow_flush() -> None:
+        while stuck.is_set():
+            threading.Event().wait(0.01)
+        real_flush()
+
+    monkeypatch.setattr(store, "flush", slow_flush)
+    with (
+        caplog.at_level(logging.WARNING),
+        Pipeline(tmp_path / "store", store=store, processor=SimpleSpanProcessor) as pipe,
+    ):
+        _post_chats(8)
+        stats = pipe.exporter.stats()
+        assert stats.dropped > 0
+        stuck.clear()
+    pipe.stop()
+    stats = pipe.exporter.stats()
+    assert stats.steps + stats.dropped == 8 and stats.failed == 0
+    assert len([r for r in caplog.records if "hand-off is full" in r.getMessage()]) == 1
+    assert any("were not recorded" in r.getMessage() for r in caplog.records)
+    (run,) = store.runs()
+    spans = store.spans(run.run_id)
+    assert len(spans) == 8, "a dropped step's span still reaches the store through export()"
+    store.close()
+    HANDOFF.dropped = 0
+
+
+def test_after_shutdown_it_refuses_quietly(pipeline: Pipeline) -> None:
+    pipeline.stop()
+    exporter = pipeline.exporter
+    exporter.shutdown()  # twice is harmless
+    assert exporter.export([]) is SpanExportResult.FAILURE
+    assert exporter.force_flush() is False
+    assert not HANDOFF.wanted
+
+
+def test_bad_settings_fall_back_to_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "soon")
+    with caplog.at_level(logging.ERROR):
+        exporter = ReplaySpanExporter(tmp_path / "store")
+    exporter.shutdown()
+    assert any("OTEL_REPLAY_FLUSH_TIMEOUT_MS" in r.getMessage() for r in caplog.records)
+
+
+def test_sigterm_writes_everything_then_calls_the_previous_handler(tmp_path: Path) -> None:
+    seen: list[int] = []
+
+    def previous(signum: int, frame: Any) -> None:
+        with Store.open(tmp_path / "store", create=False) as store:
+            (run,) = store.runs()
+            seen.append(run.step_count)
+
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        with Pipeline(tmp_path / "store") as pipe:
+            _post_chats(4)
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert seen == [4], "the handler ran after every step was durable"
+            pipe.stop()
+        assert signal.getsignal(signal.SIGTERM) is previous, "shutdown puts it back"
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_spans_without_the_run_id_are_ignored(tmp_path: Path) -> None:
+    exporter = ReplaySpanExporter(tmp_path / "store")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("plain"):
+        pass
+    provider.shutdown()
+    assert exporter.stats().spans == 0
+
+
+def test_the_real_client_response_is_untouched(pipeline: Pipeline) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=chat_response("exact"))
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        response = client.post(CHAT_URL, content=chat_request("q"))
+    assert response.content == chat_response("exact")

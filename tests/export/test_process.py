@@ -1,0 +1,105 @@
+"""Nothing is lost when a recorded process exits normally or gets SIGTERM, under the real
+``opentelemetry-instrument`` with ``OTEL_TRACES_EXPORTER=replay``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.standin import StandIn
+from otel_replay.store import Store
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+SCRIPT = str(Path(__file__).with_name("_steps_script.py"))
+RUN_ID = "r_process_test"
+
+
+def _start(standin: StandIn, store: Path, count: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(INSTRUMENT), sys.executable, SCRIPT, standin.tools_url, str(count), *extra],
+        cwd=ROOT,
+        env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN_ID),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _terminate_after(proc: subprocess.Popen[str], steps: int) -> tuple[int, str]:
+    """Send SIGTERM once ``steps`` steps were printed: (steps printed before it, stderr)."""
+    assert proc.stdout is not None
+    printed = 0
+    for line in proc.stdout:
+        if line.startswith("step "):
+            printed += 1
+        if printed == steps:
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, err = proc.communicate(timeout=60)
+    return printed, err
+
+
+def _check_store(store_path: Path, at_least: int, run_span: bool) -> int:
+    with Store.open(store_path, create=False) as store:
+        info = store.run(RUN_ID)
+        steps = store.steps(RUN_ID)
+        assert info.step_count == len(steps) >= at_least
+        assert [s.index for s in steps] == list(range(len(steps)))
+        # Every step whose span ended before the signal is whole; the one in flight, if
+        # any, is the last and marked incomplete, never corrupt.
+        assert all(s.complete and s.status_code == 200 for s in steps[:at_least])
+        spans = store.spans(RUN_ID)
+        span_ids = {s["span_id"] for s in spans}
+        assert {f"{s.span_id:016x}" for s in steps[:at_least]} <= span_ids
+        assert any(s["name"] == "invoke_agent steps" for s in spans) is run_span
+        assert store.verify() == []
+        return len(steps)
+
+
+def test_a_normal_exit_loses_nothing(standin: StandIn, tmp_path: Path) -> None:
+    proc = _start(standin, tmp_path / "store", 200)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    assert out.count("step ") == 200
+    assert _check_store(tmp_path / "store", 200, run_span=True) == 200
+
+
+def test_sigterm_loses_nothing_and_still_kills(standin: StandIn, tmp_path: Path) -> None:
+    proc = _start(standin, tmp_path / "store", -1)
+    printed, err = _terminate_after(proc, 25)
+    assert proc.returncode == -signal.SIGTERM, err
+    stored = _check_store(tmp_path / "store", printed, run_span=False)
+    assert stored <= len(standin.received)
+
+
+@pytest.mark.parametrize("handler", ["--app-handler"])
+def test_sigterm_with_the_applications_own_handler(
+    standin: StandIn, tmp_path: Path, handler: str
+) -> None:
+    proc = _start(standin, tmp_path / "store", -1, handler)
+    printed, err = _terminate_after(proc, 25)
+    assert proc.returncode == 3, err
+    _check_store(tmp_path / "store", printed, run_span=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_records_into_the_store_too(tmp_path: Path) -> None:
+    script = str(Path(__file__).with_name("_fork_script.py"))
+    proc = subprocess.run(
+        [sys.executable, script, str(tmp_path / "store")],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "store"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with Store.open(tmp_path / "store", create=False) as store:
+        assert {r.run_id: r.step_count for r in store.runs()} == {"r_parent": 3, "r_child": 3}
+        assert store.verify() == []
