@@ -9,19 +9,41 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from otel_replay.errors import CodecError, ConfigError, OtelReplayError
+from otel_replay.errors import (
+    CodecError,
+    ConfigError,
+    CorruptBlobError,
+    CorruptIndexError,
+    OtelReplayError,
+    RunNotFoundError,
+    StoreError,
+    StoreFormatError,
+    StoreNotFoundError,
+    StoreNotWritableError,
+)
 
 if TYPE_CHECKING:
     from otel_replay.capture._run import run
     from otel_replay.capture.instrumentor import ReplayInstrumentor
+    from otel_replay.export import ReplaySpanExporter
+    from otel_replay.store import Store
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CodecError",
     "ConfigError",
+    "CorruptBlobError",
+    "CorruptIndexError",
     "OtelReplayError",
     "ReplayInstrumentor",
+    "ReplaySpanExporter",
+    "RunNotFoundError",
+    "Store",
+    "StoreError",
+    "StoreFormatError",
+    "StoreNotFoundError",
+    "StoreNotWritableError",
     "__version__",
     "run",
 ]
@@ -29,6 +51,8 @@ __all__ = [
 _LAZY = {
     "run": "otel_replay.capture._run",
     "ReplayInstrumentor": "otel_replay.capture.instrumentor",
+    "ReplaySpanExporter": "otel_replay.export",
+    "Store": "otel_replay.store",
 }
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +44,11 @@ def test_import_does_not_load_the_sdk_or_the_clients() -> None:
 def test_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_thing"):
         otel_replay.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_readme_documents_every_setting() -> None:
+    from otel_replay import settings
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    documented = set(re.findall(r"^\| `(OTEL_REPLAY_[A-Z_]+)` \|", readme, re.MULTILINE))
+    assert documented == {s.name for s in settings.SETTINGS}

@@ -1,0 +1,36 @@
+"""`make demo` keeps working: record the agent, show the run, verify the store."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_demo_records_shows_and_verifies(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
+    env["OTEL_REPLAY_STORE"] = str(tmp_path / "store")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "demo.py")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    counted = re.search(
+        r"(\d+) steps exported over OTLP in run (\S+); (\d+)/(\d+) request", done.stdout
+    )
+    assert counted is not None, done.stdout
+    steps, run_id, matched, received = counted.groups()
+    assert int(steps) == int(matched) == int(received) >= 6
+    assert f"run {run_id}  ok" in done.stdout
+    assert re.search(rf"{run_id}\s+\S+ \S+ \(just now\)\s+ok\s+{steps}\s+gpt-4o-mini", done.stdout)
+    assert "is intact" in done.stdout
+    assert "Traceback" not in done.stderr
