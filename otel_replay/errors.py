@@ -12,6 +12,9 @@ The library raises; only the CLI turns these into one-line messages and exit cod
         ├── CorruptBlobError(ValueError)            stored bytes fail their checksum or hash
         ├── CorruptIndexError                       index.sqlite cannot be read
         └── RunNotFoundError(LookupError)           no such run (or step) in the store
+    └── SourceError(ValueError)        a replay source is missing, corrupt or has nothing to replay
+
+    UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
 
 Every store error names the thing it is about (path, run id, step index or hash) in its
 message, on one line.
@@ -26,10 +29,12 @@ __all__ = [
     "CorruptIndexError",
     "OtelReplayError",
     "RunNotFoundError",
+    "SourceError",
     "StoreError",
     "StoreFormatError",
     "StoreNotFoundError",
     "StoreNotWritableError",
+    "UnmatchedRequestError",
 ]
 
 
@@ -85,3 +90,18 @@ class CorruptIndexError(StoreError):
 
 class RunNotFoundError(StoreError, LookupError):
     """The store has no run (or no step) with that id."""
+
+
+class SourceError(OtelReplayError, ValueError):
+    """A replay source (run id, OTLP file, URL) is missing, truncated or corrupt, has an
+    unknown format version, or holds no replayable step. The message names the source."""
+
+
+class UnmatchedRequestError(BaseException):
+    """Strict replay met a request that no recorded step matches.
+
+    It derives from BaseException, as pytest's outcome exceptions do, because SDKs catch
+    ``Exception`` around their transport and retry or re-wrap it: the application must stop at
+    this request with this message, not after retries under a generic connection error. The
+    message lists the closest recorded requests and the fields that differ.
+    """
