@@ -15,6 +15,12 @@ from the packs alone.
 
 ``FORMAT`` is checked on every open. A newer or unknown version is refused with a hint and
 nothing is rewritten; a non-empty directory without ``FORMAT`` is refused too, never adopted.
+
+Version 1 has not been released, and was refined in place before its release: within a zstd
+frame, a pack stores its objects grouped by kind, and segments of bodies have a kind of their
+own (``_pack``); records name the paths of span strings as JSON; the index schema is version 2
+(``_rows``; the index is a cache, rebuilt from the packs). A store written before that reads
+as damaged (every body and record is checked); none was ever shipped.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 WAL mode (readers never block the writer), ``synchronous=FULL`` (a committed flush survives
 power loss), a 30 s busy timeout (several processes record into one store; their commits
-queue), one connection per thread. 512-byte pages, SQLite's smallest: a step row is ~150
-bytes, and most stores are small, where 4 KiB pages would mostly hold empty space (the index
-of one 30-step run: 9 KB instead of 28 KB). Measured at 100,000 steps, size and read speed
-match 4 KiB pages and bulk writes are ~15% slower, which a flush's fsyncs dwarf.
+queue), one connection per thread. 512-byte pages, SQLite's smallest: a step row is ~120
+bytes (see ``_rows.SCHEMA``), and most stores are small, where 4 KiB pages would mostly hold
+empty space (the index of one 30-step run: 7.5 KB instead of 28 KB). Measured at 100,000
+steps, size and read speed match 4 KiB pages and bulk writes are ~15% slower, which a flush's
+fsyncs dwarf.
 
 The index is a cache of what the packs' records say, except for ``pinned`` (mirrored from the
 ``pins/`` marker files). Every SQLite failure comes out as a store error naming the file:
@@ -160,7 +161,11 @@ class Index:
     def add_run(conn: sqlite3.Connection, run_id: str, facts: Any | None) -> int:
         """Create the run if new, merge span facts (times, error, commit, seed) into it, and
         return its number."""
-        conn.execute("INSERT OR IGNORE INTO runs(id) VALUES (?)", (run_id,))
+        conn.execute(
+            "INSERT OR IGNORE INTO runs(id, span_error, steps, step_errors, tokens_in,"
+            " tokens_out, bytes, pinned) VALUES (?, 0, 0, 0, 0, 0, 0, 0)",
+            (run_id,),
+        )
         (num,) = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
         if facts is not None:
             conn.execute(
@@ -180,21 +185,53 @@ class Index:
         return int(num)
 
     @staticmethod
-    def add_steps(conn: sqlite3.Connection, num: int, rows: Iterable[tuple[Any, ...]]) -> None:
-        """Insert (or replace: last write wins) rows from ``step_row`` for run ``num``."""
+    def add_steps(
+        conn: sqlite3.Connection, num: int, stream: int, rows: Iterable[tuple[Any, ...]]
+    ) -> None:
+        """Insert (or replace: last write wins) rows from ``step_row`` for run ``num``, in the
+        stream numbered ``stream`` (see :meth:`set_stream`)."""
+        rows = list(rows)
+        if not rows:
+            return
+        (trace,) = conn.execute("SELECT trace_id FROM runs WHERE num = ?", (num,)).fetchone()
+        if trace is None:
+            trace = rows[0][11]
+            conn.execute("UPDATE runs SET trace_id = ? WHERE num = ?", (trace, num))
         conn.executemany(
             f"INSERT OR REPLACE INTO steps VALUES ({', '.join('?' * 21)})",
-            (((num << 32) | row[0], *row[1:]) for row in rows),
+            (
+                (
+                    (num << 32) | row[0],
+                    stream,
+                    *row[1:11],
+                    None if row[11] == trace else row[11],
+                    *row[12:],
+                )
+                for row in rows
+            ),
         )
 
     @staticmethod
-    def set_stream(conn: sqlite3.Connection, num: int, stream: int, committed: int) -> None:
-        """Record that the stream's objects below ``committed`` are durable and indexed."""
+    def set_stream(conn: sqlite3.Connection, num: int, stream: int, committed: int) -> int:
+        """Record that the stream's objects below ``committed`` are durable and indexed; the
+        stream's number within run ``num`` (0 for its first)."""
+        found = conn.execute(
+            "SELECT n FROM streams WHERE run = ? AND id = ?", (num, stream)
+        ).fetchone()
+        if found is not None:
+            conn.execute(
+                "UPDATE streams SET committed = max(committed, ?) WHERE run = ? AND id = ?",
+                (committed, num, stream),
+            )
+            return int(found[0])
+        (number,) = conn.execute(
+            "SELECT coalesce(max(n) + 1, 0) FROM streams WHERE run = ?", (num,)
+        ).fetchone()
         conn.execute(
-            "INSERT INTO streams(run, id, committed) VALUES (?, ?, ?) ON CONFLICT(run, id)"
-            " DO UPDATE SET committed = max(committed, excluded.committed)",
-            (num, stream, committed),
+            "INSERT INTO streams(run, id, n, committed) VALUES (?, ?, ?, ?)",
+            (num, stream, number, committed),
         )
+        return int(number)
 
     @staticmethod
     def refresh_run(conn: sqlite3.Connection, num: int) -> None:
@@ -226,7 +263,13 @@ class Index:
         if row is None:
             return
         lo, hi = key_range(row[0])
-        conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ? AND stream = ?", (lo, hi, stream))
+        number = conn.execute(
+            "SELECT n FROM streams WHERE run = ? AND id = ?", (row[0], stream)
+        ).fetchone()
+        if number is not None:
+            conn.execute(
+                "DELETE FROM steps WHERE key BETWEEN ? AND ? AND stream = ?", (lo, hi, number[0])
+            )
         conn.execute("DELETE FROM streams WHERE run = ? AND id = ?", (row[0], stream))
         if conn.execute("SELECT 1 FROM streams WHERE run = ?", (row[0],)).fetchone() is None:
             conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", (lo, hi))
@@ -270,9 +313,11 @@ class Index:
         num = self._num(run_id)
         if num is None:
             return []
+        lo, hi = key_range(num)
         rows = self.query(
-            f"SELECT {STEP_COLUMNS} FROM steps WHERE key BETWEEN ? AND ? ORDER BY key",
-            key_range(num),
+            f"SELECT {STEP_COLUMNS} FROM steps AS s JOIN runs AS r ON r.num = ?"
+            " WHERE s.key BETWEEN ? AND ? ORDER BY s.key",
+            (num, lo, hi),
         )
         return [step_info(run_id, row) for row in rows]
 
@@ -281,13 +326,18 @@ class Index:
         num = self._num(run_id)
         if num is None or not 0 <= index <= 0xFFFFFFFF:
             return None
-        rows = self.query(f"SELECT {STEP_COLUMNS} FROM steps WHERE key = ?", ((num << 32) | index,))
+        rows = self.query(
+            f"SELECT {STEP_COLUMNS} FROM steps AS s JOIN runs AS r ON r.num = ? WHERE s.key = ?",
+            (num, (num << 32) | index),
+        )
         return step_info(run_id, rows[0]) if rows else None
 
     _REF = (
-        "SELECT r.id, s.key & 4294967295, s.stream, s.req_oid, s.resp_oid, s.rec_oid,"
-        " s.req_hash, s.resp_hash FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
+        "SELECT r.id, s.key & 4294967295, coalesce(t.id, -1 - s.stream), s.req_oid, s.resp_oid,"
+        " s.rec_oid, s.req_hash, s.resp_hash FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
+        " LEFT JOIN streams AS t ON t.run = r.num AND t.n = s.stream"
     )
+    """A step's stream id, or ``-1 - n`` when no stream numbered ``n`` is known (damage)."""
 
     def step_ref(self, run_id: str, index: int) -> StepRef | None:
         """Where one step's bodies live, or None."""

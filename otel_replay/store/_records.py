@@ -7,9 +7,12 @@ from records alone.
 
 Spans are stored as given, except that long strings (:data:`EXTERNAL_MIN` characters or more)
 anywhere in a span are moved into objects of the stream and replaced by ``null`` plus an
-entry in ``ext``. Those strings are the expensive part of a span: the inline request body
-(the same bytes as the stored body, so it costs nothing) and ``gen_ai.input.messages``, which
-re-sends the whole history on every step and is split like a body. Reading restores them.
+entry in ``ext`` (its path, its object, the first 8 bytes of its sha256). Those strings are
+the expensive part of a span: the inline request body (the same bytes as the stored body, so
+it costs nothing) and ``gen_ai.input.messages``, which re-sends the whole history on every
+step and is split like a body. Reading restores them. ``Store.put`` turns a span into its
+record form at once (:func:`prepare_span`: JSON bytes and the strings), which checks it and
+keeps nothing the caller can still change.
 
 Also here: pure functions that derive run and step facts (status, tokens, model, commit,
 seed) from fixtures and spans.
@@ -28,17 +31,23 @@ from otel_replay.capture._handoff import Fixture
 
 __all__ = [
     "EXTERNAL_MIN",
+    "PreparedSpan",
     "Record",
     "RunFacts",
+    "SpanFacts",
     "StepFacts",
     "attribute",
     "decode_record",
     "encode_record",
-    "externalize",
+    "ext_entries",
+    "facts_of",
     "fixture_from_entry",
+    "merge_facts",
+    "prepare_span",
     "restore",
     "span_facts",
     "step_entry",
+    "strip_strings",
 ]
 
 EXTERNAL_MIN = 512
@@ -55,7 +64,7 @@ def attribute(span: Mapping[str, Any], key: str) -> Any:
     Accepts ``attributes`` as a plain mapping or as an OTLP JSON list of ``{key, value}``.
     """
     attrs = span.get("attributes")
-    if isinstance(attrs, Mapping):
+    if type(attrs) is dict or isinstance(attrs, Mapping):
         return attrs.get(key)
     if isinstance(attrs, list):
         for item in attrs:
@@ -88,14 +97,11 @@ def _is_error(span: Mapping[str, Any]) -> bool:
     return str(code).upper() in ("ERROR", "STATUS_CODE_ERROR", "2", "STATUSCODE.ERROR")
 
 
-@dataclass(slots=True)
-class StepFacts:
-    """What a step's span says about it."""
+StepFacts = tuple[str | None, str | None, int | None, int | None]
+"""What a step's span says about it: provider, model, tokens in and out (a plain tuple, which
+the garbage collector stops tracking)."""
 
-    provider: str | None = None
-    model: str | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
+_NO_FACTS: StepFacts = (None, None, None, None)
 
 
 @dataclass(slots=True)
@@ -116,56 +122,95 @@ def span_run_id(span: Mapping[str, Any]) -> str | None:
     return run_id if isinstance(run_id, str) and run_id else None
 
 
+SpanFacts = tuple[
+    int | None,
+    int | None,
+    bool,
+    str | None,
+    int | None,
+    int | None,
+    str | None,
+    str | None,
+    int | None,
+    int | None,
+]
+"""What one span says: start, end, error, commit, seed, step index, provider, model, tokens in
+and out (a tuple of plain values, cheap to keep until the flush)."""
+
+
+def facts_of(span: Mapping[str, Any]) -> SpanFacts:
+    """The facts one span dict states (see :func:`span_facts`)."""
+    commit = attribute(span, "vcs.ref.head.revision")
+    index = _int(attribute(span, "replay.step.index"))
+    provider = model = tokens_in = tokens_out = None
+    if index is not None:
+        provider = _str(attribute(span, "gen_ai.provider.name"))
+        model = _str(
+            attribute(span, "gen_ai.request.model") or attribute(span, "gen_ai.response.model")
+        )
+        tokens_in = _int(attribute(span, "gen_ai.usage.input_tokens"))
+        tokens_out = _int(attribute(span, "gen_ai.usage.output_tokens"))
+    return (
+        _int(_first(span, "start_ns", "start_time_unix_nano", "startTimeUnixNano")),
+        _int(_first(span, "end_ns", "end_time_unix_nano", "endTimeUnixNano")),
+        _is_error(span),
+        commit if isinstance(commit, str) and commit else None,
+        _int(attribute(span, "replay.seed")),
+        index,
+        provider,
+        model,
+        tokens_in,
+        tokens_out,
+    )
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def merge_facts(items: Iterable[tuple[str, SpanFacts]]) -> dict[str, RunFacts]:
+    """Facts per run id from ``(run id, facts of one span)`` pairs."""
+    facts: dict[str, RunFacts] = {}
+    for run_id, (start, end, error, commit, seed, index, provider, model, t_in, t_out) in items:
+        run = facts.get(run_id)
+        if run is None:
+            run = facts[run_id] = RunFacts()
+        if start is not None:
+            run.start_ns = start if run.start_ns is None else min(run.start_ns, start)
+        if end is not None:
+            run.end_ns = end if run.end_ns is None else max(run.end_ns, end)
+        run.error = run.error or error
+        if commit is not None:
+            run.commit = commit
+        if seed is not None:
+            run.seed = seed
+        if index is not None:
+            old = run.steps.get(index, _NO_FACTS)
+            run.steps[index] = (
+                provider if provider is not None else old[0],
+                model if model is not None else old[1],
+                t_in if t_in is not None else old[2],
+                t_out if t_out is not None else old[3],
+            )
+    return facts
+
+
 def span_facts(spans: Iterable[Mapping[str, Any]]) -> dict[str, RunFacts]:
     """Facts per run id from span dicts (spans without ``replay.run.id`` are skipped).
 
     A run is in error when any of its spans has an error status; provider, model and token
     counts of step *i* come from the span with ``replay.step.index`` *i*.
     """
-    facts: dict[str, RunFacts] = {}
-    for span in spans:
-        run_id = span_run_id(span)
-        if run_id is None:
-            continue
-        run = facts.setdefault(run_id, RunFacts())
-        start = _int(_first(span, "start_ns", "start_time_unix_nano", "startTimeUnixNano"))
-        end = _int(_first(span, "end_ns", "end_time_unix_nano", "endTimeUnixNano"))
-        if start is not None:
-            run.start_ns = start if run.start_ns is None else min(run.start_ns, start)
-        if end is not None:
-            run.end_ns = end if run.end_ns is None else max(run.end_ns, end)
-        run.error = run.error or _is_error(span)
-        commit = attribute(span, "vcs.ref.head.revision")
-        if isinstance(commit, str) and commit:
-            run.commit = commit
-        seed = _int(attribute(span, "replay.seed"))
-        if seed is not None:
-            run.seed = seed
-        index = _int(attribute(span, "replay.step.index"))
-        if index is not None:
-            step = run.steps.setdefault(index, StepFacts())
-            provider = attribute(span, "gen_ai.provider.name")
-            model = attribute(span, "gen_ai.request.model") or attribute(
-                span, "gen_ai.response.model"
-            )
-            tokens_in = _int(attribute(span, "gen_ai.usage.input_tokens"))
-            tokens_out = _int(attribute(span, "gen_ai.usage.output_tokens"))
-            if isinstance(provider, str):
-                step.provider = provider
-            if isinstance(model, str):
-                step.model = model
-            if tokens_in is not None:
-                step.tokens_in = tokens_in
-            if tokens_out is not None:
-                step.tokens_out = tokens_out
-    return facts
+    return merge_facts(
+        (run_id, facts_of(span)) for span in spans if (run_id := span_run_id(span)) is not None
+    )
 
 
 def step_entry(
     fixture: Fixture, request_oid: int, response_oid: int | None, facts: StepFacts | None
 ) -> dict[str, Any]:
     """The record entry of one step: the fixture without its bodies, plus object numbers."""
-    facts = facts or StepFacts()
+    provider, model, tokens_in, tokens_out = facts or _NO_FACTS
     return {
         "index": fixture.step_index,
         "kind": fixture.kind,
@@ -187,10 +232,10 @@ def step_entry(
         "end_ns": fixture.end_ns,
         "trace_id": f"{fixture.trace_id:032x}",
         "span_id": f"{fixture.span_id:016x}",
-        "provider": facts.provider,
-        "model": facts.model,
-        "tokens_in": facts.tokens_in,
-        "tokens_out": facts.tokens_out,
+        "provider": provider,
+        "model": model,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
     }
 
 
@@ -221,28 +266,109 @@ def fixture_from_entry(
     )
 
 
-def externalize(
-    span: Mapping[str, Any], position: int, put: Callable[[bytes], int]
-) -> tuple[dict[str, Any], list[list[Any]]]:
-    """A copy of ``span`` with long strings replaced by None, and their ``ext`` entries
-    ``[position, path, object number, fingerprint]``; ``put`` stores bytes, returns a number."""
-    ext: list[list[Any]] = []
+Stripped = tuple[Mapping[str, Any], list[tuple[Path, str]]]
+"""A span with its long strings replaced by None, and those strings with their paths."""
 
-    def walk(value: Any, path: Path) -> Any:
-        if isinstance(value, str) and len(value) >= EXTERNAL_MIN:
+
+def strip_strings(span: Mapping[str, Any]) -> Stripped:
+    """``span`` with every string of :data:`EXTERNAL_MIN` characters or more replaced by None,
+    and the paths and values of those strings (in walk order).
+
+    Only the containers on the way to such a string are copied; the others are the caller's
+    own, so serialise the result before the caller can change them (as
+    :func:`prepare_span` does). A string that cannot be encoded as UTF-8 (lone surrogates)
+    is left inline, where the JSON encoder refuses it. (An ASCII string is known to be fine
+    without looking at it.)
+    """
+    found: list[tuple[Path, str]] = []
+    path: Path = []
+
+    def long_string(value: str) -> bool:
+        if len(value) < EXTERNAL_MIN:
+            return False
+        if not value.isascii():
             try:
-                data = value.encode()
+                value.encode()
             except UnicodeEncodeError:
-                return value  # lone surrogates: left inline (and refused by the encoder)
-            ext.append([position, path, put(data), hashlib.sha256(data).hexdigest()[:16]])
-            return None
+                return False
+        found.append((list(path), str(value)))
+        return True
+
+    def walk(value: Any) -> Any:
+        """``value`` itself, or a copy when a long string is inside."""
+        if isinstance(value, str):
+            return None if long_string(value) else value
         if isinstance(value, Mapping):
-            return {key: walk(item, [*path, key]) for key, item in value.items()}
+            copy: dict[Any, Any] | None = None
+            for key, item in value.items():
+                kind = type(item)
+                if kind in _PLAIN or (kind is str and len(item) < EXTERNAL_MIN):
+                    continue
+                path.append(key)
+                new = walk(item)
+                path.pop()
+                if new is not item:
+                    if copy is None:
+                        copy = dict(value)
+                    copy[key] = new
+            return copy if copy is not None else value
         if isinstance(value, list | tuple):
-            return [walk(item, [*path, i]) for i, item in enumerate(value)]
+            items: list[Any] | None = None
+            for position, item in enumerate(value):
+                if type(item) in _PLAIN:
+                    continue
+                path.append(position)
+                new = walk(item)
+                path.pop()
+                if new is not item:
+                    if items is None:
+                        items = list(value)
+                    items[position] = new
+            return items if items is not None else value
         return value
 
-    return walk(span, []), ext
+    skeleton = walk(span)
+    return skeleton, found
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
+PreparedSpan = tuple[bytes, tuple[bytes | str, ...]]
+"""A span ready for its record: its JSON with the long strings taken out (see
+:func:`strip_strings`), and those strings after their paths (JSON), in one flat tuple."""
+
+
+def prepare_span(span: Mapping[str, Any]) -> PreparedSpan:
+    """A span as its record will hold it, checked: TypeError when it is not JSON-ready.
+
+    Only bytes and strings are kept (no containers, which would live until the flush and
+    weigh on the garbage collector).
+    """
+    skeleton, strings = strip_strings(span)
+    flat: list[bytes | str] = []
+    for path, value in strings:
+        flat += (orjson.dumps(path), value)
+    return orjson.dumps(skeleton), tuple(flat)
+
+
+def ext_entries(
+    position: int,
+    strings: tuple[bytes | str, ...],
+    put: Callable[..., tuple[int, bytes]],
+    *,
+    segment: bool = True,
+) -> list[list[Any]]:
+    """Store the strings :func:`prepare_span` took out of span ``position`` with
+    ``put(data, segment=segment)``, which returns their object number and sha256; their
+    ``ext`` entries ``[position, path, object number, fingerprint]``."""
+    entries: list[list[Any]] = []
+    for at in range(0, len(strings), 2):
+        path, value = strings[at], strings[at + 1]
+        assert isinstance(path, bytes) and isinstance(value, str)
+        oid, digest = put(value.encode(), segment=segment)
+        entries.append([position, orjson.Fragment(path), oid, digest[:8].hex()])
+    return entries
 
 
 def restore(
@@ -274,11 +400,17 @@ class Record:
 
 
 def encode_record(
-    run_id: str, steps: list[dict[str, Any]], spans: list[dict[str, Any]], ext: list[list[Any]]
+    run_id: str, steps: list[dict[str, Any]], spans: list[bytes], ext: list[list[Any]]
 ) -> bytes:
-    """The JSON bytes of a record."""
+    """The JSON bytes of a record; ``spans`` are already JSON (see :func:`prepare_span`)."""
     return orjson.dumps(
-        {"v": RECORD_VERSION, "run": run_id, "steps": steps, "spans": spans, "ext": ext}
+        {
+            "v": RECORD_VERSION,
+            "run": run_id,
+            "steps": steps,
+            "spans": [orjson.Fragment(span) for span in spans],
+            "ext": ext,
+        }
     )
 
 

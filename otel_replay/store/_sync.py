@@ -74,9 +74,9 @@ def _apply(
     facts = span_facts(span for _, record in records for span in record.spans)
     with index.write() as conn:
         num = Index.add_run(conn, run_id, facts.get(run_id))
+        number = Index.set_stream(conn, num, stream, end)
         for oid, record in records:
-            Index.add_steps(conn, num, (step_row(stream, oid, entry) for entry in record.steps))
-        Index.set_stream(conn, num, stream, end)
+            Index.add_steps(conn, num, number, (step_row(oid, entry) for entry in record.steps))
         Index.refresh_run(conn, num)
 
 

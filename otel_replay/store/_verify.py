@@ -168,10 +168,11 @@ def verify(
     for ref in index.step_refs():
         refs[(ref.run_id, ref.stream)].append(ref)
     for run_id, stream in set(refs) - {(run, s) for run, s, _ in streams}:
+        name = f"{stream:016x}" if stream >= 0 else f"number {-1 - stream}"
         problems.append(
             VerifyProblem(
                 "index",
-                f"index lists steps of run {run_id!r} in unknown stream {stream:016x}",
+                f"index lists steps of run {run_id!r} in unknown stream {name}",
                 run_id=run_id,
             )
         )

@@ -12,8 +12,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import orjson
-
 from otel_replay import settings
 from otel_replay.capture._handoff import Fixture
 from otel_replay.errors import (
@@ -23,7 +21,7 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.store import _retention, _verify
-from otel_replay.store._flush import Pending, checked, write
+from otel_replay.store._flush import Pending, PendingSpan, checked, write
 from otel_replay.store._format import INDEX_FILE, ensure_format, pin_path, stream_dir
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
 from otel_replay.store._index import Index
@@ -31,7 +29,9 @@ from otel_replay.store._reader import Reader
 from otel_replay.store._records import (
     Record,
     decode_record,
+    facts_of,
     fixture_from_entry,
+    prepare_span,
     restore,
     span_run_id,
 )
@@ -78,7 +78,7 @@ class Store:
         """The retention policy :meth:`gc` applies."""
         self._lock = threading.RLock()
         self._pending: list[Pending] = []
-        self._spans: list[dict[str, Any]] = []
+        self._spans: list[PendingSpan] = []
         self._writers: OrderedDict[str, StreamWriter] = OrderedDict()
         self._records: OrderedDict[tuple[str, int, int], Record] = OrderedDict()
         self._closed = False
@@ -174,15 +174,16 @@ class Store:
         JSON-ready.
         """
         pending = [checked(fx) for fx in fixtures]
-        copies = []
+        copies: list[PendingSpan] = []
         for span in spans:
-            if span_run_id(span) is None:
+            run_id = span_run_id(span)
+            if run_id is None:
                 raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
             try:
-                orjson.dumps(span)
+                prepared = prepare_span(span)
             except TypeError as exc:
                 raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
-            copies.append(dict(span))
+            copies.append((run_id, prepared, facts_of(span)))
         with self._lock:
             self._check_open()
             self._pending.extend(pending)

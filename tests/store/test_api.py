@@ -77,7 +77,7 @@ def test_span_facts_read_otlp_json_attribute_lists() -> None:
     facts = span_facts([otlp, span("other", 0)])
     run = facts["r"]
     assert (run.start_ns, run.end_ns, run.error) == (100, 250, True)
-    assert (run.steps[3].model, run.steps[3].tokens_in) == ("m", 12)
+    assert run.steps[3] == (None, "m", 12, None)  # provider, model, tokens in and out
     assert set(facts) == {"r", "other"}
 
 

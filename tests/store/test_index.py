@@ -119,3 +119,26 @@ def test_pin_is_kept_in_a_marker_file(tmp_path: Path) -> None:
         assert (tmp_path / "s" / "pins" / "r5").exists()
         store.pin("r5", pinned=False)
         assert not store.run("r5").pinned and not (tmp_path / "s" / "pins" / "r5").exists()
+
+
+def test_compact_rows_read_back_exactly(tmp_path: Path) -> None:
+    """Kinds stored as numbers, the run's trace stored once, ends stored as durations."""
+    steps = [
+        fixture("r3", 0, b"q0", b"a0", kind="llm"),
+        fixture("r3", 1, b"q1", b"a1", kind="http"),
+        fixture("r3", 2, b"q2", b"a2", kind="tool"),
+        fixture("r3", 3, b"q3", b"a3", kind="websocket"),
+        fixture("r3", 4, b"q4", b"a4"),
+    ]
+    steps[4].trace_id = 0xABC  # another trace than the run's
+    steps[4].end_ns = steps[4].start_ns + 3 * 3600 * 10**9 + 1
+    with Store.open(tmp_path / "s") as store:
+        store.put(steps)
+        store.flush()
+        got = store.steps("r3")
+        assert [s.kind for s in got] == ["llm", "http", "tool", "websocket", "llm"]
+        assert [s.trace_id for s in got] == [steps[0].trace_id] * 4 + [0xABC]
+        assert [(s.start_ns, s.end_ns) for s in got] == [(f.start_ns, f.end_ns) for f in steps]
+        assert store.step("r3", 4) == got[4]
+    with Store.rebuild(tmp_path / "s") as store:
+        assert store.steps("r3") == got

@@ -11,7 +11,9 @@ from otel_replay.store._pack import (
     KIND_RAW,
     KIND_RECIPE,
     KIND_RECORD,
+    KIND_SEGMENT,
     PackError,
+    compress_frames,
     decode_recipe,
     decode_varint,
     decompress_frame,
@@ -71,7 +73,10 @@ def test_frames_close_before_the_limit() -> None:
 def test_pack_round_trip_across_frames() -> None:
     rng = random.Random(2)
     entries = [
-        (rng.choice([KIND_RAW, KIND_RECIPE, KIND_RECORD]), rng.randbytes(rng.randrange(0, 400_000)))
+        (
+            rng.choice([KIND_RAW, KIND_RECIPE, KIND_RECORD, KIND_SEGMENT]),
+            rng.randbytes(rng.randrange(0, 400_000)),
+        )
         for _ in range(12)
     ]
     data = encode_pack(7, entries, level=1)
@@ -90,3 +95,29 @@ def test_every_flipped_byte_is_detected() -> None:
         except (PackError, KeyError):
             continue
         pytest.fail(f"flipping byte {position} went unnoticed: {got!r}")
+
+
+def test_a_frame_stores_its_objects_grouped_by_kind() -> None:
+    entries = [
+        (KIND_RECORD, b"record-0;"),
+        (KIND_RAW, b"response-1;"),
+        (KIND_SEGMENT, b"message-2;"),
+        (KIND_RECIPE, b"recipe-3;"),
+        (KIND_SEGMENT, b"message-4;"),
+        (KIND_RAW, b"response-5;"),
+    ]
+    data = encode_pack(0, entries, level=3)
+    size, _ = parse_footer(data[-FOOTER.size :])
+    frame = decompress_frame(data[: len(data) - FOOTER.size - size], 60)
+    assert frame == b"message-2;message-4;response-1;response-5;recipe-3;record-0;"
+    assert [_read(data, oid) for oid in range(len(entries))] == entries
+
+
+def test_frames_compressed_in_one_call_equal_frames_compressed_one_by_one() -> None:
+    rng = random.Random(3)
+    frames = [rng.randbytes(rng.randrange(0, 5000)) * 3 for _ in range(6)]
+    together = compress_frames(frames, 3)
+    assert together == [compress_frames([frame], 3)[0] for frame in frames]
+    assert [
+        decompress_frame(f, len(raw)) for f, raw in zip(together, frames, strict=True)
+    ] == frames

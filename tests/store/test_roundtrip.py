@@ -160,3 +160,41 @@ def test_put_refuses_what_it_cannot_store_faithfully(tmp_path: Path) -> None:
             store.put(spans=[span("run-g", 0, blob=b"bytes")])
         store.flush()
         assert store.runs() == []
+
+
+def test_a_burst_of_one_run_is_stored_whole_and_later_steps_still_deduplicate(
+    tmp_path: Path,
+) -> None:
+    pairs = chat_bodies(30, seed=9)
+    spans = [
+        span("run-h", n, **{"replay.request.body": q.decode(), "gen_ai.input.messages": q.decode()})
+        for n, (q, _) in enumerate(pairs)
+    ]
+    with Store.open(tmp_path / "s") as store:
+        store.compact_after = None
+        burst = range(20)  # one flush: whole bodies, zstd deduplicates within the pack
+        store.put([fixture("run-h", n, *pairs[n]) for n in burst], [spans[n] for n in burst])
+        store.flush()
+        after_burst = _store_bytes(tmp_path / "s" / "packs")
+        for n in range(20, 30):  # a step per flush: split, deduplicated against earlier flushes
+            store.put([fixture("run-h", n, *pairs[n])], [spans[n]])
+            store.flush()
+        grown = _store_bytes(tmp_path / "s" / "packs") - after_burst
+        assert store.spans("run-h") == spans
+        for step in store.steps("run-h"):
+            assert store.request_body(step) == pairs[step.index][0]
+        assert store.verify() == []
+    raw = sum(len(q) + len(r) for q, r in pairs)
+    assert after_burst < sum(len(q) + len(r) for q, r in pairs[:20]) / 8
+    assert grown < raw / 6  # the first split after the burst stores the history once more
+
+
+def test_a_span_changed_after_put_is_stored_as_it_was_put(tmp_path: Path) -> None:
+    given = span("run-i", 0, text="t" * 700, short="s")
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("run-i", 0, b"q", b"a")], [given])
+        expected = json.loads(json.dumps(given))
+        given["attributes"]["short"] = "changed"
+        given["attributes"]["text"] = "changed"
+        store.flush()
+        assert store.spans("run-i") == [expected]

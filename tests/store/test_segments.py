@@ -7,7 +7,9 @@ import random
 
 import pytest
 
-from otel_replay.store._segments import MIN_SEGMENT, split
+from otel_replay.store import _segments
+from otel_replay.store._segments import MIN_SEGMENT, Shapes, split, split_known
+from otel_replay.store._stream import StreamWriter
 from tests.store._data import chat_bodies
 
 
@@ -99,3 +101,74 @@ def test_huge_body_splits_quickly_enough_to_run_in_the_suite() -> None:
     big = {"messages": [{"role": "user", "content": 'x\\y"z ' * 2000} for _ in range(200)]}
     body = json.dumps(big).encode()
     assert len(split(body)) == 200
+
+
+def _conversation_bodies(turns: int) -> list[bytes]:
+    """Requests of a chat that re-sends its history, pretty-printed every other time."""
+    bodies = []
+    for n, (request, _) in enumerate(chat_bodies(turns, seed=11)):
+        value = json.loads(request)
+        bodies.append(request if n % 2 else json.dumps(value, indent=1).encode())
+    return bodies
+
+
+def test_known_segments_are_found_by_the_probe_exactly_where_the_scanner_finds_them() -> None:
+    writer = StreamWriter("probe", 1)
+    found_known = 0
+    for body in _conversation_bodies(16):
+        expected = split(body)
+        got = split_known(body, writer.probe, Shapes())
+        assert [(start, end) for start, end, _ in got] == expected
+        for start, end, known in got:
+            if known >= 0:
+                found_known += 1
+                assert writer._recent[known] == body[start:end]
+        writer.put(body)
+    assert found_known > 50  # the history is recognised, not re-scanned
+
+
+def test_shapes_find_the_ends_the_scanner_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    walked = []
+    walk = _segments._container_end
+    monkeypatch.setattr(_segments, "_container_end", lambda b, p: walked.append(p) or walk(b, p))
+    rng = random.Random(5)
+    shapes = Shapes()
+    elements = walks = 0
+    tricky = ["plain words ", 'quote \\" and backslash \\\\ ', "}] inside {[ ", "\u00e9\u4e2d "]
+    for n in range(200):
+        messages = []
+        for _ in range(rng.randrange(1, 6)):
+            text = "".join(rng.choice(tricky) for _ in range(rng.randrange(5, 40)))
+            shape = rng.randrange(4)
+            if shape == 0:
+                messages.append({"role": "user", "content": text})
+            elif shape == 1:
+                messages.append({"parts": [{"content": text, "type": "text"}], "role": "assistant"})
+            elif shape == 2:
+                messages.append({"role": "tool", "content": text, "extra": [1, {"k": text[:9]}]})
+            else:
+                messages.append(text)
+        body = json.dumps(
+            {"model": "m", "messages": messages},
+            ensure_ascii=n % 3 == 0,
+            indent=None if n % 2 else 2,
+        ).encode()
+        for cut in (len(body), rng.randrange(len(body))):  # whole and truncated
+            expected = split(body[:cut])
+            walked.clear()
+            found = split_known(body[:cut], None, shapes)
+            elements += len(found)
+            walks += len(walked)
+            assert [(s, e) for s, e, _ in found] == expected
+    assert elements > 300 and walks < elements / 2  # most elements matched a shape
+
+
+def test_an_element_that_only_starts_like_a_known_shape_is_walked() -> None:
+    shapes = Shapes()
+    first = json.dumps({"messages": [{"role": "user", "content": "x" * 100}] * 2}).encode()
+    split_known(first, None, shapes)  # learns {"role": "user", "content": "..."}
+    # same start, but the string is followed by more members than the shape's suffix
+    odd = {"role": "user", "content": "y" * 300, "name": "n" * 80}
+    body = json.dumps({"messages": [odd, odd]}).encode()
+    ranges = split_known(body, None, shapes)
+    assert [json.loads(body[s:e]) for s, e, _ in ranges] == [odd, odd]
