@@ -13,6 +13,7 @@ Environment (all optional):
     OPENAI_API_KEY and OPENAI_BASE_URL  when both are set, that provider replaces the stand-in
     SUPPORT_TOOLS_URL                  tool backend, default $STANDIN_URL/tools
     SUPPORT_MODEL                      model name, default gpt-4o-mini
+    SUPPORT_SYSTEM_PROMPT              system prompt, default SYSTEM_PROMPT below
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class SupportAgent:
     def __init__(self, client: openai.OpenAI, tools: httpx.Client, model: str) -> None:
         self.client, self.tools, self.model = client, tools, model
         self.messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": SYSTEM_PROMPT}
+            {"role": "system", "content": os.environ.get("SUPPORT_SYSTEM_PROMPT", SYSTEM_PROMPT)}
         ]
 
     def ask(self, question: str, *, stream: bool = False) -> str:

@@ -5,14 +5,15 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     OtelReplayError
     ├── ConfigError(ValueError)        a setting from the environment or an argument is invalid
     ├── CodecError(ValueError)         a provider body could not be decoded
-    └── StoreError                     the fixture store cannot do what was asked
-        ├── StoreNotFoundError(FileNotFoundError)   no store at that location (and create=False)
-        ├── StoreNotWritableError(PermissionError)  the store location cannot be written
-        ├── StoreFormatError(ValueError)            unknown, newer or missing format version
-        ├── CorruptBlobError(ValueError)            stored bytes fail their checksum or hash
-        ├── CorruptIndexError                       index.sqlite cannot be read
-        └── RunNotFoundError(LookupError)           no such run (or step) in the store
-    └── SourceError(ValueError)        a replay source is missing, corrupt or has nothing to replay
+    ├── StoreError                     the fixture store cannot do what was asked
+    │   ├── StoreNotFoundError(FileNotFoundError)   no store at that location (and create=False)
+    │   ├── StoreNotWritableError(PermissionError)  the store location cannot be written
+    │   ├── StoreFormatError(ValueError)            unknown, newer or missing format version
+    │   ├── CorruptBlobError(ValueError)            stored bytes fail their checksum or hash
+    │   ├── CorruptIndexError                       index.sqlite cannot be read
+    │   └── RunNotFoundError(LookupError)           no such run (or step) in the store
+    ├── SourceError(ValueError)        a replay source is missing, corrupt or has nothing to replay
+    └── NetworkBlockedError(ConnectionRefusedError)  strict replay refused a socket
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
 
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "CorruptBlobError",
     "CorruptIndexError",
+    "NetworkBlockedError",
     "OtelReplayError",
     "RunNotFoundError",
     "SourceError",
@@ -95,6 +97,11 @@ class RunNotFoundError(StoreError, LookupError):
 class SourceError(OtelReplayError, ValueError):
     """A replay source (run id, OTLP file, URL) is missing, truncated or corrupt, has an
     unknown format version, or holds no replayable step. The message names the source."""
+
+
+class NetworkBlockedError(OtelReplayError, ConnectionRefusedError):
+    """Strict replay refused a network operation (a connect or a name lookup) that did not go
+    through the replay transport. The message names the address."""
 
 
 class UnmatchedRequestError(BaseException):

@@ -15,9 +15,10 @@ from typing import Any, Literal, cast
 
 from otel_replay.errors import ConfigError
 
-__all__ = ["SETTINGS", "Mode", "Setting", "Settings", "load", "read"]
+__all__ = ["SETTINGS", "Mode", "Setting", "Settings", "Timing", "load", "read"]
 
 Mode = Literal["record", "replay", "off"]
+Timing = Literal["fast", "recorded"]
 
 
 def _mode(raw: str) -> Mode:
@@ -25,6 +26,13 @@ def _mode(raw: str) -> Mode:
     if value not in ("record", "replay", "off"):
         raise ValueError("expected one of record, replay, off")
     return cast(Mode, value)
+
+
+def _timing(raw: str) -> Timing:
+    value = raw.strip().lower()
+    if value not in ("fast", "recorded"):
+        raise ValueError("expected fast or recorded")
+    return cast(Timing, value)
 
 
 def _non_negative_int(raw: str) -> int:
@@ -133,6 +141,24 @@ SETTINGS: tuple[Setting, ...] = (
         _text,
         "where the index of a remote (fsspec URL) store is kept; default ~/.cache/otel-replay",
     ),
+    Setting(
+        "OTEL_REPLAY_STRICT",
+        "true",
+        _flag,
+        "replay mode: refuse unmatched requests and every socket (false: unmatched go live)",
+    ),
+    Setting(
+        "OTEL_REPLAY_TIMING",
+        "fast",
+        _timing,
+        "replay mode: fast (no delays) or recorded (stream chunks paced as recorded)",
+    ),
+    Setting(
+        "OTEL_REPLAY_REPORT",
+        "",
+        _text,
+        "replay mode: file the replayed process appends its replay events to (set by the CLI)",
+    ),
 )
 
 
@@ -154,6 +180,9 @@ class Settings:
     retain_ok_days: float
     retain_error_days: float
     cache_dir: str | None
+    strict: bool
+    timing: Timing
+    report: str | None
 
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -193,4 +222,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         retain_ok_days=values["OTEL_REPLAY_RETAIN_OK_DAYS"],
         retain_error_days=values["OTEL_REPLAY_RETAIN_ERROR_DAYS"],
         cache_dir=values["OTEL_REPLAY_CACHE_DIR"],
+        strict=values["OTEL_REPLAY_STRICT"],
+        timing=values["OTEL_REPLAY_TIMING"],
+        report=values["OTEL_REPLAY_REPORT"],
     )

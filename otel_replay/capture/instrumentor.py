@@ -3,7 +3,8 @@
 It wraps the single-request dispatch of ``httpx`` and ``httpx2`` (sync and async). Instrumenting
 twice is harmless and ``uninstrument`` unwraps each wrapper;
 ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_replay`` keeps ``opentelemetry-instrument`` from
-loading it, and ``OTEL_REPLAY_MODE=off`` makes it a no-op.
+loading it, and ``OTEL_REPLAY_MODE=off`` makes it a no-op. Under ``OTEL_REPLAY_MODE=replay`` it
+also puts the process's HTTP in the hands of a replay of ``OTEL_REPLAY_RUN``.
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 module, "AsyncClient._send_single_request", async_wrapper(self.recorder, module)
             )
             self._wrapped.append(module)
+        if config.mode == "replay":
+            # Serve every request from the recording; the wrappers above record the re-execution.
+            from otel_replay.replay._child import start  # noqa: PLC0415 - replay only
+
+            start(config)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for module in self._wrapped:

@@ -21,6 +21,7 @@ from otel_replay import __version__
 from otel_replay.cli._common import CliError
 from otel_replay.cli._gc import gc
 from otel_replay.cli._pin import pin
+from otel_replay.cli._replay import replay
 from otel_replay.cli._runs import runs
 from otel_replay.cli._show import show
 from otel_replay.cli._verify import verify
@@ -87,7 +88,7 @@ def cli() -> None:
     """
 
 
-for _command in (runs, show, verify, gc, pin):
+for _command in (runs, show, replay, verify, gc, pin):
     cli.add_command(_command)
 
 

@@ -1,1 +1,16 @@
-"""Replay: rebuild runs from span data and serve them back through a replay transport."""
+"""Replay: rebuild a recorded run, serve it to today's code, and compare."""
+
+from otel_replay.replay._api import replaying
+from otel_replay.replay._diff import Change
+from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._result import Divergence, ReplayResult, ServedStep
+
+__all__ = [
+    "Change",
+    "Divergence",
+    "RecordedStep",
+    "ReplayResult",
+    "Run",
+    "ServedStep",
+    "replaying",
+]

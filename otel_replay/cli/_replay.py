@@ -1,0 +1,210 @@
+"""``otel-replay replay RUN -- CMD…``: re-execute CMD against a recorded run and compare.
+
+The parent loads the run (so bad input fails here, with exit 2, before anything runs), starts
+CMD with replay mode in its environment and our ``sitecustomize`` first on ``PYTHONPATH`` (so a
+plain ``python agent.py`` replays too), follows the events the child appends to a report file
+(progress), and finally prints the comparison.
+
+Exit status: 0 identical; 1 diverged; 2 bad input; otherwise the agent's own non-zero status
+when it failed without diverging.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+import otel_replay.replay._boot as boot
+from otel_replay import settings
+from otel_replay.capture._run import new_run_id
+from otel_replay.cli._common import CliError, emit, stderr_console, stdout_console, store_option
+from otel_replay.cli._replay_report import render
+from otel_replay.errors import OtelReplayError
+from otel_replay.replay._model import Run
+from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay.sources import fetch, load_run
+
+__all__ = ["replay"]
+
+_POLL_S = 0.05
+# The replayed process must not export its spans anywhere but the store: strict replay opens
+# no socket, and an OTLP exporter would try.
+_QUIET_EXPORTERS = {
+    "OTEL_TRACES_EXPORTER": "replay",
+    "OTEL_METRICS_EXPORTER": "none",
+    "OTEL_LOGS_EXPORTER": "none",
+}
+# SDKs refuse to start without a key; the replay never sends it anywhere.
+_PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+@click.command()
+@click.argument("run")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@store_option
+@click.option(
+    "--timing",
+    type=click.Choice(["fast", "recorded"]),
+    default="fast",
+    show_default=True,
+    help="fast: streams come back at once; recorded: chunks paced as they arrived.",
+)
+@click.option(
+    "--strict/--no-strict",
+    default=True,
+    show_default=True,
+    help="Strict: no socket opens and a request with no recorded match fails. "
+    "--no-strict sends unmatched requests live.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def replay(
+    run: str,
+    command: tuple[str, ...],
+    store: str | None,
+    timing: str,
+    strict: bool,
+    as_json: bool,
+) -> None:
+    """Re-execute CMD against the recorded RUN and report where it diverges.
+
+    RUN is a run id in the store, an OTLP JSON or protobuf file, or an http(s) URL that
+    returns OTLP JSON (add #RUN_ID to pick one run from a source that holds several). CMD
+    runs with OTEL_REPLAY_MODE=replay: every httpx/httpx2 request is answered from the
+    recording, and in strict mode no socket opens. The re-execution is recorded in the store
+    as a run of its own (mode replay).
+
+    Exit 0 when the new requests equal the recorded ones, 1 with a divergence report
+    otherwise; when the agent itself fails, its exit status is shown (and returned if nothing
+    diverged).
+    """
+    where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
+    with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
+        source = _local_source(run, Path(scratch))
+        recorded = load_run(source, store=where)
+        if not recorded.steps:
+            raise CliError(f"{recorded.source} has no replayable steps")
+        report = Path(scratch) / "events.jsonl"
+        report.touch()
+        new_id = new_run_id()
+        env = _child_env(source, where, new_id, report, timing, strict)
+        code, events = _run_child(command, env, report, len(recorded.steps), as_json)
+    result = _result(recorded, events)
+    if as_json:
+        document = result.to_json()
+        document.update(agent_exit_code=code, replay_run_id=new_id)
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        console = stdout_console()
+        for block in render(result, agent_exit_code=code, replay_run_id=new_id):
+            emit(console, block)
+    if not result.identical:
+        sys.exit(1)
+    if code != 0:
+        sys.exit(code if code > 0 else 1)
+
+
+def _local_source(ref: str, scratch: Path) -> str:
+    """``ref``, with a URL downloaded first: the child may not open sockets."""
+    base, _, fragment = ref.partition("#")
+    if not base.startswith(("http://", "https://")):
+        return ref
+    path = scratch / "source.json"
+    path.write_bytes(fetch(base))
+    return f"{path}#{fragment}" if fragment else str(path)
+
+
+def _child_env(
+    source: str, store: str, new_id: str, report: Path, timing: str, strict: bool
+) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(_QUIET_EXPORTERS)
+    for key in _PLACEHOLDER_KEYS:
+        env.setdefault(key, "otel-replay-placeholder")
+    boot_dir = str(Path(boot.__file__).parent)
+    existing = env.get("PYTHONPATH")
+    env.update(
+        OTEL_REPLAY_MODE="replay",
+        OTEL_REPLAY_RUN=source,
+        OTEL_REPLAY_STORE=store,
+        OTEL_REPLAY_RUN_ID=new_id,
+        OTEL_REPLAY_REPORT=str(report),
+        OTEL_REPLAY_TIMING=timing,
+        OTEL_REPLAY_STRICT="true" if strict else "false",
+        PYTHONPATH=boot_dir + (os.pathsep + existing if existing else ""),
+    )
+    return env
+
+
+def _run_child(
+    command: Sequence[str], env: Mapping[str, str], report: Path, total: int, quiet: bool
+) -> tuple[int, list[dict[str, Any]]]:
+    """Run CMD, following its report for progress; returns its exit status and the events."""
+    try:
+        child = subprocess.Popen(list(command), env=dict(env))
+    except OSError as exc:
+        raise CliError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+    console = stderr_console()
+    served = 0
+    with report.open("rb") as events_file:
+        if console.is_terminal and not quiet:
+            with console.status("") as status:
+                while child.poll() is None:
+                    served += _count_steps(events_file.read())
+                    status.update(f"replaying: {served}/{total} recorded steps requested")
+                    time.sleep(_POLL_S)
+        else:
+            child.wait()
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:
+        child.kill()
+        raise
+    return code, _events(report)
+
+
+def _count_steps(data: bytes) -> int:
+    return data.count(b'"type": "step"')
+
+
+def _events(report: Path) -> list[dict[str, Any]]:
+    """The events the child wrote. A last line cut short by a crash is dropped (the child's
+    exit status says it crashed); a damaged line anywhere else is an error."""
+    lines = report.read_bytes().split(b"\n")
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            if number == len(lines):
+                break
+            raise OtelReplayError(f"replay report {report} line {number} is damaged") from None
+        events.append(event)
+    return events
+
+
+def _result(recorded: Run, events: list[dict[str, Any]]) -> ReplayResult:
+    steps: list[ServedStep] = []
+    network: list[str] = []
+    elapsed = 0.0
+    for event in events:
+        kind = event.get("type")
+        if kind == "step":
+            steps.append(ServedStep.from_json(event))
+        elif kind == "network":
+            network.append(str(event.get("address")))
+        elif kind == "end":
+            elapsed = float(event.get("elapsed_s", 0.0))
+    result = ReplayResult(recorded, steps, network)
+    result.elapsed_s = elapsed
+    return result

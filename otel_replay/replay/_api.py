@@ -1,0 +1,53 @@
+"""``otel_replay.replaying``: replay a recorded run inside the current process (for tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from otel_replay import settings
+from otel_replay.capture._redact import Redactor
+from otel_replay.replay._install import install
+from otel_replay.replay._model import Run
+from otel_replay.replay._result import ReplayResult
+from otel_replay.replay._session import ReplaySession
+from otel_replay.settings import Timing
+
+__all__ = ["replaying"]
+
+
+@contextmanager
+def replaying(
+    run: str | Run,
+    *,
+    store: str | None = None,
+    strict: bool = True,
+    timing: Timing = "fast",
+) -> Iterator[ReplayResult]:
+    """Serve every httpx/httpx2 request made inside the block from a recorded run.
+
+    ``run`` is a run id in ``store`` (default ``OTEL_REPLAY_STORE``), an OTLP file path, a URL
+    or a :class:`~otel_replay.replay.Run`. In strict mode (the default) no socket opens and a
+    request the recording lacks raises :class:`~otel_replay.errors.UnmatchedRequestError`.
+    The yielded result fills in as requests are served and is final once the block exits::
+
+        with otel_replay.replaying("r_8821") as result:
+            agent()
+        assert result.identical, result.first_divergence
+    """
+    config = settings.load()
+    if isinstance(run, Run):
+        recorded = run
+    else:
+        from otel_replay.replay.sources import load_run  # noqa: PLC0415 - import cycle
+
+        recorded = load_run(run, store=store or config.store)
+    session = ReplaySession(
+        recorded, strict=strict, timing=timing, redactor=Redactor(config.redact)
+    )
+    undo = install(session)
+    try:
+        yield session.result
+    finally:
+        undo()
+        session.close()

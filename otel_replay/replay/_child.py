@@ -1,0 +1,85 @@
+"""Replay mode inside the replayed process (``OTEL_REPLAY_MODE=replay``).
+
+The instrumentor calls :func:`start` when it is loaded in replay mode, whether by
+``opentelemetry-instrument`` or by the ``sitecustomize`` the ``replay`` verb puts on the child's
+``PYTHONPATH`` (which also sets up a tracer provider with the ``replay`` exporter when nothing
+else did, so the new execution is recorded as a run of its own).
+
+A process that was asked to replay but cannot must not run live: it says why on one line and
+exits with status 2 before the application starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_replay import settings
+from otel_replay.capture._redact import Redactor
+from otel_replay.errors import OtelReplayError
+from otel_replay.replay._install import install
+from otel_replay.replay._session import ReplaySession
+from otel_replay.settings import Settings
+
+__all__ = ["bootstrap", "start"]
+
+_session: ReplaySession | None = None
+
+
+def _fatal(message: str) -> None:
+    sys.stderr.write(f"otel-replay: cannot replay: {message}\n")
+    sys.stderr.flush()
+    os._exit(2)
+
+
+def start(config: Settings) -> ReplaySession:
+    """Serve this process's HTTP from the run ``OTEL_REPLAY_RUN`` names (once per process)."""
+    global _session  # noqa: PLW0603 - one replay per process
+    if _session is not None:
+        return _session
+    if not config.run:
+        _fatal("OTEL_REPLAY_MODE=replay needs OTEL_REPLAY_RUN (a run id, file or URL)")
+    from otel_replay.replay.sources import load_run  # noqa: PLC0415 - import cycle
+
+    try:
+        run = load_run(config.run or "", store=config.store)
+        report = open(config.report, "a", encoding="utf-8") if config.report else None  # noqa: SIM115
+    except (OtelReplayError, OSError) as exc:
+        _fatal(str(exc))
+        raise  # unreachable: _fatal exits
+    session = ReplaySession(
+        run,
+        strict=config.strict,
+        timing=config.timing,
+        redactor=Redactor(config.redact),
+        report=report,
+    )
+    install(session)
+    atexit.register(session.close)
+    _session = session
+    return session
+
+
+def bootstrap() -> None:
+    """Set up tracing (unless something already did) and the instrumentor, in replay mode."""
+    # The instrumentor imports this module when it starts a replay.
+    from otel_replay.capture.instrumentor import ReplayInstrumentor  # noqa: PLC0415
+    from otel_replay.export import ReplaySpanExporter  # noqa: PLC0415
+
+    try:
+        config = settings.load()
+    except OtelReplayError as exc:
+        _fatal(str(exc))
+        return
+    if config.mode != "replay":
+        return
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(ReplaySpanExporter()))
+        trace.set_tracer_provider(provider)
+    ReplayInstrumentor().instrument()

@@ -1,0 +1,398 @@
+"""What differs between a recorded request and the one today's code sent, field by field.
+
+Model calls are compared through their provider codec, so the report speaks in the terms a
+user changed: model, parameters, prompt hash, system instructions, messages added, removed or
+changed, tool schema version. A recorded step without request bytes (a span from another
+instrumentation) is compared through its GenAI span attributes instead. Any other call is
+compared by method, path, query and JSON body fields.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import orjson
+
+from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.capture.codecs import CODECS, Codec, LlmRequest
+from otel_replay.errors import CodecError
+from otel_replay.replay._model import RecordedStep
+
+__all__ = [
+    "Change",
+    "Request",
+    "category",
+    "json_paths_differing",
+    "parse_json",
+    "preview",
+    "request_changes",
+]
+
+ChangeKind = Literal["changed", "added", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference. ``field`` names it (``model``, ``parameter temperature``,
+    ``system instructions``, ``message 3``, ``tool lookup_order``, ``body $.limit``...);
+    ``recorded`` and ``replayed`` are short one-line renderings (None when absent)."""
+
+    field: str
+    kind: ChangeKind
+    recorded: str | None
+    replayed: str | None
+
+    def describe(self) -> str:
+        """One line for the report."""
+        if self.kind == "added":
+            return f"{self.field}: added {self.replayed}"
+        if self.kind == "removed":
+            return f"{self.field}: removed (was {self.recorded})"
+        return f"{self.field}: {self.recorded} → {self.replayed}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-ready form the replay report carries."""
+        return {
+            "field": self.field,
+            "kind": self.kind,
+            "recorded": self.recorded,
+            "replayed": self.replayed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request today's code sent: method, full URL and the exact (redacted) body."""
+
+    method: str
+    url: str
+    body: bytes
+
+
+def preview(value: Any, limit: int = 80) -> str:
+    """A one-line rendering of ``value`` cut to ``limit`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_json(body: bytes | None) -> Any:
+    """The JSON value of ``body``, or None when it is absent or not JSON."""
+    if not body or body[:1] not in (b"{", b"["):
+        return None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def request_changes(recorded: RecordedStep, new: Request) -> list[Change]:
+    """Every difference between ``recorded``'s request and ``new``; empty when they are the
+    same call (for a step with request bytes: the same bytes, or bytes equal as canonical JSON
+    once volatile fields are set aside by the matcher)."""
+    path = urlsplit(new.url).path
+    new_json = parse_json(new.body)
+    codec = _codec(recorded.endpoint)
+    if codec is not None and isinstance(new_json, Mapping):
+        new_llm = _parse(codec, path, new_json)
+        old_llm = _recorded_llm(codec, recorded)
+        if new_llm is not None and old_llm is not None:
+            return llm_changes(old_llm, new_llm, recorded)
+    return _http_changes(recorded, new, new_json)
+
+
+def llm_changes(old: LlmRequest, new: LlmRequest, recorded: RecordedStep) -> list[Change]:
+    """The differences between two model calls in the user's terms."""
+    changes: list[Change] = []
+    if old.model != new.model:
+        changes.append(Change("model", "changed", old.model, new.model))
+    old_params = {**old.attributes, "stream": old.stream}
+    new_params = {**new.attributes, "stream": new.stream}
+    for key in sorted(old_params.keys() | new_params.keys()):
+        if key == "gen_ai.request.model":
+            continue
+        before, after = old_params.get(key), new_params.get(key)
+        if before != after:
+            name = "parameter " + key.removeprefix("gen_ai.request.")
+            changes.append(_change(name, before, after))
+    old_prompt = recorded.prompt_hash or prompt_hash(old)
+    new_prompt = prompt_hash(new)
+    if old_prompt != new_prompt:
+        changes.append(Change("prompt hash", "changed", _short(old_prompt), _short(new_prompt)))
+    if canonical_json(old.system_instructions) != canonical_json(new.system_instructions):
+        changes.append(
+            _change(
+                "system instructions",
+                _text(old.system_instructions) or None,
+                _text(new.system_instructions) or None,
+            )
+        )
+    changes.extend(_message_changes(old.input_messages, new.input_messages))
+    old_tools = tool_schema_version(old)
+    new_tools = tool_schema_version(new)
+    if old_tools != new_tools:
+        changes.append(_change("tool schema version", _short(old_tools), _short(new_tools)))
+        changes.extend(_tool_changes(old.tool_definitions, new.tool_definitions))
+    return changes
+
+
+def prompt_hash(llm: LlmRequest) -> str:
+    """``replay.prompt.hash`` as the capture computes it."""
+    return sha256_tag(
+        canonical_json(
+            {"input_messages": llm.input_messages, "system_instructions": llm.system_instructions}
+        )
+    )
+
+
+def tool_schema_version(llm: LlmRequest) -> str | None:
+    """``replay.tool.schema.version`` as the capture computes it (None without tools)."""
+    if not llm.tool_definitions:
+        return None
+    return sha256_tag(canonical_json(llm.tool_definitions))
+
+
+def json_paths_differing(old: Any, new: Any, prefix: str = "$") -> list[str]:
+    """The JSON paths (``$.messages[2].content``) where two JSON values differ, leaves only."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[str] = []
+        for key in sorted(old.keys() | new.keys()):
+            if old.get(key, _MISSING) != new.get(key, _MISSING):
+                if key in old and key in new:
+                    out.extend(json_paths_differing(old[key], new[key], f"{prefix}.{key}"))
+                else:
+                    out.append(f"{prefix}.{key}")
+        return out
+    if _is_list(old) and _is_list(new):
+        out = []
+        for i in range(max(len(old), len(new))):
+            if i >= len(old) or i >= len(new):
+                out.append(f"{prefix}[{i}]")
+            elif old[i] != new[i]:
+                out.extend(json_paths_differing(old[i], new[i], f"{prefix}[{i}]"))
+        return out
+    return [] if old == new else [prefix]
+
+
+_MISSING = object()
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _codec(endpoint: str) -> Codec | None:
+    return next((c for c in CODECS if c.name == endpoint), None)
+
+
+def _parse(codec: Codec, path: str, body: Mapping[str, Any]) -> LlmRequest | None:
+    try:
+        return codec.parse_request(path, body)
+    except CodecError:
+        return None
+
+
+def _recorded_llm(codec: Codec, step: RecordedStep) -> LlmRequest | None:
+    body = parse_json(step.request_body)
+    if isinstance(body, Mapping):
+        path = urlsplit(step.url).path if step.url else ""
+        return _parse(codec, path, body)
+    if step.request_body is not None:
+        return None
+    return _llm_from_attributes(step.attributes)
+
+
+def _llm_from_attributes(attrs: Mapping[str, Any]) -> LlmRequest:
+    """A model call rebuilt from GenAI span attributes (a span without request bytes)."""
+    params = {
+        k: _plain(v)
+        for k, v in attrs.items()
+        if k.startswith("gen_ai.request.") and k != "gen_ai.request.stream"
+    }
+    model = attrs.get("gen_ai.request.model")
+    return LlmRequest(
+        operation=str(attrs.get("gen_ai.operation.name", "chat")),
+        provider=str(attrs.get("gen_ai.provider.name", "")),
+        model=model if isinstance(model, str) else None,
+        stream=bool(attrs.get("gen_ai.request.stream", False)),
+        attributes=params,
+        system_instructions=_json_list(attrs.get("gen_ai.system_instructions")),
+        input_messages=_json_list(attrs.get("gen_ai.input.messages")),
+        tool_definitions=_json_list(attrs.get("gen_ai.tool.definitions")),
+    )
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _json_list(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return list(value) if _is_list(value) else []
+
+
+def _short(tag: str | None) -> str | None:
+    """A ``sha256:<hex>`` tag cut to 12 hex digits, enough to tell two apart in a report."""
+    return tag[:19] if tag is not None and tag.startswith("sha256:") else tag
+
+
+def category(field: str) -> str:
+    """The kind of a change's field, for one-word summaries: ``message 3`` → ``messages``,
+    ``tool lookup`` → ``tools``, ``body $.x`` → ``body``; others as they are."""
+    head = field.split(" (", 1)[0]
+    if head.startswith("message "):
+        return "messages"
+    if head.startswith("tool ") and head != "tool schema version":
+        return "tools"
+    if head.startswith("body "):
+        return "body"
+    return head
+
+
+def _change(field: str, before: Any, after: Any) -> Change:
+    if before is None:
+        return Change(field, "added", None, preview(after))
+    if after is None:
+        return Change(field, "removed", preview(before), None)
+    return Change(field, "changed", preview(before), preview(after))
+
+
+def _text(parts: Sequence[Any]) -> str:
+    """The text of a list of GenAI parts (or messages), for previews."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, Mapping):
+            if isinstance(part.get("content"), str):
+                out.append(part["content"])
+            elif isinstance(part.get("parts"), list):
+                out.append(_text(part["parts"]))
+            elif part.get("type") == "tool_call":
+                out.append(f"{part.get('name')}({preview(part.get('arguments'), 40)})")
+            elif part.get("type") == "tool_call_response":
+                out.append(f"→ {preview(part.get('response'), 40)}")
+            else:
+                out.append(preview(part))
+        else:
+            out.append(str(part))
+    return " ".join(text for text in out if text)
+
+
+def _message_field(index: int, *messages: Any) -> str:
+    """``message N``, or ``system instructions (message N)`` for a system/developer message
+    (Chat Completions keeps the system prompt among the messages)."""
+    roles = {m.get("role") for m in messages if isinstance(m, Mapping)}
+    if roles & {"system", "developer"}:
+        return f"system instructions (message {index})"
+    return f"message {index}"
+
+
+def _message_line(message: Any) -> str:
+    role = message.get("role", "?") if isinstance(message, Mapping) else "?"
+    return f"{role}: {preview(_text([message]), 70)}"
+
+
+def _message_changes(old: list[Any], new: list[Any]) -> list[Change]:
+    keys_old = [canonical_json(m) for m in old]
+    keys_new = [canonical_json(m) for m in new]
+    changes: list[Change] = []
+    matcher = difflib.SequenceMatcher(a=keys_old, b=keys_new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        pairs = min(i2 - i1, j2 - j1) if op == "replace" else 0
+        for k in range(pairs):
+            changes.append(
+                Change(
+                    _message_field(j1 + k, old[i1 + k], new[j1 + k]),
+                    "changed",
+                    _message_line(old[i1 + k]),
+                    _message_line(new[j1 + k]),
+                )
+            )
+        for i in range(i1 + pairs, i2):
+            changes.append(
+                Change(_message_field(i, old[i]), "removed", _message_line(old[i]), None)
+            )
+        for j in range(j1 + pairs, j2):
+            changes.append(Change(_message_field(j, new[j]), "added", None, _message_line(new[j])))
+    return changes
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        name = tool.get("name")
+        if isinstance(name, str):
+            return name
+    return preview(tool, 40)
+
+
+def _tool_changes(old: list[Any], new: list[Any]) -> list[Change]:
+    before = {_tool_name(t): t for t in old}
+    after = {_tool_name(t): t for t in new}
+    changes: list[Change] = []
+    for name in sorted(before.keys() | after.keys()):
+        a, b = before.get(name), after.get(name)
+        if a is None:
+            changes.append(Change(f"tool {name}", "added", None, preview(b)))
+        elif b is None:
+            changes.append(Change(f"tool {name}", "removed", preview(a), None))
+        elif canonical_json(a) != canonical_json(b):
+            paths = json_paths_differing(a, b)
+            changes.append(
+                Change(f"tool {name}", "changed", ", ".join(paths), preview(_pick(b, paths)))
+            )
+    return changes
+
+
+def _pick(value: Any, paths: list[str]) -> Any:
+    """The new values at ``paths`` (for a changed tool's preview)."""
+    out: dict[str, Any] = {}
+    for path in paths[:3]:
+        out[path] = _at(value, path)
+    return out
+
+
+def _at(value: Any, path: str) -> Any:
+    current = value
+    for token in path.removeprefix("$").replace("[", ".[").split("."):
+        if not token:
+            continue
+        if token.startswith("["):
+            index = int(token[1:-1])
+            current = current[index] if _is_list(current) and index < len(current) else None
+        else:
+            current = current.get(token) if isinstance(current, Mapping) else None
+    return current
+
+
+def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[Change]:
+    changes: list[Change] = []
+    if recorded.method.upper() != new.method.upper():
+        changes.append(Change("method", "changed", recorded.method, new.method))
+    if recorded.url is not None:
+        old_url, new_url = urlsplit(recorded.url), urlsplit(new.url)
+        if old_url.path != new_url.path:
+            changes.append(Change("path", "changed", old_url.path, new_url.path))
+        if old_url.query != new_url.query:
+            changes.append(_change("query", old_url.query or None, new_url.query or None))
+    old_body = recorded.request_body
+    if old_body is None or old_body == new.body:
+        return changes
+    old_json = parse_json(old_body)
+    if old_json is not None and new_json is not None:
+        for path in json_paths_differing(old_json, new_json):
+            changes.append(_change(f"body {path}", _at(old_json, path), _at(new_json, path)))
+    else:
+        changes.append(
+            Change("body", "changed", f"{len(old_body)} bytes", f"{len(new.body)} bytes")
+        )
+    return changes

@@ -1,0 +1,64 @@
+"""Putting a replay session in charge of a process's HTTP: every httpx/httpx2 client, however
+and whenever it was made, gets the replay transport, and strict mode guards the sockets.
+
+The seam is the clients' ``_transport_for_url`` (the one place a client picks the transport
+for a request, default pool or mount), so ``_send_single_request`` and everything around it —
+the capture's recording included — runs unchanged on top of the replayed response.
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.utils import unwrap
+
+from otel_replay.replay._guard import SocketGuard
+from otel_replay.replay._session import ReplaySession
+from otel_replay.replay._transport import transport_classes
+
+__all__ = ["install"]
+
+_CLIENT_MODULES = ("httpx", "httpx2")
+
+
+def install(session: ReplaySession) -> Callable[[], None]:
+    """Route every httpx/httpx2 request through ``session``; returns the undo function."""
+    wrapped: list[Any] = []
+    for name in _CLIENT_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        sync_cls, async_cls = transport_classes(module)
+        for client, cls in ((module.Client, sync_cls), (module.AsyncClient, async_cls)):
+            wrapt.wrap_function_wrapper(client, "_transport_for_url", _chooser(session, cls))
+            wrapped.append(client)
+    guard = SocketGuard(session.network_attempt) if session.strict else None
+    if guard is not None:
+        guard.install()
+
+    def undo() -> None:
+        for client in wrapped:
+            unwrap(client, "_transport_for_url")
+        wrapped.clear()
+        if guard is not None:
+            guard.uninstall()
+
+    return undo
+
+
+def _chooser(session: ReplaySession, cls: type[Any]) -> Callable[..., Any]:
+    replacements: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def choose(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        original = wrapped(*args, **kwargs)
+        replacement = replacements.get(original)
+        if replacement is None:
+            replacement = replacements[original] = cls(session, original)
+        return replacement
+
+    return choose

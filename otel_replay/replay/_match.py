@@ -1,0 +1,191 @@
+"""Which recorded step answers a request: most exact first.
+
+1. ``hash``: the sha256 of the exact (redacted) body equals a recorded ``replay.request.hash``
+   (and the endpoint agrees).
+2. ``canonical``: both bodies are JSON and equal as RFC 8785 canonical JSON once the top-level
+   fields in :data:`VOLATILE_FIELDS` are set aside.
+3. ``position``: the n-th request to an endpoint takes the n-th recorded step of that
+   endpoint (or the next one not served yet). The request differs from the recording; the
+   divergence report says how.
+
+Within a level the lowest-index step not served yet wins, so identical requests are answered
+in recorded order and concurrent requests match by content, not by arrival order. When every
+step with those exact bytes has been served, the last one is served again (``repeat``): a
+retried request gets the answer it got before. A position match never repeats.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.capture.codecs import detect
+from otel_replay.replay._diff import json_paths_differing, parse_json
+from otel_replay.replay._model import RecordedStep, Run, endpoint_of
+
+__all__ = ["VOLATILE_FIELDS", "Match", "MatchKind", "Matcher", "Near"]
+
+MatchKind = Literal["hash", "canonical", "position"]
+
+VOLATILE_FIELDS: frozenset[str] = frozenset(
+    {"user", "metadata", "prompt_cache_key", "safety_identifier", "request_id"}
+)
+"""Top-level JSON request fields canonical matching ignores: they identify the caller or the
+attempt (end-user ids, tracing metadata, cache keys), not what is asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """How a request was answered: the recorded step, the level that matched, and whether the
+    step had already been served."""
+
+    step: RecordedStep
+    how: MatchKind
+    repeat: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """A recorded step close to an unmatched request, with the JSON paths that differ."""
+
+    step: RecordedStep
+    fields: tuple[str, ...]
+
+
+def endpoint_of_request(method: str, url: str, body: bytes) -> str:
+    """The endpoint key of a live request (see :func:`~otel_replay.replay._model.endpoint_of`)."""
+    path = urlsplit(url).path
+    parsed = parse_json(body) if method.upper() == "POST" else None
+    codec = detect(method.upper(), path, parsed)
+    return endpoint_of(method, url, codec.name if codec is not None else None)
+
+
+def _canonical_key(body: bytes | None) -> str | None:
+    value = parse_json(body)
+    if not isinstance(value, Mapping):
+        return None if value is None else sha256_tag(canonical_json(value))
+    kept = {k: v for k, v in value.items() if k not in VOLATILE_FIELDS}
+    return sha256_tag(canonical_json(kept))
+
+
+class Matcher:
+    """Matches the requests of one replay against one recorded run; thread-safe."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self._lock = threading.Lock()
+        self._served: dict[int, int] = {}
+        self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
+        self._by_endpoint: dict[str, list[RecordedStep]] = {}
+        self._by_canonical: dict[str, list[RecordedStep]] | None = None
+        self._seen_per_endpoint: dict[str, int] = {}
+        for step in run.steps:
+            if step.request_hash is not None and step.request_body is not None:
+                key = (step.request_hash, _target(step.method, step.url or step.endpoint, step))
+                self._by_hash.setdefault(key, []).append(step)
+            self._by_endpoint.setdefault(step.endpoint, []).append(step)
+
+    def match(self, method: str, url: str, body: bytes, request_hash: str) -> Match | None:
+        """The recorded step that answers this request, or None. ``body`` is the exact
+        redacted body and ``request_hash`` its ``sha256:<hex>``. Marks the step served."""
+        with self._lock:
+            endpoint: str | None = None
+            found = self._by_hash.get((request_hash, None)) or self._by_hash.get(
+                (request_hash, _target(method, url, None))
+            )
+            result: Match | None
+            if found:
+                endpoint = found[0].endpoint
+                result = self._take(found, "hash")
+            else:
+                endpoint = endpoint_of_request(method, url, body)
+                result = self._by_content(body, endpoint)
+            ordinal = self._seen_per_endpoint.get(endpoint, 0)
+            self._seen_per_endpoint[endpoint] = ordinal + 1
+            if result is None:
+                result = self._by_position(endpoint, ordinal)
+            if result is not None:
+                self._served[result.step.index] = self._served.get(result.step.index, 0) + 1
+            return result
+
+    def served_count(self, index: int) -> int:
+        """How many times recorded step ``index`` has been served."""
+        with self._lock:
+            return self._served.get(index, 0)
+
+    def unused(self) -> list[RecordedStep]:
+        """Recorded steps no request has been answered with, in recorded order."""
+        with self._lock:
+            return [s for s in self.run.steps if s.index not in self._served]
+
+    def nearest(self, method: str, url: str, body: bytes, count: int = 3) -> list[Near]:
+        """The ``count`` recorded steps closest to a request, fewest differing fields first
+        (same endpoint before others)."""
+        endpoint = endpoint_of_request(method, url, body)
+        new = parse_json(body)
+        new_path = urlsplit(url).path
+        ranked: list[tuple[int, int, Near]] = []
+        for step in self.run.steps:
+            fields = _fields_differing(step, method, new_path, new)
+            ranked.append((0 if step.endpoint == endpoint else 1, len(fields), Near(step, fields)))
+        ranked.sort(key=lambda item: (item[0], item[1], item[2].step.index))
+        return [near for _, _, near in ranked[:count]]
+
+    def _take(self, steps: list[RecordedStep], how: MatchKind) -> Match:
+        for step in steps:
+            if step.index not in self._served:
+                return Match(step, how)
+        return Match(steps[-1], how, repeat=True)
+
+    def _by_content(self, body: bytes, endpoint: str) -> Match | None:
+        key = _canonical_key(body)
+        if key is None:
+            return None
+        if self._by_canonical is None:
+            self._by_canonical = {}
+            for step in self.run.steps:
+                step_key = _canonical_key(step.request_body)
+                if step_key is not None:
+                    self._by_canonical.setdefault(step_key, []).append(step)
+        candidates = [s for s in self._by_canonical.get(key, ()) if s.endpoint == endpoint]
+        return self._take(candidates, "canonical") if candidates else None
+
+    def _by_position(self, endpoint: str, ordinal: int) -> Match | None:
+        steps = self._by_endpoint.get(endpoint, ())
+        for step in steps[ordinal:]:
+            if step.index not in self._served:
+                return Match(step, "position")
+        return None
+
+
+def _target(method: str, url: str, step: RecordedStep | None) -> str | None:
+    """What besides the body identifies a call: nothing for a model call (its body says it
+    all), method, path and query for anything else (GETs all have the same empty body)."""
+    if step is not None and step.kind == "llm":
+        return None
+    parts = urlsplit(url if "://" in url else "http://host" + url.split(" ", 1)[-1])
+    return f"{method.upper()} {parts.path}?{parts.query}"
+
+
+def _fields_differing(step: RecordedStep, method: str, path: str, new: Any) -> tuple[str, ...]:
+    fields: list[str] = []
+    if step.method.upper() != method.upper():
+        fields.append("method")
+    if step.url is not None and urlsplit(step.url).path != path:
+        fields.append("path")
+    old = parse_json(step.request_body)
+    if old is None and step.request_body is None:
+        old = _attributes_as_request(step.attributes)
+    if old is not None or new is not None:
+        fields.extend(json_paths_differing(old, new))
+    return tuple(fields)
+
+
+def _attributes_as_request(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A recorded step without bytes, shown through the request attributes it has."""
+    model = attrs.get("gen_ai.request.model")
+    return {"model": model} if model is not None else None

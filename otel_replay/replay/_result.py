@@ -1,0 +1,198 @@
+"""The outcome of a replay: each request and how it was answered, and the comparison.
+
+A replay produces events (one per request, one per refused network attempt). The in-process
+API reads them live from the session; the CLI reads them from the report file the replayed
+process writes. Both build the same :class:`ReplayResult` from them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from otel_replay.replay._diff import Change
+from otel_replay.replay._model import RecordedStep, Run
+
+__all__ = ["Divergence", "ReplayResult", "ServedStep"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServedStep:
+    """One request of the replay, in the order today's code sent it.
+
+    ``recorded`` is the index of the recorded step that answered it (None: no match, the
+    request was refused in strict mode or went live otherwise); ``how`` is the match level
+    (``hash``, ``canonical``, ``position``) or ``none``; ``changes`` what differs from the
+    recorded request (empty when identical).
+    """
+
+    order: int
+    method: str
+    url: str
+    endpoint: str
+    request_hash: str
+    how: str
+    recorded: int | None
+    repeat: bool
+    fidelity: str | None
+    changes: tuple[Change, ...]
+    live: bool = False
+
+    @property
+    def identical(self) -> bool:
+        """The request equals its recorded one and was answered from the recording."""
+        return self.recorded is not None and not self.changes and not self.repeat
+
+    def to_json(self) -> dict[str, Any]:
+        """The report-file form (see :meth:`from_json`)."""
+        return {
+            "type": "step",
+            "order": self.order,
+            "method": self.method,
+            "url": self.url,
+            "endpoint": self.endpoint,
+            "request_hash": self.request_hash,
+            "how": self.how,
+            "recorded": self.recorded,
+            "repeat": self.repeat,
+            "fidelity": self.fidelity,
+            "changes": [c.to_json() for c in self.changes],
+            "live": self.live,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ServedStep:
+        """Rebuild a step from its report-file form; raises KeyError/TypeError when damaged."""
+        return cls(
+            order=int(data["order"]),
+            method=str(data["method"]),
+            url=str(data["url"]),
+            endpoint=str(data["endpoint"]),
+            request_hash=str(data["request_hash"]),
+            how=str(data["how"]),
+            recorded=None if data["recorded"] is None else int(data["recorded"]),
+            repeat=bool(data["repeat"]),
+            fidelity=data["fidelity"],
+            changes=tuple(
+                Change(c["field"], c["kind"], c["recorded"], c["replayed"]) for c in data["changes"]
+            ),
+            live=bool(data.get("live", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where the replay first departs from the recording.
+
+    ``kind`` is ``changed`` (a request differs from its recorded step), ``extra`` (a request
+    the recording lacks) or ``unused`` (a recorded step nothing asked for). ``step`` is the
+    recorded step index (None for an extra request); ``served`` the request of the replay.
+    """
+
+    kind: str
+    step: int | None
+    served: ServedStep | None
+    changes: tuple[Change, ...]
+
+    def describe(self) -> str:
+        """One line naming the step."""
+        if self.kind == "extra" and self.served is not None:
+            return (
+                f"request {self.served.order} ({self.served.method} {self.served.url}) "
+                "has no recorded step"
+            )
+        if self.kind == "unused":
+            return f"recorded step {self.step} was never requested"
+        return f"step {self.step} differs from the recording"
+
+
+class ReplayResult:
+    """The comparison of a replay with its recording.
+
+    In-process (:func:`otel_replay.replaying`) it fills in while the code runs and is final
+    when the ``with`` block exits. ``identical`` is True when every recorded step was asked
+    for exactly once with the recorded request, and nothing else was asked.
+    """
+
+    def __init__(self, run: Run, steps: Sequence[ServedStep], network: Sequence[str]) -> None:
+        self.run = run
+        self._steps = steps
+        self._network = network
+        self.elapsed_s: float = 0.0
+
+    @property
+    def steps(self) -> list[ServedStep]:
+        """The requests of the replay, in order."""
+        return sorted(self._steps, key=lambda s: s.order)
+
+    @property
+    def network_attempts(self) -> list[str]:
+        """Network operations strict mode refused (addresses), in order."""
+        return list(self._network)
+
+    @property
+    def unused(self) -> list[RecordedStep]:
+        """Recorded steps no request was answered with."""
+        used = {s.recorded for s in self._steps}
+        return [s for s in self.run.steps if s.index not in used]
+
+    @property
+    def extra(self) -> list[ServedStep]:
+        """Requests with no recorded step."""
+        return [s for s in self.steps if s.recorded is None]
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        """The first request (in replay order) that differs or has no recorded step, else the
+        first recorded step left unused; None when the replay is identical."""
+        for step in self.steps:
+            if step.recorded is None:
+                return Divergence("extra", None, step, ())
+            if step.changes or step.repeat:
+                return Divergence("changed", step.recorded, step, step.changes)
+        unused = self.unused
+        if unused:
+            return Divergence("unused", unused[0].index, None, ())
+        return None
+
+    @property
+    def identical(self) -> bool:
+        """True when nothing diverged."""
+        return self.first_divergence is None and not self._network
+
+    def matched(self) -> Counter[str]:
+        """How many requests matched at each level (``hash``, ``canonical``, ``position``,
+        ``none``)."""
+        return Counter(s.how for s in self._steps)
+
+    def fidelity(self) -> Counter[str]:
+        """How many served requests were answered ``exact`` or ``semantic``."""
+        return Counter(s.fidelity for s in self._steps if s.fidelity is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary for machines (``otel-replay replay --json``)."""
+        first = self.first_divergence
+        return {
+            "run": self.run.run_id,
+            "source": self.run.source,
+            "identical": self.identical,
+            "recorded_steps": len(self.run.steps),
+            "served": sum(1 for s in self._steps if s.recorded is not None),
+            "matched": dict(self.matched()),
+            "fidelity": dict(self.fidelity()),
+            "first_divergence": None
+            if first is None
+            else {
+                "kind": first.kind,
+                "step": first.step,
+                "request": None if first.served is None else first.served.order,
+                "changes": [c.to_json() for c in first.changes],
+            },
+            "unused": [s.index for s in self.unused],
+            "extra": [s.to_json() for s in self.extra],
+            "steps": [s.to_json() for s in self.steps],
+            "network_attempts": self.network_attempts,
+            "elapsed_s": round(self.elapsed_s, 6),
+        }

@@ -1,0 +1,193 @@
+"""One replay in one process: match each request, answer it, and keep the account.
+
+The replay transport asks :meth:`ReplaySession.answer` for every request; the socket guard
+reports refused network attempts to :meth:`ReplaySession.network_attempt`. When the session
+has a report file (the CLI's child process), every event is appended to it as one JSON line
+as it happens, so the parent can show progress and still read everything up to a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import IO, Literal
+
+from otel_replay._canonical import sha256_tag
+from otel_replay.capture._redact import Redactor
+from otel_replay.errors import UnmatchedRequestError
+from otel_replay.replay._diff import Request, request_changes
+from otel_replay.replay._match import Matcher, endpoint_of_request
+from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._result import ReplayResult, ServedStep
+
+__all__ = ["Answer", "ReplaySession", "Timing"]
+
+Timing = Literal["fast", "recorded"]
+
+_HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the transport serves for one request.
+
+    ``chunks`` are the body's pieces in recorded order and ``times`` when each is due (ns after
+    the request, zeros under ``fast`` timing). ``error_type`` set means: raise that transport
+    error, before any response when ``status_code`` is None, after the chunks otherwise.
+    """
+
+    status_code: int | None
+    headers: tuple[tuple[str, str], ...]
+    chunks: tuple[bytes, ...]
+    times: tuple[int, ...]
+    error_type: str | None
+
+
+def _answer(step: RecordedStep, timing: Timing) -> Answer:
+    body = step.response_body
+    chunks: list[bytes] = []
+    times: list[int] = []
+    offset = 0
+    for size, at in step.chunks:
+        chunks.append(body[offset : offset + size])
+        times.append(at if timing == "recorded" else 0)
+        offset += size
+    if offset < len(body):
+        chunks.append(body[offset:])
+        times.append(step.duration_ns if timing == "recorded" else 0)
+    # The recorded body is already decoded from its content-encoding and its length is known
+    # to the stream; the framing headers of the original response no longer apply.
+    headers = tuple((k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS)
+    # A step that ended in error mid-stream replays its bytes, then the error again.
+    error = step.error_type if (step.error_type and not step.complete) else None
+    if step.status_code is None and error is None:
+        error = step.error_type or "TransportError"
+    return Answer(step.status_code, headers, tuple(chunks), tuple(times), error)
+
+
+class ReplaySession:
+    """Answers requests from ``run``.
+
+    ``strict`` (the default) refuses a request with no recorded match by raising
+    :class:`~otel_replay.errors.UnmatchedRequestError`; otherwise :meth:`answer` returns None
+    and the caller sends the request live. ``report`` is a text file that receives one JSON
+    line per event.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        strict: bool = True,
+        timing: Timing = "fast",
+        redactor: Redactor | None = None,
+        report: IO[str] | None = None,
+    ) -> None:
+        self.run = run
+        self.strict = strict
+        self.timing: Timing = timing
+        self.matcher = Matcher(run)
+        self._redactor = redactor or Redactor()
+        self._report = report
+        self._lock = threading.Lock()
+        self._steps: list[ServedStep] = []
+        self._network: list[str] = []
+        self._answers: dict[int, Answer] = {}
+        self._started = time.perf_counter()
+        self.result = ReplayResult(run, self._steps, self._network)
+
+    def answer(self, method: str, url: str, body: bytes) -> Answer | None:
+        """The recorded answer to a request (``body`` as sent, before redaction)."""
+        body = self._redactor.body(body)
+        request_hash = sha256_tag(body)
+        match = self.matcher.match(method, url, body, request_hash)
+        if match is None:
+            self._record_unmatched(method, url, body, request_hash)
+            return None
+        step = match.step
+        changes = (
+            () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
+        )
+        self._record(
+            ServedStep(
+                order=0,
+                method=method,
+                url=url,
+                endpoint=step.endpoint,
+                request_hash=request_hash,
+                how=match.how,
+                recorded=step.index,
+                repeat=match.repeat,
+                fidelity=step.fidelity,
+                changes=changes,
+            )
+        )
+        answer = self._answers.get(step.index)
+        if answer is None:
+            answer = self._answers[step.index] = _answer(step, self.timing)
+        return answer
+
+    def network_attempt(self, address: str) -> None:
+        """The socket guard refused ``address``."""
+        with self._lock:
+            self._network.append(address)
+            self._write({"type": "network", "address": address})
+
+    def close(self) -> None:
+        """Write the closing event (elapsed time) and stop writing."""
+        with self._lock:
+            self.result.elapsed_s = time.perf_counter() - self._started
+            self._write({"type": "end", "elapsed_s": self.result.elapsed_s})
+            self._report = None
+
+    def _record(self, step: ServedStep) -> None:
+        with self._lock:
+            step = replace(step, order=len(self._steps))
+            self._steps.append(step)
+            if self._report is not None:
+                self._write(step.to_json())
+
+    def _write(self, event: dict[str, object]) -> None:
+        if self._report is not None:
+            self._report.write(json.dumps(event, ensure_ascii=False) + "\n")
+            self._report.flush()
+
+    def _record_unmatched(self, method: str, url: str, body: bytes, request_hash: str) -> None:
+        endpoint = endpoint_of_request(method, url, body)
+        self._record(
+            ServedStep(
+                order=0,
+                method=method,
+                url=url,
+                endpoint=endpoint,
+                request_hash=request_hash,
+                how="none",
+                recorded=None,
+                repeat=False,
+                fidelity=None,
+                changes=(),
+                live=not self.strict,
+            )
+        )
+        if self.strict:
+            raise UnmatchedRequestError(self._unmatched_message(method, url, body))
+
+    def _unmatched_message(self, method: str, url: str, body: bytes) -> str:
+        lines = [
+            f"otel-replay: no recorded step of run {self.run.run_id!r} matches {method} {url}"
+            " (strict replay opens no connection)"
+        ]
+        near = self.matcher.nearest(method, url, body)
+        if near:
+            lines.append("closest recorded requests:")
+        for candidate in near:
+            used = self.matcher.served_count(candidate.step.index)
+            fields = ", ".join(candidate.fields[:8]) or "nothing (already served)"
+            if len(candidate.fields) > 8:
+                fields += f", … {len(candidate.fields) - 8} more"
+            state = f", served {used} time(s)" if used else ""
+            step = candidate.step
+            lines.append(f"  step {step.index} {step.endpoint}{state}: differs in {fields}")
+        return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""The replay transport: serves recorded responses to ``httpx`` or ``httpx2`` clients.
+
+It is an ordinary transport, usable on its own (``httpx.Client(transport=...)``); the replay
+installer hands it to every client instead of the network. Streams come back as streams in
+their recorded chunks, paced by the recorded arrival times under ``timing="recorded"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from otel_replay.replay._session import Answer, ReplaySession
+
+__all__ = ["transport_classes"]
+
+
+def _error(module: ModuleType, answer: Answer, request: Any) -> Exception:
+    """The transport error a step recorded, as the client library's own exception class."""
+    name = (answer.error_type or "TransportError").rsplit(".", 1)[-1]
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, module.TransportError)):
+        cls = module.TransportError
+    message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
+    return cls(message, request=request)  # type: ignore[no-any-return]
+
+
+@cache
+def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
+    """``(sync, async)`` replay transport classes for ``httpx`` or ``httpx2``.
+
+    Both take ``(session, fallback=None)``; ``fallback`` is the transport a request with no
+    recorded match is sent to when the session is not strict.
+    """
+
+    class ChunkStream(module.SyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, answer: Answer, request: Any, started: float) -> None:
+            self._answer, self._request, self._started = answer, request, started
+
+        def __iter__(self) -> Iterator[bytes]:
+            answer = self._answer
+            for chunk, due in zip(answer.chunks, answer.times, strict=True):
+                if due:
+                    delay = self._started + due / 1e9 - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                yield chunk
+            if answer.error_type is not None:
+                raise _error(module, answer, self._request)
+
+    class AsyncChunkStream(module.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, answer: Answer, request: Any, started: float) -> None:
+            self._answer, self._request, self._started = answer, request, started
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            answer = self._answer
+            for chunk, due in zip(answer.chunks, answer.times, strict=True):
+                if due:
+                    delay = self._started + due / 1e9 - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                yield chunk
+            if answer.error_type is not None:
+                raise _error(module, answer, self._request)
+
+    def respond(answer: Answer, request: Any, stream: Any) -> Any:
+        if answer.status_code is None:
+            raise _error(module, answer, request)
+        return module.Response(
+            answer.status_code, headers=answer.headers, stream=stream, request=request
+        )
+
+    class ReplayTransport(module.BaseTransport):  # type: ignore[misc,name-defined]
+        """Answers every request from a replay session (sync clients)."""
+
+        def __init__(self, session: ReplaySession, fallback: Any = None) -> None:
+            self.session = session
+            self.fallback = fallback
+
+        def handle_request(self, request: Any) -> Any:
+            started = time.perf_counter()
+            answer = self.session.answer(request.method, str(request.url), request.read())
+            if answer is None:
+                return self.fallback.handle_request(request)
+            return respond(answer, request, ChunkStream(answer, request, started))
+
+        def close(self) -> None:
+            if self.fallback is not None:
+                self.fallback.close()
+
+    class AsyncReplayTransport(module.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+        """Answers every request from a replay session (async clients)."""
+
+        def __init__(self, session: ReplaySession, fallback: Any = None) -> None:
+            self.session = session
+            self.fallback = fallback
+
+        async def handle_async_request(self, request: Any) -> Any:
+            started = time.perf_counter()
+            answer = self.session.answer(request.method, str(request.url), await request.aread())
+            if answer is None:
+                return await self.fallback.handle_async_request(request)
+            return respond(answer, request, AsyncChunkStream(answer, request, started))
+
+        async def aclose(self) -> None:
+            if self.fallback is not None:
+                await self.fallback.aclose()
+
+    return ReplayTransport, AsyncReplayTransport
