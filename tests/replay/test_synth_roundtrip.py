@@ -190,3 +190,52 @@ def test_same_attributes_give_the_same_bytes(
     assert synthesize(endpoint, dict(attrs), stream, duration_ns=1_000_000) == first
     # Content already decoded (as some sources give it) makes no difference either.
     assert synthesize(endpoint, decoded, stream, duration_ns=1_000_000) == first
+
+
+RICH = [
+    {
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "content": "The user wants two orders."},
+            {"type": "text", "content": "Checking both orders, ünïcode and all."},
+            {"type": "tool_call", "id": "call_a", "name": "lookup_order", "arguments": {"id": 1}},
+            {"type": "tool_call", "id": "call_b", "name": "lookup_order", "arguments": {"id": 2}},
+        ],
+        "finish_reason": "tool_call",
+    }
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("endpoint", list(CODEC))
+def test_reasoning_text_and_parallel_tool_calls_round_trip(endpoint: str, stream: bool) -> None:
+    attrs = {"gen_ai.request.model": "m", "gen_ai.output.messages": json.dumps(RICH)}
+    made = synthesize(endpoint, attrs, stream)
+    again = CODEC[endpoint].parse_response(200, made.body, stream)
+    assert again.output_messages == RICH
+    assert again.finished
+
+
+def test_chat_choices_round_trip() -> None:
+    """Several output messages are several choices, each with its own finish reason."""
+    output = [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "One"}],
+            "finish_reason": "stop",
+        },
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "Tw"}, {"type": "refusal", "content": "No."}],
+            "finish_reason": "length",
+        },
+    ]
+    attrs = {
+        "gen_ai.output.messages": json.dumps(output),
+        "gen_ai.response.finish_reasons": ["stop", "length"],
+    }
+    for stream in (False, True):
+        made = synthesize("openai.chat_completions", attrs, stream)
+        again = CODEC["openai.chat_completions"].parse_response(200, made.body, stream)
+        assert again.output_messages == output
+        assert again.attributes["gen_ai.response.finish_reasons"] == ["stop", "length"]
