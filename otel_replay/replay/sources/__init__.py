@@ -1,0 +1,22 @@
+"""Replay sources: the store, OTLP JSON or protobuf files, and OTLP JSON URLs, as Runs.
+
+:func:`load_run` is the entry point; :func:`fetch` downloads a URL source once (the replay
+CLI downloads in the parent and hands the child a file, since the child may open no socket);
+:func:`read_runs` parses bytes already in hand; :func:`import_runs` copies runs into a store.
+"""
+
+from otel_replay.replay.sources._build import SourceRun
+from otel_replay.replay.sources._fetch import fetch, is_url
+from otel_replay.replay.sources._import import ImportReport, import_runs
+from otel_replay.replay.sources._load import load_run, load_sources, read_runs
+
+__all__ = [
+    "ImportReport",
+    "SourceRun",
+    "fetch",
+    "import_runs",
+    "is_url",
+    "load_run",
+    "load_sources",
+    "read_runs",
+]

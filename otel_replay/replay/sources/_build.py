@@ -1,0 +1,113 @@
+"""A run's spans (and the store's fixtures, when it comes from the store) into a Run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_replay import attributes as A
+from otel_replay.capture._handoff import Fixture
+from otel_replay.errors import SourceError
+from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay.sources._runs import (
+    Span,
+    SpanRun,
+    attrs_of,
+    inference_steps,
+    step_spans,
+)
+from otel_replay.replay.sources._steps import StepProblem, build_step
+
+__all__ = ["SourceRun", "build_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRun:
+    """A run rebuilt from a source, with what it was rebuilt from.
+
+    ``spans`` are every span of the run (store span dicts); ``step_spans`` the one each step
+    came from, by step index (a step rebuilt from a fixture alone has none). ``in_store`` is
+    True when the source was the store itself.
+    """
+
+    run: Run
+    spans: tuple[Span, ...]
+    step_spans: Mapping[int, Span] = field(default_factory=dict)
+    in_store: bool = False
+
+
+def build_run(
+    spans: SpanRun,
+    source: str,
+    fixtures: Mapping[int, Fixture] | None = None,
+    *,
+    in_store: bool = False,
+) -> SourceRun:
+    """The Run of ``spans`` (plus the store's ``fixtures`` by step index), read from
+    ``source`` (named in errors).
+
+    Raises SourceError naming the source, the run and the step when a step cannot be rebuilt
+    or when the run has no replayable step.
+    """
+    fixtures = fixtures or {}
+    where = f"{source}: run {spans.run_id!r}"
+    try:
+        by_index = step_spans(spans)
+    except ValueError as exc:
+        raise SourceError(f"{where}: {exc}") from None
+    foreign = by_index is None and not fixtures
+    if by_index is None:
+        by_index = inference_steps(spans) if foreign else {}
+    steps: list[RecordedStep] = []
+    for index in sorted(set(by_index) | set(fixtures)):
+        span = by_index.get(index)
+        try:
+            steps.append(build_step(index, span, fixtures.get(index)))
+        except StepProblem as exc:
+            name = f" ({span.get('name')})" if span is not None else ""
+            raise SourceError(f"{where}: step {index}{name}: {exc}") from None
+        except SourceError as exc:
+            raise SourceError(f"{where}: step {index}: {exc}") from None
+    if not steps:
+        raise SourceError(f"{where} has no replayable steps (no model or HTTP call spans)")
+    kit = _kit(spans.spans)
+    run = Run(
+        run_id=spans.run_id,
+        source=source,
+        steps=tuple(steps),
+        commit=kit.get("vcs.ref.head.revision"),
+        seed=kit.get(A.REPLAY_SEED),
+        code_dirty=kit.get(A.REPLAY_CODE_DIRTY),
+        resource=_resource(spans.spans, by_index),
+    )
+    return SourceRun(run, spans.spans, by_index, in_store)
+
+
+def _kit(spans: tuple[Span, ...]) -> dict[str, Any]:
+    """The run kit, from the ``invoke_agent`` span first, else from any span carrying it."""
+    ordered = sorted(
+        spans, key=lambda s: attrs_of(s).get("gen_ai.operation.name") != "invoke_agent"
+    )
+    kit: dict[str, Any] = {}
+    for key, wanted in (
+        ("vcs.ref.head.revision", str),
+        (A.REPLAY_SEED, int),
+        (A.REPLAY_CODE_DIRTY, bool),
+    ):
+        for span in ordered:
+            value = attrs_of(span).get(key)
+            if wanted is int and isinstance(value, str) and value.lstrip("-").isdigit():
+                value = int(value)
+            if isinstance(value, wanted) and not (wanted is int and isinstance(value, bool)):
+                kit[key] = value
+                break
+    return kit
+
+
+def _resource(spans: tuple[Span, ...], steps: Mapping[int, Span]) -> dict[str, Any]:
+    for span in (*steps.values(), *spans):
+        resource = span.get("resource")
+        if isinstance(resource, Mapping) and resource:
+            return dict(resource)
+    return {}

@@ -1,0 +1,135 @@
+"""Raw source bytes into OTLP trace documents: JSON lines, one JSON document, or protobuf.
+
+The encoding is sniffed from the content, never from a file name: gzip is unwrapped first;
+bytes starting with ``{`` or ``[`` (after whitespace) are JSON, anything else is protobuf.
+
+JSON comes as the Collector's file exporter writes it (one ``ExportTraceServiceRequest`` per
+line), as one document (pretty-printed or not, possibly a list of them), or wrapped the way
+Jaeger v2's query API answers (``{"result": {...}}``). Every document must hold
+``resourceSpans``; metric and log documents in the same file are passed over.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from otel_replay.errors import SourceError
+from otel_replay.replay.sources._protobuf import WireError, decode_traces, split_messages
+
+__all__ = ["Document", "documents"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_JSON_STARTS = frozenset(b"{[")
+_WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
+_OTHER_SIGNALS = ("resourceMetrics", "resource_metrics", "resourceLogs", "resource_logs")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One OTLP trace document and where it was found (``path:line`` or ``path``)."""
+
+    where: str
+    resource_spans: list[Any]
+
+
+def documents(data: bytes, source: str) -> list[Document]:
+    """The trace documents in ``data``, read from ``source`` (named in errors).
+
+    Raises SourceError, naming the source (and the line, for JSON lines), when the data is
+    empty, truncated, corrupt or not OTLP trace data.
+    """
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise SourceError(f"{source}: corrupt gzip data ({exc})") from None
+    body = data.lstrip(_WHITESPACE)
+    if not body:
+        raise SourceError(f"{source} is empty: no OTLP trace data")
+    if body[0] in _JSON_STARTS:
+        return _json_documents(data, source)
+    return _protobuf_documents(data, source)
+
+
+def _protobuf_documents(data: bytes, source: str) -> list[Document]:
+    try:
+        parts = split_messages(data)
+        return [
+            Document(source if len(parts) == 1 else f"{source} message {n}", _spans_of(doc))
+            for n, (start, end) in enumerate(parts, start=1)
+            for doc in (decode_traces(data, start, end),)
+        ]
+    except WireError as exc:
+        raise SourceError(
+            f"{source} is neither OTLP JSON nor OTLP protobuf trace data, or it is truncated "
+            f"({exc})"
+        ) from None
+
+
+def _spans_of(document: dict[str, Any]) -> list[Any]:
+    spans: list[Any] = document["resourceSpans"]
+    return spans
+
+
+def _json_documents(data: bytes, source: str) -> list[Document]:
+    try:
+        whole = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        lines = _lines(data)
+        first = next(lines, None)
+        if first is None or not _parses(first[1]):
+            # Not JSON lines either: one document, damaged where the parser stopped.
+            raise SourceError(
+                f"{source}:{exc.lineno}: invalid or truncated JSON ({exc.msg})"
+            ) from None
+        return [doc for n, line in (first, *lines) for doc in _line(line, f"{source}:{n}")]
+    return list(_unwrap(whole, source))
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line.strip(_WHITESPACE):
+            yield number, line
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _line(line: bytes, where: str) -> Iterator[Document]:
+    try:
+        parsed = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(f"{where}: invalid or truncated JSON ({exc.msg})") from None
+    return _unwrap(parsed, where)
+
+
+def _unwrap(value: Any, where: str) -> Iterator[Document]:
+    """The trace documents in one parsed JSON value (a document, a list, a wrapper)."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _unwrap(item, where)
+        return
+    if not isinstance(value, dict):
+        raise SourceError(f"{where}: not OTLP trace data (a JSON {type(value).__name__})")
+    if "result" in value and isinstance(value["result"], dict | list):
+        yield from _unwrap(value["result"], where)
+        return
+    spans = value.get("resourceSpans", value.get("resource_spans"))
+    if isinstance(spans, list):
+        yield Document(where, spans)
+    elif spans is None and any(key in value for key in _OTHER_SIGNALS):
+        return
+    elif "error" in value:
+        raise SourceError(f"{where}: the server answered with an error: {value['error']}")
+    else:
+        raise SourceError(f"{where}: not OTLP trace data (no resourceSpans)")

@@ -1,0 +1,141 @@
+"""Copy runs rebuilt from a source into a store: recorded bytes as fixtures, spans as spans.
+
+Only bytes that were recorded become fixtures (a step with both its exact request and response
+bodies); a synthesised response is never stored as if it had been recorded: a semantic step
+goes in as its span alone and is synthesised again whenever it is loaded.
+
+Importing is idempotent: a run whose steps the store already holds (same span ids) is left
+as it is and reported ``present``. A different run under the same id is refused, and then
+nothing at all is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from otel_replay import attributes as A
+from otel_replay._canonical import sha256_tag
+from otel_replay.capture._handoff import Fixture
+from otel_replay.errors import RunNotFoundError, SourceError
+from otel_replay.replay._model import RecordedStep
+from otel_replay.replay.sources._build import SourceRun
+from otel_replay.store import Store
+
+__all__ = ["ImportReport", "import_runs"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What happened to one run: ``imported``, or ``present`` (already in the store)."""
+
+    run_id: str
+    outcome: Literal["imported", "present"]
+    steps: int
+    exact: int
+    semantic: int
+    fixtures: int
+
+
+def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
+    """Put ``runs`` into ``store`` and flush; one report per run, in order.
+
+    Raises SourceError naming the run (and the store) when the store already holds a
+    different run with the same id; nothing is imported then.
+    """
+    planned: list[tuple[SourceRun, list[Fixture], list[dict[str, Any]]]] = []
+    reports: list[ImportReport] = []
+    for loaded in runs:
+        run = loaded.run
+        present = _already_there(store, loaded)
+        fixtures = [] if present else _fixtures(loaded)
+        spans = [] if present else [_owned(span, run.run_id) for span in loaded.spans]
+        if not present:
+            planned.append((loaded, fixtures, spans))
+        exact = sum(step.fidelity == "exact" for step in run.steps)
+        reports.append(
+            ImportReport(
+                run_id=run.run_id,
+                outcome="present" if present else "imported",
+                steps=len(run.steps),
+                exact=exact,
+                semantic=len(run.steps) - exact,
+                fixtures=len(fixtures),
+            )
+        )
+    for _, fixtures, spans in planned:
+        store.put(fixtures, spans)
+    store.flush()
+    return reports
+
+
+def _already_there(store: Store, loaded: SourceRun) -> bool:
+    run_id = loaded.run.run_id
+    try:
+        held = store.steps(run_id)
+    except RunNotFoundError:
+        return False
+    if loaded.in_store:
+        return True
+    ids = {f"{step.span_id:016x}" for step in held}
+    ids.update(str(span.get("span_id")) for span in store.spans(run_id))
+    wanted = {str(span.get("span_id")) for span in loaded.step_spans.values()}
+    if wanted <= ids:
+        return True
+    raise SourceError(
+        f"the store at {store.location} already holds a different run {run_id!r}; nothing imported"
+    )
+
+
+def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+    """A copy of ``span`` that names its run (spans of other instrumentations do not)."""
+    attributes = dict(span.get("attributes") or {})
+    attributes.setdefault(A.REPLAY_RUN_ID, run_id)
+    return {**span, "attributes": attributes}
+
+
+def _fixtures(loaded: SourceRun) -> list[Fixture]:
+    out = []
+    for step in loaded.run.steps:
+        span = loaded.step_spans.get(step.index)
+        if span is not None and _recorded(step):
+            out.append(_fixture(loaded.run.run_id, step, span))
+    return out
+
+
+def _recorded(step: RecordedStep) -> bool:
+    """True when the step's request and response are both the recorded bytes."""
+    return (
+        step.fidelity == "exact"
+        and step.request_body is not None
+        and step.request_hash is not None
+        and (step.status_code is not None or step.error_type is not None)
+    )
+
+
+def _fixture(run_id: str, step: RecordedStep, span: Mapping[str, Any]) -> Fixture:
+    assert step.request_body is not None and step.request_hash is not None
+    start = span.get("start_ns")
+    end = span.get("end_ns")
+    return Fixture(
+        run_id=run_id,
+        step_index=step.index,
+        trace_id=int(str(span.get("trace_id")), 16),
+        span_id=int(str(span.get("span_id")), 16),
+        kind=step.kind,
+        method=step.method,
+        url=step.url or "",
+        request_headers=[],
+        request_body=step.request_body,
+        request_hash=step.request_hash,
+        status_code=step.status_code,
+        response_headers=list(step.response_headers),
+        response_body=step.response_body,
+        response_hash=sha256_tag(step.response_body) if step.status_code is not None else None,
+        chunks=list(step.chunks),
+        complete=step.complete,
+        error_type=step.error_type,
+        start_ns=start if isinstance(start, int) else 0,
+        end_ns=end if isinstance(end, int) else 0,
+    )

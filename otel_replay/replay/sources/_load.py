@@ -1,0 +1,123 @@
+"""From a reference (run id, file, URL, each with an optional ``#RUN_ID``) to runs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from otel_replay import settings
+from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
+from otel_replay.replay._model import Run
+from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._documents import documents
+from otel_replay.replay.sources._fetch import fetch, is_url
+from otel_replay.replay.sources._runs import SpanRun, group_runs
+from otel_replay.replay.sources._spans import span_dicts
+from otel_replay.store import Store
+
+__all__ = ["load_run", "load_sources", "read_runs"]
+
+_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".protobuf", ".otlp", ".bin", ".gz")
+
+
+def load_run(ref: str, *, store: str | None = None) -> Run:
+    """The run ``ref`` names, rebuilt with its payloads.
+
+    ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
+    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides) or an
+    http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}`` too). ``ref#RUN_ID`` picks one
+    run of a source that holds several; without it such a source is an error that lists them.
+
+    Raises SourceError (missing, truncated or corrupt source, nothing replayable, several runs
+    and no selector) or StoreError (unknown run id, store missing or of an unknown format),
+    each with one line naming the thing.
+    """
+    runs = load_sources(ref, store=store)
+    if len(runs) > 1:
+        ids = ", ".join(r.run.run_id for r in runs)
+        raise SourceError(f"{ref} holds {len(runs)} runs; pick one with {ref}#RUN_ID: {ids}")
+    return runs[0].run
+
+
+def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
+    """Every run ``ref`` names (one when it names a run id or has a ``#RUN_ID``), with the
+    spans each was rebuilt from. Raises like :func:`load_run`; never returns an empty list."""
+    if is_url(ref):
+        url, _, wanted = ref.partition("#")
+        return read_runs(fetch(url), url, wanted or None)
+    path, selector = _split(ref)
+    if path is not None:
+        if path.is_dir():
+            raise SourceError(f"{path} is a directory, not an OTLP file")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return read_runs(data, str(path), selector)
+    if _looks_like_path(ref):
+        raise SourceError(f"no such file: {ref}")
+    return [_from_store(ref, store)]
+
+
+def read_runs(data: bytes, source: str, selector: str | None = None) -> list[SourceRun]:
+    """The runs in the OTLP ``data`` read from ``source``; only ``selector``'s when given.
+
+    Raises SourceError naming the source when the data is damaged, holds nothing replayable,
+    or has no run ``selector``.
+    """
+    grouped = group_runs(span_dicts(documents(data, source)))
+    if selector is not None:
+        chosen = [run for run in grouped if run.run_id == selector]
+        if not chosen:
+            raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
+        grouped = chosen
+    if not grouped:
+        raise SourceError(f"{source} has no replayable steps (no GenAI or replay step spans)")
+    return [build_run(run, source) for run in grouped]
+
+
+def _ids(runs: list[SpanRun]) -> str:
+    return ", ".join(run.run_id for run in runs) or "no runs"
+
+
+def _split(ref: str) -> tuple[Path | None, str | None]:
+    """The existing file ``ref`` names and its ``#RUN_ID`` selector (None, None: not a file)."""
+    whole = Path(ref).expanduser()
+    if whole.exists():
+        return whole, None
+    head, sep, selector = ref.rpartition("#")
+    if sep and head and Path(head).expanduser().exists():
+        return Path(head).expanduser(), selector or None
+    return None, None
+
+
+def _looks_like_path(ref: str) -> bool:
+    base = ref.rpartition("#")[0] or ref
+    return os.sep in base or "/" in base or base.lower().endswith(_FILE_SUFFIXES)
+
+
+def _from_store(run_id: str, location: str | None) -> SourceRun:
+    where = location if location is not None else settings.read("OTEL_REPLAY_STORE")
+    try:
+        opened = Store.open(where, create=False)
+    except StoreNotFoundError as exc:
+        raise StoreNotFoundError(f"{exc}; and {run_id!r} is not a file or URL either") from None
+    with opened:
+        try:
+            info = opened.run(run_id)
+        except RunNotFoundError:
+            raise RunNotFoundError(
+                f"no run {run_id!r} in the store at {opened.location}, and no file by that name"
+            ) from None
+        fixtures = {step.index: opened.fixture(step) for step in opened.steps(run_id)}
+        spans = SpanRun(run_id, tuple(opened.spans(run_id)))
+        built = build_run(spans, f"store {opened.location}", fixtures, in_store=True)
+    run = built.run
+    # The index keeps the kit even when the spans carrying it were not stored.
+    run = replace(
+        run,
+        commit=run.commit or info.commit,
+        seed=run.seed if run.seed is not None else info.seed,
+    )
+    return SourceRun(run, built.spans, built.step_spans, in_store=True)

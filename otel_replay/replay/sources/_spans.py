@@ -1,0 +1,264 @@
+"""OTLP trace documents (JSON mapping, as parsed) into the store's span dicts.
+
+The output is the shape ``otel_replay/export/_encode.py`` documents and ``Store.spans`` returns,
+so spans from a file, a URL or the store become steps through the same code. Real-world
+variation is read, not rejected:
+
+* trace and span ids in hex (the Collector) or base64 (the protobuf JSON mapping);
+* 64-bit integers as JSON strings or numbers;
+* span kind and status code as numbers or names (``SPAN_KIND_CLIENT``, ``CLIENT``);
+* camelCase or snake_case field names, and the older ``instrumentationLibrarySpans``;
+* fields this reader does not know, which are ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from otel_replay.errors import SourceError
+from otel_replay.replay.sources._documents import Document
+
+__all__ = ["span_dicts"]
+
+_KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+_STATUS = ("UNSET", "OK", "ERROR")
+_HEX = re.compile(r"[0-9a-fA-F]*")
+_SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
+_SNAKE_CACHE: dict[str, str] = {}
+
+
+class _Bad(ValueError):
+    """A value in a span that cannot be read; becomes a SourceError naming the span."""
+
+
+def span_dicts(docs: Iterable[Document]) -> list[dict[str, Any]]:
+    """Every span of ``docs`` as a store span dict, in document order.
+
+    Raises SourceError naming the document (``path:line``) and the span when a field that
+    matters (ids, times, attribute values) cannot be read.
+    """
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        for resource_spans in doc.resource_spans:
+            if not isinstance(resource_spans, Mapping):
+                raise SourceError(f"{doc.where}: a resourceSpans entry is not an object")
+            out.extend(_resource_spans(resource_spans, doc.where))
+    return out
+
+
+def _get(obj: Mapping[str, Any], camel: str, default: Any = None) -> Any:
+    """``obj[camel]``, else ``obj[snake_case(camel)]``, else ``default``."""
+    if camel in obj:
+        return obj[camel]
+    snake = _SNAKE_CACHE.get(camel)
+    if snake is None:
+        snake = _SNAKE_CACHE[camel] = _SNAKE.sub("_", camel).lower()
+    return obj.get(snake, default)
+
+
+def _list(obj: Mapping[str, Any], camel: str) -> list[Any]:
+    value = _get(obj, camel)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(f"{camel} is not a list")
+    return value
+
+
+def _resource_spans(resource_spans: Mapping[str, Any], where: str) -> Iterable[dict[str, Any]]:
+    try:
+        resource = _get(resource_spans, "resource") or {}
+        resource_attrs = _attributes(_get(resource, "attributes"))
+        groups = _list(resource_spans, "scopeSpans") + _list(
+            resource_spans, "instrumentationLibrarySpans"
+        )
+    except _Bad as exc:
+        raise SourceError(f"{where}: unreadable resource: {exc}") from None
+    for group in groups:
+        scope = _get(group, "scope") or _get(group, "instrumentationLibrary") or {}
+        scope_name = _get(scope, "name") if isinstance(scope, Mapping) else None
+        spans = group.get("spans") if isinstance(group, Mapping) else None
+        for span in spans or ():
+            try:
+                yield _span(span, resource_attrs, scope_name)
+            except (_Bad, TypeError, AttributeError) as exc:
+                name = span.get("name") if isinstance(span, Mapping) else None
+                raise SourceError(f"{where}: span {name!r} cannot be read: {exc}") from None
+
+
+def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict[str, Any]:
+    status = _get(span, "status") or {}
+    return {
+        "name": str(_get(span, "name", "")),
+        "kind": _enum(_get(span, "kind"), _KINDS, "SPAN_KIND_"),
+        "trace_id": _id(_get(span, "traceId"), 16, "traceId", required=True),
+        "span_id": _id(_get(span, "spanId"), 8, "spanId", required=True),
+        "parent_span_id": _id(_get(span, "parentSpanId"), 8, "parentSpanId"),
+        "start_ns": _int(_get(span, "startTimeUnixNano"), "startTimeUnixNano"),
+        "end_ns": _int(_get(span, "endTimeUnixNano"), "endTimeUnixNano"),
+        "status": {
+            "code": _enum(_get(status, "code"), _STATUS, "STATUS_CODE_"),
+            "message": str(_get(status, "message") or ""),
+        },
+        "attributes": _attributes(_get(span, "attributes")),
+        "events": [
+            {
+                "name": str(_get(event, "name", "")),
+                "time_ns": _int(_get(event, "timeUnixNano"), "timeUnixNano"),
+                "attributes": _attributes(_get(event, "attributes")),
+            }
+            for event in _list(span, "events")
+        ],
+        "links": [
+            {
+                "trace_id": _id(_get(link, "traceId"), 16, "links.traceId"),
+                "span_id": _id(_get(link, "spanId"), 8, "links.spanId"),
+                "attributes": _attributes(_get(link, "attributes")),
+            }
+            for link in _list(span, "links")
+        ],
+        "resource": dict(resource),
+        "scope": scope if isinstance(scope, str) else None,
+    }
+
+
+def _id(value: Any, size: int, what: str, *, required: bool = False) -> str | None:
+    """A trace or span id as lowercase hex; None when absent (or all zero, for a parent)."""
+    if value is None or value == "":
+        if required:
+            raise _Bad(f"{what} is missing")
+        return None
+    if not isinstance(value, str):
+        raise _Bad(f"{what} is not a string")
+    if len(value) == size * 2 and _HEX.fullmatch(value):
+        raw = bytes.fromhex(value)
+    else:
+        raw = _base64(value, what)
+        if len(raw) != size:
+            raise _Bad(f"{what} {value!r} is neither {size * 2} hex digits nor {size} bytes")
+    if not any(raw):
+        if required:
+            raise _Bad(f"{what} is all zeros")
+        return None
+    return raw.hex()
+
+
+def _base64(value: str, what: str) -> bytes:
+    text = value.strip().replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise _Bad(f"{what} {value!r} is neither hex nor base64") from None
+
+
+def _int(value: Any, what: str) -> int | None:
+    """An int64/uint64 field: a number, or a decimal string (the JSON mapping's choice)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise _Bad(f"{what} is a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise _Bad(f"{what} {value!r} is not an integer")
+
+
+def _enum(value: Any, names: tuple[str, ...], prefix: str) -> str:
+    if value is None:
+        return names[0]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names[value] if 0 <= value < len(names) else str(value)
+    if isinstance(value, str):
+        text = value.strip().upper().removeprefix(prefix)
+        if text.isdigit():
+            return _enum(int(text), names, prefix)
+        return text
+    raise _Bad(f"enum value {value!r} is neither a number nor a name")
+
+
+def _attributes(value: Any) -> dict[str, Any]:
+    """``[{key, value: AnyValue}]`` (or an already plain ``{key: value}``) as a plain dict."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): _any(v) for k, v in value.items()}
+    if not isinstance(value, list):
+        raise _Bad("attributes is neither a list nor an object")
+    out: dict[str, Any] = {}
+    for item in value:
+        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+            raise _Bad("an attribute has no key")
+        out[item["key"]] = _any(item.get("value"))
+    return out
+
+
+def _any(value: Any) -> Any:
+    """An ``AnyValue`` as a plain value; a value that is not an AnyValue object is kept."""
+    if not isinstance(value, Mapping):
+        return value
+    if not value:
+        return None
+    for camel, read in _VALUE_READERS:
+        found = _get(value, camel, _MISSING)
+        if found is not _MISSING:
+            return read(found)
+    return None  # an AnyValue of a kind this reader does not know
+
+
+def _double(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+        if value in special:
+            return special[value]
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise _Bad(f"doubleValue {value!r} is not a number")
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in {"true", "false"}:
+        return bool(value == "true")
+    raise _Bad(f"boolValue {value!r} is not a boolean")
+
+
+def _array(value: Any) -> list[Any]:
+    values = _get(value, "values") if isinstance(value, Mapping) else None
+    return [_any(v) for v in values or ()]
+
+
+def _kvlist(value: Any) -> dict[str, Any]:
+    values = _get(value, "values") if isinstance(value, Mapping) else None
+    return _attributes(values or [])
+
+
+def _intvalue(value: Any) -> int | None:
+    return _int(value, "intValue")
+
+
+_MISSING = object()
+_VALUE_READERS = (
+    ("stringValue", str),
+    ("intValue", _intvalue),
+    ("boolValue", _bool),
+    ("doubleValue", _double),
+    ("arrayValue", _array),
+    ("kvlistValue", _kvlist),
+    ("bytesValue", str),
+)

@@ -1,0 +1,282 @@
+"""One step span (and the store's fixture for it, when there is one) into a RecordedStep.
+
+Where the bytes come from, best first: the store's fixture; the inline bodies of the span
+(``replay.request.body``/``replay.response.body``, checked against their hashes); else, for a
+model call, a response synthesised from the span's GenAI attributes (fidelity ``semantic``).
+A plain HTTP step has no attributes to synthesise from, so without its bytes it is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from otel_replay import attributes as A
+from otel_replay._canonical import sha256_tag
+from otel_replay._inline import decode_body, fit_chunks
+from otel_replay.capture._handoff import Fixture
+from otel_replay.capture.codecs import CODECS, detect
+from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
+from otel_replay.replay._synth import synthesize
+from otel_replay.replay.sources._runs import attrs_of
+
+__all__ = ["CANONICAL_PATHS", "StepProblem", "build_step"]
+
+CANONICAL_PATHS = {
+    "openai.chat_completions": "/v1/chat/completions",
+    "openai.responses": "/v1/responses",
+    "anthropic.messages": "/v1/messages",
+}
+"""Each codec's usual path, to recognise an inline request body whose URL the span lacks."""
+
+_OPENAI_PROVIDERS = frozenset({"openai", "azure.ai.openai"})
+
+
+class StepProblem(ValueError):
+    """A step cannot be rebuilt; the caller adds the source and run to the message."""
+
+
+def build_step(
+    index: int,
+    span: Mapping[str, Any] | None,
+    fixture: Fixture | None,
+    *,
+    default_kind: str = "llm",
+) -> RecordedStep:
+    """The step ``index`` of a run from its span dict and/or its fixture (at least one).
+
+    Raises StepProblem when the step's bytes are inconsistent with its hashes, or when it has
+    neither recorded bytes nor what a synthesised response needs (SourceError from the
+    synthesiser passes through).
+    """
+    attrs: Mapping[str, Any] = attrs_of(span) if span is not None else {}
+    kind = str(attrs.get(A.REPLAY_STEP_KIND) or (fixture.kind if fixture else default_kind))
+    method = fixture.method if fixture else str(attrs.get("http.request.method") or "POST")
+    url = fixture.url if fixture and fixture.url else _str(attrs.get("url.full"))
+    request_hash = _str(attrs.get(A.REPLAY_REQUEST_HASH)) or (
+        fixture.request_hash if fixture else None
+    )
+    request_body = fixture.request_body if fixture else _inline(attrs, A.REPLAY_REQUEST_BODY)
+    if fixture is None and request_body is not None:
+        _check(request_body, request_hash, "request")
+    endpoint = _endpoint(kind, method, url, request_body, attrs)
+    common: dict[str, Any] = {
+        "index": index,
+        "kind": kind,
+        "endpoint": endpoint,
+        "method": method,
+        "url": url,
+        "request_body": request_body,
+        "request_hash": request_hash,
+        "provider": _str(attrs.get("gen_ai.provider.name")) or _str(attrs.get("gen_ai.system")),
+        "model": _str(attrs.get("gen_ai.request.model"))
+        or _str(attrs.get("gen_ai.response.model")),
+        "prompt_hash": _str(attrs.get(A.REPLAY_PROMPT_HASH)),
+        "tool_schema_version": _str(attrs.get(A.REPLAY_TOOL_SCHEMA_VERSION)),
+        "duration_ns": _duration(span, fixture),
+        "attributes": dict(attrs),
+    }
+    if fixture is not None:
+        return RecordedStep(
+            **common,
+            status_code=fixture.status_code,
+            response_headers=tuple(fixture.response_headers),
+            response_body=fixture.response_body,
+            fidelity="exact",
+            chunks=_fit(fixture.chunks, len(fixture.response_body)),
+            complete=fixture.complete,
+            error_type=fixture.error_type,
+        )
+    return RecordedStep(
+        **common, **_from_span(kind, endpoint, request_body, attrs, common["duration_ns"])
+    )
+
+
+def _from_span(
+    kind: str,
+    endpoint: str,
+    request_body: bytes | None,
+    attrs: Mapping[str, Any],
+    duration_ns: int,
+) -> dict[str, Any]:
+    """The response fields of a step rebuilt from its span alone."""
+    status = _int(attrs.get(A.REPLAY_RESPONSE_STATUS_CODE))
+    if status is None:
+        status = _int(attrs.get("http.response.status_code"))
+    error_type = _str(attrs.get("error.type"))
+    body = _inline(attrs, A.REPLAY_RESPONSE_BODY)
+    if body is not None:
+        _check(body, _str(attrs.get(A.REPLAY_RESPONSE_HASH)), "response")
+        content_type = _str(attrs.get(A.REPLAY_RESPONSE_CONTENT_TYPE))
+        sizes = _ints(attrs.get(A.REPLAY_RESPONSE_CHUNK_SIZES))
+        times = _ints(attrs.get(A.REPLAY_RESPONSE_CHUNK_TIMES))
+        return {
+            "status_code": status,
+            "response_headers": (("content-type", content_type),) if content_type else (),
+            "response_body": body,
+            "fidelity": "exact",
+            "chunks": _fit(list(zip(sizes, times, strict=False)), len(body)),
+            "complete": attrs.get(A.REPLAY_RESPONSE_COMPLETE) is not False,
+            "error_type": error_type,
+        }
+    fidelity: Fidelity = "exact" if A.REPLAY_RUN_ID in attrs else "semantic"
+    if error_type is not None and status is None and not _has_output(attrs):
+        # A transport error: nothing came back, so there is nothing to synthesise.
+        return {
+            "status_code": None,
+            "response_headers": (),
+            "response_body": b"",
+            "fidelity": fidelity,
+            "complete": False,
+            "error_type": error_type,
+        }
+    if kind != "llm":
+        raise StepProblem(
+            "step has no recorded response body (it was over OTEL_REPLAY_INLINE_LIMIT or "
+            "content capture was off); replay it from the store that recorded it"
+        )
+    made = synthesize(
+        endpoint, attrs, _streamed(request_body, attrs), duration_ns=duration_ns or None
+    )
+    return {
+        "status_code": made.status_code,
+        "response_headers": tuple(made.headers),
+        "response_body": made.body,
+        "fidelity": "semantic",
+        "chunks": tuple(made.chunks),
+        "complete": True,
+        "error_type": None,
+    }
+
+
+def _has_output(attrs: Mapping[str, Any]) -> bool:
+    return bool(attrs.get("gen_ai.output.messages"))
+
+
+def _streamed(request_body: bytes | None, attrs: Mapping[str, Any]) -> bool:
+    if request_body is not None:
+        parsed = _json(request_body)
+        if isinstance(parsed, Mapping):
+            return parsed.get("stream") is True
+    return (
+        attrs.get("gen_ai.request.stream") is True
+        or attrs.get("gen_ai.response.time_to_first_chunk") is not None
+    )
+
+
+def _endpoint(
+    kind: str, method: str, url: str | None, body: bytes | None, attrs: Mapping[str, Any]
+) -> str:
+    if kind != "llm":
+        if url is None:
+            raise StepProblem("HTTP step has no url.full")
+        return endpoint_of(method, url, None)
+    named = _codec_from_attributes(attrs)
+    parsed = _json(body) if body is not None else None
+    if isinstance(parsed, Mapping):
+        if url is not None:
+            codec = detect(method, endpoint_of(method, url, None).split(" ", 1)[1], parsed)
+            if codec is not None:
+                return codec.name
+        # Without the URL, bodies alone can be ambiguous (an OpenAI chat body and an
+        # Anthropic one both hold "messages"): the span's provider settles it.
+        fitting = [
+            codec.name
+            for codec in CODECS
+            if codec.name in CANONICAL_PATHS and codec.matches(CANONICAL_PATHS[codec.name], parsed)
+        ]
+        if fitting:
+            return named if named in fitting else fitting[0]
+    name = named
+    if name is None:
+        provider = attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")
+        operation = attrs.get("gen_ai.operation.name")
+        raise StepProblem(
+            f"no provider codec for this model call (provider {provider!r}, operation "
+            f"{operation!r})"
+        )
+    return name
+
+
+def _codec_from_attributes(attrs: Mapping[str, Any]) -> str | None:
+    """The codec of a model call known only by its GenAI attributes."""
+    provider = attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")
+    operation = attrs.get("gen_ai.operation.name")
+    if operation != "chat":
+        return None
+    if provider in _OPENAI_PROVIDERS:
+        response_id = attrs.get("gen_ai.response.id")
+        # Responses API ids are resp_…, Chat Completions ids chatcmpl-….
+        if isinstance(response_id, str) and response_id.startswith("resp_"):
+            return "openai.responses"
+        return "openai.chat_completions"
+    if provider == "anthropic":
+        return "anthropic.messages"
+    return None
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _inline(attrs: Mapping[str, Any], key: str) -> bytes | None:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise StepProblem(f"{key} is not a string")
+    try:
+        return decode_body(value)
+    except ValueError as exc:
+        raise StepProblem(f"{key}: {exc}") from None
+
+
+def _check(body: bytes, tag: str | None, what: str) -> None:
+    if tag is not None and sha256_tag(body) != tag:
+        raise StepProblem(
+            f"the inline {what} body does not match replay.{what}.hash {tag} (altered or "
+            f"damaged on its way)"
+        )
+
+
+def _fit(chunks: Sequence[tuple[int, int]], total: int) -> tuple[tuple[int, int], ...]:
+    """Chunks whose sizes add up to ``total`` (see ``fit_chunks``), each with its time."""
+    if not chunks or total == 0:
+        return ()
+    sizes = fit_chunks([size for size, _ in chunks], total)
+    return tuple((size, chunks[i][1]) for i, size in enumerate(sizes))
+
+
+def _duration(span: Mapping[str, Any] | None, fixture: Fixture | None) -> int:
+    if span is not None:
+        start, end = span.get("start_ns"), span.get("end_ns")
+        if isinstance(start, int) and isinstance(end, int) and end >= start:
+            return end - start
+    if fixture is not None and fixture.end_ns >= fixture.start_ns:
+        return fixture.end_ns - fixture.start_ns
+    return 0
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list | tuple):
+        return []
+    return [n for n in (_int(v) for v in value) if n is not None]
