@@ -9,7 +9,8 @@ its status — ok runs :data:`Retention.ok_days` (7), runs with an error
 2. removes what no run references: streams absent from the index (a writer killed between
    publishing a pack and committing it), leftover temporary files, and small packs already
    merged into a larger one — each only when older than :data:`GRACE_S`, so a writer still
-   publishing is never raced;
+   publishing is never raced. A stream absent from the index because a pack of it cannot be
+   read is kept: it is damage for ``verify`` to name, not garbage;
 3. compacts streams left with several small packs (writers that were killed before close).
 
 Every run owns its objects (see ``_stream``), so removing a run's directory can never take a
@@ -36,6 +37,7 @@ from otel_replay.store._index import Index
 from otel_replay.store._reader import PackFile, Reader, cover
 from otel_replay.store._stream import SMALL_PACK, compact
 from otel_replay.store._types import GcReport, Progress, RunInfo
+from otel_replay.store._verify import unindexed_damage
 
 __all__ = ["GRACE_S", "Retention", "collect"]
 
@@ -106,7 +108,9 @@ def _expired(index: Index, backend: Backend, retention: Retention, now_ns: int) 
     return expired
 
 
-def _plan(index: Index, backend: Backend, retention: Retention, now: float) -> _Plan:
+def _plan(
+    index: Index, backend: Backend, reader: Reader, retention: Retention, now: float
+) -> _Plan:
     plan = _Plan(expired=_expired(index, backend, retention, int(now * 1e9)))
     expired_dirs = {_dir_name(run_id) for run_id in plan.expired}
     plan.trees = {f"{PACKS_DIR}/{name}" for name in expired_dirs}
@@ -130,7 +134,8 @@ def _plan(index: Index, backend: Backend, retention: Retention, now: float) -> _
         if now - newest[stream_rel] <= GRACE_S:
             continue  # its writer may still be at work
         if key not in indexed:
-            plan.trees.add(stream_rel)
+            if not unindexed_damage(reader, backend.location, packs):
+                plan.trees.add(stream_rel)
             continue
         plan.loose.update(p.rel for p in _redundant(packs))
         small = [p for p in cover(packs) if plan.files[p.rel][0] < SMALL_PACK]
@@ -150,7 +155,7 @@ def collect(
     progress: Progress | None = None,
 ) -> GcReport:
     """Run the collection described in the module docstring; see ``Store.gc``."""
-    plan = _plan(index, backend, retention, now)
+    plan = _plan(index, backend, reader, retention, now)
     doomed = plan.doomed()
     blobs = 0
     for rel in doomed:

@@ -4,10 +4,17 @@ For a remote store the index is a local cache, so :func:`sync_index` is how it l
 other machines wrote (and what another machine's ``gc`` removed). For a local store it is
 how ``Store.rebuild`` recreates a damaged index. Both read only the records (one small JSON
 object per flush), never the bodies.
+
+A pack that cannot be read stops its stream there: the records before it are indexed, the
+stream's committed mark stays below it (so the next sync reads it again: a remote read may
+only have failed for a moment), and a stream whose first pack is damaged stays out of the
+index. Nothing is dropped silently: each such pack is logged, ``verify`` names it (it checks
+the streams it finds on storage, indexed or not) and ``gc`` never removes it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -27,7 +34,12 @@ from otel_replay.store._reader import PackFile, Reader, cover
 from otel_replay.store._records import Record, decode_record, span_facts
 from otel_replay.store._rows import step_row
 
-__all__ = ["list_streams", "stream_records", "sync_index"]
+__all__ = ["list_streams", "readable_records", "stream_records", "sync_index"]
+
+_log = logging.getLogger(__name__)
+
+READ_ERRORS = (CorruptBlobError, PackError, ValueError, OSError)
+"""What reading a pack's records raises when the pack (or the storage) is damaged."""
 
 
 def list_streams(backend: Backend) -> dict[tuple[str, int], list[PackFile]]:
@@ -80,11 +92,29 @@ def _apply(
         Index.refresh_run(conn, num)
 
 
+def readable_records(
+    reader: Reader, packs: list[PackFile], start: int = 0
+) -> tuple[list[tuple[int, Record]], int | None, str | None]:
+    """The records numbered ``start`` and up of a stream's packs, up to its first unreadable
+    pack: ``(records, first object of that pack, what is wrong with it)`` (None, None when
+    every pack was read)."""
+    records: list[tuple[int, Record]] = []
+    for pack in cover(packs):
+        if pack.last < start:
+            continue
+        try:
+            records.extend(list(_pack_records(reader, pack, start)))  # all or none
+        except READ_ERRORS as exc:
+            return records, max(pack.first, start), f"{reader.backend.location}/{pack.rel}: {exc}"
+    return records, None, None
+
+
 def sync_index(index: Index, backend: Backend, reader: Reader, *, drop_missing: bool) -> int:
     """Bring the index up to date with the records in the packs; the number of streams read.
 
     With ``drop_missing`` (remote stores) streams that no longer exist are removed from the
-    index, and runs left without streams with them. Pins are mirrored from ``pins/``.
+    index, and runs left without streams with them. Pins are mirrored from ``pins/``. An
+    unreadable pack is logged and stops its stream (see the module docstring).
     """
     known = {(run, stream): committed for run, stream, committed in index.streams()}
     by_dir = {(run_dir(run).split("/", 1)[1], stream): run for run, stream in known}
@@ -97,21 +127,20 @@ def sync_index(index: Index, backend: Backend, reader: Reader, *, drop_missing: 
         committed = known.get((run_id, key[1]), 0) if run_id is not None else 0
         if end <= committed:
             continue
-        try:
-            records = list(
-                stream_records(reader, run_id, key[1], start=committed, packs=packs)
-                if run_id is not None
-                else _records_unknown_run(reader, packs)
+        records, stop, problem = readable_records(reader, packs, committed)
+        if problem is not None:
+            _log.warning(
+                "otel-replay: %s cannot be read, so its stream is indexed only up to it; "
+                "`otel-replay verify` names every damaged file",
+                problem,
             )
-        except (CorruptBlobError, PackError, ValueError, OSError):
-            continue  # a damaged stream stays out of the index; verify reports it
         run_ids = {record.run_id for _, record in records}
         if len(run_ids) != 1:
-            continue  # no record (a writer died before its first one) or a foreign stream
+            continue  # no record (a writer died before its first one, or damage) or foreign
         (run_id,) = run_ids
         if run_dir(run_id).split("/", 1)[1] != key[0]:
             continue
-        _apply(index, run_id, key[1], records, end)
+        _apply(index, run_id, key[1], records, end if stop is None else stop)
         read += 1
     if drop_missing:
         present = {(by_dir.get(key), key[1]) for key in found}
@@ -130,11 +159,12 @@ def sync_index(index: Index, backend: Backend, reader: Reader, *, drop_missing: 
     return read
 
 
-def _records_unknown_run(reader: Reader, packs: list[PackFile]) -> Iterator[tuple[int, Record]]:
-    """Records of a stream whose run id is not known yet (read through its pack paths)."""
-    for pack in cover(packs):
-        index = reader.pack_index(pack.rel)
-        for offset, (frame, start, length, kind) in enumerate(index.entries):
-            if kind == KIND_RECORD:
-                data = reader.frame(pack.rel, index, frame)[start : start + length]
-                yield index.first + offset, decode_record(data)
+def _pack_records(reader: Reader, pack: PackFile, start: int) -> Iterator[tuple[int, Record]]:
+    """Records numbered ``start`` and up of one pack (read through its path: the stream's run
+    id may not be known yet)."""
+    index = reader.pack_index(pack.rel)
+    for offset, (frame, begin, length, kind) in enumerate(index.entries):
+        oid = index.first + offset
+        if kind == KIND_RECORD and oid >= start:
+            data = reader.frame(pack.rel, index, frame)[begin : begin + length]
+            yield oid, decode_record(data)

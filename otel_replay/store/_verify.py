@@ -5,6 +5,11 @@ frame decompressed (zstd checksum); every recipe is decoded and its references c
 record is decoded and compared with the index rows of its steps. Then every step's request and
 response bodies are reassembled and re-hashed against the index. Each problem names the thing
 that is damaged: the pack file, the stream and object, the blob hash, the run and step.
+
+Streams found on storage but not in the index are checked too: an index rebuilt from the packs
+leaves out a stream whose first pack is unreadable (``_sync``), and that must not make the store
+look intact. (An unindexed stream whose packs are all sound is a writer killed between
+publishing and committing: ``gc`` removes it, and it is no damage.)
 """
 
 from __future__ import annotations
@@ -12,16 +17,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 from otel_replay.errors import CorruptBlobError
-from otel_replay.store._format import stream_dir
+from otel_replay.store._format import run_dir, stream_dir
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._pack import KIND_RECIPE, KIND_RECORD, PackError, decode_recipe
 from otel_replay.store._reader import PackFile, Reader, cover
 from otel_replay.store._records import decode_record, restore
 from otel_replay.store._rows import StepRef
+from otel_replay.store._sync import list_streams
 from otel_replay.store._types import Progress, VerifyProblem
 
-__all__ = ["verify"]
+__all__ = ["unindexed_damage", "verify"]
 
 
 def _check_pack(
@@ -158,6 +164,25 @@ def _check_bodies(reader: Reader, ref: StepRef, problems: list[VerifyProblem]) -
             )
 
 
+def unindexed_damage(reader: Reader, location: str, packs: list[PackFile]) -> list[VerifyProblem]:
+    """The problems of a stream the index does not list (``packs``: all its pack files);
+    empty when every pack is sound."""
+    found: list[VerifyProblem] = []
+    for pack in packs:
+        _check_pack(reader, location, pack, 0, found)
+    if found:
+        where = f"{location}/{packs[0].rel.rsplit('/', 1)[0]}"
+        found.append(
+            VerifyProblem(
+                "index",
+                f"{where} is not in the index: a pack of it cannot be read, so the steps it "
+                "holds are not listed",
+                path=where,
+            )
+        )
+    return found
+
+
 def verify(
     index: Index, backend: Backend, reader: Reader, progress: Progress | None = None
 ) -> list[VerifyProblem]:
@@ -176,7 +201,11 @@ def verify(
                 run_id=run_id,
             )
         )
-    total = len(streams) + sum(len(items) for items in refs.values())
+    indexed = {(run_dir(run).split("/", 1)[1], s) for run, s, _ in streams}
+    unindexed = [
+        packs for key, packs in sorted(list_streams(backend).items()) if key not in indexed
+    ]
+    total = len(streams) + len(unindexed) + sum(len(items) for items in refs.values())
     done = 0
     for run_id, stream, committed in streams:
         stream_refs = refs.get((run_id, stream), [])
@@ -189,4 +218,9 @@ def verify(
             done += 1
             if progress is not None:
                 progress(done, total)
+    for packs in unindexed:
+        problems.extend(unindexed_damage(reader, backend.location, packs))
+        done += 1
+        if progress is not None:
+            progress(done, total)
     return problems

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -103,6 +104,45 @@ def test_rebuild_recreates_the_index_from_the_packs(tmp_path: Path) -> None:
         assert [store.request_body(s) for s in store.steps("run-x")] == [q for q, _ in pairs]
         assert store.verify() == []
     assert list(root.glob("index.sqlite.broken-*"))
+
+
+def test_rebuild_names_a_run_whose_only_pack_is_damaged_and_gc_keeps_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "s"
+    _recorded(root, turns=3)
+    (pack,) = root.rglob("*.pack")
+    _flip(pack, 30)
+    (root / "index.sqlite").unlink()
+    with Store.rebuild(root) as store:
+        assert store.runs() == []  # nothing readable says which run it is
+        problems = store.verify()
+        assert [p.kind for p in problems] == ["pack", "index"]
+        assert problems[0].path == str(pack)
+        assert problems[1].path == str(pack.parent) and "not in the index" in problems[1].message
+        store.gc(now=4_000_000_000.0)  # long after the grace period
+    assert pack.exists()
+    assert str(pack) in caplog.text
+
+
+def test_rebuild_indexes_a_stream_up_to_its_first_damaged_pack(tmp_path: Path) -> None:
+    root, copy = tmp_path / "s", tmp_path / "copy"
+    pairs = chat_bodies(4)
+    with Store.open(root) as store:
+        store.compact_after = None
+        for index, (request, response) in enumerate(pairs):
+            store.put([fixture("run-p", index, request, response)])
+            store.flush()
+        shutil.copytree(root, copy)  # before close merges the four packs into one
+    packs = sorted(copy.rglob("*.pack"))
+    assert len(packs) == 4
+    _flip(packs[2], 30)
+    (copy / "index.sqlite").unlink()
+    with Store.rebuild(copy) as store:
+        assert [s.index for s in store.steps("run-p")] == [0, 1]
+        assert [store.request_body(s) for s in store.steps("run-p")] == [q for q, _ in pairs[:2]]
+        problems = store.verify()
+        assert [(p.kind, p.path) for p in problems] == [("pack", str(packs[2]))]
 
 
 def test_an_unknown_format_version_is_refused_with_a_hint(tmp_path: Path) -> None:

@@ -89,9 +89,13 @@ def test_unreferenced_leftovers_go_once_settled(tmp_path: Path) -> None:
         store._closed = True  # leave like a killed process: no close-time compaction
         store._index.close()
     stream = next(p for p in (root / "packs" / "kept").iterdir())
+    with Store.open(tmp_path / "other") as other:
+        _record(other, "never-committed", turns=1)
+    (written,) = (tmp_path / "other").rglob("*.pack")
     orphan = root / "packs" / "never-committed" / "s0123456789abcdef"
     orphan.mkdir(parents=True)
-    (orphan / "00000000-00000003.pack").write_bytes(b"x" * 100)
+    # published, never committed; a sound pack (a damaged one would be kept for verify to name)
+    (orphan / written.name).write_bytes(written.read_bytes())
     (stream / ".tmp-123-abcd").write_bytes(b"partial")
     old = time.time() - GRACE_S - 10
     for path in root.rglob("*"):

@@ -209,12 +209,6 @@ def test_a_corrupt_file_on_disk_is_named(s3rver: S3rver, tmp_path: Path) -> None
             read(step)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="store bug: an index rebuilt from the packs (a fresh cache dir, Store.rebuild) "
-    "leaves a damaged stream out, and verify() only checks indexed streams, so it finds nothing",
-)
 def test_a_corrupt_file_on_disk_is_named_by_a_fresh_machine(s3rver: S3rver, tmp_path: Path) -> None:
     with _open(s3rver, tmp_path / "a") as store:
         _record(store, "disk-3", 3)
