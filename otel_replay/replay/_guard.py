@@ -9,6 +9,7 @@ sockets and socket pairs stay allowed: they are not the network.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 from collections.abc import Callable
@@ -19,6 +20,14 @@ from otel_replay.errors import NetworkBlockedError
 __all__ = ["SocketGuard"]
 
 _INET = (socket.AF_INET, socket.AF_INET6)
+
+
+def _numeric(host: Any) -> bool:
+    try:
+        ipaddress.ip_address(host.decode() if isinstance(host, bytes) else str(host))
+    except ValueError:
+        return False
+    return True
 
 
 def _address(address: Any) -> str:
@@ -93,7 +102,8 @@ class SocketGuard:
             return int(saved["sendto"](sock, data, *args))
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-            if host is not None:
+            # A numeric address resolves without asking anyone; the connect is refused later.
+            if host is not None and not _numeric(host):
                 raise cls._refuse(f"name lookup {_address((host, port))}")
             return saved["getaddrinfo"](host, port, *args, **kwargs)
 

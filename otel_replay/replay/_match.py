@@ -181,7 +181,7 @@ def _fields_differing(step: RecordedStep, method: str, path: str, new: Any) -> t
     if old is None and step.request_body is None:
         old = _attributes_as_request(step.attributes)
     if old is not None or new is not None:
-        fields.extend(json_paths_differing(old, new))
+        fields.extend(p if p != "$" else "body" for p in json_paths_differing(old, new))
     return tuple(fields)
 
 

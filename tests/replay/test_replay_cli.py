@@ -1,0 +1,260 @@
+"""``otel-replay replay RUN -- CMD``: record real programs, stop the provider, replay them.
+
+Each recording runs a real program (the example support agent, or the SDK matrix script with
+openai 3.x on httpx2, openai 2.x on httpx, anthropic) under ``opentelemetry-instrument`` with
+the ``replay`` exporter, against the stand-in. The stand-in is then stopped and the program is
+replayed by the real CLI: its output must be identical, it must make no real connection (an
+audit hook in the script sees every ``socket.connect``), and the report must say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.standin import StandIn
+from otel_replay.store import Store
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+CLI = Path(sys.executable).parent / "otel-replay"
+SCRIPT = Path(__file__).with_name("_sdk_script.py")
+AGENT = ROOT / "examples" / "support_agent.py"
+LEGACY = ROOT / ".venv" / "legacy-openai"
+
+
+def _record(
+    store: Path, run_id: str, argv: list[str], **env: str
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, *argv],
+        env=subprocess_env(store, OTEL_REPLAY_RUN_ID=run_id, **env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def replay(store: Path, run: str, *command: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``otel-replay replay RUN --store STORE -- CMD`` with a clean environment."""
+    base = {k: v for k, v in subprocess_env(store).items() if not k.startswith("OTEL_")}
+    return subprocess.run(
+        [str(CLI), "replay", run, "--store", str(store), "--", *command],
+        env=base | env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _last_json(stdout: str) -> dict[str, Any]:
+    return dict(json.loads(stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def agent_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The support agent recorded into a store; the stand-in is stopped afterwards."""
+    store = tmp_path_factory.mktemp("agent") / "store"
+    with StandIn(event_delay=0.001) as standin:
+        done = _record(store, "r_agent", [str(AGENT)], STANDIN_URL=standin.base_url)
+    return store, "r_agent", done.stdout
+
+
+def test_the_agent_replays_identically_without_the_provider(
+    agent_store: tuple[Path, str, str],
+) -> None:
+    store, run, recorded_output = agent_store
+    done = replay(store, run, sys.executable, str(AGENT))
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The agent printed exactly what it printed when it was recorded.
+    replayed_output = done.stdout[: len(recorded_output)]
+    assert replayed_output == recorded_output
+    report = done.stdout[len(recorded_output) :]
+    assert f"replay of run {run} (store {store}): identical" in report
+    assert "9 requests, 9 served from 9 recorded steps; matched: hash 9; fidelity: exact 9" in (
+        report
+    )
+    assert "network attempts: 0" in report
+    assert "Traceback" not in done.stderr
+    # The re-execution is a run of its own in the store, recorded in mode replay.
+    new_id = report.rsplit("recorded as run ", 1)[1].split()[0]
+    with Store.open(store, create=False) as opened:
+        spans = opened.spans(new_id)
+        assert len(opened.steps(new_id)) == 9
+    modes = {
+        s["attributes"].get("replay.mode") for s in spans if "replay.step.index" in s["attributes"]
+    }
+    assert modes == {"replay"}
+
+
+def test_a_changed_system_prompt_is_reported_field_by_field(
+    agent_store: tuple[Path, str, str],
+) -> None:
+    store, run, _ = agent_store
+    done = replay(
+        store,
+        run,
+        sys.executable,
+        str(AGENT),
+        SUPPORT_SYSTEM_PROMPT="You are Ada. Answer in one word.",
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "diverged — step 0 differs from the recording" in done.stdout
+    assert "first divergence: step 0 (openai.chat_completions), request 0, matched by position" in (
+        done.stdout
+    )
+    assert (
+        "system instructions (message 0): system: You are Ada, the customer-support assistant"
+        in done.stdout
+    )
+    assert "→ system: You are Ada. Answer in one word." in done.stdout
+    assert "prompt hash: sha256:" in done.stdout
+
+
+def test_json_report_names_the_step_and_fields(agent_store: tuple[Path, str, str]) -> None:
+    store, run, _ = agent_store
+    env = subprocess_env(store, SUPPORT_SYSTEM_PROMPT="Be brief.")
+    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [
+            str(CLI),
+            "replay",
+            run,
+            "--store",
+            str(store),
+            "--json",
+            "--",
+            sys.executable,
+            str(AGENT),
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout[done.stdout.index("{\n") :])
+    assert document["identical"] is False
+    assert document["agent_exit_code"] == 0
+    first = document["first_divergence"]
+    assert (first["kind"], first["step"], first["request"]) == ("changed", 0, 0)
+    fields = [c["field"] for c in first["changes"]]
+    assert fields == ["prompt hash", "system instructions (message 0)"]
+    assert first["changes"][1]["replayed"] == "system: Be brief."
+    assert document["matched"] == {"hash": 3, "position": 6}
+    assert document["network_attempts"] == []
+
+
+@pytest.mark.parametrize(
+    ("suite", "legacy"),
+    [("openai", False), ("openai", True), ("anthropic", False)],
+    ids=["openai-httpx2", "openai2-httpx", "anthropic"],
+)
+def test_sdk_matrix_replays_identically(tmp_path: Path, suite: str, legacy: bool) -> None:
+    if legacy:
+        assert (LEGACY / "openai").is_dir(), f"openai 2.x is missing from {LEGACY}: make setup"
+    extra = {"PYTHONPATH": f"{LEGACY}{os.pathsep}{ROOT}"} if legacy else {}
+    store = tmp_path / "store"
+    with StandIn(event_delay=0.001) as standin:
+        argv = [str(SCRIPT), str(ROOT), suite, standin.openai_base_url, standin.anthropic_base_url]
+        recorded = _last_json(_record(store, "r_matrix", argv, **extra).stdout)
+    assert recorded["connects"], "the recording should have reached the stand-in"
+    if legacy:
+        assert recorded["sdk"].startswith("2.")
+    done = replay(store, "r_matrix", sys.executable, *argv, **extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    replayed = json.loads(done.stdout.splitlines()[0])
+    assert replayed["sdk"] == recorded["sdk"]
+    assert replayed["outputs"] == recorded["outputs"]
+    assert replayed["connects"] == []
+    assert "identical" in done.stdout
+    assert "network attempts: 0" in done.stdout
+
+
+def test_a_socket_opened_by_the_program_is_refused_and_reported(
+    agent_store: tuple[Path, str, str],
+) -> None:
+    store, run, _ = agent_store
+    code = (
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+        "except ConnectionRefusedError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    done = replay(store, run, sys.executable, "-c", code)
+    assert done.returncode == 1
+    assert "refused: otel-replay strict replay refused network access to 127.0.0.1:9" in (
+        done.stdout
+    )
+    assert "refused network access: 127.0.0.1:9" in done.stdout
+    assert "network attempts: 1" in done.stdout
+    assert "recorded step 0 was never requested" in done.stdout
+
+
+def test_the_agent_exit_status_is_surfaced(agent_store: tuple[Path, str, str]) -> None:
+    store, run, _ = agent_store
+    code = f"import runpy, sys; runpy.run_path({str(AGENT)!r}, run_name='__main__'); sys.exit(4)"
+    done = replay(store, run, sys.executable, "-c", code)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert ": identical" in done.stdout
+    assert "the agent exited with status 4" in done.stdout
+
+
+def test_an_extra_request_fails_strictly_with_the_closest_recorded_ones(
+    agent_store: tuple[Path, str, str],
+) -> None:
+    store, run, _ = agent_store
+    code = (
+        "import httpx\n"
+        "for order in ('Z-9', 'Z-10'):\n"
+        "    httpx.post('http://127.0.0.1:8765/tools/refunds', json={'order_id': order})\n"
+    )
+    done = replay(store, run, sys.executable, "-c", code)
+    assert done.returncode == 1
+    # The second request has nothing left to match: it stops the program with the closest.
+    assert "UnmatchedRequestError: otel-replay: no recorded step of run 'r_agent' matches POST" in (
+        done.stderr
+    )
+    assert "closest recorded requests:" in done.stderr
+    assert "  step 7 POST /tools/refunds, served 1 time(s): differs in $.order_id" in done.stderr
+    assert "requests with no recorded step: 1 (POST http://127.0.0.1:8765/tools/refunds)" in (
+        done.stdout
+    )
+    # The request got the next recorded refund by position, then nothing is left to serve.
+    assert "first divergence: step 7 (POST /tools/refunds), request 0, matched by position" in (
+        done.stdout
+    )
+    assert "body $.order_id: A-1234 → Z-9" in done.stdout
+    assert "body $.reason: removed (was item arrived damaged)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["r_nope"], "r_nope"),
+        (["missing.jsonl"], "missing.jsonl"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_2(
+    agent_store: tuple[Path, str, str], args: list[str], message: str
+) -> None:
+    store, _, _ = agent_store
+    done = replay(store, args[0], sys.executable, "-c", "print('never runs')")
+    assert done.returncode == 2
+    assert "never runs" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0]
