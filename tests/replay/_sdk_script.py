@@ -93,14 +93,14 @@ def anthropic_suite(base_url: str) -> tuple[str, list[str]]:
     out: list[str] = []
     with anthropic.Anthropic(base_url=base_url, api_key=KEY, max_retries=0) as client:
         message = client.messages.create(**params("Where is order C-1?"))
-        out.append(f"{message.id} {message.content[0].text}")  # type: ignore[union-attr]
+        out.append(f"{message.id} {message.content[0].text}")
         with client.messages.stream(**params("Where is order C-2?")) as stream:
             out.append("".join(stream.text_stream))
 
     async def run_async() -> list[str]:
         async with anthropic.AsyncAnthropic(base_url=base_url, api_key=KEY, max_retries=0) as c:
             message = await c.messages.create(**params("Where is order C-3?"))
-            return [f"{message.id} {message.content[0].text}"]  # type: ignore[union-attr]
+            return [f"{message.id} {message.content[0].text}"]
 
     out.extend(asyncio.run(run_async()))
     return anthropic.__version__, out
