@@ -20,6 +20,7 @@ import click
 from otel_replay import __version__
 from otel_replay.cli._common import CliError
 from otel_replay.cli._gc import gc
+from otel_replay.cli._import import import_
 from otel_replay.cli._pin import pin
 from otel_replay.cli._replay import replay
 from otel_replay.cli._runs import runs
@@ -88,7 +89,7 @@ def cli() -> None:
     """
 
 
-for _command in (runs, show, replay, verify, gc, pin):
+for _command in (runs, show, replay, verify, gc, pin, import_):
     cli.add_command(_command)
 
 

@@ -11,6 +11,8 @@ Runs recorded (oldest first):
 * ``SUPPORT``: the example support agent (OpenAI Chat Completions with tool calls, the HTTP
   tool calls, a streamed last answer), ``seed=7``.
 * ``CLAUDE``: one streamed Anthropic Messages call.
+* ``ERRORS``: a provider error (HTTP 429), a stream the provider cuts mid-way, and a
+  connection refused (a transport error: no response at all).
 * ``LARGE``: one chat call recorded with ``OTEL_REPLAY_INLINE_LIMIT=0`` (no inline bodies).
 * ``official``: one chat call recorded by ``opentelemetry-instrumentation-openai-v2`` alone
   (no otel-replay), with message content on the span.
@@ -22,6 +24,7 @@ import base64
 import json
 import os
 import shutil
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,11 +48,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
+from otel_replay.replay._model import Run
 from tests.export._support import Pipeline
 
 SUPPORT = "r_20261121T090000_a1b2c3d4"
 CLAUDE = "r_20261121T091000_9a8b7c6d"
 LARGE = "r_20261121T092000_0badf00d"
+ERRORS = "r_20261121T090500_e5f60718"
 KEY = "sk-test-replay-not-a-secret"
 
 
@@ -163,6 +168,37 @@ def _claude(standin: StandIn, log: list[Exchange]) -> None:
         stream.until_done()
 
 
+def _errors(standin: StandIn, log: list[Exchange]) -> None:
+    with (
+        otel_replay.run(name="flaky", seed=1, run_id=ERRORS),
+        openai.OpenAI(
+            base_url=standin.openai_base_url,
+            api_key=KEY,
+            max_retries=0,
+            http_client=httpx2.Client(transport=Tee(httpx2, log)),
+        ) as client,
+        httpx.Client(transport=Tee(httpx, log)) as tools,
+    ):
+        with pytest.raises(openai.RateLimitError):
+            client.chat.completions.create(
+                model="standin-error", messages=[{"role": "user", "content": "hi"}]
+            )
+        with pytest.raises(openai.APIError):
+            for _ in client.chat.completions.create(
+                model="standin-cut", messages=[{"role": "user", "content": "tell me"}], stream=True
+            ):
+                pass
+        with pytest.raises(httpx.ConnectError):
+            tools.get(f"http://127.0.0.1:{closed_port()}/orders/A-1234")
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _large(standin: StandIn, log: list[Exchange]) -> None:
     with (
         otel_replay.run(name="large", seed=5, run_id=LARGE),
@@ -212,12 +248,19 @@ def _official(standin: StandIn, log: list[Exchange]) -> tuple[ReadableSpan, ...]
 
 def record(root: Path) -> Recorded:
     """Record the runs into ``root / "store"``."""
-    exchanges: dict[str, list[Exchange]] = {SUPPORT: [], CLAUDE: [], LARGE: [], "official": []}
+    exchanges: dict[str, list[Exchange]] = {
+        SUPPORT: [],
+        CLAUDE: [],
+        ERRORS: [],
+        LARGE: [],
+        "official": [],
+    }
     memory, large = InMemorySpanExporter(), InMemorySpanExporter()
     with StandIn(event_delay=0.001) as standin:
         with Pipeline(root / "store", others=[memory]):
             _support(standin, exchanges[SUPPORT])
             _claude(standin, exchanges[CLAUDE])
+            _errors(standin, exchanges[ERRORS])
         with (
             _env(OTEL_REPLAY_INLINE_LIMIT="0"),
             Pipeline(root / "store", others=[large]),
@@ -238,6 +281,26 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 def store(recorded: Recorded, tmp_path: Path) -> Path:
     """A private copy of the recorded store."""
     return Path(shutil.copytree(recorded.store, tmp_path / "store"))
+
+
+def assert_matches_wire(run: Run, recorded: Recorded) -> None:
+    """Each step holds the exact bytes of its exchange on the wire, in order."""
+    exchanges = recorded.exchanges[run.run_id]
+    assert [step.index for step in run.steps] == list(range(len(exchanges)))
+    for step, exchange in zip(run.steps, exchanges, strict=True):
+        assert step.fidelity == "exact"
+        assert step.request_body == exchange.request
+        assert step.status_code == exchange.status
+        assert step.response_body == bytes(exchange.response)
+        assert step.method == exchange.method
+        assert step.complete and step.error_type is None
+        if step.kind == "http":
+            assert step.url == exchange.url
+
+
+def content_type(headers: tuple[tuple[str, str], ...]) -> str:
+    values = [v for k, v in headers if k.lower() == "content-type"]
+    return values[0].split(";")[0] if values else ""
 
 
 # -- OTLP encodings ----------------------------------------------------------------------------

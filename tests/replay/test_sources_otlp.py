@@ -18,33 +18,15 @@ from tests.replay.conftest import (
     CLAUDE,
     SUPPORT,
     Recorded,
+    assert_matches_wire,
     collector_json,
+    content_type,
     ints_as_numbers,
     one_span_per_line,
     otlp_request,
     protobuf_json,
     run_spans,
 )
-
-
-def assert_matches_wire(run: Run, recorded: Recorded) -> None:
-    """Each step holds the exact bytes of its exchange on the wire, in order."""
-    exchanges = recorded.exchanges[run.run_id]
-    assert [step.index for step in run.steps] == list(range(len(exchanges)))
-    for step, exchange in zip(run.steps, exchanges, strict=True):
-        assert step.fidelity == "exact"
-        assert step.request_body == exchange.request
-        assert step.status_code == exchange.status
-        assert step.response_body == bytes(exchange.response)
-        assert step.method == exchange.method
-        assert step.complete and step.error_type is None
-        if step.kind == "http":
-            assert step.url == exchange.url
-
-
-def content_type(headers: tuple[tuple[str, str], ...]) -> str:
-    values = [v for k, v in headers if k.lower() == "content-type"]
-    return values[0].split(";")[0] if values else ""
 
 
 def step_facts(run: Run) -> list[tuple[Any, ...]]:

@@ -52,9 +52,33 @@ def documents(data: bytes, source: str) -> list[Document]:
     body = data.lstrip(_WHITESPACE)
     if not body:
         raise SourceError(f"{source} is empty: no OTLP trace data")
+    # Protobuf trace data starts with 0x0a (a newline), and the length after it can be "{":
+    # each encoding is tried when the other fails, and the likelier one's error is reported.
     if body[0] in _JSON_STARTS:
-        return _json_documents(data, source)
-    return _protobuf_documents(data, source)
+        try:
+            return _json_documents(data, source)
+        except SourceError:
+            if data[:1] != b"\n":
+                raise
+            try:
+                return _protobuf_documents(data, source)
+            except SourceError:
+                pass
+            raise
+    try:
+        return _protobuf_documents(data, source)
+    except SourceError:
+        if not _is_text(body):
+            raise
+    return _json_documents(data, source)
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c in "\t\r\n" for c in text)
 
 
 def _protobuf_documents(data: bytes, source: str) -> list[Document]:

@@ -32,6 +32,7 @@ def fetch(url: str, *, timeout: float = 30.0) -> bytes:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body: bytes = response.read(_MAX_BYTES + 1)
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the connection
         raise SourceError(f"{target}: the server answered HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

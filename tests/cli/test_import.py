@@ -1,0 +1,161 @@
+"""``otel-replay import SOURCE``: OTLP runs into the store, recorded bytes as fixtures,
+semantic steps as spans only, idempotent, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import Result
+
+from otel_replay.replay.sources import load_run
+from otel_replay.store import Store
+from tests.cli._checks import assert_bad_input
+from tests.replay.conftest import (
+    CLAUDE,
+    ERRORS,
+    LARGE,
+    SUPPORT,
+    Recorded,
+    assert_matches_wire,
+    collector_json,
+    one_span_per_line,
+    protobuf_json,
+    record,
+    run_spans,
+)
+
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture(scope="session")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """Real recordings (see ``tests/replay/conftest.py``), made once per session."""
+    return record(tmp_path_factory.mktemp("import-recorded"))
+
+
+@pytest.fixture
+def traces(recording: Recorded, tmp_path: Path) -> Path:
+    """The otel-replay runs as the Collector's file exporter writes them."""
+    path = tmp_path / "traces.json"
+    path.write_bytes(one_span_per_line(recording.raw, collector_json))
+    return path
+
+
+def test_import_a_collector_file_into_a_new_store(
+    invoke: Invoke, recording: Recorded, traces: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "imported"
+    result = invoke("import", str(traces), "--store", str(target))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"{SUPPORT}: imported 9 steps (9 exact, 0 semantic), 9 fixtures",
+        f"{CLAUDE}: imported 1 step (1 exact, 0 semantic), 1 fixture",
+        f"{ERRORS}: imported 3 steps (3 exact, 0 semantic), 3 fixtures",
+        f"{LARGE}: imported 1 step (0 exact, 1 semantic), 0 fixtures",
+        f"4 runs imported into {target}",
+    ]
+    for run_id in (SUPPORT, CLAUDE):
+        run = load_run(run_id, store=str(target))
+        assert run.source == f"store {target}"
+        assert_matches_wire(run, recording)
+        assert run.seed is not None and run.commit is not None
+    with Store.open(target, create=False) as store:
+        assert [info.run_id for info in store.runs()] == [SUPPORT, CLAUDE, ERRORS, LARGE]
+        assert len(store.steps(SUPPORT)) == 9
+        assert store.steps(LARGE) == []  # a synthesised response is never stored as recorded
+    (large,) = load_run(LARGE, store=str(target)).steps
+    assert large.fidelity == "semantic"
+    shown = invoke("show", SUPPORT, "--store", str(target))
+    assert shown.exit_code == 0 and "lookup_order" in shown.stdout
+
+
+def test_importing_twice_changes_nothing(invoke: Invoke, traces: Path, tmp_path: Path) -> None:
+    target = tmp_path / "imported"
+    assert invoke("import", f"{traces}#{CLAUDE}", "--store", str(target)).exit_code == 0
+    before = sorted(p.relative_to(target) for p in target.rglob("*") if "index" not in p.name)
+    again = invoke("import", f"{traces}#{CLAUDE}", "--store", str(target))
+    assert again.exit_code == 0
+    assert again.stdout.splitlines() == [
+        f"{CLAUDE}: already in the store, 1 step (1 exact, 0 semantic); nothing changed",
+        f"0 runs imported into {target}",
+    ]
+    after = sorted(p.relative_to(target) for p in target.rglob("*") if "index" not in p.name)
+    assert after == before
+
+
+def test_a_run_recorded_into_the_store_is_already_there(
+    invoke: Invoke, recording: Recorded, traces: Path, tmp_path: Path
+) -> None:
+    target = Path(shutil.copytree(recording.store, tmp_path / "store"))
+    result = invoke("import", f"{traces}#{SUPPORT}", "--store", str(target))
+    assert result.exit_code == 0
+    assert "already in the store" in result.stdout
+    by_id = invoke("import", SUPPORT, "--store", str(target))
+    assert by_id.exit_code == 0 and "already in the store" in by_id.stdout
+
+
+def test_a_trace_of_the_official_instrumentation_is_imported_as_spans(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    path = tmp_path / "official.json"
+    path.write_text(json.dumps(protobuf_json(recording.official)))
+    target = tmp_path / "imported"
+    result = invoke("import", str(path), "--store", str(target))
+    assert result.exit_code == 0, result.output
+    trace_id = f"{recording.official[0].context.trace_id:032x}"
+    assert result.stdout.splitlines()[0] == (
+        f"{trace_id}: imported 2 steps (0 exact, 2 semantic), 0 fixtures"
+    )
+    from_file = load_run(str(path))
+    from_store = load_run(trace_id, store=str(target))
+    assert [s.response_body for s in from_store.steps] == [s.response_body for s in from_file.steps]
+    assert {s.fidelity for s in from_store.steps} == {"semantic"}
+
+
+def _claiming(document: Any, run_id: str) -> Any:
+    if isinstance(document, list):
+        return [_claiming(item, run_id) for item in document]
+    if isinstance(document, dict):
+        if document.get("key") == "replay.run.id":
+            return {"key": "replay.run.id", "value": {"stringValue": run_id}}
+        return {key: _claiming(value, run_id) for key, value in document.items()}
+    return document
+
+
+def test_a_different_run_under_the_same_id_is_refused(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    target = Path(shutil.copytree(recording.store, tmp_path / "store"))
+    path = tmp_path / "impostor.json"
+    path.write_text(json.dumps(_claiming(collector_json(run_spans(recording, CLAUDE)), SUPPORT)))
+    line = assert_bad_input(invoke("import", str(path), "--store", str(target)), SUPPORT)
+    assert line == (
+        f"Error: the store at {target} already holds a different run {SUPPORT!r}; nothing imported"
+    )
+    assert len(load_run(SUPPORT, store=str(target)).steps) == 9
+
+
+def test_bad_sources_exit_2_with_one_line_and_create_no_store(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    target = tmp_path / "imported"
+    missing = tmp_path / "missing.json"
+    assert_bad_input(invoke("import", str(missing), "--store", str(target)), str(missing))
+    truncated = tmp_path / "truncated.json"
+    lines = one_span_per_line(run_spans(recording, CLAUDE), collector_json)
+    truncated.write_bytes(lines[:-20])
+    line = assert_bad_input(invoke("import", str(truncated), "--store", str(target)))
+    assert line.startswith(f"Error: {truncated}:")
+    unknown = assert_bad_input(invoke("import", "r_nope", "--store", str(target)), "'r_nope'")
+    assert "not a file or URL" in unknown
+    assert not target.exists()
+
+
+def test_help(invoke: Invoke) -> None:
+    result = invoke("import", "--help")
+    assert result.exit_code == 0 and "--store" in result.stdout and "#RUN_ID" in result.stdout

@@ -1,0 +1,153 @@
+"""Bad sources: each is refused with one line naming the thing, never a shorter run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from otel_replay.errors import (
+    OtelReplayError,
+    RunNotFoundError,
+    SourceError,
+    StoreFormatError,
+    StoreNotFoundError,
+)
+from otel_replay.replay.sources import load_run
+from tests.replay.conftest import (
+    CLAUDE,
+    SUPPORT,
+    Recorded,
+    collector_json,
+    one_span_per_line,
+    otlp_request,
+    protobuf_json,
+    run_spans,
+)
+
+
+def refused(ref: str, error: type[OtelReplayError] = SourceError, store: str | None = None) -> str:
+    with pytest.raises(error) as caught:
+        load_run(ref, store=store)
+    message = str(caught.value)
+    assert "\n" not in message and message
+    return message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "traces.json"
+    assert refused(str(missing)) == f"no such file: {missing}"
+
+
+def test_a_directory_is_not_a_source(tmp_path: Path) -> None:
+    assert str(tmp_path) in refused(str(tmp_path))
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_bytes(b"\n")
+    assert f"{path} is empty" in refused(str(path))
+
+
+def test_truncated_last_line_is_an_error_not_a_shorter_run(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    lines = one_span_per_line(run_spans(recorded, SUPPORT), collector_json)
+    count = lines.count(b"\n")
+    path = tmp_path / "traces.json"
+    path.write_bytes(lines[: -len(lines.split(b"\n")[-2]) // 2])
+    message = refused(f"{path}#{SUPPORT}")
+    assert message.startswith(f"{path}:{count}: invalid or truncated JSON")
+
+
+def test_corrupt_line_in_the_middle(recorded: Recorded, tmp_path: Path) -> None:
+    lines = one_span_per_line(run_spans(recorded, SUPPORT), collector_json).split(b"\n")
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    path = tmp_path / "traces.json"
+    path.write_bytes(b"\n".join(lines))
+    assert refused(str(path)).startswith(f"{path}:3: invalid or truncated JSON")
+
+
+def test_truncated_pretty_document(recorded: Recorded, tmp_path: Path) -> None:
+    text = json.dumps(protobuf_json(run_spans(recorded, CLAUDE)), indent=2)
+    path = tmp_path / "trace.json"
+    path.write_text(text[: len(text) // 2])
+    message = refused(str(path))
+    assert message.startswith(f"{path}:") and "invalid or truncated JSON" in message
+
+
+@pytest.mark.parametrize("cut", [2, 7, 1000, -1])
+def test_truncated_protobuf(recorded: Recorded, tmp_path: Path, cut: int) -> None:
+    data = otlp_request(run_spans(recorded, CLAUDE)).SerializeToString()
+    path = tmp_path / "trace.pb"
+    path.write_bytes(data[:cut])
+    message = refused(str(path))
+    assert message.startswith(f"{path} is neither OTLP JSON nor OTLP protobuf")
+
+
+def test_bytes_that_are_not_otlp(tmp_path: Path) -> None:
+    path = tmp_path / "random.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert str(path) in refused(str(path))
+
+
+@pytest.mark.parametrize(
+    "document",
+    [{"traces": []}, [1, 2], "spans", {"data": [{"traceID": "abc"}]}],
+    ids=["object", "list", "string", "jaeger-v1"],
+)
+def test_json_that_is_not_otlp(tmp_path: Path, document: object) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(document))
+    assert "not OTLP trace data" in refused(str(path))
+
+
+def test_unreadable_id_names_the_span(recorded: Recorded, tmp_path: Path) -> None:
+    document = collector_json(run_spans(recorded, CLAUDE))
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["spanId"] = "not an id"
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    message = refused(str(path))
+    assert f"{path}: span {span['name']!r}" in message and "spanId" in message
+
+
+def test_nothing_replayable(tmp_path: Path) -> None:
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "GET /health",
+        "kind": 2,
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [{"key": "http.route", "value": {"stringValue": "/health"}}],
+    }
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    assert refused(str(path)) == f"{path} has no replayable steps (no GenAI or replay step spans)"
+
+
+def test_several_runs_need_a_selector(recorded: Recorded, tmp_path: Path) -> None:
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(collector_json(recorded.raw)))
+    message = refused(str(path))
+    assert f"{path}#RUN_ID" in message and SUPPORT in message and CLAUDE in message
+    unknown = refused(f"{path}#r_nope")
+    assert "no run 'r_nope'" in unknown and SUPPORT in unknown
+
+
+def test_unknown_run_id(store: Path) -> None:
+    message = refused("r_nope", RunNotFoundError, store=str(store))
+    assert "'r_nope'" in message and str(store) in message
+
+
+def test_no_store(tmp_path: Path) -> None:
+    message = refused("r_nope", StoreNotFoundError, store=str(tmp_path / "none"))
+    assert "'r_nope'" in message
+
+
+def test_store_of_an_unknown_format_version(store: Path) -> None:
+    (store / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": 99}))
+    assert str(store / "FORMAT") in refused(SUPPORT, StoreFormatError, store=str(store))

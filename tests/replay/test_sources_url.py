@@ -1,0 +1,120 @@
+"""Runs fetched from an HTTP endpoint answering OTLP JSON, as Jaeger v2's query API does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from otel_replay.errors import SourceError
+from otel_replay.replay.sources import fetch, load_run, read_runs
+from tests.replay.conftest import (
+    CLAUDE,
+    SUPPORT,
+    Recorded,
+    assert_matches_wire,
+    closed_port,
+    collector_json,
+    protobuf_json,
+    run_spans,
+)
+
+
+class Jaeger:
+    """A tiny stand-in for Jaeger v2's ``/api/v3/traces/{trace_id}`` on loopback."""
+
+    def __init__(self, traces: dict[str, dict[str, Any]]) -> None:
+        self.traces = traces
+        self.requests: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.requests.append(self.path)
+                trace_id = self.path.removeprefix("/api/v3/traces/")
+                if trace_id in owner.traces:
+                    self._send(200, {"result": owner.traces[trace_id]})
+                else:
+                    self._send(404, {"error": {"httpCode": 404, "message": "trace not found"}})
+
+            def _send(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, trace_id: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/api/v3/traces/{trace_id}"
+
+    def __enter__(self) -> Jaeger:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def trace_id_of(recorded: Recorded, run_id: str) -> str:
+    context = run_spans(recorded, run_id)[0].context
+    assert context is not None
+    return f"{context.trace_id:032x}"
+
+
+@pytest.fixture
+def jaeger(recorded: Recorded) -> Iterator[Jaeger]:
+    traces = {
+        trace_id_of(recorded, SUPPORT): protobuf_json(run_spans(recorded, SUPPORT)),
+        trace_id_of(recorded, CLAUDE): collector_json(run_spans(recorded, CLAUDE)),
+    }
+    with Jaeger(traces) as server:
+        yield server
+
+
+def test_run_from_a_jaeger_url(recorded: Recorded, jaeger: Jaeger) -> None:
+    for run_id in (SUPPORT, CLAUDE):
+        url = jaeger.url(trace_id_of(recorded, run_id))
+        run = load_run(url)
+        assert run.run_id == run_id and run.source == url
+        assert_matches_wire(run, recorded)
+
+
+def test_selector_is_not_sent(recorded: Recorded, jaeger: Jaeger) -> None:
+    trace_id = trace_id_of(recorded, CLAUDE)
+    assert load_run(f"{jaeger.url(trace_id)}#{CLAUDE}").run_id == CLAUDE
+    assert jaeger.requests == [f"/api/v3/traces/{trace_id}"]
+
+
+def test_fetch_once_then_read_the_bytes(recorded: Recorded, jaeger: Jaeger) -> None:
+    url = jaeger.url(trace_id_of(recorded, CLAUDE))
+    (loaded,) = read_runs(fetch(url), url)
+    assert_matches_wire(loaded.run, recorded)
+    assert len(jaeger.requests) == 1
+
+
+def test_an_error_answer_names_the_url(jaeger: Jaeger) -> None:
+    url = jaeger.url("0" * 32)
+    with pytest.raises(SourceError) as caught:
+        load_run(url)
+    assert str(caught.value) == f"{url}: the server answered HTTP 404 Not Found"
+
+
+def test_an_unreachable_server_names_the_url() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/api/v3/traces/abc"
+    with pytest.raises(SourceError) as caught:
+        load_run(url)
+    message = str(caught.value)
+    assert message.startswith(f"{url}: cannot download") and "\n" not in message
