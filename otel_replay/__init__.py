@@ -14,18 +14,22 @@ from otel_replay.errors import (
     ConfigError,
     CorruptBlobError,
     CorruptIndexError,
+    NetworkBlockedError,
     OtelReplayError,
     RunNotFoundError,
+    SourceError,
     StoreError,
     StoreFormatError,
     StoreNotFoundError,
     StoreNotWritableError,
+    UnmatchedRequestError,
 )
 
 if TYPE_CHECKING:
     from otel_replay.capture._run import run
     from otel_replay.capture.instrumentor import ReplayInstrumentor
     from otel_replay.export import ReplaySpanExporter
+    from otel_replay.replay import ReplayResult, replaying
     from otel_replay.store import Store
 
 __version__ = "0.1.0"
@@ -35,16 +39,21 @@ __all__ = [
     "ConfigError",
     "CorruptBlobError",
     "CorruptIndexError",
+    "NetworkBlockedError",
     "OtelReplayError",
     "ReplayInstrumentor",
+    "ReplayResult",
     "ReplaySpanExporter",
     "RunNotFoundError",
+    "SourceError",
     "Store",
     "StoreError",
     "StoreFormatError",
     "StoreNotFoundError",
     "StoreNotWritableError",
+    "UnmatchedRequestError",
     "__version__",
+    "replaying",
     "run",
 ]
 
@@ -53,6 +62,8 @@ _LAZY = {
     "ReplayInstrumentor": "otel_replay.capture.instrumentor",
     "ReplaySpanExporter": "otel_replay.export",
     "Store": "otel_replay.store",
+    "replaying": "otel_replay.replay",
+    "ReplayResult": "otel_replay.replay",
 }
 
 

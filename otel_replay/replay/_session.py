@@ -8,6 +8,7 @@ as it happens, so the parent can show progress and still read everything up to a
 
 from __future__ import annotations
 
+import builtins
 import json
 import threading
 import time
@@ -45,6 +46,17 @@ class Answer:
     error_type: str | None
 
 
+def _is_exception(error_type: str | None) -> bool:
+    """Whether ``error.type`` names a Python exception (``httpx.ReadError``, or a builtin such
+    as ``ConnectionResetError``), as the capture writes for a transport error."""
+    if not error_type:
+        return False
+    if "." in error_type:
+        return True
+    builtin = getattr(builtins, error_type, None)
+    return isinstance(builtin, type) and issubclass(builtin, BaseException)
+
+
 def _answer(step: RecordedStep, timing: Timing) -> Answer:
     body = step.response_body
     chunks: list[bytes] = []
@@ -60,8 +72,9 @@ def _answer(step: RecordedStep, timing: Timing) -> Answer:
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
     headers = tuple((k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS)
-    # A step that ended in error mid-stream replays its bytes, then the error again.
-    error = step.error_type if (step.error_type and not step.complete) else None
+    # A step that ended in a transport error mid-stream replays its bytes, then the error
+    # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
+    error = step.error_type if _is_exception(step.error_type) and not step.complete else None
     if step.status_code is None and error is None:
         error = step.error_type or "TransportError"
     return Answer(step.status_code, headers, tuple(chunks), tuple(times), error)

@@ -1,0 +1,274 @@
+"""``otel_replay.replaying``: record real SDK calls in-process, then replay them with the
+provider gone, and assert what the comparison says.
+
+Recordings go through the real pipeline (instrumentor → batch processor → ``replay`` exporter
+→ store) against the stand-in; replays read the run back from that store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+import examples.support_agent as support
+import otel_replay
+from examples.standin import StandIn
+from otel_replay.errors import UnmatchedRequestError
+from tests.export._support import Pipeline
+
+KEY = "sk-replaying-not-a-secret"
+SYSTEM = "You are a support agent for Acme."
+DEAD_URL = "http://127.0.0.1:9/v1"  # nothing listens there: any live request would fail
+
+_CONNECTS: list[str] = []
+_WATCHING: list[bool] = [False]
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "socket.connect" and _WATCHING[0]:
+        _CONNECTS.append(str(args[1]))
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture
+def no_connections() -> Iterator[list[str]]:
+    """Every real ``socket.connect`` made during the test (seen below any patching)."""
+    _CONNECTS.clear()
+    _WATCHING[0] = True
+    try:
+        yield _CONNECTS
+    finally:
+        _WATCHING[0] = False
+
+
+Recording = Callable[[Callable[[str], Any]], tuple[str, str, Any]]
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Recording:
+    """``record(work)`` runs ``work(openai_base_url)`` against a fresh stand-in under the
+    recording pipeline; returns ``(store, run_id, work's result)``."""
+
+    def go(work: Callable[[str], Any]) -> tuple[str, str, Any]:
+        store = tmp_path / "store"
+        with StandIn(event_delay=0.002) as standin, Pipeline(store) as pipe:
+            result = work(standin.openai_base_url)
+            run_id = pipe.run.run_id
+        return str(store), run_id, result
+
+    return go
+
+
+def _chat(question: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": question},
+        ],
+        **extra,
+    }
+
+
+def _ask(base_url: str, question: str, **extra: Any) -> str:
+    with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+        if extra.get("stream"):
+            chunks = client.chat.completions.create(**_chat(question, **extra))
+            return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        reply = client.chat.completions.create(**_chat(question, **extra))
+        return f"{reply.id} {reply.choices[0].message.content}"
+
+
+def test_a_run_replays_in_process_without_the_provider(
+    record: Recording, no_connections: list[str]
+) -> None:
+    def work(url: str) -> list[str]:
+        return [_ask(url, "Where is A-1?"), _ask(url, "Where is A-2?", stream=True)]
+
+    store, run_id, recorded = record(work)
+    no_connections.clear()
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = work(DEAD_URL)
+    assert replayed == recorded
+    assert result.identical
+    assert result.first_divergence is None
+    assert dict(result.matched()) == {"hash": 2}
+    assert dict(result.fidelity()) == {"exact": 2}
+    assert [(s.order, s.recorded, s.how) for s in result.steps] == [(0, 0, "hash"), (1, 1, "hash")]
+    assert result.network_attempts == []
+    assert no_connections == []
+    assert result.to_json()["identical"] is True
+
+
+def test_concurrent_requests_match_by_content_not_arrival(record: Recording) -> None:
+    questions = [f"Where is order B-{n}?" for n in range(6)]
+
+    def sequential(url: str) -> dict[str, str]:
+        return {q: _ask(url, q) for q in questions}
+
+    store, run_id, recorded = record(sequential)
+
+    async def concurrent() -> dict[str, str]:
+        async with openai.AsyncOpenAI(base_url=DEAD_URL, api_key=KEY, max_retries=0) as client:
+            replies = await asyncio.gather(
+                *(client.chat.completions.create(**_chat(q)) for q in reversed(questions))
+            )
+        return {
+            q: f"{r.id} {r.choices[0].message.content}"
+            for q, r in zip(reversed(questions), replies, strict=True)
+        }
+
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = asyncio.run(concurrent())
+    assert replayed == recorded
+    assert dict(result.matched()) == {"hash": 6}
+    assert result.identical
+
+
+def test_a_changed_model_parameter_is_named(record: Recording) -> None:
+    store, run_id, _ = record(lambda url: _ask(url, "Where is A-1?", temperature=0.2))
+    with otel_replay.replaying(run_id, store=store) as result:
+        _ask(DEAD_URL, "Where is A-1?", temperature=0.7, max_tokens=50)
+    first = result.first_divergence
+    assert first is not None
+    assert (first.kind, first.step) == ("changed", 0)
+    assert [c.describe() for c in first.changes] == [
+        "parameter max_tokens: added 50",
+        "parameter temperature: 0.2 → 0.7",
+    ]
+    assert not result.identical
+
+
+def test_a_changed_tool_schema_is_named(record: Recording, monkeypatch: pytest.MonkeyPatch) -> None:
+    def converse(url: str) -> str:
+        with (
+            openai.OpenAI(base_url=url, api_key=KEY, max_retries=0) as client,
+            httpx.Client(base_url=url.removesuffix("/v1") + "/tools") as tools,
+        ):
+            return support.SupportAgent(client, tools, "gpt-4o-mini").ask(support.CONVERSATION[0])
+
+    store, run_id, recorded = record(converse)
+    changed = json.loads(json.dumps(support.TOOLS))
+    changed[0]["function"]["description"] = "Look an order up (new wording)."
+    monkeypatch.setattr(support, "TOOLS", changed)
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = converse("http://127.0.0.1:9/v1")
+    assert replayed == recorded  # the recorded answers are served all the same
+    first = result.first_divergence
+    assert first is not None and first.step == 0
+    fields = [c.field for c in first.changes]
+    name = changed[0]["function"]["name"]
+    assert fields == ["tool schema version", f"tool {name}"]
+    assert first.changes[1].recorded == "$.description"
+    assert "new wording" in (first.changes[1].replayed or "")
+    # Tool HTTP calls are unchanged and matched exactly.
+    http = [s for s in result.steps if s.endpoint.startswith("GET ")]
+    assert http and all(s.how == "hash" and s.identical for s in http)
+
+
+def test_equal_json_with_other_key_order_and_volatile_fields_matches_canonically(
+    record: Recording,
+) -> None:
+    body = _chat("Where is A-1?")
+
+    def post(url: str, payload: bytes) -> bytes:
+        response = httpx.post(
+            url + "/chat/completions",
+            content=payload,
+            headers={"content-type": "application/json", "authorization": f"Bearer {KEY}"},
+        )
+        return response.content
+
+    store, run_id, recorded = record(lambda url: post(url, json.dumps(body).encode()))
+    reordered = dict(reversed(list(body.items()))) | {"user": "someone-else"}
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = post(DEAD_URL, json.dumps(reordered, indent=2).encode())
+    assert replayed == recorded
+    assert [s.how for s in result.steps] == ["canonical"]
+    assert result.identical
+
+
+def test_an_unmatched_request_fails_with_the_closest_recorded_ones(record: Recording) -> None:
+    store, run_id, _ = record(lambda url: _ask(url, "Where is A-1?"))
+    with (
+        pytest.raises(UnmatchedRequestError) as raised,
+        otel_replay.replaying(run_id, store=store) as result,
+    ):
+        _ask(DEAD_URL, "Where is A-1?")
+        _ask(DEAD_URL, "And A-2?")
+    message = str(raised.value)
+    assert f"no recorded step of run {run_id!r} matches POST http://127.0.0.1:9/v1/chat" in message
+    assert "step 0 openai.chat_completions, served 1 time(s): differs in $.messages[1].content" in (
+        message
+    )
+    assert [s.how for s in result.steps] == ["hash", "none"]
+    assert result.extra and result.extra[0].order == 1
+
+
+def test_strict_replay_refuses_other_sockets_and_lets_go_after(record: Recording) -> None:
+    store, run_id, _ = record(lambda url: _ask(url, "Where is A-1?"))
+    original = socket.socket.connect
+    with otel_replay.replaying(run_id, store=store) as result:
+        with pytest.raises(urllib.error.URLError) as raised:
+            urllib.request.urlopen("http://example.invalid/", timeout=1)
+        assert "refused network access to name lookup example.invalid:80" in str(raised.value)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", 9), timeout=1)
+    assert result.network_attempts == ["name lookup example.invalid:80", "127.0.0.1:9"]
+    assert not result.identical
+    assert socket.socket.connect is original
+
+
+def test_errors_are_replayed_as_recorded(record: Recording) -> None:
+    def failing(url: str) -> list[str]:
+        seen: list[str] = []
+        with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0) as client:
+            for model in ("standin-error", "standin-cut"):
+                try:
+                    stream = client.chat.completions.create(
+                        model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+                    )
+                    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+                    seen.append(f"ok {text}")
+                except (openai.APIError, httpx.HTTPError) as exc:
+                    cause = exc.__cause__ or exc.__context__
+                    seen.append(f"{type(exc).__name__} {type(cause).__name__ if cause else ''}")
+        return seen
+
+    store, run_id, recorded = record(failing)
+    assert recorded[0].startswith("RateLimitError")
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = failing(DEAD_URL)
+    assert replayed == recorded
+    assert result.identical
+
+
+def test_recorded_timing_paces_streams(record: Recording) -> None:
+    def stream(url: str) -> float:
+        started = time.perf_counter()
+        _ask(url, "Tell me a long story about A-1.", stream=True)
+        return time.perf_counter() - started
+
+    store, run_id, recorded_s = record(stream)
+    with otel_replay.replaying(run_id, store=store, timing="fast"):
+        fast_s = stream(DEAD_URL)
+    with otel_replay.replaying(run_id, store=store, timing="recorded") as result:
+        paced_s = stream(DEAD_URL)
+    last_chunk_s = result.run.steps[0].chunks[-1][1] / 1e9
+    assert paced_s >= last_chunk_s * 0.9
+    assert fast_s < paced_s
+    assert recorded_s > 0
