@@ -18,7 +18,6 @@ import logging
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
