@@ -1,4 +1,4 @@
-"""`make demo`: record the example agent through OpenTelemetry and show the recorded run.
+"""`make demo`: record the example agent through OpenTelemetry, show the run, and replay it.
 
 1. Start the local stand-in model provider (OpenAI and Anthropic wire protocols, streaming
    included) and a local OTLP receiver standing in for Jaeger or a Collector.
@@ -9,6 +9,9 @@
    the store (`OTEL_REPLAY_STORE`, default `./.otel-replay`).
 3. Check each step the backend received against the exact bytes the stand-in received, then
    show the run with `otel-replay runs`, `otel-replay show` and `otel-replay verify`.
+4. Stop the stand-in and replay the run with `otel-replay replay RUN -- python
+   examples/support_agent.py`: identical, no socket opened. Then replay it with another system
+   prompt: the report names the first step that differs and what differs in it.
 
 No API key, no network beyond loopback.
 """
@@ -27,11 +30,14 @@ sys.path.insert(0, str(ROOT))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 from examples.standin import StandIn  # noqa: E402
 
+CHANGED_PROMPT = "You are Ada. Answer in one short sentence."
 
-def _cli(*args: str) -> int:
+
+def _cli(*args: str, **env: str) -> int:
     command = [str(Path(sys.executable).with_name("otel-replay")), *args]
-    print(f"\n$ otel-replay {' '.join(args)}")
-    return subprocess.run(command, cwd=ROOT, check=False).returncode
+    shown = " ".join(f"{k}={v!r}" for k, v in env.items())
+    print(f"\n$ {shown + ' ' if shown else ''}otel-replay {' '.join(args)}")
+    return subprocess.run(command, cwd=ROOT, env=os.environ | env, check=False).returncode
 
 
 def main() -> int:
@@ -89,6 +95,24 @@ def main() -> int:
         code = _cli(*args, "--store", store)
         if code != 0:
             return code
+    return _replay(store, run_id)
+
+
+def _replay(store: str, run_id: str) -> int:
+    """Replay the run with the stand-in stopped: first as is (identical, exit 0), then with a
+    changed system prompt (the divergence report, exit 1)."""
+    agent = ["--", sys.executable, str(ROOT / "examples" / "support_agent.py")]
+    print("\nThe stand-in is stopped: the replay has no provider, no network and no API key.")
+    code = _cli("replay", run_id, "--store", store, *agent)
+    if code != 0:
+        print(f"demo: the replay should have been identical (exit {code})", file=sys.stderr)
+        return code or 1
+    print(f"\nNow with another system prompt ({CHANGED_PROMPT!r}):")
+    code = _cli("replay", run_id, "--store", store, *agent, SUPPORT_SYSTEM_PROMPT=CHANGED_PROMPT)
+    if code != 1:
+        print(f"demo: the changed prompt should have diverged (exit {code})", file=sys.stderr)
+        return 1
+    print("\ndemo: recorded, replayed identically, and the changed prompt diverged as reported.")
     return 0
 
 

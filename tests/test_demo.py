@@ -1,4 +1,4 @@
-"""`make demo` keeps working: record the agent, show the run, verify the store."""
+"""`make demo` keeps working: record the agent, show the run, verify the store, replay it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_demo_records_shows_and_verifies(tmp_path: Path) -> None:
+def test_demo_records_shows_verifies_and_replays(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_"))}
     env["OTEL_REPLAY_STORE"] = str(tmp_path / "store")
     done = subprocess.run(
@@ -33,4 +33,17 @@ def test_demo_records_shows_and_verifies(tmp_path: Path) -> None:
     assert f"run {run_id}  ok" in done.stdout
     assert re.search(rf"{run_id}\s+\S+ \S+ \(just now\)\s+ok\s+{steps}\s+gpt-4o-mini", done.stdout)
     assert "is intact" in done.stdout
+    assert f"replay of run {run_id} (store {tmp_path / 'store'}): identical" in done.stdout
+    assert (
+        f"{steps} requests, {steps} served from {steps} recorded steps; matched: hash {steps}"
+        in (done.stdout)
+    )
+    assert f"replay of run {run_id} (store {tmp_path / 'store'}): diverged — step 0 differs" in (
+        done.stdout
+    )
+    assert "system instructions (message 0): system: You are Ada, the customer-support" in (
+        done.stdout
+    )
+    assert "network attempts: 0" in done.stdout
+    assert "the changed prompt diverged as reported" in done.stdout
     assert "Traceback" not in done.stderr
