@@ -26,12 +26,21 @@ import click
 import otel_replay.replay._boot as boot
 from otel_replay import settings
 from otel_replay.capture._run import new_run_id
-from otel_replay.cli._common import CliError, emit, stderr_console, stdout_console, store_option
+from otel_replay.cli._common import (
+    CliError,
+    emit,
+    open_store,
+    resolve_run,
+    stderr_console,
+    stdout_console,
+    store_option,
+)
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import ReplayResult, ServedStep
-from otel_replay.replay.sources import fetch, load_run
+from otel_replay.replay.sources import fetch, is_url, load_run
+from otel_replay.store import Store
 
 __all__ = ["replay"]
 
@@ -88,7 +97,7 @@ def replay(
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
-        source = _local_source(run, Path(scratch))
+        source = _local_source(run, Path(scratch), where)
         recorded = load_run(source, store=where)
         if not recorded.steps:
             raise CliError(f"{recorded.source} has no replayable steps")
@@ -112,14 +121,26 @@ def replay(
         sys.exit(code if code > 0 else 1)
 
 
-def _local_source(ref: str, scratch: Path) -> str:
-    """``ref``, with a URL downloaded first: the child may not open sockets."""
+def _local_source(ref: str, scratch: Path, store: str) -> str:
+    """What the child loads: a URL downloaded first (the child may not open sockets), a run
+    prefix or ``latest`` resolved to its id; files and exact ids as they are."""
     base, _, fragment = ref.partition("#")
-    if not base.startswith(("http://", "https://")):
-        return ref
+    if not is_url(base):
+        if Path(base).expanduser().exists() or "/" in base or not _store_exists(store):
+            return ref
+        with open_store(store) as opened:
+            return resolve_run(opened, ref).run_id
     path = scratch / "source.json"
     path.write_bytes(fetch(base))
     return f"{path}#{fragment}" if fragment else str(path)
+
+
+def _store_exists(location: str) -> bool:
+    try:
+        Store.open(location, create=False).close()
+    except OtelReplayError:
+        return False
+    return True
 
 
 def _child_env(

@@ -208,7 +208,7 @@ def test_a_socket_opened_by_the_program_is_refused_and_reported(
 def test_the_agent_exit_status_is_surfaced(agent_store: tuple[Path, str, str]) -> None:
     store, run, _ = agent_store
     code = f"import runpy, sys; runpy.run_path({str(AGENT)!r}, run_name='__main__'); sys.exit(4)"
-    done = replay(store, run, sys.executable, "-c", code)
+    done = replay(store, run[:4], sys.executable, "-c", code)  # a unique prefix names the run
     assert done.returncode == 4, done.stdout + done.stderr
     assert ": identical" in done.stdout
     assert "the agent exited with status 4" in done.stdout
