@@ -14,6 +14,11 @@ step and is split like a body. Reading restores them. ``Store.put`` turns a span
 record form at once (:func:`prepare_span`: JSON bytes and the strings), which checks it and
 keeps nothing the caller can still change.
 
+A step is stored without what its other fields already say (:func:`compact_step`): absent
+facts and errors, ``complete`` when true, a ``content-length`` header equal to the body's size,
+the single chunk of a response read in one piece, the end as a duration. Decoding puts them
+back, so a decoded record's steps hold every field :func:`step_entry` wrote.
+
 Also here: pure functions that derive run and step facts (status, tokens, model, commit,
 seed) from fixtures and spans.
 """
@@ -37,8 +42,10 @@ __all__ = [
     "SpanFacts",
     "StepFacts",
     "attribute",
+    "compact_step",
     "decode_record",
     "encode_record",
+    "expand_step",
     "ext_entries",
     "facts_of",
     "fixture_from_entry",
@@ -239,6 +246,56 @@ def step_entry(
     }
 
 
+_ABSENT_WHEN_NONE = ("provider", "model", "tokens_in", "tokens_out", "error_type")
+
+
+def _lengths_out(headers: Any, size: int) -> Any:
+    """Headers with a ``content-length`` equal to ``size`` as None (its value is implied)."""
+    text = str(size)
+    if not any(v == text and k.lower() == "content-length" for k, v in headers):
+        return headers
+    return [[k, None if v == text and k.lower() == "content-length" else v] for k, v in headers]
+
+
+def _lengths_in(headers: list[list[Any]], size: int) -> list[list[Any]]:
+    return [[k, str(size) if v is None else v] for k, v in headers]
+
+
+def compact_step(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A step entry as a record stores it: without what its other fields already say (see
+    the module docstring); :func:`expand_step` is its inverse."""
+    out = dict(entry)
+    for key in _ABSENT_WHEN_NONE:
+        if out[key] is None:
+            del out[key]
+    if out["complete"] is True:
+        del out["complete"]
+    duration = out.pop("end_ns") - out["start_ns"]
+    out["duration_ns"] = duration
+    size = out["response_size"]
+    chunks = out["chunks"]
+    if len(chunks) == 1 and tuple(chunks[0]) == (size, duration):
+        del out["chunks"]
+    out["request_headers"] = _lengths_out(out["request_headers"], out["request_size"])
+    out["response_headers"] = _lengths_out(out["response_headers"], size)
+    return out
+
+
+def expand_step(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The step entry :func:`compact_step` was given. KeyError or TypeError when a field
+    is missing or malformed."""
+    entry = dict(stored)
+    for key in _ABSENT_WHEN_NONE:
+        entry.setdefault(key, None)
+    entry.setdefault("complete", True)
+    duration = entry.pop("duration_ns")
+    entry["end_ns"] = entry["start_ns"] + duration
+    entry.setdefault("chunks", [[entry["response_size"], duration]])
+    entry["request_headers"] = _lengths_in(entry["request_headers"], entry["request_size"])
+    entry["response_headers"] = _lengths_in(entry["response_headers"], entry["response_size"])
+    return entry
+
+
 def fixture_from_entry(
     run_id: str, entry: Mapping[str, Any], request: bytes, response: bytes
 ) -> Fixture:
@@ -407,7 +464,7 @@ def encode_record(
         {
             "v": RECORD_VERSION,
             "run": run_id,
-            "steps": steps,
+            "steps": [compact_step(step) for step in steps],
             "spans": [orjson.Fragment(span) for span in spans],
             "ext": ext,
         }
@@ -425,4 +482,8 @@ def decode_record(data: bytes) -> Record:
     run_id, steps, spans, ext = (value.get(k) for k in ("run", "steps", "spans", "ext"))
     if not (isinstance(run_id, str) and isinstance(steps, list) and isinstance(spans, list)):
         raise ValueError("record is missing its run, steps or spans")
-    return Record(run_id, steps, spans, ext if isinstance(ext, list) else [])
+    try:
+        entries = [expand_step(step) for step in steps]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"record has a malformed step: {exc!r}") from None
+    return Record(run_id, entries, spans, ext if isinstance(ext, list) else [])

@@ -7,6 +7,7 @@ import json
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,27 @@ def test_a_span_changed_after_put_is_stored_as_it_was_put(tmp_path: Path) -> Non
         given["attributes"]["text"] = "changed"
         store.flush()
         assert store.spans("run-i") == [expected]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"error_type": "ReadTimeout", "complete": False, "status_code": None},
+        {"chunks": [(3, 10), (4, 20)]},
+        {"chunks": [(7, 5)]},  # one chunk, but not at the end of the step
+        {"response_headers": [("Content-Length", "7"), ("content-length", "8")]},
+        {"request_headers": [("content-length", "02")]},  # not the size as written
+    ],
+)
+def test_what_a_record_leaves_out_comes_back(tmp_path: Path, change: dict[str, Any]) -> None:
+    given = fixture("run-c", 0, b"request", b"reply!!")
+    given.chunks = [(7, given.end_ns - given.start_ns)]
+    given.request_headers = [("content-length", "7"), ("x", "y")]
+    for key, value in change.items():
+        setattr(given, key, value)
+    with Store.open(tmp_path / "s") as store:
+        store.put([given])
+        store.flush()
+    with Store.rebuild(tmp_path / "s") as store:
+        assert store.fixture(("run-c", 0)) == given
