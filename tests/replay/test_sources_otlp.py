@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources import load_run, load_sources
+from otel_replay.replay.sources._documents import documents
 from tests.replay.conftest import (
     CLAUDE,
     SUPPORT,
@@ -187,3 +189,18 @@ def test_duplicate_lines_count_once(recorded: Recorded, tmp_path: Path) -> None:
     path = tmp_path / "claude.json"
     path.write_bytes(lines + lines)
     assert len(load_run(str(path)).steps) == 1
+
+
+def test_protobuf_that_starts_like_json_is_still_protobuf() -> None:
+    for size in range(1, 200):
+        resource_spans = ResourceSpans()
+        resource_spans.resource.attributes.append(
+            KeyValue(key="service.name", value=AnyValue(string_value="x" * size))
+        )
+        if resource_spans.ByteSize() == ord("{"):
+            break
+    data = TracesData(resource_spans=[resource_spans]).SerializeToString()
+    assert data.startswith(b"\n{")  # a newline, then what looks like a JSON object
+    (document,) = documents(data, "trace.pb")
+    (decoded,) = document.resource_spans
+    assert decoded["resource"]["attributes"][0]["value"] == {"stringValue": "x" * size}
