@@ -102,17 +102,28 @@ def request_changes(recorded: RecordedStep, new: Request) -> list[Change]:
         new_llm = _parse(codec, path, new_json)
         old_llm = _recorded_llm(codec, recorded)
         if new_llm is not None and old_llm is not None:
-            return llm_changes(old_llm, new_llm, recorded)
+            return llm_changes(old_llm, new_llm, recorded, partial=recorded.request_body is None)
     return _http_changes(recorded, new, new_json)
 
 
-def llm_changes(old: LlmRequest, new: LlmRequest, recorded: RecordedStep) -> list[Change]:
-    """The differences between two model calls in the user's terms."""
+def llm_changes(
+    old: LlmRequest, new: LlmRequest, recorded: RecordedStep, *, partial: bool = False
+) -> list[Change]:
+    """The differences between two model calls in the user's terms.
+
+    ``partial``: ``old`` was rebuilt from another instrumentation's span attributes, which
+    carry only ``gen_ai.request.*`` parameters (and may not say whether the call streamed);
+    only what they carry is compared.
+    """
     changes: list[Change] = []
     if old.model != new.model:
         changes.append(Change("model", "changed", old.model, new.model))
-    old_params = {**old.attributes, "stream": old.stream}
-    new_params = {**new.attributes, "stream": new.stream}
+    old_params = {"gen_ai.request.stream": old.stream, **old.attributes}
+    new_params = {"gen_ai.request.stream": new.stream, **new.attributes}
+    if partial:
+        new_params = {k: v for k, v in new_params.items() if k.startswith("gen_ai.request.")}
+        if "gen_ai.request.stream" not in recorded.attributes:
+            del old_params["gen_ai.request.stream"], new_params["gen_ai.request.stream"]
     for key in sorted(old_params.keys() | new_params.keys()):
         if key == "gen_ai.request.model":
             continue

@@ -18,10 +18,11 @@ from typing import IO, Literal
 from otel_replay._canonical import sha256_tag
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
-from otel_replay.replay._diff import Request, request_changes
+from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay.synth import synthesize
 
 __all__ = ["Answer", "ReplaySession", "Timing"]
 
@@ -44,6 +45,28 @@ class Answer:
     chunks: tuple[bytes, ...]
     times: tuple[int, ...]
     error_type: str | None
+
+
+def _wants_stream(step: RecordedStep, body: bytes) -> bool | None:
+    """For a synthesised step, whether today's request asks for a stream (None otherwise):
+    the response must take the shape the request asked for, and a span from another
+    instrumentation may not say whether the recorded call streamed."""
+    if step.fidelity != "semantic":
+        return None
+    parsed = parse_json(body)
+    return isinstance(parsed, dict) and parsed.get("stream") is True
+
+
+def _shaped(step: RecordedStep, stream: bool | None) -> RecordedStep:
+    """``step`` with its synthesised response re-made as a stream or not, when it differs."""
+    if stream is None or _is_sse(step.response_headers) == stream:
+        return step
+    made = synthesize(step.endpoint, step.attributes, stream, duration_ns=step.duration_ns)
+    return replace(step, response_headers=made.headers, response_body=made.body, chunks=made.chunks)
+
+
+def _is_sse(headers: tuple[tuple[str, str], ...]) -> bool:
+    return any(k.lower() == "content-type" and "event-stream" in v for k, v in headers)
 
 
 def _is_exception(error_type: str | None) -> bool:
@@ -107,7 +130,7 @@ class ReplaySession:
         self._lock = threading.Lock()
         self._steps: list[ServedStep] = []
         self._network: list[str] = []
-        self._answers: dict[int, Answer] = {}
+        self._answers: dict[tuple[int, bool | None], Answer] = {}
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network)
 
@@ -137,9 +160,10 @@ class ReplaySession:
                 changes=changes,
             )
         )
-        answer = self._answers.get(step.index)
+        key = (step.index, _wants_stream(step, body))
+        answer = self._answers.get(key)
         if answer is None:
-            answer = self._answers[step.index] = _answer(step, self.timing)
+            answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
         return answer
 
     def network_attempt(self, address: str) -> None:

@@ -1,0 +1,76 @@
+"""A trace made by the official OpenTelemetry openai instrumentation alone (no otel-replay at
+record time, so no bytes) replays semantically: the SDK gets provider-format responses
+synthesised from the spans, equal in content to what the provider answered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openai
+
+import otel_replay
+from tests.replay.conftest import KEY, Recorded, collector_json
+
+DEAD_URL = "http://127.0.0.1:9/v1"
+
+
+def _sse_text(body: bytes) -> str:
+    text = ""
+    for line in body.decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices", []):
+                text += choice.get("delta", {}).get("content") or ""
+    return text
+
+
+def test_an_official_instrumentation_trace_replays_semantically(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    source = tmp_path / "official.jsonl"
+    source.write_text(json.dumps(collector_json(recorded.official)) + "\n")
+    plain, streamed = recorded.exchanges["official"]
+
+    with (
+        otel_replay.replaying(str(source)) as result,
+        openai.OpenAI(base_url=DEAD_URL, api_key=KEY, max_retries=0) as client,
+    ):
+        reply = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Where is my order A-1234?"}],
+        )
+        chunks = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Hello there"}],
+            stream=True,
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    answer = json.loads(plain.response)["choices"][0]["message"]
+    assert reply.choices[0].message.content == answer["content"]
+    assert text == _sse_text(bytes(streamed.response))
+    assert dict(result.fidelity()) == {"semantic": 2}
+    assert dict(result.matched()) == {"position": 2}
+    assert [s.changes for s in result.steps] == [(), ()]
+    assert result.identical
+
+
+def test_a_changed_prompt_against_an_official_trace_is_named(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    source = tmp_path / "official.jsonl"
+    source.write_text(json.dumps(collector_json(recorded.official)) + "\n")
+    with (
+        otel_replay.replaying(str(source)) as result,
+        openai.OpenAI(base_url=DEAD_URL, api_key=KEY, max_retries=0) as client,
+    ):
+        client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Where is my order B-1?"}]
+        )
+    first = result.first_divergence
+    assert first is not None and first.step == 0
+    assert [c.field for c in first.changes] == ["model", "prompt hash", "message 0"]
+    assert first.changes[0].describe() == "model: gpt-4o-mini → gpt-4o"
+    assert first.changes[2].describe() == (
+        "message 0: user: Where is my order A-1234? → user: Where is my order B-1?"
+    )
