@@ -21,7 +21,8 @@ it overflows, so steps do not travel through it:
   application thread waits for room up to ``OTEL_REPLAY_HANDOFF_WAIT_MS`` (1 s): a burst slows
   to the store's pace instead of losing steps (the step's span then ends after the wait).
   Only a store that stays stuck makes the wait time out; the step is then dropped, counted
-  (:meth:`ReplaySpanExporter.stats`) and logged, its span still reaches the store through
+  (:meth:`ReplaySpanExporter.stats`, and the metric ``otel_replay.exporter.dropped_steps``)
+  and logged, its span still reaches the store through
   ``export()``, and later puts do not wait again until the writer makes room.
 - **Failures are kept and retried.** A flush that fails leaves the batch in the store's
   buffer; the writer retries with back-off, ``export()`` returns FAILURE meanwhile, and the

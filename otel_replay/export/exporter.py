@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -20,6 +21,7 @@ from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
+from otel_replay.export._metrics import observe_drops
 from otel_replay.export._writer import Writer
 from otel_replay.store import Store
 
@@ -73,14 +75,24 @@ class ReplaySpanExporter(SpanExporter):
     (path or fsspec URL), or None for ``OTEL_REPLAY_STORE``. The store is opened on the
     exporter's own thread, so a bad location is reported (logged, ``export`` returns FAILURE),
     never raised. Built with no arguments by the SDK for ``OTEL_TRACES_EXPORTER=...,replay``.
+    Drops are also reported as the metric ``otel_replay.exporter.dropped_steps`` through
+    ``meter_provider`` (default: the global MeterProvider, when one is configured).
 
     See :mod:`otel_replay.export` for how nothing is lost.
     """
 
     def __init__(
-        self, store: Store | str | os.PathLike[str] | None = None, *, handoff: Handoff | None = None
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        handoff: Handoff | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self._handoff = handoff if handoff is not None else HANDOFF
+        try:
+            observe_drops(self._handoff, meter_provider)
+        except Exception as exc:  # a metrics SDK problem must not stop recording
+            _log.error("otel-replay: cannot report drops as a metric: %r", exc)
         self._handoff.max_bytes = _setting("OTEL_REPLAY_HANDOFF_MAX_BYTES")
         self._handoff.wait_s = _setting("OTEL_REPLAY_HANDOFF_WAIT_MS") / 1000
         self._timeout = _setting("OTEL_REPLAY_FLUSH_TIMEOUT_MS") / 1000

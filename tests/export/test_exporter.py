@@ -12,13 +12,17 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 import otel_replay
+from otel_replay.capture._handoff import Handoff
 from otel_replay.capture.instrumentor import HANDOFF
 from otel_replay.errors import StoreNotWritableError
 from otel_replay.export import ReplaySpanExporter
+from otel_replay.export._metrics import DROPPED_STEPS, observe_drops
 from otel_replay.store import Store
 from tests.export._support import (
     CHAT_URL,
@@ -205,6 +209,9 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
         real_flush()
 
     monkeypatch.setattr(store, "flush", slow_flush)
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    observe_drops(HANDOFF, meters)  # what the exporter does with the global MeterProvider
     with (
         caplog.at_level(logging.WARNING),
         Pipeline(tmp_path / "store", store=store, processor=SimpleSpanProcessor) as pipe,
@@ -212,6 +219,7 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
         _post_chats(8)
         stats = pipe.exporter.stats()
         assert stats.dropped > 0
+        assert _dropped_metric(reader) == stats.dropped
         stuck.clear()
     pipe.stop()
     stats = pipe.exporter.stats()
@@ -223,6 +231,37 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
     assert len(spans) == 8, "a dropped step's span still reaches the store through export()"
     store.close()
     HANDOFF.dropped = 0
+    meters.shutdown()
+
+
+def _dropped_metric(reader: InMemoryMetricReader) -> int | None:
+    """The last value of ``otel_replay.exporter.dropped_steps`` the reader collected."""
+    data = reader.get_metrics_data()
+    found = [
+        point.value
+        for resource in (data.resource_metrics if data else [])
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == DROPPED_STEPS
+        for point in metric.data.data_points
+    ]
+    if found:
+        (only,) = [m for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics]
+        assert only.data.is_monotonic and only.unit == "{step}"
+    return int(found[-1]) if found else None
+
+
+def test_drops_are_a_metric_of_the_meter_provider_given(tmp_path: Path) -> None:
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    handoff = Handoff(max_bytes=1 << 20)
+    exporter = ReplaySpanExporter(tmp_path / "s", handoff=handoff, meter_provider=meters)
+    ReplaySpanExporter(tmp_path / "s2", handoff=handoff, meter_provider=meters).shutdown()
+    assert _dropped_metric(reader) == 0  # one instrument, however many exporters
+    handoff.dropped = 3
+    assert _dropped_metric(reader) == 3 == exporter.stats().dropped
+    exporter.shutdown()
+    meters.shutdown()
 
 
 def test_after_shutdown_it_refuses_quietly(pipeline: Pipeline) -> None:
