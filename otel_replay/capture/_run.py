@@ -32,7 +32,15 @@ from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay.capture._vcs import code_version
 
-__all__ = ["RunState", "current_run", "new_run_id", "run", "start_process_run", "use_tracer"]
+__all__ = [
+    "RunState",
+    "current_run",
+    "new_run_id",
+    "run",
+    "start_process_run",
+    "use_recorded_seed",
+    "use_tracer",
+]
 
 _TRACER_NAME = "otel_replay"
 _tracer: Tracer | None = None
@@ -86,6 +94,7 @@ class RunState:
 
 
 _process_run: RunState | None = None
+_recorded_seed: int | None = None
 _current: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
 
 
@@ -122,6 +131,13 @@ def current_run() -> RunState:
     return _process_run if _process_run is not None else start_process_run()
 
 
+def use_recorded_seed(seed: int | None) -> None:
+    """While replaying: the seed the recording drew, given to every ``run()`` that does not
+    pass its own, so the code's randomness repeats (None: draw seeds again)."""
+    global _recorded_seed  # noqa: PLW0603 - set by the replay, read by run()
+    _recorded_seed = seed
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     numpy = sys.modules.get("numpy")
@@ -129,12 +145,17 @@ def _seed_everything(seed: int) -> None:
         numpy.random.seed(seed % 2**32)
 
 
+def _drawn_seed() -> int:
+    return _recorded_seed if _recorded_seed is not None else secrets.randbits(31)
+
+
 class run:
     """Open a new run for the enclosed block, sync (``with``) or async (``async with``).
 
     ``name`` becomes ``gen_ai.agent.name`` on the ``invoke_agent {name}`` span that parents
     every step of the run. ``seed`` seeds ``random`` (and numpy if imported); when omitted a
-    seed is drawn and recorded, so the run stays replayable. The run id comes from ``run_id``,
+    seed is drawn and recorded, so the run stays replayable (under replay, the recorded seed
+    is used). The run id comes from ``run_id``,
     else ``OTEL_REPLAY_RUN_ID`` for the first top-level block, else it is generated. The
     block's exception, if any, marks the span as an error and propagates unchanged.
 
@@ -151,7 +172,7 @@ class run:
         self.state = RunState(
             run_id=run_id or new_run_id(),
             mode=current_run().mode if recording else "off",
-            seed=secrets.randbits(31) if seed is None else seed,
+            seed=seed if seed is not None else _drawn_seed(),
         )
         self._span: Span | None = None
         self._tokens: tuple[Token[RunState | None], object] | None = None
@@ -179,9 +200,9 @@ class run:
         run_token = _current.set(self.state)
         ctx_token = otel_context.attach(trace.set_span_in_context(self._span))
         self._tokens = (run_token, ctx_token)
-        # Without recording, a drawn seed would be recorded nowhere: only an explicit one is
-        # applied, because the caller asked for that determinism.
-        if recording or self._explicit_seed:
+        # Without recording, a drawn seed would be recorded nowhere: only an explicit or a
+        # replayed one is applied, because then the caller asked for that determinism.
+        if recording or self._explicit_seed or _recorded_seed is not None:
             _seed_everything(self.seed)
         return self
 

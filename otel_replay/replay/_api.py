@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
+from otel_replay.capture._run import use_recorded_seed
 from otel_replay.replay._install import install
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import ReplayResult
@@ -29,6 +30,7 @@ def replaying(
     ``run`` is a run id in ``store`` (default ``OTEL_REPLAY_STORE``), an OTLP file path, a URL
     or a :class:`~otel_replay.replay.Run`. In strict mode (the default) no socket opens and a
     request the recording lacks raises :class:`~otel_replay.errors.UnmatchedRequestError`.
+    ``otel_replay.run()`` blocks without their own seed get the recorded one.
     The yielded result fills in as requests are served and is final once the block exits::
 
         with otel_replay.replaying("r_8821") as result:
@@ -46,8 +48,10 @@ def replaying(
         recorded, strict=strict, timing=timing, redactor=Redactor(config.redact)
     )
     undo = install(session)
+    use_recorded_seed(recorded.seed)
     try:
         yield session.result
     finally:
+        use_recorded_seed(None)
         undo()
         session.close()

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
+from otel_replay.capture._run import use_recorded_seed
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
@@ -60,6 +61,7 @@ def start(config: Settings) -> ReplaySession:
         report=report,
     )
     install(session)
+    use_recorded_seed(run.seed)
     atexit.register(session.close)
     _session = session
     return session

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import sys
 import time
@@ -272,3 +273,19 @@ def test_recorded_timing_paces_streams(record: Recording) -> None:
     assert paced_s >= last_chunk_s * 0.9
     assert fast_s < paced_s
     assert recorded_s > 0
+
+
+def test_the_recorded_seed_makes_the_code_draw_the_same_numbers(record: Recording) -> None:
+    questions = [f"Where is order R-{n}?" for n in range(10_000)]
+
+    def work(url: str) -> tuple[str, int, str]:
+        with otel_replay.run("seeded") as block:
+            question = random.choice(questions)
+            return block.run_id, block.seed, _ask(url, question)
+
+    store, _, (run_id, seed, answer) = record(work)
+    with otel_replay.replaying(run_id, store=store) as result:
+        _, replayed_seed, replayed = work(DEAD_URL)
+    assert result.run.seed == seed == replayed_seed
+    assert replayed == answer
+    assert result.identical
