@@ -8,8 +8,18 @@ import json
 import click
 from rich.text import Text
 
-from otel_replay.cli._common import emit, open_store, progress, stdout_console, store_option
+from otel_replay import settings
+from otel_replay.cli._common import (
+    CliError,
+    emit,
+    open_store,
+    progress,
+    stdout_console,
+    store_option,
+)
 from otel_replay.cli._format import plural
+from otel_replay.errors import OtelReplayError, StoreNotFoundError
+from otel_replay.store import Store
 
 __all__ = ["verify"]
 
@@ -17,15 +27,22 @@ __all__ = ["verify"]
 @click.command()
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the problems found as JSON.")
+@click.option(
+    "--rebuild-index",
+    is_flag=True,
+    help="First rebuild the index from the packs (the old index.sqlite is kept as "
+    "index.sqlite.broken-<time>; for a remote store, its cached index).",
+)
 @click.pass_context
-def verify(ctx: click.Context, store: str | None, as_json: bool) -> None:
+def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: bool) -> None:
     """Check the whole store: re-read every pack, re-hash every body, compare the index.
 
     Prints each damaged thing (pack file, blob hash, run and step) on its own line. Exit
     status: 0 when the store is intact, 1 when anything is damaged, 2 when the store cannot be
-    opened. Nothing is repaired or rewritten.
+    opened. Nothing is repaired or rewritten; --rebuild-index replaces only the index (a
+    damaged or lost one), which is rebuilt from what the packs say.
     """
-    with open_store(store) as opened:
+    with _rebuilt(store) if rebuild_index else open_store(store) as opened:
         with progress("verifying") as report:
             problems = opened.verify(progress=report)
         runs = opened.runs()
@@ -62,3 +79,16 @@ def verify(ctx: click.Context, store: str | None, as_json: bool) -> None:
             emit(console, summary, style="green", soft_wrap=True)
     if problems:
         ctx.exit(1)
+
+
+def _rebuilt(location: str | None) -> Store:
+    """The store at ``location`` (or ``OTEL_REPLAY_STORE``) with its index rebuilt."""
+    where = location if location is not None else settings.read("OTEL_REPLAY_STORE")
+    try:
+        return Store.rebuild(where)
+    except StoreNotFoundError as exc:
+        raise CliError(f"{exc} ({'check --store' if location else 'pass --store'})") from None
+    except OtelReplayError:
+        raise
+    except (ValueError, ImportError) as exc:
+        raise CliError(f"cannot open store {where}: {exc}") from None

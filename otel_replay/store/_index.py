@@ -79,7 +79,7 @@ class Index:
     def _corrupt(self, text: str) -> CorruptIndexError:
         return CorruptIndexError(
             f"index {self.path} cannot be read ({text}); nothing was changed. "
-            "Store.rebuild_index() (or moving the file away) rebuilds it from the packs"
+            "`otel-replay verify --rebuild-index` (Store.rebuild) rebuilds it from the packs"
         )
 
     def _check_size(self) -> None:
@@ -130,7 +130,8 @@ class Index:
         if version != SCHEMA_VERSION:
             raise CorruptIndexError(
                 f"index {self.path} has schema version {version}; this otel-replay reads "
-                f"{SCHEMA_VERSION}. Upgrade otel-replay, or rebuild it with Store.rebuild_index()"
+                f"{SCHEMA_VERSION}. Upgrade otel-replay, or rebuild it with "
+                "`otel-replay verify --rebuild-index`"
             )
         conn.execute("SELECT 1 FROM runs, streams, steps LIMIT 1").fetchall()
 

@@ -52,6 +52,24 @@ def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
     return Path(base).expanduser() / "otel-replay"
 
 
+def _cache_of(location: str, cache_dir: str | os.PathLike[str] | None) -> Path:
+    """The directory holding the cached index of the remote store at ``location``."""
+    key = hashlib.sha256(location.encode()).hexdigest()[:16]
+    return _cache_root(cache_dir) / key
+
+
+def _set_aside(index: Path) -> None:
+    """Rename an index file (and its WAL files) to ``<name>.broken-<unix time>``."""
+    stamp = int(time.time())
+    for suffix in ("", "-wal", "-shm"):
+        old = index.with_name(index.name + suffix)
+        try:
+            if old.exists():
+                old.rename(index.with_name(f"{index.name}.broken-{stamp}{suffix}"))
+        except OSError as exc:
+            raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
+
+
 class Store:
     """A fixture store: a local directory or an fsspec URL, opened with :meth:`open`.
 
@@ -112,8 +130,7 @@ class Store:
         if is_url(where):
             remote = FsspecBackend(where, storage_options)
             ensure_format(remote, create=create)
-            key = hashlib.sha256(remote.location.encode()).hexdigest()[:16]
-            cache = _cache_root(cache_dir) / key
+            cache = _cache_of(remote.location, cache_dir)
             try:
                 cache.mkdir(parents=True, exist_ok=True)
                 (cache / "LOCATION").write_text(remote.location + "\n")
@@ -134,22 +151,29 @@ class Store:
 
     @classmethod
     def rebuild(
-        cls, location: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
+        cls,
+        location: str | os.PathLike[str],
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> Store:
-        """Rebuild a local store's index from its packs, and open the store.
+        """Rebuild a store's index from its packs, and open the store.
 
-        The old ``index.sqlite`` is kept as ``index.sqlite.broken-<unix time>``, never deleted.
-        (A remote store's index is a cache: :meth:`refresh` keeps it current.)
+        The old ``index.sqlite`` (for a remote store: the cached one in ``cache_dir``, see
+        :meth:`open`) is kept as ``index.sqlite.broken-<unix time>``, never deleted. A pack
+        that cannot be read is logged and left out, and :meth:`verify` names it.
         """
-        if is_url(str(location)):
-            return cls.open(location, create=False, storage_options=storage_options)
-        root = Path(location).expanduser()
+        where = str(location).removeprefix("file://")
+        if is_url(where):
+            remote = FsspecBackend(where, storage_options)
+            ensure_format(remote, create=False)
+            _set_aside(_cache_of(remote.location, cache_dir) / INDEX_FILE)
+            return cls.open(
+                where, create=False, storage_options=storage_options, cache_dir=cache_dir
+            )
+        root = Path(where).expanduser()
         ensure_format(LocalBackend(root), create=False)
-        stamp = int(time.time())
-        for suffix in ("", "-wal", "-shm"):
-            old = root / f"{INDEX_FILE}{suffix}"
-            if old.exists():
-                old.rename(root / f"{INDEX_FILE}.broken-{stamp}{suffix}")
+        _set_aside(root / INDEX_FILE)
         store = cls.open(root, create=False)
         sync_index(store._index, store._backend, store._reader, drop_missing=False)
         return store

@@ -11,6 +11,7 @@ from click.testing import Result
 from rich.console import Console
 
 from otel_replay.cli._common import progress
+from tests.cli._checks import assert_bad_input
 from tests.cli._recording import SUPPORT
 
 Invoke = Callable[..., Result]
@@ -78,3 +79,36 @@ def test_progress_is_drawn_only_on_a_terminal() -> None:
     with progress("verifying", Console(file=pipe, force_terminal=False)) as report:
         report(1, 1)
     assert pipe.getvalue() == ""
+
+
+def test_rebuild_index_replaces_a_damaged_index(invoke: Invoke, store: Path) -> None:
+    intact = invoke("verify", "--json", "--store", str(store)).stdout
+    index = store / "index.sqlite"
+    index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    truncated = index.read_bytes()
+    line = assert_bad_input(invoke("verify", "--store", str(store)), str(index))
+    assert "otel-replay verify --rebuild-index" in line
+    result = invoke("verify", "--rebuild-index", "--json", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == intact
+    (kept,) = store.glob("index.sqlite.broken-*[0-9]")
+    assert kept.read_bytes() == truncated  # set aside, never deleted
+    assert invoke("verify", "--store", str(store)).exit_code == 0
+
+
+def test_rebuild_index_names_a_run_whose_pack_is_damaged(invoke: Invoke, store: Path) -> None:
+    pack = _pack(store, SUPPORT)
+    _flip(pack, 30)
+    result = invoke("verify", "--rebuild-index", "--store", str(store))
+    assert result.exit_code == 1
+    assert f"damaged pack: {pack}: " in result.stdout
+    assert f"damaged index: {pack.parent} is not in the index" in result.stdout
+    assert invoke("verify", "--store", str(store)).exit_code == 1  # still named afterwards
+    assert pack.exists()
+
+
+def test_rebuild_index_of_no_store_is_bad_input(invoke: Invoke, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    line = assert_bad_input(invoke("verify", "--rebuild-index", "--store", str(missing)))
+    assert line == f"Error: no otel-replay store at {missing} (check --store)"
+    assert not missing.exists()
