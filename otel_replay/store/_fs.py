@@ -344,8 +344,12 @@ class FsspecBackend:
         return bytes(self.fs.cat_file(self._path(rel), start=start, end=end))
 
     def read_tail(self, rel: str, size: int) -> bytes:
-        """The last ``size`` bytes of the object (all of it when shorter): one ranged GET."""
-        return bytes(self.fs.cat_file(self._path(rel), start=-size))
+        """The last ``size`` bytes of the object (all of it when shorter): its size, then a
+        ranged GET of explicit bounds. (A suffix range, ``bytes=-N``, would save the size
+        lookup, but some S3-compatible servers serve the first N bytes for it.)"""
+        path = self._path(rel)
+        total = int(self.fs.size(path))
+        return bytes(self.fs.cat_file(path, start=max(0, total - size), end=total))
 
     def size(self, rel: str) -> int:
         """Size of the object in bytes."""
