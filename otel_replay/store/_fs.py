@@ -18,12 +18,14 @@ import errno
 import os
 import secrets
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from otel_replay.errors import StoreError, StoreNotWritableError
+
+T = TypeVar("T")
 
 __all__ = ["Backend", "FileInfo", "FsspecBackend", "LocalBackend", "is_url"]
 
@@ -93,6 +95,21 @@ def _sync_pool() -> ThreadPoolExecutor:
         return pool[1]
 
 
+def submit(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``pool.submit(fn, *args)``, or ``fn`` run in this thread when the pool takes no more
+    work because the interpreter is exiting (a flush from an atexit handler, as a tracer
+    provider's shutdown is)."""
+    try:
+        return pool.submit(fn, *args)
+    except RuntimeError:
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:
+            done.set_exception(exc)
+        return done
+
+
 def _fsync_all(fds: Sequence[int]) -> None:
     """fsync every descriptor, from up to :data:`SYNC_THREADS` threads at once (fsync
     releases the GIL); the first error is raised once all are done."""
@@ -102,7 +119,7 @@ def _fsync_all(fds: Sequence[int]) -> None:
         return
     count = min(len(fds), SYNC_THREADS)
     shares = [fds[n::count] for n in range(count)]
-    futures = [_sync_pool().submit(_fsync_each, share) for share in shares]
+    futures = [submit(_sync_pool(), _fsync_each, share) for share in shares]
     errors = [exc for exc in (future.result() for future in futures) if exc is not None]
     if errors:
         raise errors[0]
@@ -216,7 +233,7 @@ class LocalBackend:
             for rel, data in items:
                 self.publish(rel, data)
             return
-        jobs = [_sync_pool().submit(self._stage, rel, data) for rel, data in items]
+        jobs = [submit(_sync_pool(), self._stage, rel, data) for rel, data in items]
         staged: list[tuple[Path, Path]] = []
         failure: BaseException | None = None
         for job in jobs:  # every job is waited for: none is left writing

@@ -52,7 +52,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from otel_replay.store._format import pack_name, stream_dir
-from otel_replay.store._fs import Backend
+from otel_replay.store._fs import Backend, submit
 from otel_replay.store._pack import (
     KIND_RAW,
     KIND_RECIPE,
@@ -391,7 +391,7 @@ class Packer:
             return
         frames = [frame for _, _, group_frames in self._group for frame in group_frames]
         thread = _compressing_thread() if self._done or len(self._group) > 1 else None
-        future = None if thread is None else thread.submit(compress_frames, frames, FLUSH_LEVEL)
+        future = None if thread is None else submit(thread, compress_frames, frames, FLUSH_LEVEL)
         self._done.append((self._group, future))
         self._group, self._group_raw = [], 0
 

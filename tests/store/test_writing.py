@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from otel_replay.errors import StoreError
-from otel_replay.store import _stream
+from otel_replay.store import Store, _stream
 from otel_replay.store._fs import LocalBackend
 from otel_replay.store._pack import KIND_RECIPE, KIND_SEGMENT, encode_pack
 from otel_replay.store._stream import FLUSH_LEVEL, SMALL_RAW, Packer, SealedPack, StreamWriter
@@ -105,3 +107,35 @@ def test_a_failed_publish_leaves_no_temporary_file(tmp_path: Path) -> None:
         backend.publish_many(items)
     assert not list(tmp_path.rglob(".tmp-*"))
     assert not (tmp_path / "packs" / "ok" / "c.pack").exists()  # nothing renamed after a failure
+
+
+def test_a_flush_while_the_interpreter_exits_writes_everything(tmp_path: Path) -> None:
+    # A tracer provider flushes the exporter from an atexit handler, after the interpreter
+    # has stopped its thread pools: the flush must do the work itself, not fail and retry.
+    script = (
+        "import atexit, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from otel_replay.store import Store\n"
+        "from tests.store._data import chat_bodies, fixture\n"
+        f"store = Store.open({str(tmp_path / 'store')!r})\n"
+        "def flush():\n"
+        "    pairs = chat_bodies(12)\n"
+        "    for run in range(6):\n"
+        "        store.put([fixture(f'r_{run}', i, q, a) for i, (q, a) in enumerate(pairs)])\n"
+        "    store.flush()\n"
+        "    store.close()\n"
+        "atexit.register(flush)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    with Store.open(tmp_path / "store", create=False) as store:
+        assert [run.run_id for run in sorted(store.runs(), key=lambda r: r.run_id)] == [
+            f"r_{run}" for run in range(6)
+        ]
+        assert store.verify() == []
+        request, response = chat_bodies(12)[11]
+        assert store.request_body(("r_5", 11)) == request
+        assert store.response_body(("r_5", 11)) == response
