@@ -27,7 +27,7 @@ from otel_replay.errors import StoreError, StoreNotWritableError
 
 T = TypeVar("T")
 
-__all__ = ["Backend", "FileInfo", "FsspecBackend", "LocalBackend", "is_url"]
+__all__ = ["Backend", "FileInfo", "FsspecBackend", "LocalBackend", "is_url", "submit"]
 
 FileInfo = tuple[int, float]
 """``(size in bytes, modification time as Unix seconds)``."""
