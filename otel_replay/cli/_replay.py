@@ -74,7 +74,12 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     help="Strict: no socket opens and a request with no recorded match fails. "
     "--no-strict sends unmatched requests live.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the comparison as JSON on stdout (CMD's own stdout goes to stderr).",
+)
 def replay(
     run: str,
     command: tuple[str, ...],
@@ -170,7 +175,8 @@ def _run_child(
 ) -> tuple[int, list[dict[str, Any]]]:
     """Run CMD, following its report for progress; returns its exit status and the events."""
     try:
-        child = subprocess.Popen(list(command), env=dict(env))
+        # With --json, stdout carries only the comparison: the program's output goes to stderr.
+        child = subprocess.Popen(list(command), env=dict(env), stdout=sys.stderr if quiet else None)
     except OSError as exc:
         raise CliError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
     console = stderr_console()

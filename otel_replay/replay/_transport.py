@@ -67,6 +67,11 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             if answer.error_type is not None:
                 raise _error(module, answer, self._request)
 
+    def _live(fallback: Any, request: Any) -> Any:
+        if fallback is None:
+            raise module.ConnectError("no recorded match and no live transport", request=request)
+        return fallback
+
     def respond(answer: Answer, request: Any, stream: Any) -> Any:
         if answer.status_code is None:
             raise _error(module, answer, request)
@@ -85,7 +90,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             started = time.perf_counter()
             answer = self.session.answer(request.method, str(request.url), request.read())
             if answer is None:
-                return self.fallback.handle_request(request)
+                return _live(self.fallback, request).handle_request(request)
             return respond(answer, request, ChunkStream(answer, request, started))
 
         def close(self) -> None:
@@ -103,7 +108,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             started = time.perf_counter()
             answer = self.session.answer(request.method, str(request.url), await request.aread())
             if answer is None:
-                return await self.fallback.handle_async_request(request)
+                return await _live(self.fallback, request).handle_async_request(request)
             return respond(answer, request, AsyncChunkStream(answer, request, started))
 
         async def aclose(self) -> None:

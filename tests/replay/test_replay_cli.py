@@ -146,7 +146,8 @@ def test_json_report_names_the_step_and_fields(agent_store: tuple[Path, str, str
         check=False,
     )
     assert done.returncode == 1, done.stderr
-    document = json.loads(done.stdout[done.stdout.index("{\n") :])
+    document = json.loads(done.stdout)  # the agent's own output went to stderr
+    assert "customer> Hi! Where is my order A-1234?" in done.stderr
     assert document["identical"] is False
     assert document["agent_exit_code"] == 0
     first = document["first_divergence"]

@@ -289,3 +289,18 @@ def test_the_recorded_seed_makes_the_code_draw_the_same_numbers(record: Recordin
     assert result.run.seed == seed == replayed_seed
     assert replayed == answer
     assert result.identical
+
+
+def test_without_strict_mode_an_unmatched_request_goes_live(record: Recording) -> None:
+    store, run_id, _ = record(lambda url: _ask(url, "Where is A-1?"))
+    with (
+        StandIn(event_delay=0.001) as live,
+        otel_replay.replaying(run_id, store=store, strict=False) as result,
+    ):
+        _ask(live.openai_base_url, "Where is A-1?")
+        answer = _ask(live.openai_base_url, "Something new?")
+        assert len(live.received) == 1  # only the unmatched request reached the provider
+    assert answer.startswith("chatcmpl-")
+    assert [(s.how, s.live) for s in result.steps] == [("hash", False), ("none", True)]
+    assert result.network_attempts == []
+    assert not result.identical
