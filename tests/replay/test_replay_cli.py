@@ -259,3 +259,24 @@ def test_bad_input_is_one_line_with_exit_2(
     assert "never runs" not in done.stdout
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"resourceSpans": [{"resource": {', "truncated.jsonl"),
+        (b'{"resourceSpans": []}\n', "has no replayable steps"),
+    ],
+    ids=["truncated", "nothing-replayable"],
+)
+def test_a_bad_source_file_is_one_line_with_exit_2(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    source = tmp_path / "truncated.jsonl"
+    source.write_bytes(content)
+    done = replay(tmp_path / "store", str(source), sys.executable, "-c", "print('never runs')")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "never runs" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0]
+    assert str(source) in lines[0]
