@@ -5,12 +5,15 @@ synthesised from the spans, equal in content to what the provider answered."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import openai
 
 import otel_replay
 from tests.replay.conftest import KEY, Recorded, collector_json
+from tests.replay.test_replay_cli import replay
+from tests.replay.test_sources_url import Jaeger
 
 DEAD_URL = "http://127.0.0.1:9/v1"
 
@@ -74,3 +77,31 @@ def test_a_changed_prompt_against_an_official_trace_is_named(
     assert first.changes[2].describe() == (
         "message 0: user: Where is my order A-1234? → user: Where is my order B-1?"
     )
+
+
+def test_the_cli_replays_an_official_trace_from_a_jaeger_url(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    context = recorded.official[0].context
+    assert context is not None
+    trace_id = f"{context.trace_id:032x}"
+    plain, streamed = recorded.exchanges["official"]
+    script = (
+        "import openai\n"
+        f"client = openai.OpenAI(base_url={DEAD_URL!r}, api_key='sk-x', max_retries=0)\n"
+        "q = [{'role': 'user', 'content': 'Where is my order A-1234?'}]\n"
+        "print(client.chat.completions.create(model='gpt-4o-mini', messages=q)"
+        ".choices[0].message.content)\n"
+        "q = [{'role': 'user', 'content': 'Hello there'}]\n"
+        "chunks = client.chat.completions.create(model='gpt-4o-mini', messages=q, stream=True)\n"
+        "print(''.join(c.choices[0].delta.content or '' for c in chunks if c.choices))\n"
+    )
+    with Jaeger({trace_id: collector_json(recorded.official)}) as jaeger:
+        done = replay(tmp_path / "store", jaeger.url(trace_id), sys.executable, "-c", script)
+        assert len(jaeger.requests) == 1  # fetched once, by the parent
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(plain.response)["choices"][0]["message"]["content"]
+    assert done.stdout.splitlines()[:2] == [answer, _sse_text(bytes(streamed.response))]
+    assert "identical" in done.stdout
+    assert "matched: position 2; fidelity: semantic 2" in done.stdout
+    assert "network attempts: 0" in done.stdout
