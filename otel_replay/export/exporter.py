@@ -15,7 +15,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
-from otel_replay.capture._deferred import FINISHER
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture.instrumentor import HANDOFF
 from otel_replay.errors import ConfigError
@@ -180,8 +179,7 @@ class ReplaySpanExporter(SpanExporter):
         ``timeout_millis``); True when it is."""
         if self._closed:
             return False
-        timeout = min(timeout_millis / 1000, self._timeout)
-        return FINISHER.drain(timeout) and self._wait(timeout)
+        return self._wait(min(timeout_millis / 1000, self._timeout))
 
     def _wait(self, timeout: float | None = None) -> bool:
         """Wait for the writer to make everything so far durable. After a wait timed out,
@@ -208,7 +206,6 @@ class ReplaySpanExporter(SpanExporter):
         atexit.unregister(self._flush_at_exit)
         if self._on_sigterm:
             _sigterm.uninstall(self)
-        FINISHER.drain(timeout)  # steps still being finished are handed off first
         # Detach first: every step put before this is in our queue, ahead of the final barrier.
         self._handoff.detach(self._consumer)
         ok = self._writer.stop(timeout)
@@ -241,12 +238,10 @@ class ReplaySpanExporter(SpanExporter):
 
     def _flush_on_signal(self) -> None:
         if not self._closed:
-            FINISHER.drain(self._timeout)
             self._writer.barrier(self._timeout, parked=True)
 
     def _flush_at_exit(self) -> None:
         if not self._closed:
-            FINISHER.drain(self._timeout)
             self._writer.barrier(self._timeout)
 
     def _after_fork_in_child(self) -> None:
