@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from typing import NoReturn
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -32,7 +33,7 @@ __all__ = ["bootstrap", "start"]
 _session: ReplaySession | None = None
 
 
-def _fatal(message: str) -> None:
+def _fatal(message: str) -> NoReturn:
     sys.stderr.write(f"otel-replay: cannot replay: {message}\n")
     sys.stderr.flush()
     os._exit(2)
@@ -52,7 +53,6 @@ def start(config: Settings) -> ReplaySession:
         report = open(config.report, "a", encoding="utf-8") if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:
         _fatal(str(exc))
-        raise  # unreachable: _fatal exits
     session = ReplaySession(
         run,
         strict=config.strict,
@@ -77,7 +77,6 @@ def bootstrap() -> None:
         config = settings.load()
     except OtelReplayError as exc:
         _fatal(str(exc))
-        return
     if config.mode != "replay":
         return
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):

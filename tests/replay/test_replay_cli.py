@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import otel_replay.replay._boot
 from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
@@ -280,3 +281,35 @@ def test_a_bad_source_file_is_one_line_with_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0]
     assert str(source) in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [("", "needs OTEL_REPLAY_RUN"), ("r_nope", "r_nope")],
+    ids=["no-run", "unknown-run"],
+)
+def test_a_process_asked_to_replay_that_cannot_does_not_run_live(
+    agent_store: tuple[Path, str, str], run: str, message: str
+) -> None:
+    store, _, _ = agent_store
+    boot = Path(otel_replay.replay._boot.__file__).parent
+    env = {k: v for k, v in subprocess_env(store).items() if not k.startswith("OTEL_")}
+    env |= {
+        "OTEL_REPLAY_MODE": "replay",
+        "OTEL_REPLAY_RUN": run,
+        "OTEL_REPLAY_STORE": str(store),
+        "PYTHONPATH": f"{boot}{os.pathsep}{ROOT}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "print('ran live')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "ran live" not in done.stdout
+    line = done.stderr.strip()
+    assert line.startswith("otel-replay: cannot replay: ") and message in line
+    assert "\n" not in line
