@@ -40,12 +40,23 @@ from otel_replay.capture._run import current_run
 from otel_replay.capture.codecs import Codec, LlmRequest, detect
 from otel_replay.errors import CodecError
 
-__all__ = ["Recorder", "Step"]
+__all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "Step", "prompt_hash"]
+
+REQUEST_HASH_EXTENSION = "otel_replay.request_hash"
+"""Request extension carrying the body hash the capture computed, in replay mode only, so the
+replay transport serving the same request does not hash it again."""
 
 _log = logging.getLogger(__name__)
 
 _INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def prompt_hash(messages: bytes, system: bytes) -> str:
+    """``replay.prompt.hash`` from the canonical JSON of the input messages and of the system
+    instructions (``b"[]"`` when there are none): the hash of
+    ``canonical_json({"input_messages": m, "system_instructions": s})``, without re-encoding."""
+    return sha256_tag(b'{"input_messages":', messages, b',"system_instructions":', system, b"}")
 
 
 class Recorder:
@@ -90,6 +101,8 @@ class Recorder:
         raw_body: bytes | None = getattr(request, "_content", None)
         body = self.redactor.body(raw_body) if raw_body is not None else b""
         request_hash = sha256_tag(body)
+        if run.mode == "replay" and raw_body is not None:
+            request.extensions[REQUEST_HASH_EXTENSION] = request_hash
 
         codec, llm = _parse_request(method, url.path, raw_headers, body)
         port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
@@ -149,10 +162,7 @@ class Recorder:
         attrs.update(llm.attributes)
         messages = canonical_json(llm.input_messages)
         system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
-        # canonical_json({"input_messages": m, "system_instructions": s}) without re-encoding.
-        attrs[A.REPLAY_PROMPT_HASH] = sha256_tag(
-            b'{"input_messages":', messages, b',"system_instructions":', system, b"}"
-        )
+        attrs[A.REPLAY_PROMPT_HASH] = prompt_hash(messages, system)
         tools = canonical_json(llm.tool_definitions) if llm.tool_definitions else None
         if tools is not None:
             attrs[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)

@@ -37,7 +37,6 @@ __all__ = ["HANDOFF", "ReplayInstrumentor", "capture_content_enabled"]
 
 _SCOPE = "otel_replay"
 _VERSION = "0.1.0"
-_CLIENT_MODULES = ("httpx", "httpx2")
 
 HANDOFF = Handoff(settings.load().handoff_max_bytes)
 """The process-wide capture hand-off the ``replay`` exporter consumes (the exporter applies
@@ -83,7 +82,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
-        for name in _CLIENT_MODULES:
+        for name in package.CLIENT_MODULES:
             try:
                 module = importlib.import_module(name)
             except ImportError:

@@ -29,7 +29,6 @@ from otel_replay.capture._run import new_run_id
 from otel_replay.cli._common import (
     CliError,
     emit,
-    open_store,
     resolve_run,
     stderr_console,
     stdout_console,
@@ -131,21 +130,17 @@ def _local_source(ref: str, scratch: Path, store: str) -> str:
     prefix or ``latest`` resolved to its id; files and exact ids as they are."""
     base, _, fragment = ref.partition("#")
     if not is_url(base):
-        if Path(base).expanduser().exists() or "/" in base or not _store_exists(store):
+        if Path(base).expanduser().exists() or "/" in base:
             return ref
-        with open_store(store) as opened:
+        try:
+            opened = Store.open(store, create=False)
+        except OtelReplayError:
+            return ref  # no store there: load_run says so, naming the ref too
+        with opened:
             return resolve_run(opened, ref).run_id
     path = scratch / "source.json"
     path.write_bytes(fetch(base))
     return f"{path}#{fragment}" if fragment else str(path)
-
-
-def _store_exists(location: str) -> bool:
-    try:
-        Store.open(location, create=False).close()
-    except OtelReplayError:
-        return False
-    return True
 
 
 def _child_env(

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.capture._step import prompt_hash as capture_prompt_hash
 from otel_replay.capture.codecs import CODECS, Codec, LlmRequest
 from otel_replay.errors import CodecError
 from otel_replay.replay._model import RecordedStep
@@ -154,10 +155,8 @@ def llm_changes(
 
 def prompt_hash(llm: LlmRequest) -> str:
     """``replay.prompt.hash`` as the capture computes it."""
-    return sha256_tag(
-        canonical_json(
-            {"input_messages": llm.input_messages, "system_instructions": llm.system_instructions}
-        )
+    return capture_prompt_hash(
+        canonical_json(llm.input_messages), canonical_json(llm.system_instructions)
     )
 
 

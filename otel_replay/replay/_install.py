@@ -16,19 +16,18 @@ from typing import Any
 import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
+from otel_replay.capture.package import CLIENT_MODULES
 from otel_replay.replay._guard import SocketGuard
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._transport import transport_classes
 
 __all__ = ["install"]
 
-_CLIENT_MODULES = ("httpx", "httpx2")
-
 
 def install(session: ReplaySession) -> Callable[[], None]:
     """Route every httpx/httpx2 request through ``session``; returns the undo function."""
     wrapped: list[Any] = []
-    for name in _CLIENT_MODULES:
+    for name in CLIENT_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:

@@ -85,7 +85,7 @@ class Matcher:
         self._seen_per_endpoint: dict[str, int] = {}
         for step in run.steps:
             if step.request_hash is not None and step.request_body is not None:
-                key = (step.request_hash, _target(step.method, step.url or step.endpoint, step))
+                key = (step.request_hash, _recorded_target(step))
                 self._by_hash.setdefault(key, []).append(step)
             self._by_endpoint.setdefault(step.endpoint, []).append(step)
 
@@ -95,7 +95,7 @@ class Matcher:
         with self._lock:
             endpoint: str | None = None
             found = self._by_hash.get((request_hash, None)) or self._by_hash.get(
-                (request_hash, _target(method, url, None))
+                (request_hash, _target(method, url))
             )
             result: Match | None
             if found:
@@ -162,13 +162,20 @@ class Matcher:
         return None
 
 
-def _target(method: str, url: str, step: RecordedStep | None) -> str | None:
-    """What besides the body identifies a call: nothing for a model call (its body says it
-    all), method, path and query for anything else (GETs all have the same empty body)."""
-    if step is not None and step.kind == "llm":
-        return None
-    parts = urlsplit(url if "://" in url else "http://host" + url.split(" ", 1)[-1])
+def _target(method: str, url: str) -> str:
+    """What besides the body identifies a call other than a model call (GETs all have the
+    same empty body): method, path and query."""
+    parts = urlsplit(url)
     return f"{method.upper()} {parts.path}?{parts.query}"
+
+
+def _recorded_target(step: RecordedStep) -> str | None:
+    """:func:`_target` of a recorded step; None for a model call, whose body says it all."""
+    if step.kind == "llm":
+        return None
+    if step.url is None:  # no URL recorded: the endpoint's path, and no query
+        return f"{step.endpoint}?"
+    return _target(step.method, step.url)
 
 
 def _fields_differing(step: RecordedStep, method: str, path: str, new: Any) -> tuple[str, ...]:

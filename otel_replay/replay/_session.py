@@ -12,10 +12,13 @@ import builtins
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import IO, Literal
 
 from otel_replay._canonical import sha256_tag
+from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._diff import Request, parse_json, request_changes
@@ -59,14 +62,11 @@ def _wants_stream(step: RecordedStep, body: bytes) -> bool | None:
 
 def _shaped(step: RecordedStep, stream: bool | None) -> RecordedStep:
     """``step`` with its synthesised response re-made as a stream or not, when it differs."""
-    if stream is None or _is_sse(step.response_headers) == stream:
+    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in step.response_headers)
+    if stream is None or streamed == stream:
         return step
     made = synthesize(step.endpoint, step.attributes, stream, duration_ns=step.duration_ns)
     return replace(step, response_headers=made.headers, response_body=made.body, chunks=made.chunks)
-
-
-def _is_sse(headers: tuple[tuple[str, str], ...]) -> bool:
-    return any(k.lower() == "content-type" and "event-stream" in v for k, v in headers)
 
 
 def _is_exception(error_type: str | None) -> bool:
@@ -134,10 +134,14 @@ class ReplaySession:
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network)
 
-    def answer(self, method: str, url: str, body: bytes) -> Answer | None:
-        """The recorded answer to a request (``body`` as sent, before redaction)."""
+    def answer(
+        self, method: str, url: str, body: bytes, request_hash: str | None = None
+    ) -> Answer | None:
+        """The recorded answer to a request (``body`` as sent, before redaction;
+        ``request_hash`` the ``sha256:<hex>`` of the redacted body when already known)."""
         body = self._redactor.body(body)
-        request_hash = sha256_tag(body)
+        if request_hash is None:
+            request_hash = sha256_tag(body)
         match = self.matcher.match(method, url, body, request_hash)
         if match is None:
             self._record_unmatched(method, url, body, request_hash)
@@ -147,8 +151,8 @@ class ReplaySession:
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
         self._record(
-            ServedStep(
-                order=0,
+            partial(
+                ServedStep,
                 method=method,
                 url=url,
                 endpoint=step.endpoint,
@@ -179,9 +183,10 @@ class ReplaySession:
             self._write({"type": "end", "elapsed_s": self.result.elapsed_s})
             self._report = None
 
-    def _record(self, step: ServedStep) -> None:
+    def _record(self, step_at: Callable[..., ServedStep]) -> None:
+        """Append the step ``step_at(order=...)`` makes, numbered in arrival order."""
         with self._lock:
-            step = replace(step, order=len(self._steps))
+            step = step_at(order=len(self._steps))
             self._steps.append(step)
             if self._report is not None:
                 self._write(step.to_json())
@@ -194,8 +199,8 @@ class ReplaySession:
     def _record_unmatched(self, method: str, url: str, body: bytes, request_hash: str) -> None:
         endpoint = endpoint_of_request(method, url, body)
         self._record(
-            ServedStep(
-                order=0,
+            partial(
+                ServedStep,
                 method=method,
                 url=url,
                 endpoint=endpoint,

@@ -14,6 +14,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
+from otel_replay.capture._step import REQUEST_HASH_EXTENSION
 from otel_replay.replay._session import Answer, ReplaySession
 
 __all__ = ["transport_classes"]
@@ -88,7 +89,12 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
 
         def handle_request(self, request: Any) -> Any:
             started = time.perf_counter()
-            answer = self.session.answer(request.method, str(request.url), request.read())
+            answer = self.session.answer(
+                request.method,
+                str(request.url),
+                request.read(),
+                request.extensions.get(REQUEST_HASH_EXTENSION),
+            )
             if answer is None:
                 return _live(self.fallback, request).handle_request(request)
             return respond(answer, request, ChunkStream(answer, request, started))
@@ -106,7 +112,12 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
 
         async def handle_async_request(self, request: Any) -> Any:
             started = time.perf_counter()
-            answer = self.session.answer(request.method, str(request.url), await request.aread())
+            answer = self.session.answer(
+                request.method,
+                str(request.url),
+                await request.aread(),
+                request.extensions.get(REQUEST_HASH_EXTENSION),
+            )
             if answer is None:
                 return await _live(self.fallback, request).handle_async_request(request)
             return respond(answer, request, AsyncChunkStream(answer, request, started))

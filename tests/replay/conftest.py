@@ -135,14 +135,20 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def teed_openai(standin: StandIn, log: list[Exchange], **options: Any) -> openai.OpenAI:
+    """An openai client on the stand-in whose exchanges are kept in ``log``."""
+    return openai.OpenAI(
+        base_url=standin.openai_base_url,
+        api_key=KEY,
+        http_client=httpx2.Client(transport=Tee(httpx2, log)),
+        **options,
+    )
+
+
 def _support(standin: StandIn, log: list[Exchange]) -> None:
     with (
         otel_replay.run(name="support-agent", seed=7, run_id=SUPPORT),
-        openai.OpenAI(
-            base_url=standin.openai_base_url,
-            api_key=KEY,
-            http_client=httpx2.Client(transport=Tee(httpx2, log)),
-        ) as client,
+        teed_openai(standin, log) as client,
         httpx.Client(base_url=standin.tools_url, transport=Tee(httpx, log)) as tools,
     ):
         agent = SupportAgent(client, tools, "gpt-4o-mini")
@@ -171,12 +177,7 @@ def _claude(standin: StandIn, log: list[Exchange]) -> None:
 def _errors(standin: StandIn, log: list[Exchange]) -> None:
     with (
         otel_replay.run(name="flaky", seed=1, run_id=ERRORS),
-        openai.OpenAI(
-            base_url=standin.openai_base_url,
-            api_key=KEY,
-            max_retries=0,
-            http_client=httpx2.Client(transport=Tee(httpx2, log)),
-        ) as client,
+        teed_openai(standin, log, max_retries=0) as client,
         httpx.Client(transport=Tee(httpx, log)) as tools,
     ):
         with pytest.raises(openai.RateLimitError):
@@ -202,11 +203,7 @@ def closed_port() -> int:
 def _large(standin: StandIn, log: list[Exchange]) -> None:
     with (
         otel_replay.run(name="large", seed=5, run_id=LARGE),
-        openai.OpenAI(
-            base_url=standin.openai_base_url,
-            api_key=KEY,
-            http_client=httpx2.Client(transport=Tee(httpx2, log)),
-        ) as client,
+        teed_openai(standin, log) as client,
     ):
         client.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello there"}]
@@ -224,11 +221,7 @@ def _official(standin: StandIn, log: list[Exchange]) -> tuple[ReadableSpan, ...]
         try:
             with (
                 tracer.start_as_current_span("invoke_agent support"),
-                openai.OpenAI(
-                    base_url=standin.openai_base_url,
-                    api_key=KEY,
-                    http_client=httpx2.Client(transport=Tee(httpx2, log)),
-                ) as client,
+                teed_openai(standin, log) as client,
             ):
                 client.chat.completions.create(
                     model="gpt-4o-mini",

@@ -264,7 +264,7 @@ def test_recorded_timing_paces_streams(record: Recording) -> None:
         _ask(url, "Tell me a long story about A-1.", stream=True)
         return time.perf_counter() - started
 
-    store, run_id, recorded_s = record(stream)
+    store, run_id, _ = record(stream)
     with otel_replay.replaying(run_id, store=store, timing="fast"):
         fast_s = stream(DEAD_URL)
     with otel_replay.replaying(run_id, store=store, timing="recorded") as result:
@@ -272,7 +272,6 @@ def test_recorded_timing_paces_streams(record: Recording) -> None:
     last_chunk_s = result.run.steps[0].chunks[-1][1] / 1e9
     assert paced_s >= last_chunk_s * 0.9
     assert fast_s < paced_s
-    assert recorded_s > 0
 
 
 def test_the_recorded_seed_makes_the_code_draw_the_same_numbers(record: Recording) -> None:

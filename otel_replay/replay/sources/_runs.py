@@ -86,7 +86,11 @@ def _start(span: Span) -> int:
 
 def step_index(span: Span) -> int | None:
     """``replay.step.index`` of a span, or None."""
-    value = attrs_of(span).get(A.REPLAY_STEP_INDEX)
+    return int_value(attrs_of(span).get(A.REPLAY_STEP_INDEX))
+
+
+def int_value(value: Any) -> int | None:
+    """An attribute that should be an int (OTLP JSON may carry it as a string), or None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

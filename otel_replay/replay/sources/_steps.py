@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay._inline import decode_body, fit_chunks
 from otel_replay.capture._handoff import Fixture
 from otel_replay.capture.codecs import CODECS, detect
+from otel_replay.replay._diff import parse_json
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
 from otel_replay.replay._synth import synthesize
-from otel_replay.replay.sources._runs import attrs_of
+from otel_replay.replay.sources._runs import attrs_of, int_value
 
 __all__ = ["CANONICAL_PATHS", "StepProblem", "build_step"]
 
@@ -102,9 +101,9 @@ def _from_span(
     duration_ns: int,
 ) -> dict[str, Any]:
     """The response fields of a step rebuilt from its span alone."""
-    status = _int(attrs.get(A.REPLAY_RESPONSE_STATUS_CODE))
+    status = int_value(attrs.get(A.REPLAY_RESPONSE_STATUS_CODE))
     if status is None:
-        status = _int(attrs.get("http.response.status_code"))
+        status = int_value(attrs.get("http.response.status_code"))
     error_type = _str(attrs.get("error.type"))
     body = _inline(attrs, A.REPLAY_RESPONSE_BODY)
     if body is not None:
@@ -157,7 +156,7 @@ def _has_output(attrs: Mapping[str, Any]) -> bool:
 
 def _streamed(request_body: bytes | None, attrs: Mapping[str, Any]) -> bool:
     if request_body is not None:
-        parsed = _json(request_body)
+        parsed = parse_json(request_body)
         if isinstance(parsed, Mapping):
             return parsed.get("stream") is True
     return (
@@ -174,7 +173,7 @@ def _endpoint(
             raise StepProblem("HTTP step has no url.full")
         return endpoint_of(method, url, None)
     named = _codec_from_attributes(attrs)
-    parsed = _json(body) if body is not None else None
+    parsed = parse_json(body) if body is not None else None
     if isinstance(parsed, Mapping):
         if url is not None:
             codec = detect(method, endpoint_of(method, url, None).split(" ", 1)[1], parsed)
@@ -215,13 +214,6 @@ def _codec_from_attributes(attrs: Mapping[str, Any]) -> str | None:
     if provider == "anthropic":
         return "anthropic.messages"
     return None
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _inline(attrs: Mapping[str, Any], key: str) -> bytes | None:
@@ -266,17 +258,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
-
-
 def _ints(value: Any) -> list[int]:
     if not isinstance(value, list | tuple):
         return []
-    return [n for n in (_int(v) for v in value) if n is not None]
+    return [n for n in (int_value(v) for v in value) if n is not None]
