@@ -49,7 +49,9 @@ def _adopt(recorder: Recorder, step: Step, response: Any, tee: type[Any]) -> Non
             step.on_chunk(content)
             step.finish(complete=True)
         else:
-            response.stream = tee(response.stream, step)
+            stream = tee(response.stream, step)
+            response.stream = stream
+            recorder.open_steps.track(stream, step)
     except Exception as exc:
         recorder.warn_once("teeing a response", exc)
         step.finish(complete=False)

@@ -35,6 +35,7 @@ from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import decode_content, is_json, is_sse
 from otel_replay.capture._handoff import Fixture, Handoff
 from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._open_steps import OpenSteps
 from otel_replay.capture._redact import REDACTED, SECRET_HEADERS, Redactor
 from otel_replay.capture._run import current_run
 from otel_replay.capture.codecs import Codec, LlmRequest, detect
@@ -78,6 +79,7 @@ class Recorder:
         self.capture_content = capture_content
         self.inline_limit = inline_limit
         """Bodies up to this many bytes also go into the span; 0: none."""
+        self.open_steps = OpenSteps()
         self._warned: set[str] = set()
 
     def warn_once(self, what: str, exc: BaseException) -> None:
@@ -93,6 +95,7 @@ class Recorder:
 
     def begin(self, request: Any) -> Step:
         """Open the step (and its span) for ``request``, an ``httpx``/``httpx2`` Request."""
+        self.open_steps.finish_dropped()
         run = current_run()
         index = run.next_step()
         url = request.url
@@ -327,6 +330,7 @@ class Step:
         if self._done:
             return
         self._done = True
+        self._recorder.open_steps.untrack(self)
         try:
             self._record_end(complete, error_type)
         except Exception as exc:

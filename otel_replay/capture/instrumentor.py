@@ -9,6 +9,7 @@ also puts the process's HTTP in the hands of a replay of ``OTEL_REPLAY_RUN``.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 from collections.abc import Collection
@@ -82,6 +83,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
+        # Registered after the SDK's providers, so it runs before their exit flush.
+        atexit.register(self.recorder.open_steps.finish_all)
         for name in package.CLIENT_MODULES:
             try:
                 module = importlib.import_module(name)
@@ -105,5 +108,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             unwrap(module.Client, "_send_single_request")
             unwrap(module.AsyncClient, "_send_single_request")
         self._wrapped.clear()
+        if self.recorder is not None:
+            atexit.unregister(self.recorder.open_steps.finish_all)
+            self.recorder.open_steps.finish_all()
         self.recorder = None
         use_tracer(None)

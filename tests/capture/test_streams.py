@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -125,3 +130,70 @@ def test_http_error_status_sets_error_type(client_module: ModuleType) -> None:
     assert span["attributes"]["error.type"] == "503"
     assert span["attributes"]["http.response.status_code"] == 503
     assert span["status"] == "ERROR"
+
+
+def _open_stream(module: ModuleType, transport: Any, chunks: int) -> tuple[Any, Any]:
+    """A streamed response of which ``chunks`` chunks were read, and its chunk iterator
+    (httpx2 closes the response when that iterator goes away); never closed."""
+    client = module.Client(transport=transport)
+    response = client.send(client.build_request("GET", URL), stream=True)
+    raw = response.iter_raw()
+    for _ in range(chunks):
+        next(raw)
+    return response, raw
+
+
+def test_dropped_stream_ends_its_step_with_what_was_read(client_module: ModuleType) -> None:
+    with CaptureKit() as kit:
+        response = _open_stream(client_module, scripted_transport(client_module, CHUNKS)[0], 2)
+        assert kit.spans() == []  # still open: nothing to report yet
+        del response  # and its iterator
+        gc.collect()  # the response sits in a reference cycle of the client library's
+        with client_module.Client(transport=scripted_transport(client_module, CHUNKS)[0]) as c:
+            c.get(URL).read()
+        dropped, later = kit.spans()
+    assert dropped["attributes"]["replay.step.index"] == 0
+    assert dropped["attributes"]["replay.response.complete"] is False
+    partial = b"".join(CHUNKS[:2])
+    assert dropped["attributes"]["replay.response.hash"] == (
+        "sha256:" + hashlib.sha256(partial).hexdigest()
+    )
+    assert later["attributes"]["replay.response.complete"] is True
+
+
+_EXIT_SCRIPT = """
+import sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry import trace
+import httpx
+from otel_replay.capture.instrumentor import ReplayInstrumentor
+from tests.capture.conftest import scripted_transport
+from tests.capture.test_streams import CHUNKS, _open_stream
+
+provider = TracerProvider()
+provider.add_span_processor(
+    BatchSpanProcessor(ConsoleSpanExporter(formatter=lambda span: span.to_json(None) + "\\n"))
+)
+trace.set_tracer_provider(provider)
+ReplayInstrumentor().instrument()
+held = _open_stream(httpx, scripted_transport(httpx, CHUNKS)[0], 1)
+sys.exit(0)  # with the stream still open
+"""
+
+
+def test_stream_open_at_exit_is_recorded_as_incomplete() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (span,) = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    attrs = span["attributes"]
+    assert attrs["replay.response.complete"] is False
+    assert attrs["replay.response.size"] == len(CHUNKS[0])
+    assert attrs["replay.response.body"] == CHUNKS[0].decode()
