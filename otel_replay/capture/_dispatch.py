@@ -17,19 +17,27 @@ from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay.capture._step import Recorder, Step
-from otel_replay.capture._tee import tee_classes
+from otel_replay.capture._tee import request_tee_classes, tee_classes
 
 __all__ = ["async_wrapper", "sync_wrapper"]
 
 Wrapped = Callable[..., Any]
 
 
-def _begin(recorder: Recorder, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step | None:
+def _begin(
+    recorder: Recorder, args: tuple[Any, ...], kwargs: dict[str, Any], request_tee: type[Any]
+) -> Step | None:
     if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
         return None
     request = args[0] if args else kwargs["request"]
     try:
-        return recorder.begin(request)
+        step = recorder.begin(request)
+        if step.streams_request:
+            stream = request.stream
+            if isinstance(stream, request_tee):  # sent again: tee the body once, for this step
+                stream = stream._inner
+            request.stream = request_tee(stream, step)
+        return step
     except Exception as exc:
         recorder.warn_once("starting a step", exc)
         return None
@@ -60,9 +68,10 @@ def _adopt(recorder: Recorder, step: Step, response: Any, tee: type[Any]) -> Non
 def sync_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Any]:
     """A wrapt wrapper for ``module.Client._send_single_request``."""
     tee = tee_classes(module)[0]
+    request_tee = request_tee_classes(module)[0]
 
     def wrapper(wrapped: Wrapped, instance: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
-        step = _begin(recorder, args, kwargs)
+        step = _begin(recorder, args, kwargs, request_tee)
         if step is None:
             return wrapped(*args, **kwargs)
         token = _attach(step)
@@ -83,9 +92,10 @@ def sync_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Any]:
 def async_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Awaitable[Any]]:
     """A wrapt wrapper for ``module.AsyncClient._send_single_request``."""
     tee = tee_classes(module)[1]
+    request_tee = request_tee_classes(module)[1]
 
     async def wrapper(wrapped: Wrapped, instance: Any, args: tuple[Any, ...], kwargs: Any) -> Any:
-        step = _begin(recorder, args, kwargs)
+        step = _begin(recorder, args, kwargs, request_tee)
         if step is None:
             return await wrapped(*args, **kwargs)
         token = _attach(step)

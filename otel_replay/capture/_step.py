@@ -101,20 +101,21 @@ class Recorder:
         url = request.url
         method: str = request.method
         raw_headers: list[tuple[bytes, bytes]] = request.headers.raw
+        # None for a streamed body (a generator, a multipart upload): its bytes exist only as
+        # the transport reads them, so the step tees them and hashes them at its end.
         raw_body: bytes | None = getattr(request, "_content", None)
-        body = self.redactor.body(raw_body) if raw_body is not None else b""
-        request_hash = sha256_tag(body)
-        if run.mode == "replay" and raw_body is not None:
-            request.extensions[REQUEST_HASH_EXTENSION] = request_hash
+        attrs: dict[str, Any] = run.attributes()
+        attrs[A.REPLAY_STEP_INDEX] = index
+        body = b""
+        request_hash = ""
+        if raw_body is not None:
+            body = self.redactor.body(raw_body)
+            request_hash = _request_body_attributes(body, self.inline_limit, attrs)
+            if run.mode == "replay":
+                request.extensions[REQUEST_HASH_EXTENSION] = request_hash
 
         codec, llm = _parse_request(method, url.path, raw_headers, body)
         port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
-        attrs: dict[str, Any] = run.attributes()
-        attrs[A.REPLAY_STEP_INDEX] = index
-        attrs[A.REPLAY_REQUEST_HASH] = request_hash
-        attrs[A.REPLAY_REQUEST_SIZE] = len(body)
-        if self.inline_limit and len(body) <= self.inline_limit:
-            attrs[A.REPLAY_REQUEST_BODY] = encode_body(body)
         attrs["server.address"] = url.host
         if port is not None:
             attrs["server.port"] = port
@@ -157,7 +158,7 @@ class Recorder:
                 request_hash=request_hash,
                 start_ns=time.time_ns(),
             )
-        return Step(self, span, owns_span, codec, llm, fixture, attrs)
+        return Step(self, span, owns_span, codec, llm, fixture, attrs, raw_body is None)
 
     def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
         attrs["gen_ai.operation.name"] = llm.operation
@@ -175,6 +176,17 @@ class Recorder:
                 attrs["gen_ai.system_instructions"] = system.decode()
             if tools is not None:
                 attrs["gen_ai.tool.definitions"] = tools.decode()
+
+
+def _request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any]) -> str:
+    """Add the (redacted) request body's hash, size and, within ``inline_limit``, the body
+    itself to ``attrs``; the hash."""
+    request_hash = sha256_tag(body)
+    attrs[A.REPLAY_REQUEST_HASH] = request_hash
+    attrs[A.REPLAY_REQUEST_SIZE] = len(body)
+    if inline_limit and len(body) <= inline_limit:
+        attrs[A.REPLAY_REQUEST_BODY] = encode_body(body)
+    return request_hash
 
 
 def _parse_request(
@@ -265,6 +277,7 @@ class Step:
         "_marks",
         "_owns_span",
         "_recorder",
+        "_request_chunks",
         "_response_headers",
         "_start_ns",
         "_status",
@@ -280,6 +293,7 @@ class Step:
         llm: LlmRequest | None,
         fixture: Fixture | None,
         attrs: dict[str, Any],
+        streamed_request: bool = False,
     ) -> None:
         self._recorder = recorder
         self.span = span
@@ -289,6 +303,8 @@ class Step:
         self._fixture = fixture
         self._attrs = attrs
         self._chunks: list[bytes] = []
+        # The bytes of a streamed request body as the transport reads them; None otherwise.
+        self._request_chunks: list[bytes] | None = [] if streamed_request else None
         # (size, ns after the request was sent) per chunk, for the fixture and inline chunking.
         self._marks: list[tuple[int, int]] | None = (
             [] if fixture is not None or recorder.inline_limit else None
@@ -303,6 +319,21 @@ class Step:
     def owns_span(self) -> bool:
         """False when the step enriches another instrumentation's span instead of its own."""
         return self._owns_span
+
+    @property
+    def streams_request(self) -> bool:
+        """True when the request body is streamed: tee it through :meth:`on_request_chunk`."""
+        return self._request_chunks is not None
+
+    def on_request_start(self) -> None:
+        """The transport starts reading the streamed request body (again, for a retry)."""
+        if self._request_chunks is not None:
+            self._request_chunks.clear()
+
+    def on_request_chunk(self, chunk: bytes) -> None:
+        """Remember one chunk of the streamed request body as the transport reads it."""
+        if self._request_chunks is not None:
+            self._request_chunks.append(chunk)
 
     def on_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Record the response head as soon as the transport returns it."""
@@ -344,6 +375,7 @@ class Step:
         status = self._status
         raw_headers = self._response_headers
         attrs: dict[str, Any] = {}
+        self._streamed_request_attributes(attrs)
         body = b"".join(self._chunks)  # the chunk itself when there is one
         content_type, encoding = _content_headers(raw_headers)
         decoded_content = False
@@ -393,6 +425,16 @@ class Step:
             fixture.error_type = error_type
             fixture.end_ns = time.time_ns()
         self._hand_off_and_end()
+
+    def _streamed_request_attributes(self, attrs: dict[str, Any]) -> None:
+        """For a streamed request body, add its attributes from what the transport read."""
+        if self._request_chunks is None:
+            return
+        recorder = self._recorder
+        sent = recorder.redactor.body(b"".join(self._request_chunks))
+        sent_hash = _request_body_attributes(sent, recorder.inline_limit, attrs)
+        if self._fixture is not None:
+            self._fixture.request_body, self._fixture.request_hash = sent, sent_hash
 
     def _hand_off_and_end(self) -> None:
         # The hand-off claims the span before it ends, so the exporter never gets it twice.

@@ -1,4 +1,8 @@
-"""Response-stream tees: pass every chunk to the application unchanged, and remember it.
+"""Stream tees: pass every chunk on unchanged, and remember it.
+
+Response tees stand between the transport and the application; request tees stand between a
+streamed request body (a generator, a multipart upload) and the transport, which is the only
+place the exact bytes of such a body ever exist.
 
 The tee replaces ``response.stream`` and subclasses the client library's own stream base
 classes, because httpx and httpx2 check them with ``isinstance``. It yields each chunk as soon
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from otel_replay.capture._step import Step
 
-__all__ = ["tee_classes"]
+__all__ = ["request_tee_classes", "tee_classes"]
 
 
 class _SyncTeeMixin:
@@ -68,6 +72,46 @@ class _AsyncTeeMixin:
             await self._inner.aclose()
         finally:
             self._step.finish(complete=False)
+
+
+class _SyncRequestTeeMixin:
+    def __init__(self, inner: Any, step: Step) -> None:
+        self._inner = inner
+        self._step = step
+
+    def __iter__(self) -> Iterator[bytes]:
+        step = self._step
+        step.on_request_start()  # a body sent again (a rewound upload) is recorded once
+        for chunk in self._inner:
+            step.on_request_chunk(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _AsyncRequestTeeMixin:
+    def __init__(self, inner: Any, step: Step) -> None:
+        self._inner = inner
+        self._step = step
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        step = self._step
+        step.on_request_start()
+        async for chunk in self._inner:
+            step.on_request_chunk(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@cache
+def request_tee_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
+    """The (sync, async) request-body tee classes for ``module`` (``httpx`` or ``httpx2``)."""
+    sync = type("SyncRequestTeeStream", (_SyncRequestTeeMixin, module.SyncByteStream), {})
+    async_ = type("AsyncRequestTeeStream", (_AsyncRequestTeeMixin, module.AsyncByteStream), {})
+    return sync, async_
 
 
 @cache

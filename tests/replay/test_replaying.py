@@ -303,3 +303,32 @@ def test_without_strict_mode_an_unmatched_request_goes_live(record: Recording) -
     assert [(s.how, s.live) for s in result.steps] == [("hash", False), ("none", True)]
     assert result.network_attempts == []
     assert not result.identical
+
+
+def test_a_streamed_request_body_replays_by_its_exact_bytes(record: Recording) -> None:
+    """A generator body (sent chunked) is recorded as sent, so replay matches it by hash; a
+    different body is a divergence, not a silent match."""
+
+    def refund(url: str, reason: bytes) -> tuple[int, bytes]:
+        def body() -> Iterator[bytes]:
+            yield b'{"order_id": "A-1234", '
+            yield b'"reason": "' + reason + b'"}'
+
+        tools = url.removesuffix("/v1") + "/tools"
+        response = httpx.post(tools + "/refunds", content=body())
+        return response.status_code, response.content
+
+    store, run_id, recorded = record(lambda url: refund(url, b"broken"))
+    assert recorded[0] == 201
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = refund(DEAD_URL, b"broken")
+    assert replayed == recorded  # the random refund id comes back too
+    assert result.identical
+    assert dict(result.matched()) == {"hash": 1}
+
+    with otel_replay.replaying(run_id, store=store) as changed:
+        assert refund(DEAD_URL, b"late") == recorded  # served by position, flagged
+    first = changed.first_divergence
+    assert first is not None and first.step == 0
+    assert [c.describe() for c in first.changes] == ["body $.reason: broken → late"]
+    assert [s.how for s in changed.steps] == ["position"]
