@@ -4,7 +4,10 @@
    (and the endpoint agrees).
 2. ``canonical``: both bodies are JSON and equal as RFC 8785 canonical JSON once the top-level
    fields in :data:`VOLATILE_FIELDS` are set aside.
-3. ``position``: the n-th request to an endpoint takes the n-th recorded step of that
+3. ``messages``, for recorded steps without bytes (spans of another instrumentation): the
+   same model asked the same conversation, role and text message by message, as the step's
+   ``gen_ai.input.messages`` and ``gen_ai.system_instructions`` record it.
+4. ``position``: the n-th request to an endpoint takes the n-th recorded step of that
    endpoint (or the next one not served yet). The request differs from the recording; the
    divergence report says how.
 
@@ -24,12 +27,13 @@ from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.capture.codecs import detect
+from otel_replay.errors import CodecError
 from otel_replay.replay._diff import json_paths_differing, parse_json
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
 
 __all__ = ["VOLATILE_FIELDS", "Match", "MatchKind", "Matcher", "Near"]
 
-MatchKind = Literal["hash", "canonical", "position"]
+MatchKind = Literal["hash", "canonical", "messages", "position"]
 
 VOLATILE_FIELDS: frozenset[str] = frozenset(
     {"user", "metadata", "prompt_cache_key", "safety_identifier", "request_id"}
@@ -72,6 +76,61 @@ def _canonical_key(body: bytes | None) -> str | None:
     return sha256_tag(canonical_json(kept))
 
 
+def _texts(parts: Any) -> list[str]:
+    """The text contents of a list of GenAI message parts."""
+    if not isinstance(parts, list):
+        return []
+    return [
+        p["content"]
+        for p in parts
+        if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("content"), str)
+    ]
+
+
+def _conversation_key(model: Any, system: Any, messages: Any) -> str | None:
+    """What ``messages`` matching compares: the model, then role and texts message by message
+    (system instructions first, as a ``system`` turn, so instrumentations that put them in
+    the history and those that keep them apart agree). None without messages."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    turns: list[list[Any]] = []
+    if _texts(system):
+        turns.append(["system", _texts(system)])
+    for message in messages:
+        if not isinstance(message, Mapping):
+            return None
+        turns.append([message.get("role"), _texts(message.get("parts"))])
+    return sha256_tag(canonical_json([model if isinstance(model, str) else None, turns]))
+
+
+def _recorded_conversation(step: RecordedStep) -> str | None:
+    attrs = step.attributes
+    messages = attrs.get("gen_ai.input.messages")
+    if not isinstance(messages, str):
+        return None
+    system = attrs.get("gen_ai.system_instructions")
+    return _conversation_key(
+        step.model or attrs.get("gen_ai.request.model"),
+        parse_json(system.encode()) if isinstance(system, str) else None,
+        parse_json(messages.encode()),
+    )
+
+
+def _request_conversation(method: str, url: str, body: bytes) -> str | None:
+    parsed = parse_json(body) if method.upper() == "POST" else None
+    if not isinstance(parsed, Mapping):
+        return None
+    path = urlsplit(url).path
+    codec = detect("POST", path, parsed)
+    if codec is None:
+        return None
+    try:
+        llm = codec.parse_request(path, parsed)
+    except CodecError:
+        return None
+    return _conversation_key(llm.model, llm.system_instructions, llm.input_messages)
+
+
 class Matcher:
     """Matches the requests of one replay against one recorded run; thread-safe."""
 
@@ -82,6 +141,7 @@ class Matcher:
         self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
         self._by_endpoint: dict[str, list[RecordedStep]] = {}
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
+        self._by_conversation: dict[str, list[RecordedStep]] | None = None
         self._seen_per_endpoint: dict[str, int] = {}
         for step in run.steps:
             if step.request_hash is not None and step.request_body is not None:
@@ -103,7 +163,9 @@ class Matcher:
                 result = self._take(found, "hash")
             else:
                 endpoint = endpoint_of_request(method, url, body)
-                result = self._by_content(body, endpoint)
+                result = self._by_content(body, endpoint) or self._by_messages(
+                    method, url, body, endpoint
+                )
             ordinal = self._seen_per_endpoint.get(endpoint, 0)
             self._seen_per_endpoint[endpoint] = ordinal + 1
             if result is None:
@@ -153,6 +215,19 @@ class Matcher:
                     self._by_canonical.setdefault(step_key, []).append(step)
         candidates = [s for s in self._by_canonical.get(key, ()) if s.endpoint == endpoint]
         return self._take(candidates, "canonical") if candidates else None
+
+    def _by_messages(self, method: str, url: str, body: bytes, endpoint: str) -> Match | None:
+        if self._by_conversation is None:
+            self._by_conversation = {}
+            for step in self.run.steps:
+                step_key = _recorded_conversation(step) if step.request_body is None else None
+                if step_key is not None:
+                    self._by_conversation.setdefault(step_key, []).append(step)
+        if not self._by_conversation:
+            return None
+        key = _request_conversation(method, url, body)
+        candidates = [s for s in self._by_conversation.get(key or "", ()) if s.endpoint == endpoint]
+        return self._take(candidates, "messages") if candidates else None
 
     def _by_position(self, endpoint: str, ordinal: int) -> Match | None:
         steps = self._by_endpoint.get(endpoint, ())

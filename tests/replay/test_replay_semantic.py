@@ -4,6 +4,7 @@ synthesised from the spans, equal in content to what the provider answered."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -53,8 +54,47 @@ def test_an_official_instrumentation_trace_replays_semantically(
     assert reply.choices[0].message.content == answer["content"]
     assert text == _sse_text(bytes(streamed.response))
     assert dict(result.fidelity()) == {"semantic": 2}
-    assert dict(result.matched()) == {"position": 2}
+    assert dict(result.matched()) == {"messages": 2}
     assert [s.changes for s in result.steps] == [(), ()]
+    assert result.identical
+
+
+def test_semantic_steps_match_by_their_messages_not_their_order(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """Asked concurrently and in the other order, each question still gets its own recorded
+    answer: steps without bytes are matched on model and conversation before position."""
+    source = tmp_path / "official.jsonl"
+    source.write_text(json.dumps(collector_json(recorded.official)) + "\n")
+    plain, streamed = recorded.exchanges["official"]
+
+    async def ask_both() -> tuple[str, str]:
+        async with openai.AsyncOpenAI(base_url=DEAD_URL, api_key=KEY, max_retries=0) as client:
+
+            async def hello() -> str:
+                chunks = await client.chat.completions.create(
+                    model="gpt-4o-mini",
+                    messages=[{"role": "user", "content": "Hello there"}],
+                    stream=True,
+                )
+                return "".join([c.choices[0].delta.content or "" async for c in chunks])
+
+            order = client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "Where is my order A-1234?"}],
+            )
+            greeting, reply = await asyncio.gather(hello(), order)
+            return greeting, reply.choices[0].message.content or ""
+
+    with otel_replay.replaying(str(source)) as result:
+        greeting, answer = asyncio.run(ask_both())
+
+    assert greeting == _sse_text(bytes(streamed.response))
+    assert answer == json.loads(plain.response)["choices"][0]["message"]["content"]
+    assert [(s.order, s.recorded, s.how) for s in result.steps] == [
+        (0, 1, "messages"),
+        (1, 0, "messages"),
+    ]
     assert result.identical
 
 
@@ -103,5 +143,5 @@ def test_the_cli_replays_an_official_trace_from_a_jaeger_url(
     answer = json.loads(plain.response)["choices"][0]["message"]["content"]
     assert done.stdout.splitlines()[:2] == [answer, _sse_text(bytes(streamed.response))]
     assert "identical" in done.stdout
-    assert "matched: position 2; fidelity: semantic 2" in done.stdout
+    assert "matched: messages 2; fidelity: semantic 2" in done.stdout
     assert "network attempts: 0" in done.stdout
