@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
-__all__ = ["decode_content", "header", "is_json", "is_sse"]
+__all__ = ["content_headers", "decode_content", "header", "is_json", "is_sse", "raw_header"]
 
 
 def header(headers: Iterable[tuple[str, str]], name: str) -> str:
@@ -14,6 +14,31 @@ def header(headers: Iterable[tuple[str, str]], name: str) -> str:
         if key.lower() == name:
             return value
     return ""
+
+
+def raw_header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    """``header`` on raw pairs: the first value of ``name`` (lower-case), decoded, or ``""``.
+
+    Decodes only the value it returns; the other headers stay bytes.
+    """
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
+    """The first ``Content-Type`` and first ``Content-Encoding`` values (``""`` when absent),
+    in one pass over the raw pairs."""
+    content_type = encoding = ""
+    for key, value in headers:
+        name = key.lower()
+        if name == b"content-type":
+            if not content_type:
+                content_type = value.decode("latin-1")
+        elif name == b"content-encoding" and not encoding:
+            encoding = value.decode("latin-1")
+    return content_type, encoding
 
 
 def is_json(content_type: str) -> bool:

@@ -16,7 +16,8 @@ from typing import Any
 from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-from otel_replay.capture._step import Recorder, Step
+from otel_replay.capture._recorder import Recorder
+from otel_replay.capture._step import Step
 from otel_replay.capture._tee import request_tee_classes, tee_classes
 
 __all__ = ["async_wrapper", "sync_wrapper"]

@@ -30,6 +30,9 @@ SECRET_HEADERS = frozenset(
     }
 )
 
+_SECRET_HEADER_BYTES = frozenset(name.encode() for name in SECRET_HEADERS)
+_CODING_HEADERS = frozenset({b"content-encoding", b"content-length"})
+
 # Matched against the lower-cased parameter name with separators removed.
 _SECRET_QUERY = re.compile(
     r"(key|apikey|token|secret|password|passwd|pwd|signature|sig|credential|auth|session"
@@ -54,16 +57,21 @@ class Redactor:
             data = pattern.sub(_REDACTED_BYTES, data)
         return data
 
-    def headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Header pairs with secret headers blanked and user patterns applied to the rest."""
-        out: list[tuple[str, str]] = []
-        for name, value in headers:
-            if name.lower() in SECRET_HEADERS:
-                out.append((name, REDACTED))
-            elif self._patterns:
-                out.append((name, self.body(value.encode("latin-1")).decode("latin-1")))
-            else:
-                out.append((name, value))
+    def headers(
+        self, headers: Iterable[tuple[bytes, bytes]], drop_coding: bool = False
+    ) -> list[tuple[str, str]]:
+        """Raw header pairs as text, secret headers blanked and user patterns applied to the
+        rest, in one pass (this runs on the application thread for every recorded step);
+        without the content coding and length when ``drop_coding`` (the body was decoded
+        from its ``Content-Encoding``)."""
+        body = self.body  # returns its argument when there are no patterns
+        out = []
+        for key, value in headers:
+            name = key.lower()
+            if drop_coding and name in _CODING_HEADERS:
+                continue
+            text = REDACTED if name in _SECRET_HEADER_BYTES else body(value).decode("latin-1")
+            out.append((key.decode("latin-1"), text))
         return out
 
     def url(self, url: str) -> str:

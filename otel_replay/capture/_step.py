@@ -1,184 +1,37 @@
-"""One recorded step: from the request handed to the transport to the end of its response.
+"""One recorded step in flight: from the request handed to the transport to the end of its
+response.
 
-:class:`Recorder` holds what every step shares (tracer, redactor, hand-off, metrics).
-:meth:`Recorder.begin` turns a request into a :class:`Step` with its span open; the response
-tee feeds it chunks and finishes it exactly once. All work here runs on the application's
-thread, so it is limited to redaction, one JSON parse per body, one sha256 per body and the
-span attributes; compression and I/O belong to the exporter.
-
-Inline bodies: bodies up to ``inline_limit`` bytes also go into the span
-(``replay.request.body``, ``replay.response.body`` and what a replay needs besides: status,
-content type, chunk boundaries), so OTLP data alone replays byte-exact. The instrumentor turns
-them off (limit 0) when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for no
-content: bodies are content.
+The tees feed it chunks (of a streamed request body, and of the response) and finish it
+exactly once; finishing reads the response through the codec, sets the response attributes,
+records the metrics, hands the fixture off and ends the span. All of it runs on the
+application's thread; compression and I/O belong to the exporter.
 
 Hand-off: when the ``replay`` exporter is attached, each step's fixture is put into the
 hand-off together with its span, before the span ends (see ``_handoff``).
-
-Any failure of our own is logged once and swallowed: recording must never change what the
-application sees.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body, fit_chunks
-from otel_replay.capture._bodies import decode_content, is_json, is_sse
-from otel_replay.capture._handoff import Fixture, Handoff
-from otel_replay.capture._metrics import GenAiMetrics
-from otel_replay.capture._open_steps import OpenSteps
-from otel_replay.capture._redact import REDACTED, SECRET_HEADERS, Redactor
-from otel_replay.capture._run import current_run
-from otel_replay.capture.codecs import Codec, LlmRequest, detect
+from otel_replay.capture._bodies import content_headers, decode_content, is_sse
+from otel_replay.capture._handoff import Fixture
+from otel_replay.capture.codecs import Codec, LlmRequest
 from otel_replay.errors import CodecError
 
-__all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "Step", "prompt_hash"]
+if TYPE_CHECKING:
+    from otel_replay.capture._recorder import Recorder
 
-REQUEST_HASH_EXTENSION = "otel_replay.request_hash"
-"""Request extension carrying the body hash the capture computed, in replay mode only, so the
-replay transport serving the same request does not hash it again."""
-
-_log = logging.getLogger(__name__)
-
-_INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-_DEFAULT_PORTS = {"https": 443, "http": 80}
+__all__ = ["Step", "request_body_attributes"]
 
 
-def prompt_hash(messages: bytes, system: bytes) -> str:
-    """``replay.prompt.hash`` from the canonical JSON of the input messages and of the system
-    instructions (``b"[]"`` when there are none): the hash of
-    ``canonical_json({"input_messages": m, "system_instructions": s})``, without re-encoding."""
-    return sha256_tag(b'{"input_messages":', messages, b',"system_instructions":', system, b"}")
-
-
-class Recorder:
-    """Shared state of one instrumentation: builds steps and finishes them."""
-
-    def __init__(
-        self,
-        tracer: Tracer,
-        redactor: Redactor,
-        handoff: Handoff,
-        metrics: GenAiMetrics,
-        capture_content: bool,
-        inline_limit: int = 0,
-    ) -> None:
-        self.tracer = tracer
-        self.redactor = redactor
-        self.handoff = handoff
-        self.metrics = metrics
-        self.capture_content = capture_content
-        self.inline_limit = inline_limit
-        """Bodies up to this many bytes also go into the span; 0: none."""
-        self.open_steps = OpenSteps()
-        self._warned: set[str] = set()
-
-    def warn_once(self, what: str, exc: BaseException) -> None:
-        """Log an internal failure once per kind; never the exception's text (it may hold data
-        from the request)."""
-        if what not in self._warned:
-            self._warned.add(what)
-            _log.warning(
-                "otel-replay: %s failed (%s); the call goes on unrecorded",
-                what,
-                type(exc).__qualname__,
-            )
-
-    def begin(self, request: Any) -> Step:
-        """Open the step (and its span) for ``request``, an ``httpx``/``httpx2`` Request."""
-        self.open_steps.finish_dropped()
-        run = current_run()
-        index = run.next_step()
-        url = request.url
-        method: str = request.method
-        raw_headers: list[tuple[bytes, bytes]] = request.headers.raw
-        # None for a streamed body (a generator, a multipart upload): its bytes exist only as
-        # the transport reads them, so the step tees them and hashes them at its end.
-        raw_body: bytes | None = getattr(request, "_content", None)
-        attrs: dict[str, Any] = run.attributes()
-        attrs[A.REPLAY_STEP_INDEX] = index
-        body = b""
-        request_hash = ""
-        if raw_body is not None:
-            body = self.redactor.body(raw_body)
-            request_hash = _request_body_attributes(body, self.inline_limit, attrs)
-            if run.mode == "replay":
-                request.extensions[REQUEST_HASH_EXTENSION] = request_hash
-
-        codec, llm = _parse_request(method, url.path, raw_headers, body)
-        port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
-        attrs["server.address"] = url.host
-        if port is not None:
-            attrs["server.port"] = port
-
-        span: Span
-        owns_span = True
-        redacted_url: str | None = None
-        if llm is not None:
-            attrs[A.REPLAY_STEP_KIND] = "llm"
-            self._add_llm_request_attributes(llm, attrs)
-            foreign = _foreign_inference_span()
-            if foreign is not None:
-                span, owns_span = foreign, False
-                span.set_attributes(attrs)
-            else:
-                name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
-                span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
-        else:
-            redacted_url = self.redactor.url(str(url))
-            attrs[A.REPLAY_STEP_KIND] = "http"
-            attrs["http.request.method"] = method
-            attrs["url.full"] = redacted_url
-            span = self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
-
-        fixture = None
-        if self.handoff.wanted:
-            if redacted_url is None:
-                redacted_url = self.redactor.url(str(url))
-            ctx = span.get_span_context()
-            fixture = Fixture(
-                run_id=run.run_id,
-                step_index=index,
-                trace_id=ctx.trace_id,
-                span_id=ctx.span_id,
-                kind=attrs[A.REPLAY_STEP_KIND],
-                method=method,
-                url=redacted_url,
-                request_headers=_redacted_headers(self.redactor, raw_headers),
-                request_body=body,
-                request_hash=request_hash,
-                start_ns=time.time_ns(),
-            )
-        return Step(self, span, owns_span, codec, llm, fixture, attrs, raw_body is None)
-
-    def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
-        attrs["gen_ai.operation.name"] = llm.operation
-        attrs["gen_ai.provider.name"] = llm.provider
-        attrs.update(llm.attributes)
-        messages = canonical_json(llm.input_messages)
-        system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
-        attrs[A.REPLAY_PROMPT_HASH] = prompt_hash(messages, system)
-        tools = canonical_json(llm.tool_definitions) if llm.tool_definitions else None
-        if tools is not None:
-            attrs[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)
-        if self.capture_content:
-            attrs["gen_ai.input.messages"] = messages.decode()
-            if llm.system_instructions:
-                attrs["gen_ai.system_instructions"] = system.decode()
-            if tools is not None:
-                attrs["gen_ai.tool.definitions"] = tools.decode()
-
-
-def _request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any]) -> str:
+def request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any]) -> str:
     """Add the (redacted) request body's hash, size and, within ``inline_limit``, the body
     itself to ``attrs``; the hash."""
     request_hash = sha256_tag(body)
@@ -187,79 +40,6 @@ def _request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, An
     if inline_limit and len(body) <= inline_limit:
         attrs[A.REPLAY_REQUEST_BODY] = encode_body(body)
     return request_hash
-
-
-def _parse_request(
-    method: str, path: str, raw_headers: list[tuple[bytes, bytes]], body: bytes
-) -> tuple[Codec | None, LlmRequest | None]:
-    """The codec and what it reads from a model call's request body, or (None, None)."""
-    if method == "POST" and body[:1] == b"{" and is_json(_raw_header(raw_headers, b"content-type")):
-        try:
-            parsed = orjson.loads(body)
-            codec = detect(method, path, parsed)
-            if codec is not None:
-                return codec, codec.parse_request(path, parsed)
-        except (orjson.JSONDecodeError, CodecError):
-            pass
-    return None, None
-
-
-def _raw_header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
-    """``header`` on raw pairs: the first value of ``name`` (lower-case), decoded, or ``""``.
-
-    Decodes only the value it returns; the other headers stay bytes.
-    """
-    for key, value in headers:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return ""
-
-
-def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
-    """The first ``Content-Type`` and first ``Content-Encoding`` values (``""`` when absent),
-    in one pass over the raw pairs."""
-    content_type = encoding = ""
-    for key, value in headers:
-        name = key.lower()
-        if name == b"content-type":
-            if not content_type:
-                content_type = value.decode("latin-1")
-        elif name == b"content-encoding" and not encoding:
-            encoding = value.decode("latin-1")
-    return content_type, encoding
-
-
-_SECRET_HEADERS = frozenset(name.encode() for name in SECRET_HEADERS)
-_CODING_HEADERS = frozenset({b"content-encoding", b"content-length"})
-
-
-def _redacted_headers(
-    redactor: Redactor, headers: list[tuple[bytes, bytes]], drop_coding: bool = False
-) -> list[tuple[str, str]]:
-    """Raw header pairs as text, redacted as :meth:`Redactor.headers` does, in one pass (this
-    runs on the application thread for every step the exporter records); without the content
-    coding and length when the body was decoded from its ``Content-Encoding``."""
-    body = redactor.body  # user patterns; returns its argument when there are none
-    out = []
-    for key, value in headers:
-        name = key.lower()
-        if drop_coding and name in _CODING_HEADERS:
-            continue
-        text = REDACTED if name in _SECRET_HEADERS else body(value).decode("latin-1")
-        out.append((key.decode("latin-1"), text))
-    return out
-
-
-def _foreign_inference_span() -> Span | None:
-    """The current span if another instrumentation (the official GenAI ones) already opened
-    an inference span for this call; we enrich it instead of emitting a second one."""
-    span = trace.get_current_span()
-    if not span.is_recording():
-        return None
-    attrs = getattr(span, "attributes", None)
-    if attrs and attrs.get("gen_ai.operation.name") in _INFERENCE_OPERATIONS:
-        return span
-    return None
 
 
 class Step:
@@ -377,7 +157,7 @@ class Step:
         attrs: dict[str, Any] = {}
         self._streamed_request_attributes(attrs)
         body = b"".join(self._chunks)  # the chunk itself when there is one
-        content_type, encoding = _content_headers(raw_headers)
+        content_type, encoding = content_headers(raw_headers)
         decoded_content = False
         if encoding:
             decoded = decode_content(body, encoding) if complete else None
@@ -416,8 +196,8 @@ class Step:
         if fixture is not None:
             fixture.chunks = self._marks or []
             fixture.status_code = status
-            fixture.response_headers = _redacted_headers(
-                recorder.redactor, raw_headers, drop_coding=decoded_content
+            fixture.response_headers = recorder.redactor.headers(
+                raw_headers, drop_coding=decoded_content
             )
             fixture.response_body = body
             fixture.response_hash = response_hash
@@ -432,7 +212,7 @@ class Step:
             return
         recorder = self._recorder
         sent = recorder.redactor.body(b"".join(self._request_chunks))
-        sent_hash = _request_body_attributes(sent, recorder.inline_limit, attrs)
+        sent_hash = request_body_attributes(sent, recorder.inline_limit, attrs)
         if self._fixture is not None:
             self._fixture.request_body, self._fixture.request_hash = sent, sent_hash
 

@@ -30,9 +30,9 @@ from otel_replay.capture import package
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
-from otel_replay.capture._step import Recorder
 
 __all__ = ["HANDOFF", "ReplayInstrumentor", "capture_content_enabled"]
 

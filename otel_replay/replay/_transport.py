@@ -14,7 +14,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from otel_replay.capture._step import REQUEST_HASH_EXTENSION
+from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
 from otel_replay.replay._session import Answer, ReplaySession
 
 __all__ = ["transport_classes"]

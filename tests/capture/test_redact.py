@@ -14,8 +14,14 @@ from otel_replay.capture._redact import REDACTED, Redactor
     ["Authorization", "x-api-key", "API-Key", "cookie", "Set-Cookie", "proxy-authorization"],
 )
 def test_secret_headers_lose_their_values(name: str) -> None:
-    out = Redactor().headers([(name, "sk-live-123"), ("content-type", "application/json")])
-    assert out == [(name, REDACTED), ("content-type", "application/json")]
+    raw = [(name.encode(), b"sk-live-123"), (b"content-type", b"application/json")]
+    assert Redactor().headers(raw) == [(name, REDACTED), ("content-type", "application/json")]
+
+
+def test_decoded_bodies_lose_their_coding_headers() -> None:
+    raw = [(b"Content-Encoding", b"gzip"), (b"Content-Length", b"31"), (b"x-id", b"7")]
+    assert Redactor().headers(raw, drop_coding=True) == [("x-id", "7")]
+    assert len(Redactor().headers(raw)) == 3
 
 
 @pytest.mark.parametrize(
@@ -38,7 +44,7 @@ def test_url_credentials(url: str, expected: str) -> None:
 def test_user_patterns_apply_to_bodies_headers_and_urls() -> None:
     redactor = Redactor([re.compile(rb"acct-[0-9]+")])
     assert redactor.body(b'{"account":"acct-991"}') == b'{"account":"REDACTED"}'
-    assert redactor.headers([("x-account", "acct-7")]) == [("x-account", REDACTED)]
+    assert redactor.headers([(b"x-account", b"acct-7")]) == [("x-account", REDACTED)]
     assert redactor.url("https://h/acct-12/x") == "https://h/REDACTED/x"
 
 

@@ -1,0 +1,201 @@
+"""The recorder: what every step shares, and the start of each step.
+
+:meth:`Recorder.begin` turns a request into a :class:`~otel_replay.capture._step.Step` with
+its span open: it redacts and hashes the body, reads a model call's request through its
+codec (one JSON parse) and opens the span with the request attributes at once, so samplers
+see them. All of it runs on the application's thread.
+
+Inline bodies: bodies up to ``inline_limit`` bytes also go into the span
+(``replay.request.body``, ``replay.response.body`` and what a replay needs besides: status,
+content type, chunk boundaries), so OTLP data alone replays byte-exact. The instrumentor turns
+them off (limit 0) when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for no
+content: bodies are content.
+
+Any failure of our own is logged once and swallowed: recording must never change what the
+application sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Tracer
+
+from otel_replay import attributes as A
+from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.capture._bodies import is_json, raw_header
+from otel_replay.capture._handoff import Fixture, Handoff
+from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._open_steps import OpenSteps
+from otel_replay.capture._redact import Redactor
+from otel_replay.capture._run import current_run
+from otel_replay.capture._step import Step, request_body_attributes
+from otel_replay.capture.codecs import Codec, LlmRequest, detect
+from otel_replay.errors import CodecError
+
+__all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "prompt_hash"]
+
+REQUEST_HASH_EXTENSION = "otel_replay.request_hash"
+"""Request extension carrying the body hash the capture computed, in replay mode only, so the
+replay transport serving the same request does not hash it again."""
+
+_log = logging.getLogger(__name__)
+
+_INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def prompt_hash(messages: bytes, system: bytes) -> str:
+    """``replay.prompt.hash`` from the canonical JSON of the input messages and of the system
+    instructions (``b"[]"`` when there are none): the hash of
+    ``canonical_json({"input_messages": m, "system_instructions": s})``, without re-encoding."""
+    return sha256_tag(b'{"input_messages":', messages, b',"system_instructions":', system, b"}")
+
+
+class Recorder:
+    """Shared state of one instrumentation: builds steps and finishes them."""
+
+    def __init__(
+        self,
+        tracer: Tracer,
+        redactor: Redactor,
+        handoff: Handoff,
+        metrics: GenAiMetrics,
+        capture_content: bool,
+        inline_limit: int = 0,
+    ) -> None:
+        self.tracer = tracer
+        self.redactor = redactor
+        self.handoff = handoff
+        self.metrics = metrics
+        self.capture_content = capture_content
+        self.inline_limit = inline_limit
+        """Bodies up to this many bytes also go into the span; 0: none."""
+        self.open_steps = OpenSteps()
+        self._warned: set[str] = set()
+
+    def warn_once(self, what: str, exc: BaseException) -> None:
+        """Log an internal failure once per kind; never the exception's text (it may hold data
+        from the request)."""
+        if what not in self._warned:
+            self._warned.add(what)
+            _log.warning(
+                "otel-replay: %s failed (%s); the call goes on unrecorded",
+                what,
+                type(exc).__qualname__,
+            )
+
+    def begin(self, request: Any) -> Step:
+        """Open the step (and its span) for ``request``, an ``httpx``/``httpx2`` Request."""
+        self.open_steps.finish_dropped()
+        run = current_run()
+        index = run.next_step()
+        url = request.url
+        method: str = request.method
+        raw_headers: list[tuple[bytes, bytes]] = request.headers.raw
+        # None for a streamed body (a generator, a multipart upload): its bytes exist only as
+        # the transport reads them, so the step tees them and hashes them at its end.
+        raw_body: bytes | None = getattr(request, "_content", None)
+        attrs: dict[str, Any] = run.attributes()
+        attrs[A.REPLAY_STEP_INDEX] = index
+        body = b""
+        request_hash = ""
+        if raw_body is not None:
+            body = self.redactor.body(raw_body)
+            request_hash = request_body_attributes(body, self.inline_limit, attrs)
+            if run.mode == "replay":
+                request.extensions[REQUEST_HASH_EXTENSION] = request_hash
+
+        codec, llm = _parse_request(method, url.path, raw_headers, body)
+        port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
+        attrs["server.address"] = url.host
+        if port is not None:
+            attrs["server.port"] = port
+
+        span: Span
+        owns_span = True
+        redacted_url: str | None = None
+        if llm is not None:
+            attrs[A.REPLAY_STEP_KIND] = "llm"
+            self._add_llm_request_attributes(llm, attrs)
+            foreign = _foreign_inference_span()
+            if foreign is not None:
+                span, owns_span = foreign, False
+                span.set_attributes(attrs)
+            else:
+                name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
+                span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        else:
+            redacted_url = self.redactor.url(str(url))
+            attrs[A.REPLAY_STEP_KIND] = "http"
+            attrs["http.request.method"] = method
+            attrs["url.full"] = redacted_url
+            span = self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
+
+        fixture = None
+        if self.handoff.wanted:
+            if redacted_url is None:
+                redacted_url = self.redactor.url(str(url))
+            ctx = span.get_span_context()
+            fixture = Fixture(
+                run_id=run.run_id,
+                step_index=index,
+                trace_id=ctx.trace_id,
+                span_id=ctx.span_id,
+                kind=attrs[A.REPLAY_STEP_KIND],
+                method=method,
+                url=redacted_url,
+                request_headers=self.redactor.headers(raw_headers),
+                request_body=body,
+                request_hash=request_hash,
+                start_ns=time.time_ns(),
+            )
+        return Step(self, span, owns_span, codec, llm, fixture, attrs, raw_body is None)
+
+    def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
+        attrs["gen_ai.operation.name"] = llm.operation
+        attrs["gen_ai.provider.name"] = llm.provider
+        attrs.update(llm.attributes)
+        messages = canonical_json(llm.input_messages)
+        system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
+        attrs[A.REPLAY_PROMPT_HASH] = prompt_hash(messages, system)
+        tools = canonical_json(llm.tool_definitions) if llm.tool_definitions else None
+        if tools is not None:
+            attrs[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)
+        if self.capture_content:
+            attrs["gen_ai.input.messages"] = messages.decode()
+            if llm.system_instructions:
+                attrs["gen_ai.system_instructions"] = system.decode()
+            if tools is not None:
+                attrs["gen_ai.tool.definitions"] = tools.decode()
+
+
+def _parse_request(
+    method: str, path: str, raw_headers: list[tuple[bytes, bytes]], body: bytes
+) -> tuple[Codec | None, LlmRequest | None]:
+    """The codec and what it reads from a model call's request body, or (None, None)."""
+    if method == "POST" and body[:1] == b"{" and is_json(raw_header(raw_headers, b"content-type")):
+        try:
+            parsed = orjson.loads(body)
+            codec = detect(method, path, parsed)
+            if codec is not None:
+                return codec, codec.parse_request(path, parsed)
+        except (orjson.JSONDecodeError, CodecError):
+            pass
+    return None, None
+
+
+def _foreign_inference_span() -> Span | None:
+    """The current span if another instrumentation (the official GenAI ones) already opened
+    an inference span for this call; we enrich it instead of emitting a second one."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    attrs = getattr(span, "attributes", None)
+    if attrs and attrs.get("gen_ai.operation.name") in _INFERENCE_OPERATIONS:
+        return span
+    return None
