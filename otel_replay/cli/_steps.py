@@ -27,7 +27,7 @@ from otel_replay.cli._messages import (
 )
 from otel_replay.errors import CodecError
 from otel_replay.store import StepInfo, Store
-from otel_replay.store._records import attribute
+from otel_replay.store._facts import attribute
 
 __all__ = ["StepView", "step_views"]
 

@@ -22,19 +22,14 @@ from collections import OrderedDict
 from typing import Any
 
 from otel_replay.capture._handoff import Fixture
+from otel_replay.store._facts import SpanFacts, merge_facts
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._pack import FRAME_BYTES
 from otel_replay.store._reader import Reader
-from otel_replay.store._records import (
-    PreparedSpan,
-    SpanFacts,
-    encode_record,
-    ext_entries,
-    merge_facts,
-    step_entry,
-)
+from otel_replay.store._records import StoredStep, encode_record, step_entry
 from otel_replay.store._rows import step_row
+from otel_replay.store._spans import PreparedSpan, ext_entries, tag_entries
 from otel_replay.store._stream import Packer, SealedPack, StreamWriter, compact
 
 __all__ = ["Pending", "PendingSpan", "checked", "write"]
@@ -112,7 +107,7 @@ def _split_bodies(items: list[Pending], spans: list[PendingSpan]) -> bool:
     if max(len(items), len(spans)) < WHOLE_STEPS:
         return True
     size = sum(len(fx.request_body) + len(fx.response_body) for fx, _, _ in items)
-    size += sum(len(value) for _, (_, strings), _ in spans for value in strings[1::2])
+    size += sum(len(value) for _, (_, strings, _), _ in spans for value in strings[1::2])
     return size > FRAME_BYTES
 
 
@@ -123,21 +118,33 @@ def _encode_run(
     facts: Any,
 ) -> list[tuple[Any, ...]]:
     """Add one run's bodies, spans and record to its stream; the index rows of its steps."""
-    entries = []
     split = _split_bodies(items, spans)
+    entries = []
+    steps = []
     for fx, request, response in items:
         request_oid = writer.put(fx.request_body, request, segment=split)
         response_oid = (
             None if response is None else writer.put(fx.response_body, response, segment=split)
         )
-        step_facts = facts.steps.get(fx.step_index) if facts is not None else None
-        entries.append(step_entry(fx, request_oid, response_oid, step_facts))
-    stored, ext = [], []
-    for position, (_, (json, strings), _) in enumerate(spans):
+        entries.append(step_entry(fx, request_oid, response_oid))
+        steps.append(StoredStep.of(fx, request_oid, response_oid))
+    stored, ext, tags = [], [], []
+    for position, (_, (json, strings, hashes), _) in enumerate(spans):
         stored.append(json)
         ext.extend(ext_entries(position, strings, writer.put_string, segment=split))
-    record = writer.add_record(encode_record(writer.run_id, entries, stored, ext))
-    return [step_row(record, entry) for entry in entries]
+        tags.extend(tag_entries(position, hashes, writer.lookup))
+    record = writer.add_record(encode_record(writer.run_id, entries, stored, ext, tags))
+    step_facts = facts.steps if facts is not None else {}
+    return [
+        step_row(
+            record,
+            step,
+            step_facts.get(step.index),
+            (request, len(fx.request_body)),
+            None if response is None else (response, len(fx.response_body)),
+        )
+        for step, (fx, request, response) in zip(steps, items, strict=True)
+    ]
 
 
 def _landed(backend: Backend, rel: str) -> bool:

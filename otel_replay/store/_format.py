@@ -2,25 +2,38 @@
 
 ::
 
-    <root>/FORMAT                         {"format": "otel-replay-store", "version": 1}
+    <root>/FORMAT                         {"format": "otel-replay-store", "version": 2}
     <root>/index.sqlite                   runs and steps (local stores; see ``_index``)
     <root>/pins/<run>                     empty file: the run is kept forever
-    <root>/packs/<run>/<stream>/<first>-<last>.pack
+    <root>/packs/<run>/<stream>-<first>-<last>.pack
 
 A *stream* is what one writer (one open :class:`~otel_replay.store.Store`) wrote for one run:
-its objects are numbered from 0 and packed into files named by the range of numbers they hold
-(hexadecimal). Run directory names are the run id, percent-encoded. The packs are the source
-of truth: every flush writes a record (steps and spans) into them, so the index can be rebuilt
-from the packs alone.
+its objects are numbered from 0 and packed into files named by the stream's id and the range
+of numbers they hold (hexadecimal). Run directory names are the run id, percent-encoded. The
+packs are the source of truth: every flush writes a record (steps and spans) into them, so the
+index can be rebuilt from the packs alone.
 
-``FORMAT`` is checked on every open. A newer or unknown version is refused with a hint and
-nothing is rewritten; a non-empty directory without ``FORMAT`` is refused too, never adopted.
+``FORMAT`` is checked on every open. Any other version is refused with a one-line error naming
+the store, its version and the one this build reads, and nothing is rewritten; a non-empty
+directory without ``FORMAT`` is refused too, never adopted.
 
-Version 1 has not been released, and was refined in place before its release: within a zstd
-frame, a pack stores its objects grouped by kind, and segments of bodies have a kind of their
-own (``_pack``); records name the paths of span strings as JSON; the index schema is version 2
-(``_rows``; the index is a cache, rebuilt from the packs). A store written before that reads
-as damaged (every body and record is checked); none was ever shipped.
+Version 2 (this one) keeps each fact once. Against version 1:
+
+* a run's packs sit directly in its directory, the stream id leading their names (version 1
+  had a directory per stream: one directory fewer to create and fsync per run);
+* records no longer hold the sha256 or the size of the bodies: the index holds them, and
+  rebuilding the index computes them from the bodies (``_sync``); a recipe carries the first
+  4 bytes of the sha256 of what it rebuilds (``_pack``), so a body rebuilt wrongly is caught
+  even where no index holds its hash;
+* records leave out the provider, model and tokens of their steps, which their spans state,
+  and a span's ``sha256:<hex>`` string that is the hash of a stored object (its request or
+  response body, say) is stored as a reference to that object (``_records``);
+* the index (schema version 3) stores a step's provider and model only when they differ from
+  its run's.
+
+Version 1 was never released, so its stores are refused, not read: reading them would take a
+second reader for its records and index. (Version 1 itself was refined in place before
+version 2 replaced it; none of its stores was ever shipped.)
 """
 
 from __future__ import annotations
@@ -42,21 +55,22 @@ __all__ = [
     "PINS_DIR",
     "ensure_format",
     "pack_name",
+    "pack_path",
     "parse_pack_name",
     "pin_path",
     "run_dir",
-    "stream_dir",
+    "run_name",
+    "stream_label",
 ]
 
 FORMAT_NAME = "otel-replay-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FORMAT_FILE = "FORMAT"
 INDEX_FILE = "index.sqlite"
 PACKS_DIR = "packs"
 PINS_DIR = "pins"
 
-_PACK_NAME = re.compile(r"^([0-9a-f]{8,16})-([0-9a-f]{8,16})\.pack$")
-_STREAM_NAME = re.compile(r"^s([0-9a-f]{16})$")
+_PACK_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8,16})-([0-9a-f]{8,16})\.pack$")
 _IGNORED_IN_EMPTY_DIR = (".tmp-", ".DS_Store")
 
 
@@ -69,34 +83,38 @@ def _quote(name: str) -> str:
     return quoted
 
 
+def run_name(run_id: str) -> str:
+    """The name of the directory of ``run_id`` under ``packs/``."""
+    return _quote(run_id)
+
+
 def run_dir(run_id: str) -> str:
     """The directory (relative to the root) holding the packs of ``run_id``."""
     return f"{PACKS_DIR}/{_quote(run_id)}"
 
 
-def stream_dir(run_id: str, stream: int) -> str:
-    """The directory (relative to the root) of one stream of ``run_id``."""
-    return f"{run_dir(run_id)}/s{stream:016x}"
+def stream_label(run_id: str, stream: int) -> str:
+    """How messages name a stream: the start of its packs' paths (relative to the root)."""
+    return f"{run_dir(run_id)}/{stream:016x}"
 
 
-def parse_stream_name(name: str) -> int | None:
-    """The stream id of a stream directory name, or None if it is not one."""
-    match = _STREAM_NAME.match(name)
-    return int(match.group(1), 16) if match else None
+def pack_name(stream: int, first: int, last: int) -> str:
+    """File name of the pack of ``stream`` holding objects ``first`` to ``last``."""
+    return f"{stream:016x}-{first:08x}-{last:08x}.pack"
 
 
-def pack_name(first: int, last: int) -> str:
-    """File name of the pack holding objects ``first`` to ``last``."""
-    return f"{first:08x}-{last:08x}.pack"
+def pack_path(run_id: str, stream: int, first: int, last: int) -> str:
+    """The path (relative to the root) of a pack; see :func:`pack_name`."""
+    return f"{run_dir(run_id)}/{pack_name(stream, first, last)}"
 
 
-def parse_pack_name(name: str) -> tuple[int, int] | None:
-    """``(first, last)`` of a pack file name, or None if it is not one."""
+def parse_pack_name(name: str) -> tuple[int, int, int] | None:
+    """``(stream, first, last)`` of a pack file name, or None if it is not one."""
     match = _PACK_NAME.match(name)
     if match is None:
         return None
-    first, last = int(match.group(1), 16), int(match.group(2), 16)
-    return (first, last) if first <= last else None
+    stream, first, last = (int(group, 16) for group in match.groups())
+    return (stream, first, last) if first <= last else None
 
 
 def pin_path(run_id: str) -> str:
@@ -126,13 +144,19 @@ def _check(data: bytes, where: str) -> None:
             f"{where} is format version {version}; this otel-replay reads version "
             f"{FORMAT_VERSION}. Upgrade otel-replay to read it (nothing was changed)"
         )
+    if version < FORMAT_VERSION:
+        raise StoreFormatError(
+            f"{where} is format version {version}, an older layout; this otel-replay reads "
+            f"version {FORMAT_VERSION} only. Read it with the otel-replay that wrote it, or "
+            "record into a new store (nothing was changed)"
+        )
 
 
 def ensure_format(backend: Backend, *, create: bool) -> None:
     """Check the store's ``FORMAT``, creating the store when it is new and ``create`` is set.
 
-    Raises StoreFormatError (unknown or newer version, or a non-empty directory without
-    ``FORMAT``), StoreNotFoundError (no store and ``create`` is False) or
+    Raises StoreFormatError (a version other than :data:`FORMAT_VERSION`, or a non-empty
+    directory without ``FORMAT``), StoreNotFoundError (no store and ``create`` is False) or
     StoreNotWritableError (the store cannot be created).
     """
     where = f"{backend.location}/{FORMAT_FILE}"

@@ -43,6 +43,18 @@ _PAGE_SIZE = 512
 _BUSY_MS = 30_000
 
 
+def _first(rows: list[tuple[Any, ...]], column: int) -> Any:
+    """The first value of ``column`` in ``rows`` that is not None, or None."""
+    return next((row[column] for row in rows if row[column] is not None), None)
+
+
+def _relative(value: str | None, runs: str | None) -> str | None:
+    """A step's provider or model as stored: NULL when it is the run's, '' when it has none."""
+    if value is None:
+        return ""
+    return None if value == runs else value
+
+
 class Index:
     """The index file at ``path``; one SQLite connection per thread."""
 
@@ -190,21 +202,33 @@ class Index:
         conn: sqlite3.Connection, num: int, stream: int, rows: Iterable[tuple[Any, ...]]
     ) -> None:
         """Insert (or replace: last write wins) rows from ``step_row`` for run ``num``, in the
-        stream numbered ``stream`` (see :meth:`set_stream`)."""
+        stream numbered ``stream`` (see :meth:`set_stream`). The run's trace id, provider and
+        model are set from the first rows that have them, and rows equal to them store NULL."""
         rows = list(rows)
         if not rows:
             return
-        (trace,) = conn.execute("SELECT trace_id FROM runs WHERE num = ?", (num,)).fetchone()
-        if trace is None:
-            trace = rows[0][11]
-            conn.execute("UPDATE runs SET trace_id = ? WHERE num = ?", (trace, num))
+        known = conn.execute(
+            "SELECT trace_id, provider, model FROM runs WHERE num = ?", (num,)
+        ).fetchone()
+        trace, provider, model = (
+            value if value is not None else _first(rows, column)
+            for value, column in zip(known, (11, 2, 3), strict=True)
+        )
+        if (trace, provider, model) != known:
+            conn.execute(
+                "UPDATE runs SET trace_id = ?, provider = ?, model = ? WHERE num = ?",
+                (trace, provider, model, num),
+            )
         conn.executemany(
             f"INSERT OR REPLACE INTO steps VALUES ({', '.join('?' * 21)})",
             (
                 (
                     (num << 32) | row[0],
                     stream,
-                    *row[1:11],
+                    row[1],
+                    _relative(row[2], provider),
+                    _relative(row[3], model),
+                    *row[4:11],
                     None if row[11] == trace else row[11],
                     *row[12:],
                 )
@@ -238,8 +262,9 @@ class Index:
     def refresh_run(conn: sqlite3.Connection, num: int) -> None:
         """Recompute the step aggregates of run ``num``."""
         lo, hi = key_range(num)
+        (model,) = conn.execute("SELECT model FROM runs WHERE num = ?", (num,)).fetchone()
         n, errors, tin, tout, size, first, last, models = conn.execute(
-            RUN_AGGREGATES, {"lo": lo, "hi": hi}
+            RUN_AGGREGATES, {"lo": lo, "hi": hi, "model": model}
         ).fetchone()
         conn.execute(
             UPDATE_RUN,

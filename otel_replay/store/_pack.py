@@ -39,6 +39,7 @@ __all__ = [
     "KIND_RECIPE",
     "KIND_RECORD",
     "KIND_SEGMENT",
+    "RECIPE_CHECK",
     "Location",
     "PackError",
     "PackIndex",
@@ -65,7 +66,11 @@ reading one object stays cheap."""
 KIND_RAW = 0
 """Bytes stored as they are (a whole body, or a segment of one)."""
 KIND_RECIPE = 1
-"""A body rebuilt from literal bytes and references to other objects of the stream."""
+"""A body rebuilt from literal bytes and references to other objects of the stream, led by
+the first :data:`RECIPE_CHECK` bytes of the sha256 of what it rebuilds."""
+RECIPE_CHECK = 4
+"""Bytes of the sha256 of its result a recipe carries: the reader checks every body it
+rebuilds, even where no index holds the body's hash (an index being rebuilt, a span string)."""
 KIND_RECORD = 2
 """A flush record: the steps and spans of one run written by one flush (JSON)."""
 KIND_SEGMENT = 3
@@ -132,14 +137,15 @@ def decode_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_recipe(parts: Iterable[bytes | int]) -> bytes:
-    """Encode a recipe: literal bytes and references (object numbers of the same stream).
+def encode_recipe(parts: Iterable[bytes | int], digest: bytes) -> bytes:
+    """Encode a recipe: literal bytes and references (object numbers of the same stream),
+    led by the first :data:`RECIPE_CHECK` bytes of ``digest``, the sha256 of the result.
 
     References are stored as the zigzag distance from "previous reference + 1", so the long
     runs of consecutive references a growing history produces cost one byte each.
     """
     items = list(parts)
-    out = bytearray()
+    out = bytearray(digest[:RECIPE_CHECK])
     encode_varint(len(items), out)
     previous = -1
     for part in items:
@@ -153,9 +159,11 @@ def encode_recipe(parts: Iterable[bytes | int]) -> bytes:
     return bytes(out)
 
 
-def decode_recipe(data: bytes) -> list[bytes | int]:
-    """The parts of a recipe encoded by :func:`encode_recipe`."""
-    count, pos = decode_varint(data, 0)
+def decode_recipe(data: bytes) -> tuple[bytes, list[bytes | int]]:
+    """The check and the parts of a recipe encoded by :func:`encode_recipe`."""
+    if len(data) < RECIPE_CHECK:
+        raise PackError("recipe is shorter than its check")
+    count, pos = decode_varint(data, RECIPE_CHECK)
     parts: list[bytes | int] = []
     previous = -1
     for _ in range(count):
@@ -174,7 +182,7 @@ def decode_recipe(data: bytes) -> list[bytes | int]:
             pos = end
     if pos != len(data):
         raise PackError("recipe has trailing bytes")
-    return parts
+    return data[:RECIPE_CHECK], parts
 
 
 def frame_entries(sizes: Sequence[int], limit: int = FRAME_BYTES) -> list[int]:

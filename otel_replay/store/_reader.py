@@ -16,11 +16,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from otel_replay.errors import CorruptBlobError
-from otel_replay.store._format import pack_name, parse_pack_name, stream_dir
+from otel_replay.store._format import pack_path, parse_pack_name, run_dir, stream_label
 from otel_replay.store._fs import Backend
 from otel_replay.store._pack import (
     FOOTER,
     KIND_RECIPE,
+    RECIPE_CHECK,
     PackError,
     PackIndex,
     decode_recipe,
@@ -76,12 +77,12 @@ class Reader:
 
     def list_packs(self, run_id: str, stream: int) -> list[PackFile]:
         """Every pack file of the stream, as listed now (including redundant ones)."""
-        base = stream_dir(run_id, stream)
+        base = run_dir(run_id)
         found = []
         for name in self.backend.listdir(base):
-            span = parse_pack_name(name)
-            if span is not None:
-                found.append(PackFile(span[0], span[1], f"{base}/{name}"))
+            parsed = parse_pack_name(name)
+            if parsed is not None and parsed[0] == stream:
+                found.append(PackFile(parsed[1], parsed[2], f"{base}/{name}"))
         return found
 
     def packs(self, run_id: str, stream: int, *, refresh: bool = False) -> list[PackFile]:
@@ -99,7 +100,7 @@ class Reader:
     def note_pack(self, run_id: str, stream: int, first: int, last: int) -> None:
         """Tell the cache about a pack this process just published (saves a listing)."""
         key = (run_id, stream)
-        pack = PackFile(first, last, f"{stream_dir(run_id, stream)}/{pack_name(first, last)}")
+        pack = PackFile(first, last, pack_path(run_id, stream, first, last))
         with self._lock:
             if key in self._covers:
                 self._covers[key] = cover([*self._covers[key], pack])
@@ -107,7 +108,7 @@ class Reader:
     def forget(self, run_id: str, stream: int) -> None:
         """Drop what is cached about a stream: its pack list, trailers and frames (its packs
         changed, or they are about to be re-checked)."""
-        prefix = stream_dir(run_id, stream) + "/"
+        prefix = stream_label(run_id, stream) + "-"
         with self._lock:
             self._covers.pop((run_id, stream), None)
             for rel in [rel for rel in self._indexes if rel.startswith(prefix)]:
@@ -169,7 +170,7 @@ class Reader:
         packs = self.packs(run_id, stream, refresh=refresh)
         at = bisect.bisect_right([p.first for p in packs], oid) - 1
         if at < 0 or packs[at].last < oid:
-            raise FileNotFoundError(f"no pack of {stream_dir(run_id, stream)} holds object {oid}")
+            raise FileNotFoundError(f"no pack of {stream_label(run_id, stream)} holds object {oid}")
         return packs[at]
 
     def raw(self, run_id: str, stream: int, oid: int) -> tuple[int, bytes]:
@@ -189,32 +190,58 @@ class Reader:
                     place = f"{self.backend.location}/{pack.rel}" if pack else "its stream"
                     problem = exc.args[0] if isinstance(exc, PackError | FileNotFoundError) else ""
                     raise CorruptBlobError(
-                        f"object {oid} of {stream_dir(run_id, stream)} cannot be read "
+                        f"object {oid} of {stream_label(run_id, stream)} cannot be read "
                         f"from {place}: {problem or type(exc).__name__}"
                     ) from None
         raise AssertionError("unreachable")
 
     # -- bodies ---------------------------------------------------------------------------
 
-    def object(self, run_id: str, stream: int, oid: int, _depth: int = 0) -> bytes:
-        """The bytes of an object, recipes reassembled (not hash-checked: see :meth:`body`)."""
+    def _assemble(
+        self, run_id: str, stream: int, oid: int, depth: int
+    ) -> tuple[bytes, bytes | None]:
+        """The bytes of an object, a recipe reassembled (its parts checked), and the recipe's
+        check (None for an object stored as it is)."""
         kind, data = self.raw(run_id, stream, oid)
         if kind != KIND_RECIPE:
-            return data
-        if _depth >= _MAX_NESTING:
+            return data, None
+        if depth >= _MAX_NESTING:
             raise CorruptBlobError(
-                f"object {oid} of {stream_dir(run_id, stream)} nests recipes too deeply"
+                f"object {oid} of {stream_label(run_id, stream)} nests recipes too deeply"
             )
         try:
-            parts = decode_recipe(data)
+            check, parts = decode_recipe(data)
         except PackError as exc:
             raise CorruptBlobError(
-                f"object {oid} of {stream_dir(run_id, stream)} is a damaged recipe: {exc}"
+                f"object {oid} of {stream_label(run_id, stream)} is a damaged recipe: {exc}"
             ) from None
-        return b"".join(
-            part if isinstance(part, bytes) else self.object(run_id, stream, part, _depth + 1)
+        joined = b"".join(
+            part if isinstance(part, bytes) else self.object(run_id, stream, part, depth + 1)
             for part in parts
         )
+        return joined, check
+
+    def _failed_check(self, run_id: str, stream: int, oid: int) -> CorruptBlobError:
+        return CorruptBlobError(
+            f"object {oid} of {self.backend.location}/{stream_label(run_id, stream)} is rebuilt "
+            "into bytes that fail its check"
+        )
+
+    def object(self, run_id: str, stream: int, oid: int, _depth: int = 0) -> bytes:
+        """The bytes of an object, a recipe reassembled and checked against the hash prefix it
+        carries. CorruptBlobError when the object cannot be read or fails its check."""
+        data, check = self._assemble(run_id, stream, oid, _depth)
+        if check is not None and hashlib.sha256(data).digest()[:RECIPE_CHECK] != check:
+            raise self._failed_check(run_id, stream, oid)
+        return data
+
+    def hashed(self, run_id: str, stream: int, oid: int) -> tuple[bytes, bytes]:
+        """:meth:`object` and its sha256 (for an index rebuilt from the packs)."""
+        data, check = self._assemble(run_id, stream, oid, 0)
+        digest = hashlib.sha256(data).digest()
+        if check is not None and digest[:RECIPE_CHECK] != check:
+            raise self._failed_check(run_id, stream, oid)
+        return data, digest
 
     def body(self, run_id: str, stream: int, oid: int, digest: bytes) -> bytes:
         """The bytes of a body, checked against its sha256 ``digest``.
@@ -224,12 +251,12 @@ class Reader:
         """
         name = "sha256:" + digest.hex()
         try:
-            data = self.object(run_id, stream, oid)
+            data, _ = self._assemble(run_id, stream, oid, 0)  # the full hash is checked below
         except CorruptBlobError as exc:
             raise CorruptBlobError(f"blob {name} (run {run_id!r}): {exc}") from None
         if hashlib.sha256(data).digest() != digest:
             raise CorruptBlobError(
                 f"blob {name} (run {run_id!r}, object {oid} of "
-                f"{self.backend.location}/{stream_dir(run_id, stream)}) does not match its hash"
+                f"{self.backend.location}/{stream_label(run_id, stream)}) does not match its hash"
             )
         return data

@@ -9,8 +9,8 @@ its status — ok runs :data:`Retention.ok_days` (7), runs with an error
 2. removes what no run references: streams absent from the index (a writer killed between
    publishing a pack and committing it), leftover temporary files, and small packs already
    merged into a larger one — each only when older than :data:`GRACE_S`, so a writer still
-   publishing is never raced. A stream absent from the index because a pack of it cannot be
-   read is kept: it is damage for ``verify`` to name, not garbage;
+   publishing is never raced. A stream absent from the index because a pack or a body of it
+   cannot be read is kept: it is damage for ``verify`` to name, not garbage;
 3. compacts streams left with several small packs (writers that were killed before close).
 
 Every run owns its objects (see ``_stream``), so removing a run's directory can never take a
@@ -24,14 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from otel_replay import settings
-from otel_replay.store._format import (
-    PACKS_DIR,
-    PINS_DIR,
-    parse_pack_name,
-    parse_stream_name,
-    pin_path,
-    run_dir,
-)
+from otel_replay.store._format import PACKS_DIR, PINS_DIR, parse_pack_name, pin_path, run_name
 from otel_replay.store._fs import Backend, FileInfo
 from otel_replay.store._index import Index
 from otel_replay.store._reader import PackFile, Reader, cover
@@ -67,10 +60,6 @@ class Retention:
             return None
         days = self.error_days if run.status == "error" else self.ok_days
         return (run.end_ns or run.start_ns) + int(days * DAY_NS)
-
-
-def _dir_name(run_id: str) -> str:
-    return run_dir(run_id).split("/", 1)[1]
 
 
 def _redundant(packs: list[PackFile]) -> list[PackFile]:
@@ -112,35 +101,42 @@ def _plan(
     index: Index, backend: Backend, reader: Reader, retention: Retention, now: float
 ) -> _Plan:
     plan = _Plan(expired=_expired(index, backend, retention, int(now * 1e9)))
-    expired_dirs = {_dir_name(run_id) for run_id in plan.expired}
+    expired_dirs = {run_name(run_id) for run_id in plan.expired}
     plan.trees = {f"{PACKS_DIR}/{name}" for name in expired_dirs}
-    indexed = {(_dir_name(run), stream): (run, stream) for run, stream, _ in index.streams()}
+    indexed = {(run_name(run), stream): (run, stream) for run, stream, _ in index.streams()}
     plan.files = backend.find(PACKS_DIR)
     streams: dict[tuple[str, int], list[PackFile]] = defaultdict(list)
-    newest: dict[str, float] = defaultdict(float)
+    newest: dict[tuple[str, int], float] = defaultdict(float)
     for rel, (_, mtime) in plan.files.items():
         parts = rel.split("/")
-        if len(parts) != 4 or parts[1] in expired_dirs:
+        if len(parts) != 3 or parts[1] in expired_dirs:
             continue
-        newest["/".join(parts[:3])] = max(newest["/".join(parts[:3])], mtime)
-        stream, span = parse_stream_name(parts[2]), parse_pack_name(parts[3])
-        if parts[3].startswith(".tmp-"):
+        parsed = parse_pack_name(parts[2])
+        if parts[2].startswith(".tmp-"):
             if now - mtime > GRACE_S:
                 plan.loose.add(rel)
-        elif stream is not None and span is not None:
-            streams[(parts[1], stream)].append(PackFile(span[0], span[1], rel))
+        elif parsed is not None:
+            key = (parts[1], parsed[0])
+            streams[key].append(PackFile(parsed[1], parsed[2], rel))
+            newest[key] = max(newest[key], mtime)
     for key, packs in streams.items():
-        stream_rel = packs[0].rel.rsplit("/", 1)[0]
-        if now - newest[stream_rel] <= GRACE_S:
+        if now - newest[key] <= GRACE_S:
             continue  # its writer may still be at work
         if key not in indexed:
-            if not unindexed_damage(reader, backend.location, packs):
-                plan.trees.add(stream_rel)
+            if not unindexed_damage(reader, backend.location, key[1], packs):
+                plan.loose.update(p.rel for p in packs)
             continue
         plan.loose.update(p.rel for p in _redundant(packs))
         small = [p for p in cover(packs) if plan.files[p.rel][0] < SMALL_PACK]
         if len(small) > 1:
             plan.compact.append((*indexed[key], len(small)))
+    by_folder: dict[str, list[str]] = defaultdict(list)
+    for rel in plan.files:
+        by_folder[rel.rsplit("/", 1)[0]].append(rel)
+    for folder, files in by_folder.items():  # a run directory losing all its files goes whole
+        if folder.count("/") == 1 and all(rel in plan.loose for rel in files):
+            plan.trees.add(folder)
+            plan.loose.difference_update(files)
     return plan
 
 
@@ -159,9 +155,9 @@ def collect(
     doomed = plan.doomed()
     blobs = 0
     for rel in doomed:
-        span = parse_pack_name(rel.rsplit("/", 1)[-1])
-        if span is not None:
-            blobs += span[1] - span[0] + 1
+        parsed = parse_pack_name(rel.rsplit("/", 1)[-1])
+        if parsed is not None:
+            blobs += parsed[2] - parsed[1] + 1
     freed = sum(plan.files[rel][0] for rel in doomed)
     compacted = sum(count for _, _, count in plan.compact)
     if not dry_run:

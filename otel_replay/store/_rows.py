@@ -1,11 +1,13 @@
 """The index's SQL schema, and conversions between its rows and the store's records.
 
 Steps are keyed by run and index and hold what listing, replay matching and ``verify`` need
-without opening a pack: hashes (32-byte blobs), object numbers, ids, timing, outcome, model and
-tokens. Nothing is stored twice: a step's stream is a small number within its run, its trace
-id is the run's unless it differs, its end is a duration. Run aggregates (step count, errors,
-tokens, bytes, models) are recomputed from the steps by :data:`RUN_AGGREGATES` whenever a
-flush touches the run.
+without opening a pack: hashes (32-byte blobs), sizes, object numbers, ids, timing, outcome,
+provider, model and tokens. The index is the only place that holds the hashes and sizes of the
+bodies (the packs' records leave them out; a rebuild computes them from the bodies). Nothing
+is stored twice: a step's stream is a small number within its run; its trace id, provider and
+model are the run's unless they differ; its end is a duration. Run aggregates (step count,
+errors, tokens, bytes, models) are recomputed from the steps by :data:`RUN_AGGREGATES` whenever
+a flush touches the run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from otel_replay.store._facts import NO_FACTS, StepFacts
+from otel_replay.store._records import StoredStep
 from otel_replay.store._types import RunInfo, StepInfo
 
 __all__ = [
@@ -24,6 +28,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STEP_COLUMNS",
     "UPDATE_RUN",
+    "Body",
     "StepRef",
     "key_range",
     "run_info",
@@ -31,12 +36,12 @@ __all__ = [
     "step_row",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE runs(
     num INTEGER PRIMARY KEY, id UNIQUE, start_ns, end_ns, span_error, commit_sha, seed,
-    steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id
+    steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id, provider, model
 );
 CREATE TABLE streams(run, id, n, committed, PRIMARY KEY(run, id)) WITHOUT ROWID;
 CREATE TABLE steps(
@@ -49,7 +54,10 @@ CREATE TABLE steps(
 
 Columns carry no declared types (SQLite stores each value as given; the text is stored in the
 file). ``runs``: ``id`` text; times in Unix ns; ``span_error``, ``pinned`` 0/1; ``models``
-newline-separated; ``trace_id`` (16 bytes) the trace of the run's first indexed step.
+newline-separated; ``trace_id`` (16 bytes) the trace of the run's first indexed step,
+``provider`` and ``model`` the first a step of the run stated (set once, never changed).
+A step's ``provider`` and ``model`` are NULL when they are the run's, ``''`` when the step has
+none, else their text.
 ``streams``: a stream's 63-bit ``id``, its number ``n`` within its run (0, 1, …) and the
 objects below ``committed`` that are durable and indexed. ``steps``: ``stream`` is the
 stream's ``n``; hashes are 32-byte blobs; ``kind`` is a :data:`KIND_CODES` number (or the
@@ -66,7 +74,10 @@ KIND_CODES = {"llm": 0, "http": 1, "tool": 2}
 _KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
 
 STEP_COLUMNS = (
-    "s.key & 4294967295, s.kind, s.provider, s.model, s.req_hash, s.resp_hash, s.req_size, "
+    "s.key & 4294967295, s.kind, "
+    "CASE WHEN s.provider IS NULL THEN r.provider ELSE nullif(s.provider, '') END, "
+    "CASE WHEN s.model IS NULL THEN r.model ELSE nullif(s.model, '') END, "
+    "s.req_hash, s.resp_hash, s.req_size, "
     "s.resp_size, coalesce(s.trace_id, r.trace_id), s.span_id, s.start_ns, "
     "s.start_ns + s.duration_ns, s.status_code, s.error, s.complete, s.tokens_in, s.tokens_out"
 )
@@ -80,12 +91,14 @@ RUN_COLUMNS = (
 RUN_AGGREGATES = """
 SELECT count(*), count(error), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),
        coalesce(sum(req_size + resp_size), 0), min(start_ns), max(start_ns + duration_ns),
-       (SELECT group_concat(model, char(10)) FROM (
-            SELECT model FROM steps WHERE key BETWEEN :lo AND :hi AND model IS NOT NULL
-            GROUP BY model ORDER BY min(key)))
+       (SELECT group_concat(name, char(10)) FROM (
+            SELECT CASE WHEN model IS NULL THEN :model ELSE nullif(model, '') END AS name
+            FROM steps WHERE key BETWEEN :lo AND :hi AND name IS NOT NULL
+            GROUP BY name ORDER BY min(key)))
 FROM steps WHERE key BETWEEN :lo AND :hi
 """
-"""Aggregates of a run's steps (keys ``lo`` to ``hi``), recomputed when a flush touches it."""
+"""Aggregates of a run's steps (keys ``lo`` to ``hi``; ``model`` the run's), recomputed when a
+flush touches it."""
 
 UPDATE_RUN = """
 UPDATE runs SET steps = :n, step_errors = :errors, tokens_in = :tin, tokens_out = :tout,
@@ -162,30 +175,42 @@ def run_info(row: Sequence[Any]) -> RunInfo:
     )
 
 
-def step_row(record_oid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
-    """The steps-table values of a record's step entry, led by its step index (the index
-    turns it into the key) and without its stream (the index adds its number)."""
-    response_hash = entry["response_hash"]
-    kind = entry["kind"]
+Body = tuple[bytes, int]
+"""A body as the index knows it: its sha256 digest and its size."""
+
+
+def step_row(
+    record_oid: int,
+    step: StoredStep,
+    facts: StepFacts | None,
+    request: Body,
+    response: Body | None,
+) -> tuple[Any, ...]:
+    """The steps-table values of a step of the record numbered ``record_oid``, led by its
+    index (the index turns it into the key) and without its stream (the index adds its
+    number). ``facts`` are what its span says; ``response`` is None when none was received.
+    Provider, model and trace id are as given: :meth:`Index.add_steps` stores them relative to
+    the run's."""
+    provider, model, tokens_in, tokens_out = facts or NO_FACTS
     return (
-        entry["index"],
-        KIND_CODES.get(kind, kind),
-        entry["provider"],
-        entry["model"],
-        bytes.fromhex(entry["request_hash"].removeprefix("sha256:")),
-        bytes.fromhex(response_hash.removeprefix("sha256:")) if response_hash else None,
-        entry["request_oid"],
-        entry["response_oid"],
+        step.index,
+        KIND_CODES.get(step.kind, step.kind),
+        provider,
+        model,
+        request[0],
+        None if response is None else response[0],
+        step.request_oid,
+        step.response_oid,
         record_oid,
-        entry["request_size"],
-        entry["response_size"],
-        bytes.fromhex(entry["trace_id"]),
-        bytes.fromhex(entry["span_id"]),
-        entry["start_ns"],
-        entry["end_ns"] - entry["start_ns"],
-        entry["status_code"],
-        entry["error_type"],
-        int(bool(entry["complete"])),
-        entry["tokens_in"],
-        entry["tokens_out"],
+        request[1],
+        0 if response is None else response[1],
+        step.trace_id.to_bytes(16, "big"),
+        step.span_id.to_bytes(8, "big"),
+        step.start_ns,
+        step.end_ns - step.start_ns,
+        step.status_code,
+        step.error_type,
+        int(step.complete),
+        tokens_in,
+        tokens_out,
     )

@@ -51,7 +51,7 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from otel_replay.store._format import pack_name, stream_dir
+from otel_replay.store._format import pack_path, run_dir, stream_label
 from otel_replay.store._fs import Backend, submit
 from otel_replay.store._pack import (
     KIND_RAW,
@@ -181,12 +181,9 @@ class StreamWriter:
     """Objects put whole since the last seal, by :func:`_whole_key` (for span strings that
     repeat a body of the same flush)."""
 
-    @property
-    def dir(self) -> str:
-        """The stream's directory relative to the store root."""
-        return stream_dir(self.run_id, self.stream)
-
-    def _lookup(self, digest: bytes) -> int | None:
+    def lookup(self, digest: bytes) -> int | None:
+        """The number of the object put with sha256 ``digest`` (a body, a span string), or
+        None when this writer has put none."""
         oid = self._known.get(digest)
         return oid if oid is not None else self._pending_known.get(digest)
 
@@ -252,7 +249,7 @@ class StreamWriter:
         """
         if digest is None:
             digest = hashlib.sha256(data).digest()
-        oid = self._lookup(digest)
+        oid = self.lookup(digest)
         if oid is None:
             oid = self._store(data, digest) if segment else self._add(KIND_RAW, data, digest)
         key = _whole_key(data)
@@ -276,7 +273,7 @@ class StreamWriter:
             parts.append(data[pos:])
         # Room for all of this body's segments: the next request finds them all again.
         self._recent_cap = max(self._recent_cap, 2 * len(data))
-        return self._add(KIND_RECIPE, encode_recipe(parts), digest)
+        return self._add(KIND_RECIPE, encode_recipe(parts, digest), digest)
 
     def put_string(self, data: bytes, *, segment: bool = True) -> tuple[int, bytes]:
         """:meth:`put` for bytes whose digest is not known yet; ``(object number, sha256)``.
@@ -309,7 +306,8 @@ class StreamWriter:
         """What the pack of everything added since the last seal is built from (by a
         :class:`Packer`); nothing is published yet."""
         first, last = self._first_pending, self.next_oid - 1
-        return (f"{self.dir}/{pack_name(first, last)}", first, last, list(self._pending))
+        rel = pack_path(self.run_id, self.stream, first, last)
+        return (rel, first, last, list(self._pending))
 
     def published(self, sealed: SealedPack) -> None:
         """The sealed pack is durable: its objects become dedup targets."""
@@ -446,7 +444,12 @@ def compact(
     the small ones are deleted.
     """
     listed = reader.list_packs(run_id, stream)
-    sizes = {rel: size for rel, (size, _) in backend.find(stream_dir(run_id, stream)).items()}
+    prefix = stream_label(run_id, stream) + "-"
+    sizes = {
+        rel: size
+        for rel, (size, _) in backend.find(run_dir(run_id)).items()
+        if rel.startswith(prefix)
+    }
     removed = saved = 0
     chosen = [p for p in reader.packs(run_id, stream, refresh=True) if p.first >= start]
     for group in _groups(chosen, sizes):
@@ -454,7 +457,7 @@ def compact(
         entries = [reader.raw(run_id, stream, oid) for oid in range(first, last + 1)]
         raw = sum(len(data) for _, data in entries)
         data = encode_pack(first, entries, compact_level(raw))
-        rel = f"{stream_dir(run_id, stream)}/{pack_name(first, last)}"
+        rel = pack_path(run_id, stream, first, last)
         backend.publish(rel, data, replace=False)
         backend.sync()
         before = 0

@@ -6,10 +6,11 @@ record is decoded and compared with the index rows of its steps. Then every step
 response bodies are reassembled and re-hashed against the index. Each problem names the thing
 that is damaged: the pack file, the stream and object, the blob hash, the run and step.
 
-Streams found on storage but not in the index are checked too: an index rebuilt from the packs
-leaves out a stream whose first pack is unreadable (``_sync``), and that must not make the store
-look intact. (An unindexed stream whose packs are all sound is a writer killed between
-publishing and committing: ``gc`` removes it, and it is no damage.)
+Streams found on storage but not in the index, and records of a stream beyond what the index
+lists, are checked too: an index rebuilt from the packs leaves out what follows an unreadable
+pack or a body that fails its check (``_sync``), and that must not make the store look intact.
+(A stream, or the tail of one, that reads back whole but is not indexed is a writer killed
+between publishing and committing, no damage; ``gc`` removes such a stream.)
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from otel_replay.errors import CorruptBlobError
-from otel_replay.store._format import run_dir, stream_dir
+from otel_replay.store._format import run_name, stream_label
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._pack import KIND_RECIPE, KIND_RECORD, PackError, decode_recipe
 from otel_replay.store._reader import PackFile, Reader, cover
-from otel_replay.store._records import decode_record, restore
+from otel_replay.store._records import decode_record
 from otel_replay.store._rows import StepRef
-from otel_replay.store._sync import list_streams
+from otel_replay.store._spans import restore
+from otel_replay.store._sync import list_streams, unindexable
 from otel_replay.store._types import Progress, VerifyProblem
 
 __all__ = ["unindexed_damage", "verify"]
@@ -43,7 +45,7 @@ def _check_pack(
             data = reader.frame(pack.rel, index, number)[start : start + length]
             oid = index.first + offset
             if kind == KIND_RECIPE:
-                refs = [part for part in decode_recipe(data) if isinstance(part, int)]
+                refs = [part for part in decode_recipe(data)[1] if isinstance(part, int)]
                 if any(ref >= max(committed, pack.last + 1) for ref in refs):
                     raise PackError(f"recipe {oid} refers to an object that does not exist")
             elif kind == KIND_RECORD:
@@ -66,7 +68,7 @@ def _check_stream(
     refs: list[StepRef],
     problems: list[VerifyProblem],
 ) -> None:
-    where = f"{location}/{stream_dir(run_id, stream)}"
+    where = f"{location}/{stream_label(run_id, stream)}"
     reader.forget(run_id, stream)
     listed = reader.list_packs(run_id, stream)
     healthy = [p for p in listed if _check_pack(reader, location, p, committed, problems)]
@@ -91,6 +93,17 @@ def _check_stream(
                 run_id=run_id,
             )
         )
+    # a damaged pack explains a short index by itself; a killed writer's tail reads back whole
+    tail = unindexable(reader, stream, healthy, committed) if healthy == listed else None
+    if tail is not None:
+        problems.append(
+            VerifyProblem(
+                "record",
+                f"{where}: {tail} (the index lists the stream only up to object {committed})",
+                path=where,
+                run_id=run_id,
+            )
+        )
     by_step = {(ref.record_oid, ref.index): ref for ref in refs}
     records = sorted(
         {
@@ -104,22 +117,22 @@ def _check_stream(
     for oid in records:
         try:
             record = decode_record(reader.raw(run_id, stream, oid)[1])
-            restore(record.spans, record.ext, lambda n: reader.object(run_id, stream, n))
+            restore(
+                record.spans, record.ext, record.tags, lambda n: reader.object(run_id, stream, n)
+            )
         except (CorruptBlobError, ValueError, LookupError, TypeError) as exc:
             problems.append(
                 VerifyProblem("record", f"{where}: record {oid}: {exc}", path=where, run_id=run_id)
             )
             continue
-        for entry in record.steps:
-            ref = by_step.get((oid, int(entry.get("index", -1))))
+        for step in record.steps:
+            ref = by_step.get((oid, step.index))
             if ref is None:
                 continue
-            digest = bytes.fromhex(str(entry.get("request_hash", "")).removeprefix("sha256:"))
             if (
                 record.run_id != run_id
-                or digest != ref.request_digest
-                or entry.get("request_oid") != ref.request_oid
-                or entry.get("response_oid") != ref.response_oid
+                or step.request_oid != ref.request_oid
+                or step.response_oid != ref.response_oid
             ):
                 problems.append(
                     VerifyProblem(
@@ -145,6 +158,15 @@ def _check_stream(
             )
 
 
+def _intact_digest(reader: Reader, ref: StepRef, oid: int) -> bytes | None:
+    """The sha256 of an object that reads back intact (its frame's checksum, its recipe's
+    check), or None."""
+    try:
+        return reader.hashed(ref.run_id, ref.stream, oid)[1]
+    except CorruptBlobError:
+        return None
+
+
 def _check_bodies(reader: Reader, ref: StepRef, problems: list[VerifyProblem]) -> None:
     bodies = [(ref.request_oid, ref.request_digest)]
     if ref.response_oid is not None and ref.response_digest is not None:
@@ -153,6 +175,19 @@ def _check_bodies(reader: Reader, ref: StepRef, problems: list[VerifyProblem]) -
         try:
             reader.body(ref.run_id, ref.stream, oid, digest)
         except CorruptBlobError as exc:
+            intact = _intact_digest(reader, ref, oid)
+            if intact is not None:  # the body passes its own checks: the index is what is wrong
+                problems.append(
+                    VerifyProblem(
+                        "index",
+                        f"index row of run {ref.run_id!r} step {ref.index} says "
+                        f"sha256:{digest.hex()} for a body that hashes to sha256:{intact.hex()} "
+                        "(`otel-replay verify --rebuild-index` rebuilds the index)",
+                        blob="sha256:" + digest.hex(),
+                        run_id=ref.run_id,
+                        step_index=ref.index,
+                    )
+                )
             problems.append(
                 VerifyProblem(
                     "body",
@@ -164,19 +199,26 @@ def _check_bodies(reader: Reader, ref: StepRef, problems: list[VerifyProblem]) -
             )
 
 
-def unindexed_damage(reader: Reader, location: str, packs: list[PackFile]) -> list[VerifyProblem]:
+def unindexed_damage(
+    reader: Reader, location: str, stream: int, packs: list[PackFile]
+) -> list[VerifyProblem]:
     """The problems of a stream the index does not list (``packs``: all its pack files);
-    empty when every pack is sound."""
+    empty when every pack is sound and every record could be indexed."""
     found: list[VerifyProblem] = []
     for pack in packs:
         _check_pack(reader, location, pack, 0, found)
+    folder = packs[0].rel.rsplit("/", 1)[0]
+    where = f"{location}/{folder}/{stream:016x}"
+    if not found:
+        problem = unindexable(reader, stream, packs)
+        if problem is not None:
+            found.append(VerifyProblem("record", f"{where}: {problem}", path=where))
     if found:
-        where = f"{location}/{packs[0].rel.rsplit('/', 1)[0]}"
         found.append(
             VerifyProblem(
                 "index",
-                f"{where} is not in the index: a pack of it cannot be read, so the steps it "
-                "holds are not listed",
+                f"{where} is not in the index: a pack or a body of it cannot be read, so the "
+                "steps it holds are not listed",
                 path=where,
             )
         )
@@ -201,9 +243,9 @@ def verify(
                 run_id=run_id,
             )
         )
-    indexed = {(run_dir(run).split("/", 1)[1], s) for run, s, _ in streams}
+    indexed = {(run_name(run), s) for run, s, _ in streams}
     unindexed = [
-        packs for key, packs in sorted(list_streams(backend).items()) if key not in indexed
+        (key, packs) for key, packs in sorted(list_streams(backend).items()) if key not in indexed
     ]
     total = len(streams) + len(unindexed) + sum(len(items) for items in refs.values())
     done = 0
@@ -218,8 +260,8 @@ def verify(
             done += 1
             if progress is not None:
                 progress(done, total)
-    for packs in unindexed:
-        problems.extend(unindexed_damage(reader, backend.location, packs))
+    for (_, stream), packs in unindexed:
+        problems.extend(unindexed_damage(reader, backend.location, stream, packs))
         done += 1
         if progress is not None:
             progress(done, total)

@@ -21,22 +21,16 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.store import _retention, _verify
+from otel_replay.store._facts import facts_of, span_run_id
 from otel_replay.store._flush import Pending, PendingSpan, checked, write
-from otel_replay.store._format import INDEX_FILE, ensure_format, pin_path, stream_dir
+from otel_replay.store._format import INDEX_FILE, ensure_format, pin_path, stream_label
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
 from otel_replay.store._index import Index
 from otel_replay.store._reader import Reader
-from otel_replay.store._records import (
-    Record,
-    decode_record,
-    facts_of,
-    fixture_from_entry,
-    prepare_span,
-    restore,
-    span_run_id,
-)
+from otel_replay.store._records import Record, decode_record
 from otel_replay.store._retention import Retention
 from otel_replay.store._rows import StepRef
+from otel_replay.store._spans import prepare_span, restore
 from otel_replay.store._stream import COMPACT_AFTER, StreamWriter, compact
 from otel_replay.store._sync import stream_records, sync_index
 from otel_replay.store._types import GcReport, Progress, RunInfo, StepInfo, VerifyProblem
@@ -56,6 +50,10 @@ def _cache_of(location: str, cache_dir: str | os.PathLike[str] | None) -> Path:
     """The directory holding the cached index of the remote store at ``location``."""
     key = hashlib.sha256(location.encode()).hexdigest()[:16]
     return _cache_root(cache_dir) / key
+
+
+def _tag(digest: bytes) -> str:
+    return "sha256:" + digest.hex()
 
 
 def _set_aside(index: Path) -> None:
@@ -311,7 +309,7 @@ class Store:
             raise
         except ValueError as exc:
             raise CorruptBlobError(
-                f"record {oid} of run {run_id!r} ({self.location}/{stream_dir(run_id, stream)})"
+                f"record {oid} of run {run_id!r} ({self.location}/{stream_label(run_id, stream)})"
                 f" cannot be read: {exc}"
             ) from None
         with self._lock:
@@ -325,13 +323,25 @@ class Store:
         bodies. Raises like :meth:`request_body`."""
         ref = self._ref(step)
         record = self._record(ref.run_id, ref.stream, ref.record_oid)
-        entry = next((e for e in record.steps if e["index"] == ref.index), None)
-        if entry is None:
+        stored = next((s for s in record.steps if s.index == ref.index), None)
+        if stored is None or (stored.request_oid, stored.response_oid) != (
+            ref.request_oid,
+            ref.response_oid,
+        ):
             raise CorruptBlobError(
-                f"record {ref.record_oid} of run {ref.run_id!r} has no step {ref.index}"
+                f"record {ref.record_oid} of run {ref.run_id!r} "
+                f"({self.location}/{stream_label(ref.run_id, ref.stream)}) does not hold step "
+                f"{ref.index} as the index says"
             )
         request = self._reader.body(ref.run_id, ref.stream, ref.request_oid, ref.request_digest)
-        return fixture_from_entry(ref.run_id, entry, request, self.response_body(step))
+        response_hash = None if ref.response_digest is None else _tag(ref.response_digest)
+        return stored.fixture(
+            ref.run_id,
+            request,
+            self.response_body(step),
+            _tag(ref.request_digest),
+            response_hash,
+        )
 
     def spans(self, run_id: str) -> list[dict[str, Any]]:
         """The spans put for a run, as they were given (each stream's in put order)."""
@@ -345,11 +355,11 @@ class Store:
 
             try:
                 for _, record in stream_records(self._reader, run_id, stream, stop=committed):
-                    spans.extend(restore(record.spans, record.ext, load))
+                    spans.extend(restore(record.spans, record.ext, record.tags, load))
             except CorruptBlobError:
                 raise
             except (ValueError, LookupError, TypeError) as exc:
-                where = f"{self.location}/{stream_dir(run_id, stream)}"
+                where = f"{self.location}/{stream_label(run_id, stream)}"
                 raise CorruptBlobError(f"spans of run {run_id!r} in {where}: {exc}") from None
             out.append(spans)
         out.sort(key=lambda group: min((s.get("start_ns") or 0 for s in group), default=0))

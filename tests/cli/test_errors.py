@@ -12,6 +12,7 @@ import pytest
 from click.testing import Result
 
 from otel_replay.cli import _runs
+from otel_replay.store._format import FORMAT_VERSION
 from tests.cli._checks import assert_bad_input
 from tests.cli._recording import SUPPORT
 
@@ -87,7 +88,8 @@ def test_an_unknown_run(invoke: Invoke, store: Path) -> None:
 
 def test_latest_in_an_empty_store(invoke: Invoke, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "FORMAT").write_text('{"format": "otel-replay-store", "version": 1}')
+    meta = {"format": "otel-replay-store", "version": FORMAT_VERSION}
+    (tmp_path / "empty" / "FORMAT").write_text(json.dumps(meta))
     assert_bad_input(invoke("show", "latest", "--store", str(tmp_path / "empty")), "no runs")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from otel_replay.errors import ConfigError
 from otel_replay.store import Retention, Store
-from otel_replay.store._records import span_facts
+from otel_replay.store._facts import span_facts
 from tests.store._data import chat_bodies, fixture, span
 
 

@@ -19,6 +19,7 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.store import Store
+from otel_replay.store._format import FORMAT_VERSION
 from tests.store._data import chat_bodies, fixture, tag
 
 
@@ -119,7 +120,8 @@ def test_rebuild_names_a_run_whose_only_pack_is_damaged_and_gc_keeps_it(
         problems = store.verify()
         assert [p.kind for p in problems] == ["pack", "index"]
         assert problems[0].path == str(pack)
-        assert problems[1].path == str(pack.parent) and "not in the index" in problems[1].message
+        stream = pack.parent / pack.name.split("-")[0]  # names the stream: its packs' prefix
+        assert problems[1].path == str(stream) and "not in the index" in problems[1].message
         store.gc(now=4_000_000_000.0)  # long after the grace period
     assert pack.exists()
     assert str(pack) in caplog.text
@@ -150,7 +152,8 @@ def test_an_unknown_format_version_is_refused_with_a_hint(tmp_path: Path) -> Non
     _recorded(root, turns=1)
     (root / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": 99}))
     before = _snapshot(root)
-    with pytest.raises(StoreFormatError, match=r"version 99.*reads version 1.*Upgrade") as info:
+    expected = rf"version 99.*reads version {FORMAT_VERSION}.*Upgrade"
+    with pytest.raises(StoreFormatError, match=expected) as info:
         Store.open(root)
     assert str(root / "FORMAT") in str(info.value)
     assert _snapshot(root) == before

@@ -12,6 +12,7 @@ from otel_replay.store._pack import (
     KIND_RECIPE,
     KIND_RECORD,
     KIND_SEGMENT,
+    RECIPE_CHECK,
     PackError,
     compress_frames,
     decode_recipe,
@@ -53,13 +54,14 @@ def test_recipes_round_trip_and_cost_a_byte_per_consecutive_reference() -> None:
             parts.append(
                 rng.randbytes(rng.randrange(0, 40)) if rng.random() < 0.4 else rng.randrange(10**6)
             )
-        assert decode_recipe(encode_recipe(parts)) == parts
-    assert len(encode_recipe(list(range(100, 200)))) < 110
+        digest = rng.randbytes(32)
+        assert decode_recipe(encode_recipe(parts, digest)) == (digest[:RECIPE_CHECK], parts)
+    assert len(encode_recipe(list(range(100, 200)), bytes(32))) < 110 + RECIPE_CHECK
 
 
 def test_damaged_recipes_are_refused() -> None:
-    data = encode_recipe([b"abc", 5, b"de"])
-    for bad in (data[:-1], data + b"x", b"\x01\x0a"):
+    data = encode_recipe([b"abc", 5, b"de"], bytes(range(32)))
+    for bad in (data[:-1], data + b"x", b"\x01\x0a", data[:3]):
         with pytest.raises(PackError):
             decode_recipe(bad)
 

@@ -12,6 +12,7 @@ import pytest
 
 from otel_replay.errors import CorruptBlobError, StoreFormatError
 from otel_replay.store import Store
+from otel_replay.store._format import FORMAT_VERSION
 from tests.store._data import chat_bodies, fixture, span
 
 Bucket = tuple[str, dict[str, Any]]
@@ -118,9 +119,10 @@ def test_gc_on_one_machine_is_seen_by_the_other(s3_bucket: Bucket, tmp_path: Pat
 def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path: Path) -> None:
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
+    newer = FORMAT_VERSION + 1
     fs.pipe_file(
-        f"{root}/FORMAT", json.dumps({"format": "otel-replay-store", "version": 2}).encode()
+        f"{root}/FORMAT", json.dumps({"format": "otel-replay-store", "version": newer}).encode()
     )
-    with pytest.raises(StoreFormatError, match="version 2"):
+    with pytest.raises(StoreFormatError, match=f"version {newer}"):
         _open(s3_bucket, tmp_path / "a")
-    assert json.loads(fs.cat_file(f"{root}/FORMAT"))["version"] == 2
+    assert json.loads(fs.cat_file(f"{root}/FORMAT"))["version"] == newer

@@ -88,15 +88,15 @@ def test_unreferenced_leftovers_go_once_settled(tmp_path: Path) -> None:
         _record(store, "kept", turns=2)  # a second stream of the same run, left uncompacted
         store._closed = True  # leave like a killed process: no close-time compaction
         store._index.close()
-    stream = next(p for p in (root / "packs" / "kept").iterdir())
+    kept = root / "packs" / "kept"
     with Store.open(tmp_path / "other") as other:
         _record(other, "never-committed", turns=1)
     (written,) = (tmp_path / "other").rglob("*.pack")
-    orphan = root / "packs" / "never-committed" / "s0123456789abcdef"
-    orphan.mkdir(parents=True)
+    orphan = root / "packs" / "never-committed" / written.name
+    orphan.parent.mkdir(parents=True)
     # published, never committed; a sound pack (a damaged one would be kept for verify to name)
-    (orphan / written.name).write_bytes(written.read_bytes())
-    (stream / ".tmp-123-abcd").write_bytes(b"partial")
+    orphan.write_bytes(written.read_bytes())
+    (kept / ".tmp-123-abcd").write_bytes(b"partial")
     old = time.time() - GRACE_S - 10
     for path in root.rglob("*"):
         if path.is_file():
@@ -104,7 +104,7 @@ def test_unreferenced_leftovers_go_once_settled(tmp_path: Path) -> None:
     with Store.open(root) as store:
         report = store.gc(now=time.time())
         assert report.runs_removed == () and report.compacted == 2 and report.files_removed == 2
-        assert not orphan.exists() and not (stream / ".tmp-123-abcd").exists()
+        assert not orphan.parent.exists() and not (kept / ".tmp-123-abcd").exists()
         assert store.verify() == [] and store.run("kept").step_count == 3
         assert len(list(root.rglob("*.pack"))) == 2
 
@@ -113,9 +113,9 @@ def test_young_leftovers_are_left_for_their_writer(tmp_path: Path) -> None:
     root = tmp_path / "s"
     with Store.open(root) as store:
         _record(store, "r")
-    orphan = root / "packs" / "in-flight" / "s0123456789abcdef"
-    orphan.mkdir(parents=True)
-    (orphan / "00000000-00000000.pack").write_bytes(b"x")
+    orphan = root / "packs" / "in-flight" / "0123456789abcdef-00000000-00000000.pack"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"x")
     with Store.open(root) as store:
         assert store.gc().files_removed == 0
     assert orphan.exists()
