@@ -56,6 +56,18 @@ def test_an_unknown_format_version(invoke: Invoke, store: Path, verb: tuple[str,
     assert "version 99" in line and "Upgrade" in line
 
 
+@pytest.mark.parametrize(
+    "verb", [*VERBS, ("verify", "--rebuild-index")], ids=[*VERB_IDS, "verify --rebuild-index"]
+)
+def test_a_version_1_store(invoke: Invoke, store: Path, verb: tuple[str, ...]) -> None:
+    """The layout before format version 2: refused, named, left as it is."""
+    (store / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": 1}))
+    before = sorted((p, p.read_bytes()) for p in store.rglob("*") if p.is_file())
+    line = assert_bad_input(invoke(*verb, "--store", str(store)), str(store / "FORMAT"))
+    assert "format version 1" in line and f"reads version {FORMAT_VERSION} only" in line
+    assert sorted((p, p.read_bytes()) for p in store.rglob("*") if p.is_file()) == before
+
+
 @pytest.mark.parametrize("verb", VERBS, ids=VERB_IDS)
 def test_a_bad_setting(invoke: Invoke, store: Path, verb: tuple[str, ...]) -> None:
     result = invoke(*verb, "--store", str(store), env={"OTEL_REPLAY_RETAIN_OK_DAYS": "a week"})
