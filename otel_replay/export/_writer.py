@@ -27,6 +27,7 @@ from otel_replay.capture._handoff import Consumer, Fixture
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
 from otel_replay.store import Store
+from otel_replay.store._flush import PendingSpan
 
 __all__ = ["Barrier", "Spans", "Writer"]
 
@@ -96,7 +97,7 @@ class Writer:
         self._written: dict[int, None] = {}
         # Ready for the next put: fixtures with their spans, spans alone, and bytes to release.
         self._fixtures: list[Fixture] = []
-        self._spans: list[dict[str, Any]] = []
+        self._spans: list[dict[str, Any] | PendingSpan] = []
         self._ready_bytes = 0
         # Put into the store, not yet durable.
         self._unflushed = (0, 0, 0)  # steps, spans, bytes
@@ -240,10 +241,16 @@ class Writer:
         if len(self._written) > WRITTEN_MAX:
             del self._written[next(iter(self._written))]
         try:
-            self._spans.append(span_to_dict(span, end_ns=steps[-1][0].end_ns))
+            encoded = span_to_dict(span, end_ns=steps[-1][0].end_ns)
         except Exception as exc:
             self.failed += 1
             self._failures.report("encode", "a span could not be encoded: %r", exc)
+            return
+        try:  # held as the store keeps it: a batch of span dicts would burden the collector
+            self._spans.append(Store.prepare(encoded))
+        except ValueError as exc:
+            self.failed += 1
+            self._failures.report("invalid span", "a span was not stored: %s", exc)
 
     def _sweep(self, *, force: bool) -> None:
         """Move parked steps whose span ended (all of them with ``force``, or after
@@ -294,7 +301,7 @@ class Writer:
         return True, size
 
     def _put(
-        self, store: Store, fixtures: list[Fixture], spans: list[dict[str, Any]]
+        self, store: Store, fixtures: list[Fixture], spans: list[dict[str, Any] | PendingSpan]
     ) -> tuple[int, int]:
         """Buffer into the store; an item it refuses (ValueError) is counted and left out,
         never the batch around it. Returns (steps, spans) buffered."""

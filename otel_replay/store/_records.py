@@ -59,8 +59,9 @@ def _lengths_in(headers: Sequence[tuple[str, str | None]], size: int) -> list[tu
     return [(name, text if value is None else value) for name, value in headers]
 
 
-def step_entry(fixture: Fixture, request_oid: int, response_oid: int | None) -> dict[str, Any]:
-    """The record entry of one step (see the module docstring), its bodies as object numbers."""
+def step_entry(fixture: Fixture, request_oid: int, response_oid: int | None) -> bytes:
+    """The record entry of one step (see the module docstring), its bodies as object numbers:
+    JSON at once, so that a flush of many steps holds bytes, not containers."""
     duration = fixture.end_ns - fixture.start_ns
     size = len(fixture.response_body)
     entry: dict[str, Any] = {
@@ -85,7 +86,7 @@ def step_entry(fixture: Fixture, request_oid: int, response_oid: int | None) -> 
         entry["complete"] = False
     if fixture.error_type is not None:
         entry["error_type"] = fixture.error_type
-    return entry
+    return orjson.dumps(entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,14 +227,18 @@ class Record:
 
 def encode_record(
     run_id: str,
-    steps: list[dict[str, Any]],
+    steps: list[bytes],
     spans: list[bytes],
-    ext: list[list[Any]],
-    tags: list[list[Any]],
+    ext: list[tuple[Any, ...]],
+    tags: list[tuple[Any, ...]],
 ) -> bytes:
     """The JSON bytes of a record: ``steps`` from :func:`step_entry`, ``spans`` already JSON
     (``_spans.prepare_span``); empty lists are left out."""
-    value: dict[str, Any] = {"v": RECORD_VERSION, "run": run_id, "steps": steps}
+    value: dict[str, Any] = {
+        "v": RECORD_VERSION,
+        "run": run_id,
+        "steps": [orjson.Fragment(step) for step in steps],
+    }
     if spans:
         value["spans"] = [orjson.Fragment(span) for span in spans]
     if ext:

@@ -21,7 +21,6 @@ the strings taken out), which checks it and keeps nothing the caller can still c
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -45,7 +44,7 @@ EXTERNAL_MIN = 512
 
 TAG_PREFIX = "sha256:"
 TAG_LEN = len(TAG_PREFIX) + 64
-_HEX = re.compile("[0-9a-f]{64}")
+_HEX_DIGITS = "0123456789abcdef"
 
 Path = list[str | int]
 
@@ -55,7 +54,7 @@ def is_tag(value: str) -> bool:
     return (
         len(value) == TAG_LEN
         and value.startswith(TAG_PREFIX)
-        and _HEX.fullmatch(value, len(TAG_PREFIX)) is not None
+        and not value[len(TAG_PREFIX) :].strip(_HEX_DIGITS)
     )
 
 
@@ -67,8 +66,6 @@ def stays_inline(value: str) -> bool:
 Stripped = tuple[Any, list[tuple[Path, str]], list[tuple[Path, str]]]
 """A span with its long strings and hashes replaced by None, those strings with their paths,
 and those hashes with theirs."""
-
-_PLAIN = frozenset({int, float, bool, type(None)})
 
 
 def strip_strings(span: Mapping[str, Any]) -> Stripped:
@@ -82,66 +79,65 @@ def strip_strings(span: Mapping[str, Any]) -> Stripped:
     where the JSON encoder refuses it. (An ASCII string is known to be fine without looking
     at it.)
     """
-    longs: list[tuple[Path, str]] = []
-    tags: list[tuple[Path, str]] = []
-    path: Path = []
+    found: Stripped = (None, [], [])
+    return _walk(span, [], found), found[1], found[2]
 
-    def taken(value: str, key: str | int) -> bool:
-        """Whether ``value`` (at ``key`` under ``path``) is taken out, noting it if so."""
-        if len(value) >= EXTERNAL_MIN:
-            if not value.isascii():
-                try:
-                    value.encode()
-                except UnicodeEncodeError:
-                    return False
-            longs.append(([*path, key], str(value)))
-            return True
-        if is_tag(value):
-            tags.append(([*path, key], str(value)))
-            return True
-        return False
 
-    def walk(value: Any) -> Any:
-        """``value`` (a container) itself, or a copy when something is taken out of it."""
-        if isinstance(value, Mapping):
-            pairs: Iterable[tuple[Any, Any]] = value.items()
-            copy: dict[Any, Any] | None = None
-        elif isinstance(value, list | tuple):
-            pairs = enumerate(value)
-            copy = None
-        else:
-            return value
-        changed: list[tuple[Any, Any]] = []
-        for key, item in pairs:
-            kind = type(item)
-            if kind is str:
-                size = len(item)
-                if (size >= EXTERNAL_MIN or size == TAG_LEN) and taken(item, key):
-                    changed.append((key, None))
-            elif kind in _PLAIN:
+def _taken(value: str, path: Path, found: Stripped) -> bool:
+    """Whether ``value`` (at ``path``) is taken out, noting it in ``found`` if so."""
+    if len(value) >= EXTERNAL_MIN:
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return False
+        found[1].append((path, str(value)))
+        return True
+    if is_tag(value):
+        found[2].append((path, str(value)))
+        return True
+    return False
+
+
+def _walk(value: Any, path: Path, found: Stripped) -> Any:
+    """``value`` (a container at ``path``) itself, or a copy when something is taken out of
+    it. (Plain recursion, no closure: a recursive closure is a reference cycle, which only
+    the garbage collector frees, and a burst of spans would keep it busy.)"""
+    kind = type(value)
+    pairs: Iterable[tuple[Any, Any]]
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
+        pairs = value.items()
+    elif kind is list or isinstance(value, list | tuple):
+        pairs = enumerate(value)
+    else:
+        return value
+    changed: list[tuple[Any, Any]] | None = None
+    for key, item in pairs:
+        kind = type(item)
+        if kind is str:
+            size = len(item)
+            if (size < EXTERNAL_MIN and size != TAG_LEN) or not _taken(item, [*path, key], found):
                 continue
-            elif isinstance(item, str):
-                if taken(item, key):
-                    changed.append((key, None))
-            else:
-                path.append(key)
-                new = walk(item)
-                path.pop()
-                if new is not item:
-                    changed.append((key, new))
-        if not changed:
-            return value
-        if isinstance(value, Mapping):
-            copy = dict(value)
-            for key, new in changed:
-                copy[key] = new
-            return copy
-        items = list(value)
-        for key, new in changed:
-            items[key] = new
-        return items
-
-    return walk(span), longs, tags
+            new = None
+        elif kind is int or kind is float or kind is bool or item is None:
+            continue
+        elif isinstance(item, str):
+            if not _taken(item, [*path, key], found):
+                continue
+            new = None
+        else:
+            new = _walk(item, [*path, key], found)
+            if new is item:
+                continue
+        if changed is None:
+            changed = []
+        changed.append((key, new))
+    if changed is None:
+        return value
+    copy: Any = dict(value) if isinstance(value, Mapping) else list(value)
+    for key, new in changed:
+        copy[key] = new
+    return copy
 
 
 PreparedSpan = tuple[bytes, tuple[bytes | str, ...], tuple[bytes | str, ...]]
@@ -167,34 +163,34 @@ def prepare_span(span: Mapping[str, Any]) -> PreparedSpan:
 def ext_entries(
     position: int,
     strings: tuple[bytes | str, ...],
-    put: Callable[..., tuple[int, bytes]],
+    put: Callable[..., int],
     *,
     segment: bool = True,
-) -> list[list[Any]]:
+) -> list[tuple[Any, ...]]:
     """Store the long strings :func:`prepare_span` took out of span ``position`` with
-    ``put(data, segment=segment)``, which returns their object number and sha256; their
-    ``ext`` entries ``[position, path, object number]``."""
-    entries: list[list[Any]] = []
+    ``put(data, segment=segment)``, which returns their object number; their ``ext``
+    entries ``[position, path, object number]``."""
+    entries: list[tuple[Any, ...]] = []
     for at in range(0, len(strings), 2):
         path, value = strings[at], strings[at + 1]
         assert isinstance(path, bytes) and isinstance(value, str)
-        oid, _ = put(value.encode(), segment=segment)
-        entries.append([position, orjson.Fragment(path), oid])
+        oid = put(value.encode(), segment=segment)
+        entries.append((position, orjson.Fragment(path), oid))
     return entries
 
 
 def tag_entries(
     position: int, tags: tuple[bytes | str, ...], lookup: Callable[[bytes], int | None]
-) -> list[list[Any]]:
+) -> list[tuple[Any, ...]]:
     """The ``tags`` entries of the hashes :func:`prepare_span` took out of span ``position``:
     ``[position, path, object number]`` for the hash of an object (``lookup(digest)`` finds
     it), ``[position, path, the hash]`` for any other."""
-    entries: list[list[Any]] = []
+    entries: list[tuple[Any, ...]] = []
     for at in range(0, len(tags), 2):
         path, value = tags[at], tags[at + 1]
         assert isinstance(path, bytes) and isinstance(value, str)
         oid = lookup(bytes.fromhex(value[len(TAG_PREFIX) :]))
-        entries.append([position, orjson.Fragment(path), value if oid is None else oid])
+        entries.append((position, orjson.Fragment(path), value if oid is None else oid))
     return entries
 
 

@@ -138,8 +138,8 @@ class SealedPack:
     raw_bytes: int
 
 
-_Whole = tuple[bytes, int, bytes]
-"""An object put whole since the last seal: its bytes, number and sha256."""
+_Whole = tuple[bytes, int]
+"""An object put whole since the last seal: its bytes and number."""
 
 
 def _whole_key(data: bytes) -> tuple[int, bytes, bytes]:
@@ -252,11 +252,14 @@ class StreamWriter:
         oid = self.lookup(digest)
         if oid is None:
             oid = self._store(data, digest) if segment else self._add(KIND_RAW, data, digest)
+        self._put_whole(data, oid)
+        return oid
+
+    def _put_whole(self, data: bytes, oid: int) -> None:
         key = _whole_key(data)
         same = self._whole.get(key, ())
         if all(known[1] != oid for known in same):
-            self._whole[key] = (*same, (data, oid, digest))
-        return oid
+            self._whole[key] = (*same, (data, oid))
 
     def _store(self, data: bytes, digest: bytes) -> int:
         ranges = split_known(data, self.probe, self._shapes)
@@ -275,17 +278,24 @@ class StreamWriter:
         self._recent_cap = max(self._recent_cap, 2 * len(data))
         return self._add(KIND_RECIPE, encode_recipe(parts, digest), digest)
 
-    def put_string(self, data: bytes, *, segment: bool = True) -> tuple[int, bytes]:
-        """:meth:`put` for bytes whose digest is not known yet; ``(object number, sha256)``.
+    def put_string(self, data: bytes, *, segment: bool = True) -> int:
+        """:meth:`put` for bytes whose digest is not known yet (a span's string); its object
+        number.
 
         Bytes equal to an object put whole since the last seal (a span's copy of its step's
-        body) are matched by comparison, without hashing.
+        body, a string every span of the flush repeats) are matched by comparison, without
+        hashing. Others are hashed and deduplicated like :meth:`put` when ``segment`` is set;
+        without it (a burst: ``_flush.WHOLE_STEPS``) they are stored whole, unhashed, and the
+        pack's zstd frame takes care of what they repeat.
         """
-        for known, oid, digest in self._whole.get(_whole_key(data), ()):
+        for known, oid in self._whole.get(_whole_key(data), ()):
             if known == data:
-                return oid, digest
-        digest = hashlib.sha256(data).digest()
-        return self.put(data, digest, segment=segment), digest
+                return oid
+        if segment:
+            return self.put(data, hashlib.sha256(data).digest())
+        oid = self._add(KIND_RAW, data, None)
+        self._put_whole(data, oid)
+        return oid
 
     def add_record(self, data: bytes) -> int:
         """Append a flush record (never deduplicated) and return its object number."""

@@ -52,6 +52,14 @@ def _cache_of(location: str, cache_dir: str | os.PathLike[str] | None) -> Path:
     return _cache_root(cache_dir) / key
 
 
+def _prepared(span: Any) -> PendingSpan:
+    """A span :meth:`Store.prepare` made (ValueError for anything else)."""
+    if type(span) is not tuple or len(span) != 3 or type(span[1]) is not tuple:
+        raise ValueError("a span is a dict, or what Store.prepare made of one")
+    prepared: PendingSpan = span
+    return prepared
+
+
 def _tag(digest: bytes) -> str:
     return "sha256:" + digest.hex()
 
@@ -184,32 +192,42 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
 
     def put(
-        self, fixtures: Iterable[Fixture] = (), spans: Iterable[Mapping[str, Any]] = ()
+        self,
+        fixtures: Iterable[Fixture] = (),
+        spans: Iterable[Mapping[str, Any] | PendingSpan] = (),
     ) -> None:
         """Buffer fixtures and spans for the next :meth:`flush`.
 
         Spans are JSON-ready dicts (name, ids, times, status, attributes, events, …), each
-        with a ``replay.run.id`` attribute; they are stored as given and come back from
-        :meth:`spans` equal (tuples as lists). A step's provider, model and tokens are read
-        from its span (``replay.step.index``) when both come in the same flush. Raises
-        ValueError when a body does not match its hash or a span has no run id or is not
-        JSON-ready.
+        with a ``replay.run.id`` attribute, or what :meth:`prepare` made of such dicts; they
+        are stored as given and come back from :meth:`spans` equal (tuples as lists). A step's
+        provider, model and tokens are read from its span (``replay.step.index``) when both
+        come in the same flush. Raises ValueError when a body does not match its hash or a
+        span has no run id or is not JSON-ready.
         """
         pending = [checked(fx) for fx in fixtures]
-        copies: list[PendingSpan] = []
-        for span in spans:
-            run_id = span_run_id(span)
-            if run_id is None:
-                raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
-            try:
-                prepared = prepare_span(span)
-            except TypeError as exc:
-                raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
-            copies.append((run_id, prepared, facts_of(span)))
+        copies = [
+            self.prepare(span) if isinstance(span, Mapping) else _prepared(span) for span in spans
+        ]
         with self._lock:
             self._check_open()
             self._pending.extend(pending)
             self._spans.extend(copies)
+
+    @staticmethod
+    def prepare(span: Mapping[str, Any]) -> PendingSpan:
+        """``span`` as :meth:`put` keeps it until the flush, made now: its JSON and its long
+        strings, checked, in plain tuples that hold nothing the caller can still change (and
+        that the garbage collector stops tracking). For a caller that holds many spans before
+        putting them. ValueError like :meth:`put`."""
+        run_id = span_run_id(span)
+        if run_id is None:
+            raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
+        try:
+            prepared = prepare_span(span)
+        except TypeError as exc:
+            raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
+        return run_id, prepared, facts_of(span)
 
     def flush(self) -> None:
         """Make everything put so far durable; on return it survives a crash or power loss.

@@ -4,6 +4,7 @@ thread, publishing many files at once, and when a stream closed early is compact
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 from otel_replay.errors import StoreError
 from otel_replay.store import Store, _stream
 from otel_replay.store._fs import LocalBackend
-from otel_replay.store._pack import KIND_RECIPE, KIND_SEGMENT, encode_pack
+from otel_replay.store._pack import KIND_RAW, KIND_RECIPE, KIND_SEGMENT, encode_pack
 from otel_replay.store._stream import FLUSH_LEVEL, SMALL_RAW, Packer, SealedPack, StreamWriter
 from tests.store._data import chat_bodies
 
@@ -45,10 +46,23 @@ def test_span_strings_equal_to_a_body_of_the_flush_are_matched_without_hashing(
     hashed = []
     real = hashlib.sha256
     monkeypatch.setattr(_stream.hashlib, "sha256", lambda data: hashed.append(data) or real(data))
-    oid, digest = writer.put_string(bytes(request))  # equal bytes, another object
-    assert (oid, digest) == (request_oid, real(request).digest()) and not hashed
+    assert writer.put_string(bytes(request)) == request_oid and not hashed  # equal bytes
     other = request.replace(b"gpt-test", b"gpt-best")
-    assert writer.put_string(other)[1] == real(other).digest() and hashed == [other]
+    other_oid = writer.put_string(other)
+    assert hashed == [other] and writer.lookup(real(other).digest()) == other_oid
+
+
+def test_span_strings_of_a_burst_are_stored_whole_without_hashing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    writer = StreamWriter("r", 1)
+    hashed: list[bytes] = []
+    real = hashlib.sha256
+    monkeypatch.setattr(_stream.hashlib, "sha256", lambda data: hashed.append(data) or real(data))
+    history = json.dumps([{"role": "user", "content": "x" * 900}] * 3).encode()
+    first = writer.put_string(history, segment=False)
+    assert writer.put_string(bytes(history), segment=False) == first  # repeated in the flush
+    assert not hashed and writer._pending == [(KIND_RAW, history)]
 
 
 def test_a_flush_that_is_never_published_leaves_nothing_to_probe() -> None:
