@@ -95,3 +95,19 @@ def test_many_runs_in_one_process_keep_few_streams_open(tmp_path: Path, monkeypa
         for run_id in ("a", "b", "c"):
             assert [store.request_body(s) for s in store.steps(run_id)] == [q for q, _ in pairs]
         assert store.verify() == []
+
+
+def test_spans_prepared_ahead_are_stored_like_dicts(tmp_path: Path) -> None:
+    given = [span("pre", 0, note="n" * 700, **{"gen_ai.request.model": "m"}), span("pre", None)]
+    prepared = [Store.prepare(item) for item in given]
+    given[0]["attributes"]["note"] = "changed after prepare"
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("pre", 0, b"q", b"a")], [prepared[0], given[1]])
+        store.flush()
+        assert store.spans("pre")[0]["attributes"]["note"] == "n" * 700
+        assert store.spans("pre")[1] == given[1]
+        assert store.step("pre", 0).model == "m"
+        with pytest.raises(ValueError, match=r"Store\.prepare"):
+            store.put(spans=[("pre", "not prepared", ())])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match=r"replay\.run\.id"):
+            Store.prepare({"name": "anonymous", "attributes": {}})
