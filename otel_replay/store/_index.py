@@ -1,4 +1,4 @@
-"""The SQLite index: runs, their streams, and their steps.
+"""The SQLite index: runs (with their streams) and their steps.
 
 WAL mode (readers never block the writer), ``synchronous=FULL`` (a committed flush survives
 power loss), a 30 s busy timeout (several processes record into one store; their commits
@@ -31,9 +31,15 @@ from otel_replay.store._rows import (
     STEP_COLUMNS,
     UPDATE_RUN,
     StepRef,
+    Streams,
+    dump_streams,
+    first_value,
     key_range,
+    parse_streams,
+    relative_name,
     run_info,
     step_info,
+    step_ref,
 )
 from otel_replay.store._types import RunInfo, StepInfo
 
@@ -41,18 +47,6 @@ __all__ = ["Index"]
 
 _PAGE_SIZE = 512
 _BUSY_MS = 30_000
-
-
-def _first(rows: list[tuple[Any, ...]], column: int) -> Any:
-    """The first value of ``column`` in ``rows`` that is not None, or None."""
-    return next((row[column] for row in rows if row[column] is not None), None)
-
-
-def _relative(value: str | None, runs: str | None) -> str | None:
-    """A step's provider or model as stored: NULL when it is the run's, '' when it has none."""
-    if value is None:
-        return ""
-    return None if value == runs else value
 
 
 class Index:
@@ -145,7 +139,7 @@ class Index:
                 f"{SCHEMA_VERSION}. Upgrade otel-replay, or rebuild it with "
                 "`otel-replay verify --rebuild-index`"
             )
-        conn.execute("SELECT 1 FROM runs, streams, steps LIMIT 1").fetchall()
+        conn.execute("SELECT 1 FROM runs, steps LIMIT 1").fetchall()
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
@@ -211,7 +205,7 @@ class Index:
             "SELECT trace_id, provider, model FROM runs WHERE num = ?", (num,)
         ).fetchone()
         trace, provider, model = (
-            value if value is not None else _first(rows, column)
+            value if value is not None else first_value(rows, column)
             for value, column in zip(known, (11, 2, 3), strict=True)
         )
         if (trace, provider, model) != known:
@@ -226,8 +220,8 @@ class Index:
                     (num << 32) | row[0],
                     stream,
                     row[1],
-                    _relative(row[2], provider),
-                    _relative(row[3], model),
+                    relative_name(row[2], provider),
+                    relative_name(row[3], model),
                     *row[4:11],
                     None if row[11] == trace else row[11],
                     *row[12:],
@@ -240,23 +234,19 @@ class Index:
     def set_stream(conn: sqlite3.Connection, num: int, stream: int, committed: int) -> int:
         """Record that the stream's objects below ``committed`` are durable and indexed; the
         stream's number within run ``num`` (0 for its first)."""
-        found = conn.execute(
-            "SELECT n FROM streams WHERE run = ? AND id = ?", (num, stream)
-        ).fetchone()
-        if found is not None:
-            conn.execute(
-                "UPDATE streams SET committed = max(committed, ?) WHERE run = ? AND id = ?",
-                (committed, num, stream),
-            )
-            return int(found[0])
-        (number,) = conn.execute(
-            "SELECT coalesce(max(n) + 1, 0) FROM streams WHERE run = ?", (num,)
-        ).fetchone()
-        conn.execute(
-            "INSERT INTO streams(run, id, n, committed) VALUES (?, ?, ?, ?)",
-            (num, stream, number, committed),
-        )
-        return int(number)
+        (text,) = conn.execute("SELECT streams FROM runs WHERE num = ?", (num,)).fetchone()
+        streams = parse_streams(text)
+        for number, entry in enumerate(streams):
+            if entry is not None and entry[0] == stream:
+                if committed <= entry[1]:
+                    return number
+                entry[1] = committed
+                break
+        else:
+            number = len(streams)
+            streams.append([stream, committed])
+        conn.execute("UPDATE runs SET streams = ? WHERE num = ?", (dump_streams(streams), num))
+        return number
 
     @staticmethod
     def refresh_run(conn: sqlite3.Connection, num: int) -> None:
@@ -285,23 +275,23 @@ class Index:
     def drop_stream(conn: sqlite3.Connection, run_id: str, stream: int) -> None:
         """Forget a stream and its steps (it is gone from the packs); then its run if that
         was its last stream."""
-        row = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = conn.execute("SELECT num, streams FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             return
         lo, hi = key_range(row[0])
-        number = conn.execute(
-            "SELECT n FROM streams WHERE run = ? AND id = ?", (row[0], stream)
-        ).fetchone()
-        if number is not None:
-            conn.execute(
-                "DELETE FROM steps WHERE key BETWEEN ? AND ? AND stream = ?", (lo, hi, number[0])
-            )
-        conn.execute("DELETE FROM streams WHERE run = ? AND id = ?", (row[0], stream))
-        if conn.execute("SELECT 1 FROM streams WHERE run = ?", (row[0],)).fetchone() is None:
+        streams = parse_streams(row[1])
+        for number, entry in enumerate(streams):
+            if entry is not None and entry[0] == stream:
+                conn.execute(
+                    "DELETE FROM steps WHERE key BETWEEN ? AND ? AND stream = ?", (lo, hi, number)
+                )
+                streams[number] = None  # the others keep their numbers
+        if all(entry is None for entry in streams):
             conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", (lo, hi))
             conn.execute("DELETE FROM runs WHERE num = ?", (row[0],))
-        else:
-            Index.refresh_run(conn, row[0])
+            return
+        conn.execute("UPDATE runs SET streams = ? WHERE num = ?", (dump_streams(streams), row[0]))
+        Index.refresh_run(conn, row[0])
 
     def set_pinned(self, run_id: str, pinned: bool) -> None:
         """Mirror a pin marker into the index."""
@@ -315,7 +305,6 @@ class Index:
                 row = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
                 if row is not None:
                     conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", key_range(row[0]))
-                    conn.execute("DELETE FROM streams WHERE run = ?", (row[0],))
                     conn.execute("DELETE FROM runs WHERE num = ?", (row[0],))
 
     # -- reads -------------------------------------------------------------------------
@@ -359,11 +348,9 @@ class Index:
         return step_info(run_id, rows[0]) if rows else None
 
     _REF = (
-        "SELECT r.id, s.key & 4294967295, coalesce(t.id, -1 - s.stream), s.req_oid, s.resp_oid,"
+        "SELECT r.id, s.key & 4294967295, s.stream, r.streams, s.req_oid, s.resp_oid,"
         " s.rec_oid, s.req_hash, s.resp_hash FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
-        " LEFT JOIN streams AS t ON t.run = r.num AND t.n = s.stream"
     )
-    """A step's stream id, or ``-1 - n`` when no stream numbered ``n`` is known (damage)."""
 
     def step_ref(self, run_id: str, index: int) -> StepRef | None:
         """Where one step's bodies live, or None."""
@@ -372,18 +359,29 @@ class Index:
         rows = self.query(
             self._REF + " WHERE r.id = ? AND s.key = (r.num << 32) | ?", (run_id, index)
         )
-        return StepRef(*rows[0]) if rows else None
+        return step_ref(rows[0], parse_streams(rows[0][3])) if rows else None
 
     def step_refs(self) -> list[StepRef]:
         """Where the bodies of every step live, by run."""
-        return [StepRef(*row) for row in self.query(self._REF + " ORDER BY s.key")]
+        refs: list[StepRef] = []
+        parsed: tuple[str | None, Streams] = (None, [])
+        for row in self.query(self._REF + " ORDER BY s.key"):
+            if parsed[0] != row[3]:
+                parsed = (row[3], parse_streams(row[3]))
+            refs.append(step_ref(row, parsed[1]))
+        return refs
 
     def streams(self, run_id: str | None = None) -> list[tuple[str, int, int]]:
-        """``(run, stream, committed)`` for one run or all."""
-        sql = "SELECT r.id, s.id, s.committed FROM streams AS s JOIN runs AS r ON r.num = s.run"
+        """``(run, stream, committed)`` for one run or all (by run, then stream id)."""
         if run_id is None:
-            return self.query(sql + " ORDER BY r.num, s.id")
-        return self.query(sql + " WHERE r.id = ? ORDER BY s.id", (run_id,))
+            rows = self.query("SELECT id, streams FROM runs ORDER BY num")
+        else:
+            rows = self.query("SELECT id, streams FROM runs WHERE id = ?", (run_id,))
+        return [
+            (run, stream, committed)
+            for run, text in rows
+            for stream, committed in sorted(e for e in parse_streams(text) if e is not None)
+        ]
 
     def close(self) -> None:
         """Close every connection this index opened (the last one checkpoints the WAL)."""

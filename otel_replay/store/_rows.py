@@ -12,6 +12,7 @@ a flush touches the run.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +31,15 @@ __all__ = [
     "UPDATE_RUN",
     "Body",
     "StepRef",
+    "Streams",
+    "dump_streams",
+    "first_value",
     "key_range",
+    "parse_streams",
+    "relative_name",
     "run_info",
     "step_info",
+    "step_ref",
     "step_row",
 ]
 
@@ -41,29 +48,31 @@ SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE runs(
     num INTEGER PRIMARY KEY, id UNIQUE, start_ns, end_ns, span_error, commit_sha, seed,
-    steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id, provider, model
+    steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id, provider, model,
+    streams
 );
-CREATE TABLE streams(run, id, n, committed, PRIMARY KEY(run, id)) WITHOUT ROWID;
 CREATE TABLE steps(
     key INTEGER PRIMARY KEY, stream, kind, provider, model, req_hash, resp_hash,
     req_oid, resp_oid, rec_oid, req_size, resp_size, trace_id, span_id, start_ns, duration_ns,
     status_code, error, complete, tokens_in, tokens_out
 );
 """
-"""The tables, compact: an index of one 30-step run is 15 pages of 512 bytes (7.5 KB).
+"""The tables, compact: an index of one 30-step run is 14 pages of 512 bytes (7 KB).
 
 Columns carry no declared types (SQLite stores each value as given; the text is stored in the
 file). ``runs``: ``id`` text; times in Unix ns; ``span_error``, ``pinned`` 0/1; ``models``
 newline-separated; ``trace_id`` (16 bytes) the trace of the run's first indexed step,
-``provider`` and ``model`` the first a step of the run stated (set once, never changed).
-A step's ``provider`` and ``model`` are NULL when they are the run's, ``''`` when the step has
-none, else their text.
-``streams``: a stream's 63-bit ``id``, its number ``n`` within its run (0, 1, …) and the
-objects below ``committed`` that are durable and indexed. ``steps``: ``stream`` is the
-stream's ``n``; hashes are 32-byte blobs; ``kind`` is a :data:`KIND_CODES` number (or the
-text of another kind); ``trace_id`` is NULL when it is the run's; ``duration_ns`` is
-``end_ns - start_ns``. SQLite stores 0, 1 and NULL in no bytes at all, so the common step
-costs about 115 bytes and four fit a page.
+``provider`` and ``model`` the first a step of the run stated (set once, never changed);
+``streams`` the run's streams as JSON, ``[[id, committed], ...]``: a stream's number within
+its run is its position, a stream gone from the packs is ``null`` (the others keep their
+numbers), and the objects below ``committed`` are durable and indexed. (A table of their own
+would cost two pages in a small index: its own and one more for the schema.)
+
+``steps``: ``stream`` is the stream's number; hashes are 32-byte blobs; ``kind`` is a
+:data:`KIND_CODES` number (or the text of another kind); ``trace_id`` is NULL when it is the
+run's; ``provider`` and ``model`` are NULL when they are the run's, ``''`` when the step has
+none, else their text; ``duration_ns`` is ``end_ns - start_ns``. SQLite stores 0, 1 and NULL
+in no bytes at all, so the common step costs about 115 bytes and four fit a page.
 
 Runs are numbered; a step's key is ``run number << 32 | step index``, so the steps of a run
 are one key range and steps, which are appended, fill whole pages (SQLite packs appended rows
@@ -126,6 +135,43 @@ class StepRef:
     record_oid: int
     request_digest: bytes
     response_digest: bytes | None
+
+
+def first_value(rows: Sequence[Sequence[Any]], column: int) -> Any:
+    """The first value of ``column`` in ``rows`` that is not None, or None."""
+    return next((row[column] for row in rows if row[column] is not None), None)
+
+
+def relative_name(value: str | None, runs: str | None) -> str | None:
+    """A step's provider or model as stored: NULL when it is the run's, '' when it has none."""
+    if value is None:
+        return ""
+    return None if value == runs else value
+
+
+Streams = list[list[int] | None]
+"""A run's streams as ``runs.streams`` holds them: ``[id, committed]`` by number, or None."""
+
+
+def parse_streams(text: str | None) -> Streams:
+    """The streams of a ``runs.streams`` value."""
+    streams: Streams = json.loads(text) if text else []
+    return streams
+
+
+def dump_streams(streams: Streams) -> str:
+    """The ``runs.streams`` value of ``streams``."""
+    return json.dumps(streams, separators=(",", ":"))
+
+
+def step_ref(row: Sequence[Any], streams: Streams) -> StepRef:
+    """A StepRef from a row of ``Index._REF`` (run id, index, stream number, streams, object
+    numbers, hashes) and its run's parsed streams. A stream number the run does not list
+    (damage) stands as ``-1 - number``."""
+    number = row[2]
+    entry = streams[number] if 0 <= number < len(streams) else None
+    stream = entry[0] if entry is not None else -1 - number
+    return StepRef(row[0], row[1], stream, *row[4:])
 
 
 def _hash_text(digest: bytes | None) -> str | None:

@@ -116,6 +116,36 @@ def test_gc_on_one_machine_is_seen_by_the_other(s3_bucket: Bucket, tmp_path: Pat
         assert store.verify() == []
 
 
+def test_a_stream_gone_from_the_bucket_leaves_the_others_readable(
+    s3_bucket: Bucket, tmp_path: Path
+) -> None:
+    """A run recorded by two machines; the stream indexed first disappears (another machine's
+    gc): the cached index drops it and the other stream keeps its number."""
+    pairs = chat_bodies(4, seed=9)
+    first, second = _open(s3_bucket, tmp_path / "a"), _open(s3_bucket, tmp_path / "b")
+    try:
+        for index, (request, response) in enumerate(pairs):
+            writer = first if index < 2 else second
+            writer.put([fixture("shared", index, request, response)])
+            writer.flush()
+        first.refresh()
+        assert [s.index for s in first.steps("shared")] == [0, 1, 2, 3]
+    finally:
+        first.close()
+        second.close()
+    url, options = s3_bucket
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    with _open(s3_bucket, tmp_path / "a") as store:  # the stream of steps 0-1: number 0
+        gone, kept = store._ref(("shared", 0)).stream, store.steps("shared")[2:]
+    for key in fs.find(f"{root}/packs/shared"):
+        if key.rsplit("/", 1)[1].startswith(f"{gone:016x}-"):
+            fs.rm(key)
+    with _open(s3_bucket, tmp_path / "a") as store:
+        assert store.steps("shared") == kept
+        assert [store.request_body(s) for s in kept] == [q for q, _ in pairs[2:]]
+        assert store.verify() == []
+
+
 def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path: Path) -> None:
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
