@@ -33,13 +33,13 @@ from otel_replay.store._rows import (
     StepRef,
     Streams,
     dump_streams,
-    first_value,
     key_range,
     parse_streams,
-    relative_name,
+    run_base,
     run_info,
     step_info,
     step_ref,
+    stored_row,
 )
 from otel_replay.store._types import RunInfo, StepInfo
 
@@ -196,38 +196,23 @@ class Index:
         conn: sqlite3.Connection, num: int, stream: int, rows: Iterable[tuple[Any, ...]]
     ) -> None:
         """Insert (or replace: last write wins) rows from ``step_row`` for run ``num``, in the
-        stream numbered ``stream`` (see :meth:`set_stream`). The run's trace id, provider and
-        model are set from the first rows that have them, and rows equal to them store NULL."""
+        stream numbered ``stream`` (see :meth:`set_stream`), relative to the run's trace id,
+        provider, model and start, each set from the first rows that have one (``_rows``)."""
         rows = list(rows)
         if not rows:
             return
         known = conn.execute(
-            "SELECT trace_id, provider, model FROM runs WHERE num = ?", (num,)
+            "SELECT trace_id, provider, model, base_ns FROM runs WHERE num = ?", (num,)
         ).fetchone()
-        trace, provider, model = (
-            value if value is not None else first_value(rows, column)
-            for value, column in zip(known, (11, 2, 3), strict=True)
-        )
-        if (trace, provider, model) != known:
+        base = run_base(known, rows)
+        if base != known:
             conn.execute(
-                "UPDATE runs SET trace_id = ?, provider = ?, model = ? WHERE num = ?",
-                (trace, provider, model, num),
+                "UPDATE runs SET trace_id = ?, provider = ?, model = ?, base_ns = ? WHERE num = ?",
+                (*base, num),
             )
         conn.executemany(
             f"INSERT OR REPLACE INTO steps VALUES ({', '.join('?' * 21)})",
-            (
-                (
-                    (num << 32) | row[0],
-                    stream,
-                    row[1],
-                    relative_name(row[2], provider),
-                    relative_name(row[3], model),
-                    *row[4:11],
-                    None if row[11] == trace else row[11],
-                    *row[12:],
-                )
-                for row in rows
-            ),
+            (stored_row((num << 32) | row[0], stream, row, base) for row in rows),
         )
 
     @staticmethod
@@ -252,9 +237,11 @@ class Index:
     def refresh_run(conn: sqlite3.Connection, num: int) -> None:
         """Recompute the step aggregates of run ``num``."""
         lo, hi = key_range(num)
-        (model,) = conn.execute("SELECT model FROM runs WHERE num = ?", (num,)).fetchone()
+        model, base = conn.execute(
+            "SELECT model, base_ns FROM runs WHERE num = ?", (num,)
+        ).fetchone()
         n, errors, tin, tout, size, first, last, models = conn.execute(
-            RUN_AGGREGATES, {"lo": lo, "hi": hi, "model": model}
+            RUN_AGGREGATES, {"lo": lo, "hi": hi, "model": model, "base": base}
         ).fetchone()
         conn.execute(
             UPDATE_RUN,
@@ -348,8 +335,9 @@ class Index:
         return step_info(run_id, rows[0]) if rows else None
 
     _REF = (
-        "SELECT r.id, s.key & 4294967295, s.stream, r.streams, s.req_oid, s.resp_oid,"
-        " s.rec_oid, s.req_hash, s.resp_hash FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
+        "SELECT r.id, s.key & 4294967295, s.stream, r.streams, s.req_oid,"
+        " s.req_oid + s.resp_delta, s.req_oid + s.rec_delta, s.req_hash, s.resp_hash"
+        " FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
     )
 
     def step_ref(self, run_id: str, index: int) -> StepRef | None:

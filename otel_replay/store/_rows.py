@@ -30,17 +30,18 @@ __all__ = [
     "STEP_COLUMNS",
     "UPDATE_RUN",
     "Body",
+    "RunBase",
     "StepRef",
     "Streams",
     "dump_streams",
-    "first_value",
     "key_range",
     "parse_streams",
-    "relative_name",
+    "run_base",
     "run_info",
     "step_info",
     "step_ref",
     "step_row",
+    "stored_row",
 ]
 
 SCHEMA_VERSION = 3
@@ -49,11 +50,11 @@ SCHEMA = """
 CREATE TABLE runs(
     num INTEGER PRIMARY KEY, id UNIQUE, start_ns, end_ns, span_error, commit_sha, seed,
     steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id, provider, model,
-    streams
+    base_ns, streams
 );
 CREATE TABLE steps(
     key INTEGER PRIMARY KEY, stream, kind, provider, model, req_hash, resp_hash,
-    req_oid, resp_oid, rec_oid, req_size, resp_size, trace_id, span_id, start_ns, duration_ns,
+    req_oid, resp_delta, rec_delta, req_size, resp_size, trace_id, span_id, offset_ns, duration_ns,
     status_code, error, complete, tokens_in, tokens_out
 );
 """
@@ -62,7 +63,8 @@ CREATE TABLE steps(
 Columns carry no declared types (SQLite stores each value as given; the text is stored in the
 file). ``runs``: ``id`` text; times in Unix ns; ``span_error``, ``pinned`` 0/1; ``models``
 newline-separated; ``trace_id`` (16 bytes) the trace of the run's first indexed step,
-``provider`` and ``model`` the first a step of the run stated (set once, never changed);
+``provider`` and ``model`` the first a step of the run stated, ``base_ns`` the start of its
+first indexed step (each set once, never changed);
 ``streams`` the run's streams as JSON, ``[[id, committed], ...]``: a stream's number within
 its run is its position, a stream gone from the packs is ``null`` (the others keep their
 numbers), and the objects below ``committed`` are durable and indexed. (A table of their own
@@ -71,8 +73,10 @@ would cost two pages in a small index: its own and one more for the schema.)
 ``steps``: ``stream`` is the stream's number; hashes are 32-byte blobs; ``kind`` is a
 :data:`KIND_CODES` number (or the text of another kind); ``trace_id`` is NULL when it is the
 run's; ``provider`` and ``model`` are NULL when they are the run's, ``''`` when the step has
-none, else their text; ``duration_ns`` is ``end_ns - start_ns``. SQLite stores 0, 1 and NULL
-in no bytes at all, so the common step costs about 115 bytes and four fit a page.
+none, else their text; ``offset_ns`` is its start minus the run's ``base_ns``, ``duration_ns``
+its end minus its start; ``resp_delta`` and ``rec_delta`` are the object numbers of its
+response and record minus ``req_oid``. SQLite stores integers in as few bytes as they need
+(0 and 1, like NULL, in none), so the common step costs about 115 bytes and four fit a page.
 
 Runs are numbered; a step's key is ``run number << 32 | step index``, so the steps of a run
 are one key range and steps, which are appended, fill whole pages (SQLite packs appended rows
@@ -87,8 +91,9 @@ STEP_COLUMNS = (
     "CASE WHEN s.provider IS NULL THEN r.provider ELSE nullif(s.provider, '') END, "
     "CASE WHEN s.model IS NULL THEN r.model ELSE nullif(s.model, '') END, "
     "s.req_hash, s.resp_hash, s.req_size, "
-    "s.resp_size, coalesce(s.trace_id, r.trace_id), s.span_id, s.start_ns, "
-    "s.start_ns + s.duration_ns, s.status_code, s.error, s.complete, s.tokens_in, s.tokens_out"
+    "s.resp_size, coalesce(s.trace_id, r.trace_id), s.span_id, r.base_ns + s.offset_ns, "
+    "r.base_ns + s.offset_ns + s.duration_ns, s.status_code, s.error, s.complete, s.tokens_in, "
+    "s.tokens_out"
 )
 """Read ``FROM steps AS s JOIN runs AS r``."""
 
@@ -99,15 +104,16 @@ RUN_COLUMNS = (
 
 RUN_AGGREGATES = """
 SELECT count(*), count(error), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),
-       coalesce(sum(req_size + resp_size), 0), min(start_ns), max(start_ns + duration_ns),
+       coalesce(sum(req_size + resp_size), 0), :base + min(offset_ns),
+       :base + max(offset_ns + duration_ns),
        (SELECT group_concat(name, char(10)) FROM (
             SELECT CASE WHEN model IS NULL THEN :model ELSE nullif(model, '') END AS name
             FROM steps WHERE key BETWEEN :lo AND :hi AND name IS NOT NULL
             GROUP BY name ORDER BY min(key)))
 FROM steps WHERE key BETWEEN :lo AND :hi
 """
-"""Aggregates of a run's steps (keys ``lo`` to ``hi``; ``model`` the run's), recomputed when a
-flush touches it."""
+"""Aggregates of a run's steps (keys ``lo`` to ``hi``; ``model`` and ``base`` the run's),
+recomputed when a flush touches it."""
 
 UPDATE_RUN = """
 UPDATE runs SET steps = :n, step_errors = :errors, tokens_in = :tin, tokens_out = :tout,
@@ -137,16 +143,52 @@ class StepRef:
     response_digest: bytes | None
 
 
-def first_value(rows: Sequence[Sequence[Any]], column: int) -> Any:
-    """The first value of ``column`` in ``rows`` that is not None, or None."""
-    return next((row[column] for row in rows if row[column] is not None), None)
+RunBase = tuple[Any, ...]
+"""What a run's steps are stored relative to: its ``trace_id``, ``provider``, ``model`` and
+``base_ns`` (read in that order)."""
+
+_BASE_COLUMNS = (11, 2, 3, 13)
+"""Where :func:`step_row` puts the values a :data:`RunBase` is first set from."""
 
 
-def relative_name(value: str | None, runs: str | None) -> str | None:
-    """A step's provider or model as stored: NULL when it is the run's, '' when it has none."""
+def run_base(known: RunBase, rows: Sequence[Sequence[Any]]) -> RunBase:
+    """``known`` with each unset value taken from the first of ``rows`` (from
+    :func:`step_row`) that has one."""
+    return tuple(
+        value if value is not None else next((r[at] for r in rows if r[at] is not None), None)
+        for value, at in zip(known, _BASE_COLUMNS, strict=True)
+    )
+
+
+def _relative_name(value: str | None, runs: str | None) -> str | None:
     if value is None:
         return ""
     return None if value == runs else value
+
+
+def stored_row(key: int, stream: int, row: Sequence[Any], base: RunBase) -> tuple[Any, ...]:
+    """The steps-table row of a :func:`step_row` value, stored relative to its run's ``base``
+    (see :data:`SCHEMA`)."""
+    trace, provider, model, start = base
+    request = row[6]
+    return (
+        key,
+        stream,
+        row[1],
+        _relative_name(row[2], provider),
+        _relative_name(row[3], model),
+        row[4],
+        row[5],
+        request,
+        None if row[7] is None else row[7] - request,
+        row[8] - request,
+        row[9],
+        row[10],
+        None if row[11] == trace else row[11],
+        row[12],
+        row[13] - start,
+        *row[14:],
+    )
 
 
 Streams = list[list[int] | None]

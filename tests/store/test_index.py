@@ -122,23 +122,31 @@ def test_pin_is_kept_in_a_marker_file(tmp_path: Path) -> None:
 
 
 def test_compact_rows_read_back_exactly(tmp_path: Path) -> None:
-    """Kinds stored as numbers, the run's trace stored once, ends stored as durations."""
+    """Kinds stored as numbers, the run's trace stored once, starts relative to the run's,
+    ends as durations, object numbers relative to the request's."""
     steps = [
         fixture("r3", 0, b"q0", b"a0", kind="llm"),
         fixture("r3", 1, b"q1", b"a1", kind="http"),
         fixture("r3", 2, b"q2", b"a2", kind="tool"),
-        fixture("r3", 3, b"q3", b"a3", kind="websocket"),
+        fixture("r3", 3, b"q3", b"a0", kind="websocket"),  # an earlier response: an older object
         fixture("r3", 4, b"q4", b"a4"),
+        fixture("r3", 5, b"q5", None),  # no response
     ]
     steps[4].trace_id = 0xABC  # another trace than the run's
     steps[4].end_ns = steps[4].start_ns + 3 * 3600 * 10**9 + 1
+    steps[3].start_ns -= 3 * 10**9  # before the run's first step
+    steps[3].end_ns -= 3 * 10**9
     with Store.open(tmp_path / "s") as store:
         store.put(steps)
         store.flush()
         got = store.steps("r3")
-        assert [s.kind for s in got] == ["llm", "http", "tool", "websocket", "llm"]
-        assert [s.trace_id for s in got] == [steps[0].trace_id] * 4 + [0xABC]
+        assert [s.kind for s in got] == ["llm", "http", "tool", "websocket", "llm", "llm"]
+        assert [s.trace_id for s in got] == [steps[0].trace_id] * 4 + [0xABC] * 1 + [
+            steps[0].trace_id
+        ]
         assert [(s.start_ns, s.end_ns) for s in got] == [(f.start_ns, f.end_ns) for f in steps]
         assert store.step("r3", 4) == got[4]
+        assert [store.fixture(s) for s in got] == steps
     with Store.rebuild(tmp_path / "s") as store:
         assert store.steps("r3") == got
+        assert [store.fixture(s) for s in got] == steps
