@@ -378,3 +378,57 @@ def test_console_exporter_prints_the_kit(standin: StandIn, tmp_path: Path) -> No
     assert '"replay.prompt.hash"' in proc.stdout
     assert '"gen_ai.input.messages"' in proc.stdout
     assert any(s.get("name") == AGENT_SPAN for s in spans)
+
+
+_HALF_READ = """
+import openai
+client = openai.OpenAI()
+stream = client.chat.completions.create(
+    model="gpt-4o-mini",
+    messages=[{"role": "user", "content": "Tell me a long story"}],
+    stream=True,
+)
+print(next(iter(stream)).id, flush=True)
+# exits here, the stream still open, as an agent that crashes mid-answer does
+"""
+
+
+def test_a_stream_open_at_exit_reaches_the_store_marked_incomplete(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_", "STANDIN_"))
+    } | {
+        "OTEL_TRACES_EXPORTER": "replay",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(other_instrumentations()),
+        "OTEL_REPLAY_STORE": str(store),
+        "OPENAI_API_KEY": SECRET,
+        "OPENAI_BASE_URL": standin.openai_base_url,
+    }
+    proc = subprocess.run(
+        [str(INSTRUMENT), sys.executable, "-c", _HALF_READ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown = subprocess.run(
+        [str(Path(sys.executable).parent / "otel-replay"), "show", "latest", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (step,) = json.loads(shown.stdout)["steps"]
+    (received,) = standin.received
+    assert step["request_hash"] == sha(received.body)
+    assert (step["status_code"], step["stream"], step["complete"]) == (200, True, False)
+    assert step["response_size"] > 0  # what the application had read is kept
+    assert step["finish_reasons"] == ["error"]  # an answer cut short, not a finished one
