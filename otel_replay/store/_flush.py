@@ -27,7 +27,7 @@ from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._pack import FRAME_BYTES
 from otel_replay.store._reader import Reader
-from otel_replay.store._records import StoredStep, encode_record, step_entry
+from otel_replay.store._records import encode_record, step_entry
 from otel_replay.store._rows import step_row
 from otel_replay.store._spans import PreparedSpan, ext_entries, tag_entries
 from otel_replay.store._stream import Packer, SealedPack, StreamWriter, compact
@@ -120,14 +120,14 @@ def _encode_run(
     """Add one run's bodies, spans and record to its stream; the index rows of its steps."""
     split = _split_bodies(items, spans)
     entries = []
-    steps = []
+    oids = []
     for fx, request, response in items:
         request_oid = writer.put(fx.request_body, request, segment=split)
         response_oid = (
             None if response is None else writer.put(fx.response_body, response, segment=split)
         )
         entries.append(step_entry(fx, request_oid, response_oid))
-        steps.append(StoredStep.of(fx, request_oid, response_oid))
+        oids.append((request_oid, response_oid))
     stored, ext, tags = [], [], []
     for position, (_, (json, strings, hashes), _) in enumerate(spans):
         stored.append(json)
@@ -138,12 +138,14 @@ def _encode_run(
     return [
         step_row(
             record,
-            step,
-            step_facts.get(step.index),
+            fx.step_index,
+            step_oids,
+            fx,
+            step_facts.get(fx.step_index),
             (request, len(fx.request_body)),
             None if response is None else (response, len(fx.response_body)),
         )
-        for step, (fx, request, response) in zip(steps, items, strict=True)
+        for step_oids, (fx, request, response) in zip(oids, items, strict=True)
     ]
 
 

@@ -45,13 +45,15 @@ Headers = list[tuple[str, str | None]]
 def _lengths_out(headers: Sequence[tuple[str, str]], size: int) -> Sequence[Any]:
     """``headers`` with a ``content-length`` equal to ``size`` as None (its value is implied)."""
     text = str(size)
-    out: list[Any] | None = None
-    for at, (name, value) in enumerate(headers):
+    for name, value in headers:
         if value == text and len(name) == 14 and name.lower() == "content-length":
-            if out is None:
-                out = list(headers)
-            out[at] = (name, None)
-    return headers if out is None else out
+            break
+    else:
+        return headers
+    return [
+        (name, None if value == text and name.lower() == "content-length" else value)
+        for name, value in headers
+    ]
 
 
 def _lengths_in(headers: Sequence[tuple[str, str | None]], size: int) -> list[tuple[str, str]]:
@@ -110,29 +112,6 @@ class StoredStep:
     end_ns: int
     trace_id: int
     span_id: int
-
-    @classmethod
-    def of(cls, fixture: Fixture, request_oid: int, response_oid: int | None) -> StoredStep:
-        """The step a record holds for ``fixture`` (what :func:`decode_record` gives back for
-        its :func:`step_entry`, content lengths left as they are)."""
-        return cls(
-            index=fixture.step_index,
-            kind=fixture.kind,
-            method=fixture.method,
-            url=fixture.url,
-            request_headers=fixture.request_headers,
-            request_oid=request_oid,
-            status_code=fixture.status_code,
-            response_headers=fixture.response_headers,
-            response_oid=response_oid,
-            chunks=fixture.chunks,
-            complete=fixture.complete,
-            error_type=fixture.error_type,
-            start_ns=fixture.start_ns,
-            end_ns=fixture.end_ns,
-            trace_id=fixture.trace_id,
-            span_id=fixture.span_id,
-        )
 
     def fixture(
         self,

@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from otel_replay.store._facts import NO_FACTS, StepFacts
-from otel_replay.store._records import StoredStep
 from otel_replay.store._types import RunInfo, StepInfo
 
 __all__ = [
@@ -267,28 +266,52 @@ Body = tuple[bytes, int]
 """A body as the index knows it: its sha256 digest and its size."""
 
 
+class Timed(Protocol):
+    """What :func:`step_row` reads of a step: a Fixture or a StoredStep."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def trace_id(self) -> int: ...
+    @property
+    def span_id(self) -> int: ...
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def end_ns(self) -> int: ...
+    @property
+    def status_code(self) -> int | None: ...
+    @property
+    def error_type(self) -> str | None: ...
+    @property
+    def complete(self) -> bool: ...
+
+
 def step_row(
     record_oid: int,
-    step: StoredStep,
+    index: int,
+    oids: tuple[int, int | None],
+    step: Timed,
     facts: StepFacts | None,
     request: Body,
     response: Body | None,
 ) -> tuple[Any, ...]:
-    """The steps-table values of a step of the record numbered ``record_oid``, led by its
-    index (the index turns it into the key) and without its stream (the index adds its
-    number). ``facts`` are what its span says; ``response`` is None when none was received.
-    Provider, model and trace id are as given: :meth:`Index.add_steps` stores them relative to
-    the run's."""
+    """The steps-table values of step ``index`` of the record numbered ``record_oid``, led by
+    its index (the index turns it into the key) and without its stream (the index adds its
+    number). ``oids`` are its request's and response's object numbers, ``facts`` what its span
+    says; ``response`` is None when none was received. Provider, model, trace id, start and
+    object numbers are as given: :meth:`Index.add_steps` stores them relative to the run's
+    (:func:`stored_row`)."""
     provider, model, tokens_in, tokens_out = facts or NO_FACTS
     return (
-        step.index,
+        index,
         KIND_CODES.get(step.kind, step.kind),
         provider,
         model,
         request[0],
         None if response is None else response[0],
-        step.request_oid,
-        step.response_oid,
+        oids[0],
+        oids[1],
         record_oid,
         request[1],
         0 if response is None else response[1],

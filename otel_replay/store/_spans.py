@@ -153,11 +153,15 @@ def prepare_span(span: Mapping[str, Any]) -> PreparedSpan:
     weigh on the garbage collector).
     """
     skeleton, longs, tags = strip_strings(span)
-    return (
-        orjson.dumps(skeleton),
-        tuple(item for path, value in longs for item in (orjson.dumps(path), value)),
-        tuple(item for path, value in tags for item in (orjson.dumps(path), value)),
-    )
+    return orjson.dumps(skeleton), _flat(longs), _flat(tags)
+
+
+def _flat(found: list[tuple[Path, str]]) -> tuple[bytes | str, ...]:
+    flat: list[bytes | str] = []
+    for path, value in found:
+        flat.append(orjson.dumps(path))
+        flat.append(value)
+    return tuple(flat)
 
 
 def ext_entries(

@@ -138,15 +138,11 @@ class SealedPack:
     raw_bytes: int
 
 
-_Whole = tuple[bytes, int]
-"""An object put whole since the last seal: its bytes and number."""
-
-
-def _whole_key(data: bytes) -> tuple[int, bytes, bytes]:
+def _whole_key(data: bytes) -> bytes:
     """Length and two samples of ``data``: bodies of one conversation share their start and
-    often their end, not the middle."""
+    often their end, not the middle. (Bytes: no container for the collector to track.)"""
     middle = len(data) // 2
-    return len(data), data[middle : middle + 16], data[-16:]
+    return len(data).to_bytes(8, "little") + data[middle : middle + 16] + data[-16:]
 
 
 @dataclass(slots=True)
@@ -177,8 +173,10 @@ class StreamWriter:
     _recent_bytes: int = 0
     _recent_cap: int = RECENT_BYTES
     _shapes: Shapes = field(default_factory=Shapes)
-    _whole: dict[tuple[int, bytes, bytes], tuple[_Whole, ...]] = field(default_factory=dict)
-    """Objects put whole since the last seal, by :func:`_whole_key` (for span strings that
+    _whole: dict[bytes, int] = field(default_factory=dict)
+    _whole_data: dict[bytes, bytes] = field(default_factory=dict)
+    """Objects put whole since the last seal (numbers, bytes) by :func:`_whole_key`, the first
+    of each key (for span strings that
     repeat a body of the same flush)."""
 
     def lookup(self, digest: bytes) -> int | None:
@@ -257,9 +255,9 @@ class StreamWriter:
 
     def _put_whole(self, data: bytes, oid: int) -> None:
         key = _whole_key(data)
-        same = self._whole.get(key, ())
-        if all(known[1] != oid for known in same):
-            self._whole[key] = (*same, (data, oid))
+        if key not in self._whole:  # another object with that key only misses this shortcut
+            self._whole[key] = oid
+            self._whole_data[key] = data
 
     def _store(self, data: bytes, digest: bytes) -> int:
         ranges = split_known(data, self.probe, self._shapes)
@@ -288,9 +286,9 @@ class StreamWriter:
         without it (a burst: ``_flush.WHOLE_STEPS``) they are stored whole, unhashed, and the
         pack's zstd frame takes care of what they repeat.
         """
-        for known, oid in self._whole.get(_whole_key(data), ()):
-            if known == data:
-                return oid
+        key = _whole_key(data)
+        if self._whole_data.get(key) == data:
+            return self._whole[key]
         if segment:
             return self.put(data, hashlib.sha256(data).digest())
         oid = self._add(KIND_RAW, data, None)
@@ -325,6 +323,7 @@ class StreamWriter:
         self._pending.clear()
         self._pending_known.clear()
         self._whole.clear()
+        self._whole_data.clear()
         self._first_pending = self.next_oid
         if not self.fresh:
             self.fresh_start = sealed.first
@@ -338,6 +337,7 @@ class StreamWriter:
         self._pending.clear()
         self._pending_known.clear()
         self._whole.clear()
+        self._whole_data.clear()
         for oid in [oid for oid in self._recent if oid >= self._first_pending]:
             self._forget(oid)
         self.next_oid = self._first_pending

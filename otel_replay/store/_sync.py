@@ -95,6 +95,8 @@ def record_rows(reader: Reader, run_id: str, stream: int, oid: int, record: Reco
     return [
         step_row(
             oid,
+            step.index,
+            (step.request_oid, step.response_oid),
             step,
             steps.get(step.index),
             _body(reader, run_id, stream, step.request_oid),
