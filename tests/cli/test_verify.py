@@ -96,6 +96,29 @@ def test_rebuild_index_replaces_a_damaged_index(invoke: Invoke, store: Path) -> 
     assert invoke("verify", "--store", str(store)).exit_code == 0
 
 
+def test_rebuild_index_computes_the_hashes_only_the_index_held(invoke: Invoke, store: Path) -> None:
+    """The packs keep no body hash or size: a rebuilt index shows every step as before."""
+    shown = {
+        run: invoke("show", run, "--json", "--store", str(store)).stdout
+        for run in _runs(invoke, store)
+    }
+    runs = invoke("runs", "--json", "--store", str(store)).stdout
+    steps = [step for text in shown.values() for step in json.loads(text)["steps"]]
+    assert steps and all(step["request_hash"].startswith("sha256:") for step in steps)
+    (store / "index.sqlite").unlink()
+    result = invoke("verify", "--rebuild-index", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert invoke("runs", "--json", "--store", str(store)).stdout == runs
+    for run, text in shown.items():
+        assert invoke("show", run, "--json", "--store", str(store)).stdout == text
+
+
+def _runs(invoke: Invoke, store: Path) -> list[str]:
+    return [
+        run["run_id"] for run in json.loads(invoke("runs", "--json", "--store", str(store)).stdout)
+    ]
+
+
 def test_rebuild_index_names_a_run_whose_pack_is_damaged(invoke: Invoke, store: Path) -> None:
     pack = _pack(store, SUPPORT)
     _flip(pack, 30)
