@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -43,6 +44,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from otel_replay.capture._handoff import Fixture
 from otel_replay.store import Store
+from otel_replay.store._pack import (
+    FOOTER,
+    KIND_RAW,
+    KIND_RECIPE,
+    KIND_RECORD,
+    KIND_SEGMENT,
+    decompress_frame,
+    parse_footer,
+    parse_trailer,
+)
 
 TARGET_RAW = 30.0
 TARGET_CASSETTE = 25.0
@@ -191,7 +202,7 @@ def _tag(body: bytes) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
-def conversation(turns: int, seed: int) -> tuple[list[Fixture], list[dict]]:
+def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Fixture], list[dict]]:
     """The run: one fixture and one span per request, plus the run's ``invoke_agent`` span."""
     rng = random.Random(seed)
     tools = _tools(rng)
@@ -201,7 +212,7 @@ def conversation(turns: int, seed: int) -> tuple[list[Fixture], list[dict]]:
     clock = 1_763_700_000 * 10**9
     trace = rng.getrandbits(128)
     root = rng.getrandbits(64)
-    common = {"replay.run.id": RUN_ID, "replay.mode": "record", "replay.seed": seed}
+    common = {"replay.run.id": run_id, "replay.mode": "record", "replay.seed": seed}
     common["vcs.ref.head.revision"] = rng.randbytes(20).hex()
     for index in range(turns):
         history.append({"role": "user", "content": text(rng, rng.randint(200, 800))})
@@ -248,7 +259,7 @@ def conversation(turns: int, seed: int) -> tuple[list[Fixture], list[dict]]:
         span_id = rng.getrandbits(64)
         fixtures.append(
             Fixture(
-                run_id=RUN_ID,
+                run_id=run_id,
                 step_index=index,
                 trace_id=trace,
                 span_id=span_id,
@@ -372,12 +383,17 @@ def _du(folder: Path) -> dict[str, int]:
     return sizes
 
 
+Run = tuple[list[Fixture], list[dict] | None]
+"""A run's fixtures, and its spans (None: fixtures only)."""
+
+
 def store_size(
-    fixtures: list[Fixture], spans: list[dict] | None, folder: Path
-) -> tuple[dict[str, int], list[float], list[int]]:
-    """Files of the store after recording the run step by step; each flush's seconds and
-    number of fsync calls made from Python (SQLite's own commit fsync comes on top)."""
-    flushes, syncs = [], []
+    runs: list[Run], folder: Path
+) -> tuple[list[dict[str, int]], list[float], list[int]]:
+    """Files of the store after recording each run step by step (the first run alone, then
+    with the next, ...); each flush's seconds and number of fsync calls made from Python
+    (SQLite's own commit fsync comes on top)."""
+    flushes, syncs, after = [], [], []
     real_fsync = os.fsync
     counted = [0]
 
@@ -385,28 +401,84 @@ def store_size(
         counted[0] += 1
         real_fsync(fd)
 
-    with Store.open(folder) as store:
-        os.fsync = counting_fsync
-        try:
-            for position, fx in enumerate(fixtures):
-                store.put([fx], [spans[position]] if spans else [])
-                before = counted[0]
-                started = time.perf_counter()
-                store.flush()
-                flushes.append(time.perf_counter() - started)
-                syncs.append(counted[0] - before)
-        finally:
-            os.fsync = real_fsync
-        if spans:
-            store.put(spans=spans[len(fixtures) :])
-    with Store.open(folder) as store:  # the run reads back byte-exact
-        for step in store.steps(RUN_ID):
-            assert store.request_body(step) == fixtures[step.index].request_body
-            assert store.response_body(step) == fixtures[step.index].response_body
+    for fixtures, spans in runs:
+        with Store.open(folder) as store:
+            os.fsync = counting_fsync
+            try:
+                for position, fx in enumerate(fixtures):
+                    store.put([fx], [spans[position]] if spans else [])
+                    before = counted[0]
+                    started = time.perf_counter()
+                    store.flush()
+                    flushes.append(time.perf_counter() - started)
+                    syncs.append(counted[0] - before)
+            finally:
+                os.fsync = real_fsync
+            if spans:
+                store.put(spans=spans[len(fixtures) :])
+        after.append(_du(folder))
+    with Store.open(folder) as store:  # the runs read back byte-exact
+        for fixtures, spans in runs:
+            run_id = fixtures[0].run_id
+            for step in store.steps(run_id):
+                assert store.request_body(step) == fixtures[step.index].request_body
+                assert store.response_body(step) == fixtures[step.index].response_body
+            if spans:
+                assert store.spans(run_id) == json.loads(json.dumps(spans))
         assert store.verify() == []
-        if spans:
-            assert store.spans(RUN_ID) == json.loads(json.dumps(spans))
-    return _du(folder), flushes, syncs
+    return after, flushes, syncs
+
+
+_KINDS = {KIND_SEGMENT: "segments", KIND_RAW: "whole bodies", KIND_RECIPE: "recipes"}
+
+
+def where_bytes_go(folder: Path) -> list[str]:
+    """Lines saying what the store's files hold: the packs' objects (their size before
+    compression, and what each kind adds to the compressed frames), and the index's pages."""
+    raw: dict[str, int] = {}
+    objects: list[tuple[int, bytes]] = []
+    frames = tails = 0
+    for pack in sorted(folder.rglob("*.pack")):
+        data = pack.read_bytes()
+        size, crc = parse_footer(data[-FOOTER.size :])
+        index = parse_trailer(data[-FOOTER.size - size : -FOOTER.size], crc, len(data))
+        tails += size + FOOTER.size
+        frames += len(data) - size - FOOTER.size
+        for oid in range(index.first, index.last + 1):
+            at = index.locate(oid)
+            frame = decompress_frame(data[at.frame_start : at.frame_end], index.frames[at.frame][2])
+            objects.append((at.kind, frame[at.offset : at.offset + at.length]))
+    compressor = zstandard.ZstdCompressor(level=19)
+
+    def packed(kinds: set[int]) -> int:
+        return len(compressor.compress(b"".join(o for k, o in objects if k in kinds)))
+
+    every = {KIND_SEGMENT, KIND_RAW, KIND_RECIPE, KIND_RECORD}
+    whole = packed(every)
+    for kind, name in [*_KINDS.items(), (KIND_RECORD, "records")]:
+        items = [o for k, o in objects if k == kind]
+        raw[name] = sum(len(o) for o in items)
+        raw[name + " added"] = whole - packed(every - {kind})
+    parts = ", ".join(
+        f"{name} {raw[name]:,} -> +{raw[name + ' added']:,}"
+        for name in [*_KINDS.values(), "records"]
+    )
+    lines = [
+        f"packs: frames {frames:,} B + pack indexes {tails:,} B; objects before compression, "
+        f"and what each kind adds to zstd-19 of all: {parts}"
+    ]
+    index = folder / "index.sqlite"
+    try:
+        with sqlite3.connect(index) as conn:
+            pages = conn.execute(
+                "SELECT name, count(*) FROM dbstat GROUP BY name ORDER BY count(*) DESC"
+            ).fetchall()
+        lines.append(
+            "index: " + ", ".join(f"{name} {count} pages" for name, count in pages) + " (512 B)"
+        )
+    except sqlite3.Error:  # an SQLite built without dbstat
+        pass
+    return lines
 
 
 def per_file_write(folder: Path, size: int = 2048, count: int = 200) -> float:
@@ -437,11 +509,15 @@ def main() -> int:
     span_raw = len(json.dumps(spans).encode())
     sample = text(random.Random(1), 30_000).encode()
     prose = len(sample) / len(zstandard.ZstdCompressor(level=19).compress(sample))
+    other = conversation(args.turns, args.seed + 1, run_id=RUN_ID + "-2")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cassette = cassette_size(fixtures, folder)
-        bare, flushes, syncs = store_size(fixtures, None, folder / "bare")
-        full, _, _ = store_size(fixtures, spans, folder / "full")
+        (bare,), flushes, syncs = store_size([(fixtures, None)], folder / "bare")
+        (full,), _, _ = store_size([(fixtures, spans)], folder / "full")
+        bare_where, full_where = where_bytes_go(folder / "bare"), where_bytes_go(folder / "full")
+        (_, bare_two), _, _ = store_size([(fixtures, None), (other[0], None)], folder / "bare2")
+        (_, full_two), _, _ = store_size([(fixtures, spans), other], folder / "full2")
         safe_write = per_file_write(folder / "fsync")
     print(
         f"{args.turns}-turn run, each request re-sending the history (text zstd-19: {prose:.2f}x)"
@@ -449,7 +525,11 @@ def main() -> int:
     print(f"  raw request+response bodies   {raw:>10,} B")
     print(f"  vcrpy JSON cassette           {cassette:>10,} B")
     print(f"  spans as handed to the store  {span_raw:>10,} B  (JSON)")
-    for label, files in (("store, fixtures", bare), ("store, fixtures + spans", full)):
+    other_raw = sum(len(fx.request_body) + len(fx.response_body) for fx in other[0])
+    for label, files, two, where in (
+        ("store, fixtures", bare, bare_two, bare_where),
+        ("store, fixtures + spans", full, full_two, full_where),
+    ):
         total = sum(files.values())
         packs = sum(size for rel, size in files.items() if rel.startswith("packs/"))
         index = sum(size for rel, size in files.items() if rel.startswith("index.sqlite"))
@@ -464,6 +544,13 @@ def main() -> int:
         print(
             f"    cassette / store  {cassette / total:6.1f}x   target >= {TARGET_CASSETTE:.0f}x"
             f"   (packs alone {cassette / packs:.1f}x)"
+        )
+        for line in where:
+            print(f"    {line}")
+        added = sum(two.values()) - total
+        print(
+            f"    a second such run in the same store adds {added:,} B: its raw / that "
+            f"{other_raw / added:.1f}x (the index's first pages are paid once per store)"
         )
     print(
         f"  flush of one step (durable)   median {statistics.median(flushes) * 1e3:.2f} ms, "
