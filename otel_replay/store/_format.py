@@ -28,8 +28,9 @@ Version 2 (this one) keeps each fact once. Against version 1:
 * records leave out the provider, model and tokens of their steps, which their spans state,
   and a span's ``sha256:<hex>`` string that is the hash of a stored object (its request or
   response body, say) is stored as a reference to that object (``_records``);
-* the index (schema version 3) stores a step's provider and model only when they differ from
-  its run's.
+* the index (schema version 3; a cache, rebuilt from the packs) keeps a run's streams in the
+  run's row, and a step's provider, model, trace, start and object numbers relative to its
+  run's and its request's (``_rows``).
 
 Version 1 was never released, so its stores are refused, not read: reading them would take a
 second reader for its records and index. (Version 1 itself was refined in place before

@@ -4,7 +4,7 @@ WAL mode (readers never block the writer), ``synchronous=FULL`` (a committed flu
 power loss), a 30 s busy timeout (several processes record into one store; their commits
 queue), one connection per thread. 512-byte pages, SQLite's smallest: a step row is ~120
 bytes (see ``_rows.SCHEMA``), and most stores are small, where 4 KiB pages would mostly hold
-empty space (the index of one 30-step run: 7.5 KB instead of 28 KB). Measured at 100,000
+empty space (the index of one 30-step run: 7 KB instead of 28 KB). Measured at 100,000
 steps, size and read speed match 4 KiB pages and bulk writes are ~15% slower, which a flush's
 fsyncs dwarf.
 
