@@ -25,9 +25,10 @@ Version 2 (this one) keeps each fact once. Against version 1:
   rebuilding the index computes them from the bodies (``_sync``); a recipe carries the first
   4 bytes of the sha256 of what it rebuilds (``_pack``), so a body rebuilt wrongly is caught
   even where no index holds its hash;
-* records leave out the provider, model and tokens of their steps, which their spans state,
-  and a span's ``sha256:<hex>`` string that is the hash of a stored object (its request or
-  response body, say) is stored as a reference to that object (``_records``);
+* records leave out the provider, model and tokens of their steps, which their spans state
+  (``_records``); a span's ``sha256:<hex>`` string that is the hash of a stored object (its
+  request or response body, say) is stored as a reference to that object, and the long strings
+  taken out of spans no longer carry a fingerprint of their own (``_spans``);
 * the index (schema version 3; a cache, rebuilt from the packs) keeps a run's streams in the
   run's row, and a step's provider, model, trace, start and object numbers relative to its
   run's and its request's (``_rows``).
