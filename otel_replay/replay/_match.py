@@ -93,9 +93,8 @@ def _conversation_key(model: Any, system: Any, messages: Any) -> str | None:
     the history and those that keep them apart agree). None without messages."""
     if not isinstance(messages, list) or not messages:
         return None
-    turns: list[list[Any]] = []
-    if _texts(system):
-        turns.append(["system", _texts(system)])
+    instructions = _texts(system)
+    turns: list[list[Any]] = [["system", instructions]] if instructions else []
     for message in messages:
         if not isinstance(message, Mapping):
             return None
