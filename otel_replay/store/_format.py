@@ -29,9 +29,11 @@ Version 2 (this one) keeps each fact once. Against version 1:
   (``_records``); a span's ``sha256:<hex>`` string that is the hash of a stored object (its
   request or response body, say) is stored as a reference to that object, and the long strings
   taken out of spans no longer carry a fingerprint of their own (``_spans``);
-* the index (schema version 3; a cache, rebuilt from the packs) keeps a run's streams in the
+* the index (schema version 4; a cache, rebuilt from the packs) keeps a run's streams in the
   run's row, and a step's provider, model, trace, start and object numbers relative to its
-  run's and its request's (``_rows``).
+  run's and its request's; it has no secondary index (a run's row sits at a rowid given by the
+  hash of its id) and keeps its statements without spaces (``_rows``). An index of another
+  schema version is refused with a hint to rebuild it (``verify --rebuild-index``).
 
 Version 1 was never released, so its stores are refused, not read: reading them would take a
 second reader for its records and index. (Version 1 itself was refined in place before

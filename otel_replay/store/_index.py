@@ -4,7 +4,7 @@ WAL mode (readers never block the writer), ``synchronous=FULL`` (a committed flu
 power loss), a 30 s busy timeout (several processes record into one store; their commits
 queue), one connection per thread. 512-byte pages, SQLite's smallest: a step row is ~120
 bytes (see ``_rows.SCHEMA``), and most stores are small, where 4 KiB pages would mostly hold
-empty space (the index of one 30-step run: 7 KB instead of 28 KB). Measured at 100,000
+empty space (the index of one 30-step run: 6 KB instead of 24 KB). Measured at 100,000
 steps, size and read speed match 4 KiB pages and bulk writes are ~15% slower, which a flush's
 fsyncs dwarf.
 
@@ -31,12 +31,13 @@ from otel_replay.store._rows import (
     STEP_COLUMNS,
     UPDATE_RUN,
     StepRef,
-    Streams,
+    compact_ddl,
     dump_streams,
     key_range,
     parse_streams,
     run_base,
     run_info,
+    run_slots,
     step_info,
     step_ref,
     stored_row,
@@ -130,7 +131,7 @@ class Index:
                 if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
                     for statement in SCHEMA.split(";"):
                         if statement.strip():  # stored as written: keep the header page small
-                            conn.execute(" ".join(statement.split()))
+                            conn.execute(compact_ddl(statement))
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
@@ -167,48 +168,64 @@ class Index:
     @staticmethod
     def add_run(conn: sqlite3.Connection, run_id: str, facts: Any | None) -> int:
         """Create the run if new, merge span facts (times, error, commit, seed) into it, and
-        return its number."""
-        conn.execute(
-            "INSERT OR IGNORE INTO runs(id, span_error, steps, step_errors, tokens_in,"
-            " tokens_out, bytes, pinned) VALUES (?, 0, 0, 0, 0, 0, 0, 0)",
-            (run_id,),
-        )
-        (num,) = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return its slot."""
+        lo, hi = run_slots(run_id)
+        taken = conn.execute("SELECT slot, id FROM runs WHERE slot BETWEEN ? AND ?", (lo, hi))
+        used: dict[str, int] = {other: slot for slot, other in taken}
+        slot = used.get(run_id)
+        if slot is None:
+            free = sorted(set(range(lo, hi + 1)) - set(used.values()))
+            if not free:
+                raise StoreError(
+                    f"the index has no free slot for run {run_id!r}: {len(used)} other run ids "
+                    "share its slots; record under another run id"
+                )
+            slot = free[0]
+            conn.execute(
+                "INSERT INTO runs(slot, id, span_error, steps, step_errors, tokens_in,"
+                " tokens_out, bytes, pinned) VALUES (?, ?, 0, 0, 0, 0, 0, 0, 0)",
+                (slot, run_id),
+            )
         if facts is not None:
             conn.execute(
                 "UPDATE runs SET start_ns = min(coalesce(start_ns, :s), coalesce(:s, start_ns)),"
                 " end_ns = max(coalesce(end_ns, :e), coalesce(:e, end_ns)),"
                 " span_error = span_error OR :err, commit_sha = coalesce(:c, commit_sha),"
-                " seed = coalesce(:seed, seed) WHERE num = :num",
+                " seed = coalesce(:seed, seed) WHERE slot = :slot",
                 {
                     "s": facts.start_ns,
                     "e": facts.end_ns,
                     "err": int(facts.error),
                     "c": facts.commit,
                     "seed": facts.seed,
-                    "num": num,
+                    "slot": slot,
                 },
             )
-        return int(num)
+        return int(slot)
 
     @staticmethod
     def add_steps(
-        conn: sqlite3.Connection, num: int, stream: int, rows: Iterable[tuple[Any, ...]]
+        conn: sqlite3.Connection, slot: int, stream: int, rows: Iterable[tuple[Any, ...]]
     ) -> None:
-        """Insert (or replace: last write wins) rows from ``step_row`` for run ``num``, in the
-        stream numbered ``stream`` (see :meth:`set_stream`), relative to the run's trace id,
-        provider, model and start, each set from the first rows that have one (``_rows``)."""
+        """Insert (or replace: last write wins) rows from ``step_row`` for the run at
+        ``slot``, in the stream numbered ``stream`` (see :meth:`set_stream`), relative to the
+        run's trace id, provider, model and start, each set from the first rows that have one
+        (``_rows``). A run's first steps give it its ``num``."""
         rows = list(rows)
         if not rows:
             return
-        known = conn.execute(
-            "SELECT trace_id, provider, model, base_ns FROM runs WHERE num = ?", (num,)
+        num, *known = conn.execute(
+            "SELECT num, trace_id, provider, model, base_ns FROM runs WHERE slot = ?", (slot,)
         ).fetchone()
-        base = run_base(known, rows)
-        if base != known:
+        if num is None:
+            (top,) = conn.execute("SELECT max(key) FROM steps").fetchone()
+            num = 0 if top is None else (top >> 32) + 1
+            conn.execute("UPDATE runs SET num = ? WHERE slot = ?", (num, slot))
+        base = run_base(tuple(known), rows)
+        if base != tuple(known):
             conn.execute(
-                "UPDATE runs SET trace_id = ?, provider = ?, model = ?, base_ns = ? WHERE num = ?",
-                (*base, num),
+                "UPDATE runs SET trace_id = ?, provider = ?, model = ?, base_ns = ? WHERE slot = ?",
+                (*base, slot),
             )
         conn.executemany(
             f"INSERT OR REPLACE INTO steps VALUES ({', '.join('?' * 21)})",
@@ -216,10 +233,10 @@ class Index:
         )
 
     @staticmethod
-    def set_stream(conn: sqlite3.Connection, num: int, stream: int, committed: int) -> int:
+    def set_stream(conn: sqlite3.Connection, slot: int, stream: int, committed: int) -> int:
         """Record that the stream's objects below ``committed`` are durable and indexed; the
-        stream's number within run ``num`` (0 for its first)."""
-        (text,) = conn.execute("SELECT streams FROM runs WHERE num = ?", (num,)).fetchone()
+        stream's number within the run at ``slot`` (0 for its first)."""
+        (text,) = conn.execute("SELECT streams FROM runs WHERE slot = ?", (slot,)).fetchone()
         streams = parse_streams(text)
         for number, entry in enumerate(streams):
             if entry is not None and entry[0] == stream:
@@ -230,23 +247,23 @@ class Index:
         else:
             number = len(streams)
             streams.append([stream, committed])
-        conn.execute("UPDATE runs SET streams = ? WHERE num = ?", (dump_streams(streams), num))
+        conn.execute("UPDATE runs SET streams = ? WHERE slot = ?", (dump_streams(streams), slot))
         return number
 
     @staticmethod
-    def refresh_run(conn: sqlite3.Connection, num: int) -> None:
-        """Recompute the step aggregates of run ``num``."""
-        lo, hi = key_range(num)
-        model, base = conn.execute(
-            "SELECT model, base_ns FROM runs WHERE num = ?", (num,)
+    def refresh_run(conn: sqlite3.Connection, slot: int) -> None:
+        """Recompute the step aggregates of the run at ``slot``."""
+        num, model, base = conn.execute(
+            "SELECT num, model, base_ns FROM runs WHERE slot = ?", (slot,)
         ).fetchone()
+        lo, hi = key_range(num)
         n, errors, tin, tout, size, first, last, models = conn.execute(
             RUN_AGGREGATES, {"lo": lo, "hi": hi, "model": model, "base": base}
         ).fetchone()
         conn.execute(
             UPDATE_RUN,
             {
-                "num": num,
+                "slot": slot,
                 "n": n,
                 "errors": errors,
                 "tin": tin,
@@ -259,14 +276,23 @@ class Index:
         )
 
     @staticmethod
+    def _find(conn: sqlite3.Connection, run_id: str, columns: str) -> Any:
+        """The ``columns`` of the row of ``run_id``, or None."""
+        return conn.execute(
+            f"SELECT {columns} FROM runs WHERE slot BETWEEN ? AND ? AND id = ?",
+            (*run_slots(run_id), run_id),
+        ).fetchone()
+
+    @staticmethod
     def drop_stream(conn: sqlite3.Connection, run_id: str, stream: int) -> None:
         """Forget a stream and its steps (it is gone from the packs); then its run if that
         was its last stream."""
-        row = conn.execute("SELECT num, streams FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = Index._find(conn, run_id, "slot, num, streams")
         if row is None:
             return
-        lo, hi = key_range(row[0])
-        streams = parse_streams(row[1])
+        slot, num = row[0], row[1]
+        lo, hi = key_range(num)
+        streams = parse_streams(row[2])
         for number, entry in enumerate(streams):
             if entry is not None and entry[0] == stream:
                 conn.execute(
@@ -275,30 +301,39 @@ class Index:
                 streams[number] = None  # the others keep their numbers
         if all(entry is None for entry in streams):
             conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", (lo, hi))
-            conn.execute("DELETE FROM runs WHERE num = ?", (row[0],))
+            conn.execute("DELETE FROM runs WHERE slot = ?", (slot,))
             return
-        conn.execute("UPDATE runs SET streams = ? WHERE num = ?", (dump_streams(streams), row[0]))
-        Index.refresh_run(conn, row[0])
+        left = conn.execute("SELECT 1 FROM steps WHERE key BETWEEN ? AND ? LIMIT 1", (lo, hi))
+        conn.execute(
+            "UPDATE runs SET streams = ?, num = ? WHERE slot = ?",
+            (dump_streams(streams), num if left.fetchone() else None, slot),
+        )
+        Index.refresh_run(conn, slot)
 
     def set_pinned(self, run_id: str, pinned: bool) -> None:
         """Mirror a pin marker into the index."""
         with self.write() as conn:
-            conn.execute("UPDATE runs SET pinned = ? WHERE id = ?", (int(pinned), run_id))
+            conn.execute(
+                "UPDATE runs SET pinned = ? WHERE slot BETWEEN ? AND ? AND id = ?",
+                (int(pinned), *run_slots(run_id), run_id),
+            )
 
     def delete_runs(self, run_ids: Iterable[str]) -> None:
         """Remove runs, their streams and steps."""
         with self.write() as conn:
             for run_id in run_ids:
-                row = conn.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+                row = self._find(conn, run_id, "slot, num")
                 if row is not None:
-                    conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", key_range(row[0]))
-                    conn.execute("DELETE FROM runs WHERE num = ?", (row[0],))
+                    conn.execute("DELETE FROM steps WHERE key BETWEEN ? AND ?", key_range(row[1]))
+                    conn.execute("DELETE FROM runs WHERE slot = ?", (row[0],))
 
     # -- reads -------------------------------------------------------------------------
 
-    def _num(self, run_id: str) -> int | None:
-        rows = self.query("SELECT num FROM runs WHERE id = ?", (run_id,))
-        return int(rows[0][0]) if rows else None
+    def _locate(self, run_id: str) -> tuple[int, int | None] | None:
+        """The slot and num of ``run_id``, or None."""
+        with self._guard():
+            row = self._find(self._conn(), run_id, "slot, num")
+        return None if row is None else (row[0], row[1])
 
     def runs(self) -> list[RunInfo]:
         """Every run, oldest first."""
@@ -307,64 +342,71 @@ class Index:
 
     def run(self, run_id: str) -> RunInfo | None:
         """One run, or None."""
-        rows = self.query(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
-        return run_info(rows[0]) if rows else None
+        with self._guard():
+            row = self._find(self._conn(), run_id, RUN_COLUMNS)
+        return None if row is None else run_info(row)
 
     def steps(self, run_id: str) -> list[StepInfo]:
         """The steps of a run, by index."""
-        num = self._num(run_id)
-        if num is None:
+        found = self._locate(run_id)
+        if found is None or found[1] is None:
             return []
-        lo, hi = key_range(num)
+        lo, hi = key_range(found[1])
         rows = self.query(
-            f"SELECT {STEP_COLUMNS} FROM steps AS s JOIN runs AS r ON r.num = ?"
+            f"SELECT {STEP_COLUMNS} FROM steps AS s JOIN runs AS r ON r.slot = ?"
             " WHERE s.key BETWEEN ? AND ? ORDER BY s.key",
-            (num, lo, hi),
+            (found[0], lo, hi),
         )
         return [step_info(run_id, row) for row in rows]
 
     def step(self, run_id: str, index: int) -> StepInfo | None:
         """One step, or None."""
-        num = self._num(run_id)
-        if num is None or not 0 <= index <= 0xFFFFFFFF:
+        found = self._locate(run_id)
+        if found is None or found[1] is None or not 0 <= index <= 0xFFFFFFFF:
             return None
         rows = self.query(
-            f"SELECT {STEP_COLUMNS} FROM steps AS s JOIN runs AS r ON r.num = ? WHERE s.key = ?",
-            (num, (num << 32) | index),
+            f"SELECT {STEP_COLUMNS} FROM steps AS s JOIN runs AS r ON r.slot = ? WHERE s.key = ?",
+            (found[0], (found[1] << 32) | index),
         )
         return step_info(run_id, rows[0]) if rows else None
 
     _REF = (
-        "SELECT r.id, s.key & 4294967295, s.stream, r.streams, s.req_oid,"
-        " s.req_oid + s.resp_delta, s.req_oid + s.rec_delta, s.req_hash, s.resp_hash"
-        " FROM steps AS s JOIN runs AS r ON r.num = s.key >> 32"
+        "SELECT s.key, s.stream, s.req_oid, s.req_oid + s.resp_delta,"
+        " s.req_oid + s.rec_delta, s.req_hash, s.resp_hash FROM steps AS s"
     )
 
     def step_ref(self, run_id: str, index: int) -> StepRef | None:
         """Where one step's bodies live, or None."""
-        if not 0 <= index <= 0xFFFFFFFF:
+        found = self._locate(run_id)
+        if found is None or found[1] is None or not 0 <= index <= 0xFFFFFFFF:
             return None
-        rows = self.query(
-            self._REF + " WHERE r.id = ? AND s.key = (r.num << 32) | ?", (run_id, index)
-        )
-        return step_ref(rows[0], parse_streams(rows[0][3])) if rows else None
+        (text,) = self.query("SELECT streams FROM runs WHERE slot = ?", (found[0],))[0]
+        rows = self.query(self._REF + " WHERE s.key = ?", ((found[1] << 32) | index,))
+        return step_ref(run_id, rows[0], parse_streams(text)) if rows else None
 
     def step_refs(self) -> list[StepRef]:
         """Where the bodies of every step live, by run."""
+        runs = {
+            num: (run_id, parse_streams(text))
+            for num, run_id, text in self.query(
+                "SELECT num, id, streams FROM runs WHERE num IS NOT NULL"
+            )
+        }
         refs: list[StepRef] = []
-        parsed: tuple[str | None, Streams] = (None, [])
         for row in self.query(self._REF + " ORDER BY s.key"):
-            if parsed[0] != row[3]:
-                parsed = (row[3], parse_streams(row[3]))
-            refs.append(step_ref(row, parsed[1]))
+            run = runs.get(row[0] >> 32)
+            if run is not None:  # a step whose run is gone (damage) has nothing to check against
+                refs.append(step_ref(run[0], row, run[1]))
         return refs
 
     def streams(self, run_id: str | None = None) -> list[tuple[str, int, int]]:
         """``(run, stream, committed)`` for one run or all (by run, then stream id)."""
         if run_id is None:
-            rows = self.query("SELECT id, streams FROM runs ORDER BY num")
+            rows = self.query("SELECT id, streams FROM runs ORDER BY num, id")
         else:
-            rows = self.query("SELECT id, streams FROM runs WHERE id = ?", (run_id,))
+            with self._guard():
+                found = self._find(self._conn(), run_id, "id, streams")
+            rows = [] if found is None else [found]
         return [
             (run, stream, committed)
             for run, text in rows

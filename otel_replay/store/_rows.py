@@ -12,7 +12,9 @@ a flush touches the run.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +26,7 @@ __all__ = [
     "KIND_CODES",
     "RUN_AGGREGATES",
     "RUN_COLUMNS",
+    "RUN_SLOTS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "STEP_COLUMNS",
@@ -32,22 +35,24 @@ __all__ = [
     "RunBase",
     "StepRef",
     "Streams",
+    "compact_ddl",
     "dump_streams",
     "key_range",
     "parse_streams",
     "run_base",
     "run_info",
+    "run_slots",
     "step_info",
     "step_ref",
     "step_row",
     "stored_row",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE runs(
-    num INTEGER PRIMARY KEY, id UNIQUE, start_ns, end_ns, span_error, commit_sha, seed,
+    slot INTEGER PRIMARY KEY, id, num, start_ns, end_ns, span_error, commit_sha, seed,
     steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id, provider, model,
     base_ns, streams
 );
@@ -57,13 +62,20 @@ CREATE TABLE steps(
     status_code, error, complete, tokens_in, tokens_out
 );
 """
-"""The tables, compact: an index of one 30-step run is 14 pages of 512 bytes (7 KB).
+"""The tables, compact: an index of one 30-step run is 12 pages of 512 bytes (6 KB).
 
-Columns carry no declared types (SQLite stores each value as given; the text is stored in the
-file). ``runs``: ``id`` text; times in Unix ns; ``span_error``, ``pinned`` 0/1; ``models``
-newline-separated; ``trace_id`` (16 bytes) the trace of the run's first indexed step,
-``provider`` and ``model`` the first a step of the run stated, ``base_ns`` the start of its
-first indexed step (each set once, never changed);
+Columns carry no declared types and the file keeps the statements without the spaces around
+their punctuation (``compact_ddl``): SQLite stores each value as given, and keeps the text of
+each statement in the file's first pages, where 40 bytes more cost a page.
+
+``runs``: ``slot`` is where the run's row is found from its id (:func:`run_slots`: a range
+of 16 rowids given by the sha256 of the id, the row in the first free one), so looking a run
+up by id is a rowid range search and needs no index of its own (a page, and 46 bytes of
+schema that cost another); ``num`` numbers the run's steps (below), NULL while it has none;
+``id`` text; times in Unix ns; ``span_error``, ``pinned`` 0/1; ``models`` newline-separated;
+``trace_id`` (16 bytes) the trace of the run's first indexed step, ``provider`` and ``model``
+the first a step of the run stated, ``base_ns`` the start of its first indexed step (each set
+once, never changed);
 ``streams`` the run's streams as JSON, ``[[id, committed], ...]``: a stream's number within
 its run is its position, a stream gone from the packs is ``null`` (the others keep their
 numbers), and the objects below ``committed`` are durable and indexed. (A table of their own
@@ -77,9 +89,32 @@ its end minus its start; ``resp_delta`` and ``rec_delta`` are the object numbers
 response and record minus ``req_oid``. SQLite stores integers in as few bytes as they need
 (0 and 1, like NULL, in none), so the common step costs about 115 bytes and four fit a page.
 
-Runs are numbered; a step's key is ``run number << 32 | step index``, so the steps of a run
-are one key range and steps, which are appended, fill whole pages (SQLite packs appended rows
-of a rowid table densely, while a text-keyed table would keep its pages a third empty)."""
+A step's key is ``run num << 32 | step index``, so the steps of a run are one key range and
+steps, which are appended, fill whole pages (SQLite packs appended rows of a rowid table
+densely, while a text-keyed table would keep its pages a third empty). A run gets its
+``num`` with its first steps, one more than the highest in use (``max(key) >> 32``, a
+rowid lookup), and gives it back when its last steps go, so the numbers in use are always
+those of the steps table. (``WITHOUT ROWID`` tables keyed by the run id would need no
+``num`` or ``slot``, but hold at most 102 bytes of a row in a 512-byte page: every run row
+and step row would spill into an overflow page of its own.)"""
+
+RUN_SLOTS = 16
+"""Rowids of ``runs`` a run id may sit at (:func:`run_slots`)."""
+
+
+def run_slots(run_id: str) -> tuple[int, int]:
+    """The first and last ``runs.slot`` the row of ``run_id`` may have: 16 rowids from 59
+    bits of the sha256 of the id (two ids sharing them is a 1 in 2**59 chance, and 16 of them
+    would have to)."""
+    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).digest()
+    first = (int.from_bytes(digest[:8], "big") >> 5) * RUN_SLOTS
+    return first, first + RUN_SLOTS - 1
+
+
+def compact_ddl(statement: str) -> str:
+    """``statement`` as the file keeps it: one line, no spaces around ``(``, ``)`` and ``,``."""
+    return re.sub(r"\s*([(),])\s*", r"\1", " ".join(statement.split()))
+
 
 KIND_CODES = {"llm": 0, "http": 1, "tool": 2}
 """Step kinds stored as numbers; any other kind is stored as its text."""
@@ -119,12 +154,15 @@ UPDATE runs SET steps = :n, step_errors = :errors, tokens_in = :tin, tokens_out 
     bytes = :bytes, models = :models,
     start_ns = min(coalesce(start_ns, :first), coalesce(:first, start_ns)),
     end_ns = max(coalesce(end_ns, :last), coalesce(:last, end_ns))
-WHERE num = :num
+WHERE slot = :slot
 """
 
 
-def key_range(num: int) -> tuple[int, int]:
-    """The first and last step key of run number ``num``."""
+def key_range(num: int | None) -> tuple[int, int]:
+    """The first and last step key of the run whose ``num`` is ``num`` (None: a run without
+    steps, an empty range)."""
+    if num is None:
+        return 1, 0
     return num << 32, (num << 32) | 0xFFFFFFFF
 
 
@@ -205,14 +243,14 @@ def dump_streams(streams: Streams) -> str:
     return json.dumps(streams, separators=(",", ":"))
 
 
-def step_ref(row: Sequence[Any], streams: Streams) -> StepRef:
-    """A StepRef from a row of ``Index._REF`` (run id, index, stream number, streams, object
-    numbers, hashes) and its run's parsed streams. A stream number the run does not list
-    (damage) stands as ``-1 - number``."""
-    number = row[2]
+def step_ref(run_id: str, row: Sequence[Any], streams: Streams) -> StepRef:
+    """A StepRef from a row of ``Index._REF`` (key, stream number, object numbers, hashes)
+    and its run's parsed streams. A stream number the run does not list (damage) stands as
+    ``-1 - number``."""
+    number = row[1]
     entry = streams[number] if 0 <= number < len(streams) else None
     stream = entry[0] if entry is not None else -1 - number
-    return StepRef(row[0], row[1], stream, *row[4:])
+    return StepRef(run_id, row[0] & 0xFFFFFFFF, stream, *row[2:])
 
 
 def _hash_text(digest: bytes | None) -> str | None:

@@ -220,11 +220,10 @@ def sync_index(index: Index, backend: Backend, reader: Reader, *, drop_missing: 
                     Index.drop_stream(conn, run, stream)
     pinned = set(backend.listdir(PINS_DIR))
     with index.write() as conn:
-        for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
+        for slot, run_id, was in conn.execute("SELECT slot, id, pinned FROM runs").fetchall():
             flag = int(pin_path(run_id).split("/", 1)[1] in pinned)
-            conn.execute(
-                "UPDATE runs SET pinned = ? WHERE id = ? AND pinned != ?", (flag, run_id, flag)
-            )
+            if flag != was:
+                conn.execute("UPDATE runs SET pinned = ? WHERE slot = ?", (flag, slot))
     return read
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from otel_replay.errors import RunNotFoundError
-from otel_replay.store import Store
+from otel_replay.errors import RunNotFoundError, StoreError
+from otel_replay.store import Store, _index
+from otel_replay.store._index import Index
+from otel_replay.store._rows import step_row
 from tests.store._data import fixture, span, tag
 
 
@@ -150,3 +156,108 @@ def test_compact_rows_read_back_exactly(tmp_path: Path) -> None:
     with Store.rebuild(tmp_path / "s") as store:
         assert store.steps("r3") == got
         assert [store.fixture(s) for s in got] == steps
+
+
+def _rows(run_id: str, indexes: range) -> list[tuple[Any, ...]]:
+    rows = []
+    for at in indexes:
+        fx = fixture(run_id, at, b"q%d" % at, b"a%d" % at)
+        body = (hashlib.sha256(fx.request_body).digest(), len(fx.request_body))
+        answer = (hashlib.sha256(fx.response_body).digest(), len(fx.response_body))
+        rows.append(step_row(3 * at + 2, at, (3 * at, 3 * at + 1), fx, None, body, answer))
+    return rows
+
+
+def test_the_index_holds_two_tables_and_their_compact_statements(tmp_path: Path) -> None:
+    """No secondary index (runs are found by slot), no spaces SQLite would keep in the file."""
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r1", 0, b"q0")])
+        store.flush()
+    with sqlite3.connect(tmp_path / "s" / "index.sqlite") as conn:
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    assert [(kind, name) for kind, name, _ in schema] == [("table", "runs"), ("table", "steps")]
+    assert all(", " not in sql and "( " not in sql for _, _, sql in schema)
+
+
+def test_runs_sharing_their_slots_are_found_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every id maps to the same few slots here: each run takes the next free one, lookups
+    compare ids, and a run with no free slot left is refused with an error naming it."""
+    monkeypatch.setattr(_index, "run_slots", lambda run_id: (64, 66))
+    with Store.open(tmp_path / "s") as store:
+        for run_id in ("a", "b", "c"):
+            store.put([fixture(run_id, 0, run_id.encode()), fixture(run_id, 1, b"q")])
+            store.flush()
+        assert [store.request_body(s) for s in store.steps("b")] == [b"b", b"q"]
+        assert store.run("c").step_count == 2
+        with pytest.raises(RunNotFoundError):
+            store.run("d")
+    index = Index(tmp_path / "s" / "index.sqlite")
+    try:
+        with pytest.raises(StoreError, match="'d'"), index.write() as conn:
+            Index.add_run(conn, "d", None)
+        index.delete_runs(["b"])
+        with index.write() as conn:
+            assert Index.add_run(conn, "d", None) == 65  # b's slot, free again
+        assert sorted(run.run_id for run in index.runs()) == ["a", "c", "d"]
+        assert [s.index for s in index.steps("c")] == [0, 1] and index.steps("d") == []
+    finally:
+        index.close()
+
+
+def test_a_run_left_without_steps_gives_back_its_number(tmp_path: Path) -> None:
+    """Step keys lead with the run's number, given with its first steps and taken back with
+    its last: the numbers in use are always the steps table's, so none is given twice."""
+    index = Index(tmp_path / "index.sqlite")
+    try:
+        with index.write() as conn:
+            a = Index.add_run(conn, "a", None)
+            first = Index.set_stream(conn, a, 0xA1, 9)
+            Index.set_stream(conn, a, 0xA2, 1)  # a stream without steps (spans only)
+            Index.add_steps(conn, a, first, _rows("a", range(3)))
+            Index.refresh_run(conn, a)
+        with index.write() as conn:
+            Index.drop_stream(conn, "a", 0xA1)  # a keeps its other stream, no step
+        assert index.steps("a") == [] and index.run("a").step_count == 0
+        with index.write() as conn:
+            b = Index.add_run(conn, "b", None)
+            Index.add_steps(conn, b, Index.set_stream(conn, b, 0xB1, 9), _rows("b", range(2)))
+            Index.refresh_run(conn, b)
+            Index.add_steps(conn, a, 1, _rows("a", range(5, 7)))  # a's steps again
+            Index.refresh_run(conn, a)
+        assert [(s.run_id, s.index) for s in index.steps("a")] == [("a", 5), ("a", 6)]
+        assert [(s.run_id, s.index) for s in index.steps("b")] == [("b", 0), ("b", 1)]
+        assert index.run("a").step_count == 2 and index.run("b").step_count == 2
+        refs = index.step_refs()
+        assert [(r.run_id, r.index, r.stream) for r in refs] == [
+            ("b", 0, 0xB1),
+            ("b", 1, 0xB1),
+            ("a", 5, 0xA2),
+            ("a", 6, 0xA2),
+        ]
+        assert index.step_ref("a", 6) == refs[3] and index.step_ref("a", 0) is None
+    finally:
+        index.close()
+
+
+def test_lookups_by_run_search_by_key(tmp_path: Path) -> None:
+    """Every statement a flush and the reads of one run make finds its rows through a rowid
+    (a run's slots, a step's key), never by scanning runs or steps."""
+    statements: list[str] = []
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r0", 0, b"q")])
+        store.flush()
+        store._index._conn().set_trace_callback(statements.append)
+        store.put([fixture("r1", 0, b"q0"), fixture("r1", 1, b"q1")], [span("r1", 0)])
+        store.flush()
+        store.run("r1"), store.steps("r1"), store.step("r1", 1)
+        store.request_body(store.step("r1", 0))
+        store.pin("r1")
+        store._index.delete_runs(["r0"])
+    queries = [q for q in statements if q.split()[0] in ("SELECT", "UPDATE", "DELETE", "INSERT")]
+    assert len(queries) > 10
+    with sqlite3.connect(tmp_path / "s" / "index.sqlite") as conn:
+        for query in queries:
+            plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + query)]
+            assert not [p for p in plan if re.match(r"SCAN (runs|steps|r|s)\b", p)], (query, plan)
