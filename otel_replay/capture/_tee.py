@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 __all__ = ["request_tee_classes", "tee_classes"]
 
 
-class _SyncTeeMixin:
+class _Tee:
+    """What every tee holds: the stream it wraps and the step it feeds."""
+
     def __init__(self, inner: Any, step: Step) -> None:
         self._inner = inner
         self._step = step
 
+
+class _SyncTeeMixin(_Tee):
     def __iter__(self) -> Iterator[bytes]:
         step = self._step
         try:
@@ -49,11 +53,7 @@ class _SyncTeeMixin:
             self._step.finish(complete=False)
 
 
-class _AsyncTeeMixin:
-    def __init__(self, inner: Any, step: Step) -> None:
-        self._inner = inner
-        self._step = step
-
+class _AsyncTeeMixin(_Tee):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         step = self._step
         try:
@@ -74,11 +74,7 @@ class _AsyncTeeMixin:
             self._step.finish(complete=False)
 
 
-class _SyncRequestTeeMixin:
-    def __init__(self, inner: Any, step: Step) -> None:
-        self._inner = inner
-        self._step = step
-
+class _SyncRequestTeeMixin(_Tee):
     def __iter__(self) -> Iterator[bytes]:
         step = self._step
         step.on_request_start()  # a body sent again (a rewound upload) is recorded once
@@ -90,11 +86,7 @@ class _SyncRequestTeeMixin:
         self._inner.close()
 
 
-class _AsyncRequestTeeMixin:
-    def __init__(self, inner: Any, step: Step) -> None:
-        self._inner = inner
-        self._step = step
-
+class _AsyncRequestTeeMixin(_Tee):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         step = self._step
         step.on_request_start()

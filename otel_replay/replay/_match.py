@@ -26,7 +26,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
-from otel_replay.capture.codecs import detect
+from otel_replay.capture.codecs import Codec, detect
 from otel_replay.errors import CodecError
 from otel_replay.replay._diff import json_paths_differing, parse_json
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
@@ -60,16 +60,30 @@ class Near:
     fields: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Live:
+    """A live request as the matching levels read it: its body parsed once."""
+
+    path: str
+    parsed: Any
+    codec: Codec | None
+    endpoint: str
+
+
+def _read(method: str, url: str, body: bytes) -> _Live:
+    path = urlsplit(url).path
+    parsed = parse_json(body)
+    codec = detect(method.upper(), path, parsed)
+    return _Live(path, parsed, codec, endpoint_of(method, url, codec.name if codec else None))
+
+
 def endpoint_of_request(method: str, url: str, body: bytes) -> str:
     """The endpoint key of a live request (see :func:`~otel_replay.replay._model.endpoint_of`)."""
-    path = urlsplit(url).path
-    parsed = parse_json(body) if method.upper() == "POST" else None
-    codec = detect(method.upper(), path, parsed)
-    return endpoint_of(method, url, codec.name if codec is not None else None)
+    return _read(method, url, body).endpoint
 
 
-def _canonical_key(body: bytes | None) -> str | None:
-    value = parse_json(body)
+def _canonical_key(value: Any) -> str | None:
+    """The canonical-JSON key of a parsed body (None when it is not JSON)."""
     if not isinstance(value, Mapping):
         return None if value is None else sha256_tag(canonical_json(value))
     kept = {k: v for k, v in value.items() if k not in VOLATILE_FIELDS}
@@ -115,16 +129,11 @@ def _recorded_conversation(step: RecordedStep) -> str | None:
     )
 
 
-def _request_conversation(method: str, url: str, body: bytes) -> str | None:
-    parsed = parse_json(body) if method.upper() == "POST" else None
-    if not isinstance(parsed, Mapping):
-        return None
-    path = urlsplit(url).path
-    codec = detect("POST", path, parsed)
-    if codec is None:
+def _request_conversation(live: _Live) -> str | None:
+    if live.codec is None or not isinstance(live.parsed, Mapping):
         return None
     try:
-        llm = codec.parse_request(path, parsed)
+        llm = live.codec.parse_request(live.path, live.parsed)
     except CodecError:
         return None
     return _conversation_key(llm.model, llm.system_instructions, llm.input_messages)
@@ -161,10 +170,9 @@ class Matcher:
                 endpoint = found[0].endpoint
                 result = self._take(found, "hash")
             else:
-                endpoint = endpoint_of_request(method, url, body)
-                result = self._by_content(body, endpoint) or self._by_messages(
-                    method, url, body, endpoint
-                )
+                live = _read(method, url, body)
+                endpoint = live.endpoint
+                result = self._by_content(live) or self._by_messages(live)
             ordinal = self._seen_per_endpoint.get(endpoint, 0)
             self._seen_per_endpoint[endpoint] = ordinal + 1
             if result is None:
@@ -186,13 +194,12 @@ class Matcher:
     def nearest(self, method: str, url: str, body: bytes, count: int = 3) -> list[Near]:
         """The ``count`` recorded steps closest to a request, fewest differing fields first
         (same endpoint before others)."""
-        endpoint = endpoint_of_request(method, url, body)
-        new = parse_json(body)
-        new_path = urlsplit(url).path
+        live = _read(method, url, body)
         ranked: list[tuple[int, int, Near]] = []
         for step in self.run.steps:
-            fields = _fields_differing(step, method, new_path, new)
-            ranked.append((0 if step.endpoint == endpoint else 1, len(fields), Near(step, fields)))
+            fields = _fields_differing(step, method, live.path, live.parsed)
+            same = step.endpoint == live.endpoint
+            ranked.append((0 if same else 1, len(fields), Near(step, fields)))
         ranked.sort(key=lambda item: (item[0], item[1], item[2].step.index))
         return [near for _, _, near in ranked[:count]]
 
@@ -202,20 +209,20 @@ class Matcher:
                 return Match(step, how)
         return Match(steps[-1], how, repeat=True)
 
-    def _by_content(self, body: bytes, endpoint: str) -> Match | None:
-        key = _canonical_key(body)
+    def _by_content(self, live: _Live) -> Match | None:
+        key = _canonical_key(live.parsed)
         if key is None:
             return None
         if self._by_canonical is None:
             self._by_canonical = {}
             for step in self.run.steps:
-                step_key = _canonical_key(step.request_body)
+                step_key = _canonical_key(parse_json(step.request_body))
                 if step_key is not None:
                     self._by_canonical.setdefault(step_key, []).append(step)
-        candidates = [s for s in self._by_canonical.get(key, ()) if s.endpoint == endpoint]
+        candidates = [s for s in self._by_canonical.get(key, ()) if s.endpoint == live.endpoint]
         return self._take(candidates, "canonical") if candidates else None
 
-    def _by_messages(self, method: str, url: str, body: bytes, endpoint: str) -> Match | None:
+    def _by_messages(self, live: _Live) -> Match | None:
         if self._by_conversation is None:
             self._by_conversation = {}
             for step in self.run.steps:
@@ -224,8 +231,10 @@ class Matcher:
                     self._by_conversation.setdefault(step_key, []).append(step)
         if not self._by_conversation:
             return None
-        key = _request_conversation(method, url, body)
-        candidates = [s for s in self._by_conversation.get(key or "", ()) if s.endpoint == endpoint]
+        key = _request_conversation(live)
+        candidates = [
+            s for s in self._by_conversation.get(key or "", ()) if s.endpoint == live.endpoint
+        ]
         return self._take(candidates, "messages") if candidates else None
 
     def _by_position(self, endpoint: str, ordinal: int) -> Match | None:

@@ -195,19 +195,9 @@ class LocalBackend:
 
         With ``replace=False`` an existing file is kept and False is returned.
         """
-        target = self.path(rel)
-        self.makedirs(rel.rpartition("/")[0])
-        tmp = target.with_name(f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+        tmp, target = self._stage(rel, data)
         published = True
         with _writing(target):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
             try:
                 if replace:
                     os.replace(tmp, target)
