@@ -1,0 +1,92 @@
+"""The recorded exchange: one :class:`Step`, the shape every stage imports.
+
+The capture builds a :class:`Step` for each call and hands it to the exporter; the store keeps
+it (its bodies content-addressed, everything else in its run's record) and gives the same
+:class:`Step` back; replay serves it. A step carries every fact the store indexes, so nothing
+has to be read back out of telemetry: a span that arrives late, or never (sampled out), costs
+the store nothing.
+
+:class:`RunFacts` are the facts of the run a step belongs to, known when the run starts; every
+step of a run carries the same object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RunEnd", "RunFacts", "Step"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What is known of a run when it starts: its id, mode, seed and code version.
+
+    ``start_ns`` is the wall-clock start (Unix nanoseconds); ``commit`` the revision recorded
+    (``vcs.ref.head.revision``) and ``code_dirty`` whether the working tree had changes; each
+    None when unknown.
+    """
+
+    run_id: str
+    mode: str = "record"
+    seed: int | None = None
+    commit: str | None = None
+    code_dirty: bool | None = None
+    start_ns: int = 0
+
+
+@dataclass(slots=True)
+class Step:
+    """One recorded exchange: everything needed to serve it back byte-exact, and its facts.
+
+    Bodies are the exact bytes after redaction (the response decoded from any
+    content-encoding); ``request_hash`` and ``response_hash`` are ``sha256:<hex>`` of them
+    (``response_hash`` None when no response came). ``chunks`` holds, for each chunk the
+    application received, its size and its arrival time in nanoseconds after the request was
+    sent. ``complete`` is False when the response was cut short. ``error_type`` names a
+    transport error (with ``status_code`` None) or the error of an answered call.
+    ``provider``, ``model`` and the token counts are the model call's, None for other steps.
+    """
+
+    run_id: str
+    step_index: int
+    trace_id: int
+    span_id: int
+    kind: str
+    method: str
+    url: str
+    request_headers: list[tuple[str, str]]
+    request_body: bytes
+    request_hash: str
+    status_code: int | None = None
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    response_body: bytes = b""
+    response_hash: str | None = None
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    complete: bool = False
+    error_type: str | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    provider: str | None = None
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    run: RunFacts | None = None
+    """The facts of the step's run (None: only its id is known)."""
+
+    @property
+    def size(self) -> int:
+        """Bytes of body this step keeps alive."""
+        return len(self.request_body) + len(self.response_body)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """A run's end, handed to the exporter when a ``run()`` block exits.
+
+    ``end_ns`` is the wall-clock end (Unix nanoseconds); ``error_type`` the qualified name of
+    the exception that left the block, None when it ended normally.
+    """
+
+    run_id: str
+    end_ns: int
+    error_type: str | None = None
