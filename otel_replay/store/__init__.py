@@ -21,7 +21,7 @@ in the packs when the store is opened and on ``Store.refresh()``: the packs are 
 manifests. Several machines can record into one bucket at once, each into its own streams.
 """
 
-from otel_replay.store._retention import Retention
+from otel_replay.store._gc import Retention
 from otel_replay.store._types import GcReport, Progress, RunInfo, RunStatus, StepInfo, VerifyProblem
 from otel_replay.store.store import Store
 

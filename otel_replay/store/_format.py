@@ -2,42 +2,22 @@
 
 ::
 
-    <root>/FORMAT                         {"format": "otel-replay-store", "version": 2}
-    <root>/index.sqlite                   runs and steps (local stores; see ``_index``)
-    <root>/pins/<run>                     empty file: the run is kept forever
-    <root>/packs/<run>/<stream>-<first>-<last>.pack
+    <root>/FORMAT                              {"format": "otel-replay-store", "version": 3}
+    <root>/index.sqlite                        the index: a cache of the files below (``_index``)
+    <root>/LOCK                                local stores: writers share it, gc's sweep takes it alone
+    <root>/objects/<aa>/<sha256 of the file>.pack            content, shared by every run (``_pack``)
+    <root>/runs/<aa>/<run key>/<recording>-<first>-<last>.rec   a run's records (``_records``)
+    <root>/pins/<run key>                      the run is kept forever (holds the run's name)
 
-A *stream* is what one writer (one open :class:`~otel_replay.store.Store`) wrote for one run:
-its objects are numbered from 0 and packed into files named by the stream's id and the range
-of numbers they hold (hexadecimal). Run directory names are the run id, percent-encoded. The
-packs are the source of truth: every flush writes a record (steps and spans) into them, so the
-index can be rebuilt from the packs alone.
+A *run key* is the first 32 hex digits of the sha256 of the run id's bytes, so any id (NUL,
+newline, ``/``, ``..``, very long, not UTF-8) names a directory inside ``runs/`` and nothing
+else. A *recording* is what one open store (one recording process) wrote for one run id: a
+random 16-hex-digit id. Its records are numbered from 0 by flush; a file holds records
+``first`` to ``last`` (hexadecimal), and a merged file covers the files it replaces.
 
-``FORMAT`` is checked on every open. Any other version is refused with a one-line error naming
-the store, its version and the one this build reads, and nothing is rewritten; a non-empty
-directory without ``FORMAT`` is refused too, never adopted.
-
-Version 2 (this one) keeps each fact once. Against version 1:
-
-* a run's packs sit directly in its directory, the stream id leading their names (version 1
-  had a directory per stream: one directory fewer to create and fsync per run);
-* records no longer hold the sha256 or the size of the bodies: the index holds them, and
-  rebuilding the index computes them from the bodies (``_sync``); a recipe carries the first
-  4 bytes of the sha256 of what it rebuilds (``_pack``), so a body rebuilt wrongly is caught
-  even where no index holds its hash;
-* records leave out the provider, model and tokens of their steps, which their spans state
-  (``_records``); a span's ``sha256:<hex>`` string that is the hash of a stored object (its
-  request or response body, say) is stored as a reference to that object, and the long strings
-  taken out of spans no longer carry a fingerprint of their own (``_spans``);
-* the index (schema version 4; a cache, rebuilt from the packs) keeps a run's streams in the
-  run's row, and a step's provider, model, trace, start and object numbers relative to its
-  run's and its request's; it has no secondary index (a run's row sits at a rowid given by the
-  hash of its id) and keeps its statements without spaces (``_rows``). An index of another
-  schema version is refused with a hint to rebuild it (``verify --rebuild-index``).
-
-Version 1 was never released, so its stores are refused, not read: reading them would take a
-second reader for its records and index. (Version 1 itself was refined in place before
-version 2 replaced it; none of its stores was ever shipped.)
+The files are the truth; the index is rebuilt from them. ``FORMAT`` is checked on every open.
+Version 2 is refused with a hint to run ``otel-replay migrate``; any other version is refused;
+nothing is ever rewritten on open. A non-empty directory without ``FORMAT`` is refused too.
 """
 
 from __future__ import annotations
@@ -45,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from urllib.parse import quote
+from dataclasses import dataclass
 
 from otel_replay.errors import StoreFormatError, StoreNotFoundError
 from otel_replay.store._fs import Backend, LocalBackend
@@ -55,82 +35,99 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "INDEX_FILE",
-    "PACKS_DIR",
+    "LOCK_FILE",
+    "OBJECTS_DIR",
     "PINS_DIR",
+    "RUNS_DIR",
+    "RecordName",
     "ensure_format",
-    "pack_name",
+    "id_bytes",
     "pack_path",
-    "parse_pack_name",
+    "parse_pack_path",
+    "parse_record_name",
     "pin_path",
+    "read_format_version",
+    "record_path",
     "run_dir",
-    "run_name",
-    "stream_label",
+    "run_key",
 ]
 
 FORMAT_NAME = "otel-replay-store"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 FORMAT_FILE = "FORMAT"
 INDEX_FILE = "index.sqlite"
-PACKS_DIR = "packs"
+LOCK_FILE = "LOCK"
+OBJECTS_DIR = "objects"
+RUNS_DIR = "runs"
 PINS_DIR = "pins"
 
-_PACK_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8,16})-([0-9a-f]{8,16})\.pack$")
+_PACK_PATH = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{64})\.pack$")
+_RECORD_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8})-([0-9a-f]{8})\.rec$")
 _IGNORED_IN_EMPTY_DIR = (".tmp-", ".DS_Store")
 
 
-def _quote(name: str) -> str:
-    """A file name for ``name``: percent-encoded, never ``.``/``..``, bounded in length."""
-    quoted = quote(name, safe="-_~") or "%00"
-    if len(quoted) > 180:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-        quoted = f"{quoted[:120]}~{digest}"
-    return quoted
+def id_bytes(run_id: str) -> bytes:
+    """The bytes of a run id: UTF-8, with lone surrogates (ids decoded from non-UTF-8 bytes)
+    kept as they are."""
+    return run_id.encode("utf-8", "surrogatepass")
 
 
-def run_name(run_id: str) -> str:
-    """The name of the directory of ``run_id`` under ``packs/``."""
-    return _quote(run_id)
+def run_key(run_id: str) -> str:
+    """The directory name of a run id (see the module docstring)."""
+    return hashlib.sha256(id_bytes(run_id)).hexdigest()[:32]
 
 
 def run_dir(run_id: str) -> str:
-    """The directory (relative to the root) holding the packs of ``run_id``."""
-    return f"{PACKS_DIR}/{_quote(run_id)}"
+    """The directory (relative to the root) holding the records of ``run_id``."""
+    key = run_key(run_id)
+    return f"{RUNS_DIR}/{key[:2]}/{key}"
 
 
-def stream_label(run_id: str, stream: int) -> str:
-    """How messages name a stream: the start of its packs' paths (relative to the root)."""
-    return f"{run_dir(run_id)}/{stream:016x}"
+def record_path(run_id: str, recording: str, first: int, last: int) -> str:
+    """The path of a record file of ``recording`` holding records ``first`` to ``last``."""
+    return f"{run_dir(run_id)}/{recording}-{first:08x}-{last:08x}.rec"
 
 
-def pack_name(stream: int, first: int, last: int) -> str:
-    """File name of the pack of ``stream`` holding objects ``first`` to ``last``."""
-    return f"{stream:016x}-{first:08x}-{last:08x}.pack"
+@dataclass(frozen=True, slots=True)
+class RecordName:
+    """A parsed record file name: its recording and the records it holds."""
+
+    recording: str
+    first: int
+    last: int
 
 
-def pack_path(run_id: str, stream: int, first: int, last: int) -> str:
-    """The path (relative to the root) of a pack; see :func:`pack_name`."""
-    return f"{run_dir(run_id)}/{pack_name(stream, first, last)}"
-
-
-def parse_pack_name(name: str) -> tuple[int, int, int] | None:
-    """``(stream, first, last)`` of a pack file name, or None if it is not one."""
-    match = _PACK_NAME.match(name)
+def parse_record_name(name: str) -> RecordName | None:
+    """The recording and record range of a record file name, or None if it is not one."""
+    match = _RECORD_NAME.match(name)
     if match is None:
         return None
-    stream, first, last = (int(group, 16) for group in match.groups())
-    return (stream, first, last) if first <= last else None
+    first, last = int(match[2], 16), int(match[3], 16)
+    return RecordName(match[1], first, last) if first <= last else None
 
 
-def pin_path(run_id: str) -> str:
-    """The marker file that pins ``run_id``."""
-    return f"{PINS_DIR}/{_quote(run_id)}"
+def pack_path(name: str) -> str:
+    """The path of the pack named ``name`` (the sha256 hex of its bytes)."""
+    return f"{OBJECTS_DIR}/{name[:2]}/{name}.pack"
+
+
+def parse_pack_path(rel: str) -> str | None:
+    """The name of the pack at ``rel``, or None if ``rel`` is not a pack path."""
+    match = _PACK_PATH.match(rel)
+    return match[2] if match is not None and match[2].startswith(match[1]) else None
+
+
+def pin_path(run_name: str) -> str:
+    """The marker file that pins the run named ``run_name``."""
+    return f"{PINS_DIR}/{run_key(run_name)}"
 
 
 def _format_bytes() -> bytes:
     return json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION}).encode() + b"\n"
 
 
-def _check(data: bytes, where: str) -> None:
+def read_format_version(data: bytes, where: str) -> int:
+    """The version a FORMAT file states; StoreFormatError when it is not one of ours."""
     try:
         meta = json.loads(data)
         name, version = meta["format"], meta["version"]
@@ -143,16 +140,25 @@ def _check(data: bytes, where: str) -> None:
         raise StoreFormatError(f"{where} says format {name!r}, not {FORMAT_NAME!r}")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise StoreFormatError(f"{where} has an unknown format version {version!r}")
+    return version
+
+
+def _check(data: bytes, where: str) -> None:
+    version = read_format_version(data, where)
     if version > FORMAT_VERSION:
         raise StoreFormatError(
             f"{where} is format version {version}; this otel-replay reads version "
             f"{FORMAT_VERSION}. Upgrade otel-replay to read it (nothing was changed)"
         )
+    if version == 2:
+        raise StoreFormatError(
+            f"{where} is format version 2; this otel-replay reads version {FORMAT_VERSION}. "
+            "Convert it with `otel-replay migrate` (nothing was changed)"
+        )
     if version < FORMAT_VERSION:
         raise StoreFormatError(
-            f"{where} is format version {version}, an older layout; this otel-replay reads "
-            f"version {FORMAT_VERSION} only. Read it with the otel-replay that wrote it, or "
-            "record into a new store (nothing was changed)"
+            f"{where} is format version {version}, a pre-release layout; this otel-replay "
+            f"reads version {FORMAT_VERSION} only. Record into a new store (nothing was changed)"
         )
 
 
@@ -179,8 +185,8 @@ def ensure_format(backend: Backend, *, create: bool) -> None:
     if others:
         raise StoreFormatError(
             f"{backend.location} is not empty but has no {FORMAT_FILE} file: it is not an "
-            "otel-replay store (or one older than format versions); refusing to use it, "
-            "nothing was changed. Use an empty or new directory"
+            "otel-replay store; refusing to use it, nothing was changed. Use an empty or new "
+            "directory"
         )
     if not create:
         raise StoreNotFoundError(f"no otel-replay store at {backend.location}")

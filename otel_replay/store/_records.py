@@ -1,248 +1,325 @@
-"""Flush records: the steps and spans of one run written by one flush, as JSON.
+"""Records: what one flush wrote for one run, as JSON, one zstd frame each.
 
-A record is what makes the packs self-describing: for each step, everything of the capture's
-:class:`~otel_replay.capture._handoff.Fixture` but its bodies, which are objects of the stream
-named by number; and the spans handed over with it (``_spans``: their long strings and hashes
-taken out). The index is rebuilt from the records and the bodies they point at.
+A record holds, for the run id and recording it names, every fact of its steps as the capture
+handed them over (headers, timing, chunks, status, error, provider, model, tokens) with their
+bodies named by sha256, the spans put with it (as given, with long string attributes named by
+the sha256 of their text and stored as bodies), the run's facts when first known, and its end
+once the recorder closed it. The index is rebuilt from records alone; nothing is ever read
+back out of telemetry.
 
-A step is stored without what something else already says:
-
-* the sha256 and the size of its bodies: the index holds them (an index rebuilt from the
-  packs computes them from the bodies; ``_sync``);
-* its provider, model and token counts: its span says them, in the same record (``_facts``);
-* an absent error, ``complete`` when true, a ``content-length`` header equal to its body's
-  size, the single chunk of a response read in one piece, its end (a duration instead).
-
-Decoding gives :class:`StoredStep`, whose :meth:`StoredStep.fixture` puts back what the
-bodies imply.
+A record file is a sequence of ``u32 length, u32 crc32, zstd frame`` entries, one record
+each: a merged file keeps each record in its own frame, so a damaged byte costs one flush's
+steps, not the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import base64
+import json
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import zstandard
 
-from otel_replay.capture._handoff import Fixture
+from otel_replay.step import RunFacts, Step
 
 __all__ = [
-    "RECORD_VERSION",
+    "SPAN_STRING_MIN",
     "Record",
-    "StoredStep",
-    "decode_record",
+    "RecordError",
+    "SpanEntry",
+    "decode_records",
     "encode_record",
+    "frame_record",
     "step_entry",
+    "step_from_entry",
 ]
 
-RECORD_VERSION = 2
-
-Headers = list[tuple[str, str | None]]
-"""Headers as a record stores them: a ``content-length`` equal to the body's size is None."""
-
-
-def _lengths_out(headers: Sequence[tuple[str, str]], size: int) -> Sequence[Any]:
-    """``headers`` with a ``content-length`` equal to ``size`` as None (its value is implied)."""
-    text = str(size)
-    for name, value in headers:
-        if value == text and len(name) == 14 and name.lower() == "content-length":
-            break
-    else:
-        return headers
-    return [
-        (name, None if value == text and name.lower() == "content-length" else value)
-        for name, value in headers
-    ]
+VERSION = 3
+_HEAD = struct.Struct("<II")
+SPAN_STRING_MIN = 1024
+"""Span string attributes of at least this many bytes are stored as bodies (deduplicated:
+``gen_ai.input.messages`` repeats the conversation, an inline body is its step's body)."""
 
 
-def _lengths_in(headers: Sequence[tuple[str, str | None]], size: int) -> list[tuple[str, str]]:
-    text = str(size)
-    return [(name, text if value is None else value) for name, value in headers]
-
-
-def step_entry(fixture: Fixture, request_oid: int, response_oid: int | None) -> bytes:
-    """The record entry of one step (see the module docstring), its bodies as object numbers:
-    JSON at once, so that a flush of many steps holds bytes, not containers."""
-    duration = fixture.end_ns - fixture.start_ns
-    size = len(fixture.response_body)
-    entry: dict[str, Any] = {
-        "index": fixture.step_index,
-        "kind": fixture.kind,
-        "method": fixture.method,
-        "url": fixture.url,
-        "request_headers": _lengths_out(fixture.request_headers, len(fixture.request_body)),
-        "request_oid": request_oid,
-        "status_code": fixture.status_code,
-        "response_headers": _lengths_out(fixture.response_headers, size),
-        "response_oid": response_oid,
-        "start_ns": fixture.start_ns,
-        "duration_ns": duration,
-        "trace_id": f"{fixture.trace_id:032x}",
-        "span_id": f"{fixture.span_id:016x}",
-    }
-    chunks = fixture.chunks
-    if not (len(chunks) == 1 and chunks[0][0] == size and chunks[0][1] == duration):
-        entry["chunks"] = chunks
-    if not fixture.complete:
-        entry["complete"] = False
-    if fixture.error_type is not None:
-        entry["error_type"] = fixture.error_type
-    return orjson.dumps(entry)
+class RecordError(ValueError):
+    """Record bytes that cannot be decoded; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
-class StoredStep:
-    """A step as its record holds it; :meth:`fixture` completes it with its bodies."""
+class SpanEntry:
+    """A span as a record keeps it: the span with its long strings taken out, and the digest
+    (hex) of each taken-out attribute's UTF-8 text by attribute key."""
 
-    index: int
-    kind: str
-    method: str
-    url: str
-    request_headers: Sequence[tuple[str, str | None]]
-    request_oid: int
-    status_code: int | None
-    response_headers: Sequence[tuple[str, str | None]]
-    response_oid: int | None
-    chunks: Sequence[tuple[int, int]] | None
-    """None: one chunk, the whole response, received at the end."""
-    complete: bool
-    error_type: str | None
-    start_ns: int
+    span: dict[str, Any]
+    strings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEndFact:
+    """A run's end as its record states it."""
+
     end_ns: int
-    trace_id: int
-    span_id: int
-
-    def fixture(
-        self,
-        run_id: str,
-        request: bytes,
-        response: bytes,
-        request_hash: str,
-        response_hash: str | None,
-    ) -> Fixture:
-        """The capture's Fixture, from this step and its (verified) bodies and their hashes."""
-        return Fixture(
-            run_id=run_id,
-            step_index=self.index,
-            trace_id=self.trace_id,
-            span_id=self.span_id,
-            kind=self.kind,
-            method=self.method,
-            url=self.url,
-            request_headers=_lengths_in(self.request_headers, len(request)),
-            request_body=request,
-            request_hash=request_hash,
-            status_code=self.status_code,
-            response_headers=_lengths_in(self.response_headers, len(response)),
-            response_body=response,
-            response_hash=response_hash,
-            chunks=[(len(response), self.end_ns - self.start_ns)]
-            if self.chunks is None
-            else list(self.chunks),
-            complete=self.complete,
-            error_type=self.error_type,
-            start_ns=self.start_ns,
-            end_ns=self.end_ns,
-        )
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int:
-        raise TypeError(f"{value!r} is not an integer")
-    return value
-
-
-def _optional(value: Any, kind: type) -> Any:
-    if value is not None and type(value) is not kind:
-        raise TypeError(f"{value!r} is not a {kind.__name__}")
-    return value
-
-
-def _headers(value: Any) -> Headers:
-    headers: Headers = []
-    for name, text in value:
-        if type(name) is not str:
-            raise TypeError(f"header name {name!r} is not a string")
-        headers.append((name, _optional(text, str)))
-    return headers
-
-
-def _stored_step(entry: Any) -> StoredStep:
-    """The StoredStep of a decoded entry; KeyError, TypeError or ValueError when malformed."""
-    start = _int(entry["start_ns"])
-    chunks = entry.get("chunks")
-    return StoredStep(
-        index=_int(entry["index"]),
-        kind=_optional(entry["kind"], str),
-        method=_optional(entry["method"], str),
-        url=_optional(entry["url"], str),
-        request_headers=_headers(entry["request_headers"]),
-        request_oid=_int(entry["request_oid"]),
-        status_code=_optional(entry["status_code"], int),
-        response_headers=_headers(entry["response_headers"]),
-        response_oid=_optional(entry["response_oid"], int),
-        chunks=None if chunks is None else [(_int(size), _int(ns)) for size, ns in chunks],
-        complete=entry.get("complete", True) is True,
-        error_type=_optional(entry.get("error_type"), str),
-        start_ns=start,
-        end_ns=start + _int(entry["duration_ns"]),
-        trace_id=int(entry["trace_id"], 16),
-        span_id=int(entry["span_id"], 16),
-    )
+    error_type: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A decoded flush record: its steps, and its spans with the ``ext`` and ``tags`` entries
-    that put their strings back (``_spans.restore``)."""
+    """A decoded record (see the module docstring); ``steps`` are entries for
+    :func:`step_from_entry`."""
 
     run_id: str
-    steps: list[StoredStep]
-    spans: list[dict[str, Any]]
-    ext: list[list[Any]]
-    tags: list[list[Any]]
+    recording: str
+    seq: int
+    facts: RunFacts | None
+    steps: list[dict[str, Any]]
+    spans: list[SpanEntry]
+    end: RunEndFact | None
+
+
+def _id_value(run_id: str) -> Any:
+    try:
+        run_id.encode("utf-8")
+        return run_id
+    except UnicodeEncodeError:
+        return {"utf8b": base64.b64encode(run_id.encode("utf-8", "surrogatepass")).decode()}
+
+
+def _id_from(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("utf8b"), str):
+        return base64.b64decode(value["utf8b"]).decode("utf-8", "surrogatepass")
+    raise RecordError("record has no run id")
+
+
+def step_entry(step: Step) -> dict[str, Any]:
+    """A step as its record states it (bodies by hex digest)."""
+    return {
+        "index": step.step_index,
+        "kind": step.kind,
+        "method": step.method,
+        "url": step.url,
+        "request_headers": step.request_headers,
+        "request": step.request_hash.removeprefix("sha256:"),
+        "request_size": len(step.request_body),
+        "status_code": step.status_code,
+        "response_headers": step.response_headers,
+        "response": None if step.response_hash is None else step.response_hash[7:],
+        "response_size": len(step.response_body),
+        "chunks": step.chunks,
+        "complete": step.complete,
+        "error_type": step.error_type,
+        "start_ns": step.start_ns,
+        "end_ns": step.end_ns,
+        "trace_id": f"{step.trace_id:032x}",
+        "span_id": f"{step.span_id:016x}",
+        "provider": step.provider,
+        "model": step.model,
+        "tokens_in": step.tokens_in,
+        "tokens_out": step.tokens_out,
+    }
+
+
+def _typed(value: Any, kind: type, what: str, optional: bool = False) -> Any:
+    if (value is None and optional) or (type(value) is kind):
+        return value
+    raise RecordError(f"step field {what} is {value!r}")
+
+
+def step_from_entry(run_id: str, entry: Mapping[str, Any], request: bytes, response: bytes) -> Step:
+    """The Step an entry states, with its bodies (already checked against their hashes)."""
+    try:
+        return Step(
+            run_id=run_id,
+            step_index=_typed(entry["index"], int, "index"),
+            trace_id=int(entry["trace_id"], 16),
+            span_id=int(entry["span_id"], 16),
+            kind=_typed(entry["kind"], str, "kind"),
+            method=_typed(entry["method"], str, "method"),
+            url=_typed(entry["url"], str, "url"),
+            request_headers=[(str(k), str(v)) for k, v in entry["request_headers"]],
+            request_body=request,
+            request_hash="sha256:" + entry["request"],
+            status_code=_typed(entry["status_code"], int, "status_code", True),
+            response_headers=[(str(k), str(v)) for k, v in entry["response_headers"]],
+            response_body=response,
+            response_hash=None if entry["response"] is None else "sha256:" + entry["response"],
+            chunks=[(int(size), int(at)) for size, at in entry["chunks"]],
+            complete=entry["complete"] is True,
+            error_type=_typed(entry["error_type"], str, "error_type", True),
+            start_ns=_typed(entry["start_ns"], int, "start_ns"),
+            end_ns=_typed(entry["end_ns"], int, "end_ns"),
+            provider=_typed(entry.get("provider"), str, "provider", True),
+            model=_typed(entry.get("model"), str, "model", True),
+            tokens_in=_typed(entry.get("tokens_in"), int, "tokens_in", True),
+            tokens_out=_typed(entry.get("tokens_out"), int, "tokens_out", True),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RecordError(f"malformed step entry: {exc!r}") from None
+
+
+def check_entry(entry: Any) -> None:
+    """RecordError unless ``entry`` is a well-formed step entry."""
+    if not isinstance(entry, dict):
+        raise RecordError("a step entry is not an object")
+    step_from_entry("", entry, b"", b"")
+
+
+def _facts_value(facts: RunFacts) -> dict[str, Any]:
+    return {
+        "mode": facts.mode,
+        "seed": facts.seed,
+        "commit": facts.commit,
+        "code_dirty": facts.code_dirty,
+        "start_ns": facts.start_ns,
+    }
+
+
+def _facts_from(run_id: str, value: Any) -> RunFacts | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RecordError("run facts are not an object")
+    seed, commit, dirty = value.get("seed"), value.get("commit"), value.get("code_dirty")
+    return RunFacts(
+        run_id=run_id,
+        mode=str(value.get("mode") or "record"),
+        seed=seed if type(seed) is int else None,
+        commit=commit if isinstance(commit, str) else None,
+        code_dirty=dirty if isinstance(dirty, bool) else None,
+        start_ns=int(value.get("start_ns") or 0),
+    )
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # lone surrogates: the standard library escapes them, and reads them back
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def encode_record(
     run_id: str,
-    steps: list[bytes],
-    spans: list[bytes],
-    ext: list[tuple[Any, ...]],
-    tags: list[tuple[Any, ...]],
+    recording: str,
+    seq: int,
+    *,
+    facts: RunFacts | None,
+    steps: list[dict[str, Any]],
+    spans: list[SpanEntry],
+    end: RunEndFact | None,
 ) -> bytes:
-    """The JSON bytes of a record: ``steps`` from :func:`step_entry`, ``spans`` already JSON
-    (``_spans.prepare_span``); empty lists are left out."""
+    """The JSON of one record."""
     value: dict[str, Any] = {
-        "v": RECORD_VERSION,
-        "run": run_id,
-        "steps": [orjson.Fragment(step) for step in steps],
+        "v": VERSION,
+        "run": _id_value(run_id),
+        "recording": recording,
+        "seq": seq,
+        "steps": steps,
+        "spans": [{"span": s.span, "strings": s.strings} for s in spans],
     }
-    if spans:
-        value["spans"] = [orjson.Fragment(span) for span in spans]
-    if ext:
-        value["ext"] = ext
-    if tags:
-        value["tags"] = tags
-    return orjson.dumps(value)
+    if facts is not None:
+        value["facts"] = _facts_value(facts)
+    if end is not None:
+        value["end"] = {"end_ns": end.end_ns, "error_type": end.error_type}
+    return _dumps(value)
 
 
-def decode_record(data: bytes) -> Record:
-    """Decode record bytes; ValueError when they are not a record this version reads."""
+def frame_record(record_json: bytes, level: int = 3) -> bytes:
+    """One entry of a record file: length, crc32 and the zstd frame of ``record_json``."""
+    frame = zstandard.ZstdCompressor(level=level).compress(record_json)
+    return _HEAD.pack(len(frame), zlib.crc32(frame)) + frame
+
+
+def _decode(data: bytes) -> Record:
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"record is not JSON: {exc}") from None
-    if not isinstance(value, dict) or value.get("v") != RECORD_VERSION:
-        raise ValueError("record has an unknown version")
-    run_id, steps = value.get("run"), value.get("steps")
-    spans, ext, tags = (value.get(key, []) for key in ("spans", "ext", "tags"))
-    if not (isinstance(run_id, str) and isinstance(steps, list) and isinstance(spans, list)):
-        raise ValueError("record is missing its run, steps or spans")
-    if not (isinstance(ext, list) and isinstance(tags, list)):
-        raise ValueError("record has malformed ext or tags entries")
-    try:
-        stored = [_stored_step(entry) for entry in steps]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"record has a malformed step: {exc!r}") from None
-    return Record(run_id, stored, spans, ext, tags)
+        value = _loads(data)
+    except ValueError as exc:
+        raise RecordError(f"record is not JSON: {exc}") from None
+    if not isinstance(value, dict) or value.get("v") != VERSION:
+        raise RecordError("record has an unknown version")
+    run_id = _id_from(value.get("run"))
+    recording, seq = value.get("recording"), value.get("seq")
+    steps, spans = value.get("steps"), value.get("spans")
+    if not (isinstance(recording, str) and type(seq) is int):
+        raise RecordError("record has no recording or sequence number")
+    if not (isinstance(steps, list) and isinstance(spans, list)):
+        raise RecordError("record has no steps or spans list")
+    for entry in steps:
+        check_entry(entry)
+    span_entries: list[SpanEntry] = []
+    for item in spans:
+        if not (isinstance(item, dict) and isinstance(item.get("span"), dict)):
+            raise RecordError("a span entry is malformed")
+        strings = item.get("strings") or {}
+        if not isinstance(strings, dict):
+            raise RecordError("a span entry's strings are malformed")
+        span_entries.append(SpanEntry(item["span"], strings))
+    end_value = value.get("end")
+    end = None
+    if isinstance(end_value, dict):
+        error = end_value.get("error_type")
+        end = RunEndFact(
+            int(end_value.get("end_ns") or 0), error if isinstance(error, str) else None
+        )
+    return Record(
+        run_id, recording, seq, _facts_from(run_id, value.get("facts")), steps, span_entries, end
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What a record file yields: its readable records, and one line per damaged entry."""
+
+    records: list[Record]
+    problems: list[str]
+
+
+def decode_records(data: bytes) -> Decoded:
+    """Every record of a record file; damaged entries are reported, the others kept. After a
+    damaged length the rest of the file cannot be framed and is reported as one problem."""
+    records: list[Record] = []
+    problems: list[str] = []
+    pos = 0
+    decompressor = zstandard.ZstdDecompressor()
+    while pos < len(data):
+        if pos + _HEAD.size > len(data):
+            problems.append(f"truncated entry header at byte {pos}")
+            break
+        size, crc = _HEAD.unpack_from(data, pos)
+        start = pos + _HEAD.size
+        frame = data[start : start + size]
+        pos = start + size
+        if len(frame) < size:
+            problems.append(f"entry at byte {start - _HEAD.size} is cut short")
+            break
+        if zlib.crc32(frame) != crc:
+            problems.append(f"entry at byte {start - _HEAD.size} fails its checksum")
+            continue
+        try:
+            records.append(_decode(decompressor.decompress(frame)))
+        except (zstandard.ZstdError, RecordError) as exc:
+            problems.append(f"entry at byte {start - _HEAD.size}: {exc}")
+    return Decoded(records, problems)
+
+
+def iter_refs(record: Record) -> Iterator[bytes]:
+    """The digests of every body a record references (bodies, span strings)."""
+    for entry in record.steps:
+        yield bytes.fromhex(entry["request"])
+        if entry["response"] is not None:
+            yield bytes.fromhex(entry["response"])
+    for span in record.spans:
+        for digest in span.strings.values():
+            yield bytes.fromhex(digest)

@@ -1,365 +1,365 @@
-"""The index's SQL schema, and conversions between its rows and the store's records.
-
-Steps are keyed by run and index and hold what listing, replay matching and ``verify`` need
-without opening a pack: hashes (32-byte blobs), sizes, object numbers, ids, timing, outcome,
-provider, model and tokens. The index is the only place that holds the hashes and sizes of the
-bodies (the packs' records leave them out; a rebuild computes them from the bodies). Nothing
-is stored twice: a step's stream is a small number within its run; its trace id, provider and
-model are the run's unless they differ; its end is a duration. Run aggregates (step count,
-errors, tokens, bytes, models) are recomputed from the steps by :data:`RUN_AGGREGATES` whenever
-a flush touches the run.
-"""
+"""Reading and writing the index's rows: plain SQL in, named dataclasses out."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from collections.abc import Sequence
+import logging
+import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from otel_replay.store._facts import NO_FACTS, StepFacts
-from otel_replay.store._types import RunInfo, StepInfo
+from otel_replay.step import RunFacts
+from otel_replay.store._pack import Entry
+from otel_replay.store._types import RunInfo, RunStatus, StepInfo
 
 __all__ = [
-    "KIND_CODES",
-    "RUN_AGGREGATES",
-    "RUN_COLUMNS",
-    "RUN_SLOTS",
-    "SCHEMA",
-    "SCHEMA_VERSION",
-    "STEP_COLUMNS",
-    "UPDATE_RUN",
-    "Body",
-    "RunBase",
+    "Located",
+    "RunRow",
     "StepRef",
-    "Streams",
-    "compact_ddl",
-    "dump_streams",
-    "key_range",
-    "parse_streams",
-    "run_base",
-    "run_info",
-    "run_slots",
-    "step_info",
+    "add_pack",
+    "ensure_run",
+    "existing",
+    "locate",
+    "run_infos",
+    "step_infos",
     "step_ref",
-    "step_row",
-    "stored_row",
 ]
 
-SCHEMA_VERSION = 4
+_log = logging.getLogger("otel_replay.store")
 
-SCHEMA = """
-CREATE TABLE runs(
-    slot INTEGER PRIMARY KEY, id, num, start_ns, end_ns, span_error, commit_sha, seed,
-    steps, step_errors, tokens_in, tokens_out, bytes, models, pinned, trace_id, provider, model,
-    base_ns, streams
-);
-CREATE TABLE steps(
-    key INTEGER PRIMARY KEY, stream, kind, provider, model, req_hash, resp_hash,
-    req_oid, resp_delta, rec_delta, req_size, resp_size, trace_id, span_id, offset_ns, duration_ns,
-    status_code, error, complete, tokens_in, tokens_out
-);
-"""
-"""The tables, compact: an index of one 30-step run is 12 pages of 512 bytes (6 KB).
-
-Columns carry no declared types and the file keeps the statements without the spaces around
-their punctuation (``compact_ddl``): SQLite stores each value as given, and keeps the text of
-each statement in the file's first pages, where 40 bytes more cost a page.
-
-``runs``: ``slot`` is where the run's row is found from its id (:func:`run_slots`: a range
-of 16 rowids given by the sha256 of the id, the row in the first free one), so looking a run
-up by id is a rowid range search and needs no index of its own (a page, and 46 bytes of
-schema that cost another); ``num`` numbers the run's steps (below), NULL while it has none;
-``id`` text; times in Unix ns; ``span_error``, ``pinned`` 0/1; ``models`` newline-separated;
-``trace_id`` (16 bytes) the trace of the run's first indexed step, ``provider`` and ``model``
-the first a step of the run stated, ``base_ns`` the start of its first indexed step (each set
-once, never changed);
-``streams`` the run's streams as JSON, ``[[id, committed], ...]``: a stream's number within
-its run is its position, a stream gone from the packs is ``null`` (the others keep their
-numbers), and the objects below ``committed`` are durable and indexed. (A table of their own
-would cost two pages in a small index: its own and one more for the schema.)
-
-``steps``: ``stream`` is the stream's number; hashes are 32-byte blobs; ``kind`` is a
-:data:`KIND_CODES` number (or the text of another kind); ``trace_id`` is NULL when it is the
-run's; ``provider`` and ``model`` are NULL when they are the run's, ``''`` when the step has
-none, else their text; ``offset_ns`` is its start minus the run's ``base_ns``, ``duration_ns``
-its end minus its start; ``resp_delta`` and ``rec_delta`` are the object numbers of its
-response and record minus ``req_oid``. SQLite stores integers in as few bytes as they need
-(0 and 1, like NULL, in none), so the common step costs about 115 bytes and four fit a page.
-
-A step's key is ``run num << 32 | step index``, so the steps of a run are one key range and
-steps, which are appended, fill whole pages (SQLite packs appended rows of a rowid table
-densely, while a text-keyed table would keep its pages a third empty). A run gets its
-``num`` with its first steps, one more than the highest in use (``max(key) >> 32``, a
-rowid lookup), and gives it back when its last steps go, so the numbers in use are always
-those of the steps table. (``WITHOUT ROWID`` tables keyed by the run id would need no
-``num`` or ``slot``, but hold at most 102 bytes of a row in a 512-byte page: every run row
-and step row would spill into an overflow page of its own.)"""
-
-RUN_SLOTS = 16
-"""Rowids of ``runs`` a run id may sit at (:func:`run_slots`)."""
+_CHUNK = 500
+"""Digests per ``IN (...)`` query (SQLite allows at least 999 parameters)."""
 
 
-def run_slots(run_id: str) -> tuple[int, int]:
-    """The first and last ``runs.slot`` the row of ``run_id`` may have: 16 rowids from 59
-    bits of the sha256 of the id (two ids sharing them is a 1 in 2**59 chance, and 16 of them
-    would have to)."""
-    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).digest()
-    first = (int.from_bytes(digest[:8], "big") >> 5) * RUN_SLOTS
-    return first, first + RUN_SLOTS - 1
+def run_name_of(value: Any) -> str:
+    """A run name or id read from the index (TEXT, or a BLOB when not valid UTF-8)."""
+    return _text(value)
 
 
-def compact_ddl(statement: str) -> str:
-    """``statement`` as the file keeps it: one line, no spaces around ``(``, ``)`` and ``,``."""
-    return re.sub(r"\s*([(),])\s*", r"\1", " ".join(statement.split()))
+def _text(value: Any) -> str:
+    """A run id read back: TEXT as it is, a BLOB (not valid UTF-8) decoded as it was made."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
 
 
-KIND_CODES = {"llm": 0, "http": 1, "tool": 2}
-"""Step kinds stored as numbers; any other kind is stored as its text."""
-_KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
+def id_param(run_id: str) -> str | bytes:
+    """A run id as a query parameter (a BLOB when it is not valid UTF-8)."""
+    try:
+        run_id.encode("utf-8")
+        return run_id
+    except UnicodeEncodeError:
+        return run_id.encode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Where an object is: its pack's name and its place in the pack."""
+
+    pack: str
+    kind: int
+    frame_offset: int
+    frame_size: int
+    offset: int
+    size: int
+
+
+def existing(conn: sqlite3.Connection, digests: Sequence[bytes]) -> set[bytes]:
+    """Those of ``digests`` the index holds."""
+    found: set[bytes] = set()
+    for at in range(0, len(digests), _CHUNK):
+        part = digests[at : at + _CHUNK]
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(f"SELECT digest FROM objects WHERE digest IN ({marks})", part)
+        found.update(bytes(row[0]) for row in rows)
+    return found
+
+
+def locate(conn: sqlite3.Connection, digest: bytes) -> Located | None:
+    """Where the object ``digest`` is, or None."""
+    row = conn.execute(
+        "SELECT packs.name, kind, frame_offset, frame_size, offset, objects.size "
+        "FROM objects JOIN packs ON packs.id = objects.pack WHERE digest = ?",
+        (digest,),
+    ).fetchone()
+    return None if row is None else Located(*row)
+
+
+def add_pack(
+    conn: sqlite3.Connection, name: str, size: int, entries: Sequence[Entry], *, move: bool
+) -> None:
+    """Index a pack and its objects. An object already indexed elsewhere keeps its place,
+    unless ``move`` (a repack, whose copy replaces the old one)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO packs (name, size, objects) VALUES (?, ?, ?)",
+        (name, size, len(entries)),
+    )
+    pack_id = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()[0]
+    verb = "INSERT OR REPLACE" if move else "INSERT OR IGNORE"
+    conn.executemany(
+        f"{verb} INTO objects (digest, kind, pack, frame_offset, frame_size, offset, size) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (e.digest, e.kind, pack_id, e.frame_offset, e.frame_size, e.offset, e.size)
+            for e in entries
+        ],
+    )
+
+
+def drop_pack(conn: sqlite3.Connection, name: str) -> None:
+    """Forget a pack and the objects indexed in it."""
+    row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        conn.execute("DELETE FROM objects WHERE pack = ?", (row[0],))
+        conn.execute("DELETE FROM packs WHERE id = ?", (row[0],))
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """A run's key columns: its row id and name."""
+
+    id: int
+    name: str
+
+
+def ensure_run(
+    conn: sqlite3.Connection, run_id: str, recording: str, facts: RunFacts | None, where: str
+) -> RunRow:
+    """The run row of ``recording`` of ``run_id``, made when new: numbered after the id's
+    earlier recordings and named ``<id>@<n>`` when the id is taken (logged once)."""
+    key = id_param(run_id)
+    row = conn.execute(
+        "SELECT id, name FROM runs WHERE run_id = ? AND recording = ?", (key, recording)
+    ).fetchone()
+    if row is not None:
+        if facts is not None:
+            _set_facts(conn, row[0], facts)
+        return RunRow(row[0], _text(row[1]))
+    number = conn.execute(
+        "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE run_id = ?", (key,)
+    ).fetchone()[0]
+    name = run_id if number == 1 else f"{run_id}@{number}"
+    while conn.execute("SELECT 1 FROM runs WHERE name = ?", (id_param(name),)).fetchone():
+        number += 1
+        name = f"{run_id}@{number}"
+    cursor = conn.execute(
+        "INSERT INTO runs (name, run_id, recording, number) VALUES (?, ?, ?, ?)",
+        (id_param(name), key, recording, number),
+    )
+    assert cursor.lastrowid is not None
+    if number > 1:
+        _log.warning(
+            "otel-replay: run id %r is already in the store at %s; this recording is kept "
+            "apart as run %r",
+            run_id,
+            where,
+            name,
+        )
+    if facts is not None:
+        _set_facts(conn, cursor.lastrowid, facts)
+    return RunRow(cursor.lastrowid, name)
+
+
+def _set_facts(conn: sqlite3.Connection, run: int, facts: RunFacts) -> None:
+    conn.execute(
+        "UPDATE runs SET mode = ?, started_ns = ?, commit_sha = ?, code_dirty = ?, seed = ? "
+        "WHERE id = ?",
+        (
+            facts.mode,
+            facts.start_ns or None,
+            facts.commit,
+            facts.code_dirty,
+            facts.seed,
+            run,
+        ),
+    )
+
+
+def end_run(conn: sqlite3.Connection, run: int, end_ns: int, error_type: str | None) -> None:
+    """Mark a run closed by its recorder."""
+    conn.execute(
+        "UPDATE runs SET ended_ns = ?, error_type = COALESCE(?, error_type) WHERE id = ?",
+        (end_ns, error_type, run),
+    )
+
 
 STEP_COLUMNS = (
-    "s.key & 4294967295, s.kind, "
-    "CASE WHEN s.provider IS NULL THEN r.provider ELSE nullif(s.provider, '') END, "
-    "CASE WHEN s.model IS NULL THEN r.model ELSE nullif(s.model, '') END, "
-    "s.req_hash, s.resp_hash, s.req_size, "
-    "s.resp_size, coalesce(s.trace_id, r.trace_id), s.span_id, r.base_ns + s.offset_ns, "
-    "r.base_ns + s.offset_ns + s.duration_ns, s.status_code, s.error, s.complete, s.tokens_in, "
-    "s.tokens_out"
-)
-"""Read ``FROM steps AS s JOIN runs AS r``."""
-
-RUN_COLUMNS = (
-    "id, start_ns, end_ns, span_error, commit_sha, seed, steps, step_errors, tokens_in, "
-    "tokens_out, bytes, models, pinned"
+    "step_index, kind, provider, model, request_hash, request_size, response_hash, "
+    "response_size, status_code, error_type, complete, start_ns, end_ns, tokens_in, "
+    "tokens_out, trace_id, span_id"
 )
 
-RUN_AGGREGATES = """
-SELECT count(*), count(error), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0),
-       coalesce(sum(req_size + resp_size), 0), :base + min(offset_ns),
-       :base + max(offset_ns + duration_ns),
-       (SELECT group_concat(name, char(10)) FROM (
-            SELECT CASE WHEN model IS NULL THEN :model ELSE nullif(model, '') END AS name
-            FROM steps WHERE key BETWEEN :lo AND :hi AND name IS NOT NULL
-            GROUP BY name ORDER BY min(key)))
-FROM steps WHERE key BETWEEN :lo AND :hi
+
+def add_steps(
+    conn: sqlite3.Connection, run: int, record: str, entries: Iterable[dict[str, Any]]
+) -> None:
+    """Index the steps of one record (a step stated again, by a merged record, is replaced)."""
+    conn.executemany(
+        f"INSERT OR REPLACE INTO steps (run, {STEP_COLUMNS}, record) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                run,
+                e["index"],
+                e["kind"],
+                e.get("provider"),
+                e.get("model"),
+                "sha256:" + e["request"],
+                e["request_size"],
+                None if e["response"] is None else "sha256:" + e["response"],
+                e["response_size"],
+                e["status_code"],
+                e["error_type"],
+                bool(e["complete"]),
+                e["start_ns"],
+                e["end_ns"],
+                e.get("tokens_in"),
+                e.get("tokens_out"),
+                e["trace_id"],
+                e["span_id"],
+                record,
+            )
+            for e in entries
+        ],
+    )
+
+
+_RUN_QUERY = """
+SELECT runs.id, runs.name, runs.run_id, runs.number, runs.mode,
+       runs.started_ns, MIN(steps.start_ns), runs.ended_ns, MAX(steps.end_ns),
+       runs.error_type, COUNT(steps.error_type), runs.commit_sha, runs.code_dirty, runs.seed,
+       COUNT(steps.step_index), COALESCE(SUM(steps.tokens_in), 0),
+       COALESCE(SUM(steps.tokens_out), 0),
+       COALESCE(SUM(steps.request_size + steps.response_size), 0), runs.pinned
+FROM runs LEFT JOIN steps ON steps.run = runs.id
 """
-"""Aggregates of a run's steps (keys ``lo`` to ``hi``; ``model`` and ``base`` the run's),
-recomputed when a flush touches it."""
-
-UPDATE_RUN = """
-UPDATE runs SET steps = :n, step_errors = :errors, tokens_in = :tin, tokens_out = :tout,
-    bytes = :bytes, models = :models,
-    start_ns = min(coalesce(start_ns, :first), coalesce(:first, start_ns)),
-    end_ns = max(coalesce(end_ns, :last), coalesce(:last, end_ns))
-WHERE slot = :slot
-"""
 
 
-def key_range(num: int | None) -> tuple[int, int]:
-    """The first and last step key of the run whose ``num`` is ``num`` (None: a run without
-    steps, an empty range)."""
-    if num is None:
-        return 1, 0
-    return num << 32, (num << 32) | 0xFFFFFFFF
+def _models(conn: sqlite3.Connection, run: int) -> tuple[str, ...]:
+    rows = conn.execute(
+        "SELECT model FROM steps WHERE run = ? AND model IS NOT NULL "
+        "GROUP BY model ORDER BY MIN(step_index)",
+        (run,),
+    )
+    return tuple(row[0] for row in rows)
+
+
+def _status(ended: bool, error_type: str | None, error_steps: int) -> RunStatus:
+    if not ended:
+        return "incomplete"
+    return "error" if error_type is not None or error_steps else "ok"
+
+
+def _bound(pick: Any, *values: int | None) -> int:
+    known = [v for v in values if v]
+    return int(pick(known)) if known else 0
+
+
+def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo]:
+    """Every run (oldest first), or the one named ``name``."""
+    where = "" if name is None else "WHERE runs.name = ? "
+    params: tuple[object, ...] = () if name is None else (id_param(name),)
+    rows = conn.execute(_RUN_QUERY + where + "GROUP BY runs.id", params).fetchall()
+    infos = []
+    for r in rows:
+        start = _bound(min, r[5], r[6])
+        infos.append(
+            RunInfo(
+                run_id=_text(r[1]),
+                recorded_id=_text(r[2]),
+                recording=r[3],
+                mode=r[4],
+                start_ns=start,
+                end_ns=_bound(max, start, r[7], r[8]),
+                status=_status(r[7] is not None, r[9], r[10]),
+                error_type=r[9],
+                error_steps=r[10],
+                commit=r[11],
+                code_dirty=None if r[12] is None else bool(r[12]),
+                seed=r[13],
+                step_count=r[14],
+                tokens_in=r[15],
+                tokens_out=r[16],
+                bytes=r[17],
+                pinned=bool(r[18]),
+                models=_models(conn, r[0]),
+            )
+        )
+    infos.sort(key=lambda info: (info.start_ns, info.run_id))
+    return infos
+
+
+def run_row(conn: sqlite3.Connection, name: str) -> RunRow | None:
+    """The row of the run named ``name``, or None."""
+    row = conn.execute("SELECT id, name FROM runs WHERE name = ?", (id_param(name),)).fetchone()
+    return None if row is None else RunRow(row[0], _text(row[1]))
+
+
+def _step_info(name: str, r: Sequence[Any]) -> StepInfo:
+    return StepInfo(
+        run_id=name,
+        index=r[0],
+        kind=r[1],
+        provider=r[2],
+        model=r[3],
+        request_hash=r[4],
+        request_size=r[5],
+        response_hash=r[6],
+        response_size=r[7],
+        status_code=r[8],
+        error_type=r[9],
+        complete=bool(r[10]),
+        start_ns=r[11],
+        end_ns=r[12],
+        tokens_in=r[13],
+        tokens_out=r[14],
+        trace_id=int(r[15], 16),
+        span_id=int(r[16], 16),
+    )
+
+
+def step_infos(conn: sqlite3.Connection, run: RunRow, index: int | None = None) -> list[StepInfo]:
+    """The steps of a run in index order (or only step ``index``)."""
+    sql = f"SELECT {STEP_COLUMNS} FROM steps WHERE run = ?"
+    params: tuple[object, ...] = (run.id,)
+    if index is not None:
+        sql += " AND step_index = ?"
+        params += (index,)
+    rows = conn.execute(sql + " ORDER BY step_index", params)
+    return [_step_info(run.name, r) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
 class StepRef:
-    """Where a step's bodies and record live: its stream and object numbers."""
+    """What reading a step's data needs: its index row and the record file stating it."""
 
-    run_id: str
-    index: int
-    stream: int
-    request_oid: int
-    response_oid: int | None
-    record_oid: int
-    request_digest: bytes
-    response_digest: bytes | None
+    info: StepInfo
+    record: str
 
 
-RunBase = tuple[Any, ...]
-"""What a run's steps are stored relative to: its ``trace_id``, ``provider``, ``model`` and
-``base_ns`` (read in that order)."""
+def step_ref(conn: sqlite3.Connection, run: RunRow, index: int) -> StepRef | None:
+    """The step ``index`` of a run, with its record file, or None."""
+    row = conn.execute(
+        f"SELECT {STEP_COLUMNS}, record FROM steps WHERE run = ? AND step_index = ?",
+        (run.id, index),
+    ).fetchone()
+    return None if row is None else StepRef(_step_info(run.name, row), row[17])
 
-_BASE_COLUMNS = (11, 2, 3, 13)
-"""Where :func:`step_row` puts the values a :data:`RunBase` is first set from."""
+
+def sweeps(conn: sqlite3.Connection) -> int:
+    """How many gc sweeps have removed objects from this store."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'sweeps'").fetchone()
+    return 0 if row is None else int(row[0])
 
 
-def run_base(known: RunBase, rows: Sequence[Sequence[Any]]) -> RunBase:
-    """``known`` with each unset value taken from the first of ``rows`` (from
-    :func:`step_row`) that has one."""
-    return tuple(
-        value if value is not None else next((r[at] for r in rows if r[at] is not None), None)
-        for value, at in zip(known, _BASE_COLUMNS, strict=True)
+def count_sweep(conn: sqlite3.Connection) -> None:
+    """Note one more sweep (writers then forget which objects they knew were stored)."""
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('sweeps', 1) "
+        "ON CONFLICT (key) DO UPDATE SET value = value + 1"
     )
 
 
-def _relative_name(value: str | None, runs: str | None) -> str | None:
-    if value is None:
-        return ""
-    return None if value == runs else value
-
-
-def stored_row(key: int, stream: int, row: Sequence[Any], base: RunBase) -> tuple[Any, ...]:
-    """The steps-table row of a :func:`step_row` value, stored relative to its run's ``base``
-    (see :data:`SCHEMA`)."""
-    trace, provider, model, start = base
-    request = row[6]
-    return (
-        key,
-        stream,
-        row[1],
-        _relative_name(row[2], provider),
-        _relative_name(row[3], model),
-        row[4],
-        row[5],
-        request,
-        None if row[7] is None else row[7] - request,
-        row[8] - request,
-        row[9],
-        row[10],
-        None if row[11] == trace else row[11],
-        row[12],
-        row[13] - start,
-        *row[14:],
-    )
-
-
-Streams = list[list[int] | None]
-"""A run's streams as ``runs.streams`` holds them: ``[id, committed]`` by number, or None."""
-
-
-def parse_streams(text: str | None) -> Streams:
-    """The streams of a ``runs.streams`` value."""
-    streams: Streams = json.loads(text) if text else []
-    return streams
-
-
-def dump_streams(streams: Streams) -> str:
-    """The ``runs.streams`` value of ``streams``."""
-    return json.dumps(streams, separators=(",", ":"))
-
-
-def step_ref(run_id: str, row: Sequence[Any], streams: Streams) -> StepRef:
-    """A StepRef from a row of ``Index._REF`` (key, stream number, object numbers, hashes)
-    and its run's parsed streams. A stream number the run does not list (damage) stands as
-    ``-1 - number``."""
-    number = row[1]
-    entry = streams[number] if 0 <= number < len(streams) else None
-    stream = entry[0] if entry is not None else -1 - number
-    return StepRef(run_id, row[0] & 0xFFFFFFFF, stream, *row[2:])
-
-
-def _hash_text(digest: bytes | None) -> str | None:
-    return None if digest is None else "sha256:" + digest.hex()
-
-
-def step_info(run_id: str, row: Sequence[Any]) -> StepInfo:
-    """A StepInfo from a row of :data:`STEP_COLUMNS`."""
-    kind = row[1]
-    return StepInfo(
-        run_id=run_id,
-        index=row[0],
-        kind=kind if isinstance(kind, str) else _KIND_NAMES.get(kind, str(kind)),
-        provider=row[2],
-        model=row[3],
-        request_hash=_hash_text(row[4]) or "",
-        response_hash=_hash_text(row[5]),
-        request_size=row[6],
-        response_size=row[7],
-        trace_id=int.from_bytes(row[8] or b"", "big"),
-        span_id=int.from_bytes(row[9], "big"),
-        start_ns=row[10],
-        end_ns=row[11],
-        status_code=row[12],
-        error_type=row[13],
-        complete=bool(row[14]),
-        tokens_in=row[15],
-        tokens_out=row[16],
-    )
-
-
-def run_info(row: Sequence[Any]) -> RunInfo:
-    """A RunInfo from a row of :data:`RUN_COLUMNS`."""
-    return RunInfo(
-        run_id=row[0],
-        start_ns=row[1] or 0,
-        end_ns=row[2] or 0,
-        status="error" if row[3] or row[7] else "ok",
-        commit=row[4],
-        seed=row[5],
-        step_count=row[6] or 0,
-        tokens_in=row[8] or 0,
-        tokens_out=row[9] or 0,
-        bytes=row[10] or 0,
-        models=tuple(row[11].split("\n")) if row[11] else (),
-        pinned=bool(row[12]),
-    )
-
-
-Body = tuple[bytes, int]
-"""A body as the index knows it: its sha256 digest and its size."""
-
-
-class Timed(Protocol):
-    """What :func:`step_row` reads of a step: a Fixture or a StoredStep."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def trace_id(self) -> int: ...
-    @property
-    def span_id(self) -> int: ...
-    @property
-    def start_ns(self) -> int: ...
-    @property
-    def end_ns(self) -> int: ...
-    @property
-    def status_code(self) -> int | None: ...
-    @property
-    def error_type(self) -> str | None: ...
-    @property
-    def complete(self) -> bool: ...
-
-
-def step_row(
-    record_oid: int,
-    index: int,
-    oids: tuple[int, int | None],
-    step: Timed,
-    facts: StepFacts | None,
-    request: Body,
-    response: Body | None,
-) -> tuple[Any, ...]:
-    """The steps-table values of step ``index`` of the record numbered ``record_oid``, led by
-    its index (the index turns it into the key) and without its stream (the index adds its
-    number). ``oids`` are its request's and response's object numbers, ``facts`` what its span
-    says; ``response`` is None when none was received. Provider, model, trace id, start and
-    object numbers are as given: :meth:`Index.add_steps` stores them relative to the run's
-    (:func:`stored_row`)."""
-    provider, model, tokens_in, tokens_out = facts or NO_FACTS
-    return (
-        index,
-        KIND_CODES.get(step.kind, step.kind),
-        provider,
-        model,
-        request[0],
-        None if response is None else response[0],
-        oids[0],
-        oids[1],
-        record_oid,
-        request[1],
-        0 if response is None else response[1],
-        step.trace_id.to_bytes(16, "big"),
-        step.span_id.to_bytes(8, "big"),
-        step.start_ns,
-        step.end_ns - step.start_ns,
-        step.status_code,
-        step.error_type,
-        int(step.complete),
-        tokens_in,
-        tokens_out,
-    )
+def run_records(conn: sqlite3.Connection, run: int) -> list[str]:
+    """The record files of a run, by path."""
+    return [
+        r[0] for r in conn.execute("SELECT path FROM records WHERE run = ? ORDER BY path", (run,))
+    ]

@@ -12,20 +12,15 @@ the original bytes, found by a scanner that jumps between structural characters 
 rebuilt bytes are exactly the original whatever the input — a malformed body just splits badly
 or not at all. The store still checks the sha256 of every rebuilt body.
 
-Most elements of a request were elements of the previous one. A *probe* (see
-:func:`split_known`) recognises them by their bytes: when an element starts with the exact bytes
-of a segment the stream already holds, the scanner jumps over it instead of walking its strings,
-and the caller gets the segment's object number without hashing it. Only segments that open
-with ``{``, ``[`` or ``"`` are probed: such a value ends where its bytes end, so a match is the
-very element the scanner would have found.
+Each segment becomes a chunk addressed by its sha256 (``_objects``), so an element is stored
+once in the whole store, whoever sends it again.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
-__all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Probe", "Shapes", "split", "split_known"]
+__all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Shapes", "split"]
 
 SPLIT_KEYS = frozenset({b"messages", b"input", b"tools", b"contents", b"system", b"output"})
 """Keys of a top-level JSON object whose array elements become segments.
@@ -40,10 +35,6 @@ MIN_SEGMENT = 64
 
 MIN_BODY = 512
 """Bodies shorter than this are stored whole."""
-
-Probe = Callable[[bytes, int], tuple[int, int] | None]
-"""``probe(body, pos)``: for the element starting at ``pos``, ``(end, object number)`` of a known
-segment whose bytes are exactly ``body[pos:end]``, or None."""
 
 _KEYS = re.compile(rb'"(?:' + b"|".join(sorted(SPLIT_KEYS)) + rb')"[ \t\r\n]*:[ \t\r\n]*\[')
 _WS = re.compile(rb"[ \t\r\n]*")
@@ -182,23 +173,18 @@ def _element_end(buf: bytes, pos: int, shapes: Shapes | None) -> int:
     return end
 
 
-_Found = list[tuple[int, int, int]]
+_Found = list[tuple[int, int]]
 
 
-def _elements(buf: bytes, pos: int, out: _Found, probe: Probe | None, shapes: Shapes | None) -> int:
-    """``pos`` is at ``[``: append each element's range (and known object, else -1) to
-    ``out``; return the index past the closing ``]``."""
+def _elements(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> int:
+    """``pos`` is at ``[``: append each element's range to ``out``; return the index past
+    the closing ``]``."""
     pos = _ws(buf, pos + 1)
     if buf[pos] == 0x5D:  # ]
         return pos + 1
     while True:
-        known = probe(buf, pos) if probe is not None else None
-        if known is None:
-            end = _element_end(buf, pos, shapes)
-            out.append((pos, end, -1))
-        else:
-            end = known[0]
-            out.append((pos, end, known[1]))
+        end = _element_end(buf, pos, shapes)
+        out.append((pos, end))
         pos = _ws(buf, end)
         sep = buf[pos]
         if sep == 0x5D:  # ]
@@ -208,7 +194,7 @@ def _elements(buf: bytes, pos: int, out: _Found, probe: Probe | None, shapes: Sh
         pos = _ws(buf, pos + 1)
 
 
-def _members(buf: bytes, pos: int, out: _Found, probe: Probe | None, shapes: Shapes | None) -> None:
+def _members(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> None:
     """``pos`` is at ``{``: split the arrays under :data:`SPLIT_KEYS`."""
     pos = _ws(buf, pos + 1)
     if buf[pos] == 0x7D:  # }
@@ -223,7 +209,7 @@ def _members(buf: bytes, pos: int, out: _Found, probe: Probe | None, shapes: Sha
             raise _Malformed
         pos = _ws(buf, pos + 1)
         if key in SPLIT_KEYS and buf[pos] == 0x5B:
-            pos = _elements(buf, pos, out, probe, shapes)
+            pos = _elements(buf, pos, out, shapes)
         else:
             pos = _value_end(buf, pos)
         pos = _ws(buf, pos)
@@ -235,20 +221,13 @@ def _members(buf: bytes, pos: int, out: _Found, probe: Probe | None, shapes: Sha
         pos = _ws(buf, pos + 1)
 
 
-def split(body: bytes) -> list[tuple[int, int]]:
+def split(body: bytes, shapes: Shapes | None = None) -> list[tuple[int, int]]:
     """Byte ranges ``(start, end)`` of the segments of ``body``, in order, non-overlapping.
 
     Empty when the body is short, not JSON, malformed, or has nothing worth splitting; the
     caller then stores it whole. Everything outside the ranges is the body's skeleton.
+    ``shapes`` (kept by the caller across bodies) finds the ends of new elements faster.
     """
-    return [(start, end) for start, end, _ in split_known(body, None)]
-
-
-def split_known(
-    body: bytes, probe: Probe | None, shapes: Shapes | None = None
-) -> list[tuple[int, int, int]]:
-    """:func:`split`, with each range's known object number (from ``probe``) or -1; new
-    elements are found faster with ``shapes`` (which learns from them)."""
     if len(body) < MIN_BODY:
         return []
     found: _Found = []
@@ -258,9 +237,9 @@ def split_known(
         if first == b"{":
             if _KEYS.search(body, pos) is None:
                 return []  # no array under a split key: nothing to walk
-            _members(body, pos, found, probe, shapes)
+            _members(body, pos, found, shapes)
         elif first == b"[":
-            _elements(body, pos, found, probe, shapes)
+            _elements(body, pos, found, shapes)
     except (_Malformed, IndexError):
         return []
     return [item for item in found if item[1] - item[0] >= MIN_SEGMENT]

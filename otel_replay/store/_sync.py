@@ -1,238 +1,179 @@
-"""Reading the packs' records back: spans of a run, and the index rebuilt from the packs.
+"""Bringing the index up to date with the files: rebuild, refresh, remote stores.
 
-For a remote store the index is a local cache, so :func:`sync_index` is how it learns what
-other machines wrote (and what another machine's ``gc`` removed). For a local store it is
-how ``Store.rebuild`` recreates a damaged index. Both read the records (one small JSON object
-per flush) and the bodies they point at: records leave out the bodies' sha256 and sizes,
-which the index holds, so they are computed here (a rebuilt body is checked against the hash
-prefix its recipe carries; ``_reader``).
-
-A pack that cannot be read stops its stream there: the records before it are indexed, the
-stream's committed mark stays below it (so the next sync reads it again: a remote read may
-only have failed for a moment), and a stream whose first pack is damaged stays out of the
-index. A record whose bodies cannot be read stops its stream the same way. Nothing is dropped
-silently: each such pack is logged, ``verify`` names it (it checks the streams it finds on
-storage, indexed or not) and ``gc`` never removes it.
+The files are the truth. :func:`sync` lists the store's packs, records and pins, indexes the
+ones the index lacks (a pack by its table, a record file by its records) and forgets the ones
+that are gone (a repack, a merge, gc — here or, for a remote store, on another machine).
+Whatever cannot be read is reported and left out, and everything readable is kept: one
+damaged record costs its own steps, one damaged pack its own objects.
 """
 
 from __future__ import annotations
 
-import logging
-from collections import defaultdict
-from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
-from otel_replay.errors import CorruptBlobError
-from otel_replay.store._facts import facts_of, merge_facts
-from otel_replay.store._format import PACKS_DIR, PINS_DIR, parse_pack_name, pin_path, run_name
+from otel_replay.store import _rows
+from otel_replay.store._format import (
+    OBJECTS_DIR,
+    PINS_DIR,
+    RUNS_DIR,
+    parse_pack_path,
+    parse_record_name,
+    run_dir,
+)
 from otel_replay.store._fs import Backend
-from otel_replay.store._index import Index
-from otel_replay.store._pack import KIND_RECORD, PackError
-from otel_replay.store._reader import PackFile, Reader, cover
-from otel_replay.store._records import Record, decode_record
-from otel_replay.store._rows import Body, step_row
+from otel_replay.store._index import Index, Tx
+from otel_replay.store._pack import Entry, PackError, parse_table
+from otel_replay.store._records import Record, decode_records
+from otel_replay.store._types import VerifyProblem
 
-__all__ = [
-    "list_streams",
-    "readable_records",
-    "record_rows",
-    "stream_records",
-    "sync_index",
-    "unindexable",
-]
+__all__ = ["TMP_PREFIX", "Listing", "SyncReport", "list_files", "read_pins", "sync"]
 
-_log = logging.getLogger(__name__)
-
-READ_ERRORS = (CorruptBlobError, PackError, ValueError, OSError)
-"""What reading a pack's records raises when the pack (or the storage) is damaged."""
+TMP_PREFIX = ".tmp-"
+TABLE_READ = 64 << 10
+"""Bytes read from a pack's end to find its table (more when the table is larger)."""
 
 
-def list_streams(backend: Backend) -> dict[tuple[str, int], list[PackFile]]:
-    """Every stream found under ``packs/``: (run directory name, stream id) -> its packs."""
-    streams: dict[tuple[str, int], list[PackFile]] = defaultdict(list)
-    for rel in backend.find(PACKS_DIR):
-        parts = rel.split("/")
-        parsed = parse_pack_name(parts[2]) if len(parts) == 3 else None
-        if parsed is not None:
-            streams[(parts[1], parsed[0])].append(PackFile(parsed[1], parsed[2], rel))
-    return dict(streams)
+@dataclass(slots=True)
+class Listing:
+    """The store's files by kind: relative path -> (size, modification time)."""
+
+    packs: dict[str, tuple[int, float]] = field(default_factory=dict)
+    records: dict[str, tuple[int, float]] = field(default_factory=dict)
+    temps: dict[str, tuple[int, float]] = field(default_factory=dict)
+    strays: list[str] = field(default_factory=list)
 
 
-def stream_records(
-    reader: Reader,
-    run_id: str,
-    stream: int,
-    *,
-    start: int = 0,
-    stop: int | None = None,
-    packs: list[PackFile] | None = None,
-) -> Iterator[tuple[int, Record]]:
-    """``(object number, record)`` of the stream's records numbered ``start`` to ``stop - 1``.
+def list_files(backend: Backend) -> Listing:
+    """Every pack, record file and temporary file of the store."""
+    listing = Listing()
+    for top in (OBJECTS_DIR, RUNS_DIR):
+        for rel, info in backend.find(top).items():
+            name = PurePosixPath(rel).name
+            if name.startswith(TMP_PREFIX):
+                listing.temps[rel] = info
+            elif top == OBJECTS_DIR and parse_pack_path(rel) is not None:
+                listing.packs[rel] = info
+            elif top == RUNS_DIR and parse_record_name(name) is not None:
+                listing.records[rel] = info
+            else:
+                listing.strays.append(rel)
+    return listing
 
-    Raises CorruptBlobError for an unreadable pack and ValueError for an undecodable record.
-    """
-    chosen = cover(packs) if packs is not None else reader.packs(run_id, stream)
-    for pack in chosen:
-        if pack.last < start or (stop is not None and pack.first >= stop):
+
+def read_pack_table(backend: Backend, rel: str, size: int) -> list[Entry]:
+    """The table of the pack at ``rel``; PackError when it cannot be read."""
+    tail = backend.read_tail(rel, min(size, TABLE_READ))
+    try:
+        return parse_table(tail, size)
+    except PackError:
+        if len(tail) >= size:
+            raise
+        return parse_table(backend.read(rel), size)
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What a sync read and what it could not."""
+
+    packs: int = 0
+    records: int = 0
+    dropped: int = 0
+    """Packs forgotten because they are gone."""
+    problems: list[VerifyProblem] = field(default_factory=list)
+
+
+def read_pins(backend: Backend) -> set[str]:
+    """The names of the pinned runs (each marker file holds its run's name)."""
+    names: set[str] = set()
+    for name in backend.listdir(PINS_DIR):
+        try:
+            names.add(backend.read(f"{PINS_DIR}/{name}").decode("utf-8", "surrogatepass"))
+        except (OSError, UnicodeDecodeError):
             continue
-        index = reader.pack_index(pack.rel)
-        for offset, (_, _, _, kind) in enumerate(index.entries):
-            oid = index.first + offset
-            if kind == KIND_RECORD and oid >= start and (stop is None or oid < stop):
-                yield oid, decode_record(reader.raw(run_id, stream, oid)[1])
+    return names
 
 
-def _body(reader: Reader, run_id: str, stream: int, oid: int) -> Body:
-    data, digest = reader.hashed(run_id, stream, oid)
-    return digest, len(data)
-
-
-def record_rows(reader: Reader, run_id: str, stream: int, oid: int, record: Record) -> list[Any]:
-    """The index rows of the steps of record ``oid``; CorruptBlobError when a body of theirs
-    cannot be read."""
-    facts = merge_facts((run_id, facts_of(span)) for span in record.spans).get(run_id)
-    steps = facts.steps if facts is not None else {}
-    return [
-        step_row(
-            oid,
-            step.index,
-            (step.request_oid, step.response_oid),
-            step,
-            steps.get(step.index),
-            _body(reader, run_id, stream, step.request_oid),
-            None if step.response_oid is None else _body(reader, run_id, stream, step.response_oid),
+def _index_records(tx: Tx, rel: str, size: int, records: list[Record], where: str) -> None:
+    for record in records:
+        if run_dir(record.run_id) != rel.rsplit("/", 1)[0]:
+            continue  # a record filed under another run's directory is not trusted
+        row = _rows.ensure_run(tx.conn, record.run_id, record.recording, record.facts, where)
+        _rows.add_steps(tx.conn, row.id, rel, record.steps)
+        if record.end is not None:
+            _rows.end_run(tx.conn, row.id, record.end.end_ns, record.end.error_type)
+        tx.execute(
+            "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
+            (rel, row.id, size),
         )
-        for step in record.steps
-    ]
 
 
-def _apply(
-    index: Index,
-    reader: Reader,
-    run_id: str,
-    stream: int,
-    records: list[tuple[int, Record]],
-    end: int,
-) -> str | None:
-    """Index the records of a stream up to ``end``, stopping at the first record whose bodies
-    cannot be read; what is wrong with that record (None when all were indexed). A stream
-    whose first record is such stays out of the index."""
-    rows: list[tuple[int, list[Any]]] = []
-    problem = None
-    for oid, record in records:
-        try:
-            rows.append((oid, record_rows(reader, run_id, stream, oid, record)))
-        except READ_ERRORS as exc:
-            problem, end = f"record {oid}: {exc}", oid
-            break
-    if problem is not None and not rows:
-        return problem  # nothing readable: the stream stays out of the index, like a bad pack
-    spans = (span for oid, record in records if oid < end for span in record.spans)
-    facts = merge_facts((run_id, facts_of(span)) for span in spans)
-    with index.write() as conn:
-        num = Index.add_run(conn, run_id, facts.get(run_id))
-        number = Index.set_stream(conn, num, stream, end)
-        for _, step_rows in rows:
-            Index.add_steps(conn, num, number, step_rows)
-        Index.refresh_run(conn, num)
-    return problem
-
-
-def readable_records(
-    reader: Reader, packs: list[PackFile], start: int = 0
-) -> tuple[list[tuple[int, Record]], int | None, str | None]:
-    """The records numbered ``start`` and up of a stream's packs, up to its first unreadable
-    pack: ``(records, first object of that pack, what is wrong with it)`` (None, None when
-    every pack was read)."""
-    records: list[tuple[int, Record]] = []
-    for pack in cover(packs):
-        if pack.last < start:
+def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> SyncReport:
+    """Index the files the index lacks and (``forget_missing``) forget the ones gone."""
+    report = SyncReport()
+    listing = list_files(backend)
+    where = backend.location
+    conn = index.conn()
+    with index.guard():
+        known_packs = {r[0] for r in conn.execute("SELECT name FROM packs")}
+        known_records = {r[0] for r in conn.execute("SELECT path FROM records")}
+    on_disk_packs = {parse_pack_path(rel): rel for rel in listing.packs}
+    for name, rel in sorted(on_disk_packs.items(), key=lambda item: item[1]):
+        if name is None or name in known_packs:
             continue
+        size = listing.packs[rel][0]
         try:
-            records.extend(list(_pack_records(reader, pack, start)))  # all or none
-        except READ_ERRORS as exc:
-            return records, max(pack.first, start), f"{reader.backend.location}/{pack.rel}: {exc}"
-    return records, None, None
-
-
-def unindexable(reader: Reader, stream: int, packs: list[PackFile], start: int = 0) -> str | None:
-    """What keeps the records of a stream (``packs``: its pack files) numbered ``start`` and up
-    out of the index: an unreadable pack, or a body that cannot be read or fails its check
-    (see :func:`sync_index`); None when nothing does."""
-    records, _, problem = readable_records(reader, packs, start)
-    if problem is not None:
-        return problem
-    for oid, record in records:
-        try:
-            record_rows(reader, record.run_id, stream, oid, record)
-        except READ_ERRORS as exc:
-            return f"record {oid}: {exc}"
-    return None
-
-
-def sync_index(index: Index, backend: Backend, reader: Reader, *, drop_missing: bool) -> int:
-    """Bring the index up to date with the records in the packs; the number of streams read.
-
-    With ``drop_missing`` (remote stores) streams that no longer exist are removed from the
-    index, and runs left without streams with them. Pins are mirrored from ``pins/``. An
-    unreadable pack is logged and stops its stream (see the module docstring).
-    """
-    known = {(run, stream): committed for run, stream, committed in index.streams()}
-    by_dir = {(run_name(run), stream): run for run, stream in known}
-    found = list_streams(backend)
-    read = 0
-    for key, packs in sorted(found.items()):
-        chosen = cover(packs)
-        end = chosen[-1].last + 1 if chosen else 0
-        run_id = by_dir.get(key)
-        committed = known.get((run_id, key[1]), 0) if run_id is not None else 0
-        if end <= committed:
-            continue
-        records, stop, problem = readable_records(reader, packs, committed)
-        if problem is not None:
-            _log.warning(
-                "otel-replay: %s cannot be read, so its stream is indexed only up to it; "
-                "`otel-replay verify` names every damaged file",
-                problem,
+            entries = read_pack_table(backend, rel, size)
+        except (PackError, OSError) as exc:
+            report.problems.append(
+                VerifyProblem("pack", f"pack {where}/{rel} cannot be read: {exc}", path=rel)
             )
-        run_ids = {record.run_id for _, record in records}
-        if len(run_ids) != 1:
-            continue  # no record (a writer died before its first one, or damage) or foreign
-        (run_id,) = run_ids
-        if run_name(run_id) != key[0]:
             continue
-        unreadable = _apply(index, reader, run_id, key[1], records, end if stop is None else stop)
-        if unreadable is not None:
-            _log.warning(
-                "otel-replay: a body of %s/%s cannot be read (%s), so its stream is indexed "
-                "only up to it; `otel-replay verify` names every damaged file",
-                backend.location,
-                f"{PACKS_DIR}/{key[0]}/{key[1]:016x}",
-                unreadable,
+        with index.transaction() as tx:
+            _rows.add_pack(tx.conn, name, size, entries, move=False)
+        report.packs += 1
+    decoded: list[tuple[str, int, list[Record]]] = []
+    for rel, (size, _) in sorted(listing.records.items()):
+        if rel in known_records:
+            continue
+        try:
+            result = decode_records(backend.read(rel))
+        except OSError as exc:
+            report.problems.append(
+                VerifyProblem("record", f"record file {where}/{rel}: {exc}", path=rel)
             )
-        read += 1
-    if drop_missing:
-        present = {(by_dir.get(key), key[1]) for key in found}
-        gone = [(run, stream) for run, stream in known if (run, stream) not in present]
-        if gone:
-            with index.write() as conn:
-                for run, stream in gone:
-                    Index.drop_stream(conn, run, stream)
-    pinned = set(backend.listdir(PINS_DIR))
-    with index.write() as conn:
-        for slot, run_id, was in conn.execute("SELECT slot, id, pinned FROM runs").fetchall():
-            flag = int(pin_path(run_id).split("/", 1)[1] in pinned)
-            if flag != was:
-                conn.execute("UPDATE runs SET pinned = ? WHERE slot = ?", (flag, slot))
-    return read
+            continue
+        for problem in result.problems:
+            report.problems.append(
+                VerifyProblem("record", f"record file {where}/{rel}: {problem}", path=rel)
+            )
+        decoded.append((rel, size, result.records))
+    # Recordings of one id are numbered by when they started, whatever order files list in.
+    decoded.sort(key=lambda item: min((_first_ns(r) for r in item[2]), default=0))
+    if decoded:
+        with index.transaction() as tx:
+            for rel, size, records in decoded:
+                _index_records(tx, rel, size, records, where)
+                report.records += 1
+    with index.transaction() as tx:
+        if forget_missing:
+            for name in known_packs - set(on_disk_packs):
+                _rows.drop_pack(tx.conn, name)
+                report.dropped += 1
+            for rel in known_records - set(listing.records):
+                tx.execute("DELETE FROM steps WHERE record = ?", (rel,))
+                tx.execute("DELETE FROM records WHERE path = ?", (rel,))
+            tx.execute("DELETE FROM runs WHERE id NOT IN (SELECT run FROM records)")
+        pins = read_pins(backend)
+        tx.execute("UPDATE runs SET pinned = 0")
+        tx.executemany(
+            "UPDATE runs SET pinned = 1 WHERE name = ?", [(_rows.id_param(n),) for n in pins]
+        )
+    return report
 
 
-def _pack_records(reader: Reader, pack: PackFile, start: int) -> Iterator[tuple[int, Record]]:
-    """Records numbered ``start`` and up of one pack (read through its path: the stream's run
-    id may not be known yet)."""
-    index = reader.pack_index(pack.rel)
-    for offset, (frame, begin, length, kind) in enumerate(index.entries):
-        oid = index.first + offset
-        if kind == KIND_RECORD and oid >= start:
-            data = reader.frame(pack.rel, index, frame)[begin : begin + length]
-            yield oid, decode_record(data)
+def _first_ns(record: Record) -> int:
+    times = [int(e["start_ns"]) for e in record.steps]
+    if record.facts is not None and record.facts.start_ns:
+        times.append(record.facts.start_ns)
+    return min(times, default=0) or (1 << 62) + record.seq

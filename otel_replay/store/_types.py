@@ -8,7 +8,9 @@ from typing import Literal
 
 __all__ = ["GcReport", "Progress", "RunInfo", "RunStatus", "StepInfo", "VerifyProblem"]
 
-RunStatus = Literal["ok", "error"]
+RunStatus = Literal["ok", "error", "incomplete"]
+"""``incomplete``: the recorder never closed the run (it was killed, or is still recording);
+``error``: the run ended with an error, or one of its steps failed; else ``ok``."""
 
 Progress = Callable[[int, int], None]
 """A progress callback: ``progress(done, total)``, called as work completes."""
@@ -16,20 +18,28 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """One recorded run, as the index knows it.
+    """One recorded run (one recording of a run id), as the index knows it.
 
-    ``status`` is ``"error"`` when a step failed (``error_type``) or a span of the run has an
-    error status. ``start_ns``/``end_ns`` span the run's steps and spans (Unix nanoseconds).
-    ``tokens_*`` add up the steps' ``gen_ai.usage.*``; ``bytes`` adds up the raw request and
-    response bodies recorded (before dedup and compression). ``models`` are the distinct
-    request models of its steps, in first-use order.
+    ``run_id`` is the run's name in the store: the id it was recorded with, or, for a later
+    recording of an id already in the store, ``<id>@<n>`` (``recorded_id`` is then the id as
+    recorded and ``recording`` is ``n``). ``start_ns``/``end_ns`` span the run's steps and
+    its recorded start and end (Unix nanoseconds). ``tokens_*`` add up its steps';
+    ``bytes`` adds up the raw request and response bodies recorded (before dedup and
+    compression). ``models`` are the distinct models of its steps, in first-use order.
+    ``error_steps`` counts steps that failed; ``error_type`` is the run's own error.
     """
 
     run_id: str
+    recorded_id: str
+    recording: int
+    mode: str | None
     start_ns: int
     end_ns: int
     status: RunStatus
+    error_type: str | None
+    error_steps: int
     commit: str | None
+    code_dirty: bool | None
     seed: int | None
     step_count: int
     tokens_in: int
@@ -45,6 +55,7 @@ class StepInfo:
 
     Hashes are ``sha256:<hex>`` of the exact (redacted) bodies; ``response_hash`` is None when
     no response was received. ``complete`` is False when the response was cut short.
+    ``run_id`` is the run's name in the store (see :class:`RunInfo`).
     """
 
     run_id: str
@@ -67,29 +78,47 @@ class StepInfo:
     tokens_out: int | None
 
 
+ProblemKind = Literal[
+    "pack", "object", "body", "record", "index", "unindexed", "temp", "incomplete"
+]
+
+
+NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "temp", "incomplete"})
+"""Problem kinds that are worth saying but lose nothing: files a crashed writer left, runs
+cut off mid-write. Every other kind is damage."""
+
+
 @dataclass(frozen=True, slots=True)
 class VerifyProblem:
-    """One damaged thing found by ``Store.verify``.
+    """One thing ``Store.verify`` found, damaged or worth a notice (:data:`NOTICE_KINDS`).
 
     ``message`` is one line naming it. ``path`` is the file (under the store location),
     ``blob`` the ``sha256:<hex>`` of a damaged body, ``run_id``/``step_index`` the step that
     can no longer be served — each when known.
     """
 
-    kind: Literal["pack", "object", "body", "record", "index"]
+    kind: ProblemKind
     message: str
     path: str | None = None
     blob: str | None = None
     run_id: str | None = None
     step_index: int | None = None
 
+    @property
+    def damage(self) -> bool:
+        """True when something stored cannot be read back (not a mere notice)."""
+        return self.kind not in NOTICE_KINDS
+
 
 @dataclass(frozen=True, slots=True)
 class GcReport:
     """What ``Store.gc`` removed (or, with ``dry_run``, would remove).
 
-    ``blobs_removed`` counts stored objects (bodies, segments, records) in the deleted packs;
-    ``bytes_freed`` is the size of the deleted files. ``compacted`` counts small packs merged.
+    ``blobs_removed`` counts objects no live run references that were dropped;
+    ``bytes_freed`` is the size of the deleted files less the repacked ones written;
+    ``compacted`` counts packs merged into fewer. ``skipped`` says why the sweep did not
+    run, when it did not (a live run's record could not be read: nothing is removed that it
+    might reference).
     """
 
     runs_removed: tuple[str, ...]
@@ -98,3 +127,4 @@ class GcReport:
     files_removed: int
     compacted: int
     dry_run: bool
+    skipped: str | None = None

@@ -1,41 +1,40 @@
-"""The :class:`Store`: put fixtures and spans in, get runs, steps, bodies and spans out."""
+"""The :class:`Store`: put steps and spans in, get runs, steps, bodies and spans out."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from otel_replay import settings
-from otel_replay.capture._handoff import Fixture
 from otel_replay.errors import (
     CorruptBlobError,
     RunNotFoundError,
     StoreError,
     StoreNotWritableError,
 )
-from otel_replay.store import _retention, _verify
-from otel_replay.store._facts import facts_of, span_run_id
-from otel_replay.store._flush import Pending, PendingSpan, checked, write
-from otel_replay.store._format import INDEX_FILE, ensure_format, pin_path, stream_label
+from otel_replay.step import RunEnd, Step
+from otel_replay.store import _gc, _rows, _verify
+from otel_replay.store._format import INDEX_FILE, LOCK_FILE, ensure_format, pin_path
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
+from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index
-from otel_replay.store._reader import Reader
-from otel_replay.store._records import Record, decode_record
-from otel_replay.store._retention import Retention
-from otel_replay.store._rows import StepRef
-from otel_replay.store._spans import prepare_span, restore
-from otel_replay.store._stream import COMPACT_AFTER, StreamWriter, compact
-from otel_replay.store._sync import stream_records, sync_index
+from otel_replay.store._lock import StoreLock
+from otel_replay.store._read import ObjectReader
+from otel_replay.store._records import Record, decode_records, step_from_entry
+from otel_replay.store._sync import sync
 from otel_replay.store._types import GcReport, Progress, RunInfo, StepInfo, VerifyProblem
+from otel_replay.store._write import Pending, Session, checked, span_run_id
 
 __all__ = ["Store"]
+
+_log = logging.getLogger("otel_replay.store")
 
 
 def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -52,18 +51,6 @@ def _cache_of(location: str, cache_dir: str | os.PathLike[str] | None) -> Path:
     return _cache_root(cache_dir) / key
 
 
-def _prepared(span: Any) -> PendingSpan:
-    """A span :meth:`Store.prepare` made (ValueError for anything else)."""
-    if type(span) is not tuple or len(span) != 3 or type(span[1]) is not tuple:
-        raise ValueError("a span is a dict, or what Store.prepare made of one")
-    prepared: PendingSpan = span
-    return prepared
-
-
-def _tag(digest: bytes) -> str:
-    return "sha256:" + digest.hex()
-
-
 def _set_aside(index: Path) -> None:
     """Rename an index file (and its WAL files) to ``<name>.broken-<unix time>``."""
     stamp = int(time.time())
@@ -76,39 +63,48 @@ def _set_aside(index: Path) -> None:
             raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
 
 
+def _writable(root: Path) -> bool:
+    return os.access(root, os.W_OK)
+
+
 class Store:
     """A fixture store: a local directory or an fsspec URL, opened with :meth:`open`.
 
-    Writing: :meth:`put` buffers fixtures and spans, :meth:`flush` makes them durable (one
-    pack per run, one fsync per file and directory, one SQLite commit). Reading: :meth:`runs`,
-    :meth:`steps`, :meth:`fixture`, :meth:`request_body` / :meth:`response_body` (bytes checked
-    against their sha256) and :meth:`spans`. Upkeep: :meth:`pin`, :meth:`verify`, :meth:`gc`,
-    :meth:`compact`. Close it (or use ``with``) to flush and compact what it wrote.
+    Writing: :meth:`put` buffers steps and spans, :meth:`end_run` marks a run closed,
+    :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`fixture`,
+    :meth:`request_body` / :meth:`response_body` (bytes checked against their sha256) and
+    :meth:`spans`. Upkeep: :meth:`pin`, :meth:`verify`, :meth:`gc`, :meth:`compact`. Close
+    it (or use ``with``) to flush, end the runs it recorded, and merge what it wrote.
 
-    Thread-safe: one thread may write while others read. Several processes (and, for a remote
-    store, several machines) may record into one store at once: each writes its own streams.
-    A remote store keeps its index in a local cache directory and rebuilds it from the packs'
-    records (:meth:`refresh`, done by :meth:`open`).
+    Thread-safe. Several processes (and, for a remote store, several machines) may record
+    into one store at once; each open store is a recording of its own (``_write``). A store
+    that cannot be written (a read-only mount) opens read-only: reading works, writing
+    raises StoreNotWritableError.
     """
 
     def __init__(
-        self, backend: Backend, index: Index, retention: Retention, remote: bool = False
+        self,
+        backend: Backend,
+        index: Index,
+        retention: Retention,
+        *,
+        remote: bool = False,
+        read_only: bool = False,
     ) -> None:
         self._backend = backend
         self._index = index
-        self._reader = Reader(backend)
         self._remote = remote
+        self.read_only = read_only
+        """True when the store cannot be written (writing raises StoreNotWritableError)."""
+        lock_path = None if remote or read_only else Path(backend.location) / LOCK_FILE
+        self._lock_file = StoreLock(lock_path)
+        self._reader = ObjectReader(backend, self._locate, self._relocate)
         self.retention = retention
         """The retention policy :meth:`gc` applies."""
         self._lock = threading.RLock()
-        self._pending: list[Pending] = []
-        self._spans: list[PendingSpan] = []
-        self._writers: OrderedDict[str, StreamWriter] = OrderedDict()
-        self._records: OrderedDict[tuple[str, int, int], Record] = OrderedDict()
+        self._pending = Pending()
+        self._session = Session(backend, index, self._lock_file)
         self._closed = False
-        self.compact_after: int | None = COMPACT_AFTER
-        """After this many flushes of a run, its per-flush packs are merged (None: only at
-        close). A merge of up to 1 MiB runs at zstd level 19: about half a second at most."""
 
     @classmethod
     def open(
@@ -124,9 +120,11 @@ class Store:
 
         ``location`` defaults to ``OTEL_REPLAY_STORE``. ``storage_options`` go to fsspec
         (e.g. ``endpoint_url``, ``key``, ``secret`` for S3). A remote store's index lives in
-        ``cache_dir`` (default ``OTEL_REPLAY_CACHE_DIR``, else ``~/.cache/otel-replay``).
+        ``cache_dir`` (default ``OTEL_REPLAY_CACHE_DIR``, else ``~/.cache/otel-replay``). A
+        local store that cannot be written opens read-only (its index opened immutable, or,
+        when it has none, built in memory from the files).
 
-        Raises StoreFormatError (unknown/newer format, or a non-empty directory that is not a
+        Raises StoreFormatError (unknown/other format, or a non-empty directory that is not a
         store), StoreNotFoundError (nothing there and ``create`` is False),
         StoreNotWritableError, or CorruptIndexError (damaged ``index.sqlite``).
         """
@@ -150,9 +148,15 @@ class Store:
                 raise
             return store
         local = LocalBackend(Path(where).expanduser())
+        if local.root.is_dir() and not _writable(local.root):
+            ensure_format(local, create=False)
+            index_file = local.root / INDEX_FILE
+            if index_file.exists():
+                return cls(local, Index(index_file, read_only=True), policy, read_only=True)
+            store = cls(local, Index(":memory:"), policy, read_only=True)
+            sync(store._index, local)
+            return store
         ensure_format(local, create=create)
-        if not os.access(local.root, os.W_OK):
-            raise StoreNotWritableError(f"cannot write store {local.root}: permission denied")
         return cls(local, Index(local.root / INDEX_FILE), policy)
 
     @classmethod
@@ -163,11 +167,11 @@ class Store:
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> Store:
-        """Rebuild a store's index from its packs, and open the store.
+        """Rebuild a store's index from its files, and open the store.
 
-        The old ``index.sqlite`` (for a remote store: the cached one in ``cache_dir``, see
-        :meth:`open`) is kept as ``index.sqlite.broken-<unix time>``, never deleted. A pack
-        that cannot be read is logged and left out, and :meth:`verify` names it.
+        The old ``index.sqlite`` (for a remote store: the cached one) is kept as
+        ``index.sqlite.broken-<unix time>``, never deleted. What cannot be read is left out
+        (:meth:`verify` names it); every readable step is kept.
         """
         where = str(location).removeprefix("file://")
         if is_url(where):
@@ -181,7 +185,7 @@ class Store:
         ensure_format(LocalBackend(root), create=False)
         _set_aside(root / INDEX_FILE)
         store = cls.open(root, create=False)
-        sync_index(store._index, store._backend, store._reader, drop_missing=False)
+        store.refresh()
         return store
 
     @property
@@ -191,43 +195,45 @@ class Store:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def put(
-        self,
-        fixtures: Iterable[Fixture] = (),
-        spans: Iterable[Mapping[str, Any] | PendingSpan] = (),
-    ) -> None:
-        """Buffer fixtures and spans for the next :meth:`flush`.
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store at {self.location} is closed")
+        if self.read_only:
+            raise StoreNotWritableError(f"cannot write store {self.location}: it is read-only")
+
+    def put(self, steps: Iterable[Step] = (), spans: Iterable[Mapping[str, Any]] = ()) -> None:
+        """Buffer steps and spans for the next :meth:`flush`.
 
         Spans are JSON-ready dicts (name, ids, times, status, attributes, events, …), each
-        with a ``replay.run.id`` attribute, or what :meth:`prepare` made of such dicts; they
-        are stored as given and come back from :meth:`spans` equal (tuples as lists). A step's
-        provider, model and tokens are read from its span (``replay.step.index``) when both
-        come in the same flush. Raises ValueError when a body does not match its hash or a
-        span has no run id or is not JSON-ready.
+        with a ``replay.run.id`` attribute naming the run they are filed under; they come
+        back from :meth:`spans` equal. Raises ValueError when a body does not match its hash
+        or a span has no run id.
         """
-        pending = [checked(fx) for fx in fixtures]
-        copies = [
-            self.prepare(span) if isinstance(span, Mapping) else _prepared(span) for span in spans
-        ]
+        accepted = [checked(step) for step in steps]
+        filed: list[tuple[str, dict[str, Any]]] = []
+        for span in spans:
+            run_id = span_run_id(span)
+            if run_id is None:
+                raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
+            attrs = span.get("attributes")
+            filed.append(
+                (
+                    run_id,
+                    {**span, "attributes": dict(attrs) if isinstance(attrs, Mapping) else attrs},
+                )
+            )
         with self._lock:
-            self._check_open()
-            self._pending.extend(pending)
-            self._spans.extend(copies)
+            self._check_writable()
+            for step in accepted:
+                self._pending.steps.setdefault(step.run_id, []).append(step)
+            for run_id, span in filed:
+                self._pending.spans.setdefault(run_id, []).append(span)
 
-    @staticmethod
-    def prepare(span: Mapping[str, Any]) -> PendingSpan:
-        """``span`` as :meth:`put` keeps it until the flush, made now: its JSON and its long
-        strings, checked, in plain tuples that hold nothing the caller can still change (and
-        that the garbage collector stops tracking). For a caller that holds many spans before
-        putting them. ValueError like :meth:`put`."""
-        run_id = span_run_id(span)
-        if run_id is None:
-            raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
-        try:
-            prepared = prepare_span(span)
-        except TypeError as exc:
-            raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
-        return run_id, prepared, facts_of(span)
+    def end_run(self, end: RunEnd) -> None:
+        """Record that a run's recorder closed it (written with the next flush)."""
+        with self._lock:
+            self._check_writable()
+            self._pending.ends[end.run_id] = end
 
     def flush(self) -> None:
         """Make everything put so far durable; on return it survives a crash or power loss.
@@ -236,67 +242,78 @@ class Store:
         the next flush retries them.
         """
         with self._lock:
-            self._check_open()
-            if not self._pending and not self._spans:
+            self._check_writable()
+            if not self._pending:
                 return
-            pending, spans = self._pending, self._spans
-            self._pending, self._spans = [], []
+            pending, self._pending = self._pending, Pending()
             try:
-                write(
-                    self._backend,
-                    self._index,
-                    self._reader,
-                    self._writers,
-                    pending,
-                    spans,
-                    compact_after=self.compact_after,
-                )
+                self._session.write(pending)
             except BaseException:
-                self._pending[:0] = pending
-                self._spans[:0] = spans
+                pending.merge_back(self._pending)
+                self._pending = pending
                 raise
 
-    def compact(self) -> int:
-        """Merge the small packs of every stream of the store; the number of packs merged."""
-        merged = 0
+    def compact(self, progress: Progress | None = None) -> int:
+        """Merge the store's small packs and record files, recompressed at a high level;
+        the number of files merged."""
         with self._lock:
-            for run_id, stream, _ in self._index.streams():
-                merged += compact(self._backend, self._reader, run_id, stream)[0]
-        return merged
+            self._check_writable()
+            return _gc.compact(self._gc_context(), progress=progress)
 
     # -- reading ---------------------------------------------------------------------------
 
+    def _locate(self, digest: bytes) -> _rows.Located | None:
+        with self._index.guard():
+            return _rows.locate(self._index.conn(), digest)
+
+    def _relocate(self) -> None:
+        if self._remote:
+            self.refresh()
+        self._reader.forget()
+
     def runs(self) -> list[RunInfo]:
         """Every run in the store, oldest first."""
-        return self._index.runs()
+        with self._index.guard():
+            return _rows.run_infos(self._index.conn())
+
+    def _row(self, run_id: str) -> _rows.RunRow:
+        with self._index.guard():
+            row = _rows.run_row(self._index.conn(), run_id)
+        if row is None:
+            raise RunNotFoundError(f"no run {run_id!r} in the store at {self.location}")
+        return row
 
     def run(self, run_id: str) -> RunInfo:
-        """One run; RunNotFoundError when there is none with that id."""
-        info = self._index.run(run_id)
-        if info is None:
+        """One run, by its name in the store; RunNotFoundError when there is none."""
+        with self._index.guard():
+            found = _rows.run_infos(self._index.conn(), run_id)
+        if not found:
             raise RunNotFoundError(f"no run {run_id!r} in the store at {self.location}")
-        return info
+        return found[0]
 
     def steps(self, run_id: str) -> list[StepInfo]:
         """The steps of a run, in index order; RunNotFoundError for an unknown run."""
-        self.run(run_id)
-        return self._index.steps(run_id)
+        row = self._row(run_id)
+        with self._index.guard():
+            return _rows.step_infos(self._index.conn(), row)
+
+    def _ref(self, step: StepInfo | tuple[str, int]) -> _rows.StepRef:
+        run_id, index = (step.run_id, step.index) if isinstance(step, StepInfo) else step
+        row = self._row(run_id)
+        with self._index.guard():
+            ref = _rows.step_ref(self._index.conn(), row, index)
+        if ref is None:
+            raise RunNotFoundError(f"run {run_id!r} has no step {index} (store {self.location})")
+        return ref
 
     def step(self, run_id: str, index: int) -> StepInfo:
         """One step; RunNotFoundError when the run or the step does not exist."""
-        info = self._index.step(run_id, index)
-        if info is not None:
-            return info
-        self.run(run_id)
-        raise RunNotFoundError(f"run {run_id!r} has no step {index} (store {self.location})")
+        return self._ref((run_id, index)).info
 
-    def _ref(self, step: StepInfo | tuple[str, int]) -> StepRef:
-        run_id, index = (step.run_id, step.index) if isinstance(step, StepInfo) else step
-        ref = self._index.step_ref(run_id, index)
-        if ref is not None:
-            return ref
-        self.run(run_id)
-        raise RunNotFoundError(f"run {run_id!r} has no step {index} (store {self.location})")
+    def body(self, digest: str) -> bytes:
+        """The exact bytes stored under ``sha256:<hex>``, checked; CorruptBlobError when
+        damaged or absent."""
+        return self._reader.content(bytes.fromhex(digest.removeprefix("sha256:")))
 
     def request_body(self, step: StepInfo | tuple[str, int]) -> bytes:
         """The exact request body of a step, checked against its sha256.
@@ -304,151 +321,134 @@ class Store:
         ``step`` is a StepInfo or ``(run_id, index)``. Raises CorruptBlobError naming the
         blob when the stored bytes are damaged, RunNotFoundError for an unknown step.
         """
-        ref = self._ref(step)
-        return self._reader.body(ref.run_id, ref.stream, ref.request_oid, ref.request_digest)
+        return self.body(self._ref(step).info.request_hash)
 
     def response_body(self, step: StepInfo | tuple[str, int]) -> bytes:
         """The exact response body of a step (``b""`` when none was received); see
         :meth:`request_body`."""
-        ref = self._ref(step)
-        if ref.response_oid is None or ref.response_digest is None:
-            return b""
-        return self._reader.body(ref.run_id, ref.stream, ref.response_oid, ref.response_digest)
+        info = self._ref(step).info
+        return b"" if info.response_hash is None else self.body(info.response_hash)
 
-    def _record(self, run_id: str, stream: int, oid: int) -> Record:
-        key = (run_id, stream, oid)
-        with self._lock:
-            cached = self._records.get(key)
-        if cached is not None:
-            return cached
+    def _records(self, rel: str) -> list[Record]:
         try:
-            record = decode_record(self._reader.raw(run_id, stream, oid)[1])
-        except CorruptBlobError:
-            raise
-        except ValueError as exc:
-            raise CorruptBlobError(
-                f"record {oid} of run {run_id!r} ({self.location}/{stream_label(run_id, stream)})"
-                f" cannot be read: {exc}"
-            ) from None
-        with self._lock:
-            self._records[key] = record
-            while len(self._records) > 16:
-                self._records.popitem(last=False)
-        return record
+            decoded = decode_records(self._backend.read(rel))
+        except FileNotFoundError:
+            raise CorruptBlobError(f"record file {self.location}/{rel} is missing") from None
+        if decoded.problems and not decoded.records:
+            raise CorruptBlobError(f"record file {self.location}/{rel}: {decoded.problems[0]}")
+        return decoded.records
 
-    def fixture(self, step: StepInfo | tuple[str, int]) -> Fixture:
+    def fixture(self, step: StepInfo | tuple[str, int]) -> Step:
         """The step as the capture handed it over: headers, timing, chunks and verified
         bodies. Raises like :meth:`request_body`."""
         ref = self._ref(step)
-        record = self._record(ref.run_id, ref.stream, ref.record_oid)
-        stored = next((s for s in record.steps if s.index == ref.index), None)
-        if stored is None or (stored.request_oid, stored.response_oid) != (
-            ref.request_oid,
-            ref.response_oid,
-        ):
-            raise CorruptBlobError(
-                f"record {ref.record_oid} of run {ref.run_id!r} "
-                f"({self.location}/{stream_label(ref.run_id, ref.stream)}) does not hold step "
-                f"{ref.index} as the index says"
-            )
-        request = self._reader.body(ref.run_id, ref.stream, ref.request_oid, ref.request_digest)
-        response_hash = None if ref.response_digest is None else _tag(ref.response_digest)
-        return stored.fixture(
-            ref.run_id,
-            request,
-            self.response_body(step),
-            _tag(ref.request_digest),
-            response_hash,
+        info = ref.info
+        for record in self._records(ref.record):
+            for entry in record.steps:
+                if entry["index"] == info.index:
+                    request = self.body(info.request_hash)
+                    response = b"" if info.response_hash is None else self.body(info.response_hash)
+                    return step_from_entry(record.run_id, entry, request, response)
+        raise CorruptBlobError(
+            f"record file {self.location}/{ref.record} does not hold step {info.index} of run "
+            f"{info.run_id!r} as the index says"
         )
 
     def spans(self, run_id: str) -> list[dict[str, Any]]:
-        """The spans put for a run, as they were given (each stream's in put order)."""
-        self.run(run_id)
-        out: list[list[dict[str, Any]]] = []
-        for _, stream, committed in self._index.streams(run_id):
-            spans: list[dict[str, Any]] = []
-
-            def load(oid: int, stream: int = stream) -> bytes:
-                return self._reader.object(run_id, stream, oid)
-
-            try:
-                for _, record in stream_records(self._reader, run_id, stream, stop=committed):
-                    spans.extend(restore(record.spans, record.ext, record.tags, load))
-            except CorruptBlobError:
-                raise
-            except (ValueError, LookupError, TypeError) as exc:
-                where = f"{self.location}/{stream_label(run_id, stream)}"
-                raise CorruptBlobError(f"spans of run {run_id!r} in {where}: {exc}") from None
-            out.append(spans)
-        out.sort(key=lambda group: min((s.get("start_ns") or 0 for s in group), default=0))
-        return [span for group in out for span in group]
+        """The spans put for a run, as they were given, in the order they were put."""
+        row = self._row(run_id)
+        with self._index.guard():
+            paths = _rows.run_records(self._index.conn(), row.id)
+        records = [r for rel in paths for r in self._records(rel)]
+        records.sort(key=lambda r: r.seq)
+        spans: list[dict[str, Any]] = []
+        for record in records:
+            for entry in record.spans:
+                span = entry.span
+                if entry.strings:
+                    attrs = dict(span.get("attributes") or {})
+                    for key, digest in entry.strings.items():
+                        attrs[key] = self.body(digest).decode("utf-8", "surrogatepass")
+                    span = {**span, "attributes": attrs}
+                spans.append(span)
+        return spans
 
     # -- upkeep ----------------------------------------------------------------------------
 
     def pin(self, run_id: str, pinned: bool = True) -> None:
         """Keep a run forever (``pinned=False`` puts it back under the retention policy)."""
-        self.run(run_id)
+        row = self._row(run_id)
         with self._lock:
+            self._check_writable()
             if pinned:
-                self._backend.publish(pin_path(run_id), b"", replace=True)
+                data = row.name.encode("utf-8", "surrogatepass")
+                self._backend.publish(pin_path(row.name), data, replace=True)
             else:
-                self._backend.delete(pin_path(run_id))
+                self._backend.delete(pin_path(row.name))
             self._backend.sync()
-            self._index.set_pinned(run_id, pinned)
+            with self._index.transaction() as tx:
+                tx.execute("UPDATE runs SET pinned = ? WHERE id = ?", (pinned, row.id))
 
     def verify(self, progress: Progress | None = None) -> list[VerifyProblem]:
-        """Re-read every pack, re-hash every body, check the index against the packs.
-
-        Returns the problems found (empty: the store is intact); each names the damaged
-        thing. ``progress(done, total)`` is called as streams and steps are checked.
-        """
+        """Re-read every pack and record, re-hash every object, check the index against the
+        files. Returns what was found (empty: intact); each problem names its thing, and
+        :attr:`VerifyProblem.damage` tells damage from a notice."""
         return _verify.verify(self._index, self._backend, self._reader, progress)
+
+    def _gc_context(self) -> _gc.Context:
+        return _gc.Context(
+            backend=self._backend,
+            index=self._index,
+            reader=self._reader,
+            lock=self._lock_file,
+            remote=self._remote,
+        )
 
     def gc(
         self, *, now: float | None = None, dry_run: bool = False, progress: Progress | None = None
     ) -> GcReport:
-        """Remove expired runs, then what no run references, then compact leftovers.
-
-        ``now`` is Unix seconds (default: the current time). With ``dry_run`` nothing is
-        changed and the report says what would be removed. See ``_retention`` for the rules.
-        """
+        """Remove expired runs, then every object no live run references, and repack what
+        is left in small or mostly dead packs. See ``_gc`` for the rules. ``now`` is Unix
+        seconds (default: the current time); with ``dry_run`` nothing is changed."""
         with self._lock:
-            self._check_open()
-            if self._remote:
-                self.refresh()
-            report = _retention.collect(
-                index=self._index,
-                backend=self._backend,
-                reader=self._reader,
-                retention=self.retention,
+            if not dry_run:
+                self._check_writable()
+            report = _gc.collect(
+                self._gc_context(),
+                self.retention,
                 now=time.time() if now is None else now,
                 dry_run=dry_run,
                 progress=progress,
             )
-            if not dry_run:
-                for run_id in report.runs_removed:
-                    self._writers.pop(run_id, None)
+            self._session.forget_known()
             return report
 
     def refresh(self) -> int:
-        """Update the index from the packs (remote stores: what other machines wrote or
-        removed); the number of streams read."""
-        return sync_index(self._index, self._backend, self._reader, drop_missing=self._remote)
+        """Update the index from the files (remote stores: what other machines wrote or
+        removed); the number of packs and record files read."""
+        report = sync(self._index, self._backend)
+        if report.dropped:
+            self._session.forget_known()
+        for problem in report.problems:
+            _log.warning("otel-replay: %s", problem.message)
+        return report.packs + report.records
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the store at {self.location} is closed")
-
-    def close(self) -> None:
-        """Flush, compact the streams this store wrote, and close the index."""
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, end the runs this store recorded, merge the packs and record files it
+        wrote (within ``timeout`` seconds when given; merging is never needed for
+        correctness), and close the index."""
         with self._lock:
             if self._closed:
                 return
             try:
-                self.flush()
-                for writer in self._writers.values():
-                    if writer.fresh:
-                        compact(self._backend, self._reader, writer.run_id, writer.stream)
+                if not self.read_only:
+                    now = time.time_ns()
+                    for run_id, state in self._session.runs.items():
+                        if not state.ended:
+                            self._pending.ends.setdefault(run_id, RunEnd(run_id, now))
+                    self.flush()
+                    deadline = None if timeout is None else time.monotonic() + timeout
+                    _gc.merge_session(self._gc_context(), self._session, deadline)
             finally:
                 self._closed = True
                 self._index.close()

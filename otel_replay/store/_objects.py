@@ -1,0 +1,178 @@
+"""Bodies as content-addressed objects: chunks, manifests, and reading them back.
+
+Every body (a request, a response, a long span string) is stored under the sha256 of its
+exact bytes, the hash its step and span already carry. A JSON body whose message or tool
+arrays are worth splitting (``_segments``) becomes a *manifest*: its skeleton as literal bytes
+and each element as a reference to a *chunk*, itself addressed by the sha256 of its bytes.
+Request *n* of a conversation therefore costs its new messages plus a manifest, and a system
+prompt or a tool list sent by ten thousand runs is one chunk. Other bodies are one chunk.
+
+What is new is decided by digest alone, against the whole store, whoever wrote it and in
+whatever order or batch size: the cost of a run does not depend on flush timing or on which
+process recorded it.
+
+Manifest layout: a sequence of parts, each ``0x00 varint(length) bytes`` (literal) or ``0x01
+digest`` (a 32-byte reference). A reference names content, not a representation: the object it names may itself
+be a manifest. A reader checks the sha256 of every body it assembles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, NewObject
+from otel_replay.store._segments import Shapes, split
+
+__all__ = [
+    "Batch",
+    "ManifestError",
+    "decode_manifest",
+    "encode_manifest",
+    "manifest_refs",
+]
+
+_LITERAL = 0
+_REF = 1
+
+
+class ManifestError(ValueError):
+    """A manifest's bytes do not have the manifest layout."""
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def encode_manifest(parts: Iterable[bytes | tuple[bytes]]) -> bytes:
+    """A manifest of ``parts``: literal bytes, or 1-tuples holding a chunk's digest."""
+    out = bytearray()
+    for part in parts:
+        if isinstance(part, tuple):
+            out.append(_REF)
+            out += part[0]
+        else:
+            out.append(_LITERAL)
+            out += _varint(len(part))
+            out += part
+    return bytes(out)
+
+
+def decode_manifest(data: bytes) -> list[bytes | tuple[bytes]]:
+    """The parts of a manifest (see :func:`encode_manifest`); ManifestError when malformed."""
+    parts: list[bytes | tuple[bytes]] = []
+    pos = 0
+    size = len(data)
+    while pos < size:
+        tag = data[pos]
+        pos += 1
+        if tag == _REF:
+            if pos + 32 > size:
+                raise ManifestError("a reference is cut short")
+            parts.append((data[pos : pos + 32],))
+            pos += 32
+        elif tag == _LITERAL:
+            length = shift = 0
+            while True:
+                if pos >= size or shift > 35:
+                    raise ManifestError("a literal's length is cut short")
+                byte = data[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+            if pos + length > size:
+                raise ManifestError("a literal is cut short")
+            parts.append(data[pos : pos + length])
+            pos += length
+        else:
+            raise ManifestError(f"unknown part tag {tag}")
+    return parts
+
+
+def manifest_refs(data: bytes) -> list[bytes]:
+    """The chunk digests a manifest references."""
+    return [part[0] for part in decode_manifest(data) if isinstance(part, tuple)]
+
+
+Exists = Callable[[list[bytes]], set[bytes]]
+"""``exists(digests)``: those of ``digests`` the store already holds."""
+
+
+@dataclass(slots=True)
+class _Split:
+    digest: bytes
+    parts: list[bytes | tuple[bytes]]
+    chunks: dict[bytes, bytes]
+
+
+@dataclass(slots=True)
+class Batch:
+    """The new objects of one flush, deduplicated against each other and the store.
+
+    :meth:`add` every body the flush references, then :meth:`resolve` asks the store, in two
+    batched questions (bodies, then the chunks of new bodies), what it already holds;
+    :attr:`objects` is then what the flush must pack.
+    """
+
+    shapes: Shapes = field(default_factory=Shapes)
+    _bodies: dict[bytes, bytes] = field(default_factory=dict)
+    objects: list[NewObject] = field(default_factory=list)
+    """The objects to pack, in the order their bodies were added (after :meth:`resolve`)."""
+    referenced: list[bytes] = field(default_factory=list)
+    """The digests of every body added (after :meth:`resolve`)."""
+
+    def add(self, data: bytes, digest: bytes) -> None:
+        """A body the flush references (``digest``: its sha256)."""
+        if digest not in self._bodies:
+            self._bodies[digest] = data
+
+    def resolve(self, exists: Exists) -> None:
+        """Decide what is new: bodies the store lacks, split into the chunks it lacks."""
+        self.referenced = list(self._bodies)
+        held = exists(self.referenced)
+        splits: list[_Split] = []
+        for digest, data in self._bodies.items():
+            if digest in held:
+                continue
+            ranges = split(data, self.shapes)
+            if not ranges:
+                self.objects.append(NewObject(digest, KIND_CHUNK, data))
+                continue
+            parts: list[bytes | tuple[bytes]] = []
+            chunks: dict[bytes, bytes] = {}
+            pos = 0
+            for start, end in ranges:
+                if start > pos:
+                    parts.append(data[pos:start])
+                chunk = data[start:end]
+                chunk_digest = hashlib.sha256(chunk).digest()
+                chunks[chunk_digest] = chunk
+                parts.append((chunk_digest,))
+                pos = end
+            if pos < len(data):
+                parts.append(data[pos:])
+            splits.append(_Split(digest, parts, chunks))
+        wanted = {d: c for s in splits for d, c in s.chunks.items() if d not in self._bodies}
+        have = exists(list(wanted)) if wanted else set()
+        added = {o.digest for o in self.objects}
+        for item in splits:
+            self.objects.append(NewObject(item.digest, KIND_MANIFEST, encode_manifest(item.parts)))
+            for chunk_digest, chunk in item.chunks.items():
+                # A chunk that is also a body of this flush is stored as that body: a
+                # reference names content, whichever way the content is kept.
+                if chunk_digest in have or chunk_digest in added or chunk_digest in self._bodies:
+                    continue
+                added.add(chunk_digest)
+                self.objects.append(NewObject(chunk_digest, KIND_CHUNK, chunk))
+        self._bodies.clear()

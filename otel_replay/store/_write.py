@@ -1,0 +1,248 @@
+"""A flush: buffered steps, spans and run ends become one pack, records and index rows.
+
+Order matters for crash safety. The new objects of the whole flush (deduplicated against the
+store, ``_objects``) go into one pack, and each run touched gets one record file; every file
+is written to a temporary name, fsynced and renamed into place, and the directories are
+fsynced; only then does one SQLite transaction index them. A process killed before the commit
+leaves files the index does not know yet: ``verify`` names them, a rebuild or a refresh reads
+them, gc removes the objects nobody references. Never an index row pointing at a missing file.
+
+Each open store is one *recording* per run id it writes (``_format``): its records are
+numbered by flush, and a run id that another recording already used becomes a run of its own
+(``_rows.ensure_run``), so two recordings are never mixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_replay.step import RunEnd, RunFacts, Step
+from otel_replay.store import _rows
+from otel_replay.store._format import pack_path, record_path
+from otel_replay.store._fs import Backend
+from otel_replay.store._index import Index
+from otel_replay.store._lock import StoreLock
+from otel_replay.store._objects import Batch
+from otel_replay.store._pack import encode_pack
+from otel_replay.store._records import (
+    SPAN_STRING_MIN,
+    RunEndFact,
+    SpanEntry,
+    encode_record,
+    frame_record,
+    step_entry,
+)
+
+__all__ = ["FLUSH_LEVEL", "Pending", "Session", "checked", "span_run_id"]
+
+FLUSH_LEVEL = 3
+"""zstd level of the packs and records a flush writes: fast, so recording stays cheap; gc and
+``compact`` recompress at a high level."""
+
+KNOWN_MAX = 1 << 17
+"""Digests a session remembers as stored (committed by it, or found in the index), so most
+of a conversation's history costs no index lookup."""
+
+
+def span_run_id(span: Mapping[str, Any]) -> str | None:
+    """The ``replay.run.id`` attribute of a span dict (the run it is filed under), or None."""
+    attrs = span.get("attributes")
+    run_id = attrs.get("replay.run.id") if isinstance(attrs, Mapping) else None
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def _check_hash(tag: str | None, body: bytes, what: str, step: Step) -> None:
+    if tag != "sha256:" + hashlib.sha256(body).hexdigest():
+        raise ValueError(
+            f"run {step.run_id!r} step {step.step_index}: {what} hash {tag!r} does not match "
+            "the body"
+        )
+
+
+def checked(step: Step) -> Step:
+    """``step``, after checking its hashes against its bodies: the store never files bytes
+    under a hash they do not have. ValueError otherwise."""
+    if not 0 <= step.step_index < 2**63:
+        raise ValueError(f"run {step.run_id!r}: step index {step.step_index} is out of range")
+    _check_hash(step.request_hash, step.request_body, "request", step)
+    if step.response_hash is not None:
+        _check_hash(step.response_hash, step.response_body, "response", step)
+    elif step.response_body:
+        raise ValueError(f"run {step.run_id!r} step {step.step_index}: a response without a hash")
+    return step
+
+
+@dataclass(slots=True)
+class Pending:
+    """What waits for the next flush, by run id."""
+
+    steps: dict[str, list[Step]] = field(default_factory=dict)
+    spans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    ends: dict[str, RunEnd] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.steps or self.spans or self.ends)
+
+    def runs(self) -> list[str]:
+        """Every run id with something pending, in first-put order."""
+        return list(dict.fromkeys([*self.steps, *self.spans, *self.ends]))
+
+    def merge_back(self, later: Pending) -> None:
+        """Put ``later`` after what this holds (a failed flush keeps its batch)."""
+        for run_id, steps in later.steps.items():
+            self.steps.setdefault(run_id, []).extend(steps)
+        for run_id, spans in later.spans.items():
+            self.spans.setdefault(run_id, []).extend(spans)
+        self.ends.update(later.ends)
+
+
+@dataclass(slots=True)
+class _RunState:
+    seq: int = 0
+    facts: RunFacts | None = None
+    facts_written: bool = False
+    records: list[str] = field(default_factory=list)
+    ended: bool = False
+
+
+def _span_entry(span: dict[str, Any], batch: Batch) -> SpanEntry:
+    """The span as a record keeps it: long string attributes become bodies."""
+    attrs = span.get("attributes")
+    if not isinstance(attrs, dict):
+        return SpanEntry(span)
+    strings: dict[str, str] = {}
+    kept: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4:
+            data = value.encode("utf-8", "surrogatepass")
+            if len(data) >= SPAN_STRING_MIN:
+                digest = hashlib.sha256(data).digest()
+                batch.add(data, digest)
+                strings[key] = digest.hex()
+                continue
+        kept[key] = value
+    if not strings:
+        return SpanEntry(span)
+    return SpanEntry({**span, "attributes": kept}, strings)
+
+
+class Session:
+    """One open store's writing side: its recording id, its runs' record numbers, the
+    digests it knows are stored, and the packs it wrote (for ``close`` to merge).
+
+    Not thread-safe: the store calls it under its lock.
+    """
+
+    def __init__(self, backend: Backend, index: Index, lock: StoreLock) -> None:
+        self.recording = secrets.token_hex(8)
+        self.backend = backend
+        self.index = index
+        self.lock = lock
+        self.runs: dict[str, _RunState] = {}
+        self.packs: list[str] = []
+        self._known: OrderedDict[bytes, None] = OrderedDict()
+        self._sweeps = 0
+
+    def _exists(self, digests: Sequence[bytes]) -> set[bytes]:
+        held = {d for d in digests if d in self._known}
+        unknown = [d for d in digests if d not in held]
+        if unknown:
+            with self.index.guard():
+                held |= _rows.existing(self.index.conn(), unknown)
+        return held
+
+    def _remember(self, digests: Sequence[bytes]) -> None:
+        known = self._known
+        for digest in digests:
+            known[digest] = None
+            known.move_to_end(digest)
+        while len(known) > KNOWN_MAX:
+            known.popitem(last=False)
+
+    def forget_known(self) -> None:
+        """Forget what is stored (gc may have removed it)."""
+        self._known.clear()
+
+    def write(self, pending: Pending) -> None:
+        """Write one flush (see the module docstring); StoreError on I/O failure, with
+        nothing indexed (the caller keeps the batch and may retry it)."""
+        batch = Batch()
+        plans: list[tuple[str, _RunState, list[Step], list[SpanEntry], RunEnd | None]] = []
+        for run_id in pending.runs():
+            steps = pending.steps.get(run_id, [])
+            for step in steps:
+                batch.add(step.request_body, bytes.fromhex(step.request_hash[7:]))
+                if step.response_hash is not None:
+                    batch.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
+            spans = [_span_entry(span, batch) for span in pending.spans.get(run_id, [])]
+            state = self.runs.setdefault(run_id, _RunState())
+            for step in steps:
+                if step.run is not None and step.run is not state.facts:
+                    state.facts, state.facts_written = step.run, False
+            plans.append((run_id, state, steps, spans, pending.ends.get(run_id)))
+        with self.lock.shared():
+            with self.index.guard():
+                sweeps = _rows.sweeps(self.index.conn())
+            if sweeps != self._sweeps:  # gc removed objects: what was known may be gone
+                self._known.clear()
+                self._sweeps = sweeps
+            batch.resolve(self._exists)
+            files: list[tuple[str, bytes]] = []
+            pack = encode_pack(batch.objects, FLUSH_LEVEL) if batch.objects else None
+            if pack is not None:
+                files.append((pack_path(pack.name), pack.data))
+            records: list[tuple[str, bytes, list[dict[str, Any]]]] = []
+            for run_id, state, steps, spans, end in plans:
+                entries = [step_entry(step) for step in steps]
+                data = frame_record(
+                    encode_record(
+                        run_id,
+                        self.recording,
+                        state.seq,
+                        facts=None if state.facts_written else state.facts,
+                        steps=entries,
+                        spans=spans,
+                        end=None if end is None else RunEndFact(end.end_ns, end.error_type),
+                    ),
+                    FLUSH_LEVEL,
+                )
+                rel = record_path(run_id, self.recording, state.seq, state.seq)
+                files.append((rel, data))
+                records.append((rel, data, entries))
+            self.backend.publish_many(files)
+            self.backend.sync()
+            for (run_id, state, _, _, _), (rel, _, _) in zip(plans, records, strict=True):
+                state.seq += 1  # published: the number is taken, whatever happens next
+                state.records.append(rel)
+            with self.index.transaction() as tx:
+                if pack is not None:
+                    _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=False)
+                for (run_id, state, _, _, end), (rel, data, entries) in zip(
+                    plans, records, strict=True
+                ):
+                    row = _rows.ensure_run(
+                        tx.conn,
+                        run_id,
+                        self.recording,
+                        None if state.facts_written else state.facts,
+                        self.backend.location,
+                    )
+                    _rows.add_steps(tx.conn, row.id, rel, entries)
+                    tx.execute(
+                        "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
+                        (rel, row.id, len(data)),
+                    )
+                    if end is not None:
+                        _rows.end_run(tx.conn, row.id, end.end_ns, end.error_type)
+            for _, state, _, _, end in plans:
+                state.facts_written = state.facts_written or state.facts is not None
+                state.ended = state.ended or end is not None
+        if pack is not None:
+            self.packs.append(pack.name)
+            self._remember([o.digest for o in batch.objects])
+        self._remember(batch.referenced)
