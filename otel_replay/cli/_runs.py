@@ -26,8 +26,14 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "end": iso_time(run.end_ns),
         "duration_ms": (run.end_ns - run.start_ns) / 1e6,
         "status": run.status,
+        "recorded_id": run.recorded_id,
+        "recording": run.recording,
+        "mode": run.mode,
+        "error_type": run.error_type,
+        "error_steps": run.error_steps,
         "pinned": run.pinned,
         "commit": run.commit,
+        "code_dirty": run.code_dirty,
         "seed": run.seed,
         "step_count": run.step_count,
         "tokens_in": run.tokens_in,
@@ -46,8 +52,10 @@ def run_json(run: RunInfo) -> dict[str, Any]:
 def runs(store: str | None, as_json: bool, limit: int | None) -> None:
     """List the recorded runs, newest first.
 
-    For each run: its id, when it started (local time), status (ok, or error when a step
-    failed), steps, the models it called, tokens in/out and the bytes recorded.
+    For each run: its id, when it started (local time), status (ok; error when it or a step
+    failed; incomplete when its recorder never closed it: killed, or still recording), steps,
+    the models it called, tokens in/out and the bytes recorded. A run id recorded again by
+    another process is listed as its own run, ``<id>@<n>``.
     """
     with open_store(store) as opened:
         found = sorted(opened.runs(), key=lambda r: (r.start_ns, r.run_id), reverse=True)

@@ -27,7 +27,8 @@ def _table(*headers: str) -> Table:
 
 
 def _status(run: RunInfo) -> Text:
-    text = Text(run.status, style="green" if run.status == "ok" else "bold red")
+    styles = {"ok": "green", "incomplete": "yellow"}
+    text = Text(run.status, style=styles.get(run.status, "bold red"))
     if run.pinned:
         text.append(", pinned", style="cyan")
     return text
@@ -142,7 +143,7 @@ def gc_table(runs: list[RunInfo], retention: Retention, now_ns: int) -> Table:
         table.columns[column].justify = "right"
     for run in runs:
         last = run.end_ns or run.start_ns
-        days = retention.error_days if run.status == "error" else retention.ok_days
+        days = retention.ok_days if run.status == "ok" else retention.error_days
         table.add_row(
             Text(run.run_id, style="bold"),
             _status(run),

@@ -35,12 +35,15 @@ __all__ = ["verify"]
 )
 @click.pass_context
 def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: bool) -> None:
-    """Check the whole store: re-read every pack, re-hash every body, compare the index.
+    """Check the whole store: re-read every pack and record, re-hash every object and body,
+    compare the index with the files.
 
-    Prints each damaged thing (pack file, blob hash, run and step) on its own line. Exit
-    status: 0 when the store is intact, 1 when anything is damaged, 2 when the store cannot be
-    opened. Nothing is repaired or rewritten; --rebuild-index replaces only the index (a
-    damaged or lost one), which is rebuilt from what the packs say.
+    Prints each damaged thing (pack file, object hash, run and step) on its own line, then
+    notices that lose nothing: files the index does not know yet (a writer cut off before its
+    commit), temporary files, runs cut off mid-write. Exit status: 0 when nothing is damaged
+    (notices or not), 1 when anything is, 2 when the store cannot be opened. Nothing is
+    repaired or rewritten; --rebuild-index replaces only the index (a damaged or lost one),
+    rebuilt from the files, keeping every readable step.
     """
     with _rebuilt(store) if rebuild_index else open_store(store) as opened:
         with progress("verifying") as report:
@@ -48,10 +51,11 @@ def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: 
         runs = opened.runs()
         location = opened.location
     steps = sum(run.step_count for run in runs)
+    damage = [p for p in problems if p.damage]
     if as_json:
         document = {
             "store": location,
-            "ok": not problems,
+            "ok": not damage,
             "runs": len(runs),
             "steps": steps,
             "problems": [dataclasses.asdict(problem) for problem in problems],
@@ -59,15 +63,20 @@ def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: 
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         console = stdout_console()
-        for problem in problems:
+        for problem in damage:
             line = Text(f"damaged {problem.kind}: ", style="bold red")
             line.append(problem.message)
             emit(console, line, soft_wrap=True)
-        if problems:
-            damaged = sorted({p.run_id for p in problems if p.run_id})
+        for problem in problems:
+            if not problem.damage:
+                line = Text(f"notice ({problem.kind}): ", style="yellow")
+                line.append(problem.message)
+                emit(console, line, soft_wrap=True)
+        if damage:
+            damaged = sorted({p.run_id for p in damage if p.run_id})
             runs_note = f"; runs affected: {', '.join(damaged)}" if damaged else ""
             summary = (
-                f"{plural(len(problems), 'problem')} in the store at {location}{runs_note}. "
+                f"{plural(len(damage), 'problem')} in the store at {location}{runs_note}. "
                 "Nothing was changed."
             )
             emit(console, summary, style="bold red", soft_wrap=True)
@@ -77,7 +86,7 @@ def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: 
                 f"{plural(steps, 'step')}, every body re-hashed."
             )
             emit(console, summary, style="green", soft_wrap=True)
-    if problems:
+    if damage:
         ctx.exit(1)
 
 

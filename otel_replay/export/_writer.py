@@ -8,8 +8,10 @@ inside such a span) are written with it once. Spans that reach ``export()`` with
 through the hand-off are posted as :class:`Spans`. Barriers (:class:`Barrier`) are answered
 once everything queued before them is durable.
 
-One batch is one ``Store.flush`` (fsync-ed), so a burst is written in few large flushes and a
-quiet agent gets each step written as soon as it ends. When a flush fails the store keeps the
+A run's end (:class:`~otel_replay.step.RunEnd`, posted by the capture when a ``run()`` block
+exits) is written with the steps queued before it. One batch is one ``Store.flush``
+(fsync-ed), so a burst is written in few large flushes and a quiet agent gets each step
+written as soon as it ends. When a flush fails the store keeps the
 batch and the writer retries with back-off; the bytes stay counted in the hand-off, whose bound
 then holds the application back instead of memory growing.
 """
@@ -23,11 +25,11 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_replay.capture._handoff import Consumer, Fixture
+from otel_replay.capture._handoff import Consumer
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
+from otel_replay.step import RunEnd, Step
 from otel_replay.store import Store
-from otel_replay.store._flush import PendingSpan
 
 __all__ = ["Barrier", "Spans", "Writer"]
 
@@ -92,16 +94,18 @@ class Writer:
         self._thread = threading.Thread(target=self._run, name="otel-replay-writer", daemon=True)
         # Steps whose span is still open, by span id: several steps can share one span (an
         # SDK retry inside another instrumentation's span); the span is written once.
-        self._parked: dict[int, tuple[list[tuple[Fixture, int]], ReadableSpan, float]] = {}
+        self._parked: dict[int, tuple[list[tuple[Step, int]], ReadableSpan, float]] = {}
         # Spans written lately: a later step of the same span brings its fixture only.
         self._written: dict[int, None] = {}
         # Ready for the next put: fixtures with their spans, spans alone, and bytes to release.
-        self._fixtures: list[Fixture] = []
-        self._spans: list[dict[str, Any] | PendingSpan] = []
+        self._fixtures: list[Step] = []
+        self._spans: list[dict[str, Any]] = []
+        self._ends: list[RunEnd] = []
         self._ready_bytes = 0
         # Put into the store, not yet durable.
         self._unflushed = (0, 0, 0)  # steps, spans, bytes
         self._failing = False
+        self._merge_s = 0.0
         self._retry_at = 0.0
         self._retry_s = RETRY_MIN_S
         self.steps = 0
@@ -157,6 +161,7 @@ class Writer:
         """Write everything (parked steps too), close the store if it is ours, and stop."""
         if not self._thread.is_alive():
             return False
+        self._merge_s = timeout / 2  # merging at close is optional: it never takes it all
         ok = self._wait(Barrier(final=True), timeout)
         self._thread.join(max(0.0, timeout))
         return ok
@@ -192,6 +197,8 @@ class Writer:
                 self._accept(*item)
             elif isinstance(item, Spans):
                 self._spans.extend(item.spans)
+            elif isinstance(item, RunEnd):
+                self._ends.append(item)
             elif isinstance(item, Barrier):
                 barriers.append(item)
         final = any(b.final for b in barriers)
@@ -212,11 +219,11 @@ class Writer:
     def _sleep_time(self) -> float | None:
         if self._parked:
             return PARK_POLL_S
-        if self._failing or self._fixtures or self._spans:
+        if self._failing or self._fixtures or self._spans or self._ends:
             return max(0.0, self._retry_at - time.monotonic())
         return None
 
-    def _accept(self, fixture: Fixture, span: Any, size: int) -> None:
+    def _accept(self, fixture: Step, span: Any, size: int) -> None:
         # Every step is parked, so steps sharing a span are grouped; the sweep that follows
         # each batch moves those whose span has ended on.
         if isinstance(span, ReadableSpan):
@@ -228,7 +235,7 @@ class Writer:
         else:
             self._ready([(fixture, size)], span)
 
-    def _ready(self, steps: list[tuple[Fixture, int]], span: Any) -> None:
+    def _ready(self, steps: list[tuple[Step, int]], span: Any) -> None:
         for fixture, size in steps:
             self._fixtures.append(fixture)
             self._ready_bytes += size
@@ -246,11 +253,7 @@ class Writer:
             self.failed += 1
             self._failures.report("encode", "a span could not be encoded: %r", exc)
             return
-        try:  # held as the store keeps it: a batch of span dicts would burden the collector
-            self._spans.append(Store.prepare(encoded))
-        except ValueError as exc:
-            self.failed += 1
-            self._failures.report("invalid span", "a span was not stored: %s", exc)
+        self._spans.append(encoded)
 
     def _sweep(self, *, force: bool) -> None:
         """Move parked steps whose span ended (all of them with ``force``, or after
@@ -265,16 +268,19 @@ class Writer:
 
     def _persist(self, *, retry_now: bool) -> tuple[bool, int]:
         """Put what is ready into the store and flush it: (durable?, bytes to release)."""
-        if not (self._fixtures or self._spans or self._unflushed[0] or self._unflushed[1]):
+        if not (self._fixtures or self._spans or self._ends or any(self._unflushed[:2])):
             return not self._failing, 0
         if not retry_now and time.monotonic() < self._retry_at:
             return False, 0
         store = self._open()
         if store is None:
             return False, 0
-        if self._fixtures or self._spans:
+        if self._fixtures or self._spans or self._ends:
             try:
                 steps, stored_spans = self._put(store, self._fixtures, self._spans)
+                for end in self._ends:
+                    store.end_run(end)
+                self._ends = []
             except Exception as exc:  # e.g. a store closed under us: keep the batch, retry
                 self._failed_attempt("write", exc)
                 return False, 0
@@ -301,7 +307,7 @@ class Writer:
         return True, size
 
     def _put(
-        self, store: Store, fixtures: list[Fixture], spans: list[dict[str, Any] | PendingSpan]
+        self, store: Store, fixtures: list[Step], spans: list[dict[str, Any]]
     ) -> tuple[int, int]:
         """Buffer into the store; an item it refuses (ValueError) is counted and left out,
         never the batch around it. Returns (steps, spans) buffered."""
@@ -376,7 +382,7 @@ class Writer:
     def _close(self) -> None:
         if self._store is not None and self._owns_store:
             try:
-                self._store.close()
+                self._store.close(timeout=self._merge_s)
             except Exception as exc:
                 self._failures.report(
                     "close", "closing the store at %s failed: %s", self._where, _one_line(exc)
