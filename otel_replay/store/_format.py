@@ -2,12 +2,12 @@
 
 ::
 
-    <root>/FORMAT                              {"format": "otel-replay-store", "version": 3}
-    <root>/index.sqlite                        the index: a cache of the files below (``_index``)
-    <root>/LOCK                                local stores: writers share it, gc's sweep takes it alone
-    <root>/objects/<aa>/<sha256 of the file>.pack            content, shared by every run (``_pack``)
-    <root>/runs/<aa>/<run key>/<recording>-<first>-<last>.rec   a run's records (``_records``)
-    <root>/pins/<run key>                      the run is kept forever (holds the run's name)
+    FORMAT                        {"format": "otel-replay-store", "version": 3}
+    index.sqlite                  the index: a cache of the files below (``_index``)
+    LOCK                          local stores: flushes share it, gc's sweep takes it alone
+    objects/<aa>/<sha256>.pack    content shared by every run, named by its hash (``_pack``)
+    runs/<aa>/<run key>/<recording>-<first>-<last>.rec    a run's records (``_records``)
+    pins/<run key>                the run is kept forever (the file holds the run's name)
 
 A *run key* is the first 32 hex digits of the sha256 of the run id's bytes, so any id (NUL,
 newline, ``/``, ``..``, very long, not UTF-8) names a directory inside ``runs/`` and nothing

@@ -38,7 +38,13 @@ from otel_replay.store._lock import StoreLock
 from otel_replay.store._objects import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST, NewObject, encode_pack
 from otel_replay.store._read import MAX_DEPTH, ObjectReader
-from otel_replay.store._records import decode_records, iter_refs
+from otel_replay.store._records import (
+    decode_records,
+    frame_record,
+    iter_refs,
+    merge_frames,
+    read_frames,
+)
 from otel_replay.store._sync import Listing, list_files, sync
 from otel_replay.store._types import GcReport, Progress, RunInfo
 from otel_replay.store._write import Session
@@ -359,13 +365,15 @@ def _merge_records(
         first = min(r.first for r in ranges if r is not None)
         last = max(r.last for r in ranges if r is not None)
         try:
-            data = b"".join(ctx.backend.read(p) for p in sorted(paths))
+            frames = read_frames(b"".join(ctx.backend.read(p) for p in sorted(paths)))
         except FileNotFoundError:
             continue  # merged by someone else meanwhile
-        decoded = decode_records(data)
-        if decoded.problems or not decoded.records:
+        if frames.problems or not frames.records:
             continue  # damage stays where verify finds it
-        rel = record_path(decoded.records[0].run_id, recording, first, last)
+        raw = sum(len(record) for record in frames.records)
+        data = merge_frames(frames.records, repack_level(raw))
+        run_id = decode_records(frame_record(frames.records[0])).records[0].run_id
+        rel = record_path(run_id, recording, first, last)
         if rel.rsplit("/", 1)[0] != directory or rel in paths:
             continue
         ctx.backend.publish(rel, data, replace=True)

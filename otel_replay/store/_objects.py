@@ -12,8 +12,8 @@ whatever order or batch size: the cost of a run does not depend on flush timing 
 process recorded it.
 
 Manifest layout: a sequence of parts, each ``0x00 varint(length) bytes`` (literal) or ``0x01
-digest`` (a 32-byte reference). A reference names content, not a representation: the object it names may itself
-be a manifest. A reader checks the sha256 of every body it assembles.
+digest`` (a 32-byte reference). A reference names content, not a representation: the object
+it names may itself be a manifest. A reader checks the sha256 of every body it assembles.
 """
 
 from __future__ import annotations

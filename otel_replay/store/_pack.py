@@ -172,4 +172,3 @@ def decompress_frame(data: bytes) -> bytes:
         return zstandard.ZstdDecompressor().decompress(data)
     except zstandard.ZstdError as exc:
         raise PackError(f"frame cannot be decompressed: {exc}") from None
-

@@ -7,9 +7,9 @@ the sha256 of their text and stored as bodies), the run's facts when first known
 once the recorder closed it. The index is rebuilt from records alone; nothing is ever read
 back out of telemetry.
 
-A record file is a sequence of ``u32 length, u32 crc32, zstd frame`` entries, one record
-each: a merged file keeps each record in its own frame, so a damaged byte costs one flush's
-steps, not the run.
+A record file is a sequence of ``u32 length, u32 crc32, zstd frame`` entries; a frame holds
+one record's JSON, or (in a merged file) several, one per line, up to :data:`GROUP_BYTES`, so
+a damaged byte costs the steps of one frame, never the whole run.
 """
 
 from __future__ import annotations
@@ -236,10 +236,71 @@ def encode_record(
     return _dumps(value)
 
 
+GROUP_BYTES = 64 << 10
+"""Bytes of record JSON a merged file puts in one frame: enough for zstd to find what the
+records repeat (keys, headers), few enough steps lost to one damaged byte."""
+
+
 def frame_record(record_json: bytes, level: int = 3) -> bytes:
-    """One entry of a record file: length, crc32 and the zstd frame of ``record_json``."""
+    """One entry of a record file: length, crc32 and the zstd frame of ``record_json`` (one
+    record, or several joined by newlines)."""
     frame = zstandard.ZstdCompressor(level=level).compress(record_json)
     return _HEAD.pack(len(frame), zlib.crc32(frame)) + frame
+
+
+@dataclass(frozen=True, slots=True)
+class Frames:
+    """The record JSONs a record file holds, and one line per damaged entry."""
+
+    records: list[bytes]
+    problems: list[str]
+
+
+def read_frames(data: bytes) -> Frames:
+    """The JSON of every record in a record file (not decoded); damaged entries are reported,
+    the others kept. After a damaged length the rest cannot be framed: one problem."""
+    records: list[bytes] = []
+    problems: list[str] = []
+    pos = 0
+    decompressor = zstandard.ZstdDecompressor()
+    while pos < len(data):
+        if pos + _HEAD.size > len(data):
+            problems.append(f"truncated entry header at byte {pos}")
+            break
+        size, crc = _HEAD.unpack_from(data, pos)
+        start = pos + _HEAD.size
+        frame = data[start : start + size]
+        pos = start + size
+        if len(frame) < size:
+            problems.append(f"entry at byte {start - _HEAD.size} is cut short")
+            break
+        if zlib.crc32(frame) != crc:
+            problems.append(f"entry at byte {start - _HEAD.size} fails its checksum")
+            continue
+        try:
+            content = decompressor.decompress(frame)
+        except zstandard.ZstdError as exc:
+            problems.append(f"entry at byte {start - _HEAD.size}: {exc}")
+            continue
+        records.extend(line for line in content.split(b"\n") if line)
+    return Frames(records, problems)
+
+
+def merge_frames(records: list[bytes], level: int) -> bytes:
+    """A record file holding ``records`` (JSON), grouped into frames of
+    :data:`GROUP_BYTES` at zstd ``level``."""
+    out: list[bytes] = []
+    group: list[bytes] = []
+    size = 0
+    for record in records:
+        if group and size + len(record) > GROUP_BYTES:
+            out.append(frame_record(b"\n".join(group), level))
+            group, size = [], 0
+        group.append(record)
+        size += len(record) + 1
+    if group:
+        out.append(frame_record(b"\n".join(group), level))
+    return b"".join(out)
 
 
 def _decode(data: bytes) -> Record:
@@ -287,30 +348,15 @@ class Decoded:
 
 
 def decode_records(data: bytes) -> Decoded:
-    """Every record of a record file; damaged entries are reported, the others kept. After a
-    damaged length the rest of the file cannot be framed and is reported as one problem."""
+    """Every record of a record file; damaged entries are reported, the others kept."""
+    frames = read_frames(data)
     records: list[Record] = []
-    problems: list[str] = []
-    pos = 0
-    decompressor = zstandard.ZstdDecompressor()
-    while pos < len(data):
-        if pos + _HEAD.size > len(data):
-            problems.append(f"truncated entry header at byte {pos}")
-            break
-        size, crc = _HEAD.unpack_from(data, pos)
-        start = pos + _HEAD.size
-        frame = data[start : start + size]
-        pos = start + size
-        if len(frame) < size:
-            problems.append(f"entry at byte {start - _HEAD.size} is cut short")
-            break
-        if zlib.crc32(frame) != crc:
-            problems.append(f"entry at byte {start - _HEAD.size} fails its checksum")
-            continue
+    problems = list(frames.problems)
+    for raw in frames.records:
         try:
-            records.append(_decode(decompressor.decompress(frame)))
-        except (zstandard.ZstdError, RecordError) as exc:
-            problems.append(f"entry at byte {start - _HEAD.size}: {exc}")
+            records.append(_decode(raw))
+        except RecordError as exc:
+            problems.append(str(exc))
     return Decoded(records, problems)
 
 

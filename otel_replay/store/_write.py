@@ -216,7 +216,7 @@ class Session:
                 records.append((rel, data, entries))
             self.backend.publish_many(files)
             self.backend.sync()
-            for (run_id, state, _, _, _), (rel, _, _) in zip(plans, records, strict=True):
+            for (_, state, _, _, _), (rel, _, _) in zip(plans, records, strict=True):
                 state.seq += 1  # published: the number is taken, whatever happens next
                 state.records.append(rel)
             with self.index.transaction() as tx:
