@@ -36,8 +36,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from otel_replay.capture._handoff import handoff
 from otel_replay.capture._run import start_process_run
-from otel_replay.capture.instrumentor import HANDOFF, ReplayInstrumentor
+from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
 from otel_replay.store import Store
 
@@ -154,7 +155,7 @@ def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int
     """Steps/s from the first put until everything is durable; (rate, steps stored, lost)."""
     provider = TracerProvider()
     instrumentor = ReplayInstrumentor()
-    consumer = HANDOFF.attach()
+    consumer = handoff().attach()
     instrumentor.instrument(tracer_provider=provider)
     try:
         with _client([r for _, r in pairs]) as client:
@@ -162,14 +163,14 @@ def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int
     finally:
         instrumentor.uninstrument()
     items = [item for item in consumer.drain() if type(item) is tuple]
-    HANDOFF.detach(consumer)
+    handoff().detach(consumer)
     assert len(items) == len(pairs), (len(items), len(pairs))
 
     store = Store.open(root / "throughput")
     exporter = ReplaySpanExporter(store)
     start = time.perf_counter()
     for fixture, span, _ in items:
-        HANDOFF.put(fixture, span)
+        handoff().put(fixture, span)
     assert exporter.force_flush(600_000)
     elapsed = time.perf_counter() - start
     stats = exporter.stats()
@@ -238,10 +239,10 @@ def app_cost(
         for _ in range(rounds):
             for body in requests:
                 samples["none"].append(call(body))
-                consumer = HANDOFF.attach()
+                consumer = handoff().attach()
                 samples["hand-off"].append(call(body))
-                consumer.fixtures()
-                HANDOFF.detach(consumer)
+                consumer.steps()
+                handoff().detach(consumer)
                 recorder.inline_limit = 0
                 samples["no-inline"].append(call(body))
                 recorder.inline_limit = inline

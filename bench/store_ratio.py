@@ -42,7 +42,8 @@ from vcr.serializers import jsonserializer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from otel_replay.capture._handoff import Fixture
+from otel_replay._canonical import sha256_tag
+from otel_replay.step import Step
 from otel_replay.store import Store
 from otel_replay.store._pack import (
     FOOTER,
@@ -198,16 +199,12 @@ def _semconv(messages: list[dict]) -> list[dict]:
     ]
 
 
-def _tag(body: bytes) -> str:
-    return "sha256:" + hashlib.sha256(body).hexdigest()
-
-
-def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Fixture], list[dict]]:
+def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Step], list[dict]]:
     """The run: one fixture and one span per request, plus the run's ``invoke_agent`` span."""
     rng = random.Random(seed)
     tools = _tools(rng)
     history: list[dict] = [{"role": "system", "content": text(rng, 2000)}]
-    fixtures: list[Fixture] = []
+    fixtures: list[Step] = []
     spans: list[dict] = []
     clock = 1_763_700_000 * 10**9
     trace = rng.getrandbits(128)
@@ -258,7 +255,7 @@ def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Fixt
         took = rng.randint(800, 6000) * 10**6
         span_id = rng.getrandbits(64)
         fixtures.append(
-            Fixture(
+            Step(
                 run_id=run_id,
                 step_index=index,
                 trace_id=trace,
@@ -268,11 +265,11 @@ def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Fixt
                 url=URL,
                 request_headers=_request_headers(len(request)),
                 request_body=request,
-                request_hash=_tag(request),
+                request_hash=sha256_tag(request),
                 status_code=200,
                 response_headers=_response_headers(rng, len(response), clock // 10**9),
                 response_body=response,
-                response_hash=_tag(response),
+                response_hash=sha256_tag(response),
                 chunks=[(len(response), took)],
                 complete=True,
                 start_ns=clock,
@@ -294,13 +291,13 @@ def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Fixt
             "server.port": 443,
             "replay.step.index": index,
             "replay.step.kind": "llm",
-            "replay.request.hash": _tag(request),
-            "replay.response.hash": _tag(response),
+            "replay.request.hash": sha256_tag(request),
+            "replay.response.hash": sha256_tag(response),
             "replay.request.size": len(request),
             "replay.response.size": len(response),
             "replay.response.complete": True,
-            "replay.prompt.hash": _tag(_canonical(history).encode()),
-            "replay.tool.schema.version": _tag(_canonical(tools).encode()),
+            "replay.prompt.hash": sha256_tag(_canonical(history).encode()),
+            "replay.tool.schema.version": sha256_tag(_canonical(tools).encode()),
             "gen_ai.input.messages": _canonical(_semconv(history)),
             "gen_ai.output.messages": _canonical(
                 [
@@ -351,7 +348,7 @@ def conversation(turns: int, seed: int, run_id: str = RUN_ID) -> tuple[list[Fixt
     return fixtures, spans
 
 
-def cassette_size(fixtures: list[Fixture], folder: Path) -> int:
+def cassette_size(fixtures: list[Step], folder: Path) -> int:
     """Bytes of the same interactions as a vcrpy JSON cassette written by vcrpy itself."""
     requests, responses = [], []
     for fx in fixtures:
@@ -383,7 +380,7 @@ def _du(folder: Path) -> dict[str, int]:
     return sizes
 
 
-Run = tuple[list[Fixture], list[dict] | None]
+Run = tuple[list[Step], list[dict] | None]
 """A run's fixtures, and its spans (None: fixtures only)."""
 
 

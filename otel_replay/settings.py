@@ -11,11 +11,11 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from otel_replay.errors import ConfigError
 
-__all__ = ["SETTINGS", "Mode", "Setting", "Settings", "Timing", "load", "read"]
+__all__ = ["SETTINGS", "TIMINGS", "Mode", "Setting", "Settings", "Timing", "load", "read"]
 
 Mode = Literal["record", "replay", "off"]
 Timing = Literal["fast", "recorded"]
@@ -28,11 +28,15 @@ def _mode(raw: str) -> Mode:
     return cast(Mode, value)
 
 
+TIMINGS: tuple[Timing, ...] = get_args(Timing)
+"""The values of :data:`Timing`, in order."""
+
+
 def _timing(raw: str) -> Timing:
     value = raw.strip().lower()
-    if value not in ("fast", "recorded"):
+    if value not in TIMINGS:
         raise ValueError("expected fast or recorded")
-    return cast(Timing, value)
+    return value
 
 
 def _non_negative_int(raw: str) -> int:

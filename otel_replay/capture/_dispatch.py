@@ -17,7 +17,7 @@ from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay.capture._recorder import Recorder
-from otel_replay.capture._step import Step
+from otel_replay.capture._step import OpenStep
 from otel_replay.capture._tee import request_tee_classes, tee_classes
 
 __all__ = ["async_wrapper", "sync_wrapper"]
@@ -27,7 +27,7 @@ Wrapped = Callable[..., Any]
 
 def _begin(
     recorder: Recorder, args: tuple[Any, ...], kwargs: dict[str, Any], request_tee: type[Any]
-) -> Step | None:
+) -> OpenStep | None:
     if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
         return None
     request = args[0] if args else kwargs["request"]
@@ -44,11 +44,11 @@ def _begin(
         return None
 
 
-def _attach(step: Step) -> object | None:
+def _attach(step: OpenStep) -> object | None:
     return context.attach(trace.set_span_in_context(step.span)) if step.owns_span else None
 
 
-def _adopt(recorder: Recorder, step: Step, response: Any, tee: type[Any]) -> None:
+def _adopt(recorder: Recorder, step: OpenStep, response: Any, tee: type[Any]) -> None:
     try:
         step.on_response(response.status_code, response.headers.raw)
         content = getattr(response, "_content", None)

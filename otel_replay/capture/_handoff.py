@@ -1,10 +1,10 @@
 """The bounded hand-off from the application thread to the ``replay`` exporter.
 
-At the end of each step the capture puts the step's :class:`Fixture` together with the step's
-span — *before* ending a span of its own — into the queue of the attached consumer (the
-exporter's writer thread). The step therefore never depends on the SDK's batch span processor,
-whose queue drops spans when it overflows. Nothing is held unless a consumer is attached, so a
-process that exports only to a backend keeps no bodies in memory.
+At the end of each step the capture puts the step's :class:`~otel_replay.step.Step` together
+with the step's span — *before* ending a span of its own — into the queue of the attached
+consumer (the exporter's writer thread). The step therefore never depends on the SDK's batch
+span processor, whose queue drops spans when it overflows. Nothing is held unless a consumer is
+attached, so a process that exports only to a backend keeps no bodies in memory.
 
 Every put *claims* its span: the exporter's ``export()`` asks :meth:`Handoff.claimed` which of
 the spans the batch processor hands it came through here, so no span is stored twice. Claiming
@@ -18,8 +18,14 @@ pace instead of losing steps); a put that still does not fit is refused, counted
 refused without waiting until the consumer frees some room, so a stuck store costs the
 application one wait, not one per step.
 
+Besides steps, the capture posts messages of its own (a run's :class:`~otel_replay.step.RunEnd`)
+to the active consumer with :meth:`Handoff.post`, in order with the steps.
+
 The queues are :class:`queue.SimpleQueue`: a put is one C call, and the exporter may post to
 them from a signal handler.
+
+The process has one hand-off, :func:`handoff`, made on first use: importing the capture or the
+exporter reads no settings.
 """
 
 from __future__ import annotations
@@ -30,59 +36,26 @@ import queue
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ITEM_OVERHEAD", "Consumer", "Fixture", "Handed", "Handoff"]
+from otel_replay import settings
+from otel_replay.step import Step
+
+__all__ = ["ITEM_OVERHEAD", "Consumer", "Handed", "Handoff", "handoff"]
 
 _log = logging.getLogger(__name__)
 
 ITEM_OVERHEAD = 4096
 """Bytes counted per step beyond its bodies: the span (its attributes often repeat the
-messages) and the fixture's headers and timings."""
+messages) and the step's headers and timings."""
 
 CLAIMS_MAX = 1 << 16
 """Claimed span ids remembered at most; the oldest are forgotten beyond (a span the batch
 processor dropped is never asked about)."""
 
 
-@dataclass(slots=True)
-class Fixture:
-    """Everything the store needs to serve one step back byte-exact.
-
-    Bodies are the exact bytes after redaction (the response body decoded from any
-    content-encoding); ``chunks`` holds, for each chunk the application received, its size and
-    its arrival time in nanoseconds after the request was sent.
-    """
-
-    run_id: str
-    step_index: int
-    trace_id: int
-    span_id: int
-    kind: str
-    method: str
-    url: str
-    request_headers: list[tuple[str, str]]
-    request_body: bytes
-    request_hash: str
-    status_code: int | None = None
-    response_headers: list[tuple[str, str]] = field(default_factory=list)
-    response_body: bytes = b""
-    response_hash: str | None = None
-    chunks: list[tuple[int, int]] = field(default_factory=list)
-    complete: bool = False
-    error_type: str | None = None
-    start_ns: int = 0
-    end_ns: int = 0
-
-    @property
-    def size(self) -> int:
-        """Bytes of body this fixture keeps alive."""
-        return len(self.request_body) + len(self.response_body)
-
-
-Handed = tuple[Fixture, Any, int]
-"""What a consumer gets for one step: the fixture, the step's span (an SDK span, possibly not
+Handed = tuple[Step, Any, int]
+"""What a consumer gets for one step: the step, its span (an SDK span, possibly not
 ended yet) and the bytes it counts against the bound (give them back with ``release``)."""
 
 
@@ -124,15 +97,15 @@ class Consumer:
             pass
         return out
 
-    def fixtures(self) -> dict[int, Fixture]:
-        """Drain the queue: the fixtures of the steps in it, by span id (other messages and
-        the spans are dropped, the bytes released). For tests and simple consumers."""
-        out: dict[int, Fixture] = {}
+    def steps(self) -> dict[int, Step]:
+        """Drain the queue: the steps in it, by span id (other messages and the spans are
+        dropped, the bytes released). For tests and simple consumers."""
+        out: dict[int, Step] = {}
         size = 0
         for item in self.drain():
             if type(item) is tuple:
-                fixture, _, item_size = item
-                out[fixture.span_id] = fixture
+                step, _, item_size = item
+                out[step.span_id] = step
                 size += item_size
         self.release(size)
         return out
@@ -183,7 +156,7 @@ class Handoff:
 
     @property
     def wanted(self) -> bool:
-        """True when a consumer is attached; the capture skips building fixtures otherwise."""
+        """True when a consumer is attached; the capture skips building steps otherwise."""
         return self._active is not None
 
     @property
@@ -215,13 +188,13 @@ class Handoff:
             self._shedding = False
             self._cond.notify_all()
 
-    def put(self, fixture: Fixture, span: Any) -> bool:
-        """Hand ``fixture`` and its ``span`` to the active consumer, claiming the span.
+    def put(self, step: Step, span: Any) -> bool:
+        """Hand ``step`` and its ``span`` to the active consumer, claiming the span.
 
         False when nobody wants it, or when the bound was reached and no room came within
         ``wait_s`` (then it is counted in :attr:`dropped`).
         """
-        size = fixture.size + ITEM_OVERHEAD
+        size = step.size + ITEM_OVERHEAD
         with self._lock:
             if self._active is None:
                 return False
@@ -235,10 +208,10 @@ class Handoff:
                 self._bytes += size
                 consumer.held += size
                 claims = self._claims
-                claims[fixture.span_id] = None
+                claims[step.span_id] = None
                 if len(claims) > CLAIMS_MAX:
                     del claims[next(iter(claims))]
-                consumer._queue.put((fixture, span, size))
+                consumer._queue.put((step, span, size))
                 return True
         if first:
             _log.warning(
@@ -265,6 +238,15 @@ class Handoff:
             self._cond.wait(remaining)
         return True
 
+    def post(self, message: object) -> bool:
+        """Queue ``message`` for the active consumer, behind every step put so far; False (and
+        nothing kept) when no consumer is attached. Never waits, never counts bytes."""
+        consumer = self._active
+        if consumer is None:
+            return False
+        consumer.post(message)
+        return True
+
     def claimed(self, span_ids: set[int]) -> set[int]:
         """Those of ``span_ids`` whose spans came through the hand-off (each id is answered
         once: a span reaches an exporter once)."""
@@ -284,3 +266,27 @@ class Handoff:
                 self._bytes -= size
             self._shedding = False
             self._cond.notify_all()
+
+
+_process_handoff: Handoff | None = None
+_process_handoff_lock = threading.Lock()
+
+
+def handoff() -> Handoff:
+    """The process-wide hand-off the capture puts into and the ``replay`` exporter drains,
+    made on first use (every call returns the same one).
+
+    It starts bounded by the default ``OTEL_REPLAY_HANDOFF_MAX_BYTES``, whatever the
+    environment says: the exporter applies ``OTEL_REPLAY_HANDOFF_MAX_BYTES`` and
+    ``OTEL_REPLAY_HANDOFF_WAIT_MS`` when it attaches, so this never reads (or fails on) a
+    setting.
+    """
+    global _process_handoff  # noqa: PLW0603 - one per process, made on first use
+    made = _process_handoff
+    if made is None:
+        with _process_handoff_lock:
+            made = _process_handoff
+            if made is None:
+                made = Handoff(settings.read("OTEL_REPLAY_HANDOFF_MAX_BYTES", {}))
+                _process_handoff = made
+    return made

@@ -18,7 +18,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from otel_replay.capture._step import Step
+    from otel_replay.capture._step import OpenStep
 
 __all__ = ["OpenSteps"]
 
@@ -27,16 +27,16 @@ class OpenSteps:
     """The steps of one recorder whose response stream is tee'd and not yet finished."""
 
     def __init__(self) -> None:
-        self._open: set[Step] = set()
+        self._open: set[OpenStep] = set()
         # Appended to by garbage-collector callbacks; deque appends and pops need no lock.
-        self._dropped: deque[Step] = deque()
+        self._dropped: deque[OpenStep] = deque()
 
-    def track(self, tee: object, step: Step) -> None:
+    def track(self, tee: object, step: OpenStep) -> None:
         """Watch ``step``, whose response stream is ``tee``, until it finishes."""
         self._open.add(step)
         weakref.finalize(tee, self._dropped.append, step)
 
-    def untrack(self, step: Step) -> None:
+    def untrack(self, step: OpenStep) -> None:
         """``step`` finished (called by the step itself)."""
         self._open.discard(step)
 

@@ -1,7 +1,7 @@
 """The recorder: what every step shares, and the start of each step.
 
-:meth:`Recorder.begin` turns a request into a :class:`~otel_replay.capture._step.Step` with
-its span open: it redacts and hashes the body, reads a model call's request through its
+:meth:`Recorder.begin` turns a request into an :class:`~otel_replay.capture._step.OpenStep`
+with its span open: it redacts and hashes the body, reads a model call's request through its
 codec (one JSON parse) and opens the span with the request attributes at once, so samplers
 see them. All of it runs on the application's thread.
 
@@ -28,14 +28,15 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.capture._bodies import is_json, raw_header
-from otel_replay.capture._handoff import Fixture, Handoff
+from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._open_steps import OpenSteps
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import current_run
-from otel_replay.capture._step import Step, request_body_attributes
-from otel_replay.capture.codecs import Codec, LlmRequest, detect
+from otel_replay.capture._step import OpenStep, request_body_attributes
+from otel_replay.capture.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect
 from otel_replay.errors import CodecError
+from otel_replay.step import Step
 
 __all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "prompt_hash"]
 
@@ -45,7 +46,6 @@ replay transport serving the same request does not hash it again."""
 
 _log = logging.getLogger(__name__)
 
-_INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
@@ -89,7 +89,7 @@ class Recorder:
                 type(exc).__qualname__,
             )
 
-    def begin(self, request: Any) -> Step:
+    def begin(self, request: Any) -> OpenStep:
         """Open the step (and its span) for ``request``, an ``httpx``/``httpx2`` Request."""
         self.open_steps.finish_dropped()
         run = current_run()
@@ -136,12 +136,12 @@ class Recorder:
             attrs["url.full"] = redacted_url
             span = self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attrs)
 
-        fixture = None
+        step = None
         if self.handoff.wanted:
             if redacted_url is None:
                 redacted_url = self.redactor.url(str(url))
             ctx = span.get_span_context()
-            fixture = Fixture(
+            step = Step(
                 run_id=run.run_id,
                 step_index=index,
                 trace_id=ctx.trace_id,
@@ -153,8 +153,9 @@ class Recorder:
                 request_body=body,
                 request_hash=request_hash,
                 start_ns=time.time_ns(),
+                run=run.facts(),
             )
-        return Step(self, span, owns_span, codec, llm, fixture, attrs, raw_body is None)
+        return OpenStep(self, span, owns_span, codec, llm, step, attrs, raw_body is None)
 
     def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
         attrs["gen_ai.operation.name"] = llm.operation
@@ -196,6 +197,6 @@ def _foreign_inference_span() -> Span | None:
     if not span.is_recording():
         return None
     attrs = getattr(span, "attributes", None)
-    if attrs and attrs.get("gen_ai.operation.name") in _INFERENCE_OPERATIONS:
+    if attrs and attrs.get("gen_ai.operation.name") in INFERENCE_OPERATIONS:
         return span
     return None

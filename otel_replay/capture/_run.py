@@ -10,6 +10,10 @@ counter owned by the run. Sequential code therefore numbers steps in program ord
 requests (threads, ``asyncio.gather``) are numbered in the order they reach the transport,
 which can differ between executions; replay matches concurrent requests by content, so the
 index orders a report but is never what a replayed request is matched on.
+
+Facts: every step carries its run's :class:`~otel_replay.step.RunFacts` (one object per run),
+and a recorded ``run()`` block that exits hands the exporter a :class:`~otel_replay.step.RunEnd`
+(through the hand-off, behind the block's steps). The process run has no end of its own.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from otel_replay import attributes as A
 from otel_replay import settings
+from otel_replay.capture._handoff import handoff
 from otel_replay.capture._vcs import code_version
+from otel_replay.step import RunEnd, RunFacts
 
 __all__ = [
     "RunState",
     "current_run",
     "new_run_id",
+    "qualified_name",
     "run",
     "start_process_run",
     "use_recorded_seed",
@@ -60,36 +67,53 @@ def new_run_id() -> str:
 
 @dataclass(slots=True)
 class RunState:
-    """One run: its id, seed, mode and step counter."""
+    """One run: its id, seed, mode, start (Unix nanoseconds) and step counter."""
 
     run_id: str
     mode: str = "record"
     seed: int | None = None
+    start_ns: int = field(default_factory=time.time_ns)
     _steps: itertools.count[int] = field(default_factory=itertools.count)
+    _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def next_step(self) -> int:
         """The next ``replay.step.index``; atomic under the GIL, so safe across threads."""
         return next(self._steps)
 
-    def attributes(self) -> dict[str, Any]:
-        """Run-level replay-kit attributes, put on every span of the run (a fresh dict).
+    def facts(self) -> RunFacts:
+        """The run's facts, carried by each of its steps (the same object every time).
 
-        Built on first use: a run's id, mode and seed do not change once it has steps.
+        Built on first use: a run's id, mode, seed and start do not change once it has steps.
         """
+        facts = self._facts
+        if facts is None:
+            version = code_version()
+            facts = self._facts = RunFacts(
+                run_id=self.run_id,
+                mode=self.mode,
+                seed=self.seed,
+                commit=version.revision,
+                code_dirty=version.dirty,
+                start_ns=self.start_ns,
+            )
+        return facts
+
+    def attributes(self) -> dict[str, Any]:
+        """Run-level replay-kit attributes, put on every span of the run (a fresh dict)."""
         if self._attrs is None:
             self._attrs = self._build_attributes()
         return self._attrs.copy()
 
     def _build_attributes(self) -> dict[str, Any]:
-        version = code_version()
+        facts = self.facts()
         attrs: dict[str, Any] = {A.REPLAY_RUN_ID: self.run_id, A.REPLAY_MODE: self.mode}
-        if self.seed is not None:
-            attrs[A.REPLAY_SEED] = self.seed
-        if version.revision is not None:
-            attrs["vcs.ref.head.revision"] = version.revision
-        if version.dirty is not None:
-            attrs[A.REPLAY_CODE_DIRTY] = version.dirty
+        if facts.seed is not None:
+            attrs[A.REPLAY_SEED] = facts.seed
+        if facts.commit is not None:
+            attrs["vcs.ref.head.revision"] = facts.commit
+        if facts.code_dirty is not None:
+            attrs[A.REPLAY_CODE_DIRTY] = facts.code_dirty
         return attrs
 
 
@@ -138,6 +162,14 @@ def use_recorded_seed(seed: int | None) -> None:
     _recorded_seed = seed
 
 
+def qualified_name(exc: BaseException) -> str:
+    """The ``error_type`` recorded for ``exc``: its class's qualified name, prefixed with its
+    module unless it is a builtin."""
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     numpy = sys.modules.get("numpy")
@@ -157,7 +189,8 @@ class run:
     seed is drawn and recorded, so the run stays replayable (under replay, the recorded seed
     is used). The run id comes from ``run_id``,
     else ``OTEL_REPLAY_RUN_ID`` for the first top-level block, else it is generated. The
-    block's exception, if any, marks the span as an error and propagates unchanged.
+    block's exception, if any, marks the span as an error and propagates unchanged. When it is
+    recorded, its exit hands the exporter a :class:`~otel_replay.step.RunEnd`.
 
     When otel-replay is not instrumenting (disabled, or ``OTEL_REPLAY_MODE=off``) the block
     still opens a plain ``invoke_agent`` span, without the replay kit.
@@ -190,6 +223,7 @@ class run:
 
     def __enter__(self) -> run:
         recording = _tracer is not None
+        self.state.start_ns = time.time_ns()
         attrs = self.state.attributes() if recording else {}
         attrs["gen_ai.operation.name"] = "invoke_agent"
         attrs["gen_ai.agent.name"] = self.name
@@ -220,6 +254,11 @@ class run:
             self._span.set_attribute("error.type", type(exc).__qualname__)
             self._span.set_status(Status(StatusCode.ERROR))
         self._span.end()
+        if self.state.mode != "off":
+            # Queued behind every step the block handed off (a stream the block left open
+            # ends later), so the exporter sees the end after the steps.
+            end = RunEnd(self.run_id, time.time_ns(), None if exc is None else qualified_name(exc))
+            handoff().post(end)
 
     async def __aenter__(self) -> run:
         return self.__enter__()

@@ -3,11 +3,13 @@ response.
 
 The tees feed it chunks (of a streamed request body, and of the response) and finish it
 exactly once; finishing reads the response through the codec, sets the response attributes,
-records the metrics, hands the fixture off and ends the span. All of it runs on the
+records the metrics, completes the :class:`~otel_replay.step.Step`, hands it off and ends the
+span. All of it runs on the
 application's thread; compression and I/O belong to the exporter.
 
-Hand-off: when the ``replay`` exporter is attached, each step's fixture is put into the
-hand-off together with its span, before the span ends (see ``_handoff``).
+Hand-off: when the ``replay`` exporter is attached, each step's :class:`~otel_replay.step.Step`
+(its bytes and its facts) is put into the hand-off together with its span, before the span ends
+(see ``_handoff``).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import content_headers, decode_content, is_sse
-from otel_replay.capture._handoff import Fixture
+from otel_replay.capture._run import qualified_name
 from otel_replay.capture.codecs import Codec, LlmRequest
 from otel_replay.errors import CodecError
+from otel_replay.step import Step
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
 
-__all__ = ["Step", "request_body_attributes"]
+__all__ = ["OpenStep", "request_body_attributes"]
 
 
 def request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any]) -> str:
@@ -42,7 +45,7 @@ def request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any
     return request_hash
 
 
-class Step:
+class OpenStep:
     """A step in flight. The tee calls :meth:`on_chunk` per chunk, then :meth:`finish` or
     :meth:`fail`; the first of those to run wins, later calls are no-ops."""
 
@@ -52,7 +55,6 @@ class Step:
         "_codec",
         "_done",
         "_first_chunk_ns",
-        "_fixture",
         "_llm",
         "_marks",
         "_owns_span",
@@ -61,6 +63,7 @@ class Step:
         "_response_headers",
         "_start_ns",
         "_status",
+        "_step",
         "span",
     )
 
@@ -71,7 +74,7 @@ class Step:
         owns_span: bool,
         codec: Codec | None,
         llm: LlmRequest | None,
-        fixture: Fixture | None,
+        step: Step | None,
         attrs: dict[str, Any],
         streamed_request: bool = False,
     ) -> None:
@@ -80,14 +83,14 @@ class Step:
         self._owns_span = owns_span
         self._codec = codec
         self._llm = llm
-        self._fixture = fixture
+        self._step = step
         self._attrs = attrs
         self._chunks: list[bytes] = []
         # The bytes of a streamed request body as the transport reads them; None otherwise.
         self._request_chunks: list[bytes] | None = [] if streamed_request else None
-        # (size, ns after the request was sent) per chunk, for the fixture and inline chunking.
+        # (size, ns after the request was sent) per chunk, for the Step and inline chunking.
         self._marks: list[tuple[int, int]] | None = (
-            [] if fixture is not None or recorder.inline_limit else None
+            [] if step is not None or recorder.inline_limit else None
         )
         self._status: int | None = None
         self._response_headers: list[tuple[bytes, bytes]] = []
@@ -118,7 +121,7 @@ class Step:
     def on_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Record the response head as soon as the transport returns it."""
         self._status = status
-        self._response_headers = headers  # decoded only if a fixture wants them
+        self._response_headers = headers  # decoded only if a Step wants them
 
     def on_chunk(self, chunk: bytes) -> None:
         """Remember one chunk exactly as the application receives it."""
@@ -131,7 +134,7 @@ class Step:
 
     def fail(self, exc: BaseException) -> None:
         """The transport raised (before or during the response): record, never swallow."""
-        self._end(complete=False, error_type=_error_type(exc))
+        self._end(complete=False, error_type=qualified_name(exc))
 
     def finish(self, complete: bool) -> None:
         """The response stream was exhausted (``complete``) or closed early."""
@@ -192,19 +195,40 @@ class Step:
             self._attrs.update(attrs)
             recorder.metrics.record(self._attrs, (time.perf_counter_ns() - self._start_ns) / 1e9)
 
-        fixture = self._fixture
-        if fixture is not None:
-            fixture.chunks = self._marks or []
-            fixture.status_code = status
-            fixture.response_headers = recorder.redactor.headers(
-                raw_headers, drop_coding=decoded_content
+        if self._step is not None:
+            self._complete_step(
+                self._step,
+                status,
+                recorder.redactor.headers(raw_headers, drop_coding=decoded_content),
+                body,
+                response_hash,
+                complete and error_type is None,
+                error_type,
             )
-            fixture.response_body = body
-            fixture.response_hash = response_hash
-            fixture.complete = complete and error_type is None
-            fixture.error_type = error_type
-            fixture.end_ns = time.time_ns()
         self._hand_off_and_end()
+
+    def _complete_step(
+        self,
+        step: Step,
+        status: int | None,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        response_hash: str | None,
+        complete: bool,
+        error_type: str | None,
+    ) -> None:
+        """Fill in ``step`` with the response (redacted ``headers``, ``body``) and its end; for
+        a model call, also the facts its span carries."""
+        step.chunks = self._marks or []
+        step.status_code = status
+        step.response_headers = headers
+        step.response_body = body
+        step.response_hash = response_hash
+        step.complete = complete
+        step.error_type = error_type
+        step.end_ns = time.time_ns()
+        if self._llm is not None:
+            _model_call_facts(step, self._attrs)
 
     def _streamed_request_attributes(self, attrs: dict[str, Any]) -> None:
         """For a streamed request body, add its attributes from what the transport read."""
@@ -213,13 +237,13 @@ class Step:
         recorder = self._recorder
         sent = recorder.redactor.body(b"".join(self._request_chunks))
         sent_hash = request_body_attributes(sent, recorder.inline_limit, attrs)
-        if self._fixture is not None:
-            self._fixture.request_body, self._fixture.request_hash = sent, sent_hash
+        if self._step is not None:
+            self._step.request_body, self._step.request_hash = sent, sent_hash
 
     def _hand_off_and_end(self) -> None:
         # The hand-off claims the span before it ends, so the exporter never gets it twice.
-        if self._fixture is not None:
-            self._recorder.handoff.put(self._fixture, self.span)
+        if self._step is not None:
+            self._recorder.handoff.put(self._step, self.span)
         if self._owns_span:
             self.span.end()
 
@@ -261,7 +285,20 @@ class Step:
         return response.finished and response.error_type is None
 
 
-def _error_type(exc: BaseException) -> str:
-    cls = type(exc)
-    module = cls.__module__
-    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+def _model_call_facts(step: Step, attrs: dict[str, Any]) -> None:
+    """Copy onto ``step`` the provider, model and token counts its span carries (``attrs``:
+    the request's and the response's attributes)."""
+    step.provider = _text(attrs.get("gen_ai.provider.name"))
+    step.model = _text(attrs.get("gen_ai.request.model")) or _text(
+        attrs.get("gen_ai.response.model")
+    )
+    step.tokens_in = _count(attrs.get("gen_ai.usage.input_tokens"))
+    step.tokens_out = _count(attrs.get("gen_ai.usage.output_tokens"))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

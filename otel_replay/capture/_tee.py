@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from otel_replay.capture._step import Step
+    from otel_replay.capture._step import OpenStep
 
 __all__ = ["request_tee_classes", "tee_classes"]
 
@@ -27,7 +27,7 @@ __all__ = ["request_tee_classes", "tee_classes"]
 class _Tee:
     """What every tee holds: the stream it wraps and the step it feeds."""
 
-    def __init__(self, inner: Any, step: Step) -> None:
+    def __init__(self, inner: Any, step: OpenStep) -> None:
         self._inner = inner
         self._step = step
 

@@ -29,20 +29,16 @@ from opentelemetry.instrumentation.utils import unwrap
 from otel_replay import settings
 from otel_replay.capture import package
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
-from otel_replay.capture._handoff import Handoff
+from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
 
-__all__ = ["HANDOFF", "ReplayInstrumentor", "capture_content_enabled"]
+__all__ = ["ReplayInstrumentor", "capture_content_enabled"]
 
 _SCOPE = "otel_replay"
 _VERSION = "0.1.0"
-
-HANDOFF = Handoff(settings.load().handoff_max_bytes)
-"""The process-wide capture hand-off the ``replay`` exporter consumes (the exporter applies
-``OTEL_REPLAY_HANDOFF_MAX_BYTES`` and ``OTEL_REPLAY_HANDOFF_WAIT_MS`` when it attaches)."""
 
 
 def capture_content_enabled() -> bool:
@@ -77,7 +73,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self.recorder = Recorder(
             tracer=tracer,
             redactor=Redactor(config.redact),
-            handoff=HANDOFF,
+            handoff=handoff(),
             metrics=GenAiMetrics(meter),
             capture_content=content,
             # Bodies are content: NO_CONTENT keeps them out of the exported spans too.
@@ -99,8 +95,10 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             )
             self._wrapped.append(module)
         if config.mode == "replay":
-            # Serve every request from the recording; the wrappers above record the re-execution.
-            from otel_replay.replay._child import start  # noqa: PLC0415 - replay only
+            # Under opentelemetry-instrument nothing else boots the replay (replay's own boot
+            # has started it already otherwise): serve every request from the recording; the
+            # wrappers above record the re-execution. The one import of replay by the capture.
+            from otel_replay.replay._child import start  # noqa: PLC0415
 
             start(config)
 

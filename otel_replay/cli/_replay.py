@@ -61,7 +61,7 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 @store_option
 @click.option(
     "--timing",
-    type=click.Choice(["fast", "recorded"]),
+    type=click.Choice(settings.TIMINGS),
     default="fast",
     show_default=True,
     help="fast: streams come back at once; recorded: chunks paced as they arrived.",

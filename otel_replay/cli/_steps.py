@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from otel_replay.capture._handoff import Fixture
 from otel_replay.capture.codecs import detect
 from otel_replay.cli._messages import (
     ToolCall,
@@ -26,6 +25,7 @@ from otel_replay.cli._messages import (
     tool_calls,
 )
 from otel_replay.errors import CodecError
+from otel_replay.step import Step
 from otel_replay.store import StepInfo, Store
 from otel_replay.store._facts import attribute
 
@@ -119,7 +119,7 @@ def _is_sse(headers: list[tuple[str, str]]) -> bool:
     return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
 
 
-def _decode_llm(view: StepView, fixture: Fixture) -> None:
+def _decode_llm(view: StepView, fixture: Step) -> None:
     """Fill the messages of an LLM step from its exact bodies, with the provider codecs."""
     path = urlsplit(fixture.url).path
     try:

@@ -9,10 +9,12 @@ How nothing is lost
 The batch processor's queue (``OTEL_BSP_MAX_QUEUE_SIZE``, 2048 by default) drops spans when
 it overflows, so steps do not travel through it:
 
-- **Hand-off, not the batch queue.** At the end of each step the capture puts the fixture and
-  the step's span into the exporter's own queue (:mod:`otel_replay.capture._handoff`), before
-  ending the span. The exporter's writer thread (:mod:`._writer`) drains that queue; it is
-  the only thread that touches the store. A step and its span are written in the same flush.
+- **Hand-off, not the batch queue.** At the end of each step the capture puts the
+  :class:`~otel_replay.step.Step` (its bytes and its facts) and the step's span into the
+  exporter's own queue (:mod:`otel_replay.capture._handoff`), before ending the span; a
+  ``run()`` block that exits puts its :class:`~otel_replay.step.RunEnd` there too. The
+  exporter's writer thread (:mod:`._writer`) drains that queue; it is the only thread that
+  touches the store. A step and its span are written in the same flush.
   Spans that do not come through the hand-off (the run's ``invoke_agent`` span, steps recorded
   before the exporter existed) arrive through ``export()`` as usual; a span that came through
   the hand-off is recognised there (it was *claimed* before it ended) and not written twice.

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
 from otel_replay.capture._handoff import Handoff
-from otel_replay.capture.instrumentor import HANDOFF
+from otel_replay.capture._handoff import handoff as process_handoff
 from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
@@ -88,7 +88,7 @@ class ReplaySpanExporter(SpanExporter):
         handoff: Handoff | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
-        self._handoff = handoff if handoff is not None else HANDOFF
+        self._handoff = handoff if handoff is not None else process_handoff()
         try:
             observe_drops(self._handoff, meter_provider)
         except Exception as exc:  # a metrics SDK problem must not stop recording

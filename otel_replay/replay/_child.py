@@ -1,9 +1,11 @@
 """Replay mode inside the replayed process (``OTEL_REPLAY_MODE=replay``).
 
-The instrumentor calls :func:`start` when it is loaded in replay mode, whether by
-``opentelemetry-instrument`` or by the ``sitecustomize`` the ``replay`` verb puts on the child's
-``PYTHONPATH`` (which also sets up a tracer provider with the ``replay`` exporter when nothing
-else did, so the new execution is recorded as a run of its own).
+Replay boots from here. The ``sitecustomize`` the ``replay`` verb puts on the child's
+``PYTHONPATH`` calls :func:`bootstrap`: it starts the replay (:func:`start`), then sets up a
+tracer provider with the ``replay`` exporter when nothing else did, and the capture's
+instrumentor, so the new execution is recorded as a run of its own. Under
+``opentelemetry-instrument`` (whose own ``sitecustomize`` shadows ours) the instrumentor,
+loaded in replay mode, calls :func:`start` itself.
 
 A process that was asked to replay but cannot must not run live: it says why on one line and
 exits with status 2 before the application starts.
@@ -68,17 +70,19 @@ def start(config: Settings) -> ReplaySession:
 
 
 def bootstrap() -> None:
-    """Set up tracing (unless something already did) and the instrumentor, in replay mode."""
-    # The instrumentor imports this module when it starts a replay.
-    from otel_replay.capture.instrumentor import ReplayInstrumentor  # noqa: PLC0415
-    from otel_replay.export import ReplaySpanExporter  # noqa: PLC0415
-
+    """Start the replay, then tracing (unless something already set it up) and the capture,
+    when ``OTEL_REPLAY_MODE=replay``."""
     try:
         config = settings.load()
     except OtelReplayError as exc:
         _fatal(str(exc))
     if config.mode != "replay":
         return
+    start(config)
+    # Only a replayed process records through these; importing them is for here alone.
+    from otel_replay.capture.instrumentor import ReplayInstrumentor  # noqa: PLC0415
+    from otel_replay.export import ReplaySpanExporter  # noqa: PLC0415
+
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(ReplaySpanExporter()))

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import IO, Literal
+from typing import IO
 
 from otel_replay._canonical import sha256_tag
 from otel_replay.capture._bodies import is_sse
@@ -26,10 +26,9 @@ from otel_replay.replay._match import Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import ReplayResult, ServedStep
 from otel_replay.replay.synth import synthesize
+from otel_replay.settings import Timing
 
-__all__ = ["Answer", "ReplaySession", "Timing"]
-
-Timing = Literal["fast", "recorded"]
+__all__ = ["Answer", "ReplaySession"]
 
 _HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 

@@ -24,7 +24,7 @@ assert openai.__version__.startswith("2."), f"expected openai 2.x, got {openai._
 assert "httpx2" not in sys.modules, "openai 2.x should not import httpx2"
 
 from examples.standin import StandIn  # noqa: E402
-from otel_replay.capture.instrumentor import HANDOFF  # noqa: E402
+from otel_replay.capture._handoff import handoff  # noqa: E402
 from otel_replay.testing import CaptureKit  # noqa: E402
 
 KEY = "sk-legacy-secret-0123456789"
@@ -80,7 +80,7 @@ async def async_calls(standin: StandIn) -> dict[str, tuple[str, str]]:
 
 
 def main() -> None:
-    consumer = HANDOFF.attach()
+    consumer = handoff().attach()
     try:
         with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
             answers = sync_calls(standin)
@@ -88,10 +88,10 @@ def main() -> None:
             received = standin.received
             spans = kit.spans()
             raw = sorted(kit.raw_spans(), key=lambda s: s.start_time or 0)
-            handed = consumer.fixtures()
+            handed = consumer.steps()
             fixtures = [handed.get(s.context.span_id) for s in raw if s.context is not None]
     finally:
-        HANDOFF.detach(consumer)
+        handoff().detach(consumer)
     print(
         json.dumps(
             {

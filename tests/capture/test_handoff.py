@@ -8,11 +8,12 @@ import time
 
 import pytest
 
-from otel_replay.capture._handoff import ITEM_OVERHEAD, Fixture, Handoff
+from otel_replay.capture._handoff import ITEM_OVERHEAD, Handoff
+from otel_replay.step import Step
 
 
-def _fixture(span_id: int, size: int) -> Fixture:
-    return Fixture(
+def _fixture(span_id: int, size: int) -> Step:
+    return Step(
         run_id="r",
         step_index=span_id,
         trace_id=1,
@@ -109,8 +110,8 @@ def test_the_last_consumer_attached_gets_the_steps_until_it_detaches() -> None:
     handoff.put(_fixture(1, 10), None)
     handoff.detach(second)
     handoff.put(_fixture(2, 10), None)
-    assert list(second.fixtures()) == [1]
-    assert list(first.fixtures()) == [2]
+    assert list(second.steps()) == [1]
+    assert list(first.steps()) == [2]
 
 
 def test_detach_releases_held_bytes() -> None:

@@ -13,7 +13,8 @@ import pytest
 from opentelemetry import context
 
 import otel_replay
-from otel_replay.capture.instrumentor import HANDOFF, ReplayInstrumentor
+from otel_replay.capture._handoff import handoff
+from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.testing import CaptureKit
 from tests.capture.conftest import scripted_transport
 
@@ -178,15 +179,15 @@ def test_handoff_gets_the_exact_bytes_when_a_consumer_is_attached(
 ) -> None:
     chunks = [b"data: a\n\n", b"data: b\n\n"]
     pair = scripted_transport(client_module, chunks)
-    consumer = HANDOFF.attach()
+    consumer = handoff().attach()
     try:
         with CaptureKit() as kit, client_module.Client(transport=pair[0]) as c:
             c.post(URL, content=b"q", headers={"Authorization": "Bearer sk-handoff"})
             (raw,) = kit.raw_spans()
         assert raw.context is not None
-        fixture = consumer.fixtures().get(raw.context.span_id)
+        fixture = consumer.steps().get(raw.context.span_id)
     finally:
-        HANDOFF.detach(consumer)
+        handoff().detach(consumer)
     assert fixture is not None
     assert fixture.request_body == b"q"
     assert fixture.response_body == b"".join(chunks)

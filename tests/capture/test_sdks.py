@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture._handoff import Consumer, Fixture
-from otel_replay.capture.instrumentor import HANDOFF
+from otel_replay.capture._handoff import Consumer, handoff
+from otel_replay.step import Step
 from otel_replay.testing import CaptureKit
 
 KEY = "sk-test-secret-0123456789"
@@ -53,18 +53,18 @@ _consumer: list[Consumer] = []
 
 @pytest.fixture
 def kit() -> Iterator[CaptureKit]:
-    consumer = HANDOFF.attach()
+    consumer = handoff().attach()
     _consumer[:] = [consumer]
     try:
         with CaptureKit() as capture:
             yield capture
     finally:
-        HANDOFF.detach(consumer)
+        handoff().detach(consumer)
 
 
-def llm_steps(kit: CaptureKit) -> list[tuple[dict[str, Any], Fixture]]:
+def llm_steps(kit: CaptureKit) -> list[tuple[dict[str, Any], Step]]:
     out = []
-    handed = _consumer[0].fixtures()
+    handed = _consumer[0].steps()
     for raw, span in zip(
         sorted(kit.raw_spans(), key=lambda s: s.start_time or 0), kit.spans(), strict=True
     ):
@@ -75,7 +75,7 @@ def llm_steps(kit: CaptureKit) -> list[tuple[dict[str, Any], Fixture]]:
     return out
 
 
-def assert_hashes(span: dict[str, Any], fixture: Fixture, received: bytes) -> None:
+def assert_hashes(span: dict[str, Any], fixture: Step, received: bytes) -> None:
     attrs = span["attributes"]
     assert fixture.request_body == received
     assert attrs["replay.request.hash"] == sha(received)

@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
-from otel_replay.capture._handoff import Fixture
-from otel_replay.capture.instrumentor import HANDOFF
+from otel_replay.capture._handoff import handoff
+from otel_replay.step import Step
 from otel_replay.store import Store
 from otel_replay.testing import CaptureKit
 
@@ -56,7 +56,7 @@ class Recorded:
 
     store: Path
     bare: Path
-    fixtures: dict[str, list[Fixture]]
+    fixtures: dict[str, list[Step]]
     spans: dict[str, list[dict[str, Any]]]
 
 
@@ -136,7 +136,7 @@ def _by_run(items: list[Any], run_of: Callable[[Any], str]) -> dict[str, list[An
     return out
 
 
-def _take(consumer: Any, raw: tuple[ReadableSpan, ...]) -> list[Fixture]:
+def _take(consumer: Any, raw: tuple[ReadableSpan, ...]) -> list[Step]:
     """The fixtures the capture handed over, in step order.
 
     Works with the hand-off's queue API (``attach()`` returns a consumer whose queue holds
@@ -145,21 +145,21 @@ def _take(consumer: Any, raw: tuple[ReadableSpan, ...]) -> list[Fixture]:
     if consumer is not None and hasattr(consumer, "drain"):
         items = consumer.drain()
         return [item[0] for item in items if isinstance(item, tuple)]
-    taken = [HANDOFF.take(s.context.span_id) for s in raw if s.context is not None]  # type: ignore[attr-defined]
+    taken = [handoff().take(s.context.span_id) for s in raw if s.context is not None]  # type: ignore[attr-defined]
     return [fx for fx in taken if fx is not None]
 
 
 def _detach(consumer: Any) -> None:
     if consumer is not None:
-        HANDOFF.detach(consumer)
+        handoff().detach(consumer)
     else:
-        HANDOFF.detach()  # type: ignore[call-arg]
+        handoff().detach()  # type: ignore[call-arg]
 
 
 def record(root: Path) -> Recorded:
     """Record the runs and store them under ``root`` (``store`` and ``bare``)."""
     with StandIn(event_delay=0.001) as standin:
-        consumer = HANDOFF.attach()
+        consumer = handoff().attach()
         try:
             with CaptureKit() as kit:
                 _support(standin)

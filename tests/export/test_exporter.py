@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 import otel_replay
-from otel_replay.capture._handoff import Handoff
-from otel_replay.capture.instrumentor import HANDOFF
+from otel_replay.capture._handoff import Handoff, handoff
 from otel_replay.errors import StoreNotWritableError
 from otel_replay.export import ReplaySpanExporter
 from otel_replay.export._metrics import DROPPED_STEPS, observe_drops
@@ -211,7 +210,7 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
     monkeypatch.setattr(store, "flush", slow_flush)
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader])
-    observe_drops(HANDOFF, meters)  # what the exporter does with the global MeterProvider
+    observe_drops(handoff(), meters)  # what the exporter does with the global MeterProvider
     with (
         caplog.at_level(logging.WARNING),
         Pipeline(tmp_path / "store", store=store, processor=SimpleSpanProcessor) as pipe,
@@ -230,7 +229,7 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
     spans = store.spans(run.run_id)
     assert len(spans) == 8, "a dropped step's span still reaches the store through export()"
     store.close()
-    HANDOFF.dropped = 0
+    handoff().dropped = 0
     meters.shutdown()
 
 
@@ -254,11 +253,11 @@ def _dropped_metric(reader: InMemoryMetricReader) -> int | None:
 def test_drops_are_a_metric_of_the_meter_provider_given(tmp_path: Path) -> None:
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader])
-    handoff = Handoff(max_bytes=1 << 20)
-    exporter = ReplaySpanExporter(tmp_path / "s", handoff=handoff, meter_provider=meters)
-    ReplaySpanExporter(tmp_path / "s2", handoff=handoff, meter_provider=meters).shutdown()
+    own = Handoff(max_bytes=1 << 20)
+    exporter = ReplaySpanExporter(tmp_path / "s", handoff=own, meter_provider=meters)
+    ReplaySpanExporter(tmp_path / "s2", handoff=own, meter_provider=meters).shutdown()
     assert _dropped_metric(reader) == 0  # one instrument, however many exporters
-    handoff.dropped = 3
+    own.dropped = 3
     assert _dropped_metric(reader) == 3 == exporter.stats().dropped
     exporter.shutdown()
     meters.shutdown()
@@ -270,7 +269,7 @@ def test_after_shutdown_it_refuses_quietly(pipeline: Pipeline) -> None:
     exporter.shutdown()  # twice is harmless
     assert exporter.export([]) is SpanExportResult.FAILURE
     assert exporter.force_flush() is False
-    assert not HANDOFF.wanted
+    assert not handoff().wanted
 
 
 def test_bad_settings_fall_back_to_defaults(

@@ -18,11 +18,11 @@ import openai
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture._handoff import Fixture
+from otel_replay.capture._handoff import handoff
 from otel_replay.capture.codecs import CODECS, Codec
 from otel_replay.capture.codecs._sse import parse_sse
-from otel_replay.capture.instrumentor import HANDOFF
 from otel_replay.replay._synth import synthesize
+from otel_replay.step import Step
 from otel_replay.testing import CaptureKit
 
 KEY = "sk-synth-test"
@@ -42,7 +42,7 @@ CODEC = {codec.name: codec for codec in CODECS}
 @dataclass(frozen=True)
 class Recording:
     attributes: dict[str, Any]  # as exported: content attributes are JSON strings
-    fixture: Fixture
+    fixture: Step
 
 
 def _call(standin: StandIn, endpoint: str, prompt: str, stream: bool) -> None:
@@ -86,15 +86,15 @@ def _call(standin: StandIn, endpoint: str, prompt: str, stream: bool) -> None:
 
 
 def record(standin: StandIn, endpoint: str, prompt: str, stream: bool) -> Recording:
-    consumer = HANDOFF.attach()
+    consumer = handoff().attach()
     try:
         with CaptureKit() as kit:
             _call(standin, endpoint, prompt, stream)
             (span,) = kit.raw_spans()
         assert span.context is not None
-        fixture = consumer.fixtures()[span.context.span_id]
+        fixture = consumer.steps()[span.context.span_id]
     finally:
-        HANDOFF.detach(consumer)
+        handoff().detach(consumer)
     return Recording(dict(span.attributes or {}), fixture)
 
 

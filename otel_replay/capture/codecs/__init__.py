@@ -10,9 +10,21 @@ from otel_replay.capture.codecs.anthropic_messages import ANTHROPIC_MESSAGES
 from otel_replay.capture.codecs.openai_chat import OPENAI_CHAT
 from otel_replay.capture.codecs.openai_responses import OPENAI_RESPONSES
 
-__all__ = ["CODECS", "Codec", "LlmRequest", "LlmResponse", "Message", "Part", "detect"]
+__all__ = [
+    "CODECS",
+    "INFERENCE_OPERATIONS",
+    "Codec",
+    "LlmRequest",
+    "LlmResponse",
+    "Message",
+    "Part",
+    "detect",
+]
 
 CODECS: tuple[Codec, ...] = (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC_MESSAGES)
+
+INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+"""``gen_ai.operation.name`` values of a model call, ours or another GenAI instrumentation's."""
 
 
 def detect(method: str, path: str, body: object) -> Codec | None:

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_replay import attributes as A
-from otel_replay.capture._handoff import Fixture
 from otel_replay.errors import SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources._runs import (
@@ -18,6 +17,7 @@ from otel_replay.replay.sources._runs import (
     step_spans,
 )
 from otel_replay.replay.sources._steps import StepProblem, build_step
+from otel_replay.step import Step
 
 __all__ = ["SourceRun", "build_run"]
 
@@ -40,7 +40,7 @@ class SourceRun:
 def build_run(
     spans: SpanRun,
     source: str,
-    fixtures: Mapping[int, Fixture] | None = None,
+    fixtures: Mapping[int, Step] | None = None,
     *,
     in_store: bool = False,
 ) -> SourceRun:

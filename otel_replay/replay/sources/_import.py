@@ -1,8 +1,9 @@
-"""Copy runs rebuilt from a source into a store: recorded bytes as fixtures, spans as spans.
+"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans.
 
-Only bytes that were recorded become fixtures (a step with both its exact request and response
-bodies); a synthesised response is never stored as if it had been recorded: a semantic step
-goes in as its span alone and is synthesised again whenever it is loaded.
+Only bytes that were recorded become a :class:`~otel_replay.step.Step` (a step with both its
+exact request and response bodies), with the facts its span and its run's spans give; a
+synthesised response is never stored as if it had been recorded: a semantic step goes in as its
+span alone and is synthesised again whenever it is loaded.
 
 Importing is idempotent: a run whose steps the store already holds (same span ids) is left
 as it is and reported ``present``. A different run under the same id is refused, and then
@@ -17,10 +18,11 @@ from typing import Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
-from otel_replay.capture._handoff import Fixture
 from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.sources._build import SourceRun
+from otel_replay.replay.sources._runs import attrs_of, int_value
+from otel_replay.step import RunFacts, Step
 from otel_replay.store import Store
 
 __all__ = ["ImportReport", "import_runs"]
@@ -44,7 +46,7 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
     Raises SourceError naming the run (and the store) when the store already holds a
     different run with the same id; nothing is imported then.
     """
-    planned: list[tuple[SourceRun, list[Fixture], list[dict[str, Any]]]] = []
+    planned: list[tuple[SourceRun, list[Step], list[dict[str, Any]]]] = []
     reports: list[ImportReport] = []
     for loaded in runs:
         run = loaded.run
@@ -95,13 +97,29 @@ def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     return {**span, "attributes": attributes}
 
 
-def _fixtures(loaded: SourceRun) -> list[Fixture]:
+def _fixtures(loaded: SourceRun) -> list[Step]:
+    facts = _run_facts(loaded)
     out = []
     for step in loaded.run.steps:
         span = loaded.step_spans.get(step.index)
         if span is not None and _recorded(step):
-            out.append(_fixture(loaded.run.run_id, step, span))
+            out.append(_fixture(facts, step, span))
     return out
+
+
+def _run_facts(loaded: SourceRun) -> RunFacts:
+    """The facts of ``loaded``'s run, from its spans' run kit (start: its first span's)."""
+    run = loaded.run
+    starts = [s for s in (span.get("start_ns") for span in loaded.spans) if isinstance(s, int)]
+    modes = (attrs_of(span).get(A.REPLAY_MODE) for span in loaded.spans)
+    return RunFacts(
+        run_id=run.run_id,
+        mode=next((m for m in modes if isinstance(m, str) and m), "record"),
+        seed=run.seed,
+        commit=run.commit,
+        code_dirty=run.code_dirty,
+        start_ns=min(starts, default=0),
+    )
 
 
 def _recorded(step: RecordedStep) -> bool:
@@ -114,12 +132,14 @@ def _recorded(step: RecordedStep) -> bool:
     )
 
 
-def _fixture(run_id: str, step: RecordedStep, span: Mapping[str, Any]) -> Fixture:
+def _fixture(facts: RunFacts, step: RecordedStep, span: Mapping[str, Any]) -> Step:
     assert step.request_body is not None and step.request_hash is not None
     start = span.get("start_ns")
     end = span.get("end_ns")
-    return Fixture(
-        run_id=run_id,
+    attrs = attrs_of(span)
+    llm = step.kind == "llm"
+    return Step(
+        run_id=facts.run_id,
         step_index=step.index,
         trace_id=int(str(span.get("trace_id")), 16),
         span_id=int(str(span.get("span_id")), 16),
@@ -138,4 +158,9 @@ def _fixture(run_id: str, step: RecordedStep, span: Mapping[str, Any]) -> Fixtur
         error_type=step.error_type,
         start_ns=start if isinstance(start, int) else 0,
         end_ns=end if isinstance(end, int) else 0,
+        provider=step.provider if llm else None,
+        model=step.model if llm else None,
+        tokens_in=int_value(attrs.get("gen_ai.usage.input_tokens")) if llm else None,
+        tokens_out=int_value(attrs.get("gen_ai.usage.output_tokens")) if llm else None,
+        run=facts,
     )

@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay import attributes as A
+from otel_replay.capture.codecs import INFERENCE_OPERATIONS
 
-__all__ = ["INFERENCE_OPERATIONS", "SERVED_KINDS", "SpanRun", "group_runs", "step_spans"]
-
-INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-"""``gen_ai.operation.name`` values of a model call, the steps of a run without replay kit."""
+__all__ = ["SERVED_KINDS", "SpanRun", "group_runs", "step_spans"]
 
 SERVED_KINDS = frozenset({"llm", "http"})
 """``replay.step.kind`` values a replay transport serves."""

@@ -14,12 +14,12 @@ from typing import Any
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay._inline import decode_body, fit_chunks
-from otel_replay.capture._handoff import Fixture
 from otel_replay.capture.codecs import CODECS, detect
 from otel_replay.replay._diff import parse_json
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
 from otel_replay.replay._synth import synthesize
 from otel_replay.replay.sources._runs import attrs_of, int_value
+from otel_replay.step import Step
 
 __all__ = ["CANONICAL_PATHS", "StepProblem", "build_step"]
 
@@ -40,7 +40,7 @@ class StepProblem(ValueError):
 def build_step(
     index: int,
     span: Mapping[str, Any] | None,
-    fixture: Fixture | None,
+    fixture: Step | None,
     *,
     default_kind: str = "llm",
 ) -> RecordedStep:
@@ -244,7 +244,7 @@ def _fit(chunks: Sequence[tuple[int, int]], total: int) -> tuple[tuple[int, int]
     return tuple((size, chunks[i][1]) for i, size in enumerate(sizes))
 
 
-def _duration(span: Mapping[str, Any] | None, fixture: Fixture | None) -> int:
+def _duration(span: Mapping[str, Any] | None, fixture: Step | None) -> int:
     if span is not None:
         start, end = span.get("start_ns"), span.get("end_ns")
         if isinstance(start, int) and isinstance(end, int) and end >= start:
