@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from otel_replay.capture import _handoff
 from otel_replay.capture._handoff import ITEM_OVERHEAD, Handoff
-from otel_replay.step import Step
+from otel_replay.step import RunEnd, Step
 
 
 def _fixture(span_id: int, size: int) -> Step:
@@ -121,3 +122,36 @@ def test_detach_releases_held_bytes() -> None:
     handoff.detach(consumer)
     assert handoff.held_bytes == 0 and not handoff.wanted
     assert handoff.claimed({1}) == set()
+
+
+def test_posted_messages_reach_the_active_consumer_in_order_with_the_steps() -> None:
+    handoff = Handoff(max_bytes=_bound(10))
+    end = RunEnd("r", end_ns=5)
+    assert handoff.post(end) is False, "nobody attached: nothing is kept"
+    consumer = handoff.attach()
+    handoff.put(_fixture(1, 10), None)
+    assert handoff.post(end) is True
+    handoff.put(_fixture(2, 10), None)
+    items = consumer.drain()
+    assert [type(item) for item in items] == [tuple, RunEnd, tuple]
+    assert items[1] is end
+    assert handoff.held_bytes == 2 * (10 + ITEM_OVERHEAD), "a message holds no bytes"
+
+
+def test_the_process_handoff_is_made_once_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_handoff, "_process_handoff", None)
+    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_MAX_BYTES", "not a number")
+    made = []
+    start = threading.Barrier(8)
+
+    def first_use() -> None:
+        start.wait()
+        made.append(_handoff.handoff())
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(h) for h in made}) == 1 and made[0] is _handoff.handoff()
+    assert made[0].max_bytes == 256 * 1024 * 1024, "the default: the exporter applies the setting"

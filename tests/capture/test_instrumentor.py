@@ -15,6 +15,7 @@ from opentelemetry import context
 import otel_replay
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture.instrumentor import ReplayInstrumentor
+from otel_replay.step import RunEnd
 from otel_replay.testing import CaptureKit
 from tests.capture.conftest import scripted_transport
 
@@ -196,6 +197,62 @@ def test_handoff_gets_the_exact_bytes_when_a_consumer_is_attached(
     assert ("Authorization", "REDACTED") in fixture.request_headers
     assert fixture.url.endswith("api_key=REDACTED")
     assert fixture.request_hash == "sha256:" + hashlib.sha256(b"q").hexdigest()
+    assert fixture.provider is fixture.model is fixture.tokens_in is fixture.tokens_out is None
+    assert fixture.run is not None and fixture.run.run_id == fixture.run_id
+
+
+def test_steps_of_a_run_share_its_facts(client_module: ModuleType) -> None:
+    consumer = handoff().attach()
+    try:
+        with CaptureKit(), client_module.Client(transport=_json_transport(client_module)) as c:
+            outside = c.get(URL)
+            with otel_replay.run(name="triage", seed=7) as run:
+                c.get(URL)
+                c.get(URL)
+            assert outside.status_code == 200
+        steps = sorted(consumer.steps().values(), key=lambda s: s.start_ns)
+    finally:
+        handoff().detach(consumer)
+    first, in_run, in_run_too = steps
+    assert in_run.run is in_run_too.run, "one RunFacts per run"
+    facts = in_run.run
+    assert facts is not None and facts.run_id == run.run_id and facts.seed == 7
+    assert facts.mode == "record"
+    assert facts.start_ns <= in_run.start_ns
+    assert first.run is not None and first.run.run_id != run.run_id
+
+
+def test_a_run_block_hands_its_end_to_the_exporter_sync_and_async() -> None:
+    async def run_async() -> str:
+        async with otel_replay.run(name="a") as run:
+            return run.run_id
+
+    consumer = handoff().attach()
+    try:
+        with CaptureKit():
+            with otel_replay.run(name="ok") as ok:
+                pass
+            async_id = asyncio.run(run_async())
+            with pytest.raises(KeyError), otel_replay.run(name="b") as failed:
+                raise KeyError("boom")
+            with pytest.raises(json.JSONDecodeError), otel_replay.run(name="c") as failed_too:
+                json.loads("{")
+        ends = consumer.drain()
+    finally:
+        handoff().detach(consumer)
+    assert all(isinstance(end, RunEnd) for end in ends)
+    assert [(e.run_id, e.error_type) for e in ends if isinstance(e, RunEnd)] == [
+        (ok.run_id, None),
+        (async_id, None),
+        (failed.run_id, "KeyError"),
+        (failed_too.run_id, "json.decoder.JSONDecodeError"),
+    ]
+
+
+def test_a_run_block_ends_quietly_with_no_exporter_attached() -> None:
+    with CaptureKit(), otel_replay.run(name="alone"):
+        pass
+    assert not handoff().wanted
 
 
 def test_entry_point_is_registered() -> None:

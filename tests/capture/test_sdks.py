@@ -85,6 +85,23 @@ def assert_hashes(span: dict[str, Any], fixture: Step, received: bytes) -> None:
     assert KEY not in repr(span) and KEY.encode() not in fixture.request_body
 
 
+def assert_facts(span: dict[str, Any], step: Step) -> None:
+    """The step carries the facts its span does: the model call's and its run's."""
+    attrs = span["attributes"]
+    assert step.provider == attrs["gen_ai.provider.name"]
+    assert step.model == attrs["gen_ai.request.model"]
+    assert step.tokens_in == attrs.get("gen_ai.usage.input_tokens")
+    assert step.tokens_out == attrs.get("gen_ai.usage.output_tokens")
+    assert step.error_type == attrs.get("error.type")
+    run = step.run
+    assert run is not None and run.run_id == step.run_id == attrs["replay.run.id"]
+    assert run.mode == attrs["replay.mode"]
+    assert run.seed == attrs.get("replay.seed")
+    assert run.commit == attrs.get("vcs.ref.head.revision")
+    assert run.code_dirty == attrs.get("replay.code.dirty")
+    assert 0 < run.start_ns <= step.start_ns <= step.end_ns
+
+
 def assert_common(span: dict[str, Any], standin: StandIn, provider: str, model: str) -> None:
     attrs = span["attributes"]
     assert span["name"] == f"chat {model}"
@@ -142,6 +159,7 @@ def test_openai_chat(standin: StandIn, kit: CaptureKit, stream: bool, mode: str)
     (received,) = standin.received
     assert_common(span, standin, "openai", "gpt-4o-mini")
     assert_hashes(span, fixture, received.body)
+    assert_facts(span, fixture)
     attrs = span["attributes"]
     assert attrs["gen_ai.request.temperature"] == 0.5
     assert attrs["gen_ai.request.max_tokens"] == 200
@@ -200,6 +218,7 @@ def test_openai_responses(standin: StandIn, kit: CaptureKit, stream: bool, mode:
     (received,) = standin.received
     assert_common(span, standin, "openai", "gpt-4.1-mini")
     assert_hashes(span, fixture, received.body)
+    assert_facts(span, fixture)
     attrs = span["attributes"]
     assert attrs["gen_ai.request.max_tokens"] == 100
     assert attrs["gen_ai.system_instructions"] == [{"type": "text", "content": SYSTEM}]
@@ -250,6 +269,7 @@ def test_anthropic_messages(standin: StandIn, kit: CaptureKit, stream: bool, mod
     (received,) = standin.received
     assert_common(span, standin, "anthropic", "claude-sonnet-4-6")
     assert_hashes(span, fixture, received.body)
+    assert_facts(span, fixture)
     attrs = span["attributes"]
     assert attrs["gen_ai.request.max_tokens"] == 300
     assert attrs["gen_ai.system_instructions"] == [{"type": "text", "content": SYSTEM}]
@@ -275,9 +295,11 @@ def test_provider_error_is_recorded_and_raised_unchanged(standin: StandIn, kit: 
         client.chat.completions.create(
             model="standin-error", messages=[{"role": "user", "content": "hi"}]
         )
-    ((span, _),) = llm_steps(kit)
+    ((span, step),) = llm_steps(kit)
     assert span["status"] == "ERROR"
     assert span["attributes"]["error.type"] not in ("", None)
+    assert_facts(span, step)
+    assert step.tokens_in is None and step.status_code == 429
 
 
 def test_stream_cut_mid_way_is_recorded_and_raised(standin: StandIn, kit: CaptureKit) -> None:
@@ -296,6 +318,7 @@ def test_stream_cut_mid_way_is_recorded_and_raised(standin: StandIn, kit: Captur
     assert cause is not None
     assert attrs["error.type"] == f"{type(cause).__module__}.{type(cause).__qualname__}"
     assert fixture.response_body and fixture.complete is False
+    assert_facts(span, fixture)
 
 
 def test_metrics_follow_the_conventions(standin: StandIn, kit: CaptureKit) -> None:

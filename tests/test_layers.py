@@ -1,0 +1,178 @@
+"""Which stage imports which: the stages form a DAG, and importing one reads no settings.
+
+The rule, read from the package's source (imports under ``if TYPE_CHECKING:`` do not count):
+
+* ``capture`` and ``store`` import no other stage (only the shared modules: ``step``,
+  ``settings``, ``errors``, ``attributes``, ``_canonical``, ``_inline``);
+* ``export`` imports ``capture`` (the hand-off) and ``store``, never ``replay``;
+* ``replay`` imports ``capture`` and ``store`` at import time, and ``export`` and the capture's
+  instrumentor only inside its boot (a replayed process records itself);
+* ``cli`` and ``testing`` sit on top.
+
+One import goes against that order, inside a function: the capture's instrumentor, loaded by
+``opentelemetry-instrument`` in replay mode, hands the process to ``replay._child.start``
+(there is no other way in under ``opentelemetry-instrument``). It is listed in
+:data:`BACK_EDGES`; no import at module import time goes against the order.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import otel_replay
+from otel_replay.settings import SETTINGS
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(otel_replay.__file__).parent
+
+STAGES = ("capture", "store", "export", "replay", "cli", "testing")
+ALLOWED: dict[str, frozenset[str]] = {
+    "capture": frozenset(),
+    "store": frozenset(),
+    "export": frozenset({"capture", "store"}),
+    "replay": frozenset({"capture", "store", "export"}),
+    "cli": frozenset({"capture", "store", "export", "replay"}),
+    "testing": frozenset({"capture", "store", "export", "replay"}),
+}
+"""The stages each stage may import (besides the shared modules)."""
+
+BACK_EDGES = {("otel_replay.capture.instrumentor", "otel_replay.replay._child")}
+"""Imports against the order, allowed inside a function only (see the module docstring)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, base] if base else package)
+    # ``from otel_replay import settings`` imports the module otel_replay.settings
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def _imports() -> list[tuple[str, str, bool]]:
+    """Every ``(importer, imported, inside_a_function)`` within the package."""
+    found: list[tuple[str, str, bool]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        _walk(tree.body, _module_name(path), path.name == "__init__.py", False, found)
+    return found
+
+
+def _walk(
+    nodes: list[ast.stmt],
+    module: str,
+    is_package: bool,
+    in_function: bool,
+    found: list[tuple[str, str, bool]],
+) -> None:
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            _walk(node.orelse, module, is_package, in_function, found)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for target in _targets(node, module, is_package):
+                if target.startswith("otel_replay."):
+                    found.append((module, target, in_function))
+        else:
+            inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt):
+                    _walk([child], module, is_package, inner, found)
+                elif isinstance(child, ast.ExceptHandler | ast.match_case):
+                    _walk(child.body, module, is_package, inner, found)
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_the_rule_is_acyclic() -> None:
+    done: set[str] = set()
+    while len(done) < len(ALLOWED):
+        ready = {s for s, deps in ALLOWED.items() if s not in done and deps <= done}
+        assert ready, f"ALLOWED has a cycle among {set(ALLOWED) - done}"
+        done |= ready
+
+
+def test_stages_import_only_the_stages_before_them() -> None:
+    imports = _imports()
+    assert len(imports) > 100, "the walk found the package's imports"
+    wrong = []
+    for importer, imported, in_function in imports:
+        source, target = _stage(importer), _stage(imported)
+        if source is None or target is None or source == target or target in ALLOWED[source]:
+            continue
+        if in_function and any(
+            importer == source_module and imported.startswith(target_module)
+            for source_module, target_module in BACK_EDGES
+        ):
+            continue
+        wrong.append(f"{importer} imports {imported}" + (" (in a function)" if in_function else ""))
+    assert wrong == []
+
+
+def test_replay_imports_export_and_the_instrumentor_only_in_its_boot() -> None:
+    at_import = [
+        f"{importer} imports {imported}"
+        for importer, imported, in_function in _imports()
+        if not in_function
+        and _stage(importer) == "replay"
+        and (_stage(imported) == "export" or imported.startswith("otel_replay.capture.instrument"))
+    ]
+    assert at_import == []
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    environ["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=environ | env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_importing_reads_no_settings() -> None:
+    """Every ``OTEL_REPLAY_*`` variable invalid: importing still works (settings are read when
+    something is instrumented, exported or replayed)."""
+    bogus = {setting.name: "bogus" for setting in SETTINGS}
+    done = _python(
+        "import otel_replay, otel_replay.export, otel_replay.capture.instrumentor\n"
+        "from otel_replay import ReplayInstrumentor, ReplaySpanExporter, run\n"
+        "print('imported')",
+        **bogus,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "imported"
+
+
+def test_importing_a_stage_loads_nothing_after_it() -> None:
+    code = (
+        "import importlib, sys\n"
+        "importlib.import_module({module!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('otel_replay.')))"
+    )
+    for module, absent in (
+        ("otel_replay.capture.instrumentor", ("export", "replay", "store", "cli")),
+        ("otel_replay.export", ("replay", "cli", "capture.instrumentor")),
+    ):
+        done = _python(code.format(module=module))
+        assert done.returncode == 0, done.stderr
+        loaded = ast.literal_eval(done.stdout)
+        assert [m for m in loaded if m.startswith(tuple(f"otel_replay.{a}" for a in absent))] == []
