@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import os
+import weakref
 from collections.abc import Collection
 from types import ModuleType
 from typing import Any
@@ -29,6 +30,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from otel_replay import settings
 from otel_replay.capture import package
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
+from otel_replay.capture._durable import DurableFlush
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._recorder import Recorder
@@ -80,6 +82,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
+        _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so it runs before their exit flush.
         atexit.register(self.recorder.open_steps.finish_all)
         for name in package.CLIENT_MODULES:
@@ -112,3 +115,16 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self.recorder.open_steps.finish_all()
         self.recorder = None
         use_tracer(None)
+
+
+_durable_providers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _add_durable_flush(provider: Any) -> None:
+    """Give an SDK tracer provider (once) the processor that makes its ``force_flush`` wait
+    for the ``replay`` exporter (``_durable``); other providers have no processors."""
+    add = getattr(provider, "add_span_processor", None)
+    if add is None or provider in _durable_providers:
+        return
+    _durable_providers.add(provider)
+    add(DurableFlush())

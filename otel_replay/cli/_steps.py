@@ -27,7 +27,6 @@ from otel_replay.cli._messages import (
 from otel_replay.errors import CodecError
 from otel_replay.step import Step
 from otel_replay.store import StepInfo, Store
-from otel_replay.store._facts import attribute
 
 __all__ = ["StepView", "step_views"]
 
@@ -184,3 +183,9 @@ def step_views(store: Store, run_id: str) -> list[StepView]:
     """The steps of ``run_id`` in order, with their messages and previews."""
     spans = _spans_by_step(store.spans(run_id))
     return [_view(store, info, spans.get(info.index)) for info in store.steps(run_id)]
+
+
+def attribute(span: Mapping[str, Any], key: str) -> Any:
+    """The value of attribute ``key`` of a stored span, or None."""
+    attrs = span.get("attributes")
+    return attrs.get(key) if isinstance(attrs, Mapping) else None

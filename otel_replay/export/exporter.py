@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
+from otel_replay.capture._durable import register_flush
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._handoff import handoff as process_handoff
 from otel_replay.errors import ConfigError
@@ -108,6 +109,7 @@ class ReplaySpanExporter(SpanExporter):
             self._owns_store = True
             self._open = lambda: Store.open(where)
         self._closed = False
+        register_flush(self.force_flush)
         self._stuck_at: int | None = None  # the writer's cycle count when a wait timed out
         self._writer = self._start_writer()
         self._on_sigterm = bool(_setting("OTEL_REPLAY_HANDLE_SIGTERM")) and _sigterm.install(self)

@@ -98,15 +98,15 @@ def _frames(objects: Sequence[NewObject], frame_bytes: int) -> list[list[NewObje
     like), each kind in the order given."""
     ordered = [o for o in objects if o.kind == KIND_MANIFEST]
     ordered += [o for o in objects if o.kind != KIND_MANIFEST]
-    frames: list[list[NewObject]] = []
-    size = frame_bytes
+    frames: list[list[NewObject]] = [[]]
+    size = 0
     for obj in ordered:
-        if size + len(obj.data) > frame_bytes and (not frames or frames[-1]):
+        if frames[-1] and size + len(obj.data) > frame_bytes:
             frames.append([])
             size = 0
         frames[-1].append(obj)
         size += len(obj.data)
-    return frames
+    return [frame for frame in frames if frame]
 
 
 def encode_pack(

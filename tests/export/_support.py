@@ -154,12 +154,14 @@ def stored_bytes(root: Path) -> bytes:
 
 
 def _frames(data: bytes) -> Iterable[bytes]:
-    """The decompressed zstd frames found back to back from the start of ``data``."""
-    rest = data
-    while rest[:4] == b"\x28\xb5\x2f\xfd":
-        decompressor = zstandard.ZstdDecompressor().decompressobj()
+    """The decompressed content of every zstd frame found anywhere in ``data``."""
+    at = data.find(ZSTD_MAGIC)
+    while at >= 0:
         try:
-            yield decompressor.decompress(rest)
+            yield zstandard.ZstdDecompressor().decompressobj().decompress(data[at:])
         except zstandard.ZstdError:
-            return
-        rest = decompressor.unused_data
+            pass
+        at = data.find(ZSTD_MAGIC, at + 1)
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
