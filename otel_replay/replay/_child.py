@@ -1,8 +1,8 @@
 """Replay mode inside the replayed process (``OTEL_REPLAY_MODE=replay``).
 
 Replay boots from here. The ``sitecustomize`` the ``replay`` verb puts on the child's
-``PYTHONPATH`` calls :func:`bootstrap`: it starts the replay (:func:`start`), then sets up a
-tracer provider with the ``replay`` exporter when nothing else did, and the capture's
+``PYTHONPATH`` calls :func:`bootstrap`: it sets up a tracer provider with the ``replay``
+exporter when nothing else did, starts the replay (:func:`start`), then the capture's
 instrumentor, so the new execution is recorded as a run of its own. Under
 ``opentelemetry-instrument`` (whose own ``sitecustomize`` shadows ours) the instrumentor,
 loaded in replay mode, calls :func:`start` itself.
@@ -70,7 +70,7 @@ def start(config: Settings) -> ReplaySession:
 
 
 def bootstrap() -> None:
-    """Start the replay, then tracing (unless something already set it up) and the capture,
+    """Set up tracing (unless something already did), start the replay, then the capture,
     when ``OTEL_REPLAY_MODE=replay``."""
     try:
         config = settings.load()
@@ -78,7 +78,6 @@ def bootstrap() -> None:
         _fatal(str(exc))
     if config.mode != "replay":
         return
-    start(config)
     # Only a replayed process records through these; importing them is for here alone.
     from otel_replay.capture.instrumentor import ReplayInstrumentor  # noqa: PLC0415
     from otel_replay.export import ReplaySpanExporter  # noqa: PLC0415
@@ -87,4 +86,7 @@ def bootstrap() -> None:
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(ReplaySpanExporter()))
         trace.set_tracer_provider(provider)
+    # After the provider: exit hooks run last first, so the session's closing event (its
+    # elapsed time) comes before the provider's final flush.
+    start(config)
     ReplayInstrumentor().instrument()
