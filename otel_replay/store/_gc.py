@@ -225,6 +225,28 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
         return _Swept(packs, objects, freed)
 
 
+def _dead_objects(ctx: Context, listing: Listing, live: set[bytes], repack: list[str]) -> int:
+    """How many objects a sweep after repacking ``repack`` drops: the dead ones of the packs
+    that locate no live object, and of the repacked ones."""
+    conn = ctx.index.conn()
+    count = 0
+    for rel in listing.packs:
+        name = parse_pack_path(rel) or ""
+        located = _pack_objects(conn, name)
+        if name in repack or not any(d in live for d, _ in located):
+            count += sum(d not in live for d, _ in located)
+    return count
+
+
+def _bytes(listing: Listing) -> int:
+    """Bytes of a store's packs, records and temporary files."""
+    return sum(
+        size
+        for files in (listing.packs, listing.records, listing.temps)
+        for size, _ in files.values()
+    )
+
+
 def _expired(runs: list[RunInfo], retention: Retention, now: float) -> list[RunInfo]:
     now_ns = int(now * 1e9)
     out = []
@@ -283,7 +305,6 @@ def collect(
     with ctx.index.guard():
         runs = _rows.run_infos(ctx.index.conn())
     expired = _expired(runs, retention, now)
-    gone = {r.run_id for r in expired}
     conn = ctx.index.conn()
     doomed: set[str] = set()
     for run in expired:
@@ -291,18 +312,26 @@ def collect(
         if row is not None:
             doomed.update(_rows.run_records(conn, row.id))
     listing = list_files(ctx.backend)
+    before = _bytes(listing)
     mark = _Mark()
     _mark(ctx, [rel for rel in listing.records if rel not in doomed], mark)
     if progress:
         progress(1, 3)
     names = tuple(r.run_id for r in expired)
     if dry_run:
+        # What the sweep would delete: the expired runs' records and the packs that locate no
+        # live object (a lower bound of the bytes: repacking saves more, measured only then).
         dead = [
             (rel, size)
             for rel, (size, _) in listing.packs.items()
             if not any(d in mark.live for d, _ in _pack_objects(conn, parse_pack_path(rel) or ""))
         ]
-        return GcReport(names, 0, sum(s for _, s in dead), len(dead) + len(doomed), 0, True)
+        doomed_bytes = sum(listing.records[rel][0] for rel in doomed if rel in listing.records)
+        freed = sum(s for _, s in dead) + doomed_bytes
+        repack = [] if mark.unreadable else _candidates(ctx, listing, mark.live)
+        removed = _dead_objects(ctx, listing, mark.live, repack)
+        files = len(dead) + len(doomed) + len(repack)  # a repacked pack goes once copied
+        return GcReport(names, removed, freed, files, len(repack), True)
     files = _remove_runs(ctx, expired)
     skipped = None
     if mark.unreadable:
@@ -326,11 +355,10 @@ def collect(
     merged = _merge_records(ctx, None, None)
     if progress:
         progress(3, 3)
-    del gone
     return GcReport(
         runs_removed=names,
         blobs_removed=swept.objects,
-        bytes_freed=swept.bytes,
+        bytes_freed=max(0, before - _bytes(list_files(ctx.backend))),
         files_removed=files + swept.packs + temps,
         compacted=repacked + merged,
         dry_run=False,

@@ -260,7 +260,7 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
     rows = conn.execute(_RUN_QUERY + where + "GROUP BY runs.id", params).fetchall()
     infos = []
     for r in rows:
-        start = _bound(min, r[5], r[6])
+        start = _bound(min, r[5], r[6]) or _bound(max, r[7])  # no steps, no start: its end
         infos.append(
             RunInfo(
                 run_id=_text(r[1]),

@@ -34,13 +34,11 @@ def _check_pack(
     data = backend.read(rel)
     name = parse_pack_path(rel)
     if hashlib.sha256(data).hexdigest() != name:
-        problems.append(
-            VerifyProblem("pack", f"pack {where} does not match its name (sha256)", rel)
-        )
+        problems.append(VerifyProblem("pack", f"{where}: does not match its name (sha256)", rel))
     try:
         entries = read_pack_table(backend, rel, len(data))
     except PackError as exc:
-        problems.append(VerifyProblem("pack", f"pack {where} cannot be read: {exc}", rel))
+        problems.append(VerifyProblem("pack", f"{where}: cannot be read: {exc}", rel))
         return set()
     good: set[bytes] = set()
     frames: dict[int, bytes | None] = {}
@@ -53,7 +51,7 @@ def _check_pack(
                 frames[entry.frame_offset] = None
                 problems.append(
                     VerifyProblem(
-                        "pack", f"pack {where}: frame at byte {entry.frame_offset}: {exc}", rel
+                        "pack", f"{where}: frame at byte {entry.frame_offset}: {exc}", rel
                     )
                 )
         content = frames[entry.frame_offset]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,13 +85,14 @@ class Pending:
     steps: dict[str, list[Step]] = field(default_factory=dict)
     spans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     ends: dict[str, RunEnd] = field(default_factory=dict)
+    facts: dict[str, RunFacts] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.steps or self.spans or self.ends)
+        return bool(self.steps or self.spans or self.ends or self.facts)
 
     def runs(self) -> list[str]:
         """Every run id with something pending, in first-put order."""
-        return list(dict.fromkeys([*self.steps, *self.spans, *self.ends]))
+        return list(dict.fromkeys([*self.steps, *self.spans, *self.ends, *self.facts]))
 
     def merge_back(self, later: Pending) -> None:
         """Put ``later`` after what this holds (a failed flush keeps its batch)."""
@@ -99,6 +101,7 @@ class Pending:
         for run_id, spans in later.spans.items():
             self.spans.setdefault(run_id, []).extend(spans)
         self.ends.update(later.ends)
+        self.facts.update(later.facts)
 
 
 @dataclass(slots=True)
@@ -108,6 +111,8 @@ class _RunState:
     facts_written: bool = False
     records: list[str] = field(default_factory=list)
     ended: bool = False
+    last_ns: int = 0
+    """The latest end of a step written (the run's last activity)."""
 
 
 def _span_entry(span: dict[str, Any], batch: Batch) -> SpanEntry:
@@ -164,6 +169,20 @@ class Session:
         while len(known) > KNOWN_MAX:
             known.popitem(last=False)
 
+    def unended(self, pending: Pending) -> list[RunEnd]:
+        """An end for every run written or pending that was not ended: at its last step's
+        end (the run's last activity), else now."""
+        now = time.time_ns()
+        ends = []
+        for run_id in dict.fromkeys([*self.runs, *pending.runs()]):
+            state = self.runs.get(run_id)
+            if run_id in pending.ends or (state is not None and state.ended):
+                continue
+            last = max([s.end_ns for s in pending.steps.get(run_id, [])], default=0)
+            last = max(last, state.last_ns if state is not None else 0)
+            ends.append(RunEnd(run_id, last or now))
+        return ends
+
     def forget_known(self) -> None:
         """Forget what is stored (gc may have removed it)."""
         self._known.clear()
@@ -181,7 +200,11 @@ class Session:
                     batch.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
             spans = [_span_entry(span, batch) for span in pending.spans.get(run_id, [])]
             state = self.runs.setdefault(run_id, _RunState())
+            given = pending.facts.get(run_id)
+            if given is not None and given is not state.facts:
+                state.facts, state.facts_written = given, False
             for step in steps:
+                state.last_ns = max(state.last_ns, step.end_ns)
                 if step.run is not None and step.run is not state.facts:
                     state.facts, state.facts_written = step.run, False
             plans.append((run_id, state, steps, spans, pending.ends.get(run_id)))

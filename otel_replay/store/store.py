@@ -19,7 +19,7 @@ from otel_replay.errors import (
     StoreError,
     StoreNotWritableError,
 )
-from otel_replay.step import RunEnd, Step
+from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _gc, _rows, _verify
 from otel_replay.store._format import INDEX_FILE, LOCK_FILE, ensure_format, pin_path
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
@@ -201,9 +201,16 @@ class Store:
         if self.read_only:
             raise StoreNotWritableError(f"cannot write store {self.location}: it is read-only")
 
-    def put(self, steps: Iterable[Step] = (), spans: Iterable[Mapping[str, Any]] = ()) -> None:
-        """Buffer steps and spans for the next :meth:`flush`.
+    def put(
+        self,
+        steps: Iterable[Step] = (),
+        spans: Iterable[Mapping[str, Any]] = (),
+        runs: Iterable[RunFacts] = (),
+    ) -> None:
+        """Buffer steps, spans and runs' facts for the next :meth:`flush`.
 
+        A run's facts usually come with its steps (``Step.run``); ``runs`` states them for
+        a run that has none (spans only, say).
         Spans are JSON-ready dicts (name, ids, times, status, attributes, events, …), each
         with a ``replay.run.id`` attribute naming the run they are filed under; they come
         back from :meth:`spans` equal. Raises ValueError when a body does not match its hash
@@ -228,6 +235,8 @@ class Store:
                 self._pending.steps.setdefault(step.run_id, []).append(step)
             for run_id, span in filed:
                 self._pending.spans.setdefault(run_id, []).append(span)
+            for facts in runs:
+                self._pending.facts[facts.run_id] = facts
 
     def end_run(self, end: RunEnd) -> None:
         """Record that a run's recorder closed it (written with the next flush)."""
@@ -442,10 +451,8 @@ class Store:
                 return
             try:
                 if not self.read_only:
-                    now = time.time_ns()
-                    for run_id, state in self._session.runs.items():
-                        if not state.ended:
-                            self._pending.ends.setdefault(run_id, RunEnd(run_id, now))
+                    for end in self._session.unended(self._pending):
+                        self._pending.ends[end.run_id] = end
                     self.flush()
                     deadline = None if timeout is None else time.monotonic() + timeout
                     _gc.merge_session(self._gc_context(), self._session, deadline)

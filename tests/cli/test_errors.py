@@ -123,7 +123,7 @@ def test_a_url_nothing_can_open(invoke: Invoke) -> None:
 
 
 def test_a_corrupt_blob_met_by_show(invoke: Invoke, store: Path) -> None:
-    (pack,) = (store / "packs" / SUPPORT).rglob("*.pack")
+    (pack,) = (store / "objects").rglob("*.pack")
     data = bytearray(pack.read_bytes())
     data[40] ^= 0xFF
     pack.write_bytes(bytes(data))

@@ -63,11 +63,13 @@ def test_json_report(invoke: Invoke, store: Path) -> None:
     )
     assert planned["dry_run"] is True and set(planned["runs_removed"]) == {CLAUDE, SUPPORT}
     assert planned["runs_kept"] == 1 and planned["bytes_freed"] > 0
-    assert planned["blobs_removed"] > 0 and planned["files_removed"] == 2
+    assert planned["blobs_removed"] > 0 and planned["files_removed"] >= 2  # their records
     done = json.loads(invoke("gc", "--json", "--store", str(store), env=EXPIRE_OK_RUNS).stdout)
     assert done["dry_run"] is False
-    for key in ("runs_removed", "blobs_removed", "bytes_freed", "files_removed"):
+    for key in ("runs_removed", "blobs_removed", "files_removed"):
         assert done[key] == planned[key], key
+    # The dry run's bytes are a lower bound: what repacking saves is known once it ran.
+    assert done["bytes_freed"] >= planned["bytes_freed"]
     assert _run_ids(invoke, store) == [ERRORS]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,9 +24,20 @@ def _flip(path: Path, at: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def _pack(store: Path, run_id: str) -> Path:
-    (pack,) = (store / "packs" / run_id).rglob("*.pack")
+def _pack(store: Path) -> Path:
+    """The store's one pack (the recording wrote every run in one flush)."""
+    (pack,) = (store / "objects").rglob("*.pack")
     return pack
+
+
+def _record(store: Path, run_id: str) -> Path:
+    """The record file of ``run_id`` (one: its recorder merged them at close)."""
+    with sqlite3.connect(store / "index.sqlite") as index:
+        (path,) = index.execute(
+            "SELECT path FROM records JOIN runs ON runs.id = records.run WHERE runs.name = ?",
+            (run_id,),
+        ).fetchone()
+    return store / path
 
 
 def test_an_intact_store_passes(invoke: Invoke, store: Path) -> None:
@@ -39,18 +51,18 @@ def test_an_intact_store_passes(invoke: Invoke, store: Path) -> None:
 
 
 def test_flipped_bytes_in_a_pack_are_named(invoke: Invoke, store: Path) -> None:
-    pack = _pack(store, SUPPORT)
-    _flip(pack, 40)
+    pack = _pack(store)
+    _flip(pack, 40)  # in its first frame, which holds objects of every run
     before = pack.read_bytes()
     result = invoke("verify", "--store", str(store))
     assert result.exit_code == 1 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert any(line.startswith(f"damaged pack: {pack}: ") for line in lines), lines
     bodies = [line for line in lines if line.startswith("damaged body: ")]
-    assert bodies and all(f"run {SUPPORT!r} step " in line for line in bodies)
+    assert any(f"run {SUPPORT!r} step " in line for line in bodies)
     assert all("sha256:" in line for line in bodies)
     assert lines[-1].startswith(f"{len(lines) - 1} problems in the store at {store}")
-    assert lines[-1].endswith(f"runs affected: {SUPPORT}. Nothing was changed.")
+    assert SUPPORT in lines[-1] and lines[-1].endswith(". Nothing was changed.")
     assert pack.read_bytes() == before  # nothing repaired or rewritten
 
     result = invoke("verify", "--json", "--store", str(store))
@@ -60,12 +72,15 @@ def test_flipped_bytes_in_a_pack_are_named(invoke: Invoke, store: Path) -> None:
     kinds = {p["kind"] for p in document["problems"]}
     assert "pack" in kinds and "body" in kinds
     damaged = [p for p in document["problems"] if p["kind"] == "body"]
-    assert all(p["run_id"] == SUPPORT and p["blob"].startswith("sha256:") for p in damaged)
+    assert all(p["run_id"] and p["blob"].startswith("sha256:") for p in damaged)
 
 
 def test_the_other_runs_still_show_after_damage(invoke: Invoke, store: Path) -> None:
-    _flip(_pack(store, SUPPORT), 40)
+    record = _record(store, SUPPORT)
+    _flip(record, 20)
     assert invoke("show", "latest", "--store", str(store)).exit_code == 0
+    result = invoke("verify", "--store", str(store))
+    assert result.exit_code == 1 and f"damaged record: record file {record}" in result.stdout
 
 
 def test_progress_is_drawn_only_on_a_terminal() -> None:
@@ -120,13 +135,14 @@ def _runs(invoke: Invoke, store: Path) -> list[str]:
 
 
 def test_rebuild_index_names_a_run_whose_pack_is_damaged(invoke: Invoke, store: Path) -> None:
-    pack = _pack(store, SUPPORT)
+    pack = _pack(store)
     _flip(pack, 30)
     result = invoke("verify", "--rebuild-index", "--store", str(store))
     assert result.exit_code == 1
     assert f"damaged pack: {pack}: " in result.stdout
-    stream = pack.parent / pack.name.split("-")[0]
-    assert f"damaged index: {stream} is not in the index" in result.stdout
+    assert "damaged body: run " in result.stdout
+    # Every run and step is still listed: the records are intact, only bodies are damaged.
+    assert len(_runs(invoke, store)) == 3
     assert invoke("verify", "--store", str(store)).exit_code == 1  # still named afterwards
     assert pack.exists()
 

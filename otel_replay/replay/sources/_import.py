@@ -22,7 +22,7 @@ from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.sources._build import SourceRun
 from otel_replay.replay.sources._runs import attrs_of, int_value
-from otel_replay.step import RunFacts, Step
+from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
 
 __all__ = ["ImportReport", "import_runs"]
@@ -66,8 +66,11 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
                 fixtures=len(fixtures),
             )
         )
-    for _, fixtures, spans in planned:
-        store.put(fixtures, spans)
+    for loaded, fixtures, spans in planned:
+        store.put(fixtures, spans, runs=[_run_facts(loaded)])
+        # An imported run is whole: it is closed, ended where its last span ended.
+        ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
+        store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0)))
     store.flush()
     return reports
 
