@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -115,6 +116,18 @@ class _RunState:
     """The latest end of a step written (the run's last activity)."""
 
 
+@dataclass(slots=True)
+class _RunPlan:
+    """One run's part of a flush: its record file (path and bytes) and what to index."""
+
+    run_id: str
+    state: _RunState
+    entries: list[dict[str, Any]]
+    end: RunEnd | None
+    rel: str
+    data: bytes
+
+
 def _span_entry(span: dict[str, Any], batch: Batch) -> SpanEntry:
     """The span as a record keeps it: long string attributes become bodies."""
     attrs = span.get("attributes")
@@ -187,11 +200,9 @@ class Session:
         """Forget what is stored (gc may have removed it)."""
         self._known.clear()
 
-    def write(self, pending: Pending) -> None:
-        """Write one flush (see the module docstring); StoreError on I/O failure, with
-        nothing indexed (the caller keeps the batch and may retry it)."""
-        batch = Batch()
-        plans: list[tuple[str, _RunState, list[Step], list[SpanEntry], RunEnd | None]] = []
+    def _plan(self, pending: Pending, batch: Batch) -> list[_RunPlan]:
+        """What the flush writes for each run; every body it references goes into ``batch``."""
+        plans = []
         for run_id in pending.runs():
             steps = pending.steps.get(run_id, [])
             for step in steps:
@@ -207,7 +218,26 @@ class Session:
                 state.last_ns = max(state.last_ns, step.end_ns)
                 if step.run is not None and step.run is not state.facts:
                     state.facts, state.facts_written = step.run, False
-            plans.append((run_id, state, steps, spans, pending.ends.get(run_id)))
+            end = pending.ends.get(run_id)
+            entries = [step_entry(step) for step in steps]
+            record = encode_record(
+                run_id,
+                self.recording,
+                state.seq,
+                facts=None if state.facts_written else state.facts,
+                steps=entries,
+                spans=spans,
+                end=None if end is None else RunEndFact(end.end_ns, end.error_type),
+            )
+            rel = record_path(run_id, self.recording, state.seq, state.seq)
+            plans.append(_RunPlan(run_id, state, entries, end, rel, frame_record(record)))
+        return plans
+
+    def write(self, pending: Pending) -> None:
+        """Write one flush (see the module docstring); StoreError on I/O failure, with
+        nothing indexed (the caller keeps the batch and may retry it)."""
+        batch = Batch()
+        plans = self._plan(pending, batch)
         with self.lock.shared():
             with self.index.guard():
                 sweeps = _rows.sweeps(self.index.conn())
@@ -215,57 +245,36 @@ class Session:
                 self._known.clear()
                 self._sweeps = sweeps
             batch.resolve(self._exists)
-            files: list[tuple[str, bytes]] = []
             pack = encode_pack(batch.objects, FLUSH_LEVEL) if batch.objects else None
+            files = [(plan.rel, plan.data) for plan in plans]
             if pack is not None:
-                files.append((pack_path(pack.name), pack.data))
-            records: list[tuple[str, bytes, list[dict[str, Any]]]] = []
-            for run_id, state, steps, spans, end in plans:
-                entries = [step_entry(step) for step in steps]
-                data = frame_record(
-                    encode_record(
-                        run_id,
-                        self.recording,
-                        state.seq,
-                        facts=None if state.facts_written else state.facts,
-                        steps=entries,
-                        spans=spans,
-                        end=None if end is None else RunEndFact(end.end_ns, end.error_type),
-                    ),
-                    FLUSH_LEVEL,
-                )
-                rel = record_path(run_id, self.recording, state.seq, state.seq)
-                files.append((rel, data))
-                records.append((rel, data, entries))
+                files.insert(0, (pack_path(pack.name), pack.data))
             self.backend.publish_many(files)
             self.backend.sync()
-            for (_, state, _, _, _), (rel, _, _) in zip(plans, records, strict=True):
-                state.seq += 1  # published: the number is taken, whatever happens next
-                state.records.append(rel)
+            for plan in plans:
+                plan.state.seq += 1  # published: the number is taken, whatever happens next
+                plan.state.records.append(plan.rel)
             with self.index.transaction() as tx:
                 if pack is not None:
                     _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=False)
-                for (run_id, state, _, _, end), (rel, data, entries) in zip(
-                    plans, records, strict=True
-                ):
-                    row = _rows.ensure_run(
-                        tx.conn,
-                        run_id,
-                        self.recording,
-                        None if state.facts_written else state.facts,
-                        self.backend.location,
-                    )
-                    _rows.add_steps(tx.conn, row.id, rel, entries)
-                    tx.execute(
-                        "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
-                        (rel, row.id, len(data)),
-                    )
-                    if end is not None:
-                        _rows.end_run(tx.conn, row.id, end.end_ns, end.error_type)
-            for _, state, _, _, end in plans:
-                state.facts_written = state.facts_written or state.facts is not None
-                state.ended = state.ended or end is not None
+                for plan in plans:
+                    self._index_plan(tx.conn, plan)
+            for plan in plans:
+                plan.state.facts_written = plan.state.facts is not None
+                plan.state.ended = plan.state.ended or plan.end is not None
         if pack is not None:
             self.packs.append(pack.name)
             self._remember([o.digest for o in batch.objects])
         self._remember(batch.referenced)
+
+    def _index_plan(self, conn: sqlite3.Connection, plan: _RunPlan) -> None:
+        state = plan.state
+        facts = None if state.facts_written else state.facts
+        row = _rows.ensure_run(conn, plan.run_id, self.recording, facts, self.backend.location)
+        _rows.add_steps(conn, row.id, plan.rel, plan.entries)
+        conn.execute(
+            "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
+            (plan.rel, row.id, len(plan.data)),
+        )
+        if plan.end is not None:
+            _rows.end_run(conn, row.id, plan.end.end_ns, plan.end.error_type)
