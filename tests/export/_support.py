@@ -3,6 +3,7 @@ every byte a store keeps."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -157,10 +158,8 @@ def _frames(data: bytes) -> Iterable[bytes]:
     """The decompressed content of every zstd frame found anywhere in ``data``."""
     at = data.find(ZSTD_MAGIC)
     while at >= 0:
-        try:
+        with contextlib.suppress(zstandard.ZstdError):
             yield zstandard.ZstdDecompressor().decompressobj().decompress(data[at:])
-        except zstandard.ZstdError:
-            pass
         at = data.find(ZSTD_MAGIC, at + 1)
 
 

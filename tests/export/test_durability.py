@@ -19,6 +19,7 @@ def test_provider_force_flush_then_sigkill_keeps_every_step(tmp_path: Path) -> N
     proc = subprocess.run(
         [str(INSTRUMENT), sys.executable, SCRIPT, str(COUNT)],
         cwd=ROOT,
+        check=False,
         env=subprocess_env(store_path, OTEL_REPLAY_RUN_ID="r_flush_kill"),
         capture_output=True,
         text=True,
