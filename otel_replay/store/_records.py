@@ -163,10 +163,22 @@ def step_from_entry(run_id: str, entry: Mapping[str, Any], request: bytes, respo
         raise RecordError(f"malformed step entry: {exc!r}") from None
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def _digest_hex(value: Any, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not (isinstance(value, str) and len(value) == 64 and set(value) <= _HEX):
+        raise RecordError(f"a body digest is {value!r}")
+
+
 def check_entry(entry: Any) -> None:
     """RecordError unless ``entry`` is a well-formed step entry."""
     if not isinstance(entry, dict):
         raise RecordError("a step entry is not an object")
+    _digest_hex(entry.get("request"), optional=False)
+    _digest_hex(entry.get("response"), optional=True)
     step_from_entry("", entry, b"", b"")
 
 
@@ -326,6 +338,8 @@ def _decode(data: bytes) -> Record:
         strings = item.get("strings") or {}
         if not isinstance(strings, dict):
             raise RecordError("a span entry's strings are malformed")
+        for digest in strings.values():
+            _digest_hex(digest, optional=False)
         span_entries.append(SpanEntry(item["span"], strings))
     end_value = value.get("end")
     end = None

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_replay._canonical import sha256_tag
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _rows
 from otel_replay.store._format import pack_path, record_path
@@ -59,7 +60,7 @@ def span_run_id(span: Mapping[str, Any]) -> str | None:
 
 
 def _check_hash(tag: str | None, body: bytes, what: str, step: Step) -> None:
-    if tag != "sha256:" + hashlib.sha256(body).hexdigest():
+    if tag != sha256_tag(body):
         raise ValueError(
             f"run {step.run_id!r} step {step.step_index}: {what} hash {tag!r} does not match "
             "the body"
