@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, NewObject
-from otel_replay.store._segments import Shapes, split
+from otel_replay.store._segments import Recent, Shapes, split
 
 __all__ = [
     "Batch",
@@ -126,6 +126,7 @@ class Batch:
     """
 
     shapes: Shapes = field(default_factory=Shapes)
+    recent: Recent = field(default_factory=Recent)
     _bodies: dict[bytes, bytes] = field(default_factory=dict)
     objects: list[NewObject] = field(default_factory=list)
     """The objects to pack, in the order their bodies were added (after :meth:`resolve`)."""
@@ -145,7 +146,7 @@ class Batch:
         for digest, data in self._bodies.items():
             if digest in held:
                 continue
-            ranges = split(data, self.shapes)
+            ranges = split(data, self.shapes, self.recent)
             if not ranges:
                 self.objects.append(NewObject(digest, KIND_CHUNK, data))
                 continue
@@ -156,6 +157,7 @@ class Batch:
                 if start > pos:
                     parts.append(data[pos:start])
                 chunk = data[start:end]
+                self.recent.learn(chunk)
                 chunk_digest = hashlib.sha256(chunk).digest()
                 chunks[chunk_digest] = chunk
                 parts.append((chunk_digest,))

@@ -27,6 +27,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import zstandard
 
@@ -114,20 +115,25 @@ def encode_pack(
 ) -> SealedPack:
     """A pack of ``objects`` (none repeated) compressed at zstd ``level``."""
     compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
+    frames = _frames(objects, frame_bytes)
+    contents = [b"".join(o.data for o in frame) for frame in frames]
+    # Frames are independent: they compress on every CPU at once (outside the GIL).
+    if len(contents) > 1:
+        packed_all = compressor.multi_compress_to_buffer(list[Any](contents), threads=-1)
+        compressed = [packed_all[n].tobytes() for n in range(len(contents))]
+    else:
+        compressed = [compressor.compress(c) for c in contents]
     parts = [MAGIC]
     at = len(MAGIC)
     entries: list[Entry] = []
-    raw = 0
-    for frame in _frames(objects, frame_bytes):
-        content = b"".join(o.data for o in frame)
-        raw += len(content)
-        compressed = compressor.compress(content)
+    for frame, packed in zip(frames, compressed, strict=True):
         offset = 0
         for o in frame:
-            entries.append(Entry(o.digest, o.kind, at, len(compressed), offset, len(o.data)))
+            entries.append(Entry(o.digest, o.kind, at, len(packed), offset, len(o.data)))
             offset += len(o.data)
-        parts.append(compressed)
-        at += len(compressed)
+        parts.append(packed)
+        at += len(packed)
+    raw = sum(len(c) for c in contents)
     table = b"".join(
         ENTRY.pack(e.digest, e.kind, e.frame_offset, e.frame_size, e.offset, e.size)
         for e in entries

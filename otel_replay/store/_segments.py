@@ -19,8 +19,9 @@ once in the whole store, whoever sends it again.
 from __future__ import annotations
 
 import re
+from collections import deque
 
-__all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Shapes", "split"]
+__all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Recent", "Shapes", "split"]
 
 SPLIT_KEYS = frozenset({b"messages", b"input", b"tools", b"contents", b"system", b"output"})
 """Keys of a top-level JSON object whose array elements become segments.
@@ -176,14 +177,66 @@ def _element_end(buf: bytes, pos: int, shapes: Shapes | None) -> int:
 _Found = list[tuple[int, int]]
 
 
-def _elements(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> int:
+RECENT_HEAD = 64
+"""Bytes at the start of a segment by which :class:`Recent` finds it again."""
+
+
+class Recent:
+    """Segments seen lately, found again by their first bytes.
+
+    A conversation's next request re-sends the elements of the previous one byte for byte:
+    an element that starts with the exact bytes of a remembered segment is that segment
+    (a JSON value that opens with ``{``, ``[`` or ``"`` ends where its bytes end), so the
+    scanner jumps over it instead of walking its strings. Holds at most ``limit`` bytes,
+    the oldest forgotten first.
+    """
+
+    __slots__ = ("_bytes", "_heads", "_limit", "_order")
+
+    def __init__(self, limit: int = 8 << 20) -> None:
+        self._heads: dict[bytes, list[bytes]] = {}
+        self._order: deque[bytes] = deque()
+        self._bytes = 0
+        self._limit = limit
+
+    def end(self, buf: bytes, pos: int) -> int | None:
+        """The end of the element at ``pos`` when it is a remembered segment, else None."""
+        for segment in self._heads.get(buf[pos : pos + RECENT_HEAD], ()):
+            if buf.startswith(segment, pos):
+                return pos + len(segment)
+        return None
+
+    def learn(self, segment: bytes) -> None:
+        """Remember ``segment`` (one that opens a JSON value that ends with its bytes)."""
+        if segment[:1] not in (b"{", b"[", b'"'):
+            return
+        known = self._heads.setdefault(segment[:RECENT_HEAD], [])
+        if segment in known:
+            return
+        known.append(segment)
+        self._order.append(segment)
+        self._bytes += len(segment)
+        while self._bytes > self._limit:
+            old = self._order.popleft()
+            self._bytes -= len(old)
+            others = self._heads[old[:RECENT_HEAD]]
+            others.remove(old)
+            if not others:
+                del self._heads[old[:RECENT_HEAD]]
+
+
+def _elements(
+    buf: bytes, pos: int, out: _Found, shapes: Shapes | None, recent: Recent | None
+) -> int:
     """``pos`` is at ``[``: append each element's range to ``out``; return the index past
     the closing ``]``."""
     pos = _ws(buf, pos + 1)
     if buf[pos] == 0x5D:  # ]
         return pos + 1
     while True:
-        end = _element_end(buf, pos, shapes)
+        end = recent.end(buf, pos) if recent is not None else None
+        if end is None:
+            end = _element_end(buf, pos, shapes)
         out.append((pos, end))
         pos = _ws(buf, end)
         sep = buf[pos]
@@ -194,7 +247,9 @@ def _elements(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> int:
         pos = _ws(buf, pos + 1)
 
 
-def _members(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> None:
+def _members(
+    buf: bytes, pos: int, out: _Found, shapes: Shapes | None, recent: Recent | None
+) -> None:
     """``pos`` is at ``{``: split the arrays under :data:`SPLIT_KEYS`."""
     pos = _ws(buf, pos + 1)
     if buf[pos] == 0x7D:  # }
@@ -209,7 +264,7 @@ def _members(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> None:
             raise _Malformed
         pos = _ws(buf, pos + 1)
         if key in SPLIT_KEYS and buf[pos] == 0x5B:
-            pos = _elements(buf, pos, out, shapes)
+            pos = _elements(buf, pos, out, shapes, recent)
         else:
             pos = _value_end(buf, pos)
         pos = _ws(buf, pos)
@@ -221,12 +276,15 @@ def _members(buf: bytes, pos: int, out: _Found, shapes: Shapes | None) -> None:
         pos = _ws(buf, pos + 1)
 
 
-def split(body: bytes, shapes: Shapes | None = None) -> list[tuple[int, int]]:
+def split(
+    body: bytes, shapes: Shapes | None = None, recent: Recent | None = None
+) -> list[tuple[int, int]]:
     """Byte ranges ``(start, end)`` of the segments of ``body``, in order, non-overlapping.
 
     Empty when the body is short, not JSON, malformed, or has nothing worth splitting; the
     caller then stores it whole. Everything outside the ranges is the body's skeleton.
-    ``shapes`` (kept by the caller across bodies) finds the ends of new elements faster.
+    ``shapes`` and ``recent`` (kept by the caller across bodies) find the ends of new and of
+    repeated elements faster.
     """
     if len(body) < MIN_BODY:
         return []
@@ -237,9 +295,9 @@ def split(body: bytes, shapes: Shapes | None = None) -> list[tuple[int, int]]:
         if first == b"{":
             if _KEYS.search(body, pos) is None:
                 return []  # no array under a split key: nothing to walk
-            _members(body, pos, found, shapes)
+            _members(body, pos, found, shapes, recent)
         elif first == b"[":
-            _elements(body, pos, found, shapes)
+            _elements(body, pos, found, shapes, recent)
     except (_Malformed, IndexError):
         return []
     return [item for item in found if item[1] - item[0] >= MIN_SEGMENT]

@@ -40,6 +40,7 @@ from otel_replay.store._records import (
     frame_record,
     step_entry,
 )
+from otel_replay.store._segments import Recent, Shapes
 
 __all__ = ["FLUSH_LEVEL", "Pending", "Session", "checked", "span_run_id"]
 
@@ -165,6 +166,8 @@ class Session:
         self.runs: dict[str, _RunState] = {}
         self.packs: list[str] = []
         self._known: OrderedDict[bytes, None] = OrderedDict()
+        self._shapes = Shapes()
+        self._recent = Recent()
         self._sweeps = 0
 
     def _exists(self, digests: Sequence[bytes]) -> set[bytes]:
@@ -237,7 +240,7 @@ class Session:
     def write(self, pending: Pending) -> None:
         """Write one flush (see the module docstring); StoreError on I/O failure, with
         nothing indexed (the caller keeps the batch and may retry it)."""
-        batch = Batch()
+        batch = Batch(self._shapes, self._recent)
         plans = self._plan(pending, batch)
         with self.lock.shared():
             with self.index.guard():
