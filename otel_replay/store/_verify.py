@@ -18,7 +18,7 @@ from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._objects import ManifestError, decode_manifest
 from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame
-from otel_replay.store._read import ObjectReader
+from otel_replay.store._read import MAX_DEPTH, ObjectReader
 from otel_replay.store._records import decode_records
 from otel_replay.store._sync import list_files, read_pack_table
 from otel_replay.store._types import Progress, VerifyProblem
@@ -40,8 +40,8 @@ def _check_pack(
     except PackError as exc:
         problems.append(VerifyProblem("pack", f"{where}: cannot be read: {exc}", rel))
         return set()
-    good: set[bytes] = set()
     frames: dict[int, bytes | None] = {}
+    stored: dict[bytes, tuple[int, bytes]] = {}  # this pack's objects: kind, stored bytes
     for entry in entries:
         if entry.frame_offset not in frames:
             try:
@@ -55,27 +55,36 @@ def _check_pack(
                     )
                 )
         content = frames[entry.frame_offset]
-        if content is None:
-            continue
-        stored = content[entry.offset : entry.offset + entry.size]
-        tag = f"sha256:{entry.digest.hex()}"
+        if content is not None:
+            stored[entry.digest] = (entry.kind, content[entry.offset : entry.offset + entry.size])
+
+    def assemble(digest: bytes, depth: int) -> bytes:
+        # A manifest's chunks are looked for in its own pack first: a pack the index does
+        # not know yet (its writer was cut off before the commit) is checked whole.
+        kind, raw = stored[digest] if digest in stored else reader.raw(digest)
+        if kind != KIND_MANIFEST or depth > MAX_DEPTH:
+            return raw
+        return b"".join(
+            assemble(part[0], depth + 1) if isinstance(part, tuple) else part
+            for part in decode_manifest(raw)
+        )
+
+    good: set[bytes] = set()
+    for digest in stored:
+        tag = f"sha256:{digest.hex()}"
         try:
-            if entry.kind == KIND_MANIFEST:
-                stored = b"".join(
-                    reader.content(p[0], depth=1) if isinstance(p, tuple) else p
-                    for p in decode_manifest(stored)
-                )
+            body = assemble(digest, 0)
         except (CorruptBlobError, ManifestError) as exc:
             problems.append(VerifyProblem("object", f"object {tag} in {where}: {exc}", rel, tag))
             continue
-        if hashlib.sha256(stored).digest() != entry.digest:
+        if hashlib.sha256(body).digest() != digest:
             problems.append(
                 VerifyProblem(
                     "object", f"object {tag} in {where} does not match its hash", rel, tag
                 )
             )
             continue
-        good.add(entry.digest)
+        good.add(digest)
     return good
 
 

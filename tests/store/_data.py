@@ -9,7 +9,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from otel_replay.capture._handoff import Fixture
+from otel_replay.step import Step
 
 _VOCABULARY = (
     "order refund package tracking customer delivery address invoice please check status "
@@ -65,10 +65,10 @@ def fixture(
     error_type: str | None = None,
     start_ns: int = 1_700_000_000 * 10**9,
     kind: str = "llm",
-) -> Fixture:
+) -> Step:
     """A complete step fixture with the given bodies (``response=None``: no response)."""
     start = start_ns + index * 10**9
-    return Fixture(
+    return Step(
         run_id=run_id,
         step_index=index,
         trace_id=0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0,

@@ -1,6 +1,6 @@
 """A recording process for concurrency and crash tests.
 
-    python -m tests.store._writer STORE RUN_ID STEPS [--compact-after N]
+    python -m tests.store._writer STORE RUN_ID STEPS
 
 Records ``STEPS`` steps of a chat (bodies from ``chat_bodies(STEPS, seed)``, seed derived
 from the run id), flushing after each and printing ``flushed <index>`` once the flush returned.
@@ -26,10 +26,8 @@ def main() -> None:
     parser.add_argument("store")
     parser.add_argument("run_id")
     parser.add_argument("steps", type=int)
-    parser.add_argument("--compact-after", type=int, default=16)
     args = parser.parse_args()
     store = Store.open(args.store)
-    store.compact_after = args.compact_after
     chat = iter_chat(zlib.crc32(args.run_id.encode()))
     for index, (request, response) in zip(range(args.steps), chat, strict=False):
         store.put([fixture(args.run_id, index, request, response)], [span(args.run_id, index)])

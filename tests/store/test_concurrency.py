@@ -29,23 +29,24 @@ def test_processes_recording_at_once(tmp_path: Path) -> None:
     store_path = tmp_path / "s"
     Store.open(store_path).close()  # created once; the writers race on everything else
     runs = {"run-1": 25, "run-2": 25, "run-3": 25}
-    procs = [
-        _writer(store_path, run_id, steps, "--compact-after", "5") for run_id, steps in runs.items()
-    ]
-    procs.append(_writer(store_path, "run-1", 25))  # a second writer of the same run
+    procs = [_writer(store_path, run_id, steps) for run_id, steps in runs.items()]
+    procs.append(_writer(store_path, "run-1", 25))  # a second writer of the same run id
     for proc in procs:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert out.endswith("closed\n")
     with Store.open(store_path) as store:
         assert store.verify() == []
-        assert {r.run_id: r.step_count for r in store.runs()} == runs
-        for run_id, steps in runs.items():
-            expected = bodies(run_id, steps)
-            for step in store.steps(run_id):
+        # The second recording of run-1 is a run of its own: nothing is merged.
+        assert {r.run_id: r.step_count for r in store.runs()} == {**runs, "run-1@2": 25}
+        for name, steps in {**runs, "run-1@2": 25}.items():
+            expected = bodies(name.split("@")[0], steps)
+            for step in store.steps(name):
                 assert store.request_body(step) == expected[step.index][0]
                 assert store.response_body(step) == expected[step.index][1]
-        assert len(store.spans("run-1")) == 50  # both writers' spans
+            assert len(store.spans(name)) == steps
+        # Both recordings of run-1 share every body: each is stored once.
+        assert store.run("run-1@2").recorded_id == "run-1"
 
 
 def test_readers_beside_a_writer_thread(tmp_path: Path) -> None:
@@ -53,7 +54,6 @@ def test_readers_beside_a_writer_thread(tmp_path: Path) -> None:
     errors: list[BaseException] = []
     done = threading.Event()
     with Store.open(tmp_path / "s") as store:
-        store.compact_after = 4
 
         def write() -> None:
             try:

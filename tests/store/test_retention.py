@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from otel_replay.store import Retention, Store
-from otel_replay.store._retention import GRACE_S
+from otel_replay.store._gc import GRACE_S
 from tests.store._data import chat_bodies, fixture
 
 DAY = 86_400.0
