@@ -208,7 +208,8 @@ def _facts_from(run_id: str, value: Any) -> RunFacts | None:
     )
 
 
-def _dumps(value: Any) -> bytes:
+def dumps(value: Any) -> bytes:
+    """JSON bytes of ``value``; TypeError when it is not JSON-ready."""
     try:
         return orjson.dumps(value)
     except TypeError:  # lone surrogates: the standard library escapes them, and reads them back
@@ -245,7 +246,7 @@ def encode_record(
         value["facts"] = _facts_value(facts)
     if end is not None:
         value["end"] = {"end_ns": end.end_ns, "error_type": end.error_type}
-    return _dumps(value)
+    return dumps(value)
 
 
 GROUP_BYTES = 64 << 10

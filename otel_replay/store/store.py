@@ -27,7 +27,7 @@ from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import Record, decode_records, step_from_entry
+from otel_replay.store._records import Record, decode_records, dumps, step_from_entry
 from otel_replay.store._sync import sync
 from otel_replay.store._types import GcReport, Progress, RunInfo, StepInfo, VerifyProblem
 from otel_replay.store._write import Pending, Session, checked, span_run_id
@@ -222,6 +222,10 @@ class Store:
             run_id = span_run_id(span)
             if run_id is None:
                 raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
+            try:
+                dumps(span)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
             attrs = span.get("attributes")
             filed.append(
                 (

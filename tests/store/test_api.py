@@ -8,7 +8,7 @@ import pytest
 
 from otel_replay.errors import ConfigError
 from otel_replay.store import Retention, Store
-from tests.store._data import chat_bodies, fixture, span
+from tests.store._data import chat_bodies, fixture
 
 
 def test_location_defaults_to_the_setting(tmp_path: Path, monkeypatch) -> None:

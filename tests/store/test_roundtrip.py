@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from otel_replay.step import RunFacts
 from otel_replay.store import Store
 from tests.store._data import chat_bodies, fixture, span
 
@@ -94,17 +95,22 @@ def test_spans_come_back_as_given(tmp_path: Path) -> None:
         ),
         span("run-c", None, **{"replay.seed": 42}),
     ]
+    facts = RunFacts("run-c", seed=42, commit="abc123", code_dirty=True, start_ns=5)
     given[0]["events"] = [{"name": "e", "attributes": {"big": "z" * 1000}}]
     with Store.open(tmp_path / "s") as store:
         store.put([fixture("run-c", 0, request, response)], given[:1])
         store.flush()
-        store.put(spans=given[1:])
+        store.put(spans=given[1:], runs=[facts])
         store.flush()
         assert store.spans("run-c") == given
-        assert store.run("run-c").seed == 42
+        run = store.run("run-c")  # the run's facts are given, never read out of its spans
+        assert (run.seed, run.commit, run.code_dirty, run.start_ns) == (42, "abc123", True, 5)
     with Store.open(tmp_path / "s") as store:
         assert store.spans("run-c") == given
         assert store.verify() == []
+    with Store.rebuild(tmp_path / "s") as store:
+        assert store.spans("run-c") == given
+        assert store.run("run-c").seed == 42
 
 
 def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
@@ -112,16 +118,16 @@ def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
     pairs = chat_bodies(40, seed=3)
     sizes = []
     with Store.open(tmp_path / "s") as store:
-        store.compact_after = 10**6  # measure the per-flush packs themselves
         for index, (request, response) in enumerate(pairs):
             store.put([fixture("run-d", index, request, response)])
             store.flush()
-            sizes.append(sum(f.stat().st_size for f in (tmp_path / "s" / "packs").rglob("*.pack")))
+            sizes.append(_store_bytes(tmp_path / "s" / "objects"))
     growth = [b - a for a, b in itertools.pairwise(sizes)]
     last_request = len(pairs[-1][0])
-    # each step adds about one user and one assistant message (compressed), never the history
-    assert max(growth[10:]) < 2500 < last_request / 4
-    assert growth[-1] < 2 * growth[10]
+    # each step adds one user and one assistant message (compressed) and a manifest of
+    # digests (33 bytes a message until gc or close recompresses manifests together), never
+    # the history
+    assert max(growth[10:]) < last_request / 4
     raw = sum(len(q) + len(r) for q, r in pairs)
     assert raw / _store_bytes(tmp_path / "s") > 15
 
@@ -132,21 +138,12 @@ def test_close_compacts_small_packs(tmp_path: Path) -> None:
         for index, (request, response) in enumerate(pairs):
             store.put([fixture("run-e", index, request, response)])
             store.flush()
-        before = len(list((tmp_path / "s" / "packs").rglob("*.pack")))
-    after = list((tmp_path / "s" / "packs").rglob("*.pack"))
+        before = len(list((tmp_path / "s" / "objects").rglob("*.pack")))
+    after = list((tmp_path / "s" / "objects").rglob("*.pack"))
     assert before == 12 and len(after) == 1
+    assert len(list((tmp_path / "s" / "runs").rglob("*.rec"))) == 1  # its records merged too
     with Store.open(tmp_path / "s") as store:
         assert [store.request_body(s) for s in store.steps("run-e")] == [q for q, _ in pairs]
-
-
-def test_flush_compacts_after_many_small_packs(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s") as store:
-        store.compact_after = 4
-        for index, (request, response) in enumerate(chat_bodies(9)):
-            store.put([fixture("run-f", index, request, response)])
-            store.flush()
-        assert len(list((tmp_path / "s" / "packs").rglob("*.pack"))) < 4
-        assert store.verify() == []
 
 
 def test_put_refuses_what_it_cannot_store_faithfully(tmp_path: Path) -> None:
@@ -163,31 +160,27 @@ def test_put_refuses_what_it_cannot_store_faithfully(tmp_path: Path) -> None:
         assert store.runs() == []
 
 
-def test_a_burst_of_one_run_is_stored_whole_and_later_steps_still_deduplicate(
-    tmp_path: Path,
-) -> None:
+def test_a_burst_and_single_steps_are_deduplicated_alike(tmp_path: Path) -> None:
     pairs = chat_bodies(30, seed=9)
     spans = [
         span("run-h", n, **{"replay.request.body": q.decode(), "gen_ai.input.messages": q.decode()})
         for n, (q, _) in enumerate(pairs)
     ]
     with Store.open(tmp_path / "s") as store:
-        store.compact_after = None
-        burst = range(20)  # one flush: whole bodies, zstd deduplicates within the pack
+        burst = range(20)  # one flush: split like any other
         store.put([fixture("run-h", n, *pairs[n]) for n in burst], [spans[n] for n in burst])
         store.flush()
-        after_burst = _store_bytes(tmp_path / "s" / "packs")
-        for n in range(20, 30):  # a step per flush: split, deduplicated against earlier flushes
+        after_burst = _store_bytes(tmp_path / "s" / "objects")
+        for n in range(20, 30):  # a step per flush: deduplicated against the burst
             store.put([fixture("run-h", n, *pairs[n])], [spans[n]])
             store.flush()
-        grown = _store_bytes(tmp_path / "s" / "packs") - after_burst
+        grown = _store_bytes(tmp_path / "s" / "objects") - after_burst
         assert store.spans("run-h") == spans
         for step in store.steps("run-h"):
             assert store.request_body(step) == pairs[step.index][0]
-        assert store.verify() == []
     raw = sum(len(q) + len(r) for q, r in pairs)
     assert after_burst < sum(len(q) + len(r) for q, r in pairs[:20]) / 8
-    assert grown < raw / 6  # the first split after the burst stores the history once more
+    assert grown < raw / 12  # the history the burst stored is never stored again
 
 
 def test_a_span_changed_after_put_is_stored_as_it_was_put(tmp_path: Path) -> None:

@@ -1,0 +1,80 @@
+"""Converting a format-version-2 store to version 3, in place, losing nothing.
+
+The version-2 store is read from its packs (``_v2``) and written into a new store beside it,
+``<store>.v3-new``, through the ordinary write path; then two renames swap them: the old
+store becomes ``<store>.v2-backup`` (kept, never deleted: the user removes it when sure) and
+the new one takes its place. A migration cut off before the swap leaves the old store as it
+was; one cut off between the renames is finished by running ``migrate`` again. Whatever the
+old store holds that cannot be read is reported, and every readable step is carried over.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from otel_replay.errors import StoreError, StoreFormatError, StoreNotFoundError
+from otel_replay.step import RunEnd, RunFacts
+from otel_replay.store._format import FORMAT_FILE, read_format_version
+from otel_replay.store._v2 import read_v2
+from otel_replay.store.store import Store
+
+__all__ = ["Migration", "migrate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """What ``migrate`` did: the runs and steps carried over, where the old store is kept,
+    and one line per thing of the old store that could not be read."""
+
+    runs: int
+    steps: int
+    backup: Path
+    problems: list[str] = field(default_factory=list)
+
+
+def _siblings(root: Path) -> tuple[Path, Path]:
+    return root.with_name(root.name + ".v3-new"), root.with_name(root.name + ".v2-backup")
+
+
+def migrate(root: Path) -> Migration:
+    """Convert the version-2 store at ``root`` (see the module docstring).
+
+    Raises StoreNotFoundError when there is no store, StoreFormatError when it is not
+    version 2 (a version-3 store needs nothing), StoreError when the backup name is taken.
+    """
+    new, backup = _siblings(root)
+    if not root.exists() and new.is_dir() and backup.is_dir():
+        new.rename(root)  # cut off between the two renames: finish the swap
+        return Migration(0, 0, backup, ["an interrupted migration was finished"])
+    where = root / FORMAT_FILE
+    try:
+        version = read_format_version(where.read_bytes(), str(where))
+    except FileNotFoundError:
+        raise StoreNotFoundError(f"no otel-replay store at {root}") from None
+    if version != 2:
+        raise StoreFormatError(f"{where} is format version {version}; migrate converts version 2")
+    if backup.exists():
+        raise StoreError(f"{backup} exists already: move it away, then migrate again")
+    if new.exists():
+        shutil.rmtree(new)  # an earlier attempt, cut off before the swap: it is rewritten
+    runs = steps = 0
+    problems: list[str] = []
+    with Store.open(new) as store:
+        for run in read_v2(root):
+            problems.extend(run.problems)
+            facts = run.steps[0].run if run.steps and run.steps[0].run else RunFacts(run.run_id)
+            store.put(run.steps, run.spans, runs=[facts])
+            ends = [s.get("end_ns") for s in run.spans] + [s.end_ns for s in run.steps]
+            store.end_run(
+                RunEnd(run.run_id, max((e for e in ends if isinstance(e, int)), default=0))
+            )
+            store.flush()
+            if run.pinned:
+                store.pin(run.run_id)
+            runs += 1
+            steps += len(run.steps)
+    root.rename(backup)
+    new.rename(root)
+    return Migration(runs, steps, backup, problems)
