@@ -353,6 +353,7 @@ def collect(
             ctx.backend.delete(rel)
             temps += 1
     merged = _merge_records(ctx, None, None)
+    ctx.index.vacuum()
     if progress:
         progress(3, 3)
     return GcReport(
@@ -435,6 +436,7 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     if progress:
         progress(1, 2)
     merged = _merge_records(ctx, None, None)
+    ctx.index.vacuum()
     if progress:
         progress(2, 2)
     return (len(names) - 1 if names else 0) + merged
@@ -463,3 +465,4 @@ def merge_session(ctx: Context, session: Session, deadline: float | None) -> Non
         _repack(ctx, session.packs, None, deadline)
         _drop_moved(ctx, session.packs)
     _merge_records(ctx, {run_id: s.records for run_id, s in session.runs.items()}, deadline)
+    ctx.index.vacuum()

@@ -169,6 +169,8 @@ class Index:
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0 and not self.read_only:
+            # Pages freed by gc and merges go back to the file system (``vacuum``).
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             if not self._memory:
                 conn.execute("PRAGMA journal_mode=WAL")
             with self.transaction() as tx:
@@ -197,6 +199,12 @@ class Index:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def vacuum(self) -> None:
+        """Give the pages that deletions freed back to the file system."""
+        if not self.read_only:
+            with self.guard():
+                self.conn().execute("PRAGMA incremental_vacuum")
 
     def close(self) -> None:
         """Close every connection (later use raises StoreError)."""
