@@ -24,6 +24,7 @@ no machine records into it.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -136,16 +137,6 @@ def _mark(ctx: Context, records: Iterable[str], mark: _Mark) -> None:
             continue  # damage for verify to name; the digest itself stays marked
 
 
-def _pack_objects(conn: object, name: str) -> list[tuple[bytes, int]]:
-    """(digest, size) of the objects the index locates in pack ``name``."""
-    rows = conn.execute(  # type: ignore[attr-defined]
-        "SELECT digest, objects.size FROM objects JOIN packs ON packs.id = objects.pack "
-        "WHERE packs.name = ?",
-        (name,),
-    )
-    return [(bytes(r[0]), r[1]) for r in rows]
-
-
 def _repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: float | None) -> int:
     """Copy the objects of packs ``names`` (only those in ``keep`` when given) into new
     packs, indexed there; the number of objects copied. Stops early past ``deadline``."""
@@ -165,7 +156,7 @@ def _repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: f
 
     for name in names:
         with ctx.index.guard():
-            objects = _pack_objects(conn, name)
+            objects = _rows.pack_objects(conn, name)
         for digest, _ in objects:
             if keep is not None and digest not in keep:
                 continue
@@ -208,7 +199,7 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
             if ctx.remote and now - mtime < GRACE_S:
                 continue
             with ctx.index.guard():
-                located = _pack_objects(conn, name)
+                located = _rows.pack_objects(conn, name)
             if any(digest in mark.live for digest, _ in located):
                 continue
             if not located and now - mtime < GRACE_S:
@@ -225,6 +216,11 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
         return _Swept(packs, objects, freed)
 
 
+def _holds_live(conn: sqlite3.Connection, name: str, live: set[bytes]) -> bool:
+    """Whether the index locates a live object in pack ``name``."""
+    return any(digest in live for digest, _ in _rows.pack_objects(conn, name))
+
+
 def _dead_objects(ctx: Context, listing: Listing, live: set[bytes], repack: list[str]) -> int:
     """How many objects a sweep after repacking ``repack`` drops: the dead ones of the packs
     that locate no live object, and of the repacked ones."""
@@ -232,7 +228,7 @@ def _dead_objects(ctx: Context, listing: Listing, live: set[bytes], repack: list
     count = 0
     for rel in listing.packs:
         name = parse_pack_path(rel) or ""
-        located = _pack_objects(conn, name)
+        located = _rows.pack_objects(conn, name)
         if name in repack or not any(d in live for d, _ in located):
             count += sum(d not in live for d, _ in located)
     return count
@@ -283,7 +279,7 @@ def _candidates(ctx: Context, listing: Listing, live: set[bytes] | None) -> list
         name = parse_pack_path(rel)
         assert name is not None
         with ctx.index.guard():
-            located = _pack_objects(conn, name)
+            located = _rows.pack_objects(conn, name)
         if not located:
             continue
         if live is not None:
@@ -324,7 +320,9 @@ def collect(
         dead = [
             (rel, size)
             for rel, (size, _) in listing.packs.items()
-            if not any(d in mark.live for d, _ in _pack_objects(conn, parse_pack_path(rel) or ""))
+            if not any(
+                d in mark.live for d, _ in _rows.pack_objects(conn, parse_pack_path(rel) or "")
+            )
         ]
         doomed_bytes = sum(listing.records[rel][0] for rel in doomed if rel in listing.records)
         freed = sum(s for _, s in dead) + doomed_bytes
@@ -448,7 +446,7 @@ def _drop_moved(ctx: Context, names: list[str]) -> None:
     conn = ctx.index.conn()
     for name in names:
         with ctx.index.guard():
-            if _pack_objects(conn, name):
+            if _rows.pack_objects(conn, name):
                 continue
         ctx.backend.delete(pack_path(name))
         with ctx.index.transaction() as tx:

@@ -104,6 +104,16 @@ def add_pack(
     )
 
 
+def pack_objects(conn: sqlite3.Connection, name: str) -> list[tuple[bytes, int]]:
+    """(digest, size) of the objects the index locates in pack ``name``."""
+    rows = conn.execute(
+        "SELECT digest, objects.size FROM objects JOIN packs ON packs.id = objects.pack "
+        "WHERE packs.name = ?",
+        (name,),
+    )
+    return [(bytes(r[0]), r[1]) for r in rows]
+
+
 def drop_pack(conn: sqlite3.Connection, name: str) -> None:
     """Forget a pack and the objects indexed in it."""
     row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()

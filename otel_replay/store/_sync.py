@@ -118,20 +118,25 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
         known_packs = {r[0] for r in conn.execute("SELECT name FROM packs")}
         known_records = {r[0] for r in conn.execute("SELECT path FROM records")}
     on_disk_packs = {parse_pack_path(rel): rel for rel in listing.packs}
-    for name, rel in sorted(on_disk_packs.items(), key=lambda item: item[1]):
-        if name is None or name in known_packs:
-            continue
-        size = listing.packs[rel][0]
-        try:
-            entries = read_pack_table(backend, rel, size)
-        except (PackError, OSError) as exc:
-            report.problems.append(
-                VerifyProblem("pack", f"pack {where}/{rel} cannot be read: {exc}", path=rel)
-            )
-            continue
+    lost: set[bytes] = set()
+    if forget_missing:  # first: a pack gone may have been repacked into one listed now
         with index.transaction() as tx:
-            _rows.add_pack(tx.conn, name, size, entries, move=False)
-        report.packs += 1
+            for name in known_packs - set(on_disk_packs):
+                lost.update(d for d, _ in _rows.pack_objects(tx.conn, name))
+                _rows.drop_pack(tx.conn, name)
+                report.dropped += 1
+    for name, rel in sorted(on_disk_packs.items(), key=lambda item: item[1]):
+        if name is not None and name not in known_packs:
+            report.packs += _index_pack(index, backend, name, rel, listing, report)
+    if lost:
+        # An object kept in two packs is indexed in one: if that one went, find the other.
+        with index.guard():
+            missing = lost - _rows.existing(conn, list(lost))
+        for name, rel in sorted(on_disk_packs.items(), key=lambda item: item[1]):
+            if missing and name is not None and name in known_packs:
+                _index_pack(index, backend, name, rel, listing, report)
+                with index.guard():
+                    missing -= _rows.existing(conn, list(missing))
     decoded: list[tuple[str, int, list[Record]]] = []
     for rel, (size, _) in sorted(listing.records.items()):
         if rel in known_records:
@@ -157,9 +162,6 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
                 report.records += 1
     with index.transaction() as tx:
         if forget_missing:
-            for name in known_packs - set(on_disk_packs):
-                _rows.drop_pack(tx.conn, name)
-                report.dropped += 1
             for rel in known_records - set(listing.records):
                 tx.execute("DELETE FROM steps WHERE record = ?", (rel,))
                 tx.execute("DELETE FROM records WHERE path = ?", (rel,))
@@ -170,6 +172,24 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
             "UPDATE runs SET pinned = 1 WHERE name = ?", [(_rows.id_param(n),) for n in pins]
         )
     return report
+
+
+def _index_pack(
+    index: Index, backend: Backend, name: str, rel: str, listing: Listing, report: SyncReport
+) -> int:
+    """Index the objects of one pack (those indexed elsewhere keep their place); 1 when it
+    was read, 0 when it could not be (reported)."""
+    size = listing.packs[rel][0]
+    try:
+        entries = read_pack_table(backend, rel, size)
+    except (PackError, OSError) as exc:
+        report.problems.append(
+            VerifyProblem("pack", f"pack {backend.location}/{rel} cannot be read: {exc}", path=rel)
+        )
+        return 0
+    with index.transaction() as tx:
+        _rows.add_pack(tx.conn, name, size, entries, move=False)
+    return 1
 
 
 def _first_ns(record: Record) -> int:

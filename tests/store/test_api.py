@@ -52,16 +52,16 @@ def test_a_burst_in_one_flush(tmp_path: Path) -> None:
 
 def test_compact_merges_small_packs_and_records(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s") as store:
-        for run_id in ("a", "b"):
-            for index, (request, response) in enumerate(chat_bodies(3)):
+        for seed, run_id in enumerate(("a", "b")):
+            for index, (request, response) in enumerate(chat_bodies(3, seed)):
                 store.put([fixture(run_id, index, request, response)])
                 store.flush()
         assert len(list((tmp_path / "s" / "objects").rglob("*.pack"))) == 6
         assert store.compact() >= 5 + 4  # 6 packs into 1; 3 record files into 1, per run
         assert len(list((tmp_path / "s" / "objects").rglob("*.pack"))) == 1
         assert len(list((tmp_path / "s" / "runs").rglob("*.rec"))) == 2
-        for run_id in ("a", "b"):
+        for seed, run_id in enumerate(("a", "b")):
             assert [store.request_body(s) for s in store.steps(run_id)] == [
-                q for q, _ in chat_bodies(3)
+                q for q, _ in chat_bodies(3, seed)
             ]
         assert [p for p in store.verify() if p.damage] == []
