@@ -109,6 +109,8 @@ class Index:
         self._closed = False
         try:
             with self.guard():
+                if not self._memory:
+                    self._check_file(Path(path))
                 self._init_schema(self.conn())
         except BaseException:
             self.close()
@@ -136,6 +138,25 @@ class Index:
             f"index {self.path} cannot be read ({text}); nothing was changed. "
             "`otel-replay verify --rebuild-index` (Store.rebuild) rebuilds it from the packs"
         )
+
+    def _check_file(self, path: Path) -> None:
+        """A damaged file (not SQLite, or truncated with no WAL to complete it) is named
+        before SQLite opens it, which would add files beside it."""
+        wal = path.with_name(path.name + "-wal")
+        if not path.exists() or (wal.exists() and wal.stat().st_size):
+            return
+        size = path.stat().st_size
+        if size == 0:
+            return
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            raise self._corrupt("not an SQLite database")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        if pages and size < pages * page_size:
+            raise self._corrupt(f"truncated: {size} bytes, expected {pages * page_size}")
 
     def conn(self) -> sqlite3.Connection:
         """This thread's connection."""

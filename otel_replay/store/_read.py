@@ -43,7 +43,7 @@ class ObjectReader:
         self._frames: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _frame(self, where: Located) -> bytes:
+    def _frame(self, where: Located, digest: bytes) -> bytes:
         key = (where.pack, where.frame_offset)
         with self._lock:
             cached = self._frames.get(key)
@@ -55,12 +55,15 @@ class ObjectReader:
             rel, where.frame_offset, where.frame_offset + where.frame_size
         )
         if len(data) != where.frame_size:
-            raise CorruptBlobError(f"pack {self._backend.location}/{rel} is truncated")
+            raise CorruptBlobError(
+                f"object sha256:{digest.hex()}: pack {self._backend.location}/{rel} is truncated"
+            )
         try:
             content = decompress_frame(data)
         except PackError as exc:
             raise CorruptBlobError(
-                f"pack {self._backend.location}/{rel}: frame at byte {where.frame_offset}: {exc}"
+                f"object sha256:{digest.hex()}: pack {self._backend.location}/{rel}: frame at "
+                f"byte {where.frame_offset}: {exc}"
             ) from None
         with self._lock:
             self._frames[key] = content
@@ -79,7 +82,7 @@ class ObjectReader:
                 f"object sha256:{digest.hex()} is not in the store {self._backend.location}"
             )
         try:
-            frame = self._frame(where)
+            frame = self._frame(where, digest)
         except FileNotFoundError:
             if self._relocate is None:
                 raise CorruptBlobError(
@@ -91,7 +94,7 @@ class ObjectReader:
                 raise CorruptBlobError(
                     f"pack {self._backend.location}/{pack_path(where.pack)} is missing"
                 ) from None
-            where, frame = moved, self._frame(moved)
+            where, frame = moved, self._frame(moved, digest)
         data = frame[where.offset : where.offset + where.size]
         if len(data) != where.size:
             raise CorruptBlobError(
