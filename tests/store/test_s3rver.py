@@ -24,6 +24,7 @@ import pytest
 
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import Store
+from otel_replay.store._format import run_dir
 from tests.store._data import chat_bodies, fixture, span
 
 HERE = Path(__file__).resolve().parent
@@ -170,6 +171,7 @@ def test_another_machine_rebuilds_everything_from_s3rver(s3rver: S3rver, tmp_pat
     with _open(s3rver, tmp_path / "a") as store:
         pairs = _record(store, "disk-1", 5)
         spans = store.spans("disk-1")
+    with _open(s3rver, tmp_path / "a") as store:
         runs = store.runs()
     with _open(s3rver, tmp_path / "b") as other:
         assert other.runs() == runs and runs[0].step_count == len(pairs)
@@ -177,7 +179,7 @@ def test_another_machine_rebuilds_everything_from_s3rver(s3rver: S3rver, tmp_pat
         assert other.spans("disk-1") == spans
         assert other.verify() == []
     files = _files(s3rver)
-    packs = [key for key in files if key.startswith("packs/") and key.endswith(".pack")]
+    packs = [key for key in files if key.startswith("objects/") and key.endswith(".pack")]
     assert "FORMAT" in files and packs and "index.sqlite" not in files
     assert sum(files[key].stat().st_size for key in packs) > len(BIG)
     fs, root = fsspec.core.url_to_fs(URL, **s3rver.options)
@@ -202,7 +204,7 @@ def test_a_corrupt_file_on_disk_is_named(s3rver: S3rver, tmp_path: Path) -> None
     pack = _corrupt_the_pack(s3rver)
     with _open(s3rver, tmp_path / "a") as store:
         problems = store.verify()
-        assert any(p.kind == "pack" and p.path == f"{URL}/{pack}" for p in problems)
+        assert any(p.kind == "pack" and p.path == pack for p in problems)
         body_problem = next(p for p in problems if p.kind == "body")
         step = store.step("disk-2", body_problem.step_index or 0)
         read = store.request_body if body_problem.blob == step.request_hash else store.response_body
@@ -215,7 +217,7 @@ def test_a_corrupt_file_on_disk_is_named_by_a_fresh_machine(s3rver: S3rver, tmp_
         _record(store, "disk-3", 3)
     pack = _corrupt_the_pack(s3rver)
     with _open(s3rver, tmp_path / "b") as store:
-        assert any(p.kind == "pack" and p.path == f"{URL}/{pack}" for p in store.verify())
+        assert any(p.kind == "pack" and p.path == pack for p in store.verify())
 
 
 def test_the_data_outlives_a_restart_of_s3rver(s3rver: S3rver, tmp_path: Path) -> None:
@@ -234,4 +236,4 @@ def test_the_data_outlives_a_restart_of_s3rver(s3rver: S3rver, tmp_path: Path) -
         assert other.verify() == []
     after = _files(s3rver)
     assert {key: after[key].read_bytes() for key in before} == before
-    assert any(key.startswith("packs/after/") for key in after)
+    assert any(key.startswith(run_dir("after") + "/") for key in after)
