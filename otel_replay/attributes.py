@@ -12,7 +12,11 @@ from typing import Final
 
 __all__ = [
     "REPLAY_CODE_DIRTY",
+    "REPLAY_FAILURE_CATEGORY",
+    "REPLAY_FAILURE_SEVERITY",
+    "REPLAY_FORK_STEP",
     "REPLAY_MODE",
+    "REPLAY_PARENT_RUN_ID",
     "REPLAY_PROMPT_HASH",
     "REPLAY_REQUEST_BODY",
     "REPLAY_REQUEST_HASH",
@@ -29,9 +33,13 @@ __all__ = [
     "REPLAY_SEED",
     "REPLAY_STEP_INDEX",
     "REPLAY_STEP_KIND",
+    "REPLAY_TOOL_EFFECT",
     "REPLAY_TOOL_SCHEMA_VERSION",
+    "ReplayFailureCategoryValues",
+    "ReplayFailureSeverityValues",
     "ReplayModeValues",
     "ReplayStepKindValues",
+    "ReplayToolEffectValues",
 ]
 
 REPLAY_CODE_DIRTY: Final[str] = "replay.code.dirty"
@@ -43,6 +51,31 @@ identify the code that ran.
 Type: ``boolean``; stability: development.
 """
 
+REPLAY_FAILURE_CATEGORY: Final[str] = "replay.failure.category"
+"""The kind of failure of a failed step or run.
+
+Set on failed steps and runs.
+
+Type: enum, values in :class:`ReplayFailureCategoryValues`; stability: development.
+"""
+
+REPLAY_FAILURE_SEVERITY: Final[str] = "replay.failure.severity"
+"""How bad the failure of a failed step or run is.
+
+Set on failed steps and runs.
+
+Type: enum, values in :class:`ReplayFailureSeverityValues`; stability: development.
+"""
+
+REPLAY_FORK_STEP: Final[str] = "replay.fork.step"
+"""The first step of a fork that did not come from the recording.
+
+Set on the spans of a fork. Steps before it were served from the parent run; from it on, the
+fork ran live, overridden, with an injected fault or a changed state.
+
+Type: ``int``; stability: development.
+"""
+
 REPLAY_MODE: Final[str] = "replay.mode"
 """How the span's step was executed.
 
@@ -51,6 +84,15 @@ backend that receives both. This is the recorded nature of the step, not the `OT
 setting (which also accepts `off`, a mode in which nothing is recorded).
 
 Type: enum, values in :class:`ReplayModeValues`; stability: development.
+"""
+
+REPLAY_PARENT_RUN_ID: Final[str] = "replay.parent.run.id"
+"""The run this one was replayed or forked from.
+
+Set on the spans of a replay (`replay.mode` `replay`) or a fork (`fork`). A replay or fork is a
+run of its own, with its own `replay.run.id`; this links it to the recording it re-executed.
+
+Type: ``string``; stability: development.
 """
 
 REPLAY_PROMPT_HASH: Final[str] = "replay.prompt.hash"
@@ -224,6 +266,14 @@ Set on every recorded step. LLM steps also carry the GenAI semantic convention a
 Type: enum, values in :class:`ReplayStepKindValues`; stability: development.
 """
 
+REPLAY_TOOL_EFFECT: Final[str] = "replay.tool.effect"
+"""Whether a tool step reads or writes the world.
+
+Set on tool steps.
+
+Type: enum, values in :class:`ReplayToolEffectValues`; stability: development.
+"""
+
 REPLAY_TOOL_SCHEMA_VERSION: Final[str] = "replay.tool.schema.version"
 """`sha256:<hex>` of the RFC 8785 canonical JSON of the tool definitions.
 
@@ -233,6 +283,41 @@ tool-schema change apart from a prompt change.
 
 Type: ``string``; stability: development.
 """
+
+
+class ReplayFailureCategoryValues(str, Enum):
+    """Values of ``replay.failure.category`` (:data:`REPLAY_FAILURE_CATEGORY`)."""
+
+    CONTRACT_VIOLATION = "contract_violation"
+    """A tool's input or output broke its contract."""
+
+    ENVIRONMENT_DRIFT = "environment_drift"
+    """The world the agent runs against changed."""
+
+    MODEL_HALLUCINATION = "model_hallucination"
+    """The model asked for something that does not exist."""
+
+    TOOL_EXHAUSTION = "tool_exhaustion"
+    """A tool was called past its budget."""
+
+    RETRY_OVERFLOW = "retry_overflow"
+    """Retries ran out."""
+
+    REPLAY_MISMATCH = "replay_mismatch"
+    """Replayed code asked for something the recording does not have."""
+
+
+class ReplayFailureSeverityValues(str, Enum):
+    """Values of ``replay.failure.severity`` (:data:`REPLAY_FAILURE_SEVERITY`)."""
+
+    CRITICAL = "critical"
+    """The run cannot go on."""
+
+    ERROR = "error"
+    """The step failed."""
+
+    WARNING = "warning"
+    """The step went on, degraded."""
 
 
 class ReplayModeValues(str, Enum):
@@ -261,3 +346,21 @@ class ReplayStepKindValues(str, Enum):
 
     TOOL = "tool"
     """The execution of a tool by the agent."""
+
+    VALUE = "value"
+    """A nondeterministic value the agent asked for (the clock, a uuid, a side effect), recorded
+    and served back on replay.
+    """
+
+    CHECKPOINT = "checkpoint"
+    """A named state of the agent that a fork may override."""
+
+
+class ReplayToolEffectValues(str, Enum):
+    """Values of ``replay.tool.effect`` (:data:`REPLAY_TOOL_EFFECT`)."""
+
+    READ = "read"
+    """The tool only reads; a fork may run it live."""
+
+    WRITE = "write"
+    """The tool has side effects; replay never runs it unless allowed."""

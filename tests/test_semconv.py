@@ -31,10 +31,15 @@ DESIGN_ATTRIBUTES = {
     "replay.seed": "int",
     "replay.code.dirty": "bool",
     "replay.mode": "string",
+    "replay.step.kind": "string",
+    "replay.tool.effect": "string",
+    "replay.parent.run.id": "string",
+    "replay.fork.step": "int",
+    "replay.failure.category": "string",
+    "replay.failure.severity": "string",
 }
 # Declared beyond the table: payload details and the inline bodies.
 EXTRA_ATTRIBUTES = {
-    "replay.step.kind": "string",
     "replay.request.size": "int",
     "replay.response.size": "int",
     "replay.response.complete": "bool",
@@ -47,7 +52,17 @@ EXTRA_ATTRIBUTES = {
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],
-    "replay.step.kind": ["llm", "http", "tool"],
+    "replay.step.kind": ["llm", "http", "tool", "value", "checkpoint"],
+    "replay.tool.effect": ["read", "write"],
+    "replay.failure.category": [
+        "contract_violation",
+        "environment_drift",
+        "model_hallucination",
+        "tool_exhaustion",
+        "retry_overflow",
+        "replay_mismatch",
+    ],
+    "replay.failure.severity": ["critical", "error", "warning"],
 }
 
 SIMPLE_TYPES = {"string", "int", "double", "boolean", "any"} | {
@@ -253,6 +268,19 @@ def test_enums_and_all():
     assert issubclass(generated.ReplayStepKindValues, str)
     assert issubclass(generated.ReplayStepKindValues, enum.Enum)
     exported = {gen.constant_name(k) for k in _raw_attributes()}
-    exported |= {"ReplayModeValues", "ReplayStepKindValues"}
+    exported |= {
+        "ReplayModeValues",
+        "ReplayStepKindValues",
+        "ReplayToolEffectValues",
+        "ReplayFailureCategoryValues",
+        "ReplayFailureSeverityValues",
+    }
+    assert [m.value for m in generated.ReplayToolEffectValues] == ENUMS["replay.tool.effect"]
+    assert [m.value for m in generated.ReplayFailureCategoryValues] == ENUMS[
+        "replay.failure.category"
+    ]
+    assert [m.value for m in generated.ReplayFailureSeverityValues] == ENUMS[
+        "replay.failure.severity"
+    ]
     assert set(generated.__all__) == exported
     assert len(generated.__all__) == len(exported)
