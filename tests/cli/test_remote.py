@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def _record(bucket: Bucket, cache: Path) -> list[tuple[bytes, bytes]]:
     with Store.open(url, storage_options=options, cache_dir=cache) as store:
         for index, (request, response) in enumerate(pairs):
             store.put(
-                [fixture(RUN, index, request, response)],
+                [replace(fixture(RUN, index, request, response), model="gpt-test")],
                 [span(RUN, index, **{"gen_ai.request.model": "gpt-test"})],
             )
             store.flush()
