@@ -21,6 +21,7 @@ from otel_replay import __version__
 from otel_replay.cli._common import CliError
 from otel_replay.cli._gc import gc
 from otel_replay.cli._import import import_
+from otel_replay.cli._migrate import migrate
 from otel_replay.cli._pin import pin
 from otel_replay.cli._replay import replay
 from otel_replay.cli._runs import runs
@@ -89,7 +90,7 @@ def cli() -> None:
     """
 
 
-for _command in (runs, show, replay, verify, gc, pin, import_):
+for _command in (runs, show, replay, verify, gc, pin, import_, migrate):
     cli.add_command(_command)
 
 
