@@ -202,7 +202,7 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
                 located = _rows.pack_objects(conn, name)
             if any(digest in mark.live for digest, _ in located):
                 continue
-            if not located and now - mtime < GRACE_S:
+            if not located and now - mtime < GRACE_S and not _rows.pack_known(conn, name):
                 continue  # not indexed yet: a writer may not have committed it
             ctx.backend.delete(rel)
             with ctx.index.transaction() as tx:
@@ -430,7 +430,10 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     names = _candidates(ctx, listing, None)
     if names:
         _repack(ctx, names, None, None)
-        _drop_moved(ctx, names)
+    # Indexed packs that locate nothing hold only copies (two writers raced to store the
+    # same objects): they go with the repacked ones.
+    listed = [n for rel in listing.packs if (n := parse_pack_path(rel)) is not None]
+    _drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
     if progress:
         progress(1, 2)
     merged = _merge_records(ctx, None, None)

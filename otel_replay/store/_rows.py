@@ -114,6 +114,11 @@ def pack_objects(conn: sqlite3.Connection, name: str) -> list[tuple[bytes, int]]
     return [(bytes(r[0]), r[1]) for r in rows]
 
 
+def pack_known(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the index lists pack ``name`` (its writer committed it)."""
+    return conn.execute("SELECT 1 FROM packs WHERE name = ?", (name,)).fetchone() is not None
+
+
 def drop_pack(conn: sqlite3.Connection, name: str) -> None:
     """Forget a pack and the objects indexed in it."""
     row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()

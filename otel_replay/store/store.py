@@ -157,7 +157,11 @@ class Store:
             sync(store._index, local)
             return store
         ensure_format(local, create=create)
-        return cls(local, Index(local.root / INDEX_FILE), policy)
+        lost_index = not (local.root / INDEX_FILE).exists()
+        store = cls(local, Index(local.root / INDEX_FILE), policy)
+        if lost_index:  # a store whose index was deleted: its files say everything
+            store.refresh()
+        return store
 
     @classmethod
     def rebuild(
