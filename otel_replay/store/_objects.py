@@ -153,12 +153,13 @@ class Batch:
             parts: list[bytes | tuple[bytes]] = []
             chunks: dict[bytes, bytes] = {}
             pos = 0
-            for start, end in ranges:
+            for start, end, known in ranges:
                 if start > pos:
                     parts.append(data[pos:start])
                 chunk = data[start:end]
-                self.recent.learn(chunk)
-                chunk_digest = hashlib.sha256(chunk).digest()
+                chunk_digest = known or hashlib.sha256(chunk).digest()
+                if known is None:
+                    self.recent.learn(chunk, chunk_digest)
                 chunks[chunk_digest] = chunk
                 parts.append((chunk_digest,))
                 pos = end

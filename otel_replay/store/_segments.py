@@ -174,7 +174,9 @@ def _element_end(buf: bytes, pos: int, shapes: Shapes | None) -> int:
     return end
 
 
-_Found = list[tuple[int, int]]
+_Found = list[tuple[int, int, bytes | None]]
+"""Ranges ``(start, end, digest)``: the digest (sha256) when the element is a remembered
+segment, else None."""
 
 
 RECENT_HEAD = 64
@@ -187,40 +189,41 @@ class Recent:
     A conversation's next request re-sends the elements of the previous one byte for byte:
     an element that starts with the exact bytes of a remembered segment is that segment
     (a JSON value that opens with ``{``, ``[`` or ``"`` ends where its bytes end), so the
-    scanner jumps over it instead of walking its strings. Holds at most ``limit`` bytes,
-    the oldest forgotten first.
+    scanner jumps over it instead of walking its strings, and its digest is known without
+    hashing it again. Holds at most ``limit`` bytes, the oldest forgotten first.
     """
 
     __slots__ = ("_bytes", "_heads", "_limit", "_order")
 
     def __init__(self, limit: int = 8 << 20) -> None:
-        self._heads: dict[bytes, list[bytes]] = {}
+        self._heads: dict[bytes, dict[bytes, bytes]] = {}
         self._order: deque[bytes] = deque()
         self._bytes = 0
         self._limit = limit
 
-    def end(self, buf: bytes, pos: int) -> int | None:
-        """The end of the element at ``pos`` when it is a remembered segment, else None."""
-        for segment in self._heads.get(buf[pos : pos + RECENT_HEAD], ()):
+    def find(self, buf: bytes, pos: int) -> tuple[int, bytes] | None:
+        """``(end, digest)`` of the element at ``pos`` when it is a remembered segment."""
+        for segment, digest in self._heads.get(buf[pos : pos + RECENT_HEAD], {}).items():
             if buf.startswith(segment, pos):
-                return pos + len(segment)
+                return pos + len(segment), digest
         return None
 
-    def learn(self, segment: bytes) -> None:
-        """Remember ``segment`` (one that opens a JSON value that ends with its bytes)."""
+    def learn(self, segment: bytes, digest: bytes) -> None:
+        """Remember ``segment`` and its sha256 (a segment that opens a JSON value, which
+        ends with its bytes)."""
         if segment[:1] not in (b"{", b"[", b'"'):
             return
-        known = self._heads.setdefault(segment[:RECENT_HEAD], [])
+        known = self._heads.setdefault(segment[:RECENT_HEAD], {})
         if segment in known:
             return
-        known.append(segment)
+        known[segment] = digest
         self._order.append(segment)
         self._bytes += len(segment)
         while self._bytes > self._limit:
             old = self._order.popleft()
             self._bytes -= len(old)
             others = self._heads[old[:RECENT_HEAD]]
-            others.remove(old)
+            del others[old]
             if not others:
                 del self._heads[old[:RECENT_HEAD]]
 
@@ -234,10 +237,13 @@ def _elements(
     if buf[pos] == 0x5D:  # ]
         return pos + 1
     while True:
-        end = recent.end(buf, pos) if recent is not None else None
-        if end is None:
+        known = recent.find(buf, pos) if recent is not None else None
+        if known is None:
             end = _element_end(buf, pos, shapes)
-        out.append((pos, end))
+            out.append((pos, end, None))
+        else:
+            end = known[0]
+            out.append((pos, end, known[1]))
         pos = _ws(buf, end)
         sep = buf[pos]
         if sep == 0x5D:  # ]
@@ -278,8 +284,9 @@ def _members(
 
 def split(
     body: bytes, shapes: Shapes | None = None, recent: Recent | None = None
-) -> list[tuple[int, int]]:
-    """Byte ranges ``(start, end)`` of the segments of ``body``, in order, non-overlapping.
+) -> list[tuple[int, int, bytes | None]]:
+    """Byte ranges ``(start, end, digest)`` of the segments of ``body``, in order,
+    non-overlapping (``digest``: the sha256 of a segment ``recent`` remembers, else None).
 
     Empty when the body is short, not JSON, malformed, or has nothing worth splitting; the
     caller then stores it whole. Everything outside the ranges is the body's skeleton.
