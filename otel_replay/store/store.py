@@ -20,7 +20,7 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import _gc, _rows, _verify
+from otel_replay.store import _gc, _repack, _rows, _verify
 from otel_replay.store._format import INDEX_FILE, LOCK_FILE, ensure_format, pin_path
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
 from otel_replay.store._gc import Retention
@@ -275,7 +275,7 @@ class Store:
         the number of files merged."""
         with self._lock:
             self._check_writable()
-            return _gc.compact(self._gc_context(), progress=progress)
+            return _repack.compact(self._gc_context(), progress=progress)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -412,8 +412,8 @@ class Store:
         :attr:`VerifyProblem.damage` tells damage from a notice."""
         return _verify.verify(self._index, self._backend, self._reader, progress)
 
-    def _gc_context(self) -> _gc.Context:
-        return _gc.Context(
+    def _gc_context(self) -> _repack.Context:
+        return _repack.Context(
             backend=self._backend,
             index=self._index,
             reader=self._reader,
@@ -463,7 +463,7 @@ class Store:
                         self._pending.ends[end.run_id] = end
                     self.flush()
                     deadline = None if timeout is None else time.monotonic() + timeout
-                    _gc.merge_session(self._gc_context(), self._session, deadline)
+                    _repack.merge_session(self._gc_context(), self._session, deadline)
             finally:
                 self._closed = True
                 self._index.close()
