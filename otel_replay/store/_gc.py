@@ -9,7 +9,7 @@ expired. ``gc`` then, as git gc and restic prune do:
 2. *marks* every object a remaining run references (its records' bodies and span strings, and
    what their manifests reference), read from the record files themselves, not the index;
 3. *repacks*: the live objects of packs that are mostly dead or small are copied into new
-   packs at a high zstd level (memory bounded by :data:`GROUP_BYTES`) and indexed there;
+   packs at a high zstd level, in bounded memory (``_repack``), and indexed there;
 4. *sweeps*, holding the store lock alone (local stores), so no flush is between deciding an
    object is stored and committing its record: it marks again what records appeared since
    step 2, then deletes each pack that locates no live object. An object no one references
