@@ -28,19 +28,44 @@ def text(rng: random.Random, size: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(max(1, size // 6)))
 
 
-def iter_chat(seed: int = 0) -> Iterator[tuple[bytes, bytes]]:
-    """(request, response) bodies of an endless chat whose requests re-send the history."""
-    rng = random.Random(seed)
-    system = {"role": "system", "content": text(rng, 600)}
+SHARED_SEED = 4242
+"""The seed of the system prompt and tool list every ``shared`` chat sends."""
+
+
+def _prompt(rng: random.Random, system_size: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    system = {"role": "system", "content": text(rng, system_size)}
     tools = [
         {"type": "function", "function": {"name": f"tool_{n}", "description": text(rng, 200)}}
         for n in range(3)
     ]
+    return system, tools
+
+
+def shared_system() -> bytes:
+    """The exact bytes of the system message every ``shared`` chat sends (about 4 KB)."""
+    system, _ = _prompt(random.Random(SHARED_SEED), 4000)
+    return json.dumps(system, separators=(",", ":")).encode()
+
+
+def iter_chat(
+    seed: int = 0, *, shared: bool = False, extra: dict[str, Any] | None = None
+) -> Iterator[tuple[bytes, bytes]]:
+    """(request, response) bodies of an endless chat whose requests re-send the history.
+
+    ``shared``: the system prompt (:func:`shared_system`) and tool list are the same for every
+    seed, as an agent's are across its runs. ``extra`` keys go into every request.
+    """
+    rng = random.Random(seed)
+    if shared:
+        system, tools = _prompt(random.Random(SHARED_SEED), 4000)
+    else:
+        system, tools = _prompt(rng, 600)
     history: list[dict[str, Any]] = [system]
     while True:
         history.append({"role": "user", "content": text(rng, rng.randint(200, 800))})
         request = json.dumps(
-            {"model": "gpt-test", "messages": history, "tools": tools}, separators=(",", ":")
+            {"model": "gpt-test", **(extra or {}), "messages": history, "tools": tools},
+            separators=(",", ":"),
         ).encode()
         answer = text(rng, rng.randint(200, 800))
         response = json.dumps(
@@ -51,9 +76,11 @@ def iter_chat(seed: int = 0) -> Iterator[tuple[bytes, bytes]]:
         history = [*history, {"role": "assistant", "content": answer}]
 
 
-def chat_bodies(turns: int, seed: int = 0) -> list[tuple[bytes, bytes]]:
+def chat_bodies(
+    turns: int, seed: int = 0, *, shared: bool = False, extra: dict[str, Any] | None = None
+) -> list[tuple[bytes, bytes]]:
     """The first ``turns`` (request, response) pairs of :func:`iter_chat`."""
-    return list(itertools.islice(iter_chat(seed), turns))
+    return list(itertools.islice(iter_chat(seed, shared=shared, extra=extra), turns))
 
 
 def fixture(

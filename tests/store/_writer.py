@@ -1,24 +1,42 @@
 """A recording process for concurrency and crash tests.
 
-    python -m tests.store._writer STORE RUN_ID STEPS
+    python -m tests.store._writer STORE RUN_ID STEPS [--shared] [--pid]
 
-Records ``STEPS`` steps of a chat (bodies from ``chat_bodies(STEPS, seed)``, seed derived
-from the run id), flushing after each and printing ``flushed <index>`` once the flush returned.
+Records ``STEPS`` steps of a chat (bodies from :func:`bodies`), flushing after each and
+printing ``flushed <index>`` once the flush returned, then closes the store and prints
+``closed``. ``--shared``: the chat sends the shared system prompt and tools of
+``_data.shared_system``. ``--pid``: every request names this process (``"pid": <pid>``), so a
+test can tell which process recorded a step. ``--go FILE``: print ``ready`` once the store is
+open, then wait for FILE to exist, so several writers flush their first step at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import sys
+import time
 import zlib
+from collections.abc import Iterator
 
 from otel_replay.store import Store
-from tests.store._data import chat_bodies, fixture, iter_chat, span
+from tests.store._data import fixture, iter_chat, span
 
 
-def bodies(run_id: str, steps: int) -> list[tuple[bytes, bytes]]:
+def iter_bodies(
+    run_id: str, *, shared: bool = False, pid: int | None = None
+) -> Iterator[tuple[bytes, bytes]]:
+    """The bodies the writer records for ``run_id``, in order (endless)."""
+    extra = None if pid is None else {"pid": pid}
+    return iter_chat(zlib.crc32(run_id.encode()), shared=shared, extra=extra)
+
+
+def bodies(
+    run_id: str, steps: int, *, shared: bool = False, pid: int | None = None
+) -> list[tuple[bytes, bytes]]:
     """The first ``steps`` bodies the writer records for ``run_id``."""
-    return chat_bodies(steps, seed=zlib.crc32(run_id.encode()))
+    return list(itertools.islice(iter_bodies(run_id, shared=shared, pid=pid), steps))
 
 
 def main() -> None:
@@ -26,10 +44,18 @@ def main() -> None:
     parser.add_argument("store")
     parser.add_argument("run_id")
     parser.add_argument("steps", type=int)
+    parser.add_argument("--shared", action="store_true")
+    parser.add_argument("--pid", action="store_true")
+    parser.add_argument("--go", help="wait for this file to exist before the first step")
     args = parser.parse_args()
     store = Store.open(args.store)
-    chat = iter_chat(zlib.crc32(args.run_id.encode()))
-    for index, (request, response) in zip(range(args.steps), chat, strict=False):
+    if args.go:
+        print("ready", flush=True)
+        while not os.path.exists(args.go):
+            time.sleep(0.001)
+    pid = os.getpid() if args.pid else None
+    pairs = iter_bodies(args.run_id, shared=args.shared, pid=pid)
+    for index, (request, response) in zip(range(args.steps), pairs, strict=False):
         store.put([fixture(args.run_id, index, request, response)], [span(args.run_id, index)])
         store.flush()
         print(f"flushed {index}", flush=True)

@@ -155,16 +155,40 @@ def test_rebuild_keeps_every_step_whose_bodies_are_readable(tmp_path: Path) -> N
         assert ("pack", str(packs[2].relative_to(copy))) in [(p.kind, p.path) for p in problems]
 
 
-def test_an_unknown_format_version_is_refused_with_a_hint(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (
+            1,
+            r"is format version 1, a pre-release layout; this otel-replay reads version 3 only\. "
+            r"Record into a new store \(nothing was changed\)$",
+        ),
+        (
+            2,
+            r"is format version 2; this otel-replay reads version 3\. Convert it with "
+            r"`otel-replay migrate` \(nothing was changed\)$",
+        ),
+        (
+            4,
+            r"is format version 4; this otel-replay reads version 3\. Upgrade otel-replay to "
+            r"read it \(nothing was changed\)$",
+        ),
+        (99, r"is format version 99; this otel-replay reads version 3\. Upgrade"),
+    ],
+)
+def test_another_format_version_is_refused_with_its_hint(
+    tmp_path: Path, version: int, message: str
+) -> None:
+    assert FORMAT_VERSION == 3
     root = tmp_path / "s"
     _recorded(root, turns=1)
-    (root / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": 99}))
+    (root / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": version}))
     before = _snapshot(root)
-    expected = rf"version 99.*reads version {FORMAT_VERSION}.*Upgrade"
-    with pytest.raises(StoreFormatError, match=expected) as info:
-        Store.open(root)
-    assert str(root / "FORMAT") in str(info.value)
-    assert _snapshot(root) == before
+    for attempt in (Store.open, Store.rebuild):
+        with pytest.raises(StoreFormatError, match=message) as info:
+            attempt(root)
+        assert str(info.value).startswith(f"{root / 'FORMAT'} is format version {version}")
+        assert _snapshot(root) == before  # the index is not even set aside
 
 
 @pytest.mark.parametrize(

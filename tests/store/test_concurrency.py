@@ -85,3 +85,47 @@ def test_readers_beside_a_writer_thread(tmp_path: Path) -> None:
             thread.join(timeout=60)
         assert errors == []
         assert store.run("live").step_count == 40
+
+
+def test_threads_writing_into_one_store_and_into_two(tmp_path: Path) -> None:
+    """Threads share one open store (one recording) or each open their own (two recordings of
+    one id become two runs); every step comes back from the thread that wrote it."""
+    root = tmp_path / "s"
+    shared = Store.open(root)
+    errors: list[BaseException] = []
+
+    def record(store: Store, run_id: str, seed: int) -> None:
+        try:
+            for index, (request, response) in enumerate(chat_bodies(15, seed)):
+                store.put([fixture(run_id, index, request, response)])
+                store.flush()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    own = [Store.open(root) for _ in range(2)]
+    jobs = [(shared, f"t-{n}", n) for n in range(4)]
+    jobs += [(store, "twice", 10 + n) for n, store in enumerate(own)]
+    threads = [threading.Thread(target=record, args=job) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for store in (shared, *own):
+        store.close()
+    assert errors == []
+    with Store.open(root) as store:
+        runs = {r.run_id: r for r in store.runs()}
+        assert sorted(runs) == ["t-0", "t-1", "t-2", "t-3", "twice", "twice@2"]
+        for n in range(4):
+            assert [store.request_body(s) for s in store.steps(f"t-{n}")] == [
+                q for q, _ in chat_bodies(15, n)
+            ]
+        seeds = {store.request_body(("twice", 0)), store.request_body(("twice@2", 0))}
+        assert seeds == {chat_bodies(1, 10)[0][0], chat_bodies(1, 11)[0][0]}
+        for name in ("twice", "twice@2"):
+            seed = 10 if store.request_body((name, 0)) == chat_bodies(1, 10)[0][0] else 11
+            assert [store.response_body(s) for s in store.steps(name)] == [
+                r for _, r in chat_bodies(15, seed)
+            ]
+        assert all(run.status == "ok" for run in runs.values())
+        assert store.verify() == []

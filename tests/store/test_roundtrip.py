@@ -6,14 +6,15 @@ import itertools
 import json
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from otel_replay.step import RunFacts
-from otel_replay.store import Store
-from tests.store._data import chat_bodies, fixture, span
+from otel_replay.step import RunEnd, RunFacts, Step
+from otel_replay.store import RunInfo, Store
+from tests.store._data import chat_bodies, fixture, span, tag
 
 
 def _store_bytes(root: Path) -> int:
@@ -217,3 +218,180 @@ def test_what_a_record_leaves_out_comes_back(tmp_path: Path, change: dict[str, A
         store.flush()
     with Store.rebuild(tmp_path / "s") as store:
         assert store.fixture(("run-c", 0)) == given
+
+
+def _sse(events: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """A server-sent events body and the chunks it arrived in (one per event)."""
+    parts = [
+        ("data: " + json.dumps({"choices": [{"delta": {"content": f"tok{n} "}}]}) + "\n\n").encode()
+        for n in range(events)
+    ]
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts), [(len(part), 1_000_000 * (n + 1)) for n, part in enumerate(parts)]
+
+
+def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
+    facts = RunFacts("run-f", mode="fork", seed=-3, commit="0" * 40, code_dirty=False, start_ns=11)
+    request = json.dumps({"model": "gpt-x", "stream": True, "messages": [{"role": "user"}]})
+    streamed, chunks = _sse(40)
+    steps = [
+        Step(
+            run_id="run-f",
+            step_index=0,
+            trace_id=(1 << 128) - 1,
+            span_id=(1 << 64) - 1,
+            kind="llm",
+            method="POST",
+            url="https://api.example.test/v1/chat/completions?x=1&y=%20",
+            request_headers=[("Content-Type", "application/json"), ("X-A", "1"), ("x-a", "2")],
+            request_body=request.encode(),
+            request_hash=tag(request.encode()),
+            status_code=200,
+            response_headers=[("content-type", "text/event-stream"), ("set-cookie", "a=\u00e9")],
+            response_body=streamed,
+            response_hash=tag(streamed),
+            chunks=chunks,
+            complete=True,
+            start_ns=1_700_000_000_000_000_001,
+            end_ns=1_700_000_000_900_000_002,
+            provider="openai",
+            model="gpt-x",
+            tokens_in=12,
+            tokens_out=40,
+            run=facts,
+        ),
+        Step(
+            run_id="run-f",
+            step_index=7,  # indexes need not be dense
+            trace_id=1,
+            span_id=2,
+            kind="http",
+            method="GET",
+            url="http://localhost:1/",
+            request_headers=[],
+            request_body=b"",
+            request_hash=tag(b""),
+            error_type="httpx.ConnectError",
+            start_ns=1_700_000_001_000_000_000,
+            end_ns=1_700_000_001_000_000_000,
+            run=facts,
+        ),
+    ]
+    with Store.open(tmp_path / "s") as store:
+        store.put(steps)
+        store.flush()
+    for opened in (Store.open(tmp_path / "s"), Store.rebuild(tmp_path / "s")):
+        with opened as store:
+            for step in steps:
+                # A fixture comes back without its run's facts: those are the run's (below).
+                assert store.fixture(("run-f", step.step_index)) == replace(step, run=None)
+            info = store.step("run-f", 0)
+            assert (info.provider, info.model, info.tokens_in, info.tokens_out) == (
+                "openai",
+                "gpt-x",
+                12,
+                40,
+            )
+            assert (info.request_size, info.response_size) == (len(request), len(streamed))
+            assert (info.trace_id, info.span_id) == ((1 << 128) - 1, (1 << 64) - 1)
+            failed = store.step("run-f", 7)
+            assert (failed.status_code, failed.response_hash, failed.error_type) == (
+                None,
+                None,
+                "httpx.ConnectError",
+            )
+            run = store.run("run-f")
+            assert run == RunInfo(
+                run_id="run-f",
+                recorded_id="run-f",
+                recording=1,
+                mode="fork",
+                start_ns=11,
+                end_ns=steps[1].end_ns,  # close ends the run at its last step's end
+                status="error",  # one step failed
+                error_type=None,
+                error_steps=1,
+                commit="0" * 40,
+                code_dirty=False,
+                seed=-3,
+                step_count=2,
+                tokens_in=12,
+                tokens_out=40,
+                bytes=len(request) + len(streamed),
+                pinned=False,
+                models=("gpt-x",),
+            )
+
+
+def test_spans_with_lone_surrogates_come_back_as_given(tmp_path: Path) -> None:
+    """Strings decoded from bytes that are not UTF-8 (surrogateescape) are kept as they are,
+    short ones in the record and long ones (stored as bodies) alike."""
+    given = span(
+        "run-s",
+        0,
+        short="caf\udce9",
+        long="\udce9\u00e9" * 700,  # over 1 KB: stored as a body
+        high="\ud800" + "z" * 1100,
+        nested={"list": ["\udcff", {"k\udc80": "v"}]},
+    )
+    given["events"] = [{"name": "ev\udce9", "attributes": {"big": "\udc00" * 600}}]
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("run-s", 0, b"q", b"a")], [given])
+        store.flush()
+        assert store.spans("run-s") == [given]
+    with Store.rebuild(tmp_path / "s") as store:
+        assert store.spans("run-s") == [given]
+        assert store.verify() == []
+
+
+def test_runs_are_incomplete_until_their_recorder_ends_them(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = Store.open(root)
+    for run_id in ("fine", "raised", "step-failed", "ended-early"):
+        store.put([fixture(run_id, 0, b"q", b"a")])
+    store.put([fixture("step-failed", 1, b"q2", None, error_type="ReadTimeout")])
+    store.end_run(RunEnd("raised", 1_800_000_000 * 10**9, "ValueError"))
+    store.end_run(RunEnd("ended-early", 1_750_000_000 * 10**9))
+    store.flush()
+    with Store.open(root) as reader:  # another process's view, before close
+        assert {r.run_id: r.status for r in reader.runs()} == {
+            "fine": "incomplete",
+            "raised": "error",
+            "step-failed": "incomplete",
+            "ended-early": "ok",
+        }
+        assert reader.run("raised").error_type == "ValueError"
+        assert reader.run("ended-early").end_ns == 1_750_000_000 * 10**9
+    store.close()
+    with Store.open(root) as reader:
+        assert {r.run_id: (r.status, r.error_steps) for r in reader.runs()} == {
+            "fine": ("ok", 0),
+            "raised": ("error", 0),
+            "step-failed": ("error", 1),
+            "ended-early": ("ok", 0),
+        }
+        assert reader.run("fine").end_ns == fixture("fine", 0, b"q").end_ns
+
+
+def test_a_second_recording_of_an_id_is_a_run_of_its_own(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    first, second = Store.open(root), Store.open(root)
+    first.put([fixture("same", 0, b"from first")])
+    first.flush()
+    second.put([fixture("same", 0, b"from second"), fixture("same", 1, b"more")])
+    second.flush()
+    first.put([fixture("same", 1, b"first again")])  # still its own run
+    first.close()
+    second.close()
+    with Store.open(root) as store:
+        assert [(r.run_id, r.recorded_id, r.recording) for r in store.runs()] == [
+            ("same", "same", 1),
+            ("same@2", "same", 2),
+        ]
+        assert [store.request_body(s) for s in store.steps("same")] == [
+            b"from first",
+            b"first again",
+        ]
+        assert [store.request_body(s) for s in store.steps("same@2")] == [b"from second", b"more"]
+    with Store.rebuild(root) as store:  # numbered by when each recording started
+        assert [store.request_body(s) for s in store.steps("same@2")] == [b"from second", b"more"]
