@@ -376,11 +376,13 @@ def test_runs_are_incomplete_until_their_recorder_ends_them(tmp_path: Path) -> N
 def test_a_second_recording_of_an_id_is_a_run_of_its_own(tmp_path: Path) -> None:
     root = tmp_path / "s"
     first, second = Store.open(root), Store.open(root)
-    first.put([fixture("same", 0, b"from first")])
+    first.put([fixture("same", 0, b"from first", start_ns=10)])
     first.flush()
-    second.put([fixture("same", 0, b"from second"), fixture("same", 1, b"more")])
+    second.put(
+        [fixture("same", n, q, start_ns=20) for n, q in enumerate([b"from second", b"more"])]
+    )
     second.flush()
-    first.put([fixture("same", 1, b"first again")])  # still its own run
+    first.put([fixture("same", 1, b"first again", start_ns=10)])  # still its own run
     first.close()
     second.close()
     with Store.open(root) as store:
