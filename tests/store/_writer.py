@@ -1,13 +1,13 @@
 """A recording process for concurrency and crash tests.
 
-    python -m tests.store._writer STORE RUN_ID STEPS [--shared] [--pid]
+    python -m tests.store._writer STORE RUN_ID STEPS [--shared] [--pid] [--go FILE]
 
-Records ``STEPS`` steps of a chat (bodies from :func:`bodies`), flushing after each and
-printing ``flushed <index>`` once the flush returned, then closes the store and prints
-``closed``. ``--shared``: the chat sends the shared system prompt and tools of
-``_data.shared_system``. ``--pid``: every request names this process (``"pid": <pid>``), so a
-test can tell which process recorded a step. ``--go FILE``: print ``ready`` once the store is
-open, then wait for FILE to exist, so several writers flush their first step at once.
+Records ``STEPS`` steps of a chat (bodies from :func:`bodies`; the steps happen now),
+flushing after each and printing ``flushed <index>`` once the flush returned, then closes the
+store and prints ``closed``. ``--shared``: the chat sends the shared system prompt and tools
+of ``_data.shared_system``. ``--pid``: every request names this process (``"pid": <pid>``),
+so a test can tell which process recorded a step. ``--go FILE``: print ``ready`` once the
+store is open, then wait for FILE to exist, so several processes start at once.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import subprocess
 import sys
 import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 from otel_replay.store import Store
 from tests.store._data import fixture, iter_chat, span
@@ -39,6 +41,20 @@ def bodies(
     return list(itertools.islice(iter_bodies(run_id, shared=shared, pid=pid), steps))
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn(store: Path, run_id: str, steps: int, *flags: str) -> subprocess.Popen[str]:
+    """Start a writer process (text pipes for its stdout and stderr)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.store._writer", str(store), run_id, str(steps), *flags],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("store")
@@ -56,7 +72,9 @@ def main() -> None:
     pid = os.getpid() if args.pid else None
     pairs = iter_bodies(args.run_id, shared=args.shared, pid=pid)
     for index, (request, response) in zip(range(args.steps), pairs, strict=False):
-        store.put([fixture(args.run_id, index, request, response)], [span(args.run_id, index)])
+        now = time.time_ns() - index * 10**9  # the fixture adds a second a step
+        step = fixture(args.run_id, index, request, response, start_ns=now)
+        store.put([step], [span(args.run_id, index)])
         store.flush()
         print(f"flushed {index}", flush=True)
     store.close()

@@ -2,35 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from otel_replay.store import Store
 from tests.store._data import chat_bodies, fixture
-from tests.store._writer import bodies
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _writer(store: Path, run_id: str, steps: int, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.store._writer", str(store), run_id, str(steps), *extra],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+from tests.store._writer import bodies, spawn
 
 
 def test_processes_recording_at_once(tmp_path: Path) -> None:
     store_path = tmp_path / "s"
     Store.open(store_path).close()  # created once; the writers race on everything else
     runs = {"run-1": 25, "run-2": 25, "run-3": 25}
-    procs = [_writer(store_path, run_id, steps) for run_id, steps in runs.items()]
-    procs.append(_writer(store_path, "run-1", 25))  # a second writer of the same run id
+    procs = [spawn(store_path, run_id, steps) for run_id, steps in runs.items()]
+    procs.append(spawn(store_path, "run-1", 25))  # a second writer of the same run id
     for proc in procs:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err

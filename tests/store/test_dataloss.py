@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
 import subprocess
 import sys
@@ -11,13 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from otel_replay.errors import StoreNotWritableError
+from otel_replay.errors import CorruptBlobError, StoreNotWritableError
 from otel_replay.store import Retention, Store
-from tests.store._data import chat_bodies, fixture, span
-from tests.store._writer import bodies
+from otel_replay.store._objects import manifest_refs
+from otel_replay.store._pack import KIND_MANIFEST
+from tests.store._data import chat_bodies, fixture, span, tag
+from tests.store._writer import bodies, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("otel-replay"))
+KEEP = Retention(ok_days=10**6, error_days=10**6)
+NONE = Retention(ok_days=0, error_days=0)
+DAY = 86_400.0
 
 HOSTILE_IDS = [
     "..",
@@ -37,10 +44,23 @@ def _listing(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
+def _store_files(root: Path) -> dict[str, bytes]:
+    """The store's files but its index (which gc may vacuum)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith("index.sqlite")
+    }
+
+
 def _record(store: Store, run_id: str, turns: int = 2, seed: int = 0) -> None:
     for index, (request, response) in enumerate(chat_bodies(turns, seed)):
         store.put([fixture(run_id, index, request, response)], [span(run_id, index)])
     store.flush()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], check=False, capture_output=True, text=True)
 
 
 def test_hostile_run_ids_stay_inside_the_store_and_gc_keeps_what_it_must(tmp_path: Path) -> None:
@@ -52,89 +72,138 @@ def test_hostile_run_ids_stay_inside_the_store_and_gc_keeps_what_it_must(tmp_pat
             _record(store, run_id, seed=n)
     new = _listing(tmp_path) - outside
     assert new and all(path == "inside" or path.startswith("inside/s") for path in new)
-    keep = Retention(ok_days=10**6, error_days=10**6)
-    with Store.open(root, retention=keep) as store:
+    recorded = _store_files(root)
+    with Store.open(root, retention=KEEP) as store:
         assert sorted(r.run_id for r in store.runs()) == sorted(HOSTILE_IDS)
         for n, run_id in enumerate(HOSTILE_IDS):
-            assert store.request_body((run_id, 1)) == chat_bodies(2, n)[1][0]
-            assert store.spans(run_id)[0]["attributes"]["replay.run.id"] == run_id
+            assert store.run(run_id).step_count == 2
+            for index, (request, response) in enumerate(chat_bodies(2, n)):
+                assert store.request_body((run_id, index)) == request
+                assert store.response_body((run_id, index)) == response
+            assert [s["attributes"]["replay.run.id"] for s in store.spans(run_id)] == [run_id] * 2
+        report = store.gc(now=time.time() + 30 * DAY)
+        assert (report.runs_removed, report.blobs_removed, report.files_removed) == ((), 0, 0)
         store.pin("..")
         store.pin("caf\udce9")
-        report = store.gc()
-        assert report.runs_removed == () and report.blobs_removed == 0
-    with Store.open(root, retention=Retention(ok_days=0, error_days=0)) as store:
-        report = store.gc(now=time.time() + 86_400)
+    assert _store_files(root).keys() - recorded.keys() == {
+        f"pins/{name}" for name in os.listdir(root / "pins")
+    }
+    assert {k: v for k, v in _store_files(root).items() if k in recorded} == recorded
+    with Store.open(root, retention=NONE) as store:
+        report = store.gc(now=time.time() + DAY)
         assert sorted(report.runs_removed) == sorted(set(HOSTILE_IDS) - {"..", "caf\udce9"})
         assert sorted(r.run_id for r in store.runs()) == sorted(["..", "caf\udce9"])
-        assert store.request_body(("..", 0)) == chat_bodies(2, 0)[0][0]
+        assert store.request_body(("..", 1)) == chat_bodies(2, 0)[1][0]
+        assert store.request_body(("caf\udce9", 1)) == chat_bodies(2, 7)[1][0]
         assert [p for p in store.verify() if p.damage] == []
+    assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
     with Store.rebuild(root) as store:  # the ids come back from the records, pins and all
         assert {(r.run_id, r.pinned) for r in store.runs()} == {("..", True), ("caf\udce9", True)}
 
 
-def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
-    lines = []
-    for n, run_id in enumerate(["..", "a/../../x", "x\x00y", "line\nbreak"]):
-        attrs = [
-            {"key": "replay.run.id", "value": {"stringValue": run_id}},
-            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
-            {"key": "gen_ai.provider.name", "value": {"stringValue": "openai"}},
-            {"key": "gen_ai.request.model", "value": {"stringValue": "m"}},
-            {
-                "key": "gen_ai.output.messages",
-                "value": {
-                    "stringValue": json.dumps(
-                        [{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]
-                    )
-                },
-            },
-            {"key": "replay.step.index", "value": {"intValue": "0"}},
-        ]
-        span_json = {
-            "traceId": f"{n + 1:032x}",
-            "spanId": f"{n + 1:016x}",
-            "name": "chat m",
-            "kind": 3,
-            "startTimeUnixNano": str(1_700_000_000 * 10**9),
-            "endTimeUnixNano": str(1_700_000_001 * 10**9),
-            "attributes": attrs,
+def _otlp_line(n: int, run_id: str, request: bytes, response: bytes) -> str:
+    """One OTLP JSON document holding an LLM step span with its bodies inline."""
+    attrs: dict[str, dict[str, str]] = {
+        "replay.run.id": {"stringValue": run_id},
+        "replay.step.index": {"intValue": "0"},
+        "replay.step.kind": {"stringValue": "llm"},
+        "gen_ai.operation.name": {"stringValue": "chat"},
+        "gen_ai.provider.name": {"stringValue": "openai"},
+        "gen_ai.request.model": {"stringValue": "m"},
+        "http.request.method": {"stringValue": "POST"},
+        "url.full": {"stringValue": "https://api.openai.com/v1/chat/completions"},
+        "replay.request.body": {"stringValue": request.decode()},
+        "replay.request.hash": {"stringValue": tag(request)},
+        "replay.response.body": {"stringValue": response.decode()},
+        "replay.response.hash": {"stringValue": tag(response)},
+        "replay.response.status_code": {"intValue": "200"},
+        "replay.response.content_type": {"stringValue": "application/json"},
+    }
+    span_json = {
+        "traceId": f"{n + 1:032x}",
+        "spanId": f"{n + 1:016x}",
+        "name": "chat m",
+        "kind": 3,
+        "startTimeUnixNano": str(time.time_ns()),
+        "endTimeUnixNano": str(time.time_ns() + 10**9),
+        "attributes": [{"key": key, "value": value} for key, value in attrs.items()],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span_json]}]}]})
+
+
+def _chat_step(n: int) -> tuple[bytes, bytes]:
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"q{n}"}]})
+    response = json.dumps(
+        {
+            "id": f"c{n}",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": f"a{n}"},
+                    "finish_reason": "stop",
+                }
+            ],
         }
-        lines.append(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span_json]}]}]}))
+    )
+    return request.encode(), response.encode()
+
+
+def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
+    ids = [run_id for run_id in HOSTILE_IDS if run_id != "caf\udce9"]
+    lines = [_otlp_line(n, run_id, *_chat_step(n)) for n, run_id in enumerate(ids)]
     source = tmp_path / "traces.jsonl"
     source.write_text("\n".join(lines) + "\n")
     root = tmp_path / "inside" / "s"
     root.parent.mkdir()
     outside = _listing(tmp_path)
-    done = subprocess.run(
-        [CLI, "import", str(source), "--store", str(root)],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    done = _cli("import", str(source), "--store", str(root))
     assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(f"{len(ids)} runs imported into {root}\n")
     assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
-    keep = Retention(ok_days=10**6, error_days=10**6)
-    with Store.open(root, create=False, retention=keep) as store:
-        assert sorted(r.run_id for r in store.runs()) == sorted(
-            ["..", "a/../../x", "x\x00y", "line\nbreak"]
-        )
-        store.gc()
-        assert len(store.runs()) == 4
+    recorded = _store_files(root)
+    with Store.open(root, create=False, retention=KEEP) as store:
+        assert sorted(r.run_id for r in store.runs()) == sorted(ids)
+        for n, run_id in enumerate(ids):
+            assert (store.request_body((run_id, 0)), store.response_body((run_id, 0))) == (
+                _chat_step(n)
+            )
+        report = store.gc()
+        assert (report.runs_removed, report.blobs_removed, report.files_removed) == ((), 0, 0)
+        assert len(store.runs()) == len(ids)
+        store.pin("..")
+        store.pin("a/../../x")
+    assert {k: v for k, v in _store_files(root).items() if k in recorded} == recorded
+    with Store.open(root, retention=NONE) as store:
+        report = store.gc(now=time.time() + DAY)
+        assert sorted(report.runs_removed) == sorted(set(ids) - {"..", "a/../../x"})
+        assert sorted(r.run_id for r in store.runs()) == ["..", "a/../../x"]
+        assert store.request_body(("a/../../x", 0)) == _chat_step(ids.index("a/../../x"))[0]
+        assert [p for p in store.verify() if p.damage] == []
+    assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
+
+
+def test_an_id_that_otlp_json_cannot_carry_is_refused_by_import(tmp_path: Path) -> None:
+    """A lone surrogate is not Unicode: an OTLP file naming such an id is refused whole, in one
+    line naming the line, and nothing is written."""
+    source = tmp_path / "traces.jsonl"
+    source.write_text(_otlp_line(0, "caf\udce9", *_chat_step(0)) + "\n")
+    before = _listing(tmp_path)
+    done = _cli("import", str(source), "--store", str(tmp_path / "s"))
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1 and f"{source}:1: invalid" in done.stderr
+    assert _listing(tmp_path) == before
 
 
 def test_four_processes_sharing_a_run_id_keep_four_runs(tmp_path: Path) -> None:
     root = tmp_path / "s"
     Store.open(root).close()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.store._writer", str(root), "shared", "100"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
+    go = tmp_path / "go"
+    procs = [spawn(root, "shared", 100, "--pid", "--go", str(go)) for _ in range(4)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    go.touch()
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
@@ -142,62 +211,198 @@ def test_four_processes_sharing_a_run_id_keep_four_runs(tmp_path: Path) -> None:
         runs = store.runs()
         assert sorted(r.run_id for r in runs) == ["shared", "shared@2", "shared@3", "shared@4"]
         assert [r.step_count for r in runs] == [100] * 4
-        assert {r.recorded_id for r in runs} == {"shared"}
-        expected = bodies("shared", 100)
+        assert {(r.recorded_id, r.status) for r in runs} == {("shared", "ok")}
+        pids = set()
         for run in runs:
-            assert [store.request_body(s) for s in store.steps(run.run_id)] == [
-                q for q, _ in expected
+            requests = [store.request_body(s) for s in store.steps(run.run_id)]
+            (pid,) = {json.loads(request)["pid"] for request in requests}  # one process a run
+            pids.add(pid)
+            expected = bodies("shared", 100, pid=pid)
+            assert requests == [q for q, _ in expected]
+            assert [store.response_body(s) for s in store.steps(run.run_id)] == [
+                r for _, r in expected
             ]
-        assert store.verify() == []
-
-
-def test_processes_writing_at_once_share_their_objects(tmp_path: Path) -> None:
-    alone = tmp_path / "alone"
-    with Store.open(alone) as store:
-        _record(store, "one", turns=12)
-    together = tmp_path / "together"
-    Store.open(together).close()
-    script = (
-        "import sys\n"
-        "from otel_replay.store import Store\n"
-        "from tests.store._data import chat_bodies, fixture, span\n"
-        "with Store.open(sys.argv[1]) as store:\n"
-        "    for index, (q, r) in enumerate(chat_bodies(12, 0)):\n"
-        "        store.put([fixture(sys.argv[2], index, q, r)], [span(sys.argv[2], index)])\n"
-        "        store.flush()\n"
-    )
-    procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(together), f"run-{n}"], cwd=ROOT)
-        for n in range(3)
-    ]
-    assert [proc.wait(timeout=120) for proc in procs] == [0, 0, 0]
-    with Store.open(together) as store:
-        store.compact()  # copies of an object two writers raced to store are merged away
-        assert len(store.runs()) == 3
-
-    def pack_bytes(root: Path) -> int:
-        return sum(p.stat().st_size for p in (root / "objects").rglob("*.pack"))
-
-    packs = list((together / "objects").rglob("*.pack"))
-    assert len(packs) == 1, packs
-    assert pack_bytes(together) < 1.2 * pack_bytes(alone)
+            assert len(store.spans(run.run_id)) == 100
+        assert pids == {proc.pid for proc in procs}
+        assert [p for p in store.verify() if p.damage] == []
 
 
 def test_a_deleted_index_is_rebuilt_from_the_files_on_open(tmp_path: Path) -> None:
     root = tmp_path / "s"
     with Store.open(root) as store:
-        _record(store, "a")
+        _record(store, "a", turns=3)
         _record(store, "b", seed=1)
+        store.put([fixture("c", 0, b"q", None, error_type="ConnectError")])
+        store.pin("b")
+    with Store.open(root) as store:
+        runs = store.runs()
+        assert [(r.run_id, r.status, r.pinned) for r in runs] == [
+            ("a", "ok", False),
+            ("b", "ok", True),
+            ("c", "error", False),
+        ]
     (root / "index.sqlite").unlink()
-    listed = subprocess.run(
-        [CLI, "runs", "--json", "--store", str(root)], check=False, capture_output=True, text=True
-    )
+    listed = _cli("runs", "--json", "--store", str(root))
     assert listed.returncode == 0, listed.stderr
-    assert sorted(r["run_id"] for r in json.loads(listed.stdout)) == ["a", "b"]
-    checked = subprocess.run(
-        [CLI, "verify", "--store", str(root)], check=False, capture_output=True, text=True
+    assert sorted((r["run_id"], r["step_count"]) for r in json.loads(listed.stdout)) == [
+        ("a", 3),
+        ("b", 2),
+        ("c", 1),
+    ]
+    (root / "index.sqlite").unlink()
+    checked = _cli("verify", "--store", str(root))
+    assert checked.returncode == 0 and "3 runs, 6 steps" in checked.stdout
+    for opened in (Store.open, Store.rebuild):
+        (root / "index.sqlite").unlink()
+        with opened(root) as store:
+            assert store.runs() == runs  # statuses, facts and the pin too
+            for run_id, turns, seed in (("a", 3, 0), ("b", 2, 1)):
+                pairs = chat_bodies(turns, seed)
+                assert [store.request_body(s) for s in store.steps(run_id)] == [q for q, _ in pairs]
+                assert [store.response_body(s) for s in store.steps(run_id)] == [
+                    r for _, r in pairs
+                ]
+            assert len(store.spans("a")) == 3
+            assert store.verify() == []
+
+
+def test_a_writer_killed_before_its_index_commit_loses_nothing(tmp_path: Path) -> None:
+    """Its pack and record are published, the index never hears of them: verify names them as
+    unindexed (a notice), and a rebuild reads them."""
+    root = tmp_path / "s"
+    with Store.open(root) as store:
+        _record(store, "before", turns=2)
+    script = (
+        "import os, sys\n"
+        "from otel_replay.store import Store\n"
+        "from otel_replay.store._index import Index\n"
+        "from tests.store._data import chat_bodies, fixture\n"
+        "store = Store.open(sys.argv[1])\n"
+        "store.put([fixture('cut', n, q, r) for n, (q, r) in enumerate(chat_bodies(3, 5))])\n"
+        "Index.transaction = lambda self: os._exit(9)  # dies after publishing its files\n"
+        "store.flush()\n"
     )
-    assert checked.returncode == 0 and "2 runs, 4 steps" in checked.stdout
+    done = subprocess.run([sys.executable, "-c", script, str(root)], cwd=ROOT, check=False)
+    assert done.returncode == 9
+    with Store.open(root) as store:
+        assert [r.run_id for r in store.runs()] == ["before"]
+        problems = store.verify()
+        assert all(not p.damage for p in problems)
+        unindexed = sorted(p.path or "" for p in problems if p.kind == "unindexed")
+        assert len(unindexed) == 2
+        assert unindexed[0].startswith("objects/") and unindexed[0].endswith(".pack")
+        assert unindexed[1].startswith("runs/") and unindexed[1].endswith(".rec")
+    with Store.rebuild(root) as store:
+        assert [(r.run_id, r.status) for r in store.runs()] == [
+            ("before", "ok"),
+            ("cut", "incomplete"),
+        ]
+        assert [store.request_body(s) for s in store.steps("cut")] == [
+            q for q, _ in chat_bodies(3, 5)
+        ]
+        assert [p.kind for p in store.verify()] == ["incomplete"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="store bug: a rebuild numbers an id's recordings by start time, the writers by "
+    "commit order, and pins/ holds run names; the pin moves to the other recording",
+)
+def test_a_rebuild_keeps_the_names_and_pins_of_a_reused_ids_recordings(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    now = time.time_ns()
+    early, late = Store.open(root), Store.open(root)
+    # The recording that started first commits its first flush second (its call was slower).
+    late.put([fixture("same", 0, b"started second", start_ns=now)])
+    late.flush()
+    early.put([fixture("same", 0, b"started first", start_ns=now - 10**9)])
+    early.flush()
+    early.close()
+    late.close()
+    with Store.open(root) as store:
+        names = {r.run_id: store.request_body((r.run_id, 0)) for r in store.runs()}
+        assert names == {"same": b"started second", "same@2": b"started first"}
+        store.pin("same")
+    with Store.rebuild(root) as store:
+        assert {r.run_id: store.request_body((r.run_id, 0)) for r in store.runs()} == names
+        assert store.run("same").pinned and not store.run("same@2").pinned
+    with Store.open(root, retention=NONE) as store:
+        store.gc(now=time.time() + DAY)
+        assert [store.request_body((r.run_id, 0)) for r in store.runs()] == [b"started second"]
+
+
+def _frames_touched(store: Store, digest_tag: str | None) -> set[tuple[str, int]]:
+    """The (pack, frame offset) of every object a body is assembled from."""
+    if digest_tag is None:
+        return set()
+    touched: set[tuple[str, int]] = set()
+    todo = [bytes.fromhex(digest_tag[7:])]
+    while todo:
+        digest = todo.pop()
+        where = store._locate(digest)
+        assert where is not None
+        touched.add((where.pack, where.frame_offset))
+        kind, data = store._reader.raw(digest)
+        if kind == KIND_MANIFEST:
+            todo.extend(manifest_refs(data))
+    return touched
+
+
+def test_a_flipped_byte_in_a_frame_costs_only_the_bodies_that_use_the_frame(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "s"
+    rng = random.Random(3)
+    blobs = [(rng.randbytes(90_000), rng.randbytes(30_000)) for _ in range(12)]
+    chat = chat_bodies(12, seed=4)
+    with Store.open(root) as store:
+        store.put(fixture("blobs", n, q, r) for n, (q, r) in enumerate(blobs))
+        store.put(fixture("chat", n, q, r) for n, (q, r) in enumerate(chat))
+        store.flush()
+    expected = {"blobs": blobs, "chat": chat}
+    with Store.open(root) as store:
+        touched = {
+            (s.run_id, s.index): (
+                _frames_touched(store, s.request_hash),
+                _frames_touched(store, s.response_hash),
+            )
+            for run_id in expected
+            for s in store.steps(run_id)
+        }
+    frames = sorted({frame for pair in touched.values() for side in pair for frame in side})
+    (pack,) = {name for name, _ in frames}
+    assert len(frames) >= 4, frames
+    # A frame some steps use and others do not.
+    target = frames[len(frames) // 2]
+    pack_file = root / "objects" / pack[:2] / f"{pack}.pack"
+    data = bytearray(pack_file.read_bytes())
+    after = sorted(at for _, at in frames if at > target[1])
+    end = after[0] if after else len(data) - 100  # the table and footer are never touched
+    data[(target[1] + end) // 2] ^= 0x55
+    pack_file.write_bytes(bytes(data))
+    damaged = {key for key, (req, resp) in touched.items() if target in req | resp}
+    assert damaged and len(damaged) < len(touched)
+
+    with Store.rebuild(root) as store:
+        assert {r.run_id: r.step_count for r in store.runs()} == {"blobs": 12, "chat": 12}
+        for (run_id, index), (req, resp) in touched.items():
+            request, response = expected[run_id][index]
+            for frames_used, read, body in (
+                (req, store.request_body, request),
+                (resp, store.response_body, response),
+            ):
+                if target in frames_used:
+                    with pytest.raises(CorruptBlobError, match=rf"sha256:[0-9a-f]{{64}}.*{pack}"):
+                        read((run_id, index))
+                else:
+                    assert read((run_id, index)) == body
+            if (run_id, index) not in damaged:
+                assert store.fixture((run_id, index)).request_body == request
+        problems = store.verify()
+        rel = f"objects/{pack[:2]}/{pack}.pack"
+        assert any(p.kind == "pack" and p.path == rel for p in problems)
+        assert any(f"frame at byte {target[1]}" in p.message for p in problems)
+        assert {(p.run_id, p.step_index) for p in problems if p.kind == "body"} == damaged
 
 
 @pytest.mark.parametrize("with_index", [True, False])
@@ -205,43 +410,97 @@ def test_a_read_only_store_is_read(tmp_path: Path, with_index: bool) -> None:
     if shutil.which("unshare") is None:
         pytest.fail("unshare (util-linux) is needed for a read-only mount")
     root = tmp_path / "s"
+    pairs = chat_bodies(3)
     with Store.open(root) as store:
-        _record(store, "ro-run", turns=3)
+        for index, (request, response) in enumerate(pairs):
+            store.put([fixture("ro-run", index, request, response, kind="http")])
+        store.put([fixture("other", 0, b"q", b"a", error_type="E")])
     if not with_index:
         (root / "index.sqlite").unlink()
-    before = _listing(root)
+    before = _store_files(root)
+    check = (
+        "import sys; from otel_replay.store import Store; s = Store.open(sys.argv[1]); "
+        "body = sys.stdin.buffer.read(); "
+        "print(s.read_only, len(s.runs()), s.request_body(('ro-run', 2)) == body)"
+    )
     script = " && ".join(
         [
             f"mount --bind -o ro {root} {root}",
             f"{CLI} runs --json --store {root} > {tmp_path}/runs.json",
             f"{CLI} show ro-run --json --store {root} > {tmp_path}/show.json",
             f"{CLI} verify --store {root} > {tmp_path}/verify.txt",
-            f'{sys.executable} -c "import sys; from otel_replay.store import Store; '
-            f"s = Store.open('{root}'); print(s.read_only)\" > {tmp_path}/ro.txt",
+            f'{sys.executable} -c "{check}" {root} < {tmp_path}/body > {tmp_path}/ro.txt',
         ]
     )
+    (tmp_path / "body").write_bytes(pairs[2][0])
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", script], check=False, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert [r["run_id"] for r in json.loads((tmp_path / "runs.json").read_text())] == ["ro-run"]
-    assert len(json.loads((tmp_path / "show.json").read_text())["steps"]) == 3
-    assert "is intact: 1 run, 3 steps" in (tmp_path / "verify.txt").read_text()
-    assert (tmp_path / "ro.txt").read_text().strip() == "True"
-    assert _listing(root) == before
+    listed = json.loads((tmp_path / "runs.json").read_text())
+    assert sorted((r["run_id"], r["step_count"], r["status"]) for r in listed) == [
+        ("other", 1, "error"),
+        ("ro-run", 3, "ok"),
+    ]
+    shown = json.loads((tmp_path / "show.json").read_text())["steps"]
+    assert [step["request_body"] for step in shown] == [q.decode() for q, _ in pairs]
+    assert [step["response_body"] for step in shown] == [r.decode() for _, r in pairs]
+    assert "is intact: 2 runs, 4 steps" in (tmp_path / "verify.txt").read_text()
+    assert (tmp_path / "ro.txt").read_text() == "True 2 True\n"
+    assert _store_files(root) == before
+    assert (root / "index.sqlite").exists() == with_index
 
 
-def test_a_read_only_store_refuses_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_index", [True, False])
+def test_a_read_only_store_refuses_writes(tmp_path: Path, with_index: bool) -> None:
     root = tmp_path / "s"
     with Store.open(root) as store:
         _record(store, "w")
+    if not with_index:
+        (root / "index.sqlite").unlink()
     script = (
         f'mount --bind -o ro {root} {root} && {sys.executable} -c "'
         "from otel_replay.store import Store; from tests.store._data import fixture; "
-        f"s = Store.open('{root}'); s.put([fixture('x', 0, b'q', b'a')]); s.flush()\""
+        f"s = Store.open('{root}'); assert s.read_only; print(len(s.runs()), flush=True); "
+        "s.put([fixture('x', 0, b'q', b'a')]); s.flush()\""
     )
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", script], check=False, capture_output=True, text=True, cwd=ROOT
     )
-    assert done.returncode == 1 and StoreNotWritableError.__name__ in done.stderr
-    assert "read-only" in done.stderr
+    assert done.returncode == 1 and done.stdout == "1\n"
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"otel_replay.errors.{StoreNotWritableError.__name__}: ")
+    assert "read-only" in last
+
+
+def test_gc_keeps_what_a_recording_reuses_from_an_expired_run(tmp_path: Path) -> None:
+    """A writer reuses the system prompt of an expired run while gc removes that run: the
+    writer relies on the stored copy, so gc must keep it (or a copy of it)."""
+    root = tmp_path / "s"
+    old = time.time_ns() - int(40 * DAY * 1e9)
+    with Store.open(root) as store:
+        for index, (request, response) in enumerate(chat_bodies(3, 1, shared=True)):
+            store.put([fixture("old", index, request, response, start_ns=old)])
+    go = tmp_path / "go"
+    steps = 40
+    writer = spawn(root, "live", steps, "--shared", "--go", str(go))
+    assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+    removed: list[str] = []
+    gcs = 0
+    # The old run is long expired; the live one never is (while recording: it is recent and
+    # incomplete; once closed: a day has not passed).
+    with Store.open(root, retention=Retention(ok_days=1, error_days=1)) as store:
+        go.touch()
+        while writer.poll() is None:  # gc, again and again, while it records and closes
+            removed += store.gc().runs_removed
+            gcs += 1
+        out, err = writer.communicate()
+        assert writer.returncode == 0, err
+        assert out.endswith(f"flushed {steps - 1}\nclosed\n")
+        assert removed == ["old"] and gcs > 5
+    with Store.open(root, retention=KEEP) as store:
+        assert [(r.run_id, r.status) for r in store.runs()] == [("live", "ok")]
+        expected = bodies("live", steps, shared=True)
+        assert [store.request_body(s) for s in store.steps("live")] == [q for q, _ in expected]
+        assert [store.response_body(s) for s in store.steps("live")] == [r for _, r in expected]
+        assert store.verify() == []
