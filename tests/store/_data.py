@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import random
+import string
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,8 +33,18 @@ SHARED_SEED = 4242
 """The seed of the system prompt and tool list every ``shared`` chat sends."""
 
 
-def _prompt(rng: random.Random, system_size: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    system = {"role": "system", "content": text(rng, system_size)}
+def _letters(rng: random.Random, size: int) -> str:
+    """About ``size`` characters of made-up words: text that compresses like prose, not like
+    a forty-word vocabulary."""
+    words = ("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(size))
+    return " ".join(itertools.islice(words, size // 6))
+
+
+def _prompt(
+    rng: random.Random, system_size: int, *, prose: bool = False
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    content = _letters(rng, system_size) if prose else text(rng, system_size)
+    system = {"role": "system", "content": content}
     tools = [
         {"type": "function", "function": {"name": f"tool_{n}", "description": text(rng, 200)}}
         for n in range(3)
@@ -43,7 +54,7 @@ def _prompt(rng: random.Random, system_size: int) -> tuple[dict[str, Any], list[
 
 def shared_system() -> bytes:
     """The exact bytes of the system message every ``shared`` chat sends (about 4 KB)."""
-    system, _ = _prompt(random.Random(SHARED_SEED), 4000)
+    system, _ = _prompt(random.Random(SHARED_SEED), 4000, prose=True)
     return json.dumps(system, separators=(",", ":")).encode()
 
 
@@ -57,7 +68,7 @@ def iter_chat(
     """
     rng = random.Random(seed)
     if shared:
-        system, tools = _prompt(random.Random(SHARED_SEED), 4000)
+        system, tools = _prompt(random.Random(SHARED_SEED), 4000, prose=True)
     else:
         system, tools = _prompt(rng, 600)
     history: list[dict[str, Any]] = [system]
