@@ -371,7 +371,7 @@ def test_a_flipped_byte_in_a_frame_costs_only_the_bodies_that_use_the_frame(
         }
     frames = sorted({frame for pair in touched.values() for side in pair for frame in side})
     (pack,) = {name for name, _ in frames}
-    assert len(frames) >= 4, frames
+    assert len(frames) >= 2, frames
     # A frame some steps use and others do not.
     target = frames[len(frames) // 2]
     pack_file = root / "objects" / pack[:2] / f"{pack}.pack"
