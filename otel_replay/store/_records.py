@@ -31,6 +31,7 @@ __all__ = [
     "SPAN_STRING_MIN",
     "Record",
     "RecordError",
+    "RunName",
     "SpanEntry",
     "decode_records",
     "encode_record",
@@ -60,6 +61,16 @@ class SpanEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class RunName:
+    """The name a recording was given in the store (its run id, or ``<id>@<number>`` when
+    the id was taken), decided when it first flushed and carried by its records, so a
+    rebuild gives it the same name whatever order the files list in."""
+
+    name: str
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunEndFact:
     """A run's end as its record states it."""
 
@@ -79,6 +90,7 @@ class Record:
     steps: list[dict[str, Any]]
     spans: list[SpanEntry]
     end: RunEndFact | None
+    name: RunName | None = None
 
 
 def _id_value(run_id: str) -> Any:
@@ -232,6 +244,7 @@ def encode_record(
     steps: list[dict[str, Any]],
     spans: list[SpanEntry],
     end: RunEndFact | None,
+    name: RunName | None = None,
 ) -> bytes:
     """The JSON of one record."""
     value: dict[str, Any] = {
@@ -246,6 +259,8 @@ def encode_record(
         value["facts"] = _facts_value(facts)
     if end is not None:
         value["end"] = {"end_ns": end.end_ns, "error_type": end.error_type}
+    if name is not None:
+        value["name"] = {"name": _id_value(name.name), "number": name.number}
     return dumps(value)
 
 
@@ -349,9 +364,18 @@ def _decode(data: bytes) -> Record:
         end = RunEndFact(
             int(end_value.get("end_ns") or 0), error if isinstance(error, str) else None
         )
-    return Record(
-        run_id, recording, seq, _facts_from(run_id, value.get("facts")), steps, span_entries, end
-    )
+    facts = _facts_from(run_id, value.get("facts"))
+    return Record(run_id, recording, seq, facts, steps, span_entries, end, _name_from(value))
+
+
+def _name_from(value: dict[str, Any]) -> RunName | None:
+    given = value.get("name")
+    if not isinstance(given, dict) or type(given.get("number")) is not int:
+        return None
+    try:
+        return RunName(_id_from(given.get("name")), given["number"])
+    except (RecordError, ValueError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)

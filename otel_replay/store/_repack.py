@@ -208,10 +208,10 @@ def _drop_moved(ctx: Context, names: list[str]) -> None:
 
 
 def merge_session(ctx: Context, session: Session, deadline: float | None) -> None:
-    """At close: repack the packs one session wrote (two or more) at a high level, and merge
-    its record files, until ``deadline`` (``time.monotonic()``); whatever is left undone
-    stays valid as it is."""
-    if len(session.packs) > 1:
+    """At close: repack the packs one session wrote at a high level (so a store's size does
+    not depend on how often it was flushed), and merge its record files, until ``deadline``
+    (``time.monotonic()``); whatever is left undone stays valid as it is."""
+    if session.packs:
         repack(ctx, session.packs, None, deadline)
         _drop_moved(ctx, session.packs)
     merge_records(ctx, {run_id: s.records for run_id, s in session.runs.items()}, deadline)

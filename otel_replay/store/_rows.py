@@ -10,6 +10,7 @@ from typing import Any
 
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import Entry
+from otel_replay.store._records import RunName
 from otel_replay.store._types import RunInfo, RunStatus, StepInfo
 
 __all__ = [
@@ -129,48 +130,64 @@ def drop_pack(conn: sqlite3.Connection, name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class RunRow:
-    """A run's key columns: its row id and name."""
+    """A run's key columns: its row id, name and number among its id's recordings."""
 
     id: int
     name: str
+    number: int
 
 
 def ensure_run(
-    conn: sqlite3.Connection, run_id: str, recording: str, facts: RunFacts | None, where: str
+    conn: sqlite3.Connection,
+    run_id: str,
+    recording: str,
+    facts: RunFacts | None,
+    where: str,
+    claimed: RunName | None = None,
 ) -> RunRow:
-    """The run row of ``recording`` of ``run_id``, made when new: numbered after the id's
+    """The run row of ``recording`` of ``run_id``, made when new. It takes the name its
+    records ``claimed`` when that name is free; otherwise it is numbered after the id's
     earlier recordings and named ``<id>@<n>`` when the id is taken (logged once)."""
     key = id_param(run_id)
     row = conn.execute(
-        "SELECT id, name FROM runs WHERE run_id = ? AND recording = ?", (key, recording)
+        "SELECT id, name, number FROM runs WHERE run_id = ? AND recording = ?",
+        (key, recording),
     ).fetchone()
     if row is not None:
         if facts is not None:
             _set_facts(conn, row[0], facts)
-        return RunRow(row[0], _text(row[1]))
-    number = conn.execute(
-        "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE run_id = ?", (key,)
-    ).fetchone()[0]
-    name = run_id if number == 1 else f"{run_id}@{number}"
-    while conn.execute("SELECT 1 FROM runs WHERE name = ?", (id_param(name),)).fetchone():
-        number += 1
-        name = f"{run_id}@{number}"
+        return RunRow(row[0], _text(row[1]), row[2])
+    if claimed is not None and not _name_taken(conn, claimed.name):
+        name, number = claimed.name, claimed.number
+    else:
+        number = conn.execute(
+            "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE run_id = ?", (key,)
+        ).fetchone()[0]
+        name = run_id if number == 1 else f"{run_id}@{number}"
+        while _name_taken(conn, name):
+            number += 1
+            name = f"{run_id}@{number}"
+        if number > 1:
+            _log.warning(
+                "otel-replay: run id %r is already in the store at %s; this recording is "
+                "kept apart as run %r",
+                run_id,
+                where,
+                name,
+            )
     cursor = conn.execute(
         "INSERT INTO runs (name, run_id, recording, number) VALUES (?, ?, ?, ?)",
         (id_param(name), key, recording, number),
     )
     assert cursor.lastrowid is not None
-    if number > 1:
-        _log.warning(
-            "otel-replay: run id %r is already in the store at %s; this recording is kept "
-            "apart as run %r",
-            run_id,
-            where,
-            name,
-        )
     if facts is not None:
         _set_facts(conn, cursor.lastrowid, facts)
-    return RunRow(cursor.lastrowid, name)
+    return RunRow(cursor.lastrowid, name, number)
+
+
+def _name_taken(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM runs WHERE name = ?", (id_param(name),)).fetchone()
+    return row is not None
 
 
 def _set_facts(conn: sqlite3.Connection, run: int, facts: RunFacts) -> None:
@@ -245,6 +262,7 @@ SELECT runs.id, runs.name, runs.run_id, runs.number, runs.mode,
        COALESCE(SUM(steps.tokens_out), 0),
        COALESCE(SUM(steps.request_size + steps.response_size), 0), runs.pinned
 FROM runs LEFT JOIN steps ON steps.run = runs.id
+WHERE EXISTS (SELECT 1 FROM records WHERE records.run = runs.id)
 """
 
 
@@ -270,7 +288,7 @@ def _bound(pick: Any, *values: int | None) -> int:
 
 def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo]:
     """Every run (oldest first), or the one named ``name``."""
-    where = "" if name is None else "WHERE runs.name = ? "
+    where = "" if name is None else "AND runs.name = ? "
     params: tuple[object, ...] = () if name is None else (id_param(name),)
     rows = conn.execute(_RUN_QUERY + where + "GROUP BY runs.id", params).fetchall()
     infos = []
@@ -304,8 +322,10 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
 
 def run_row(conn: sqlite3.Connection, name: str) -> RunRow | None:
     """The row of the run named ``name``, or None."""
-    row = conn.execute("SELECT id, name FROM runs WHERE name = ?", (id_param(name),)).fetchone()
-    return None if row is None else RunRow(row[0], _text(row[1]))
+    row = conn.execute(
+        "SELECT id, name, number FROM runs WHERE name = ?", (id_param(name),)
+    ).fetchone()
+    return None if row is None else RunRow(row[0], _text(row[1]), row[2])
 
 
 def _step_info(name: str, r: Sequence[Any]) -> StepInfo:

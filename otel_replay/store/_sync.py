@@ -98,7 +98,9 @@ def _index_records(tx: Tx, rel: str, size: int, records: list[Record], where: st
     for record in records:
         if run_dir(record.run_id) != rel.rsplit("/", 1)[0]:
             continue  # a record filed under another run's directory is not trusted
-        row = _rows.ensure_run(tx.conn, record.run_id, record.recording, record.facts, where)
+        row = _rows.ensure_run(
+            tx.conn, record.run_id, record.recording, record.facts, where, record.name
+        )
         _rows.add_steps(tx.conn, row.id, rel, record.steps)
         if record.end is not None:
             _rows.end_run(tx.conn, row.id, record.end.end_ns, record.end.error_type)

@@ -35,6 +35,7 @@ from otel_replay.store._pack import encode_pack
 from otel_replay.store._records import (
     SPAN_STRING_MIN,
     RunEndFact,
+    RunName,
     SpanEntry,
     encode_record,
     frame_record,
@@ -114,6 +115,7 @@ class _RunState:
     facts_written: bool = False
     records: list[str] = field(default_factory=list)
     ended: bool = False
+    name: RunName | None = None
     last_ns: int = 0
     """The latest end of a step written (the run's last activity)."""
 
@@ -232,14 +234,27 @@ class Session:
                 steps=entries,
                 spans=spans,
                 end=None if end is None else RunEndFact(end.end_ns, end.error_type),
+                name=state.name,
             )
             rel = record_path(run_id, self.recording, state.seq, state.seq)
             plans.append(_RunPlan(run_id, state, entries, end, rel, frame_record(record)))
         return plans
 
+    def _name_new_runs(self, pending: Pending) -> None:
+        """Give each run this recording has not flushed yet its name in the index, before
+        its first record is written: the records carry it, so a rebuild restores it."""
+        new = [r for r in pending.runs() if r not in self.runs or self.runs[r].name is None]
+        if not new:
+            return
+        with self.index.transaction() as tx:
+            for run_id in new:
+                row = _rows.ensure_run(tx.conn, run_id, self.recording, None, self.backend.location)
+                self.runs.setdefault(run_id, _RunState()).name = RunName(row.name, row.number)
+
     def write(self, pending: Pending) -> None:
         """Write one flush (see the module docstring); StoreError on I/O failure, with
         nothing indexed (the caller keeps the batch and may retry it)."""
+        self._name_new_runs(pending)
         batch = Batch(self._shapes, self._recent)
         plans = self._plan(pending, batch)
         with self.lock.shared():
@@ -274,7 +289,9 @@ class Session:
     def _index_plan(self, conn: sqlite3.Connection, plan: _RunPlan) -> None:
         state = plan.state
         facts = None if state.facts_written else state.facts
-        row = _rows.ensure_run(conn, plan.run_id, self.recording, facts, self.backend.location)
+        row = _rows.ensure_run(
+            conn, plan.run_id, self.recording, facts, self.backend.location, state.name
+        )
         _rows.add_steps(conn, row.id, plan.rel, plan.entries)
         conn.execute(
             "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
