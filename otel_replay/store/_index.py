@@ -21,9 +21,9 @@ from pathlib import Path
 
 from otel_replay.errors import CorruptIndexError, StoreError, StoreNotWritableError
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "Index"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _BUSY_MS = 30_000
 
 SCHEMA = """
@@ -49,9 +49,9 @@ CREATE TABLE steps (
     kind          TEXT NOT NULL,        -- llm, http, ...
     provider      TEXT,
     model         TEXT,
-    request_hash  TEXT NOT NULL,        -- sha256:<hex> of the exact request body
+    request_hash  BLOB NOT NULL,        -- sha256 of the exact request body (32 bytes)
     request_size  INTEGER NOT NULL,
-    response_hash TEXT,                 -- NULL: no response came
+    response_hash BLOB,                 -- NULL: no response came
     response_size INTEGER NOT NULL,
     status_code   INTEGER,
     error_type    TEXT,
@@ -62,11 +62,13 @@ CREATE TABLE steps (
     tokens_out    INTEGER,
     trace_id      TEXT NOT NULL,
     span_id       TEXT NOT NULL,
-    record        TEXT NOT NULL,        -- the record file holding its headers and timing
+    record        INTEGER NOT NULL REFERENCES records (id) ON DELETE CASCADE,
+                                        -- the record file holding its headers and timing
     PRIMARY KEY (run, step_index)
 ) WITHOUT ROWID;
 CREATE TABLE records (
-    path   TEXT PRIMARY KEY,            -- a record file under runs/
+    id     INTEGER PRIMARY KEY,
+    path   TEXT NOT NULL UNIQUE,        -- a record file under runs/
     run    INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     size   INTEGER NOT NULL
 );
@@ -94,6 +96,10 @@ CREATE TABLE meta (
 """
 
 
+class OutdatedIndexError(CorruptIndexError):
+    """The index was made by an earlier otel-replay with another schema: a cache to rebuild."""
+
+
 class Index:
     """The index file at ``path`` (``":memory:"`` for a throw-away one); one SQLite
     connection per thread. ``read_only`` opens an existing file immutable."""
@@ -101,6 +107,8 @@ class Index:
     def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        self.rebuilt = False
+        """Set by the store when this index replaced an outdated one."""
         self._memory = str(path) == ":memory:"
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -200,7 +208,8 @@ class Index:
                     tx.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
-            raise CorruptIndexError(
+            error = OutdatedIndexError if 0 < version < SCHEMA_VERSION else CorruptIndexError
+            raise error(
                 f"index {self.path} has schema version {version}; this otel-replay reads "
                 f"{SCHEMA_VERSION}. Rebuild it with `otel-replay verify --rebuild-index` "
                 "(nothing was changed)"
@@ -225,7 +234,8 @@ class Index:
         """Give the pages that deletions freed back to the file system."""
         if not self.read_only:
             with self.guard():
-                self.conn().execute("PRAGMA incremental_vacuum")
+                # Each step of the statement frees one page; a script runs it to the end.
+                self.conn().executescript("PRAGMA incremental_vacuum;")
 
     def close(self) -> None:
         """Close every connection (later use raises StoreError)."""

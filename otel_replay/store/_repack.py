@@ -157,12 +157,13 @@ def merge_records(
         with ctx.index.transaction() as tx:
             row = tx.execute("SELECT run FROM records WHERE path = ?", (paths[0],)).fetchone()
             if row is not None:
-                tx.execute(
-                    "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
-                    (rel, row[0], len(data)),
-                )
+                record = _rows.add_record(tx.conn, rel, row[0], len(data))
                 marks = ",".join("?" * len(paths))
-                tx.execute(f"UPDATE steps SET record = ? WHERE record IN ({marks})", (rel, *paths))
+                tx.execute(
+                    "UPDATE steps SET record = ? WHERE record IN "
+                    f"(SELECT id FROM records WHERE path IN ({marks}))",
+                    (record, *paths),
+                )
                 tx.execute(f"DELETE FROM records WHERE path IN ({marks})", tuple(paths))
         for old in paths:
             ctx.backend.delete(old)

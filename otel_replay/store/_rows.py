@@ -42,6 +42,11 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)
 
 
+def hash_tag(digest: bytes) -> str:
+    """A digest column read back as the ``sha256:<hex>`` the spans carry."""
+    return "sha256:" + bytes(digest).hex()
+
+
 def id_param(run_id: str) -> str | bytes:
     """A run id as a query parameter (a BLOB when it is not valid UTF-8)."""
     try:
@@ -220,8 +225,18 @@ STEP_COLUMNS = (
 )
 
 
+def add_record(conn: sqlite3.Connection, path: str, run: int, size: int) -> int:
+    """Index the record file at ``path`` (of run row ``run``); its row id."""
+    conn.execute(
+        "INSERT INTO records (path, run, size) VALUES (?, ?, ?) "
+        "ON CONFLICT (path) DO UPDATE SET run = excluded.run, size = excluded.size",
+        (path, run, size),
+    )
+    return int(conn.execute("SELECT id FROM records WHERE path = ?", (path,)).fetchone()[0])
+
+
 def add_steps(
-    conn: sqlite3.Connection, run: int, record: str, entries: Iterable[dict[str, Any]]
+    conn: sqlite3.Connection, run: int, record: int, entries: Iterable[dict[str, Any]]
 ) -> None:
     """Index the steps of one record (a step stated again, by a merged record, is replaced)."""
     conn.executemany(
@@ -234,9 +249,9 @@ def add_steps(
                 e["kind"],
                 e.get("provider"),
                 e.get("model"),
-                "sha256:" + e["request"],
+                bytes.fromhex(e["request"]),
                 e["request_size"],
-                None if e["response"] is None else "sha256:" + e["response"],
+                None if e["response"] is None else bytes.fromhex(e["response"]),
                 e["response_size"],
                 e["status_code"],
                 e["error_type"],
@@ -335,9 +350,9 @@ def _step_info(name: str, r: Sequence[Any]) -> StepInfo:
         kind=r[1],
         provider=r[2],
         model=r[3],
-        request_hash=r[4],
+        request_hash=hash_tag(r[4]),
         request_size=r[5],
-        response_hash=r[6],
+        response_hash=None if r[6] is None else hash_tag(r[6]),
         response_size=r[7],
         status_code=r[8],
         error_type=r[9],
@@ -373,7 +388,8 @@ class StepRef:
 def step_ref(conn: sqlite3.Connection, run: RunRow, index: int) -> StepRef | None:
     """The step ``index`` of a run, with its record file, or None."""
     row = conn.execute(
-        f"SELECT {STEP_COLUMNS}, record FROM steps WHERE run = ? AND step_index = ?",
+        f"SELECT {STEP_COLUMNS}, records.path FROM steps "
+        "JOIN records ON records.id = steps.record WHERE steps.run = ? AND step_index = ?",
         (run.id, index),
     ).fetchone()
     return None if row is None else StepRef(_step_info(run.name, row), row[17])

@@ -101,13 +101,9 @@ def _index_records(tx: Tx, rel: str, size: int, records: list[Record], where: st
         row = _rows.ensure_run(
             tx.conn, record.run_id, record.recording, record.facts, where, record.name
         )
-        _rows.add_steps(tx.conn, row.id, rel, record.steps)
+        _rows.add_steps(tx.conn, row.id, _rows.add_record(tx.conn, rel, row.id, size), record.steps)
         if record.end is not None:
             _rows.end_run(tx.conn, row.id, record.end.end_ns, record.end.error_type)
-        tx.execute(
-            "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
-            (rel, row.id, size),
-        )
 
 
 def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> SyncReport:
@@ -165,7 +161,10 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     with index.transaction() as tx:
         if forget_missing:
             for rel in known_records - set(listing.records):
-                tx.execute("DELETE FROM steps WHERE record = ?", (rel,))
+                tx.execute(
+                    "DELETE FROM steps WHERE record IN (SELECT id FROM records WHERE path = ?)",
+                    (rel,),
+                )
                 tx.execute("DELETE FROM records WHERE path = ?", (rel,))
             tx.execute("DELETE FROM runs WHERE id NOT IN (SELECT run FROM records)")
         pins = read_pins(backend)

@@ -102,7 +102,7 @@ def verify(
         known_packs = {r[0] for r in conn.execute("SELECT name FROM packs")}
         known_records = {r[0] for r in conn.execute("SELECT path FROM records")}
         steps = conn.execute(
-            "SELECT runs.name, step_index, request_hash, response_hash, record "
+            "SELECT runs.name, step_index, request_hash, response_hash "
             "FROM steps JOIN runs ON runs.id = steps.run ORDER BY runs.id, step_index"
         ).fetchall()
     total = len(listing.packs) + len(listing.records) + len(steps)
@@ -152,15 +152,16 @@ def verify(
         done += 1
         if progress:
             progress(done, total)
-    checked: set[str] = set()
-    for name, step_index, request, response, _ in steps:
+    checked: set[bytes] = set()
+    for name, step_index, request, response in steps:
         run_name = _rows.run_name_of(name)
-        for tag in (request, response):
-            if tag is None or tag in checked:
+        for digest in (request, response):
+            if digest is None or digest in checked:
                 continue
+            tag = _rows.hash_tag(digest)
             try:
-                reader.content(bytes.fromhex(tag[7:]))
-                checked.add(tag)
+                reader.content(bytes(digest))
+                checked.add(digest)
             except CorruptBlobError as exc:
                 problems.append(
                     VerifyProblem(

@@ -292,10 +292,7 @@ class Session:
         row = _rows.ensure_run(
             conn, plan.run_id, self.recording, facts, self.backend.location, state.name
         )
-        _rows.add_steps(conn, row.id, plan.rel, plan.entries)
-        conn.execute(
-            "INSERT OR REPLACE INTO records (path, run, size) VALUES (?, ?, ?)",
-            (plan.rel, row.id, len(plan.data)),
-        )
+        record = _rows.add_record(conn, plan.rel, row.id, len(plan.data))
+        _rows.add_steps(conn, row.id, record, plan.entries)
         if plan.end is not None:
             _rows.end_run(conn, row.id, plan.end.end_ns, plan.end.error_type)

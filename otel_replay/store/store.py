@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -24,7 +25,7 @@ from otel_replay.store import _gc, _repack, _rows, _verify
 from otel_replay.store._format import INDEX_FILE, LOCK_FILE, ensure_format, pin_path
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
 from otel_replay.store._gc import Retention
-from otel_replay.store._index import Index
+from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
 from otel_replay.store._records import Record, decode_records, dumps, step_from_entry
@@ -61,6 +62,18 @@ def _set_aside(index: Path) -> None:
                 old.rename(index.with_name(f"{index.name}.broken-{stamp}{suffix}"))
         except OSError as exc:
             raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
+
+
+def _open_index(path: Path) -> Index:
+    """The index at ``path``; one made by an earlier otel-replay is set aside and started
+    afresh (``rebuilt`` is then True: the caller reads the files into it)."""
+    try:
+        return Index(path)
+    except OutdatedIndexError:
+        _set_aside(path)
+    index = Index(path)
+    index.rebuilt = True
+    return index
 
 
 def _writable(root: Path) -> bool:
@@ -140,7 +153,7 @@ class Store:
                 (cache / "LOCATION").write_text(remote.location + "\n")
             except OSError as exc:
                 raise StoreNotWritableError(f"cannot write index cache {cache}: {exc}") from None
-            store = cls(remote, Index(cache / INDEX_FILE), policy, remote=True)
+            store = cls(remote, _open_index(cache / INDEX_FILE), policy, remote=True)
             try:
                 store.refresh()
             except BaseException:
@@ -152,13 +165,16 @@ class Store:
             ensure_format(local, create=False)
             index_file = local.root / INDEX_FILE
             if index_file.exists():
-                return cls(local, Index(index_file, read_only=True), policy, read_only=True)
+                with contextlib.suppress(OutdatedIndexError):  # then built in memory
+                    return cls(local, Index(index_file, read_only=True), policy, read_only=True)
             store = cls(local, Index(":memory:"), policy, read_only=True)
             sync(store._index, local)
             return store
         ensure_format(local, create=create)
         lost_index = not (local.root / INDEX_FILE).exists()
-        store = cls(local, Index(local.root / INDEX_FILE), policy)
+        index = _open_index(local.root / INDEX_FILE)
+        lost_index = lost_index or index.rebuilt
+        store = cls(local, index, policy)
         if lost_index:  # a store whose index was deleted: its files say everything
             store.refresh()
         return store

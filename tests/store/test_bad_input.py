@@ -21,6 +21,7 @@ from otel_replay.errors import (
 )
 from otel_replay.store import Store
 from otel_replay.store._format import FORMAT_VERSION
+from otel_replay.store._index import SCHEMA_VERSION
 from otel_replay.store._objects import manifest_refs
 from tests.store._data import chat_bodies, fixture, tag
 
@@ -97,6 +98,32 @@ def test_a_garbage_index_is_named(tmp_path: Path) -> None:
     _recorded(root, turns=1)
     (root / "index.sqlite").write_bytes(b"not a database at all" * 100)
     with pytest.raises(CorruptIndexError, match=r"index\.sqlite"):
+        Store.open(root)
+
+
+def test_an_index_made_by_an_earlier_version_is_set_aside_and_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    pairs = _recorded(root)
+    with Store.open(root) as store:
+        store.pin("run-x")
+        runs = store.runs()
+    with sqlite3.connect(root / "index.sqlite") as index:
+        index.execute("DROP TABLE steps")  # an older schema, as far as this version knows
+        index.execute(f"PRAGMA user_version={SCHEMA_VERSION - 1}")
+    with Store.open(root) as store:
+        assert store.runs() == runs
+        assert [store.request_body(s) for s in store.steps("run-x")] == [q for q, _ in pairs]
+    assert len(list(root.glob("index.sqlite.broken-*[0-9]"))) == 1
+    with sqlite3.connect(root / "index.sqlite") as index:
+        assert index.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_an_index_made_by_a_later_version_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    _recorded(root, turns=1)
+    with sqlite3.connect(root / "index.sqlite") as index:
+        index.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(CorruptIndexError, match="schema version"):
         Store.open(root)
 
 
