@@ -24,7 +24,6 @@ no machine records into it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -36,7 +35,14 @@ from otel_replay.store._objects import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from otel_replay.store._read import MAX_DEPTH
 from otel_replay.store._records import decode_records, iter_refs
-from otel_replay.store._repack import Context, candidates, merge_records, repack
+from otel_replay.store._repack import (
+    Context,
+    candidates,
+    drop,
+    located_in,
+    merge_records,
+    repack,
+)
 from otel_replay.store._sync import Listing, list_files, sync
 from otel_replay.store._types import GcReport, Progress, RunInfo
 
@@ -127,15 +133,14 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
             assert name is not None
             if ctx.remote and now - mtime < GRACE_S:
                 continue
-            with ctx.index.guard():
-                located = _rows.pack_objects(conn, name)
+            located = located_in(ctx, name)
             if any(digest in mark.live for digest, _ in located):
                 continue
             if not located and now - mtime < GRACE_S and not _rows.pack_known(conn, name):
                 continue  # not indexed yet: a writer may not have committed it
             ctx.backend.delete(rel)
             with ctx.index.transaction() as tx:
-                _rows.drop_pack(tx.conn, name)
+                drop(ctx, tx, name, located)
                 _rows.count_sweep(tx.conn)
             packs += 1
             objects += len(located)
@@ -145,19 +150,18 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
         return _Swept(packs, objects, freed)
 
 
-def _holds_live(conn: sqlite3.Connection, name: str, live: set[bytes]) -> bool:
+def _holds_live(ctx: Context, name: str, live: set[bytes]) -> bool:
     """Whether the index locates a live object in pack ``name``."""
-    return any(digest in live for digest, _ in _rows.pack_objects(conn, name))
+    return any(digest in live for digest, _ in located_in(ctx, name))
 
 
 def _dead_objects(ctx: Context, listing: Listing, live: set[bytes], repack: list[str]) -> int:
     """How many objects a sweep after repacking ``repack`` drops: the dead ones of the packs
     that locate no live object, and of the repacked ones."""
-    conn = ctx.index.conn()
     count = 0
     for rel in listing.packs:
         name = parse_pack_path(rel) or ""
-        located = _rows.pack_objects(conn, name)
+        located = located_in(ctx, name)
         if name in repack or not any(d in live for d, _ in located):
             count += sum(d not in live for d, _ in located)
     return count
@@ -228,7 +232,7 @@ def collect(
         dead = [
             size
             for rel, (size, _) in listing.packs.items()
-            if not _holds_live(conn, parse_pack_path(rel) or "", mark.live)
+            if not _holds_live(ctx, parse_pack_path(rel) or "", mark.live)
         ]
         doomed_bytes = sum(listing.records[rel][0] for rel in doomed if rel in listing.records)
         thinned = [] if mark.unreadable else candidates(ctx, listing, mark.live)

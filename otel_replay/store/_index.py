@@ -23,7 +23,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreNotWritableEr
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _BUSY_MS = 30_000
 
 SCHEMA = """
@@ -88,7 +88,6 @@ CREATE TABLE objects (
     offset       INTEGER NOT NULL,      -- in the frame's content
     size         INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX objects_by_pack ON objects (pack);
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,             -- 'sweeps': how many gc sweeps have removed objects
     value INTEGER NOT NULL

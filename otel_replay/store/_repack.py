@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
 from otel_replay.store._format import pack_path, parse_pack_path, parse_record_name, record_path
 from otel_replay.store._fs import Backend
-from otel_replay.store._index import Index
+from otel_replay.store._index import Index, Tx
 from otel_replay.store._lock import StoreLock
-from otel_replay.store._pack import NewObject, encode_pack
+from otel_replay.store._pack import NewObject, PackError, encode_pack
 from otel_replay.store._read import ObjectReader
 from otel_replay.store._records import decode_records, frame_record, merge_frames, read_frames
-from otel_replay.store._sync import Listing, list_files, sync
+from otel_replay.store._sync import Listing, list_files, read_pack_table, sync
 from otel_replay.store._types import Progress
 from otel_replay.store._write import Session
 
@@ -53,12 +53,38 @@ class Context:
     reader: ObjectReader
     lock: StoreLock
     remote: bool
+    tables: dict[str, list[bytes]] = field(default_factory=dict)
+    """The digests in each pack's table, by pack name (a pack's file never changes)."""
+
+
+def located_in(ctx: Context, name: str) -> list[tuple[bytes, int]]:
+    """(digest, size) of the objects the index locates in pack ``name``, looked up through
+    the pack's own table (every indexed object when the table cannot be read)."""
+    conn = ctx.index.conn()
+    with ctx.index.guard():
+        row = conn.execute("SELECT size FROM packs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return []  # not indexed: the index locates nothing there
+    digests = ctx.tables.get(name)
+    if digests is None:
+        try:
+            table = read_pack_table(ctx.backend, pack_path(name), row[0])
+            digests = ctx.tables[name] = [entry.digest for entry in table]
+        except (PackError, OSError):
+            pass  # damaged or gone: every object is looked at
+    with ctx.index.guard():
+        return _rows.pack_objects(conn, name, digests)
+
+
+def drop(ctx: Context, tx: Tx, name: str, located: list[tuple[bytes, int]]) -> None:
+    """Forget pack ``name`` and the objects ``located`` in it (:func:`located_in`)."""
+    _rows.drop_pack(tx.conn, name, [digest for digest, _ in located])
+    ctx.tables.pop(name, None)
 
 
 def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: float | None) -> int:
     """Copy the objects of packs ``names`` (only those in ``keep`` when given) into new
     packs, indexed there; the number of objects copied. Stops early past ``deadline``."""
-    conn = ctx.index.conn()
     group: list[NewObject] = []
     size = copied = 0
 
@@ -73,9 +99,7 @@ def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: fl
         group, size = [], 0
 
     for name in names:
-        with ctx.index.guard():
-            objects = _rows.pack_objects(conn, name)
-        for digest, _ in objects:
+        for digest, _ in located_in(ctx, name):
             if keep is not None and digest not in keep:
                 continue
             try:
@@ -95,13 +119,11 @@ def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: fl
 
 def candidates(ctx: Context, listing: Listing, live: set[bytes] | None) -> list[str]:
     """Packs worth repacking: small ones (when two or more), and mostly dead ones."""
-    conn = ctx.index.conn()
     small, dead = [], []
     for rel, (size, _) in listing.packs.items():
         name = parse_pack_path(rel)
         assert name is not None
-        with ctx.index.guard():
-            located = _rows.pack_objects(conn, name)
+        located = located_in(ctx, name)
         if not located:
             continue
         if live is not None:
@@ -196,14 +218,12 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
 def _drop_moved(ctx: Context, names: list[str]) -> None:
     """Delete the packs ``names`` once the index locates none of their objects there (all
     were copied elsewhere): nothing is lost, so no lock is needed."""
-    conn = ctx.index.conn()
     for name in names:
-        with ctx.index.guard():
-            if _rows.pack_objects(conn, name):
-                continue
+        if located_in(ctx, name):
+            continue
         ctx.backend.delete(pack_path(name))
         with ctx.index.transaction() as tx:
-            _rows.drop_pack(tx.conn, name)
+            drop(ctx, tx, name, [])
     ctx.backend.sync()
     ctx.reader.forget()
 

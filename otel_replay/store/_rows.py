@@ -110,14 +110,34 @@ def add_pack(
     )
 
 
-def pack_objects(conn: sqlite3.Connection, name: str) -> list[tuple[bytes, int]]:
-    """(digest, size) of the objects the index locates in pack ``name``."""
-    rows = conn.execute(
-        "SELECT digest, objects.size FROM objects JOIN packs ON packs.id = objects.pack "
-        "WHERE packs.name = ?",
-        (name,),
-    )
-    return [(bytes(r[0]), r[1]) for r in rows]
+_BATCH = 500
+"""Digests per ``IN (...)`` query (SQLite allows 999 parameters at least)."""
+
+
+def pack_objects(
+    conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None
+) -> list[tuple[bytes, int]]:
+    """(digest, size) of the objects the index locates in pack ``name``: among ``digests``
+    (the pack's own table, looked up by digest), or, when its file is gone (None), by
+    scanning every object (there is no index by pack: it would cost a third of the file)."""
+    row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return []
+    if digests is None:
+        rows = conn.execute("SELECT digest, size FROM objects WHERE pack = ?", (row[0],))
+        return [(bytes(r[0]), r[1]) for r in rows]
+    found: list[tuple[bytes, int]] = []
+    for at in range(0, len(digests), _BATCH):
+        batch = digests[at : at + _BATCH]
+        marks = ",".join("?" * len(batch))
+        found += [
+            (bytes(r[0]), r[1])
+            for r in conn.execute(
+                f"SELECT digest, size FROM objects WHERE digest IN ({marks}) AND pack = ?",
+                (*batch, row[0]),
+            )
+        ]
+    return found
 
 
 def pack_known(conn: sqlite3.Connection, name: str) -> bool:
@@ -125,12 +145,21 @@ def pack_known(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM packs WHERE name = ?", (name,)).fetchone() is not None
 
 
-def drop_pack(conn: sqlite3.Connection, name: str) -> None:
-    """Forget a pack and the objects indexed in it."""
+def drop_pack(conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None) -> None:
+    """Forget a pack and the objects indexed in it (among ``digests``, as for
+    :func:`pack_objects`)."""
     row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
-    if row is not None:
+    if row is None:
+        return
+    if digests is None:
         conn.execute("DELETE FROM objects WHERE pack = ?", (row[0],))
-        conn.execute("DELETE FROM packs WHERE id = ?", (row[0],))
+    for at in range(0, len(digests or ()), _BATCH):
+        batch = (digests or [])[at : at + _BATCH]
+        marks = ",".join("?" * len(batch))
+        conn.execute(
+            f"DELETE FROM objects WHERE digest IN ({marks}) AND pack = ?", (*batch, row[0])
+        )
+    conn.execute("DELETE FROM packs WHERE id = ?", (row[0],))
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,8 +120,8 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     if forget_missing:  # first: a pack gone may have been repacked into one listed now
         with index.transaction() as tx:
             for name in known_packs - set(on_disk_packs):
-                lost.update(d for d, _ in _rows.pack_objects(tx.conn, name))
-                _rows.drop_pack(tx.conn, name)
+                lost.update(d for d, _ in _rows.pack_objects(tx.conn, name, None))
+                _rows.drop_pack(tx.conn, name, None)
                 report.dropped += 1
     for name, rel in sorted(on_disk_packs.items(), key=lambda item: item[1]):
         if name is not None and name not in known_packs:
