@@ -4,7 +4,8 @@ costs the application thread per step.
 The steps: Chat Completions calls with ~8 KB JSON requests (a system prompt and a sliding
 window of the conversation, each request ending in a new user message) and ~4 KB JSON
 responses, 20 turns per run. They are recorded for real: the instrumented httpx client posts
-them through an in-process transport, the capture builds fixtures and spans.
+them through an in-process transport, the capture builds steps (``otel_replay.step.Step``)
+and spans.
 
 * throughput — the recorded steps are handed to a fresh exporter (real puts into the hand-off)
   as fast as the hand-off takes them; the clock stops when ``force_flush`` returns, i.e. when
@@ -12,7 +13,7 @@ them through an in-process transport, the capture builds fixtures and spans.
   every step, and nothing was dropped or failed.
 * end to end — the same calls made live by the application with the exporter attached, until
   all of it is durable (the application and the writer share the GIL).
-* app-thread cost — per call, instrumented with the exporter's consumer attached (fixtures
+* app-thread cost — per call, instrumented with the exporter's consumer attached (steps
   built and handed off) minus instrumented with no consumer (nothing built), alternating call
   by call, median. For reference: the same with the real writer running concurrently (in
   interleaved blocks), and what the inline bodies cost the capture.
@@ -162,15 +163,19 @@ def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int
             _call_all(client, [q for q, _ in pairs])
     finally:
         instrumentor.uninstrument()
-    items = [item for item in consumer.drain() if type(item) is tuple]
+    items = consumer.drain()  # steps, and each run()'s end behind its steps
     handoff().detach(consumer)
-    assert len(items) == len(pairs), (len(items), len(pairs))
+    steps = sum(type(item) is tuple for item in items)
+    assert steps == len(pairs), (steps, len(pairs))
 
     store = Store.open(root / "throughput")
     exporter = ReplaySpanExporter(store)
     start = time.perf_counter()
-    for fixture, span, _ in items:
-        handoff().put(fixture, span)
+    for item in items:
+        if type(item) is tuple:
+            handoff().put(item[0], item[1])
+        else:
+            handoff().post(item)
     assert exporter.force_flush(600_000)
     elapsed = time.perf_counter() - start
     stats = exporter.stats()
@@ -178,7 +183,7 @@ def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int
     stored = sum(run.step_count for run in store.runs())
     store.close()
     provider.shutdown()
-    return len(items) / elapsed, stored, stats.dropped + stats.failed
+    return steps / elapsed, stored, stats.dropped + stats.failed
 
 
 def end_to_end(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int, int]:
@@ -210,8 +215,8 @@ def app_cost(
 ) -> dict[str, float]:
     """Median µs per instrumented call in each variant.
 
-    Per call, alternately: no consumer attached (the baseline: no fixture is built), the
-    hand-off's consumer attached (fixture built and handed off; drained between calls, off
+    Per call, alternately: no consumer attached (the baseline: no step is built), the
+    hand-off's consumer attached (step built and handed off; drained between calls, off
     the clock), and inline bodies off (to price them). Alternating call by call cancels the
     drift of a shared machine. Then, in interleaved blocks, calls with a live exporter writing
     concurrently (the GIL is shared with its writer).
