@@ -179,10 +179,11 @@ class LocalBackend:
         return self.path(rel).exists()
 
     def makedirs(self, rel: str) -> None:
-        """Create ``rel`` and its parents; new directories are fsynced at the next sync."""
+        """Create ``rel`` and its parents (the store's own parents too, as ``mkdir -p``);
+        new directories are fsynced at the next sync."""
         path = self.path(rel)
         missing: list[Path] = []
-        while not path.exists() and path != self.root.parent:
+        while not path.exists() and path != path.parent:
             missing.append(path)
             path = path.parent
         for new in reversed(missing):

@@ -25,6 +25,15 @@ def test_bad_retention_settings_name_the_variable(monkeypatch, value: str) -> No
         Retention.from_env()
 
 
+def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
+    root = tmp_path / "team" / "agents" / "store"
+    with Store.open(root) as store:
+        store.put([fixture("nested", 0, b"q", b"r")])
+    with Store.open(root, create=False) as store:
+        assert [r.run_id for r in store.runs()] == ["nested"]
+        assert store.request_body(("nested", 0)) == b"q"
+
+
 def test_verify_reports_progress(tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     with Store.open(tmp_path / "s") as store:
