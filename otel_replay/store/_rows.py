@@ -118,7 +118,7 @@ def pack_objects(
     conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None
 ) -> list[tuple[bytes, int]]:
     """(digest, size) of the objects the index locates in pack ``name``: among ``digests``
-    (the pack's own table, looked up by digest), or, when its file is gone (None), by
+    (the pack's own table, looked up by digest; in that order), or, when its file is gone (None), by
     scanning every object (there is no index by pack: it would cost a third of the file)."""
     row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
     if row is None:
@@ -126,18 +126,20 @@ def pack_objects(
     if digests is None:
         rows = conn.execute("SELECT digest, size FROM objects WHERE pack = ?", (row[0],))
         return [(bytes(r[0]), r[1]) for r in rows]
-    found: list[tuple[bytes, int]] = []
+    sizes: dict[bytes, int] = {}
     for at in range(0, len(digests), _BATCH):
         batch = digests[at : at + _BATCH]
         marks = ",".join("?" * len(batch))
-        found += [
+        sizes.update(
             (bytes(r[0]), r[1])
             for r in conn.execute(
                 f"SELECT digest, size FROM objects WHERE digest IN ({marks}) AND pack = ?",
                 (*batch, row[0]),
             )
-        ]
-    return found
+        )
+    # In the pack's order (the order they were written): a repack keeps related objects
+    # side by side, where zstd finds what they share.
+    return [(digest, sizes[digest]) for digest in digests if digest in sizes]
 
 
 def pack_known(conn: sqlite3.Connection, name: str) -> bool:
