@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, NewObject
-from otel_replay.store._segments import Recent, Shapes, split
+from otel_replay.store._segments import Previous, Recent, Shapes, split
 
 __all__ = [
     "Batch",
@@ -60,6 +60,10 @@ def encode_manifest(parts: Iterable[bytes | tuple[bytes]]) -> bytes:
         if isinstance(part, tuple):
             out.append(_REF)
             out += part[0]
+        elif len(part) < 0x80:  # most literals are a comma: a one-byte length
+            out.append(_LITERAL)
+            out.append(len(part))
+            out += part
         else:
             out.append(_LITERAL)
             out += _varint(len(part))
@@ -112,8 +116,10 @@ Exists = Callable[[list[bytes]], set[bytes]]
 @dataclass(slots=True)
 class _Split:
     digest: bytes
+    data: bytes
     parts: list[bytes | tuple[bytes]]
-    chunks: dict[bytes, bytes]
+    chunks: dict[bytes, tuple[int, int]]
+    """Each chunk's range in ``data``, by digest (sliced only when it is stored)."""
 
 
 @dataclass(slots=True)
@@ -127,16 +133,22 @@ class Batch:
 
     shapes: Shapes = field(default_factory=Shapes)
     recent: Recent = field(default_factory=Recent)
+    previous: Previous = field(default_factory=Previous)
     _bodies: dict[bytes, bytes] = field(default_factory=dict)
+    _streams: dict[bytes, object] = field(default_factory=dict)
     objects: list[NewObject] = field(default_factory=list)
     """The objects to pack, in the order their bodies were added (after :meth:`resolve`)."""
     referenced: list[bytes] = field(default_factory=list)
     """The digests of every body added (after :meth:`resolve`)."""
 
-    def add(self, data: bytes, digest: bytes) -> None:
-        """A body the flush references (``digest``: its sha256)."""
+    def add(self, data: bytes, digest: bytes, stream: object = None) -> None:
+        """A body the flush references (``digest``: its sha256); ``stream`` (any hashable:
+        a run's requests, a span attribute of a run) names the bodies that grow one from
+        the other, so the next one is split faster (:class:`~._segments.Previous`)."""
         if digest not in self._bodies:
             self._bodies[digest] = data
+            if stream is not None:
+                self._streams[digest] = stream
 
     def resolve(self, exists: Exists) -> None:
         """Decide what is new: bodies the store lacks, split into the chunks it lacks."""
@@ -146,36 +158,45 @@ class Batch:
         for digest, data in self._bodies.items():
             if digest in held:
                 continue
-            ranges = split(data, self.shapes, self.recent)
+            stream = self._streams.get(digest)
+            known_at = None if stream is None else self.previous.known(stream, data)
+            ranges = split(data, self.shapes, self.recent, known_at)
             if not ranges:
                 self.objects.append(NewObject(digest, KIND_CHUNK, data))
                 continue
             parts: list[bytes | tuple[bytes]] = []
-            chunks: dict[bytes, bytes] = {}
+            chunks: dict[bytes, tuple[int, int]] = {}
+            segments: list[tuple[int, int, bytes]] = []
             pos = 0
             for start, end, known in ranges:
                 if start > pos:
                     parts.append(data[pos:start])
-                chunk = data[start:end]
-                chunk_digest = known or hashlib.sha256(chunk).digest()
                 if known is None:
+                    chunk = data[start:end]
+                    chunk_digest = hashlib.sha256(chunk).digest()
                     self.recent.learn(chunk, chunk_digest)
-                chunks[chunk_digest] = chunk
+                else:
+                    chunk_digest = known
+                chunks[chunk_digest] = (start, end)
                 parts.append((chunk_digest,))
+                segments.append((start, end, chunk_digest))
                 pos = end
             if pos < len(data):
                 parts.append(data[pos:])
-            splits.append(_Split(digest, parts, chunks))
-        wanted = {d: c for s in splits for d, c in s.chunks.items() if d not in self._bodies}
-        have = exists(list(wanted)) if wanted else set()
+            if stream is not None:
+                self.previous.learn(stream, data, segments)
+            splits.append(_Split(digest, data, parts, chunks))
+        wanted = [d for s in splits for d in s.chunks if d not in self._bodies]
+        have = exists(list(dict.fromkeys(wanted))) if wanted else set()
         added = {o.digest for o in self.objects}
         for item in splits:
             self.objects.append(NewObject(item.digest, KIND_MANIFEST, encode_manifest(item.parts)))
-            for chunk_digest, chunk in item.chunks.items():
+            for chunk_digest, (start, end) in item.chunks.items():
                 # A chunk that is also a body of this flush is stored as that body: a
                 # reference names content, whichever way the content is kept.
                 if chunk_digest in have or chunk_digest in added or chunk_digest in self._bodies:
                     continue
                 added.add(chunk_digest)
-                self.objects.append(NewObject(chunk_digest, KIND_CHUNK, chunk))
+                self.objects.append(NewObject(chunk_digest, KIND_CHUNK, item.data[start:end]))
         self._bodies.clear()
+        self._streams.clear()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-__all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Recent", "Shapes", "split"]
+__all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Previous", "Recent", "Shapes", "split"]
 
 SPLIT_KEYS = frozenset({b"messages", b"input", b"tools", b"contents", b"system", b"output"})
 """Keys of a top-level JSON object whose array elements become segments.
@@ -182,6 +182,13 @@ segment, else None."""
 RECENT_HEAD = 64
 """Bytes at the start of a segment by which :class:`Recent` finds it again."""
 
+RECENT_PER_HEAD = 8
+"""Segments :class:`Recent` keeps per head (the latest): messages often open alike, and an
+element that is new is compared with every segment of its head before it is walked."""
+
+RECENT_ENTRIES = 1 << 16
+"""Segments :class:`Recent` keeps at most."""
+
 
 class Recent:
     """Segments seen lately, found again by their first bytes.
@@ -190,7 +197,8 @@ class Recent:
     an element that starts with the exact bytes of a remembered segment is that segment
     (a JSON value that opens with ``{``, ``[`` or ``"`` ends where its bytes end), so the
     scanner jumps over it instead of walking its strings, and its digest is known without
-    hashing it again. Holds at most ``limit`` bytes, the oldest forgotten first.
+    hashing it again. Holds at most ``limit`` bytes, :data:`RECENT_ENTRIES` segments and
+    :data:`RECENT_PER_HEAD` per head, the oldest forgotten first.
     """
 
     __slots__ = ("_bytes", "_heads", "_limit", "_order")
@@ -216,20 +224,86 @@ class Recent:
         known = self._heads.setdefault(segment[:RECENT_HEAD], {})
         if segment in known:
             return
+        if len(known) >= RECENT_PER_HEAD:
+            oldest = next(iter(known))
+            del known[oldest]
+            self._bytes -= len(oldest)
         known[segment] = digest
         self._order.append(segment)
         self._bytes += len(segment)
-        while self._bytes > self._limit:
-            old = self._order.popleft()
-            self._bytes -= len(old)
-            others = self._heads[old[:RECENT_HEAD]]
-            del others[old]
-            if not others:
-                del self._heads[old[:RECENT_HEAD]]
+        while self._bytes > self._limit or len(self._order) > RECENT_ENTRIES:
+            self._forget(self._order.popleft())
+
+    def _forget(self, segment: bytes) -> None:
+        # A segment dropped from its head early (or learnt twice) is listed more than once.
+        others = self._heads.get(segment[:RECENT_HEAD])
+        if others is None or others.pop(segment, None) is None:
+            return
+        self._bytes -= len(segment)
+        if not others:
+            del self._heads[segment[:RECENT_HEAD]]
+
+
+_Known = dict[int, tuple[int, bytes]]
+"""Segments known by position: start -> (end, digest)."""
+
+
+class Previous:
+    """The last body split in each stream (a run's requests, one span attribute of a run),
+    with its segments, for the next body of the stream to reuse.
+
+    Request *n+1* of a conversation starts with the bytes of request *n* up to the end of its
+    last message. The scanner reads bytes left to right and decides an element's end from
+    its bytes alone, so every segment of the previous body that ends inside the common
+    prefix is a segment of the new body, at the same position, with the same digest: the
+    scanner takes it without looking at it. Holds at most ``limit`` bytes of bodies.
+    """
+
+    __slots__ = ("_bodies", "_bytes", "_limit")
+
+    def __init__(self, limit: int = 16 << 20) -> None:
+        self._bodies: dict[object, tuple[bytes, list[tuple[int, int, bytes]]]] = {}
+        self._bytes = 0
+        self._limit = limit
+
+    def known(self, stream: object, body: bytes) -> _Known | None:
+        """The segments of ``stream``'s previous body that ``body`` repeats, by position."""
+        previous = self._bodies.get(stream)
+        if previous is None:
+            return None
+        old, segments = previous
+        # The segments repeated are a leading run (a prefix repeated up to one segment's end
+        # is repeated up to every earlier one's): find its length by bisection.
+        low, high = 0, len(segments)
+        while low < high:
+            middle = (low + high) // 2
+            if body.startswith(old[: segments[middle][1]]):
+                low = middle + 1
+            else:
+                high = middle
+        if not low:
+            return None
+        return {start: (end, digest) for start, end, digest in segments[:low]}
+
+    def learn(self, stream: object, body: bytes, segments: list[tuple[int, int, bytes]]) -> None:
+        """Remember ``body`` and its segments (with their digests) as ``stream``'s last."""
+        old = self._bodies.pop(stream, None)
+        if old is not None:
+            self._bytes -= len(old[0])
+        self._bodies[stream] = (body, segments)
+        self._bytes += len(body)
+        while self._bytes > self._limit and self._bodies:
+            gone = self._bodies.pop(next(iter(self._bodies)))
+            self._bytes -= len(gone[0])
 
 
 def _elements(
-    buf: bytes, pos: int, out: _Found, shapes: Shapes | None, recent: Recent | None
+    buf: bytes,
+    pos: int,
+    out: _Found,
+    shapes: Shapes | None,
+    recent: Recent | None,
+    known_at: _Known | None,
 ) -> int:
     """``pos`` is at ``[``: append each element's range to ``out``; return the index past
     the closing ``]``."""
@@ -237,7 +311,9 @@ def _elements(
     if buf[pos] == 0x5D:  # ]
         return pos + 1
     while True:
-        known = recent.find(buf, pos) if recent is not None else None
+        known = known_at.get(pos) if known_at is not None else None
+        if known is None and recent is not None:
+            known = recent.find(buf, pos)
         if known is None:
             end = _element_end(buf, pos, shapes)
             out.append((pos, end, None))
@@ -254,7 +330,12 @@ def _elements(
 
 
 def _members(
-    buf: bytes, pos: int, out: _Found, shapes: Shapes | None, recent: Recent | None
+    buf: bytes,
+    pos: int,
+    out: _Found,
+    shapes: Shapes | None,
+    recent: Recent | None,
+    known_at: _Known | None,
 ) -> None:
     """``pos`` is at ``{``: split the arrays under :data:`SPLIT_KEYS`."""
     pos = _ws(buf, pos + 1)
@@ -270,7 +351,7 @@ def _members(
             raise _Malformed
         pos = _ws(buf, pos + 1)
         if key in SPLIT_KEYS and buf[pos] == 0x5B:
-            pos = _elements(buf, pos, out, shapes, recent)
+            pos = _elements(buf, pos, out, shapes, recent, known_at)
         else:
             pos = _value_end(buf, pos)
         pos = _ws(buf, pos)
@@ -283,7 +364,10 @@ def _members(
 
 
 def split(
-    body: bytes, shapes: Shapes | None = None, recent: Recent | None = None
+    body: bytes,
+    shapes: Shapes | None = None,
+    recent: Recent | None = None,
+    known_at: _Known | None = None,
 ) -> list[tuple[int, int, bytes | None]]:
     """Byte ranges ``(start, end, digest)`` of the segments of ``body``, in order,
     non-overlapping (``digest``: the sha256 of a segment ``recent`` remembers, else None).
@@ -291,7 +375,7 @@ def split(
     Empty when the body is short, not JSON, malformed, or has nothing worth splitting; the
     caller then stores it whole. Everything outside the ranges is the body's skeleton.
     ``shapes`` and ``recent`` (kept by the caller across bodies) find the ends of new and of
-    repeated elements faster.
+    repeated elements faster; ``known_at`` (:meth:`Previous.known`) names segments by position.
     """
     if len(body) < MIN_BODY:
         return []
@@ -302,9 +386,9 @@ def split(
         if first == b"{":
             if _KEYS.search(body, pos) is None:
                 return []  # no array under a split key: nothing to walk
-            _members(body, pos, found, shapes, recent)
+            _members(body, pos, found, shapes, recent, known_at)
         elif first == b"[":
-            _elements(body, pos, found, shapes, recent)
+            _elements(body, pos, found, shapes, recent, known_at)
     except (_Malformed, IndexError):
         return []
     return [item for item in found if item[1] - item[0] >= MIN_SEGMENT]

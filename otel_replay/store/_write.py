@@ -41,7 +41,7 @@ from otel_replay.store._records import (
     frame_record,
     step_entry,
 )
-from otel_replay.store._segments import Recent, Shapes
+from otel_replay.store._segments import Previous, Recent, Shapes
 
 __all__ = ["FLUSH_LEVEL", "Pending", "Session", "checked", "span_run_id"]
 
@@ -132,7 +132,7 @@ class _RunPlan:
     data: bytes
 
 
-def _span_entry(span: dict[str, Any], batch: Batch) -> SpanEntry:
+def _span_entry(span: dict[str, Any], batch: Batch, run_id: str) -> SpanEntry:
     """The span as a record keeps it: long string attributes become bodies."""
     attrs = span.get("attributes")
     if not isinstance(attrs, dict):
@@ -144,7 +144,7 @@ def _span_entry(span: dict[str, Any], batch: Batch) -> SpanEntry:
             data = value.encode("utf-8", "surrogatepass")
             if len(data) >= SPAN_STRING_MIN:
                 digest = hashlib.sha256(data).digest()
-                batch.add(data, digest)
+                batch.add(data, digest, (run_id, key))
                 strings[key] = digest.hex()
                 continue
         kept[key] = value
@@ -170,6 +170,7 @@ class Session:
         self._known: OrderedDict[bytes, None] = OrderedDict()
         self._shapes = Shapes()
         self._recent = Recent()
+        self._previous = Previous()
         self._sweeps = 0
 
     def _exists(self, digests: Sequence[bytes]) -> set[bytes]:
@@ -212,10 +213,12 @@ class Session:
         for run_id in pending.runs():
             steps = pending.steps.get(run_id, [])
             for step in steps:
-                batch.add(step.request_body, bytes.fromhex(step.request_hash[7:]))
+                batch.add(
+                    step.request_body, bytes.fromhex(step.request_hash[7:]), (run_id, "request")
+                )
                 if step.response_hash is not None:
                     batch.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
-            spans = [_span_entry(span, batch) for span in pending.spans.get(run_id, [])]
+            spans = [_span_entry(span, batch, run_id) for span in pending.spans.get(run_id, [])]
             state = self.runs.setdefault(run_id, _RunState())
             given = pending.facts.get(run_id)
             if given is not None and given is not state.facts:
@@ -255,7 +258,7 @@ class Session:
         """Write one flush (see the module docstring); StoreError on I/O failure, with
         nothing indexed (the caller keeps the batch and may retry it)."""
         self._name_new_runs(pending)
-        batch = Batch(self._shapes, self._recent)
+        batch = Batch(self._shapes, self._recent, self._previous)
         plans = self._plan(pending, batch)
         with self.lock.shared():
             with self.index.guard():
