@@ -7,6 +7,7 @@ parser and a one-line description. :func:`load` reads them all and reports a bad
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -15,7 +16,20 @@ from typing import Any, Literal, cast, get_args
 
 from otel_replay.errors import ConfigError
 
-__all__ = ["SETTINGS", "TIMINGS", "Mode", "Setting", "Settings", "Timing", "load", "read"]
+__all__ = [
+    "SETTINGS",
+    "TIMINGS",
+    "Mode",
+    "Setting",
+    "Settings",
+    "Timing",
+    "load",
+    "read",
+    "replay_requested",
+    "turn_off",
+]
+
+_log = logging.getLogger("otel_replay")
 
 Mode = Literal["record", "replay", "off"]
 Timing = Literal["fast", "recorded"]
@@ -203,6 +217,27 @@ def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
         return setting.parse(raw)
     except (ValueError, re.error) as exc:
         raise ConfigError(f"{name}={raw!r} is invalid: {exc}") from None
+
+
+_turned_off: set[str] = set()
+
+
+def turn_off(error: ConfigError) -> None:
+    """Say, once per process and in one log line naming the variable, that otel-replay is off
+    because of a bad setting. For code that runs inside OpenTelemetry's start-up (the
+    instrumentor, the ``replay`` exporter): it must then do nothing, so that the rest of
+    OpenTelemetry (other instrumentations, the user's own exporters) runs untouched."""
+    message = str(error)
+    if message not in _turned_off:
+        _turned_off.add(message)
+        _log.error("otel-replay: %s; otel-replay is off in this process", message)
+
+
+def replay_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``OTEL_REPLAY_MODE`` asks for replay (read leniently: a process asked to
+    replay must never run live because another setting is bad)."""
+    raw = (os.environ if environ is None else environ).get("OTEL_REPLAY_MODE", "")
+    return raw.strip().lower() == "replay"
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:

@@ -36,6 +36,7 @@ from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
+from otel_replay.errors import ConfigError
 
 __all__ = ["ReplayInstrumentor", "capture_content_enabled"]
 
@@ -66,7 +67,15 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return package._instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        config = settings.load()
+        try:
+            config = settings.load()
+        except ConfigError as exc:
+            if settings.replay_requested():
+                from otel_replay.replay._child import fatal  # noqa: PLC0415
+
+                fatal(str(exc))  # asked to replay: never run live instead
+            settings.turn_off(exc)
+            return
         if config.mode == "off":
             return
         tracer = trace.get_tracer(_SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider"))

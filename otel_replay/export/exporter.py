@@ -8,7 +8,6 @@ import os
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
@@ -58,16 +57,6 @@ class ExporterStats:
     """Bytes the hand-off holds for steps not durable yet (queued or being written)."""
 
 
-def _setting(name: str) -> Any:
-    """A setting, or its default (logged) when the environment's value does not parse: the
-    exporter is built inside the SDK's start-up and must not raise there."""
-    try:
-        return settings.read(name)
-    except ConfigError as exc:
-        _log.error("otel-replay: %s; using the default", exc)
-        return settings.read(name, {})
-
-
 class ReplaySpanExporter(SpanExporter):
     """Persists recorded steps (fixtures and spans) and every span of a recorded run into a
     fixture store, beside whatever other exporter the application uses.
@@ -80,6 +69,10 @@ class ReplaySpanExporter(SpanExporter):
     ``meter_provider`` (default: the global MeterProvider, when one is configured).
 
     See :mod:`otel_replay.export` for how nothing is lost.
+
+    A bad ``OTEL_REPLAY_*`` setting turns it off (one log line names the variable): it is
+    built inside the SDK's start-up, where raising would cost the user their other exporters,
+    so it then accepts every span and does nothing.
     """
 
     def __init__(
@@ -89,14 +82,23 @@ class ReplaySpanExporter(SpanExporter):
         handoff: Handoff | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
+        try:
+            config = settings.load()
+        except ConfigError as exc:
+            if not settings.replay_requested():  # else the replay's boot exits, saying why
+                settings.turn_off(exc)
+            self._off = self._closed = True
+            self._where = str(store.location if isinstance(store, Store) else store or "")
+            return
+        self._off = False
         self._handoff = handoff if handoff is not None else process_handoff()
         try:
             observe_drops(self._handoff, meter_provider)
         except Exception as exc:  # a metrics SDK problem must not stop recording
             _log.error("otel-replay: cannot report drops as a metric: %r", exc)
-        self._handoff.max_bytes = _setting("OTEL_REPLAY_HANDOFF_MAX_BYTES")
-        self._handoff.wait_s = _setting("OTEL_REPLAY_HANDOFF_WAIT_MS") / 1000
-        self._timeout = _setting("OTEL_REPLAY_FLUSH_TIMEOUT_MS") / 1000
+        self._handoff.max_bytes = config.handoff_max_bytes
+        self._handoff.wait_s = config.handoff_wait_ms / 1000
+        self._timeout = config.flush_timeout_ms / 1000
         self._failures = Failures()
         if isinstance(store, Store):
             given = store
@@ -104,7 +106,7 @@ class ReplaySpanExporter(SpanExporter):
             self._owns_store = False
             self._open = lambda: given
         else:
-            where = str(store if store is not None else _setting("OTEL_REPLAY_STORE"))
+            where = str(store if store is not None else config.store)
             self._where = where
             self._owns_store = True
             self._open = lambda: Store.open(where)
@@ -112,7 +114,7 @@ class ReplaySpanExporter(SpanExporter):
         register_flush(self.force_flush)
         self._stuck_at: int | None = None  # the writer's cycle count when a wait timed out
         self._writer = self._start_writer()
-        self._on_sigterm = bool(_setting("OTEL_REPLAY_HANDLE_SIGTERM")) and _sigterm.install(self)
+        self._on_sigterm = config.handle_sigterm and _sigterm.install(self)
         # For exporters whose provider is never shut down: write what is held at exit (the
         # provider's own atexit shutdown, when there is one, runs after this and finishes).
         atexit.register(self._flush_at_exit)
@@ -147,11 +149,14 @@ class ReplaySpanExporter(SpanExporter):
         """Persist the recorded spans of ``spans`` that did not come through the capture
         hand-off, and return once everything handed over so far is durable.
 
-        SUCCESS when it is; FAILURE when the store cannot be written or the writer did not
-        finish within ``OTEL_REPLAY_FLUSH_TIMEOUT_MS``. Under overload (more than
-        :data:`WAIT_BACKLOG_MAX` items queued) it does not wait, so the batch processor never
-        backs up because of it, and answers from the writer's state. Never raises.
+        SUCCESS when it is (or when the exporter is off); FAILURE when the store cannot be
+        written or the writer did not finish within ``OTEL_REPLAY_FLUSH_TIMEOUT_MS``. Under
+        overload (more than :data:`WAIT_BACKLOG_MAX` items queued) it does not wait, so the
+        batch processor never backs up because of it, and answers from the writer's state.
+        Never raises.
         """
+        if self._off:
+            return SpanExportResult.SUCCESS
         if self._closed:
             return SpanExportResult.FAILURE
         try:
@@ -178,9 +183,9 @@ class ReplaySpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait until every step and span handed over so far is durable (at most
-        ``timeout_millis``); True when it is."""
+        ``timeout_millis``); True when it is (or when the exporter is off)."""
         if self._closed:
-            return False
+            return self._off
         return self._wait(min(timeout_millis / 1000, self._timeout))
 
     def _wait(self, timeout: float | None = None) -> bool:
@@ -227,6 +232,8 @@ class ReplaySpanExporter(SpanExporter):
 
     def stats(self) -> ExporterStats:
         """Counters of what was written, is pending, was dropped or failed."""
+        if self._off:
+            return ExporterStats(0, 0, 0, 0, 0, 0, 0)
         writer = self._writer
         return ExporterStats(
             steps=writer.steps,

@@ -30,12 +30,13 @@ from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
 from otel_replay.settings import Settings
 
-__all__ = ["bootstrap", "start"]
+__all__ = ["bootstrap", "fatal", "start"]
 
 _session: ReplaySession | None = None
 
 
-def _fatal(message: str) -> NoReturn:
+def fatal(message: str) -> NoReturn:
+    """Say on one line why this process cannot replay, and exit with status 2 at once."""
     sys.stderr.write(f"otel-replay: cannot replay: {message}\n")
     sys.stderr.flush()
     os._exit(2)
@@ -47,14 +48,14 @@ def start(config: Settings) -> ReplaySession:
     if _session is not None:
         return _session
     if not config.run:
-        _fatal("OTEL_REPLAY_MODE=replay needs OTEL_REPLAY_RUN (a run id, file or URL)")
+        fatal("OTEL_REPLAY_MODE=replay needs OTEL_REPLAY_RUN (a run id, file or URL)")
     from otel_replay.replay.sources import load_run  # noqa: PLC0415 - import cycle
 
     try:
         run = load_run(config.run or "", store=config.store)
         report = open(config.report, "a", encoding="utf-8") if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:
-        _fatal(str(exc))
+        fatal(str(exc))
     session = ReplaySession(
         run,
         strict=config.strict,
@@ -75,7 +76,7 @@ def bootstrap() -> None:
     try:
         config = settings.load()
     except OtelReplayError as exc:
-        _fatal(str(exc))
+        fatal(str(exc))
     if config.mode != "replay":
         return
     # Only a replayed process records through these; importing them is for here alone.

@@ -1,0 +1,141 @@
+"""A bad ``OTEL_REPLAY_*`` value must not break OpenTelemetry.
+
+The example agent runs under ``opentelemetry-instrument`` with ``OTEL_TRACES_EXPORTER=otlp,
+replay`` and every installed instrumentation, against the stand-in provider and a real OTLP
+receiver, with one setting spoiled. otel-replay says so in one line naming the variable and
+stays off; the user's spans (the agent's, the official instrumentations') still reach the
+receiver; nothing is recorded. Asked to replay, the process refuses to run at all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from examples.otlp_sink import OtlpSink
+from examples.standin import StandIn
+from otel_replay import settings
+from tests.capture.test_auto_instrumentation import AGENT, AGENT_SPAN, INSTRUMENT, ROOT, SECRET
+
+BAD = {
+    "OTEL_REPLAY_MODE": "bogus",
+    "OTEL_REPLAY_INLINE_LIMIT": "lots",
+    "OTEL_REPLAY_REDACT": "(",
+    "OTEL_REPLAY_HANDOFF_MAX_BYTES": "-1",
+    "OTEL_REPLAY_HANDOFF_WAIT_MS": "soon",
+    "OTEL_REPLAY_FLUSH_TIMEOUT_MS": "1.5s",
+    "OTEL_REPLAY_HANDLE_SIGTERM": "perhaps",
+    "OTEL_REPLAY_RETAIN_OK_DAYS": "forever",
+    "OTEL_REPLAY_RETAIN_ERROR_DAYS": "-3",
+    "OTEL_REPLAY_STRICT": "maybe",
+    "OTEL_REPLAY_TIMING": "slow",
+}
+
+
+def test_every_setting_that_can_be_bad_is_covered() -> None:
+    failing = set()
+    for setting in settings.SETTINGS:
+        try:
+            setting.parse("bad value (")
+        except Exception:
+            failing.add(setting.name)
+    assert failing == set(BAD)
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    with OtlpSink() as receiver:
+        yield receiver
+
+
+def _run(
+    standin: StandIn, tmp_path: Path, env: dict[str, str], sink: OtlpSink | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "OPENAI_", "STANDIN_", "SUPPORT_"))
+    }
+    base |= {
+        "OTEL_SERVICE_NAME": "support-agent",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_REPLAY_STORE": str(tmp_path / "store"),
+        "OPENAI_API_KEY": SECRET,
+        "OPENAI_BASE_URL": standin.openai_base_url,
+        "SUPPORT_TOOLS_URL": standin.tools_url,
+        "PYTHONUNBUFFERED": "1",
+    }
+    if sink is not None:
+        protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        base |= {
+            "OTEL_TRACES_EXPORTER": "otlp,replay",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": sink.grpc_endpoint
+            if protocol == "grpc"
+            else sink.http_endpoint,
+        }
+    return subprocess.run(
+        [str(INSTRUMENT), sys.executable, AGENT],
+        cwd=ROOT,
+        env=base | env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_setting_turns_otel_replay_off_and_the_spans_still_arrive(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path, name: str
+) -> None:
+    protocol = "grpc" if sorted(BAD).index(name) % 2 else "http/protobuf"
+    proc = _run(standin, tmp_path, {name: BAD[name], "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}, sink)
+    assert proc.returncode == 0, proc.stderr
+    assert "agent> " in proc.stdout  # the agent did its work
+    said = [line for line in proc.stderr.splitlines() if "otel-replay" in line]
+    assert said == [f"otel-replay: {name}={BAD[name]!r} is invalid: {said[0].split(': ', 2)[2]}"]
+    assert said[0].endswith("; otel-replay is off in this process")
+    assert "Traceback" not in proc.stderr
+    sink.wait_for_spans(lambda spans: any(s["name"] == AGENT_SPAN for s in spans), 10)
+    spans = sink.spans()
+    chats = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
+    assert chats, [s["name"] for s in spans]  # the official openai instrumentation's spans
+    assert not [s for s in spans if any(k.startswith("replay.") for k in s["attributes"])]
+    assert not (tmp_path / "store" / "runs").exists()  # nothing recorded
+
+
+def test_asked_to_replay_with_a_bad_setting_the_app_does_not_run(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    proc = _run(
+        standin,
+        tmp_path,
+        {"OTEL_REPLAY_MODE": "replay", "OTEL_REPLAY_RUN": "r_x", "OTEL_REPLAY_STRICT": "maybe"},
+    )
+    assert proc.returncode == 2
+    assert "agent> " not in proc.stdout and not standin.received
+    assert proc.stderr.strip().splitlines() == [
+        "otel-replay: cannot replay: OTEL_REPLAY_STRICT='maybe' is invalid: expected true or false"
+    ]
+
+
+def test_the_cli_refuses_a_bad_setting_on_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "otel-replay"), "runs", "--store", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "OTEL_REPLAY_RETAIN_OK_DAYS": "forever"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "OTEL_REPLAY_RETAIN_OK_DAYS" in proc.stderr
