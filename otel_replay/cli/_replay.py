@@ -5,6 +5,11 @@ CMD with replay mode in its environment and our ``sitecustomize`` first on ``PYT
 plain ``python agent.py`` replays too), follows the events the child appends to a report file
 (progress), and finally prints the comparison.
 
+A strict replay runs CMD in a network namespace of its own (:mod:`otel_replay.replay._isolate`
+starts it), so nothing CMD or its subprocesses do reaches the network; where namespaces are
+unavailable it says so on one line and runs CMD with the in-process guards alone.
+``--no-isolate`` asks for that without trying.
+
 Exit status: 0 identical; 1 diverged; 2 bad input; otherwise the agent's own non-zero status
 when it failed without diverging.
 """
@@ -36,8 +41,9 @@ from otel_replay.cli._common import (
 )
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
+from otel_replay.replay import _isolate
 from otel_replay.replay._model import Run
-from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 from otel_replay.replay.sources import fetch, is_url, load_run
 from otel_replay.store import Store
 
@@ -74,6 +80,13 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "--no-strict sends unmatched requests live.",
 )
 @click.option(
+    "--isolate/--no-isolate",
+    default=True,
+    show_default=True,
+    help="Strict replay runs CMD in a network namespace of its own (Linux), so neither CMD nor "
+    "anything it starts can reach the network. --no-isolate relies on in-process guards only.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -85,6 +98,7 @@ def replay(
     store: str | None,
     timing: str,
     strict: bool,
+    isolate: bool,
     as_json: bool,
 ) -> None:
     """Re-execute CMD against the recorded RUN and report where it diverges.
@@ -92,8 +106,9 @@ def replay(
     RUN is a run id in the store, an OTLP JSON or protobuf file, or an http(s) URL that
     returns OTLP JSON (add #RUN_ID to pick one run from a source that holds several). CMD
     runs with OTEL_REPLAY_MODE=replay: every httpx/httpx2 request is answered from the
-    recording, and in strict mode no socket opens. The re-execution is recorded in the store
-    as a run of its own (mode replay).
+    recording, and in strict mode no socket opens: CMD runs in a network namespace of its own
+    where the system allows one, and every refused attempt and every process CMD starts is
+    listed. The re-execution is recorded in the store as a run of its own (mode replay).
 
     Exit 0 when the new requests equal the recorded ones, 1 with a divergence report
     otherwise; when the agent itself fails, its exit status is shown (and returned if nothing
@@ -109,8 +124,10 @@ def replay(
         report.touch()
         new_id = new_run_id()
         env = _child_env(source, where, new_id, report, timing, strict)
-        code, events = _run_child(command, env, report, len(recorded.steps), as_json)
-    result = _result(recorded, events)
+        isolation = _isolation_wanted(strict=strict, isolate=isolate)
+        argv = _isolate.launcher(command) if isolation is None else list(command)
+        code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
+    result = _result(recorded, events, isolation)
     if as_json:
         document = result.to_json()
         document.update(agent_exit_code=code, replay_run_id=new_id)
@@ -141,6 +158,20 @@ def _local_source(ref: str, scratch: Path, store: str) -> str:
     path = scratch / "source.json"
     path.write_bytes(fetch(base))
     return f"{path}#{fragment}" if fragment else str(path)
+
+
+def _isolation_wanted(*, strict: bool, isolate: bool) -> Isolation | None:
+    """None when CMD is to start through the isolating launcher; otherwise why not (with the
+    one-line notice printed when the system is what stands in the way)."""
+    if not strict:
+        return Isolation(False, reason="--no-strict: unmatched requests go live")
+    if not isolate:
+        return Isolation(False, reason="--no-isolate")
+    reason = _isolate.unavailable()
+    if reason is None:
+        return None
+    click.echo(_isolate.notice(reason), err=True)
+    return Isolation(False, reason=reason)
 
 
 def _child_env(
@@ -190,7 +221,11 @@ def _run_child(
     except KeyboardInterrupt:
         child.kill()
         raise
-    return code, _events(report)
+    events = _events(report)
+    for event in events:
+        if event.get("type") == "launch-failed":
+            raise CliError(str(event.get("error")))
+    return code, events
 
 
 def _count_steps(data: bytes) -> int:
@@ -215,9 +250,14 @@ def _events(report: Path) -> list[dict[str, Any]]:
     return events
 
 
-def _result(recorded: Run, events: list[dict[str, Any]]) -> ReplayResult:
+def _result(
+    recorded: Run, events: list[dict[str, Any]], isolation: Isolation | None
+) -> ReplayResult:
+    """The comparison from the child's events; ``isolation`` None means the launcher ran and
+    its event says how CMD was isolated."""
     steps: list[ServedStep] = []
     network: list[str] = []
+    subprocesses: list[str] = []
     elapsed = 0.0
     for event in events:
         kind = event.get("type")
@@ -225,8 +265,18 @@ def _result(recorded: Run, events: list[dict[str, Any]]) -> ReplayResult:
             steps.append(ServedStep.from_json(event))
         elif kind == "network":
             network.append(str(event.get("address")))
+        elif kind == "subprocess":
+            subprocesses.append(str(event.get("command")))
         elif kind == "end":
             elapsed = float(event.get("elapsed_s", 0.0))
-    result = ReplayResult(recorded, steps, network)
+        elif kind == "isolation" and isolation is None:
+            isolation = Isolation(
+                isolated=bool(event.get("isolated")),
+                how=event.get("how"),
+                loopback=bool(event.get("loopback")),
+                reason=event.get("reason"),
+            )
+    result = ReplayResult(recorded, steps, network, subprocesses)
     result.elapsed_s = elapsed
+    result.isolation = isolation or Isolation(False, reason="the launcher did not report")
     return result

@@ -1,9 +1,14 @@
-"""The text of a replay's outcome: verdict, the first divergence field by field, the steps, and
-the summary line. Recorded content is printed as ``Text``, never as markup."""
+"""The text of a replay's outcome: verdict, the first divergence field by field, the steps, what
+strict mode refused and the processes started, how the run was isolated, and the summary line.
+Recorded content is printed as ``Text``, never as markup.
+
+No list is cut silently: past its limit a list ends with a line saying how many more there are
+(``--json`` carries every one)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from rich import box
 from rich.console import RenderableType
@@ -11,11 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from otel_replay.replay._diff import category
-from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 
 __all__ = ["render"]
 
 _MAX_CHANGES = 12
+_MAX_LISTED = 20
+_MAX_NAMED = 10
 
 
 def _counts(counter: Counter[str]) -> str:
@@ -89,6 +96,55 @@ def _steps_table(steps: list[ServedStep]) -> Table:
     return table
 
 
+def _named(items: Sequence[str]) -> str:
+    """Up to ten items on one line, then how many more."""
+    listed = ", ".join(items[:_MAX_NAMED])
+    more = len(items) - _MAX_NAMED
+    return f"{listed} and {more} more" if more > 0 else listed
+
+
+def _each(prefix: str, items: Sequence[str], style: str, noun: str) -> list[RenderableType]:
+    """One line per distinct item (first-seen order, with its count when repeated), at most
+    twenty, then one line counting the rest."""
+    counts = Counter(items)
+    distinct = list(counts)
+    out: list[RenderableType] = []
+    for item in distinct[:_MAX_LISTED]:
+        times = f" ({counts[item]} times)" if counts[item] > 1 else ""
+        out.append(Text(f"{prefix}: {item}{times}", style=style))
+    rest = distinct[_MAX_LISTED:]
+    if rest:
+        total = sum(counts[item] for item in rest)
+        out.append(
+            Text(
+                f"… and {total} more {noun} ({len(rest)} distinct not shown; --json lists all)",
+                style=style,
+            )
+        )
+    return out
+
+
+def _isolation(isolation: Isolation | None, subprocesses: int) -> list[RenderableType]:
+    if isolation is None:
+        return []
+    if isolation.isolated:
+        loopback = "its own loopback only" if isolation.loopback else "no interface up"
+        return [
+            Text(
+                f"isolated: the program and every process it started ran in a {isolation.how} "
+                f"of their own ({loopback}): the network was out of reach",
+                style="green",
+            )
+        ]
+    text = f"not isolated ({isolation.reason})"
+    if isolation.reason is not None and isolation.reason.startswith("--no-strict"):
+        return [Text(text)]
+    text += ": only in-process guards applied"
+    if subprocesses:
+        text += f"; the {subprocesses} subprocess(es) listed could have reached the network"
+    return [Text(text, style="bold yellow")]
+
+
 def render(
     result: ReplayResult, *, agent_exit_code: int, replay_run_id: str
 ) -> list[RenderableType]:
@@ -100,21 +156,26 @@ def render(
         out.append(_steps_table(steps))
     unused = result.unused
     if unused:
-        listed = ", ".join(f"{s.index} ({s.endpoint})" for s in unused[:10])
-        more = f" and {len(unused) - 10} more" if len(unused) > 10 else ""
-        out.append(Text(f"recorded steps never requested: {listed}{more}"))
+        listed = _named([f"{s.index} ({s.endpoint})" for s in unused])
+        out.append(Text(f"recorded steps never requested: {listed}"))
     extra = result.extra
     if extra:
-        listed = ", ".join(f"{s.order} ({s.method} {s.url})" for s in extra[:10])
+        listed = _named([f"{s.order} ({s.method} {s.url})" for s in extra])
         out.append(Text(f"requests with no recorded step: {listed}"))
-    for address in result.network_attempts[:10]:
-        out.append(Text(f"refused network access: {address}", style="red"))
+    attempts = result.network_attempts
+    out.extend(_each("refused network access", attempts, "red", "refused attempts"))
+    isolation = result.isolation
+    subprocesses = result.subprocesses
+    contained = isolation is not None and isolation.isolated
+    label = "subprocess (no network: isolated)" if contained else "subprocess (possible escape)"
+    out.extend(_each(label, subprocesses, "" if contained else "yellow", "subprocesses"))
+    out.extend(_isolation(isolation, len(subprocesses)))
     served = sum(1 for s in steps if s.recorded is not None)
     summary = Text(
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "
-        f"{result.elapsed_s:.3f} s; network attempts: {len(result.network_attempts)}; "
-        f"recorded as run {replay_run_id}"
+        f"{result.elapsed_s:.3f} s; network attempts: {len(attempts)}; "
+        f"subprocesses: {len(subprocesses)}; recorded as run {replay_run_id}"
     )
     out.append(summary)
     if agent_exit_code != 0:

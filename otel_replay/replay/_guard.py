@@ -4,7 +4,12 @@ Installing the guard patches ``socket.socket.connect``/``connect_ex``/``sendto``
 lookups of the :mod:`socket` module, so any library in the process (``requests``,
 ``urllib``, gRPC's Python paths, a stray exporter) is refused with
 :class:`~otel_replay.errors.NetworkBlockedError`, and every refusal is reported. Unix-domain
-sockets and socket pairs stay allowed: they are not the network.
+(and netlink) sockets and socket pairs stay allowed: they are not the network. Loopback is
+refused too: on the host it reaches real services (a local model server, for one).
+
+Code that goes under these patches (``_socket`` itself, ``sendmsg``) meets the audit hooks of
+:mod:`otel_replay.replay._audit`; native code and other processes meet only the kernel, in the
+network namespace the ``replay`` verb starts its child in (:mod:`otel_replay.replay._isolate`).
 """
 
 from __future__ import annotations
@@ -17,12 +22,24 @@ from typing import Any, ClassVar
 
 from otel_replay.errors import NetworkBlockedError
 
-__all__ = ["SocketGuard"]
+__all__ = ["SocketGuard", "describe", "is_network", "is_numeric", "refusal"]
 
-_INET = (socket.AF_INET, socket.AF_INET6)
+# Families that cannot leave the machine: Unix-domain sockets and the kernel's netlink.
+_LOCAL_FAMILIES = frozenset(
+    family
+    for family in (getattr(socket, "AF_UNIX", None), getattr(socket, "AF_NETLINK", None))
+    if family is not None
+)
 
 
-def _numeric(host: Any) -> bool:
+def is_network(family: int) -> bool:
+    """Whether a socket of ``family`` can reach the network (every family but Unix-domain and
+    netlink sockets)."""
+    return family not in _LOCAL_FAMILIES
+
+
+def is_numeric(host: Any) -> bool:
+    """Whether ``host`` (str or bytes) is an IP address, which resolves without asking anyone."""
     try:
         ipaddress.ip_address(host.decode() if isinstance(host, bytes) else str(host))
     except ValueError:
@@ -30,11 +47,20 @@ def _numeric(host: Any) -> bool:
     return True
 
 
-def _address(address: Any) -> str:
+def describe(address: Any, operation: str = "connect") -> str:
+    """How a refused attempt is listed: ``host:port`` (``[v6]:port``) for a connect, with the
+    operation after it otherwise (``127.0.0.1:53 (sendto)``)."""
     if isinstance(address, tuple) and len(address) >= 2:
         host, port = address[0], address[1]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    return str(address)
+        text = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    else:
+        text = str(address)
+    return text if operation == "connect" else f"{text} ({operation})"
+
+
+def refusal(what: str) -> NetworkBlockedError:
+    """The error a refused attempt raises (``what`` as :func:`describe` lists it)."""
+    return NetworkBlockedError(f"otel-replay strict replay refused network access to {what}")
 
 
 class SocketGuard:
@@ -74,7 +100,7 @@ class SocketGuard:
     def _refuse(cls, what: str) -> NetworkBlockedError:
         for listener in list(cls._listeners):
             listener(what)
-        return NetworkBlockedError(f"otel-replay strict replay refused network access to {what}")
+        return refusal(what)
 
     @classmethod
     def _patch(cls) -> None:
@@ -87,24 +113,24 @@ class SocketGuard:
         saved["gethostbyname_ex"] = socket.gethostbyname_ex
 
         def connect(sock: socket.socket, address: Any) -> None:
-            if sock.family in _INET:
-                raise cls._refuse(_address(address))
+            if is_network(sock.family):
+                raise cls._refuse(describe(address))
             saved["connect"](sock, address)
 
         def connect_ex(sock: socket.socket, address: Any) -> int:
-            if sock.family in _INET:
-                raise cls._refuse(_address(address))
+            if is_network(sock.family):
+                raise cls._refuse(describe(address))
             return int(saved["connect_ex"](sock, address))
 
         def sendto(sock: socket.socket, data: Any, *args: Any) -> int:
-            if sock.family in _INET:
-                raise cls._refuse(_address(args[-1]))
+            if is_network(sock.family):
+                raise cls._refuse(describe(args[-1], "sendto"))
             return int(saved["sendto"](sock, data, *args))
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             # A numeric address resolves without asking anyone; the connect is refused later.
-            if host is not None and not _numeric(host):
-                raise cls._refuse(f"name lookup {_address((host, port))}")
+            if host is not None and not is_numeric(host):
+                raise cls._refuse(f"name lookup {describe((host, port))}")
             return saved["getaddrinfo"](host, port, *args, **kwargs)
 
         def gethostbyname(host: str) -> str:

@@ -1,5 +1,6 @@
 """Putting a replay session in charge of a process's HTTP: every httpx/httpx2 client, however
-and whenever it was made, gets the replay transport, and strict mode guards the sockets.
+and whenever it was made, gets the replay transport, and strict mode guards the sockets (the
+socket guard's patches, and the audit hook below them, which also reports processes started).
 
 The seam is the clients' ``_transport_for_url`` (the one place a client picks the transport
 for a request, default pool or mount), so ``_send_single_request`` and everything around it —
@@ -17,6 +18,7 @@ import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay.capture.package import CLIENT_MODULES
+from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._transport import transport_classes
@@ -36,16 +38,20 @@ def install(session: ReplaySession) -> Callable[[], None]:
         for client, cls in ((module.Client, sync_cls), (module.AsyncClient, async_cls)):
             wrapt.wrap_function_wrapper(client, "_transport_for_url", _chooser(session, cls))
             wrapped.append(client)
-    guard = SocketGuard(session.network_attempt) if session.strict else None
-    if guard is not None:
+    guards: list[SocketGuard | AuditGuard] = []
+    if session.strict:
+        guards.append(SocketGuard(session.network_attempt))
+        guards.append(AuditGuard(session.network_attempt, session.subprocess_started))
+    for guard in guards:
         guard.install()
 
     def undo() -> None:
         for client in wrapped:
             unwrap(client, "_transport_for_url")
         wrapped.clear()
-        if guard is not None:
+        for guard in reversed(guards):
             guard.uninstall()
+        guards.clear()
 
     return undo
 

@@ -1,8 +1,8 @@
 """The outcome of a replay: each request and how it was answered, and the comparison.
 
-A replay produces events (one per request, one per refused network attempt). The in-process
-API reads them live from the session; the CLI reads them from the report file the replayed
-process writes. Both build the same :class:`ReplayResult` from them.
+A replay produces events (one per request, one per refused network attempt, one per process
+started). The in-process API reads them live from the session; the CLI reads them from the
+report file the replayed process writes. Both build the same :class:`ReplayResult` from them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from otel_replay.replay._diff import Change
 from otel_replay.replay._model import RecordedStep, Run
 
-__all__ = ["Divergence", "ReplayResult", "ServedStep"]
+__all__ = ["Divergence", "Isolation", "ReplayResult", "ServedStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,19 +108,54 @@ class Divergence:
         return f"step {self.step} differs from the recording"
 
 
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """Whether the replayed command ran in a network namespace of its own.
+
+    ``isolated``: the kernel gave it and everything it started no route out; ``how`` names the
+    namespaces (``network namespace``, ``user and network namespaces``) and ``loopback`` says
+    whether its private loopback was up. Otherwise ``reason`` says why not (``--no-isolate``,
+    ``unshare: Operation not permitted``…), and only the in-process guards applied.
+    """
+
+    isolated: bool
+    how: str | None = None
+    loopback: bool = False
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        return {
+            "isolated": self.isolated,
+            "how": self.how,
+            "loopback": self.loopback,
+            "reason": self.reason,
+        }
+
+
 class ReplayResult:
     """The comparison of a replay with its recording.
 
     In-process (:func:`otel_replay.replaying`) it fills in while the code runs and is final
     when the ``with`` block exits. ``identical`` is True when every recorded step was asked
-    for exactly once with the recorded request, and nothing else was asked.
+    for exactly once with the recorded request, and no network access was refused; processes
+    started are reported (:attr:`subprocesses`) but do not make a replay differ. ``isolation``
+    is set by the ``replay`` verb (None in-process: no namespace).
     """
 
-    def __init__(self, run: Run, steps: Sequence[ServedStep], network: Sequence[str]) -> None:
+    def __init__(
+        self,
+        run: Run,
+        steps: Sequence[ServedStep],
+        network: Sequence[str],
+        subprocesses: Sequence[str] = (),
+    ) -> None:
         self.run = run
         self._steps = steps
         self._network = network
+        self._subprocesses = subprocesses
         self.elapsed_s: float = 0.0
+        self.isolation: Isolation | None = None
 
     @property
     def steps(self) -> list[ServedStep]:
@@ -129,8 +164,15 @@ class ReplayResult:
 
     @property
     def network_attempts(self) -> list[str]:
-        """Network operations strict mode refused (addresses), in order."""
+        """Network operations strict mode refused, in order, every one (``host:port`` for a
+        connect, ``host:port (sendto)``, ``name lookup host:port``…)."""
         return list(self._network)
+
+    @property
+    def subprocesses(self) -> list[str]:
+        """Command lines of the processes the replayed code started during a strict replay, in
+        order, every one. Without a network namespace each is a possible network escape."""
+        return list(self._subprocesses)
 
     @property
     def unused(self) -> list[RecordedStep]:
@@ -194,5 +236,7 @@ class ReplayResult:
             "extra": [s.to_json() for s in self.extra],
             "steps": [s.to_json() for s in self.steps],
             "network_attempts": self.network_attempts,
+            "subprocesses": self.subprocesses,
+            "isolation": None if self.isolation is None else self.isolation.to_json(),
             "elapsed_s": round(self.elapsed_s, 6),
         }

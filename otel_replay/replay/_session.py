@@ -1,7 +1,8 @@
 """One replay in one process: match each request, answer it, and keep the account.
 
-The replay transport asks :meth:`ReplaySession.answer` for every request; the socket guard
-reports refused network attempts to :meth:`ReplaySession.network_attempt`. When the session
+The replay transport asks :meth:`ReplaySession.answer` for every request; the socket guard and
+the audit hook report refused network attempts to :meth:`ReplaySession.network_attempt`, and
+the processes the replayed code starts to :meth:`ReplaySession.subprocess_started`. When the session
 has a report file (the CLI's child process), every event is appended to it as one JSON line
 as it happens, so the parent can show progress and still read everything up to a crash.
 """
@@ -129,9 +130,10 @@ class ReplaySession:
         self._lock = threading.Lock()
         self._steps: list[ServedStep] = []
         self._network: list[str] = []
+        self._subprocesses: list[str] = []
         self._answers: dict[tuple[int, bool | None], Answer] = {}
         self._started = time.perf_counter()
-        self.result = ReplayResult(run, self._steps, self._network)
+        self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
 
     def answer(
         self, method: str, url: str, body: bytes, request_hash: str | None = None
@@ -170,10 +172,18 @@ class ReplaySession:
         return answer
 
     def network_attempt(self, address: str) -> None:
-        """The socket guard refused ``address``."""
+        """The socket guard or the audit hook refused ``address`` (as they describe it)."""
         with self._lock:
             self._network.append(address)
             self._write({"type": "network", "address": address})
+
+    def subprocess_started(self, command: str) -> None:
+        """The replayed code started a process (``command`` as one line); the user's
+        ``OTEL_REPLAY_REDACT`` patterns are applied before it is kept."""
+        command = self._redactor.body(command.encode()).decode(errors="replace")
+        with self._lock:
+            self._subprocesses.append(command)
+            self._write({"type": "subprocess", "command": command})
 
     def close(self) -> None:
         """Write the closing event (elapsed time) and stop writing."""

@@ -1,0 +1,180 @@
+"""Strict replay's view from below the patches: CPython audit hooks.
+
+The socket guard patches the :mod:`socket` module; code that calls ``_socket`` itself, or
+``sendmsg`` with an address, goes under it. Audit events are raised by the interpreter's C
+code, so they see those calls too. While a strict replay is active the hook refuses (raises
+:class:`~otel_replay.errors.NetworkBlockedError` from inside the call):
+
+* ``socket.connect``, ``socket.sendto``, ``socket.sendmsg`` on any socket that can reach the
+  network (everything but Unix-domain and netlink sockets; loopback included, as the guard);
+* ``socket.getaddrinfo`` and ``socket.gethostbyname`` of a name (an IP address resolves
+  without asking anyone);
+* ``ctypes.dlsym`` of libc's ``connect``, ``sendto``, ``sendmsg`` or ``sendmmsg``: a native
+  call leaves no audit event, its symbol lookup does (a pointer resolved before the replay
+  started, or ``syscall``, is for the kernel's network namespace to stop).
+
+``socket.bind`` is not refused: listening sends nothing, and agents legitimately serve
+metrics or health checks.
+
+Processes started (``subprocess.Popen``, ``os.system``, ``os.posix_spawn``, ``os.exec*``) are
+reported, not refused: agents legitimately spawn them (MCP stdio servers, for one). What a
+subprocess does is out of this process's sight; only the network namespace stops it.
+Processes otel-replay itself starts (``git`` for the commit) are not reported.
+
+An audit hook cannot be removed, so one hook is added per process, the first time a guard is
+installed, and does nothing while no guard is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, ClassVar
+
+from otel_replay.replay._guard import describe, is_network, is_numeric, refusal
+
+__all__ = ["AuditGuard", "command_line"]
+
+_NATIVE_SENDERS = frozenset({"connect", "sendto", "sendmsg", "sendmmsg", "__connect"})
+_COMMAND_LIMIT = 500
+# Frames in these files only pass a subprocess request on; the caller is the frame above them.
+_SUBPROCESS = os.path.normcase(os.path.abspath(subprocess.__file__))
+_RELAY_FILES = frozenset({_SUBPROCESS, os.path.normcase(os.path.abspath(os.__file__))})
+_HERE = os.path.normcase(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep
+
+
+def command_line(args: Any) -> str:
+    """A process's command as one shell-quoted line (``args`` a string, bytes, a path or a
+    sequence of them), cut at 500 characters."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+    elif isinstance(args, Sequence):
+        text = shlex.join(
+            os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args
+        )
+    else:
+        text = str(args)
+    return text if len(text) <= _COMMAND_LIMIT else text[: _COMMAND_LIMIT - 1] + "…"
+
+
+def _caller(*, past_relays: bool) -> str:
+    """The file of the code that raised the audit event being handled: the first frame
+    outside this module (and outside ``subprocess``/``os`` when ``past_relays``)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = os.path.normcase(frame.f_code.co_filename)
+        if name != _HERE and not (past_relays and name in _RELAY_FILES):
+            return name
+        frame = frame.f_back
+    return ""
+
+
+class AuditGuard:
+    """Refuses network operations and reports started processes while installed.
+
+    ``on_attempt(what)`` hears of each refusal (``what`` as the socket guard lists it);
+    ``on_process(command)`` of each process started. ``install``/``uninstall`` nest like the
+    socket guard's; the hook stays in place but idle once the last guard is uninstalled.
+    """
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _hooked: ClassVar[bool] = False
+    # Replaced, never mutated, so the hook reads it without the lock.
+    _active: ClassVar[tuple[AuditGuard, ...]] = ()
+
+    def __init__(
+        self, on_attempt: Callable[[str], None], on_process: Callable[[str], None]
+    ) -> None:
+        self.on_attempt = on_attempt
+        self.on_process = on_process
+
+    def install(self) -> None:
+        """Start refusing and reporting."""
+        cls = AuditGuard
+        with cls._lock:
+            if not cls._hooked:
+                sys.addaudithook(_hook)
+                cls._hooked = True
+            cls._active = (*cls._active, self)
+
+    def uninstall(self) -> None:
+        """Stop (this guard; the hook idles once none is left)."""
+        cls = AuditGuard
+        with cls._lock:
+            if self in cls._active:
+                active = list(cls._active)
+                active.remove(self)
+                cls._active = tuple(active)
+
+
+def _refuse(what: str) -> None:
+    for guard in AuditGuard._active:
+        guard.on_attempt(what)
+    raise refusal(what)
+
+
+def _report(args: Any) -> None:
+    if _caller(past_relays=True).startswith(_PACKAGE):
+        return
+    command = command_line(args)
+    for guard in AuditGuard._active:
+        guard.on_process(command)
+
+
+def _socket_event(operation: str) -> Callable[[tuple[Any, ...]], None]:
+    def check(args: tuple[Any, ...]) -> None:
+        sock, address = args[0], args[1]
+        if is_network(getattr(sock, "family", -1)):
+            _refuse(describe(address, operation))
+
+    return check
+
+
+def _lookup(args: tuple[Any, ...]) -> None:
+    host = args[0]
+    if host is not None and not is_numeric(host):
+        name = host.decode(errors="replace") if isinstance(host, bytes) else str(host)
+        _refuse(f"name lookup {describe((name, args[1])) if len(args) > 1 else name}")
+
+
+def _dlsym(args: tuple[Any, ...]) -> None:
+    name = args[1] if len(args) > 1 else None
+    if isinstance(name, str) and name in _NATIVE_SENDERS:
+        _refuse(f"native {name}() (ctypes lookup)")
+
+
+def _posix_spawn(args: tuple[Any, ...]) -> None:
+    # subprocess.Popen may spawn through os.posix_spawn: its own event has been reported.
+    if _caller(past_relays=False) != _SUBPROCESS:
+        _report(args[1])
+
+
+_CHECKS: dict[str, Callable[[tuple[Any, ...]], None]] = {
+    "socket.connect": _socket_event("connect"),
+    "socket.sendto": _socket_event("sendto"),
+    "socket.sendmsg": _socket_event("sendmsg"),
+    "socket.getaddrinfo": _lookup,
+    "socket.gethostbyname": _lookup,
+    "ctypes.dlsym": _dlsym,
+    "subprocess.Popen": lambda args: _report(args[1]),
+    "os.system": lambda args: _report(args[0]),
+    "os.posix_spawn": _posix_spawn,
+    "os.exec": lambda args: _report(args[1]),
+    "os.spawn": lambda args: _report(args[2]),
+}
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    # Runs for every audit event of the process (every import, every open): keep the idle
+    # path to one attribute read.
+    if not AuditGuard._active:
+        return
+    check = _CHECKS.get(event)
+    if check is not None:
+        check(args)
