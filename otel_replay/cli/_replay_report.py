@@ -117,7 +117,7 @@ def _each(prefix: str, items: Sequence[str], style: str, noun: str) -> list[Rend
         total = sum(counts[item] for item in rest)
         out.append(
             Text(
-                f"… and {total} more {noun} ({len(rest)} distinct not shown; --json lists all)",
+                f"… {total} more {noun} not shown ({len(rest)} distinct); --json lists all",
                 style=style,
             )
         )
