@@ -5,7 +5,15 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
-__all__ = ["content_headers", "decode_content", "header", "is_json", "is_sse", "raw_header"]
+__all__ = [
+    "content_headers",
+    "decode_content",
+    "header",
+    "is_json",
+    "is_sse",
+    "is_stream",
+    "raw_header",
+]
 
 
 def header(headers: Iterable[tuple[str, str]], name: str) -> str:
@@ -50,6 +58,13 @@ def is_json(content_type: str) -> bool:
 def is_sse(content_type: str) -> bool:
     """True for a Server-Sent Events body."""
     return content_type.partition(";")[0].strip().lower() == "text/event-stream"
+
+
+def is_stream(content_type: str) -> bool:
+    """True for a body of successive JSON events: Server-Sent Events or newline-delimited
+    JSON."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media in ("text/event-stream", "application/x-ndjson", "application/jsonl")
 
 
 def decode_content(body: bytes, encoding: str) -> bytes | None:

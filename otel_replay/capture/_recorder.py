@@ -100,6 +100,7 @@ class Recorder:
         # None for a streamed body (a generator, a multipart upload): its bytes exist only as
         # the transport reads them, so the step tees them and hashes them at its end.
         raw_body: bytes | None = getattr(request, "_content", None)
+        self.redactor.learn(raw_headers, str(url))
         attrs: dict[str, Any] = run.attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
         body = b""

@@ -1,16 +1,36 @@
 """Redaction at capture, before anything is hashed, exported or stored.
 
-Three rules: secret-bearing headers lose their values; credential-looking query parameters
-(and URL user-info) lose theirs; the user's ``OTEL_REPLAY_REDACT`` regexes are applied to
-bodies and to the remaining header values. Redaction works on our copies: the application's
-request and response are never touched.
+The rules:
+
+* secret-bearing headers, headers whose name says credential, and values that carry an auth
+  scheme (``Bearer …``) lose their values;
+* credential-looking query parameters and URL user-info lose theirs;
+* every value sent in one of those credentials is learned (see ``_secrets``) and scrubbed from
+  every later body, header and URL, raw and JSON-escaped;
+* the string values of credential-looking JSON keys (``api_key``, ``client_secret``…) are
+  redacted, in JSON nested in strings too;
+* the user's ``OTEL_REPLAY_REDACT`` regexes apply to raw bytes, to the decoded text of JSON
+  strings, and to the assembled text of a stream.
+
+Redaction works on our copies: the application's request and response are never touched. It
+keeps JSON and event streams valid and rewrites only the tokens it redacts.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import SplitResult, parse_qsl, quote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit, urlunsplit
+
+from otel_replay.capture._json_text import (
+    ANY_ESCAPE,
+    HIDING_ESCAPE,
+    credential_values,
+    may_name_credentials,
+    rewrite_escaped_strings,
+)
+from otel_replay.capture._secrets import Secrets
+from otel_replay.capture._stream_text import redact_stream
 
 __all__ = ["REDACTED", "Redactor"]
 
@@ -39,40 +59,110 @@ _SECRET_QUERY = re.compile(
     r"|accesskeyid|securitytoken|code)$"
 )
 
+# Header names (lower-cased, separators removed) that say credential; not "tokens", which
+# ends rate-limit headers a replay keeps.
+_SECRET_HEADER_NAME = re.compile(
+    rb"(apikey|token|secret|password|passwd|auth|authorization|credential|credentials"
+    rb"|session|signature|cookie)$"
+)
+_AUTH_VALUE = re.compile(rb"\s*(?i:bearer|basic|digest)\s+\S")
+
+_ESCAPE_DEPTH = 3
+"""JSON in a string in a string…: how deep the escaped-string pass decodes."""
+
 
 class Redactor:
-    """Applies the redaction rules; build one per instrumentation with the user's patterns."""
+    """Applies the redaction rules; build one per instrumentation with the user's patterns.
 
-    __slots__ = ("_patterns",)
+    Thread-safe; learned secrets are shared by every thread that uses it.
+    """
+
+    __slots__ = ("_header_names", "_patterns", "_seen", "secrets")
 
     def __init__(self, patterns: Iterable[re.Pattern[bytes]] = ()) -> None:
         self._patterns = tuple(patterns)
+        self.secrets = Secrets()
+        self._header_names: dict[bytes, bool] = {}
+        self._seen: set[bytes] = set()
 
-    def body(self, data: bytes) -> bytes:
-        """``data`` with every user pattern's matches replaced by ``REDACTED``.
+    def learn(self, headers: Iterable[tuple[bytes, bytes]], url: str) -> None:
+        """Learn the secret values a request sends in its credential headers, credential
+        query parameters and URL user-info. Call before redacting the request."""
+        for key, value in headers:
+            if value not in self._seen and self._secret_header(key.lower(), value):
+                if len(self._seen) < 1024:
+                    self._seen.add(value)
+                self.secrets.learn_header(value)
+        if "@" in url or "?" in url:
+            self.secrets.learn(_url_secrets(url))
 
-        Returns the same object when there are no patterns, so the common case copies nothing.
-        """
+    def body(self, data: bytes, stream: bool = False) -> bytes:
+        """``data`` redacted; ``stream``: it is an event stream or newline-delimited JSON,
+        whose assembled text is redacted too. The same object when nothing changed."""
+        data = self._text(data, 0)
+        if stream and (self._patterns or self.secrets.values):
+            data = redact_stream(data, self._spans, _REDACTED_BYTES)
+        return data
+
+    def _text(self, data: bytes, depth: int) -> bytes:
         for pattern in self._patterns:
             data = pattern.sub(_REDACTED_BYTES, data)
+        data = self.secrets.scrub(data, _REDACTED_BYTES)
+        keys = may_name_credentials(data)
+        if keys:
+            data = credential_values(data)
+        if depth < _ESCAPE_DEPTH:
+            if self._patterns or keys:
+                escape = ANY_ESCAPE
+            elif self.secrets.values:
+                escape = HIDING_ESCAPE
+            else:
+                return data
+            data = rewrite_escaped_strings(data, escape, lambda text: self._text(text, depth + 1))
         return data
+
+    def _spans(self, text: bytes) -> list[tuple[int, int]]:
+        """Where a pattern or a learned secret occurs in ``text``."""
+        found = [match.span() for pattern in self._patterns for match in pattern.finditer(text)]
+        for secret in self.secrets.values:
+            at = text.find(secret)
+            while at >= 0:
+                found.append((at, at + len(secret)))
+                at = text.find(secret, at + 1)
+        return found
 
     def headers(
         self, headers: Iterable[tuple[bytes, bytes]], drop_coding: bool = False
     ) -> list[tuple[str, str]]:
-        """Raw header pairs as text, secret headers blanked and user patterns applied to the
+        """Raw header pairs as text, secret headers blanked and the other rules applied to the
         rest, in one pass (this runs on the application thread for every recorded step);
         without the content coding and length when ``drop_coding`` (the body was decoded
         from its ``Content-Encoding``)."""
-        body = self.body  # returns its argument when there are no patterns
         out = []
         for key, value in headers:
             name = key.lower()
             if drop_coding and name in _CODING_HEADERS:
                 continue
-            text = REDACTED if name in _SECRET_HEADER_BYTES else body(value).decode("latin-1")
+            if self._secret_header(name, value):
+                text = REDACTED
+            else:
+                text = self._value(value).decode("latin-1")
             out.append((key.decode("latin-1"), text))
         return out
+
+    def _value(self, value: bytes) -> bytes:
+        for pattern in self._patterns:
+            value = pattern.sub(_REDACTED_BYTES, value)
+        return self.secrets.scrub(value, _REDACTED_BYTES)
+
+    def _secret_header(self, name: bytes, value: bytes) -> bool:
+        secret = self._header_names.get(name)
+        if secret is None:
+            folded = name.lower().replace(b"-", b"").replace(b"_", b"")
+            secret = name in _SECRET_HEADER_BYTES or bool(_SECRET_HEADER_NAME.search(folded))
+            if len(self._header_names) < 4096:
+                self._header_names[name] = secret
+        return secret or _AUTH_VALUE.match(value) is not None
 
     def url(self, url: str) -> str:
         """``url`` without user-info and with credential-looking query values redacted."""
@@ -81,10 +171,22 @@ class Redactor:
         if "@" in netloc:
             netloc = f"{REDACTED}:{REDACTED}@{netloc.rpartition('@')[2]}"
         query = _redact_query(parts.query) if parts.query else parts.query
-        if netloc == parts.netloc and query == parts.query:
-            return self.body(url.encode()).decode() if self._patterns else url
-        redacted = urlunsplit(SplitResult(parts.scheme, netloc, parts.path, query, parts.fragment))
-        return self.body(redacted.encode()).decode() if self._patterns else redacted
+        if netloc != parts.netloc or query != parts.query:
+            url = urlunsplit(SplitResult(parts.scheme, netloc, parts.path, query, parts.fragment))
+        if self._patterns or self.secrets.values:
+            return self._value(url.encode()).decode()
+        return url
+
+
+def _url_secrets(url: str) -> list[str]:
+    parts = urlsplit(url)
+    found: list[str] = []
+    if parts.password:
+        found += (parts.password, unquote(parts.password))
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if _is_secret_param(name):
+            found += (value, quote(value, safe=""))
+    return found
 
 
 def _redact_query(query: str) -> str:

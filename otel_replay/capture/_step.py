@@ -22,7 +22,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body, fit_chunks
-from otel_replay.capture._bodies import content_headers, decode_content, is_sse
+from otel_replay.capture._bodies import content_headers, decode_content, is_sse, is_stream
 from otel_replay.capture._run import qualified_name
 from otel_replay.capture.codecs import Codec, LlmRequest
 from otel_replay.errors import CodecError
@@ -167,7 +167,7 @@ class OpenStep:
             if decoded is not None:
                 body = decoded
                 decoded_content = True
-        body = recorder.redactor.body(body)
+        body = recorder.redactor.body(body, stream=is_stream(content_type))
         response_hash = sha256_tag(body) if status is not None else None
         if response_hash is not None:
             attrs[A.REPLAY_RESPONSE_HASH] = response_hash

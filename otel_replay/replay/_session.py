@@ -13,7 +13,7 @@ import builtins
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import IO
@@ -136,10 +136,18 @@ class ReplaySession:
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
 
     def answer(
-        self, method: str, url: str, body: bytes, request_hash: str | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        request_hash: str | None = None,
+        headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> Answer | None:
         """The recorded answer to a request (``body`` as sent, before redaction;
-        ``request_hash`` the ``sha256:<hex>`` of the redacted body when already known)."""
+        ``request_hash`` the ``sha256:<hex>`` of the redacted body when already known;
+        ``headers`` the raw request headers, whose credentials redaction learns first, as
+        the capture does)."""
+        self._redactor.learn(headers, url)
         body = self._redactor.body(body)
         if request_hash is None:
             request_hash = sha256_tag(body)

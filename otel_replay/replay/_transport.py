@@ -94,6 +94,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                 str(request.url),
                 request.read(),
                 request.extensions.get(REQUEST_HASH_EXTENSION),
+                request.headers.raw,
             )
             if answer is None:
                 return _live(self.fallback, request).handle_request(request)
@@ -117,6 +118,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                 str(request.url),
                 await request.aread(),
                 request.extensions.get(REQUEST_HASH_EXTENSION),
+                request.headers.raw,
             )
             if answer is None:
                 return await _live(self.fallback, request).handle_async_request(request)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import pytest
@@ -51,3 +53,104 @@ def test_user_patterns_apply_to_bodies_headers_and_urls() -> None:
 def test_no_patterns_returns_the_same_object() -> None:
     body = b"payload"
     assert Redactor().body(body) is body
+
+
+KEY = "sk-live-0a1b2c3d4e5f"
+
+
+def _learned() -> Redactor:
+    redactor = Redactor([re.compile(rb"CUSTOM-[0-9]{4}")])
+    redactor.learn([(b"Authorization", f"Bearer {KEY}".encode())], "https://h/v1/chat")
+    return redactor
+
+
+def test_credential_keys_lose_their_string_values_and_the_json_stays_valid() -> None:
+    body = json.dumps(
+        {
+            "api_key": "ak-1",
+            "max_tokens": 5,
+            "logprobs": [{"token": "Hi"}],
+            "meta": {"clientSecret": "cs-2", "password": None},
+            "tools": [{"properties": {"api_key": {"type": "string"}}}],
+        }
+    ).encode()
+    out = json.loads(Redactor().body(body))
+    assert out["api_key"] == REDACTED and out["meta"]["clientSecret"] == REDACTED
+    assert out["max_tokens"] == 5 and out["logprobs"] == [{"token": "Hi"}]
+    assert out["meta"]["password"] is None  # not a string: nothing to hide
+    assert out["tools"] == [{"properties": {"api_key": {"type": "string"}}}]
+
+
+def test_json_nested_in_a_string_is_redacted_in_place() -> None:
+    arguments = json.dumps({"user": "ann", "password": "hunter2-hunter2"})
+    body = json.dumps({"tool_calls": [{"function": {"arguments": arguments}}], "n": "é\n"})
+    out = Redactor().body(body.encode())
+    inner = json.loads(json.loads(out)["tool_calls"][0]["function"]["arguments"])
+    assert inner == {"user": "ann", "password": REDACTED}
+    assert out.endswith(body.encode()[body.index(', "n"') :])  # the rest keeps its bytes
+
+
+def test_learned_values_are_scrubbed_raw_and_json_escaped() -> None:
+    redactor = _learned()
+    escaped = KEY.replace("-", "\\u002d").replace("s", "\\u0073", 1)
+    body = f'{{"a":"raw {KEY}","b":"esc {escaped}","c":"\\u0043USTOM-1234"}}'.encode()
+    out = redactor.body(body)
+    assert json.loads(out) == {"a": "raw REDACTED", "b": "esc REDACTED", "c": REDACTED}
+    assert KEY not in json.loads(out).values()
+    assert redactor.url(f"https://h/echo/{KEY}") == "https://h/echo/REDACTED"
+
+
+def test_values_too_short_to_be_secrets_are_not_learned() -> None:
+    redactor = Redactor()
+    redactor.learn([(b"x-api-key", b"test")], "https://h/p?key=1")
+    body = b'{"text":"test 1"}'
+    assert redactor.body(body) is body
+
+
+def test_a_secret_split_across_stream_events_is_removed_from_each() -> None:
+    redactor = _learned()
+    text = f"Your key is {KEY}, code CUSTOM-9876. Bye"
+    pieces = [text[at : at + 4] for at in range(0, len(text), 4)]
+    lines = [
+        b"data: " + json.dumps({"choices": [{"delta": {"content": p}}]}).encode() for p in pieces
+    ]
+    stream = b"\n\n".join([b"event: ping", *lines, b"data: [DONE]"]) + b"\n\n"
+    out = redactor.body(stream, stream=True)
+    events = [line for line in out.split(b"\n") if line.startswith(b"data: {")]
+    assert len(events) == len(pieces)
+    assembled = "".join(json.loads(e[6:])["choices"][0]["delta"]["content"] for e in events)
+    assert assembled == "Your key is REDACTED, code REDACTED. Bye"
+    assert out.startswith(b"event: ping\n\n") and out.endswith(b"data: [DONE]\n\n")
+    untouched = [line for line in stream.split(b"\n") if line.startswith(b"data: {")]
+    assert events[0] == untouched[0]  # events holding no part of a secret keep their bytes
+
+
+def test_headers_naming_or_carrying_credentials_and_learned_values() -> None:
+    redactor = _learned()
+    raw = [
+        (b"x-debug-auth", b"Bearer whatever-it-is"),
+        (b"x-forwarded", b"Basic YW5uOnB3"),
+        (b"x-session-token", b"t0k3n-value"),
+        (b"x-echo", f"got {KEY}".encode()),
+        (b"x-ratelimit-remaining-tokens", b"9000"),
+        (b"idempotency-key", b"stainless-retry-1"),
+    ]
+    assert redactor.headers(raw) == [
+        ("x-debug-auth", REDACTED),
+        ("x-forwarded", REDACTED),
+        ("x-session-token", REDACTED),
+        ("x-echo", "got REDACTED"),
+        ("x-ratelimit-remaining-tokens", "9000"),
+        ("idempotency-key", "stainless-retry-1"),
+    ]
+
+
+def test_basic_credentials_and_url_secrets_are_learned() -> None:
+    redactor = Redactor()
+    token = base64.b64encode(b"ann:pw-basic-5566").decode()
+    redactor.learn(
+        [(b"authorization", f"Basic {token}".encode())],
+        "https://ann:pw-userinfo-77@h/p?api_key=qk-query-9999&city=Paris",
+    )
+    body = b'{"a":"pw-basic-5566 pw-userinfo-77 qk-query-9999 Paris"}'
+    assert redactor.body(body) == b'{"a":"REDACTED REDACTED REDACTED Paris"}'

@@ -1,0 +1,151 @@
+"""Redaction inside JSON text, without parsing (or re-encoding) what holds no secret.
+
+Bodies are recorded byte-exact, so these passes work on the raw bytes and rewrite only the
+string tokens they redact; everything else keeps its exact bytes and the JSON stays valid.
+They also work on JSON embedded in other text (the ``data:`` lines of an event stream).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import orjson
+
+__all__ = [
+    "ANY_ESCAPE",
+    "HIDING_ESCAPE",
+    "credential_values",
+    "is_credential_key",
+    "may_name_credentials",
+    "rewrite_escaped_strings",
+]
+
+REDACTED_TOKEN = b'"REDACTED"'
+
+ANY_ESCAPE = re.compile(rb"\\")
+"""Any escape: decoded text may differ from the raw bytes (``\\"``, ``\\n``, ``\\u…``)."""
+
+HIDING_ESCAPE = re.compile(rb"\\[u/]")
+"""The escapes that can hide a secret's characters (``\\u0043``, ``\\/``)."""
+
+# Matched against the lower-cased key with separators removed; "token" alone is not here:
+# it names the tokens of log-probabilities in model responses.
+_CREDENTIAL_KEYS = (
+    "apikey",
+    "secret",
+    "secretkey",
+    "clientsecret",
+    "password",
+    "passwd",
+    "passphrase",
+    "accesstoken",
+    "refreshtoken",
+    "authtoken",
+    "bearertoken",
+    "sessiontoken",
+    "securitytoken",
+    "idtoken",
+    "apitoken",
+    "authorization",
+    "privatekey",
+    "secretaccesskey",
+)
+
+# A credential key's ending just before its closing quote and colon (the quote escaped when
+# the JSON is itself in a string), written backwards: searched in the reversed bytes, the
+# colon is a literal the regex engine jumps between, which makes this test a few times faster
+# than looking for each ending forwards.
+_KEY_END_REVERSED = re.compile(rb':\s*"\\?(?i:yek|terces|dro?wssap|esarhpssap|nekot|noitazirohtua)')
+
+_STRING_VALUE = re.compile(rb'"\s*:\s*"')
+
+
+def is_credential_key(key: str) -> bool:
+    """True when a JSON key names a credential (``api_key``, ``apiKey``, ``client_secret``…)."""
+    folded = key.lower().replace("_", "").replace("-", "").replace(".", "").replace(" ", "")
+    return folded.endswith(_CREDENTIAL_KEYS)
+
+
+def may_name_credentials(data: bytes) -> bool:
+    """False when ``data`` certainly has no credential key (most bodies); a fast test."""
+    return _KEY_END_REVERSED.search(data[::-1]) is not None
+
+
+def credential_values(data: bytes) -> bytes:
+    """``data`` with the string value of every credential key replaced by ``"REDACTED"``."""
+    out: list[bytes] = []
+    last = 0
+    for match in _STRING_VALUE.finditer(data):
+        key_end = match.start()
+        if key_end < last or _escaped(data, key_end):
+            continue
+        key_start = _open_quote(data, key_end)
+        value_end = _close_quote(data, match.end())
+        if key_start < 0 or value_end < 0:
+            continue
+        key = data[key_start + 1 : key_end].decode("utf-8", "replace")
+        value_start = match.end() - 1
+        if is_credential_key(key) and data[value_start : value_end + 1] != REDACTED_TOKEN:
+            out += (data[last:value_start], REDACTED_TOKEN)
+            last = value_end + 1
+    if not out:
+        return data
+    out.append(data[last:])
+    return b"".join(out)
+
+
+def rewrite_escaped_strings(
+    data: bytes, escape: re.Pattern[bytes], redact: Callable[[bytes], bytes]
+) -> bytes:
+    """``data`` with each JSON string token holding an ``escape`` decoded, passed (as UTF-8)
+    to ``redact``, and re-encoded when ``redact`` changed it. Tokens it leaves alone keep
+    their exact bytes."""
+    out: list[bytes] = []
+    last = pos = 0
+    while (found := escape.search(data, pos)) is not None:
+        start = _open_quote(data, found.start())
+        end = _close_quote(data, found.end())
+        if start < 0 or end < 0:
+            pos = found.end()
+            continue
+        pos = end + 1
+        try:
+            text = orjson.loads(data[start:pos])
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(text, str):
+            continue
+        raw = text.encode("utf-8", "surrogatepass")
+        redacted = redact(raw)
+        if redacted != raw:
+            out += (data[last:start], orjson.dumps(redacted.decode("utf-8", "replace")))
+            last = pos
+    if not out:
+        return data
+    out.append(data[last:])
+    return b"".join(out)
+
+
+def _escaped(data: bytes, index: int) -> bool:
+    """True when the byte at ``index`` follows an odd run of backslashes."""
+    run = 0
+    while index - run - 1 >= 0 and data[index - run - 1] == 0x5C:
+        run += 1
+    return run % 2 == 1
+
+
+def _open_quote(data: bytes, before: int) -> int:
+    """The last unescaped quote before ``before``, or -1."""
+    at = data.rfind(b'"', 0, before)
+    while at > 0 and _escaped(data, at):
+        at = data.rfind(b'"', 0, at)
+    return at
+
+
+def _close_quote(data: bytes, start: int) -> int:
+    """The first unescaped quote at or after ``start``, or -1."""
+    at = data.find(b'"', start)
+    while at >= 0 and _escaped(data, at):
+        at = data.find(b'"', at + 1)
+    return at

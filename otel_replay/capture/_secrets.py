@@ -1,0 +1,100 @@
+"""Secret values learned from credentials, so that they can be scrubbed wherever they recur.
+
+A key sent in ``Authorization`` is also what a provider echoes in a 401 message, what a
+debugging proxy reflects in a response header and what a careless tool pastes into a prompt.
+Patterns cannot know such values; the credentials the application sends do. Every value
+seen in a credential header, a credential query parameter or URL user-info is remembered for
+the life of the process and replaced by ``REDACTED`` in every later body, header and URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+from collections.abc import Iterable
+
+__all__ = ["MIN_SECRET_LENGTH", "Secrets"]
+
+MIN_SECRET_LENGTH = 8
+"""Shorter values are not learned: scrubbing ``"test"`` or ``"1"`` everywhere would redact
+ordinary text, and a value that short guards nothing."""
+
+_MAX_SECRETS = 256
+"""Distinct values kept; a process that rotates more keys than this keeps its first ones."""
+
+_SCHEMES = frozenset({b"bearer", b"basic", b"token", b"digest", b"apikey", b"aws4-hmac-sha256"})
+
+
+class Secrets:
+    """The learned values, shared by every thread of the instrumentation.
+
+    Reads take no lock: :attr:`values` is a tuple replaced whole when a value is learned.
+    """
+
+    __slots__ = ("_lock", "values")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.values: tuple[bytes, ...] = ()
+        """Learned values, longest first (so a value containing another is replaced whole)."""
+
+    def learn(self, values: Iterable[str | bytes]) -> None:
+        """Remember each value of at least :data:`MIN_SECRET_LENGTH` bytes."""
+        new = []
+        known = self.values
+        for value in values:
+            data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+            data = data.strip()
+            if len(data) >= MIN_SECRET_LENGTH and data not in known and data not in new:
+                new.append(data)
+        if not new:
+            return
+        with self._lock:
+            merged = set(self.values)
+            merged.update(new[: max(0, _MAX_SECRETS - len(merged))])
+            self.values = tuple(sorted(merged, key=len, reverse=True))
+
+    def learn_header(self, value: bytes) -> None:
+        """Learn a credential header's value: whole, without its auth scheme, each cookie's
+        value, and the password of HTTP Basic credentials."""
+        parts = [value]
+        scheme, _, rest = value.strip().partition(b" ")
+        rest = rest.strip()
+        if rest and scheme.lower() in _SCHEMES:
+            parts.append(rest)
+            if scheme.lower() == b"basic":
+                parts.extend(_basic_parts(rest))
+        for cookie in value.split(b";"):
+            _, eq, cookie_value = cookie.partition(b"=")
+            if eq:
+                parts.append(cookie_value.strip().strip(b'"'))
+        for part in value.split(b","):  # AWS SigV4: Credential=..., Signature=...
+            _, eq, item = part.partition(b"=")
+            if eq:
+                parts.append(item.strip())
+        self.learn(parts)
+
+    def scrub(self, data: bytes, replacement: bytes) -> bytes:
+        """``data`` with every learned value replaced; the same object when none occurs."""
+        for secret in self.values:
+            if secret in data:
+                data = data.replace(secret, replacement)
+        return data
+
+    def scrub_text(self, text: str, replacement: str) -> str:
+        """:meth:`scrub` on text."""
+        if not self.values:
+            return text
+        data = text.encode("utf-8", "surrogateescape")
+        scrubbed = self.scrub(data, replacement.encode())
+        return text if scrubbed is data else scrubbed.decode("utf-8", "surrogateescape")
+
+
+def _basic_parts(token: bytes) -> list[bytes]:
+    try:
+        decoded = base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        return []
+    _, colon, password = decoded.partition(b":")
+    return [decoded, password] if colon else [decoded]
