@@ -77,6 +77,20 @@ def _flag(raw: str) -> bool:
     raise ValueError("expected true or false")
 
 
+def _positive_int(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 1:
+        raise ValueError("expected a whole number >= 1")
+    return value
+
+
+def _seconds(raw: str) -> float:
+    value = float(raw.strip())
+    if not 0 < value < float("inf"):
+        raise ValueError("expected a number of seconds > 0")
+    return value
+
+
 def _days(raw: str) -> float:
     value = float(raw.strip())
     if not value >= 0 or value == float("inf"):
@@ -170,6 +184,24 @@ SETTINGS: tuple[Setting, ...] = (
         "fast",
         _timing,
         "replay mode: fast (no delays) or recorded (stream chunks paced as recorded)",
+    ),
+    Setting(
+        "OTEL_REPLAY_SOURCE_MAX_BYTES",
+        str(256 * 1024 * 1024),
+        _positive_int,
+        "most bytes a trace source (file or download) may hold, counted after gunzip too",
+    ),
+    Setting(
+        "OTEL_REPLAY_SOURCE_MAX_LINE_BYTES",
+        str(64 * 1024 * 1024),
+        _positive_int,
+        "longest line a JSON-lines trace source may have",
+    ),
+    Setting(
+        "OTEL_REPLAY_SOURCE_TIMEOUT_S",
+        "120",
+        _seconds,
+        "most seconds downloading a trace source URL may take, in all",
     ),
     Setting(
         "OTEL_REPLAY_REPORT",

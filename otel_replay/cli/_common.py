@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from otel_replay import settings
+from otel_replay.cli._format import printable
 from otel_replay.errors import OtelReplayError, RunNotFoundError, StoreNotFoundError
 from otel_replay.store import RunInfo, Store
 
@@ -99,7 +100,7 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
         raise RunNotFoundError(
             f"no run {ref!r} in the store at {store.location} (list them with: otel-replay runs)"
         )
-    shown = ", ".join(run.run_id for run in matches[:8])
+    shown = ", ".join(printable(run.run_id) for run in matches[:8])
     more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
     raise CliError(f"run prefix {ref!r} is ambiguous: it matches {shown}{more}")
 

@@ -6,7 +6,7 @@ import click
 
 from otel_replay import settings
 from otel_replay.cli._common import store_option
-from otel_replay.cli._format import plural
+from otel_replay.cli._format import plural, printable
 from otel_replay.replay.sources import ImportReport, import_runs, load_sources
 from otel_replay.store import Store
 
@@ -43,5 +43,5 @@ def import_(source: str, store: str | None) -> None:
 def _line(report: ImportReport) -> str:
     counts = f"{plural(report.steps, 'step')} ({report.exact} exact, {report.semantic} semantic)"
     if report.outcome == "present":
-        return f"{report.run_id}: already in the store, {counts}; nothing changed"
-    return f"{report.run_id}: imported {counts}, {plural(report.fixtures, 'fixture')}"
+        return f"{printable(report.run_id)}: already in the store, {counts}; nothing changed"
+    return f"{printable(report.run_id)}: imported {counts}, {plural(report.fixtures, 'fixture')}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from otel_replay.cli._common import open_store, resolve_run, store_option
-from otel_replay.cli._format import local_time
+from otel_replay.cli._format import local_time, printable
 
 __all__ = ["pin"]
 
@@ -23,8 +23,8 @@ def pin(run: str, store: str | None, unpin: bool) -> None:
         info = resolve_run(opened, run)
         opened.pin(info.run_id, pinned=not unpin)
         if not unpin:
-            click.echo(f"Pinned {info.run_id}: gc keeps it until it is unpinned.")
+            click.echo(f"Pinned {printable(info.run_id)}: gc keeps it until it is unpinned.")
             return
         expires = opened.retention.expires_ns(opened.run(info.run_id))
     when = local_time(expires) if expires is not None else "never"
-    click.echo(f"Unpinned {info.run_id}: it expires {when} under the retention policy.")
+    click.echo(f"Unpinned {printable(info.run_id)}: it expires {when} under the retention policy.")

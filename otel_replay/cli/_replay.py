@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +42,20 @@ from otel_replay.cli._common import (
     stdout_console,
     store_option,
 )
+from otel_replay.cli._format import printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
-from otel_replay.replay.sources import fetch, is_url, load_run
+from otel_replay.replay.sources import Limits, fetch, is_url, load_run, only_run, read_runs
 from otel_replay.store import Store
 
 __all__ = ["replay"]
 
 _POLL_S = 0.05
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_STOP_GRACE_S = 10.0
 # The replayed process must not export its spans anywhere but the store: strict replay opens
 # no socket, and an OTLP exporter would try.
 _QUIET_EXPORTERS = {
@@ -116,8 +122,7 @@ def replay(
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
-        source = _local_source(run, Path(scratch), where)
-        recorded = load_run(source, store=where)
+        source, recorded = _local_source(run, Path(scratch), where)
         if not recorded.steps:
             raise CliError(f"{recorded.source} has no replayable steps")
         report = Path(scratch) / "events.jsonl"
@@ -142,22 +147,35 @@ def replay(
         sys.exit(code if code > 0 else 1)
 
 
-def _local_source(ref: str, scratch: Path, store: str) -> str:
-    """What the child loads: a URL downloaded first (the child may not open sockets), a run
-    prefix or ``latest`` resolved to its id; files and exact ids as they are."""
+def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
+    """What the child loads, and the run it names.
+
+    A URL is downloaded and read here (the child may not open sockets), so errors and the
+    report name the URL, and the child gets a file in ``scratch`` and the run's id; a run
+    prefix or ``latest`` is resolved to its id; files and exact ids are passed as they are.
+    """
     base, _, fragment = ref.partition("#")
-    if not is_url(base):
-        if Path(base).expanduser().exists() or "/" in base:
-            return ref
+    if is_url(base):
+        limits = Limits.from_env()
+        data = fetch(base, limits)
+        recorded = only_run(read_runs(data, base, fragment or None, limits), ref)
+        path = scratch / "source.otlp"
+        path.write_bytes(data)
+        return f"{path}#{fragment}" if fragment else str(path), recorded
+    if not (Path(base).expanduser().exists() or "/" in base):
         try:
             opened = Store.open(store, create=False)
         except OtelReplayError:
-            return ref  # no store there: load_run says so, naming the ref too
-        with opened:
-            return resolve_run(opened, ref).run_id
-    path = scratch / "source.json"
-    path.write_bytes(fetch(base))
-    return f"{path}#{fragment}" if fragment else str(path)
+            pass  # no store there: load_run says so, naming the ref too
+        else:
+            with opened:
+                ref = resolve_run(opened, ref).run_id
+    if "\0" in ref:
+        raise CliError(
+            f"cannot replay {printable(ref)}: the run id holds a NUL byte, which no "
+            "environment variable can carry to CMD"
+        )
+    return ref, load_run(ref, store=store)
 
 
 def _isolation_wanted(*, strict: bool, isolate: bool) -> Isolation | None:
@@ -205,27 +223,69 @@ def _run_child(
         child = subprocess.Popen(list(command), env=dict(env), stdout=sys.stderr if quiet else None)
     except OSError as exc:
         raise CliError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-    console = stderr_console()
-    served = 0
-    with report.open("rb") as events_file:
-        if console.is_terminal and not quiet:
-            with console.status("") as status:
-                while child.poll() is None:
-                    served += _count_steps(events_file.read())
-                    status.update(f"replaying: {served}/{total} recorded steps requested")
-                    time.sleep(_POLL_S)
-        else:
-            child.wait()
-    try:
-        code = child.wait()
-    except KeyboardInterrupt:
-        child.kill()
-        raise
+    with _stopping_together(child):
+        code = _follow(child, report, total, quiet)
     events = _events(report)
     for event in events:
         if event.get("type") == "launch-failed":
             raise CliError(str(event.get("error")))
     return code, events
+
+
+def _follow(child: subprocess.Popen[bytes], report: Path, total: int, quiet: bool) -> int:
+    """Wait for CMD, showing progress from its report on a terminal; its exit status."""
+    console = stderr_console()
+    if console.is_terminal and not quiet:
+        served = 0
+        with report.open("rb") as events_file, console.status("") as status:
+            while child.poll() is None:
+                served += _count_steps(events_file.read())
+                status.update(f"replaying: {served}/{total} recorded steps requested")
+                time.sleep(_POLL_S)
+    return child.wait()
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stopping_together(child: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While CMD runs, SIGTERM or SIGHUP sent to us is passed on to CMD and, once CMD has
+    stopped, ends this command with status 128+signal, so that the scratch directory is
+    removed on the way out; Ctrl-C kills CMD."""
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    def stop(signum: int, frame: object) -> None:
+        forward(signum, frame)
+        raise _Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    previous = {number: signal.signal(number, stop) for number in _STOP_SIGNALS}
+    try:
+        yield
+    except _Stopped as stopped:
+        for number in _STOP_SIGNALS:
+            signal.signal(number, forward)
+        try:
+            child.wait(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise SystemExit(128 + stopped.signum) from None
+    except KeyboardInterrupt:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _count_steps(data: bytes) -> int:

@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from otel_replay.cli._format import printable
 from otel_replay.replay._diff import category
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 
@@ -31,7 +32,7 @@ def _counts(counter: Counter[str]) -> str:
 
 def _verdict(result: ReplayResult) -> Text:
     run = result.run
-    head = Text(f"replay of run {run.run_id} ({run.source}): ")
+    head = Text(f"replay of run {printable(run.run_id)} ({printable(run.source)}): ")
     first = result.first_divergence
     if result.identical:
         head.append("identical", style="bold green")

@@ -9,7 +9,16 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from otel_replay.cli._format import ago, human_bytes, local_time, ms, one_line, plural, when
+from otel_replay.cli._format import (
+    ago,
+    human_bytes,
+    local_time,
+    ms,
+    one_line,
+    plural,
+    printable,
+    when,
+)
 from otel_replay.cli._steps import StepView
 from otel_replay.store import Retention, RunInfo
 
@@ -49,7 +58,7 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
         table.columns[column].no_wrap = True
     for run in runs:
         table.add_row(
-            Text(run.run_id, style="bold"),
+            Text(printable(run.run_id), style="bold"),
             Text(when(run.start_ns, now_ns)),
             _status(run),
             Text(str(run.step_count)),
@@ -63,7 +72,7 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
 def run_header(run: RunInfo, now_ns: int) -> Text:
     """One line about a run above its steps."""
     text = Text("run ", style="bold")
-    text.append(run.run_id, style="bold")
+    text.append(printable(run.run_id), style="bold")
     text.append("  ")
     text.append_text(_status(run))
     facts = [
@@ -145,7 +154,7 @@ def gc_table(runs: list[RunInfo], retention: Retention, now_ns: int) -> Table:
         last = run.end_ns or run.start_ns
         days = retention.ok_days if run.status == "ok" else retention.error_days
         table.add_row(
-            Text(run.run_id, style="bold"),
+            Text(printable(run.run_id), style="bold"),
             _status(run),
             Text(f"{local_time(last)} ({ago(last, now_ns)})"),
             Text(f"{days:g} day{'s' if days != 1 else ''}"),

@@ -13,12 +13,15 @@ The library raises; here, and only here, errors become one line on stderr and an
 from __future__ import annotations
 
 import sqlite3
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from otel_replay import __version__
 from otel_replay.cli._common import CliError
+from otel_replay.cli._format import printable
 from otel_replay.cli._gc import gc
 from otel_replay.cli._import import import_
 from otel_replay.cli._migrate import migrate
@@ -31,14 +34,20 @@ from otel_replay.errors import OtelReplayError
 
 __all__ = ["cli", "main"]
 
+# Click 8.2+ raises this when a group runs without arguments; it prints the help.
+_NO_ARGS_IS_HELP = tuple(
+    kind for kind in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if kind is not None
+)
+
 EXPECTED: tuple[type[BaseException], ...] = (OtelReplayError, OSError, sqlite3.Error)
 """Errors that mean bad input or a bad environment, not a bug: exit 2 with their message."""
 
 
-def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line (its type name when it has none)."""
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+def one_line(error: BaseException | str) -> str:
+    """The message of ``error`` on one line, escaped for the terminal (an exception's type
+    name when it has no message)."""
+    text = printable(" ".join(str(error).split()))
+    return text or type(error).__name__
 
 
 class InternalError(click.ClickException):
@@ -49,6 +58,31 @@ class InternalError(click.ClickException):
 
 class _Boundary(click.Group):
     """Runs a verb and turns what it raises into a one-line error and an exit status."""
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, standalone_mode: bool = True, **extra: Any
+    ) -> Any:
+        """Click's entry point, with a usage error printed on one line naming the help to
+        read, instead of the usage block, a hint and the error."""
+        if not standalone_mode:
+            return super().main(args, standalone_mode=False, **extra)
+        try:
+            status = super().main(args, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            if isinstance(exc, _NO_ARGS_IS_HELP) or exc.ctx is None:
+                exc.show()  # the help itself, asked for by running a group bare
+            else:
+                message = one_line(exc.format_message())
+                click.echo(f"Error: {message} (see '{exc.ctx.command_path} --help')", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        # Without standalone mode click returns the status of --help, --version and ctx.exit.
+        sys.exit(status if isinstance(status, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

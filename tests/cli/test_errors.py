@@ -130,10 +130,19 @@ def test_a_corrupt_blob_met_by_show(invoke: Invoke, store: Path) -> None:
     assert_bad_input(invoke("show", SUPPORT, "--store", str(store)), pack.name)
 
 
-def test_usage_errors_exit_2(invoke: Invoke, store: Path) -> None:
-    result = invoke("show", "--store", str(store))
-    assert result.exit_code == 2 and "Missing argument 'RUN'" in result.stderr
-    assert invoke("nope").exit_code == 2
+def test_usage_errors_are_one_line_naming_the_help(invoke: Invoke, store: Path) -> None:
+    line = assert_bad_input(invoke("show", "--store", str(store)), "Missing argument 'RUN'")
+    assert line.endswith("(see 'cli show --help')")
+    assert_bad_input(invoke("nope"), "No such command 'nope'", "(see 'cli --help')")
+    assert_bad_input(invoke("runs", "--bogus"), "No such option '--bogus'")
+    assert_bad_input(invoke("replay", "--timing", "slow", "r", "--", "x"), "'--timing'")
+    assert_bad_input(invoke("runs", "-n", "0"), "'-n' / '--limit'")
+
+
+def test_help_and_version_still_exit_0(invoke: Invoke) -> None:
+    assert invoke("--version").exit_code == 0
+    shown = invoke("runs", "--help")
+    assert shown.exit_code == 0 and shown.stdout.startswith("Usage: cli runs")
 
 
 @pytest.mark.parametrize("verb", ["runs", "show", "verify", "gc", "pin"])

@@ -16,6 +16,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources import load_run, load_sources
 from otel_replay.replay.sources._documents import documents
+from otel_replay.replay.sources._limits import Limits
 from tests.replay.conftest import (
     CLAUDE,
     SUPPORT,
@@ -201,6 +202,6 @@ def test_protobuf_that_starts_like_json_is_still_protobuf() -> None:
             break
     data = TracesData(resource_spans=[resource_spans]).SerializeToString()
     assert data.startswith(b"\n{")  # a newline, then what looks like a JSON object
-    (document,) = documents(data, "trace.pb")
+    (document,) = documents(data, "trace.pb", Limits.from_env())
     (decoded,) = document.resource_spans
     assert decoded["resource"]["attributes"][0]["value"] == {"stringValue": "x" * size}

@@ -184,6 +184,36 @@ def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
     assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
 
 
+def test_hostile_run_ids_are_printed_escaped(tmp_path: Path) -> None:
+    """An id holding NUL, a newline, a terminal escape or a bidi override is shown escaped by
+    every verb that prints it, so it can neither break a listing nor drive the terminal;
+    ``--json`` keeps it exact."""
+    ids = {
+        "x\x00y": "x\\x00y",
+        "line\nbreak": "line\\x0abreak",
+        "red\x1b[31mrun": "red\\x1b[31mrun",
+        "evil\u202eexe.txt": "evil\\u202eexe.txt",
+    }
+    root = tmp_path / "s"
+    with Store.open(root) as store:
+        for run_id in ids:
+            _record(store, run_id, turns=1)
+    done = _cli("runs", "--store", str(root))
+    assert done.returncode == 0, done.stderr
+    for run_id, shown in ids.items():
+        assert shown in done.stdout
+    assert not set("\x00\x1b\u202e") & set(done.stdout)
+    listed = json.loads(_cli("runs", "--json", "--store", str(root)).stdout)
+    assert sorted(run["run_id"] for run in listed) == sorted(ids)
+    shown = _cli("show", "line", "--store", str(root))  # by prefix
+    assert shown.returncode == 0 and "run line\\x0abreak" in shown.stdout.splitlines()[0]
+    pinned = _cli("pin", "red", "--store", str(root))
+    assert pinned.stdout == "Pinned red\\x1b[31mrun: gc keeps it until it is unpinned.\n"
+    missing = _cli("show", "no\x1b]0;owned\x07", "--store", str(root))
+    assert missing.returncode == 2 and "\x1b" not in missing.stderr
+    assert missing.stderr.count("\n") == 1
+
+
 def test_an_id_that_otlp_json_cannot_carry_is_refused_by_import(tmp_path: Path) -> None:
     """A lone surrogate is not Unicode: an OTLP file naming such an id is refused whole, in one
     line naming the line, and nothing is written."""

@@ -8,15 +8,18 @@ CLI downloads in the parent and hands the child a file, since the child may open
 from otel_replay.replay.sources._build import SourceRun
 from otel_replay.replay.sources._fetch import fetch, is_url
 from otel_replay.replay.sources._import import ImportReport, import_runs
-from otel_replay.replay.sources._load import load_run, load_sources, read_runs
+from otel_replay.replay.sources._limits import Limits
+from otel_replay.replay.sources._load import load_run, load_sources, only_run, read_runs
 
 __all__ = [
     "ImportReport",
+    "Limits",
     "SourceRun",
     "fetch",
     "import_runs",
     "is_url",
     "load_run",
     "load_sources",
+    "only_run",
     "read_runs",
 ]

@@ -11,8 +11,6 @@ Jaeger v2's query API answers (``{"result": {...}}``). Every document must hold
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import orjson
 
 from otel_replay.errors import SourceError
+from otel_replay.replay.sources._limits import Limits, gunzip
 from otel_replay.replay.sources._protobuf import WireError, decode_traces, split_messages
 
 __all__ = ["Document", "documents"]
@@ -38,17 +37,15 @@ class Document:
     resource_spans: list[Any]
 
 
-def documents(data: bytes, source: str) -> list[Document]:
+def documents(data: bytes, source: str, limits: Limits) -> list[Document]:
     """The trace documents in ``data``, read from ``source`` (named in errors).
 
     Raises SourceError, naming the source (and the line, for JSON lines), when the data is
-    empty, truncated, corrupt or not OTLP trace data.
+    empty, truncated, corrupt, not OTLP trace data, or past ``limits`` once gunzipped or in
+    one line.
     """
     if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise SourceError(f"{source}: corrupt gzip data ({exc})") from None
+        data = gunzip(data, source, limits)
     body = data.lstrip(_WHITESPACE)
     if not body:
         raise SourceError(f"{source} is empty: no OTLP trace data")
@@ -56,7 +53,7 @@ def documents(data: bytes, source: str) -> list[Document]:
     # each encoding is tried when the other fails, and the likelier one's error is reported.
     if body[0] in _JSON_STARTS:
         try:
-            return _json_documents(data, source)
+            return _json_documents(data, source, limits)
         except SourceError:
             if data[:1] != b"\n":
                 raise
@@ -70,7 +67,7 @@ def documents(data: bytes, source: str) -> list[Document]:
     except SourceError:
         if not _is_text(body):
             raise
-    return _json_documents(data, source)
+    return _json_documents(data, source, limits)
 
 
 def _is_text(data: bytes) -> bool:
@@ -101,11 +98,11 @@ def _spans_of(document: dict[str, Any]) -> list[Any]:
     return spans
 
 
-def _json_documents(data: bytes, source: str) -> list[Document]:
+def _json_documents(data: bytes, source: str, limits: Limits) -> list[Document]:
     try:
         whole = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        lines = _lines(data)
+        lines = _lines(data, source, limits.max_line_bytes)
         first = next(lines, None)
         if first is None or not _parses(first[1]):
             # Not JSON lines either: one document, damaged where the parser stopped.
@@ -116,10 +113,22 @@ def _json_documents(data: bytes, source: str) -> list[Document]:
     return list(_unwrap(whole, source))
 
 
-def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    for number, line in enumerate(data.split(b"\n"), start=1):
+def _lines(data: bytes, source: str, max_line_bytes: int) -> Iterator[tuple[int, bytes]]:
+    start = 0
+    number = 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        number += 1
+        if end - start > max_line_bytes:
+            raise SourceError(
+                f"{source}:{number}: the line is longer than {max_line_bytes} bytes "
+                "(OTEL_REPLAY_SOURCE_MAX_LINE_BYTES raises the bound)"
+            )
+        line = data[start:end]
         if line.strip(_WHITESPACE):
             yield number, line
+        start = end + 1
 
 
 def _parses(line: bytes) -> bool:

@@ -1,15 +1,29 @@
-"""Download an OTLP JSON source over HTTP(S)."""
+"""Download a trace source over HTTP(S), within the source limits.
+
+A URL is hostile input: it may answer without end, trickle a byte a second, or redirect
+elsewhere. The download stops at ``OTEL_REPLAY_SOURCE_MAX_BYTES`` and, counting connection,
+headers and body together, at ``OTEL_REPLAY_SOURCE_TIMEOUT_S``: a timer shuts the sockets of
+this download down when the time is up, so no single slow read can outlast it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.client
+import socket
+import threading
 import urllib.error
 import urllib.request
+from typing import Any
 
 from otel_replay.errors import SourceError
+from otel_replay.replay.sources._limits import Limits
 
 __all__ = ["fetch", "is_url"]
 
-_MAX_BYTES = 1 << 30
+_BLOCK = 1 << 16
+_CONNECT_TIMEOUT_S = 30.0
 
 
 def is_url(ref: str) -> bool:
@@ -17,26 +31,125 @@ def is_url(ref: str) -> bool:
     return ref.lower().startswith(("http://", "https://"))
 
 
-def fetch(url: str, *, timeout: float = 30.0) -> bytes:
+def fetch(url: str, limits: Limits | None = None) -> bytes:
     """The body ``url`` answers a GET with (any ``#fragment`` is not sent).
 
     Uses urllib rather than httpx on purpose: in a recording process httpx is instrumented,
-    and downloading a trace must not become a step of the run being recorded. Raises
-    SourceError naming the URL when the server cannot be reached or answers with an error.
+    and downloading a trace must not become a step of the run being recorded. Follows http(s)
+    redirects only. Raises SourceError naming the URL when the server cannot be reached,
+    answers with an error, answers more than the byte bound, or takes longer than the time
+    bound (``limits``, default from the environment).
     """
+    limits = limits if limits is not None else Limits.from_env()
     target = url.split("#", 1)[0]
     request = urllib.request.Request(
         target, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
     )
+    deadline = _Deadline(limits.timeout_s)
+    opener = _opener(deadline)
+    connect_timeout = min(_CONNECT_TIMEOUT_S, limits.timeout_s)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body: bytes = response.read(_MAX_BYTES + 1)
+        with deadline, opener.open(request, timeout=connect_timeout) as response:
+            body = _body(response, target, limits)
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the connection
         raise SourceError(f"{target}: the server answered HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        if deadline.expired:
+            raise _late(target, limits) from None
+        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
         raise SourceError(f"{target}: cannot download ({reason})") from None
-    if len(body) > _MAX_BYTES:
-        raise SourceError(f"{target}: the answer is larger than {_MAX_BYTES} bytes")
+    if deadline.expired:  # the shut socket read as the end of the body
+        raise _late(target, limits)
     return body
+
+
+def _late(target: str, limits: Limits) -> SourceError:
+    return SourceError(
+        f"{target}: the download took longer than {limits.timeout_s:g} s "
+        "(OTEL_REPLAY_SOURCE_TIMEOUT_S raises the bound)"
+    )
+
+
+def _body(response: http.client.HTTPResponse, target: str, limits: Limits) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    # read1 returns what one read of the socket gives, so the deadline can cut a slow body.
+    while block := response.read1(_BLOCK):
+        size += len(block)
+        if size > limits.max_bytes:
+            raise limits.too_large(target, "answers")
+        parts.append(block)
+    return b"".join(parts)
+
+
+class _Deadline:
+    """A timer that shuts down every socket registered with it when the time is up."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    """An opener for http and https only (a redirect elsewhere is refused) whose connections
+    register their sockets with ``deadline``."""
+
+    def tracked(base: type[http.client.HTTPConnection]) -> Any:
+        class Tracked(base):  # type: ignore[valid-type,misc]
+            def connect(self) -> None:
+                super().connect()
+                deadline.track(self.sock)
+
+        return Tracked
+
+    plain, secure = tracked(http.client.HTTPConnection), tracked(http.client.HTTPSConnection)
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(plain, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            context = getattr(self, "_context", None)
+            return self.do_open(functools.partial(secure, context=context), req)
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.UnknownHandler(),
+        Http(),
+        Https(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPRedirectHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener

@@ -12,11 +12,12 @@ from otel_replay.replay._model import Run
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._documents import documents
 from otel_replay.replay.sources._fetch import fetch, is_url
+from otel_replay.replay.sources._limits import Limits, read_file
 from otel_replay.replay.sources._runs import SpanRun, group_runs
 from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.store import Store
 
-__all__ = ["load_run", "load_sources", "read_runs"]
+__all__ = ["load_run", "load_sources", "only_run", "read_runs"]
 
 _FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".protobuf", ".otlp", ".bin", ".gz")
 
@@ -33,7 +34,11 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
     and no selector) or StoreError (unknown run id, store missing or of an unknown format),
     each with one line naming the thing.
     """
-    runs = load_sources(ref, store=store)
+    return only_run(load_sources(ref, store=store), ref)
+
+
+def only_run(runs: list[SourceRun], ref: str) -> Run:
+    """The one run of ``runs`` (loaded from ``ref``); SourceError listing them when several."""
     if len(runs) > 1:
         ids = ", ".join(r.run.run_id for r in runs)
         raise SourceError(f"{ref} holds {len(runs)} runs; pick one with {ref}#RUN_ID: {ids}")
@@ -42,31 +47,38 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
 
 def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     """Every run ``ref`` names (one when it names a run id or has a ``#RUN_ID``), with the
-    spans each was rebuilt from. Raises like :func:`load_run`; never returns an empty list."""
+    spans each was rebuilt from. Raises like :func:`load_run`; never returns an empty list.
+
+    Files and URLs are read within the source limits (``OTEL_REPLAY_SOURCE_*``)."""
     if is_url(ref):
         url, _, wanted = ref.partition("#")
-        return read_runs(fetch(url), url, wanted or None)
+        limits = Limits.from_env()
+        return read_runs(fetch(url, limits), url, wanted or None, limits)
     path, selector = _split(ref)
     if path is not None:
         if path.is_dir():
             raise SourceError(f"{path} is a directory, not an OTLP file")
+        limits = Limits.from_env()
         try:
-            data = path.read_bytes()
+            data = read_file(path, limits)
         except OSError as exc:
             raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-        return read_runs(data, str(path), selector)
+        return read_runs(data, str(path), selector, limits)
     if _looks_like_path(ref):
         raise SourceError(f"no such file: {ref}")
     return [_from_store(ref, store)]
 
 
-def read_runs(data: bytes, source: str, selector: str | None = None) -> list[SourceRun]:
+def read_runs(
+    data: bytes, source: str, selector: str | None = None, limits: Limits | None = None
+) -> list[SourceRun]:
     """The runs in the OTLP ``data`` read from ``source``; only ``selector``'s when given.
 
     Raises SourceError naming the source when the data is damaged, holds nothing replayable,
-    or has no run ``selector``.
+    has no run ``selector``, or is past ``limits`` (default: from the environment).
     """
-    grouped = group_runs(span_dicts(documents(data, source)))
+    limits = limits if limits is not None else Limits.from_env()
+    grouped = group_runs(span_dicts(documents(data, source, limits)))
     if selector is not None:
         chosen = [run for run in grouped if run.run_id == selector]
         if not chosen:
@@ -86,9 +98,14 @@ def _split(ref: str) -> tuple[Path | None, str | None]:
     whole = Path(ref).expanduser()
     if whole.exists():
         return whole, None
-    head, sep, selector = ref.rpartition("#")
-    if sep and head and Path(head).expanduser().exists():
-        return Path(head).expanduser(), selector or None
+    # The selector is a run id, and a run id may hold "#" too: the file is the first prefix
+    # before a "#" that exists.
+    at = ref.find("#")
+    while at >= 0:
+        head = Path(ref[:at]).expanduser()
+        if at and head.exists():
+            return head, ref[at + 1 :] or None
+        at = ref.find("#", at + 1)
     return None, None
 
 

@@ -1,0 +1,97 @@
+"""Bounds on what a trace source may cost: bytes read, bytes after gunzip, line length and
+download time.
+
+A source is hostile input: a gzip bomb, ``/dev/zero``, a URL that trickles a byte a second.
+Every read here stops at its bound and raises a one-line :class:`SourceError` that names the
+source, the bound and the setting that raises it. The bounds come from the environment
+(``OTEL_REPLAY_SOURCE_MAX_BYTES``, ``…_MAX_LINE_BYTES``, ``…_TIMEOUT_S``); memory use is a
+small multiple of the byte bound.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from otel_replay import settings
+from otel_replay.errors import SourceError
+
+__all__ = ["Limits", "gunzip", "read_bounded", "read_file"]
+
+_BLOCK = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds one load applies."""
+
+    max_bytes: int
+    max_line_bytes: int
+    timeout_s: float
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        """The bounds the environment sets (ConfigError naming a bad variable)."""
+        return cls(
+            max_bytes=settings.read("OTEL_REPLAY_SOURCE_MAX_BYTES"),
+            max_line_bytes=settings.read("OTEL_REPLAY_SOURCE_MAX_LINE_BYTES"),
+            timeout_s=settings.read("OTEL_REPLAY_SOURCE_TIMEOUT_S"),
+        )
+
+    def too_large(self, source: str, what: str = "holds") -> SourceError:
+        """The error for a source past :attr:`max_bytes`."""
+        return SourceError(
+            f"{source} {what} more than {self.max_bytes} bytes "
+            "(OTEL_REPLAY_SOURCE_MAX_BYTES raises the bound)"
+        )
+
+
+def read_bounded(stream: BinaryIO, source: str, limits: Limits) -> bytes:
+    """All of ``stream``, refusing more than ``limits.max_bytes``."""
+    parts: list[bytes] = []
+    size = 0
+    while block := stream.read(_BLOCK):
+        size += len(block)
+        if size > limits.max_bytes:
+            raise limits.too_large(source)
+        parts.append(block)
+    return b"".join(parts)
+
+
+def read_file(path: Path, limits: Limits) -> bytes:
+    """The bytes of ``path`` (a device or a pipe too), refusing more than the bound."""
+    with path.open("rb") as stream:
+        return read_bounded(stream, str(path), limits)
+
+
+def gunzip(data: bytes, source: str, limits: Limits) -> bytes:
+    """``data`` (one or more gzip members) decompressed, refusing output past the bound
+    before it is produced: a bomb costs at most ``limits.max_bytes`` of memory."""
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    while rest:
+        member = zlib.decompressobj(wbits=31)
+        try:
+            block = member.decompress(rest, limits.max_bytes - size + 1)
+            while True:
+                size += len(block)
+                if size > limits.max_bytes:
+                    raise limits.too_large(source, "decompresses to")
+                out.append(block)
+                if not member.unconsumed_tail:
+                    break
+                block = member.decompress(member.unconsumed_tail, limits.max_bytes - size + 1)
+            if not member.eof:
+                size += len(tail := member.flush())
+                if size > limits.max_bytes:
+                    raise limits.too_large(source, "decompresses to")
+                out.append(tail)
+        except zlib.error as exc:
+            raise SourceError(f"{source}: corrupt gzip data ({exc})") from None
+        if not member.eof:
+            raise SourceError(f"{source}: corrupt gzip data (truncated)")
+        rest = member.unused_data.lstrip(b"\0")  # padding after the last member is allowed
+    return b"".join(out)
