@@ -200,7 +200,7 @@ def test_hostile_run_ids_are_printed_escaped(tmp_path: Path) -> None:
             _record(store, run_id, turns=1)
     done = _cli("runs", "--store", str(root))
     assert done.returncode == 0, done.stderr
-    for run_id, shown in ids.items():
+    for shown in ids.values():
         assert shown in done.stdout
     assert not set("\x00\x1b\u202e") & set(done.stdout)
     listed = json.loads(_cli("runs", "--json", "--store", str(root)).stdout)
