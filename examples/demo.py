@@ -12,6 +12,11 @@
 4. Stop the stand-in and replay the run with `otel-replay replay RUN -- python
    examples/support_agent.py`: identical, no socket opened. Then replay it with another system
    prompt: the report names the first step that differs and what differs in it.
+5. The world beyond HTTP: record `examples/orders_agent.py`, whose tools read and write a
+   SQLite database and which asks `otel_replay.now()` and `uuid4()`; then mark the order
+   delivered in the database, stop the stand-in and replay: the agent prints what it printed
+   when recorded (the order still "shipped", the same ticket id and time) and the refund is
+   not written again.
 
 No API key, no network beyond loopback.
 """
@@ -20,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +120,46 @@ def _replay(store: str, run_id: str) -> int:
         print(f"demo: the changed prompt should have diverged (exit {code})", file=sys.stderr)
         return 1
     print("\ndemo: recorded, replayed identically, and the changed prompt diverged as reported.")
+    return _tools(store)
+
+
+def _tools(store: str) -> int:
+    """Record the order-desk agent (SQLite tools, clock, uuid), change the database, and
+    replay it with the stand-in stopped: identical, and no write repeated."""
+    agent = [sys.executable, str(ROOT / "examples" / "orders_agent.py")]
+    with tempfile.TemporaryDirectory(prefix="otel-replay-demo-") as scratch:
+        database = str(Path(scratch) / "orders.sqlite")
+        run_id = "r_demo_orders_" + os.urandom(4).hex()
+        print("\n$ opentelemetry-instrument python examples/orders_agent.py orders.sqlite\n")
+        with StandIn() as standin:
+            done = subprocess.run(
+                [str(Path(sys.executable).with_name("opentelemetry-instrument")), *agent, database],
+                env=os.environ
+                | {
+                    "STANDIN_URL": standin.base_url,
+                    "OTEL_TRACES_EXPORTER": "replay",
+                    "OTEL_METRICS_EXPORTER": "none",
+                    "OTEL_LOGS_EXPORTER": "none",
+                    "OTEL_REPLAY_STORE": store,
+                    "OTEL_REPLAY_RUN_ID": run_id,
+                },
+                cwd=ROOT,
+                check=False,
+            )
+        if done.returncode != 0:
+            print(f"demo: the orders agent exited with {done.returncode}", file=sys.stderr)
+            return done.returncode
+        with sqlite3.connect(database) as db:
+            db.execute("UPDATE orders SET status = 'delivered'")
+            refunds = db.execute("SELECT count(*) FROM refunds").fetchone()[0]
+        print(f"\nThe order is now delivered in the database, which holds {refunds} refund(s).")
+        code = _cli("replay", run_id, "--store", store, "--", *agent, database)
+        with sqlite3.connect(database) as db:
+            after = db.execute("SELECT count(*) FROM refunds").fetchone()[0]
+    if code != 0 or after != refunds:
+        print(f"demo: the tools replay should be identical (exit {code})", file=sys.stderr)
+        return code or 1
+    print(f"\ndemo: the tools were served from the recording; still {after} refund(s).")
     return 0
 
 

@@ -16,18 +16,22 @@ from otel_replay.errors import (
     CorruptIndexError,
     NetworkBlockedError,
     OtelReplayError,
+    RecordedError,
     RunNotFoundError,
     SourceError,
     StoreError,
     StoreFormatError,
     StoreNotFoundError,
     StoreNotWritableError,
+    ToolContractError,
     UnmatchedRequestError,
 )
 
 if TYPE_CHECKING:
     from otel_replay.capture._run import run
     from otel_replay.capture.instrumentor import ReplayInstrumentor
+    from otel_replay.capture.tools import idempotency_key, tool
+    from otel_replay.capture.values import checkpoint, now, side_effect, uuid4
     from otel_replay.export import ReplaySpanExporter
     from otel_replay.replay import ReplayResult, replaying
     from otel_replay.store import Store
@@ -41,6 +45,7 @@ __all__ = [
     "CorruptIndexError",
     "NetworkBlockedError",
     "OtelReplayError",
+    "RecordedError",
     "ReplayInstrumentor",
     "ReplayResult",
     "ReplaySpanExporter",
@@ -51,14 +56,27 @@ __all__ = [
     "StoreFormatError",
     "StoreNotFoundError",
     "StoreNotWritableError",
+    "ToolContractError",
     "UnmatchedRequestError",
     "__version__",
+    "checkpoint",
+    "idempotency_key",
+    "now",
     "replaying",
     "run",
+    "side_effect",
+    "tool",
+    "uuid4",
 ]
 
 _LAZY = {
     "run": "otel_replay.capture._run",
+    "tool": "otel_replay.capture.tools",
+    "idempotency_key": "otel_replay.capture.tools",
+    "now": "otel_replay.capture.values",
+    "uuid4": "otel_replay.capture.values",
+    "side_effect": "otel_replay.capture.values",
+    "checkpoint": "otel_replay.capture.values",
     "ReplayInstrumentor": "otel_replay.capture.instrumentor",
     "ReplaySpanExporter": "otel_replay.export",
     "Store": "otel_replay.store",

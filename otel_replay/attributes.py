@@ -35,6 +35,7 @@ __all__ = [
     "REPLAY_STEP_KIND",
     "REPLAY_TOOL_EFFECT",
     "REPLAY_TOOL_SCHEMA_VERSION",
+    "REPLAY_VALUE_NAME",
     "ReplayFailureCategoryValues",
     "ReplayFailureSeverityValues",
     "ReplayModeValues",
@@ -280,6 +281,16 @@ REPLAY_TOOL_SCHEMA_VERSION: Final[str] = "replay.tool.schema.version"
 Set on LLM steps whose request offers tools, and on tool steps. It changes whenever a tool is
 added, removed or renamed or its parameter schema changes, which lets a divergence report tell a
 tool-schema change apart from a prompt change.
+
+Type: ``string``; stability: development.
+"""
+
+REPLAY_VALUE_NAME: Final[str] = "replay.value.name"
+"""The name of a value or checkpoint step.
+
+Set on `value` steps (`now`, `uuid4`, or the name given to `side_effect`) and on `checkpoint`
+steps (the checkpoint's name). Replay matches such a step by this name, then by its position
+among the steps of that name.
 
 Type: ``string``; stability: development.
 """

@@ -13,7 +13,10 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     │   ├── CorruptIndexError                       index.sqlite cannot be read
     │   └── RunNotFoundError(LookupError)           no such run (or step) in the store
     ├── SourceError(ValueError)        a replay source is missing, corrupt or has nothing to replay
-    └── NetworkBlockedError(ConnectionRefusedError)  strict replay refused a socket
+    ├── NetworkBlockedError(ConnectionRefusedError)  strict replay refused a socket
+    └── ToolContractError(ValueError)  a tool's arguments or result break its JSON Schema
+
+    RecordedError(Exception)           a recorded exception whose class cannot be rebuilt
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
 
@@ -30,12 +33,14 @@ __all__ = [
     "CorruptIndexError",
     "NetworkBlockedError",
     "OtelReplayError",
+    "RecordedError",
     "RunNotFoundError",
     "SourceError",
     "StoreError",
     "StoreFormatError",
     "StoreNotFoundError",
     "StoreNotWritableError",
+    "ToolContractError",
     "UnmatchedRequestError",
 ]
 
@@ -102,6 +107,32 @@ class SourceError(OtelReplayError, ValueError):
 class NetworkBlockedError(OtelReplayError, ConnectionRefusedError):
     """Strict replay refused a network operation (a connect or a name lookup) that did not go
     through the replay transport. The message names the address."""
+
+
+class ToolContractError(OtelReplayError, ValueError):
+    """A tool was called with arguments, or returned a result, that its JSON Schema refuses.
+
+    ``code`` is ``invalid_arguments`` or ``invalid_result``; ``path`` the JSON path of the
+    offending value (``$.order.id``; ``$`` for the whole); ``message`` what is wrong there. The
+    step records it as its ``error.type``.
+    """
+
+    def __init__(self, tool: str, code: str, path: str, message: str) -> None:
+        super().__init__(f"tool {tool!r}: {code} at {path}: {message}")
+        self.tool, self.code, self.path, self.message = tool, code, path, message
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:
+        return type(self), (self.tool, self.code, self.path, self.message)
+
+
+class RecordedError(Exception):
+    """Raised on replay in place of a recorded exception whose class cannot be imported or
+    built again. ``type_name`` is the recorded class's qualified name; the message is the
+    recorded one."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name, self.message = type_name, message
 
 
 class UnmatchedRequestError(BaseException):

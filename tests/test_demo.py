@@ -46,4 +46,14 @@ def test_demo_records_shows_verifies_and_replays(tmp_path: Path) -> None:
     )
     assert "network attempts: 0" in done.stdout
     assert "the changed prompt diverged as reported" in done.stdout
+    # The tools demo: recorded, the database changed, replayed identically, no write again.
+    orders = re.search(r"replay of run (r_demo_orders_\w+) \(store [^)]*\): identical", done.stdout)
+    assert orders is not None, done.stdout
+    replayed = done.stdout.split("The order is now delivered in the database", 1)[1]
+    lookups = re.findall(r"\[tool\] lookup_order -> .*", done.stdout)
+    assert len(lookups) == 2 and lookups[0] == lookups[1] and '"status": "shipped"' in lookups[1]
+    tickets = re.findall(r"ticket (\S+) opened (\S+)", done.stdout)
+    assert len(tickets) == 2 and tickets[0] == tickets[1]
+    assert re.search(r"6\s+6\s+tool:refund_order\s+hash\s+exact\s+identical", replayed)
+    assert "which holds 1 refund(s)" in replayed and "still 1 refund(s)" in replayed
     assert "Traceback" not in done.stderr

@@ -38,7 +38,7 @@ DESIGN_ATTRIBUTES = {
     "replay.failure.category": "string",
     "replay.failure.severity": "string",
 }
-# Declared beyond the table: payload details and the inline bodies.
+# Declared beyond the table: payload details, the inline bodies and value step names.
 EXTRA_ATTRIBUTES = {
     "replay.request.size": "int",
     "replay.response.size": "int",
@@ -49,6 +49,7 @@ EXTRA_ATTRIBUTES = {
     "replay.response.content_type": "string",
     "replay.response.chunk.sizes": "int[]",
     "replay.response.chunk.times": "int[]",
+    "replay.value.name": "string",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],

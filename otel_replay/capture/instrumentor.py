@@ -31,6 +31,7 @@ from otel_replay import settings
 from otel_replay.capture import package
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
+from otel_replay.capture._envelope import use_recorder
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._recorder import Recorder
@@ -91,6 +92,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
+        use_recorder(self.recorder)
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so it runs before their exit flush.
         atexit.register(self.recorder.open_steps.finish_all)
@@ -124,6 +126,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self.recorder.open_steps.finish_all()
         self.recorder = None
         use_tracer(None)
+        use_recorder(None)
 
 
 _durable_providers: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -1,6 +1,7 @@
 """Putting a replay session in charge of a process's HTTP: every httpx/httpx2 client, however
 and whenever it was made, gets the replay transport, and strict mode guards the sockets (the
 socket guard's patches, and the audit hook below them, which also reports processes started).
+The session also serves the steps beyond HTTP (tools, values, checkpoints).
 
 The seam is the clients' ``_transport_for_url`` (the one place a client picks the transport
 for a request, default pool or mount), so ``_send_single_request`` and everything around it —
@@ -17,6 +18,7 @@ from typing import Any
 import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
+from otel_replay.capture._envelope import use_server
 from otel_replay.capture.package import CLIENT_MODULES
 from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
@@ -44,8 +46,10 @@ def install(session: ReplaySession) -> Callable[[], None]:
         guards.append(AuditGuard(session.network_attempt, session.subprocess_started))
     for guard in guards:
         guard.install()
+    use_server(session)
 
     def undo() -> None:
+        use_server(None)
         for client in wrapped:
             unwrap(client, "_transport_for_url")
         wrapped.clear()

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 __all__ = ["Fidelity", "RecordedStep", "Run", "endpoint_of"]
 
+_ENVELOPE_PREFIXES = ("tool:", "value:", "checkpoint:")
+
 Fidelity = Literal["exact", "semantic"]
 """``exact``: the recorded bytes themselves (from the store or an inline body).
 ``semantic``: a provider-format response synthesised from the span's GenAI attributes."""
@@ -22,10 +24,13 @@ def endpoint_of(method: str, url_or_path: str, codec: str | None) -> str:
 
     A model call is keyed by its codec (``openai.chat_completions``), so the same API behind
     another base URL, proxy or deployment still matches. Any other call is keyed by its
-    method and path, without scheme, host or query (hosts move between environments).
+    method and path, without scheme, host or query (hosts move between environments). A
+    step beyond HTTP is keyed by its pseudo URL (``tool:lookup_order``, ``value:now``).
     """
     if codec is not None:
         return codec
+    if url_or_path.startswith(_ENVELOPE_PREFIXES):
+        return url_or_path  # a tool, value or checkpoint: tool:lookup_order
     path = url_or_path
     if "://" in path:
         path = path.split("://", 1)[1]

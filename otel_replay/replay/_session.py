@@ -20,6 +20,7 @@ from typing import IO
 
 from otel_replay._canonical import sha256_tag
 from otel_replay.capture._bodies import is_sse
+from otel_replay.capture._envelope import Served
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._diff import Request, parse_json, request_changes
@@ -149,6 +150,29 @@ class ReplaySession:
         the capture does)."""
         self._redactor.learn(headers, url)
         body = self._redactor.body(body)
+        step = self._served_step(method, url, body, request_hash)
+        if step is None:
+            return None
+        key = (step.index, _wants_stream(step, body))
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
+        return answer
+
+    def serve(self, method: str, url: str, body: bytes) -> Served | None:
+        """The recorded answer to a step beyond HTTP (a tool call, a value, a checkpoint),
+        ``body`` its canonical, redacted arguments; None or UnmatchedRequestError as
+        :meth:`answer`."""
+        step = self._served_step(method, url, body, None)
+        if step is None:
+            return None
+        return Served(step.response_body, step.error_type, self.run.run_id, step.index)
+
+    def _served_step(
+        self, method: str, url: str, body: bytes, request_hash: str | None
+    ) -> RecordedStep | None:
+        """The recorded step that answers the (redacted) request, the serving recorded; None
+        (recorded as live) or UnmatchedRequestError (strict) when none does."""
         if request_hash is None:
             request_hash = sha256_tag(body)
         match = self.matcher.match(method, url, body, request_hash)
@@ -173,11 +197,7 @@ class ReplaySession:
                 changes=changes,
             )
         )
-        key = (step.index, _wants_stream(step, body))
-        answer = self._answers.get(key)
-        if answer is None:
-            answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
-        return answer
+        return step
 
     def network_attempt(self, address: str) -> None:
         """The socket guard or the audit hook refused ``address`` (as they describe it)."""

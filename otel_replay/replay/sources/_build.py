@@ -70,7 +70,9 @@ def build_run(
         except SourceError as exc:
             raise SourceError(f"{where}: step {index}: {exc}") from None
     if not steps:
-        raise SourceError(f"{where} has no replayable steps (no model or HTTP call spans)")
+        raise SourceError(
+            f"{where} has no replayable steps (no model, HTTP, tool or value step spans)"
+        )
     kit = _kit(spans.spans)
     run = Run(
         run_id=spans.run_id,

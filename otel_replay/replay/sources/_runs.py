@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay import attributes as A
+from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.capture.codecs import INFERENCE_OPERATIONS
 
 __all__ = ["SERVED_KINDS", "SpanRun", "group_runs", "step_spans"]
 
-SERVED_KINDS = frozenset({"llm", "http"})
-"""``replay.step.kind`` values a replay transport serves."""
+SERVED_KINDS = frozenset({"llm", "http", *ENVELOPE_KINDS})
+"""``replay.step.kind`` values a replay serves: calls over HTTP, and tools, values and
+checkpoints."""
 
 Span = Mapping[str, Any]
 

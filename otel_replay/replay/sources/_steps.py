@@ -14,6 +14,7 @@ from typing import Any
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay._inline import decode_body, fit_chunks
+from otel_replay.capture._envelope import ENVELOPE_KINDS, address
 from otel_replay.capture.codecs import CODECS, detect
 from otel_replay.replay._diff import parse_json
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
@@ -52,12 +53,20 @@ def build_step(
     """
     attrs: Mapping[str, Any] = attrs_of(span) if span is not None else {}
     kind = str(attrs.get(A.REPLAY_STEP_KIND) or (fixture.kind if fixture else default_kind))
-    method = fixture.method if fixture else str(attrs.get("http.request.method") or "POST")
-    url = fixture.url if fixture and fixture.url else _str(attrs.get("url.full"))
+    url: str | None
+    if kind in ENVELOPE_KINDS:
+        method, url = _envelope_address(kind, attrs, fixture)
+    else:
+        method = fixture.method if fixture else str(attrs.get("http.request.method") or "POST")
+        url = fixture.url if fixture and fixture.url else _str(attrs.get("url.full"))
     request_hash = _str(attrs.get(A.REPLAY_REQUEST_HASH)) or (
         fixture.request_hash if fixture else None
     )
-    request_body = fixture.request_body if fixture else _inline(attrs, A.REPLAY_REQUEST_BODY)
+    request_body = (
+        fixture.request_body
+        if fixture
+        else _inline(attrs, A.REPLAY_REQUEST_BODY, "gen_ai.tool.call.arguments")
+    )
     if fixture is None and request_body is not None:
         _check(request_body, request_hash, "request")
     endpoint = _endpoint(kind, method, url, request_body, attrs)
@@ -104,8 +113,10 @@ def _from_span(
     status = int_value(attrs.get(A.REPLAY_RESPONSE_STATUS_CODE))
     if status is None:
         status = int_value(attrs.get("http.response.status_code"))
+    if kind in ENVELOPE_KINDS:
+        status = 200  # the body says whether it returned or raised
     error_type = _str(attrs.get("error.type"))
-    body = _inline(attrs, A.REPLAY_RESPONSE_BODY)
+    body = _inline(attrs, A.REPLAY_RESPONSE_BODY, "gen_ai.tool.call.result")
     if body is not None:
         _check(body, _str(attrs.get(A.REPLAY_RESPONSE_HASH)), "response")
         content_type = _str(attrs.get(A.REPLAY_RESPONSE_CONTENT_TYPE))
@@ -172,6 +183,23 @@ def _endpoint(
         if url is None:
             raise StepProblem("HTTP step has no url.full")
         return endpoint_of(method, url, None)
+    return _llm_endpoint(method, url, body, attrs)
+
+
+def _envelope_address(kind: str, attrs: Mapping[str, Any], fixture: Step | None) -> tuple[str, str]:
+    """The pseudo method and URL of a tool, value or checkpoint step."""
+    if fixture is not None:
+        return fixture.method, fixture.url
+    key = "gen_ai.tool.name" if kind == "tool" else A.REPLAY_VALUE_NAME
+    name = _str(attrs.get(key))
+    if name is None:
+        raise StepProblem(f"{kind} step has no {key}")
+    return address(kind, name)
+
+
+def _llm_endpoint(
+    method: str, url: str | None, body: bytes | None, attrs: Mapping[str, Any]
+) -> str:
     named = _codec_from_attributes(attrs)
     parsed = parse_json(body) if body is not None else None
     if isinstance(parsed, Mapping):
@@ -216,10 +244,13 @@ def _codec_from_attributes(attrs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _inline(attrs: Mapping[str, Any], key: str) -> bytes | None:
+def _inline(attrs: Mapping[str, Any], key: str, text_key: str | None = None) -> bytes | None:
+    """The body an inline attribute carries; else, for a tool, the GenAI attribute that
+    carries it as its very text (``text_key``)."""
     value = attrs.get(key)
     if value is None:
-        return None
+        text = attrs.get(text_key) if text_key is not None else None
+        return text.encode("utf-8") if isinstance(text, str) else None
     if not isinstance(value, str):
         raise StepProblem(f"{key} is not a string")
     try:

@@ -1,0 +1,197 @@
+"""A tool's contract: the JSON Schemas of its arguments and of its result, and their checks.
+
+A schema given to ``@otel_replay.tool`` is used as it is (checked against its own dialect's
+meta-schema when the tool is declared). Otherwise it comes from the function's type hints,
+through pydantic, the library most Python agent frameworks already generate tool schemas
+with. Arguments and results are checked in their JSON form by ``jsonschema``, the reference
+validator. A parameter or return type pydantic cannot describe is left unconstrained (``{}``);
+a function without a return annotation has no result schema.
+
+``version`` is ``replay.tool.schema.version``: the sha256 of the canonical JSON of the tool's
+name, description and schemas, so any change to what the model is told about the tool shows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.errors import ConfigError, ToolContractError
+
+__all__ = ["Contract", "bound_arguments", "contract_for"]
+
+_RECEIVERS = ("self", "cls")
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    """What a tool promises, and the validators that hold it to it."""
+
+    name: str
+    description: str | None
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None
+    version: str
+    return_annotation: Any
+    _input: Any
+    _output: Any
+
+    def check_arguments(self, arguments: bytes) -> None:
+        """Raise ToolContractError (``invalid_arguments``) when the canonical JSON
+        ``arguments`` break the input schema."""
+        _check(self._input, arguments, self.name, "invalid_arguments")
+
+    def check_result(self, result: bytes) -> None:
+        """Raise ToolContractError (``invalid_result``) when the canonical JSON ``result``
+        breaks the output schema (no check without one)."""
+        if self._output is not None:
+            _check(self._output, result, self.name, "invalid_result")
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as a model is told of it (the GenAI ``function`` tool definition)."""
+        definition: dict[str, Any] = {"name": self.name, "parameters": dict(self.input_schema)}
+        if self.description:
+            definition["description"] = self.description
+        return definition
+
+
+def contract_for(
+    fn: Callable[..., Any],
+    name: str,
+    description: str | None,
+    input_schema: Mapping[str, Any] | None,
+    output_schema: Mapping[str, Any] | None,
+) -> Contract:
+    """The contract of ``fn``; raises ConfigError naming the tool when a given schema is not a
+    valid JSON Schema."""
+    hints = _hints(fn)
+    parameters = _parameters(fn)
+    if input_schema is None:
+        input_schema = _input_schema(name, parameters, hints)
+    returns = hints.get("return", inspect.Signature.empty)
+    if output_schema is None and returns is not inspect.Signature.empty:
+        output_schema = _type_schema(returns)
+    version = sha256_tag(
+        canonical_json(
+            {
+                "name": name,
+                "description": description,
+                "input_schema": input_schema,
+                "output_schema": output_schema,
+            }
+        )
+    )
+    return Contract(
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        version=version,
+        return_annotation=None if returns is inspect.Signature.empty else returns,
+        _input=_validator(input_schema, name, "input_schema"),
+        _output=None if output_schema is None else _validator(output_schema, name, "output_schema"),
+    )
+
+
+def bound_arguments(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The call's arguments by parameter name, defaults applied, the receiver of a method
+    left out: what is recorded, hashed and checked. Raises TypeError as the call itself
+    would when they do not fit the signature."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    first = next(iter(inspect.signature(fn).parameters), None)
+    if first in _RECEIVERS:
+        arguments.pop(first, None)
+    return arguments
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # unresolvable forward references: use the raw ones
+        return dict(getattr(fn, "__annotations__", {}))
+
+
+def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
+    parameters = list(inspect.signature(fn).parameters.values())
+    if parameters and parameters[0].name in _RECEIVERS:
+        parameters = parameters[1:]
+    return parameters
+
+
+def _input_schema(
+    name: str, parameters: list[inspect.Parameter], hints: Mapping[str, Any]
+) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for parameter in parameters:
+        hint = hints.get(parameter.name, Any)
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            schema: dict[str, Any] = {"type": "array", "items": _type_schema(hint)}
+        elif parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            schema = {"type": "object", "additionalProperties": _type_schema(hint)}
+        else:
+            schema = _type_schema(hint)
+            if parameter.default is inspect.Parameter.empty:
+                required.append(parameter.name)
+        properties[parameter.name] = schema
+    schema = {"type": "object", "properties": properties, "required": required}
+    return _hoist_defs(schema, name)
+
+
+def _type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON Schema pydantic gives ``hint`` ({} when it cannot describe it)."""
+    if hint is Any:
+        return {}
+    from pydantic import TypeAdapter  # noqa: PLC0415 - first use only
+
+    try:
+        schema: dict[str, Any] = TypeAdapter(hint).json_schema()
+    except Exception:  # a type pydantic cannot describe: unconstrained
+        return {}
+    return schema
+
+
+def _hoist_defs(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """Move each property's ``$defs`` to the top, where their ``$ref``s point."""
+    defs: dict[str, Any] = {}
+    for value in schema["properties"].values():
+        found = value.pop("$defs", None) if isinstance(value, dict) else None
+        if found:
+            defs.update(found)
+    for key in ("items", "additionalProperties"):
+        for value in schema["properties"].values():
+            inner = value.get(key) if isinstance(value, dict) else None
+            if isinstance(inner, dict) and "$defs" in inner:
+                defs.update(inner.pop("$defs"))
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def _validator(schema: Mapping[str, Any], tool: str, which: str) -> Any:
+    import jsonschema  # noqa: PLC0415 - first use only
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(dict(schema))
+    except jsonschema.SchemaError as exc:
+        raise ConfigError(
+            f"tool {tool!r}: {which} is not a valid JSON Schema: {exc.message}"
+        ) from None
+    return cls(dict(schema))
+
+
+def _check(validator: Any, data: bytes, tool: str, code: str) -> None:
+    import jsonschema  # noqa: PLC0415 - first use only
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(orjson.loads(data)))
+    if error is not None:
+        raise ToolContractError(tool, code, error.json_path, error.message)

@@ -1,0 +1,375 @@
+"""Steps beyond HTTP: a tool call, a value, a checkpoint, recorded like an HTTP step and,
+under replay, served from the recording instead of run.
+
+Each such step is an exchange with a request and a response, so the store, the OTLP sources,
+the matcher and the divergence report treat it as they treat HTTP:
+
+* its address is a pseudo method and URL (``TOOL tool:lookup_order``, ``VALUE value:now``,
+  ``CHECKPOINT checkpoint:after_search``);
+* its request body is the canonical JSON of its arguments (``{}`` for ``now``), redacted as
+  any body is;
+* its response body is the canonical JSON of its result, or, when it raised,
+  ``{"message": …, "type": …}`` with the exception's qualified name as ``error.type``.
+
+The replay installs a :class:`Server` (:func:`use_server`); while one is in charge every step
+is asked of it first, and only a step it has no answer for (non-strict replay) runs live.
+A write tool never runs live under replay. The capture, when the instrumentor is active
+(:func:`use_recorder`), records every step in both modes: a replay is a run of its own.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_replay import attributes as A
+from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._inline import encode_body
+from otel_replay.capture._run import current_run, qualified_name
+from otel_replay.errors import RecordedError, UnmatchedRequestError
+from otel_replay.step import Step
+
+if TYPE_CHECKING:
+    from otel_replay.capture._recorder import Recorder
+
+__all__ = [
+    "ENVELOPE_KINDS",
+    "Call",
+    "Served",
+    "Server",
+    "address",
+    "current_call_key",
+    "perform",
+    "perform_async",
+    "use_recorder",
+    "use_server",
+]
+
+ENVELOPE_KINDS = ("tool", "value", "checkpoint")
+_METHODS = {"tool": "TOOL", "value": "VALUE", "checkpoint": "CHECKPOINT"}
+_KEY_NAMESPACE = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
+
+T = TypeVar("T")
+
+
+def address(kind: str, name: str) -> tuple[str, str]:
+    """The pseudo method and URL a step of ``kind`` named ``name`` is stored and matched by."""
+    return _METHODS[kind], f"{kind}:{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A recorded step's answer: its response body, its ``error.type`` (None: it returned),
+    and which recorded step it was (``run_id``, ``index``)."""
+
+    body: bytes
+    error_type: str | None
+    run_id: str
+    index: int
+
+
+class Server(Protocol):
+    """What answers envelope steps under replay (the replay session)."""
+
+    def serve(self, method: str, url: str, body: bytes) -> Served | None:
+        """The recorded answer; None when there is none and the call may run live. Raises
+        UnmatchedRequestError in strict mode when there is none."""
+
+
+_recorder: Recorder | None = None
+_server: Server | None = None
+_call_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "otel_replay_call_key", default=None
+)
+
+
+def use_recorder(recorder: Recorder | None) -> None:
+    """Record envelope steps with ``recorder`` (the instrumentor's), or stop (None)."""
+    global _recorder  # noqa: PLW0603 - set by the instrumentor
+    _recorder = recorder
+
+
+def use_server(server: Server | None) -> None:
+    """Serve envelope steps from ``server`` (a replay session), or run them live (None)."""
+    global _server  # noqa: PLW0603 - set by the replay installer
+    _server = server
+
+
+def current_call_key() -> str | None:
+    """The idempotency key of the tool call running on this thread or task, if any."""
+    return _call_key.get()
+
+
+@dataclass(slots=True)
+class Call:
+    """One envelope step to make: ``arguments`` are canonical JSON; ``attributes`` the
+    kind's own span attributes; ``effect`` ``write`` keeps it from running live in replay."""
+
+    kind: str
+    name: str
+    arguments: bytes
+    span_name: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    effect: str | None = None
+    content_keys: tuple[str, str] | None = None
+    """For tools: the GenAI attributes that carry the arguments and the result as text."""
+
+
+def error_body(exc: BaseException) -> bytes:
+    """The response body of a step that raised ``exc``."""
+    return canonical_json({"type": qualified_name(exc), "message": str(exc)})
+
+
+def raise_recorded(body: bytes, error_type: str) -> None:
+    """Raise again the exception a step recorded: its class (imported by its qualified name)
+    with its message; :class:`RecordedError` when the class cannot be rebuilt."""
+    try:
+        message = str(orjson.loads(body).get("message", ""))
+    except (orjson.JSONDecodeError, AttributeError):
+        message = ""
+    raise _rebuilt(error_type, message)
+
+
+def _rebuilt(error_type: str, message: str) -> BaseException:
+    import builtins  # noqa: PLC0415
+    import importlib  # noqa: PLC0415
+
+    module_name, _, qualname = error_type.rpartition(".")
+    owner: Any = builtins
+    if module_name:
+        # The qualified name may be nested (module.Outer.Inner): try the longest module.
+        parts = error_type.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            try:
+                owner = importlib.import_module(".".join(parts[:cut]))
+            except Exception:  # not a module: try a shorter prefix
+                continue
+            qualname = ".".join(parts[cut:])
+            break
+        else:
+            return RecordedError(error_type, message)
+    cls: Any = owner
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        try:
+            return cls(message)
+        except Exception:  # a constructor that wants more than a message
+            pass
+        try:
+            exc: BaseException = cls.__new__(cls)
+            exc.args = (message,)
+            return exc
+        except Exception:  # nor can it be made bare
+            pass
+    return RecordedError(error_type, message)
+
+
+class _Open:
+    """One envelope step in flight: its span and Step (when recording) and, under replay,
+    the recorded answer."""
+
+    __slots__ = ("attrs", "call", "key", "owns_span", "recorder", "served", "span", "step")
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.recorder = _recorder
+        self.span: Span | None = None
+        self.owns_span = True
+        self.step: Step | None = None
+        self.attrs: dict[str, Any] = {}
+        run = current_run()
+        index = run.next_step()
+        self.key = str(uuid.uuid5(_KEY_NAMESPACE, f"{run.run_id}\0{index}"))
+        method, url = address(call.kind, call.name)
+        body = call.arguments
+        if self.recorder is not None:
+            body = self.recorder.redactor.body(body)
+            self._open(run, index, method, url, body)
+        self.served: Served | None = None
+        server = _server
+        if server is not None:
+            try:
+                self.served = server.serve(method, url, body)
+            except BaseException as exc:
+                self.finish(error_body(exc), qualified_name(exc))
+                raise
+            if self.served is not None:
+                recorded = f"{self.served.run_id}\0{self.served.index}"
+                self.key = str(uuid.uuid5(_KEY_NAMESPACE, recorded))
+            elif call.effect == "write":
+                message = (
+                    f"otel-replay: write tool {call.name!r} has no recorded call to serve, and "
+                    "a write tool never runs in replay"
+                )
+                refused = UnmatchedRequestError(message)
+                self.finish(error_body(refused), qualified_name(refused))
+                raise refused
+
+    def _open(self, run: Any, index: int, method: str, url: str, body: bytes) -> None:
+        recorder = self.recorder
+        assert recorder is not None
+        call = self.call
+        attrs = run.attributes()
+        attrs[A.REPLAY_STEP_INDEX] = index
+        attrs[A.REPLAY_STEP_KIND] = call.kind
+        attrs.update(call.attributes)
+        request_hash = sha256_tag(body)
+        attrs[A.REPLAY_REQUEST_HASH] = request_hash
+        attrs[A.REPLAY_REQUEST_SIZE] = len(body)
+        self._content(body, A.REPLAY_REQUEST_BODY, 0, attrs)
+        foreign = _foreign_tool_span(call) if call.kind == "tool" else None
+        if foreign is not None:
+            self.span, self.owns_span = foreign, False
+            foreign.set_attributes(attrs)
+        else:
+            self.span = recorder.tracer.start_span(
+                call.span_name, kind=SpanKind.INTERNAL, attributes=attrs
+            )
+        self.attrs = attrs
+        if recorder.handoff.wanted:
+            ctx = self.span.get_span_context()
+            self.step = Step(
+                run_id=run.run_id,
+                step_index=index,
+                trace_id=ctx.trace_id,
+                span_id=ctx.span_id,
+                kind=call.kind,
+                method=method,
+                url=url,
+                request_headers=[],
+                request_body=body,
+                request_hash=request_hash,
+                start_ns=time.time_ns(),
+                run=run.facts(),
+            )
+
+    def _content(self, body: bytes, inline_key: str, which: int, attrs: dict[str, Any]) -> None:
+        """Put ``body`` on the span: as the GenAI content attribute of a tool when content
+        is captured (it is the same text), else inline within the limit."""
+        recorder = self.recorder
+        assert recorder is not None
+        keys = self.call.content_keys
+        if keys is not None and recorder.capture_content:
+            attrs[keys[which]] = body.decode("utf-8", errors="replace")
+        elif recorder.inline_limit and len(body) <= recorder.inline_limit:
+            attrs[inline_key] = encode_body(body)
+
+    def finish(self, body: bytes, error_type: str | None) -> None:
+        """End the step with response ``body`` (``error_type``: what it raised)."""
+        span = self.span
+        if span is None:
+            return
+        self.span = None
+        recorder = self.recorder
+        assert recorder is not None
+        body = recorder.redactor.body(body)
+        response_hash = sha256_tag(body)
+        attrs: dict[str, Any] = {
+            A.REPLAY_RESPONSE_HASH: response_hash,
+            A.REPLAY_RESPONSE_SIZE: len(body),
+            A.REPLAY_RESPONSE_COMPLETE: error_type is None,
+        }
+        if error_type is None:
+            self._content(body, A.REPLAY_RESPONSE_BODY, 1, attrs)
+        elif recorder.inline_limit and len(body) <= recorder.inline_limit:
+            attrs[A.REPLAY_RESPONSE_BODY] = encode_body(body)
+        if error_type is not None:
+            attrs["error.type"] = error_type
+        span.set_attributes(attrs)
+        if error_type is not None and self.owns_span:
+            span.set_status(Status(StatusCode.ERROR))
+        step = self.step
+        if step is not None:
+            step.status_code = 200
+            step.response_body = body
+            step.response_hash = response_hash
+            step.complete = True
+            step.error_type = error_type
+            step.end_ns = time.time_ns()
+            recorder.handoff.put(step, span)
+        if self.owns_span:
+            span.end()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """While the live call runs: its idempotency key is current."""
+        token = _call_key.set(self.key)
+        try:
+            yield
+        finally:
+            _call_key.reset(token)
+
+
+def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
+    served = opened.served
+    assert served is not None
+    opened.finish(served.body, served.error_type)
+    if served.error_type is not None:
+        raise_recorded(served.body, served.error_type)
+    return restore(served.body)
+
+
+def perform(
+    call: Call, live: Callable[[], T], encode: Callable[[T], bytes], restore: Callable[[bytes], T]
+) -> T:
+    """Make the step ``call``: served from the recording under replay (``restore`` turns the
+    recorded body into the value), else ``live()``, whose value ``encode`` records (it may
+    raise, as a contract check does). What the step raised is raised again."""
+    opened = _Open(call)
+    if opened.served is not None:
+        return _served(opened, restore)
+    with opened.running():
+        try:
+            value = live()
+            body = encode(value)
+        except BaseException as exc:
+            opened.finish(error_body(exc), qualified_name(exc))
+            raise
+    opened.finish(body, None)
+    return value
+
+
+async def perform_async(
+    call: Call,
+    live: Callable[[], Awaitable[T]],
+    encode: Callable[[T], bytes],
+    restore: Callable[[bytes], T],
+) -> T:
+    """:func:`perform` for a coroutine."""
+    opened = _Open(call)
+    if opened.served is not None:
+        return _served(opened, restore)
+    with opened.running():
+        try:
+            value = await live()
+            body = encode(value)
+        except BaseException as exc:
+            opened.finish(error_body(exc), qualified_name(exc))
+            raise
+    opened.finish(body, None)
+    return value
+
+
+def _foreign_tool_span(call: Call) -> Span | None:
+    """The current span when a framework already opened ``execute_tool`` for this tool: we
+    enrich it instead of emitting a second one."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    attrs = getattr(span, "attributes", None) or {}
+    if attrs.get("gen_ai.operation.name") != "execute_tool":
+        return None
+    if A.REPLAY_STEP_INDEX in attrs:
+        return None  # already one of ours: a tool calling a tool gets its own span
+    name = attrs.get("gen_ai.tool.name")
+    return span if name in (None, call.name) else None

@@ -1,0 +1,153 @@
+"""``@otel_replay.tool``: a Python function as a recorded, contract-checked, replayable step.
+
+::
+
+    @otel_replay.tool                      # effect="read"
+    def lookup_order(order_id: str) -> Order: ...
+
+    @otel_replay.tool(effect="write")
+    async def refund(order_id: str, amount: float) -> dict:
+        key = otel_replay.idempotency_key()  # the same for this call in every replay
+        ...
+
+Recording: each call is an ``execute_tool {name}`` span (GenAI tool attributes, the replay
+kit) and a step in the store, its arguments and result as canonical JSON. The arguments are
+checked against the input schema before the body runs, the result against the output schema
+after; a violation raises :class:`~otel_replay.errors.ToolContractError`, recorded as the
+step's ``error.type``. Under replay the body does not run: the recorded result comes back
+(restored to the annotated return type), or the recorded exception is raised again. A write
+tool never runs under replay.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, overload
+
+import orjson
+
+from otel_replay import attributes as A
+from otel_replay.capture._contract import Contract, bound_arguments, contract_for
+from otel_replay.capture._envelope import Call, current_call_key, perform, perform_async
+from otel_replay.capture._jsonable import encode, encode_exact, restore
+
+__all__ = ["Effect", "idempotency_key", "tool"]
+
+Effect = Literal["read", "write"]
+F = TypeVar("F", bound=Callable[..., Any])
+_CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+
+
+@overload
+def tool(
+    *,
+    effect: Effect = "read",
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+) -> Callable[[F], F]: ...
+
+
+def tool(
+    fn: F | None = None,
+    /,
+    *,
+    effect: Effect = "read",
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+) -> F | Callable[[F], F]:
+    """Make ``fn`` (sync or async) a tool step; usable bare or with options.
+
+    ``name`` defaults to the function's name and ``description`` to its docstring; the
+    schemas default to the ones its type hints give (see ``_contract``). Raises ConfigError
+    when a given schema is not a valid JSON Schema, ValueError for an unknown ``effect``.
+    """
+    if effect not in ("read", "write"):
+        raise ValueError(f"effect must be 'read' or 'write', not {effect!r}")
+
+    def decorate(function: F) -> F:
+        tool_name = name or function.__name__
+        text = description if description is not None else inspect.getdoc(function)
+        contract = contract_for(function, tool_name, text, input_schema, output_schema)
+        return _wrap(function, contract, effect)
+
+    return decorate if fn is None else decorate(fn)
+
+
+def _wrap(function: F, contract: Contract, effect: Effect) -> F:
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": contract.name,
+        "gen_ai.tool.type": "function",
+        A.REPLAY_TOOL_EFFECT: effect,
+        A.REPLAY_TOOL_SCHEMA_VERSION: contract.version,
+    }
+    if contract.description:
+        attributes["gen_ai.tool.description"] = contract.description
+
+    def call_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
+        arguments = encode(bound_arguments(function, args, kwargs))
+        return Call(
+            kind="tool",
+            name=contract.name,
+            arguments=arguments,
+            span_name=f"execute_tool {contract.name}",
+            attributes=dict(attributes),
+            effect=effect,
+            content_keys=_CONTENT_KEYS,
+        )
+
+    def checked(value: Any) -> bytes:
+        body = encode_exact(value)
+        contract.check_result(body)
+        return body
+
+    def restored(body: bytes) -> Any:
+        return restore(orjson.loads(body), contract.return_annotation)
+
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            call = call_of(args, kwargs)
+
+            async def live() -> Any:
+                contract.check_arguments(call.arguments)
+                return await function(*args, **kwargs)
+
+            return await perform_async(call, live, checked, restored)
+
+        run_async.__otel_replay_contract__ = contract  # type: ignore[attr-defined]
+        return run_async  # type: ignore[return-value]
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        call = call_of(args, kwargs)
+
+        def live() -> Any:
+            contract.check_arguments(call.arguments)
+            return function(*args, **kwargs)
+
+        return perform(call, live, checked, restored)
+
+    run.__otel_replay_contract__ = contract  # type: ignore[attr-defined]
+    return run  # type: ignore[return-value]
+
+
+def idempotency_key() -> str:
+    """A key for the side effect of the tool call running now: the same for this call in the
+    run and in all its replays (a call replayed live gets the key of the recorded call it
+    stands for). Raises RuntimeError outside a tool call."""
+    key = current_call_key()
+    if key is None:
+        raise RuntimeError("otel_replay.idempotency_key() is only meaningful inside a tool call")
+    return key

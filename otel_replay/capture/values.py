@@ -1,0 +1,89 @@
+"""Values as steps: the clock, random ids, any nondeterministic call, and named state.
+
+Each call records its value as a step (kind ``value``, or ``checkpoint``) and, under replay,
+returns the recorded value instead of asking the world again. Steps of one name are matched
+in order, so the third ``now()`` of a replay gets the third recorded time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing
+import uuid as uuid_module
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import orjson
+
+from otel_replay import attributes as A
+from otel_replay.capture._envelope import Call, perform
+from otel_replay.capture._jsonable import encode, encode_exact, restore
+
+__all__ = ["checkpoint", "now", "side_effect", "uuid4"]
+
+T = TypeVar("T")
+_NO_ARGUMENTS = b"{}"
+
+
+def _call(kind: str, name: str, arguments: bytes = _NO_ARGUMENTS) -> Call:
+    label = "checkpoint" if kind == "checkpoint" else "value"
+    return Call(
+        kind=kind,
+        name=name,
+        arguments=arguments,
+        span_name=f"{label} {name}",
+        attributes={A.REPLAY_VALUE_NAME: name},
+    )
+
+
+def now() -> dt.datetime:
+    """The current time as an aware datetime in the local zone; the recorded one on replay."""
+    return perform(
+        _call("value", "now"),
+        lambda: dt.datetime.now().astimezone(),
+        lambda value: encode_exact(value.isoformat()),
+        lambda body: dt.datetime.fromisoformat(orjson.loads(body)),
+    )
+
+
+def uuid4() -> uuid_module.UUID:
+    """A random UUID; the recorded one on replay."""
+    return perform(
+        _call("value", "uuid4"),
+        uuid_module.uuid4,
+        lambda value: encode_exact(str(value)),
+        lambda body: uuid_module.UUID(orjson.loads(body)),
+    )
+
+
+def side_effect(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` as a step named ``name``: run and recorded, or, on replay, its
+    recorded value (restored to ``fn``'s annotated return type) or its recorded exception."""
+    returns = _return_hint(fn)
+    arguments = encode({"args": list(args), "kwargs": kwargs})
+    value: T = perform(
+        _call("value", name, arguments),
+        lambda: fn(*args, **kwargs),
+        encode_exact,
+        lambda body: typing.cast(T, restore(orjson.loads(body), returns)),
+    )
+    return value
+
+
+def checkpoint(name: str, state: T) -> T:
+    """Record ``state`` as the checkpoint ``name`` and return it; on replay, the recorded
+    state (as ``state``'s type where it validates as one)."""
+    value: T = perform(
+        _call("checkpoint", name),
+        lambda: state,
+        encode_exact,
+        lambda body: typing.cast(T, restore(orjson.loads(body), type(state))),
+    )
+    return value
+
+
+def _return_hint(fn: Callable[..., Any]) -> Any:
+    try:
+        return typing.get_type_hints(fn).get("return")
+    except Exception:  # a builtin, or hints that do not resolve: serve the JSON
+        return None

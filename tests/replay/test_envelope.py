@@ -1,0 +1,242 @@
+"""Tools, values and checkpoints as steps: recorded through the real pipeline (instrumentor,
+SDK tracer provider, ``replay`` exporter, store, plus an in-memory exporter for the spans),
+then replayed in-process from the store and from the OTLP spans alone.
+
+The tool bodies count their runs: under replay they must not run at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_replay
+from otel_replay._canonical import sha256_tag
+from otel_replay.errors import ConfigError, ToolContractError, UnmatchedRequestError
+from otel_replay.store import Store
+from tests.export._support import Pipeline
+from tests.replay.conftest import collector_json
+
+RUNS: dict[str, int] = {}
+
+
+class OutOfStock(Exception):
+    """A tool's own exception: replay must raise this very class again."""
+
+
+@dataclasses.dataclass
+class Order:
+    order_id: str
+    total: float
+    placed: dt.datetime
+
+
+@otel_replay.tool
+def lookup_order(order_id: str, verbose: bool = False) -> Order:
+    """Get an order."""
+    RUNS["lookup_order"] = RUNS.get("lookup_order", 0) + 1
+    if order_id == "A-0000":
+        raise OutOfStock(f"order {order_id} is out of stock")
+    return Order(order_id, 129.0, dt.datetime(2026, 11, 1, 9, 30, tzinfo=dt.timezone.utc))
+
+
+@otel_replay.tool(effect="write", name="refund")
+async def refund_order(order_id: str, amount: float) -> dict[str, Any]:
+    RUNS["refund"] = RUNS.get("refund", 0) + 1
+    key = otel_replay.idempotency_key()
+    assert key == otel_replay.idempotency_key()  # stable within the call
+    return {"refund_id": f"R-{order_id}", "amount": amount, "key": key}
+
+
+@otel_replay.tool(output_schema={"type": "object", "required": ["ok"]})
+def flaky_contract(value: int) -> dict[str, Any]:
+    return {"ok": True} if value > 0 else {"nope": value}
+
+
+def agent() -> dict[str, Any]:
+    """Everything the world hands an agent, in one function."""
+    seen: dict[str, Any] = {
+        "ticket": otel_replay.uuid4(),
+        "opened": otel_replay.now(),
+        "order": lookup_order("A-1234"),
+        "config": otel_replay.side_effect("read_config", lambda path: {"path": path}, "a.toml"),
+    }
+    with pytest.raises(OutOfStock, match="order A-0000 is out of stock"):
+        lookup_order("A-0000")
+    seen["refund"] = asyncio.run(refund_order("A-1234", 129.0))
+    seen["state"] = otel_replay.checkpoint("done", {"turns": 3})
+    return seen
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Iterator[tuple[Path, str, dict[str, Any], list[Any]]]:
+    """``agent()`` recorded: the store, the run id, what the agent saw, the spans."""
+    RUNS.clear()
+    memory = InMemorySpanExporter()
+    with Pipeline(tmp_path / "store") as pipeline:
+        pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+        seen = agent()
+        run_id = pipeline.run.run_id
+    assert RUNS == {"lookup_order": 2, "refund": 1}
+    RUNS.clear()
+    yield tmp_path / "store", run_id, seen, list(memory.get_finished_spans())
+
+
+def test_a_tool_call_is_a_genai_tool_span_and_a_stored_step(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]],
+) -> None:
+    store, run_id, seen, spans = recorded
+    tool_spans = [s for s in spans if s.name == "execute_tool lookup_order"]
+    assert len(tool_spans) == 2
+    ok, failed = sorted(tool_spans, key=lambda s: s.attributes["replay.step.index"])
+    attrs = dict(ok.attributes)
+    arguments = b'{"order_id":"A-1234","verbose":false}'
+    result = b'{"order_id":"A-1234","total":129.0,"placed":"2026-11-01T09:30:00Z"}'
+    assert attrs["gen_ai.operation.name"] == "execute_tool"
+    assert attrs["gen_ai.tool.name"] == "lookup_order"
+    assert attrs["gen_ai.tool.type"] == "function"
+    assert attrs["gen_ai.tool.description"] == "Get an order."
+    assert attrs["gen_ai.tool.call.arguments"] == arguments.decode()
+    assert attrs["gen_ai.tool.call.result"] == result.decode()
+    assert attrs["replay.step.kind"] == "tool" and attrs["replay.tool.effect"] == "read"
+    assert attrs["replay.request.hash"] == sha256_tag(arguments)
+    assert attrs["replay.response.hash"] == sha256_tag(result)
+    assert attrs["replay.tool.schema.version"].startswith("sha256:")
+    assert attrs["replay.run.id"] == run_id
+    assert failed.attributes["error.type"] == f"{OutOfStock.__module__}.OutOfStock"
+    assert failed.status.status_code.name == "ERROR"
+    refund = next(s for s in spans if s.name == "execute_tool refund")
+    assert refund.attributes["replay.tool.effect"] == "write"
+    names = {s.name for s in spans}
+    assert {"value uuid4", "value now", "value read_config", "checkpoint done"} <= names
+    with Store.open(store, create=False) as opened:
+        steps = opened.steps(run_id)
+        kinds = [s.kind for s in steps]
+        assert kinds == ["value", "value", "tool", "value", "tool", "tool", "checkpoint"]
+        tool_step = opened.fixture(steps[2])
+    assert (tool_step.method, tool_step.url) == ("TOOL", "tool:lookup_order")
+    assert (tool_step.request_body, tool_step.response_body) == (arguments, result)
+    assert seen["order"].total == 129.0
+
+
+@pytest.mark.parametrize("source", ["store", "otlp"])
+def test_replay_serves_every_step_without_running_a_tool(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]], tmp_path: Path, source: str
+) -> None:
+    store, run_id, seen, spans = recorded
+    ref = run_id
+    if source == "otlp":
+        ref = str(tmp_path / "trace.json")
+        Path(ref).write_text(json.dumps(collector_json(spans)))
+    with otel_replay.replaying(ref, store=str(store)) as result:
+        again = agent()
+    assert RUNS == {}, "a tool body ran under replay"
+    assert again == seen
+    assert isinstance(again["order"], Order) and isinstance(again["ticket"], uuid.UUID)
+    assert again["opened"].tzinfo is not None
+    assert result.identical, result.first_divergence
+    assert len(result.steps) == 7
+
+
+def test_changed_arguments_are_a_divergence_and_the_write_still_does_not_run(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]],
+) -> None:
+    store, run_id, seen, _ = recorded
+    with otel_replay.replaying(run_id, store=str(store)) as result:
+        otel_replay.uuid4()
+        otel_replay.now()
+        lookup_order("A-1234")
+        otel_replay.side_effect("read_config", lambda path: {"path": path}, "a.toml")
+        with pytest.raises(OutOfStock):
+            lookup_order("A-0000")
+        served = asyncio.run(refund_order("A-1234", 5.0))  # not what was recorded
+        otel_replay.checkpoint("done", {"turns": 3})
+    assert RUNS == {}
+    assert served == seen["refund"]
+    assert not result.identical
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.served is not None
+    assert divergence.served.endpoint == "tool:refund"
+    assert [(c.field, c.recorded, c.replayed) for c in divergence.changes] == [
+        ("body $.amount", "129", "5")  # canonical JSON: 129.0 is 129
+    ]
+
+
+def test_an_unmatched_tool_call_names_the_closest_recorded_and_the_differing_path(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]],
+) -> None:
+    store, run_id, _, _ = recorded
+    with otel_replay.replaying(run_id, store=str(store)):
+        lookup_order("A-1234")
+        with pytest.raises(UnmatchedRequestError) as caught:
+            flaky_contract(1)
+    message = str(caught.value)
+    assert "matches TOOL tool:flaky_contract" in message
+    assert RUNS == {}
+
+
+def test_contract_violations_raise_with_code_and_path(tmp_path: Path) -> None:
+    memory = InMemorySpanExporter()
+    with Pipeline(tmp_path / "store") as pipeline:
+        pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+        with pytest.raises(ToolContractError) as wrong_in:
+            lookup_order(1234)  # type: ignore[arg-type]
+        with pytest.raises(ToolContractError) as wrong_out:
+            flaky_contract(-1)
+    assert (wrong_in.value.code, wrong_in.value.path) == ("invalid_arguments", "$.order_id")
+    assert "is not of type 'string'" in wrong_in.value.message
+    assert (wrong_out.value.code, wrong_out.value.path) == ("invalid_result", "$")
+    assert "'ok' is a required property" in wrong_out.value.message
+    assert RUNS.get("lookup_order", 0) == 0  # the body never ran with bad arguments
+    errors = [s.attributes.get("error.type") for s in memory.get_finished_spans()]
+    assert errors == ["otel_replay.errors.ToolContractError"] * 2
+    # Replayed, the same violations come back from the recording.
+    with otel_replay.replaying(pipeline.run.run_id, store=str(tmp_path / "store")) as result:
+        with pytest.raises(ToolContractError, match=r"invalid_arguments at \$\.order_id"):
+            lookup_order(1234)  # type: ignore[arg-type]
+        with pytest.raises(ToolContractError, match=r"invalid_result at \$"):
+            flaky_contract(-1)
+    assert result.identical
+
+
+def test_a_schema_that_is_not_json_schema_is_refused_when_declared() -> None:
+    with pytest.raises(ConfigError, match="tool 'bad': input_schema is not a valid JSON Schema"):
+
+        @otel_replay.tool(name="bad", input_schema={"type": "objekt"})
+        def bad(x: int) -> int:
+            return x
+
+
+def test_the_schema_comes_from_the_type_hints() -> None:
+    contract = lookup_order.__otel_replay_contract__  # type: ignore[attr-defined]
+    assert contract.input_schema["required"] == ["order_id"]
+    assert contract.input_schema["properties"]["order_id"] == {"type": "string"}
+    assert contract.output_schema["properties"]["placed"]["format"] == "date-time"
+    assert contract.definition()["description"] == "Get an order."
+
+
+def test_idempotency_key_outside_a_tool_call_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="inside a tool call"):
+        otel_replay.idempotency_key()
+
+
+def test_keys_differ_per_call_and_follow_the_run_and_step(tmp_path: Path) -> None:
+    with Pipeline(tmp_path / "store") as pipeline:
+        first = asyncio.run(refund_order("A-1", 1.0))
+        second = asyncio.run(refund_order("A-1", 1.0))
+        run_id = pipeline.run.run_id
+    assert first["key"] != second["key"]
+    namespace = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
+    assert first["key"] == str(uuid.uuid5(namespace, f"{run_id}\0{0}"))
+    assert orjson.loads(orjson.dumps(second))["key"] == str(uuid.uuid5(namespace, f"{run_id}\0{1}"))
