@@ -33,6 +33,7 @@ __all__ = [
     "REPLAY_SEED",
     "REPLAY_STEP_INDEX",
     "REPLAY_STEP_KIND",
+    "REPLAY_STEP_WITHIN",
     "REPLAY_TOOL_EFFECT",
     "REPLAY_TOOL_SCHEMA_VERSION",
     "REPLAY_VALUE_NAME",
@@ -265,6 +266,16 @@ Set on every recorded step. LLM steps also carry the GenAI semantic convention a
 (`gen_ai.*`); HTTP steps carry the HTTP client ones.
 
 Type: enum, values in :class:`ReplayStepKindValues`; stability: development.
+"""
+
+REPLAY_STEP_WITHIN: Final[str] = "replay.step.within"
+"""The `replay.step.index` of the tool step inside whose execution this step was made.
+
+Set on a step (a model or HTTP call, a nested tool, a value) made while a tool's body ran. When
+replay serves that tool from the recording its body does not run, so the steps made inside it
+are not expected again.
+
+Type: ``int``; stability: development.
 """
 
 REPLAY_TOOL_EFFECT: Final[str] = "replay.tool.effect"

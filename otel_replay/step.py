@@ -72,6 +72,8 @@ class Step:
     tokens_out: int | None = None
     run: RunFacts | None = None
     """The facts of the step's run (None: only its id is known)."""
+    within: int | None = None
+    """The index of the tool step whose body was running when this step was made."""
 
     @property
     def size(self) -> int:

@@ -50,6 +50,7 @@ EXTRA_ATTRIBUTES = {
     "replay.response.chunk.sizes": "int[]",
     "replay.response.chunk.times": "int[]",
     "replay.value.name": "string",
+    "replay.step.within": "int",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],

@@ -48,6 +48,7 @@ __all__ = [
     "Server",
     "address",
     "current_call_key",
+    "enclosing_step",
     "perform",
     "perform_async",
     "use_recorder",
@@ -90,6 +91,9 @@ _server: Server | None = None
 _call_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "otel_replay_call_key", default=None
 )
+_enclosing: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
+    "otel_replay_enclosing_tool", default=None
+)
 
 
 def use_recorder(recorder: Recorder | None) -> None:
@@ -107,6 +111,13 @@ def use_server(server: Server | None) -> None:
 def current_call_key() -> str | None:
     """The idempotency key of the tool call running on this thread or task, if any."""
     return _call_key.get()
+
+
+def enclosing_step(run_id: str) -> int | None:
+    """The index of the step of run ``run_id`` whose body is running on this thread or task
+    (``replay.step.within`` for the steps made inside it), if any."""
+    enclosing = _enclosing.get()
+    return enclosing[1] if enclosing is not None and enclosing[0] == run_id else None
 
 
 @dataclass(slots=True)
@@ -178,7 +189,18 @@ class _Open:
     """One envelope step in flight: its span and Step (when recording) and, under replay,
     the recorded answer."""
 
-    __slots__ = ("attrs", "call", "key", "owns_span", "recorder", "served", "span", "step")
+    __slots__ = (
+        "attrs",
+        "call",
+        "index",
+        "key",
+        "owns_span",
+        "recorder",
+        "run_id",
+        "served",
+        "span",
+        "step",
+    )
 
     def __init__(self, call: Call) -> None:
         self.call = call
@@ -189,6 +211,7 @@ class _Open:
         self.attrs: dict[str, Any] = {}
         run = current_run()
         index = run.next_step()
+        self.run_id, self.index = run.run_id, index
         self.key = str(uuid.uuid5(_KEY_NAMESPACE, f"{run.run_id}\0{index}"))
         method, url = address(call.kind, call.name)
         body = call.arguments
@@ -222,6 +245,9 @@ class _Open:
         attrs = run.attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
         attrs[A.REPLAY_STEP_KIND] = call.kind
+        within = enclosing_step(run.run_id)
+        if within is not None:
+            attrs[A.REPLAY_STEP_WITHIN] = within
         attrs.update(call.attributes)
         request_hash = sha256_tag(body)
         attrs[A.REPLAY_REQUEST_HASH] = request_hash
@@ -251,6 +277,7 @@ class _Open:
                 request_hash=request_hash,
                 start_ns=time.time_ns(),
                 run=run.facts(),
+                within=within,
             )
 
     def _content(self, body: bytes, inline_key: str, which: int, attrs: dict[str, Any]) -> None:
@@ -302,11 +329,14 @@ class _Open:
 
     @contextmanager
     def running(self) -> Iterator[None]:
-        """While the live call runs: its idempotency key is current."""
+        """While the live call runs: its idempotency key is current, and the steps it makes
+        are marked as made within it."""
         token = _call_key.set(self.key)
+        inside = _enclosing.set((self.run_id, self.index))
         try:
             yield
         finally:
+            _enclosing.reset(inside)
             _call_key.reset(token)
 
 

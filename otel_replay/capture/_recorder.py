@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.capture._bodies import is_json, raw_header
+from otel_replay.capture._envelope import enclosing_step
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._open_steps import OpenSteps
@@ -103,6 +104,9 @@ class Recorder:
         self.redactor.learn(raw_headers, str(url))
         attrs: dict[str, Any] = run.attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
+        within = enclosing_step(run.run_id)
+        if within is not None:
+            attrs[A.REPLAY_STEP_WITHIN] = within
         body = b""
         request_hash = ""
         if raw_body is not None:
@@ -112,10 +116,7 @@ class Recorder:
                 request.extensions[REQUEST_HASH_EXTENSION] = request_hash
 
         codec, llm = _parse_request(method, url.path, raw_headers, body)
-        port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
-        attrs["server.address"] = url.host
-        if port is not None:
-            attrs["server.port"] = port
+        _add_server_attributes(url, attrs)
 
         span: Span
         owns_span = True
@@ -155,6 +156,7 @@ class Recorder:
                 request_hash=request_hash,
                 start_ns=time.time_ns(),
                 run=run.facts(),
+                within=within,
             )
         return OpenStep(self, span, owns_span, codec, llm, step, attrs, raw_body is None)
 
@@ -174,6 +176,13 @@ class Recorder:
                 attrs["gen_ai.system_instructions"] = system.decode()
             if tools is not None:
                 attrs["gen_ai.tool.definitions"] = tools.decode()
+
+
+def _add_server_attributes(url: Any, attrs: dict[str, Any]) -> None:
+    attrs["server.address"] = url.host
+    port: int | None = url.port or _DEFAULT_PORTS.get(url.scheme)
+    if port is not None:
+        attrs["server.port"] = port
 
 
 def _parse_request(

@@ -72,6 +72,9 @@ class RecordedStep:
     duration_ns: int = 0
     attributes: Mapping[str, Any] = field(default_factory=dict)
     """The step span's attributes as recorded (empty when the source had no span)."""
+    within: int | None = None
+    """The index of the tool (or side effect) step whose body made this step: when that step
+    is served from the recording, this one is not expected again."""
 
 
 @dataclass(frozen=True, slots=True)

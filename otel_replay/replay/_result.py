@@ -176,9 +176,23 @@ class ReplayResult:
 
     @property
     def unused(self) -> list[RecordedStep]:
-        """Recorded steps no request was answered with."""
+        """Recorded steps no request was answered with, but those made inside a tool or side
+        effect that was itself served from the recording (its body, and so they, did not
+        run again)."""
         used = {s.recorded for s in self._steps}
-        return [s for s in self.run.steps if s.index not in used]
+        within = {s.index: s.within for s in self.run.steps}
+
+        def covered(index: int) -> bool:
+            seen: set[int] = set()
+            parent = within.get(index)
+            while parent is not None and parent not in seen:
+                if parent in used:
+                    return True
+                seen.add(parent)
+                parent = within.get(parent)
+            return False
+
+        return [s for s in self.run.steps if s.index not in used and not covered(s.index)]
 
     @property
     def extra(self) -> list[ServedStep]:

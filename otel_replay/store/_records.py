@@ -110,8 +110,8 @@ def _id_from(value: Any) -> str:
 
 
 def step_entry(step: Step) -> dict[str, Any]:
-    """A step as its record states it (bodies by hex digest)."""
-    return {
+    """A step as its record states it (bodies by hex digest; ``within`` only when set)."""
+    entry = {
         "index": step.step_index,
         "kind": step.kind,
         "method": step.method,
@@ -135,6 +135,9 @@ def step_entry(step: Step) -> dict[str, Any]:
         "tokens_in": step.tokens_in,
         "tokens_out": step.tokens_out,
     }
+    if step.within is not None:
+        entry["within"] = step.within
+    return entry
 
 
 def _typed(value: Any, kind: type, what: str, optional: bool = False) -> Any:
@@ -170,6 +173,7 @@ def step_from_entry(run_id: str, entry: Mapping[str, Any], request: bytes, respo
             model=_typed(entry.get("model"), str, "model", True),
             tokens_in=_typed(entry.get("tokens_in"), int, "tokens_in", True),
             tokens_out=_typed(entry.get("tokens_out"), int, "tokens_out", True),
+            within=_typed(entry.get("within"), int, "within", True),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RecordError(f"malformed step entry: {exc!r}") from None

@@ -25,7 +25,7 @@ import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import ConfigError, ToolContractError, UnmatchedRequestError
 from otel_replay.store import Store
-from tests.export._support import Pipeline
+from tests.export._support import Pipeline, echo_client
 from tests.replay.conftest import collector_json
 
 RUNS: dict[str, int] = {}
@@ -240,3 +240,35 @@ def test_keys_differ_per_call_and_follow_the_run_and_step(tmp_path: Path) -> Non
     namespace = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
     assert first["key"] == str(uuid.uuid5(namespace, f"{run_id}\0{0}"))
     assert orjson.loads(orjson.dumps(second))["key"] == str(uuid.uuid5(namespace, f"{run_id}\0{1}"))
+
+
+@otel_replay.tool
+def order_with_weather(order_id: str) -> dict[str, Any]:
+    """A tool whose body makes steps of its own: an HTTP call, a nested tool, a clock read."""
+    RUNS["order_with_weather"] = RUNS.get("order_with_weather", 0) + 1
+    with echo_client() as client:
+        size = client.post("https://weather.example/v1/chat/completions", content=b"{}").json()
+    order = lookup_order(order_id)
+    return {"order": order.order_id, "weather": size["id"], "at": otel_replay.now().isoformat()}
+
+
+def test_steps_made_inside_a_served_tool_are_not_expected_again(tmp_path: Path) -> None:
+    RUNS.clear()
+    memory = InMemorySpanExporter()
+    with Pipeline(tmp_path / "store") as pipeline:
+        pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+        first = order_with_weather("A-1234")
+        run_id = pipeline.run.run_id
+    spans = {s.attributes["replay.step.index"]: s for s in memory.get_finished_spans()}
+    assert [spans[i].attributes.get("replay.step.within") for i in range(4)] == [None, 0, 0, 0]
+    with Store.open(tmp_path / "store", create=False) as opened:
+        assert [opened.fixture(s).within for s in opened.steps(run_id)] == [None, 0, 0, 0]
+    RUNS.clear()
+    trace_file = tmp_path / "trace.json"
+    trace_file.write_text(json.dumps(collector_json(list(memory.get_finished_spans()))))
+    for source in (run_id, str(trace_file)):
+        with otel_replay.replaying(source, store=str(tmp_path / "store")) as result:
+            assert order_with_weather("A-1234") == first
+        assert RUNS == {}
+        assert result.identical, result.first_divergence
+        assert [s.recorded for s in result.steps] == [0]

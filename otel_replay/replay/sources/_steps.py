@@ -85,6 +85,7 @@ def build_step(
         "tool_schema_version": _str(attrs.get(A.REPLAY_TOOL_SCHEMA_VERSION)),
         "duration_ns": _duration(span, fixture),
         "attributes": dict(attrs),
+        "within": fixture.within if fixture else int_value(attrs.get(A.REPLAY_STEP_WITHIN)),
     }
     if fixture is not None:
         return RecordedStep(
