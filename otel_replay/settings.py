@@ -17,8 +17,10 @@ from typing import Any, Literal, cast, get_args
 from otel_replay.errors import ConfigError
 
 __all__ = [
+    "CLOCKS",
     "SETTINGS",
     "TIMINGS",
+    "Clock",
     "Mode",
     "Setting",
     "Settings",
@@ -33,6 +35,7 @@ _log = logging.getLogger("otel_replay")
 
 Mode = Literal["record", "replay", "off"]
 Timing = Literal["fast", "recorded"]
+Clock = Literal["recorded", "live"]
 
 
 def _mode(raw: str) -> Mode:
@@ -50,6 +53,17 @@ def _timing(raw: str) -> Timing:
     value = raw.strip().lower()
     if value not in TIMINGS:
         raise ValueError("expected fast or recorded")
+    return value
+
+
+CLOCKS: tuple[Clock, ...] = get_args(Clock)
+"""The values of :data:`Clock`, in order."""
+
+
+def _clock(raw: str) -> Clock:
+    value = raw.strip().lower()
+    if value not in CLOCKS:
+        raise ValueError("expected recorded or live")
     return value
 
 
@@ -183,7 +197,15 @@ SETTINGS: tuple[Setting, ...] = (
         "OTEL_REPLAY_TIMING",
         "fast",
         _timing,
-        "replay mode: fast (no delays) or recorded (stream chunks paced as recorded)",
+        "replay mode: fast (no delays: streams at once, sleeps return at once) or recorded "
+        "(stream chunks paced as recorded, sleeps kept)",
+    ),
+    Setting(
+        "OTEL_REPLAY_CLOCK",
+        "recorded",
+        _clock,
+        "replay mode: recorded (the application's wall clock starts at the recorded run's "
+        "start and ticks on) or live",
     ),
     Setting(
         "OTEL_REPLAY_SOURCE_MAX_BYTES",
@@ -232,6 +254,7 @@ class Settings:
     cache_dir: str | None
     strict: bool
     timing: Timing
+    clock: Clock
     report: str | None
 
 
@@ -295,5 +318,6 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         cache_dir=values["OTEL_REPLAY_CACHE_DIR"],
         strict=values["OTEL_REPLAY_STRICT"],
         timing=values["OTEL_REPLAY_TIMING"],
+        clock=values["OTEL_REPLAY_CLOCK"],
         report=values["OTEL_REPLAY_REPORT"],
     )

@@ -20,7 +20,6 @@ A write tool never runs live under replay. The capture, when the instrumentor is
 from __future__ import annotations
 
 import contextvars
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
 from otel_replay.capture._run import current_run, qualified_name
 from otel_replay.errors import RecordedError, UnmatchedRequestError
@@ -275,7 +275,7 @@ class _Open:
                 request_headers=[],
                 request_body=body,
                 request_hash=request_hash,
-                start_ns=time.time_ns(),
+                start_ns=wall_ns(),
                 run=run.facts(),
                 within=within,
             )
@@ -322,7 +322,7 @@ class _Open:
             step.response_hash = response_hash
             step.complete = True
             step.error_type = error_type
-            step.end_ns = time.time_ns()
+            step.end_ns = wall_ns()
             recorder.handoff.put(step, span)
         if self.owns_span:
             span.end()

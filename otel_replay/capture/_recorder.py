@@ -18,7 +18,6 @@ application sees.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import orjson
@@ -27,6 +26,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._clock import wall_ns
 from otel_replay.capture._bodies import is_json, raw_header
 from otel_replay.capture._envelope import enclosing_step
 from otel_replay.capture._handoff import Handoff
@@ -154,7 +154,7 @@ class Recorder:
                 request_headers=self.redactor.headers(raw_headers),
                 request_body=body,
                 request_hash=request_hash,
-                start_ns=time.time_ns(),
+                start_ns=wall_ns(),
                 run=run.facts(),
                 within=within,
             )

@@ -34,6 +34,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from otel_replay import attributes as A
 from otel_replay import settings
+from otel_replay._clock import wall_gmtime, wall_ns
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._vcs import code_version
 from otel_replay.step import RunEnd, RunFacts
@@ -62,7 +63,7 @@ def use_tracer(tracer: Tracer | None) -> None:
 
 def new_run_id() -> str:
     """A fresh, time-sortable run id such as ``r_20261121T172100_3f9a2c1b``."""
-    return time.strftime("r_%Y%m%dT%H%M%S_", time.gmtime()) + secrets.token_hex(4)
+    return time.strftime("r_%Y%m%dT%H%M%S_", wall_gmtime()) + secrets.token_hex(4)
 
 
 @dataclass(slots=True)
@@ -72,7 +73,7 @@ class RunState:
     run_id: str
     mode: str = "record"
     seed: int | None = None
-    start_ns: int = field(default_factory=time.time_ns)
+    start_ns: int = field(default_factory=wall_ns)
     _steps: itertools.count[int] = field(default_factory=itertools.count)
     _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -223,7 +224,7 @@ class run:
 
     def __enter__(self) -> run:
         recording = _tracer is not None
-        self.state.start_ns = time.time_ns()
+        self.state.start_ns = wall_ns()
         attrs = self.state.attributes() if recording else {}
         attrs["gen_ai.operation.name"] = "invoke_agent"
         attrs["gen_ai.agent.name"] = self.name
@@ -257,7 +258,7 @@ class run:
         if self.state.mode != "off":
             # Queued behind every step the block handed off (a stream the block left open
             # ends later), so the exporter sees the end after the steps.
-            end = RunEnd(self.run_id, time.time_ns(), None if exc is None else qualified_name(exc))
+            end = RunEnd(self.run_id, wall_ns(), None if exc is None else qualified_name(exc))
             handoff().post(end)
 
     async def __aenter__(self) -> run:

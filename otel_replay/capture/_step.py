@@ -21,6 +21,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import content_headers, decode_content, is_sse, is_stream
 from otel_replay.capture._run import qualified_name
@@ -226,7 +227,7 @@ class OpenStep:
         step.response_hash = response_hash
         step.complete = complete
         step.error_type = error_type
-        step.end_ns = time.time_ns()
+        step.end_ns = wall_ns()
         if self._llm is not None:
             _model_call_facts(step, self._attrs)
 

@@ -12,7 +12,8 @@ from otel_replay.replay._install import install
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import ReplayResult
 from otel_replay.replay._session import ReplaySession
-from otel_replay.settings import Timing
+from otel_replay.replay._world import World
+from otel_replay.settings import Clock, Timing
 
 __all__ = ["replaying"]
 
@@ -24,13 +25,17 @@ def replaying(
     store: str | None = None,
     strict: bool = True,
     timing: Timing = "fast",
+    clock: Clock | None = None,
 ) -> Iterator[ReplayResult]:
     """Serve every httpx/httpx2 request made inside the block from a recorded run.
 
     ``run`` is a run id in ``store`` (default ``OTEL_REPLAY_STORE``), an OTLP file path, a URL
     or a :class:`~otel_replay.replay.Run`. In strict mode (the default) no socket opens and a
     request the recording lacks raises :class:`~otel_replay.errors.UnmatchedRequestError`.
-    ``otel_replay.run()`` blocks without their own seed get the recorded one.
+    ``otel_replay.run()`` blocks without their own seed get the recorded one. Inside the block
+    the wall clock reads the recorded run's time (``clock``, default ``OTEL_REPLAY_CLOCK``:
+    ``recorded``; ``live`` leaves it alone) and, under ``fast`` timing, sleeps return at once
+    (see ``_world``).
     The yielded result fills in as requests are served and is final once the block exits::
 
         with otel_replay.replaying("r_8821") as result:
@@ -48,10 +53,13 @@ def replaying(
         recorded, strict=strict, timing=timing, redactor=Redactor(config.redact)
     )
     undo = install(session)
+    world = World(recorded.start_ns, clock or config.clock, timing)
+    world.start()
     use_recorded_seed(recorded.seed)
     try:
         yield session.result
     finally:
         use_recorded_seed(None)
+        world.stop()
         undo()
         session.close()

@@ -28,6 +28,7 @@ from otel_replay.capture._run import use_recorded_seed
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
+from otel_replay.replay._world import World
 from otel_replay.settings import Settings
 
 __all__ = ["bootstrap", "fatal", "start"]
@@ -64,6 +65,7 @@ def start(config: Settings) -> ReplaySession:
         report=report,
     )
     install(session)
+    World(run.start_ns, config.clock, config.timing).start()  # for the process's life
     use_recorded_seed(run.seed)
     atexit.register(session.close)
     _session = session

@@ -93,3 +93,5 @@ class Run:
     seed: int | None = None
     code_dirty: bool | None = None
     resource: Mapping[str, Any] = field(default_factory=dict)
+    start_ns: int | None = None
+    """When the recorded run started (Unix nanoseconds), when known: a replay's clock."""

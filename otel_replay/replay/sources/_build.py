@@ -82,6 +82,7 @@ def build_run(
         seed=kit.get(A.REPLAY_SEED),
         code_dirty=kit.get(A.REPLAY_CODE_DIRTY),
         resource=_resource(spans.spans, by_index),
+        start_ns=_start(spans.spans, fixtures),
     )
     return SourceRun(run, spans.spans, by_index, in_store)
 
@@ -105,6 +106,13 @@ def _kit(spans: tuple[Span, ...]) -> dict[str, Any]:
                 kit[key] = value
                 break
     return kit
+
+
+def _start(spans: tuple[Span, ...], fixtures: Mapping[int, Step]) -> int | None:
+    """The earliest start among the run's spans and fixtures."""
+    starts = [s.get("start_ns") for s in spans] + [f.start_ns for f in fixtures.values()]
+    known = [t for t in starts if isinstance(t, int) and t > 0]
+    return min(known, default=None)
 
 
 def _resource(spans: tuple[Span, ...], steps: Mapping[int, Span]) -> dict[str, Any]:

@@ -136,5 +136,6 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
         run,
         commit=run.commit or info.commit,
         seed=run.seed if run.seed is not None else info.seed,
+        start_ns=info.start_ns or run.start_ns,
     )
     return SourceRun(run, built.spans, built.step_spans, in_store=True)

@@ -1,0 +1,35 @@
+"""The real wall clock, even while a replay moves the application's (``replay._world``).
+
+Under replay the application's ``time.time()``, ``datetime.now()`` and ``date.today()`` read
+the recorded run's time, through time-machine. otel-replay's own records of the replay (step
+and run times, run ids) must still say when the replay really happened, so they read the
+clock here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+__all__ = ["wall_gmtime", "wall_ns"]
+
+
+def _hatch() -> object | None:
+    """time-machine's escape hatch when time-machine is loaded and travelling."""
+    module = sys.modules.get("time_machine")
+    if module is None:
+        return None
+    hatch = module.escape_hatch
+    return hatch if hatch.is_travelling() else None
+
+
+def wall_ns() -> int:
+    """Real Unix time in nanoseconds."""
+    hatch = _hatch()
+    return hatch.time.time_ns() if hatch is not None else time.time_ns()  # type: ignore[attr-defined]
+
+
+def wall_gmtime() -> time.struct_time:
+    """Real UTC time as a struct_time."""
+    hatch = _hatch()
+    return hatch.time.gmtime() if hatch is not None else time.gmtime()  # type: ignore[attr-defined]

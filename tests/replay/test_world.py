@@ -1,0 +1,117 @@
+"""The world beyond calls: the application's wall clock reads the recorded run's time, and
+under fast timing sleeps return at once while that clock moves on."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+import otel_replay
+from examples.standin import StandIn
+from otel_replay.replay._model import Run
+from otel_replay.store import Store
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+LEAP = dt.datetime(2024, 2, 29, 23, 59, 58, tzinfo=dt.timezone.utc)
+AGENT = Path(__file__).with_name("_world_agent.py")
+CLI = Path(sys.executable).parent / "otel-replay"
+
+
+def _run(start: dt.datetime) -> Run:
+    return Run("r_clock", "test", (), start_ns=int(start.timestamp() * 1e9))
+
+
+def test_the_application_clock_starts_at_the_recorded_time_and_ticks() -> None:
+    real_sleep = time.sleep
+    local_day = dt.datetime.fromtimestamp(LEAP.timestamp()).date()
+    with otel_replay.replaying(_run(LEAP)):
+        now = dt.datetime.now(dt.timezone.utc)
+        assert abs((now - LEAP).total_seconds()) < 1
+        assert dt.date.today() == local_day
+        assert abs(time.time() - LEAP.timestamp()) < 1
+        assert time.gmtime().tm_mday == 29 and time.gmtime().tm_mon == 2
+        time.sleep(5)  # crosses midnight in recorded time, at once in real time
+        assert dt.datetime.now(dt.timezone.utc).date() == dt.date(2024, 3, 1)
+    assert time.sleep is real_sleep
+    assert abs(time.time() - dt.datetime.now().timestamp()) < 1
+    assert dt.datetime.now().year >= 2026  # the real clock is back
+
+
+def test_fast_timing_skips_every_kind_of_sleep_and_moves_the_clock() -> None:
+    started = time.monotonic()
+    with otel_replay.replaying(_run(LEAP)):
+        wall = time.time()
+        time.sleep(3)
+        asyncio.run(asyncio.sleep(3))
+        anyio.run(anyio.sleep, 3)
+        moved = time.time() - wall
+        asyncio.run(asyncio.sleep(0))  # still a plain yield
+    assert time.monotonic() - started < 1.0
+    assert 9 <= moved < 10
+
+
+def test_recorded_timing_keeps_sleeps_and_a_live_clock_is_left_alone() -> None:
+    with otel_replay.replaying(_run(LEAP), timing="recorded", clock="live"):
+        started = time.monotonic()
+        time.sleep(0.3)
+        assert time.monotonic() - started >= 0.3
+        assert dt.datetime.now().year >= 2026
+
+
+@pytest.mark.parametrize("value", ["recorded", "live"])
+def test_the_clock_setting_is_read(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("OTEL_REPLAY_CLOCK", value)
+    with otel_replay.replaying(_run(LEAP)):
+        travelled = dt.datetime.now(dt.timezone.utc).year == 2024
+    assert travelled == (value == "recorded")
+
+
+def test_a_replayed_agent_sees_the_recorded_clock_and_its_back_off_costs_nothing(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    with StandIn(event_delay=0.001) as standin:
+        began = time.monotonic()
+        recorded = subprocess.run(
+            [str(INSTRUMENT), sys.executable, str(AGENT)],
+            env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_world", STANDIN_URL=standin.base_url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        recording_s = time.monotonic() - began
+    assert recorded.returncode == 0, recorded.stderr
+    assert recording_s >= 3.0
+    time.sleep(1.5)  # the replay starts later in real time than the recording did
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STANDIN_"))}
+    began = time.monotonic()
+    replayed = subprocess.run(
+        [str(CLI), "replay", "r_world", "--store", str(store), "--", sys.executable, str(AGENT)],
+        env=env | {"STANDIN_URL": "http://127.0.0.1:9", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    replay_s = time.monotonic() - began
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    lines = recorded.stdout.splitlines()
+    assert replayed.stdout.splitlines()[1 : len(lines)] == lines[1:]
+    assert "the wall clock moved past the back-off: True" in lines
+    # The clock the replayed agent read started at the recording's start, not at today's.
+    first = dt.datetime.fromisoformat(recorded.stdout.split()[1])
+    again = dt.datetime.fromisoformat(replayed.stdout.split()[1])
+    assert abs((again - first).total_seconds()) < 1.0
+    with Store.open(store, create=False) as opened:
+        replay_run = next(r for r in opened.runs() if r.mode == "replay")
+    assert replay_run.start_ns / 1e9 > time.time() - 60  # its record keeps the real time
+    assert replay_s < recording_s - 1.5
