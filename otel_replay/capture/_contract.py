@@ -39,6 +39,7 @@ class Contract:
     output_schema: Mapping[str, Any] | None
     version: str
     return_annotation: Any
+    signature: inspect.Signature
     _input: Any
     _output: Any
 
@@ -94,19 +95,22 @@ def contract_for(
         output_schema=output_schema,
         version=version,
         return_annotation=None if returns is inspect.Signature.empty else returns,
+        signature=inspect.signature(fn),
         _input=_validator(input_schema, name, "input_schema"),
         _output=None if output_schema is None else _validator(output_schema, name, "output_schema"),
     )
 
 
-def bound_arguments(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def bound_arguments(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
     """The call's arguments by parameter name, defaults applied, the receiver of a method
     left out: what is recorded, hashed and checked. Raises TypeError as the call itself
-    would when they do not fit the signature."""
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    would when they do not fit ``signature``."""
+    bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     arguments = dict(bound.arguments)
-    first = next(iter(inspect.signature(fn).parameters), None)
+    first = next(iter(signature.parameters), None)
     if first in _RECEIVERS:
         arguments.pop(first, None)
     return arguments

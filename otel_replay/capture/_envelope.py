@@ -88,7 +88,8 @@ class Server(Protocol):
 
 _recorder: Recorder | None = None
 _server: Server | None = None
-_call_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+# The step an idempotency key stands for: (run id, step index), the key made on demand.
+_call_key: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
     "otel_replay_call_key", default=None
 )
 _enclosing: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
@@ -110,7 +111,8 @@ def use_server(server: Server | None) -> None:
 
 def current_call_key() -> str | None:
     """The idempotency key of the tool call running on this thread or task, if any."""
-    return _call_key.get()
+    step = _call_key.get()
+    return None if step is None else str(uuid.uuid5(_KEY_NAMESPACE, f"{step[0]}\0{step[1]}"))
 
 
 def enclosing_step(run_id: str) -> int | None:
@@ -212,7 +214,7 @@ class _Open:
         run = current_run()
         index = run.next_step()
         self.run_id, self.index = run.run_id, index
-        self.key = str(uuid.uuid5(_KEY_NAMESPACE, f"{run.run_id}\0{index}"))
+        self.key = (run.run_id, index)
         method, url = address(call.kind, call.name)
         body = call.arguments
         if self.recorder is not None:
@@ -227,8 +229,7 @@ class _Open:
                 self.finish(error_body(exc), qualified_name(exc))
                 raise
             if self.served is not None:
-                recorded = f"{self.served.run_id}\0{self.served.index}"
-                self.key = str(uuid.uuid5(_KEY_NAMESPACE, recorded))
+                self.key = (self.served.run_id, self.served.index)
             elif call.effect == "write":
                 message = (
                     f"otel-replay: write tool {call.name!r} has no recorded call to serve, and "

@@ -95,7 +95,7 @@ def _wrap(function: F, contract: Contract, effect: Effect) -> F:
         attributes["gen_ai.tool.description"] = contract.description
 
     def call_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
-        arguments = encode(bound_arguments(function, args, kwargs))
+        arguments = encode(bound_arguments(contract.signature, args, kwargs))
         return Call(
             kind="tool",
             name=contract.name,
