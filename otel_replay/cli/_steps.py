@@ -50,6 +50,8 @@ class StepView:
     response_text: str | None = None
     prompt: str = ""
     response: str = ""
+    effect: str | None = None
+    """A tool step's ``replay.tool.effect`` (read, write), when its span says."""
 
     def to_json(self) -> dict[str, Any]:
         """Everything about the step, JSON-ready, messages parsed."""
@@ -80,6 +82,8 @@ class StepView:
             "trace_id": f"{info.trace_id:032x}",
             "span_id": f"{info.span_id:016x}",
         }
+        if self.effect is not None:
+            out["effect"] = self.effect
         if info.kind == "llm":
             out["system_instructions"] = self.system_instructions
             out["input_messages"] = self.input_messages
@@ -144,6 +148,8 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
         return attribute(span, key) if span is not None else None
 
     view = StepView(info=info, method=attr("http.request.method"), url=attr("url.full"))
+    effect = attr("replay.tool.effect")
+    view.effect = effect if isinstance(effect, str) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
         view.first_chunk_ns = round(first_chunk * 1e9)

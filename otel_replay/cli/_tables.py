@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.cli._format import (
     ago,
     human_bytes,
@@ -93,6 +94,9 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
 def _call(view: StepView) -> Text:
     if view.info.kind == "llm":
         return Text(view.info.model or view.info.provider or "?")
+    if view.info.kind in ENVELOPE_KINDS:  # tool:lookup_order -> lookup_order (write)
+        name = (view.url or "").partition(":")[2] or "?"
+        return Text(f"{name} ({view.effect})" if view.effect else name)
     url = view.url or ""
     parts = urlsplit(url)
     shown = f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
@@ -101,6 +105,8 @@ def _call(view: StepView) -> Text:
 
 def _step_status(view: StepView) -> Text:
     info = view.info
+    if info.kind in ENVELOPE_KINDS:  # no HTTP status: it returned, or it raised
+        return Text(info.error_type, style="bold red") if info.error_type else Text("ok")
     text = Text(str(info.status_code) if info.status_code is not None else "no response")
     if info.error_type is not None and info.error_type != str(info.status_code):
         text.append(f" {info.error_type}")

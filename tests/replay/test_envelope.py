@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import ConfigError, ToolContractError, UnmatchedRequestError
 from otel_replay.store import Store
+from tests.cli._checks import run_cli
 from tests.export._support import Pipeline, echo_client
 from tests.replay.conftest import collector_json
 
@@ -272,3 +274,21 @@ def test_steps_made_inside_a_served_tool_are_not_expected_again(tmp_path: Path) 
         assert RUNS == {}
         assert result.identical, result.first_divergence
         assert [s.recorded for s in result.steps] == [0]
+
+
+def test_show_lists_tools_values_and_checkpoints(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]],
+) -> None:
+    store, run_id, _, _ = recorded
+    shown = run_cli("show", run_id, "--store", str(store), env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.stderr
+    rows = shown.stdout.splitlines()[3:]
+    assert re.search(r"^2\s+tool\s+lookup_order \(read\)\s+\{\"order_id\":\"A-1234\"", rows[2])
+    assert rows[2].rstrip().endswith(" ok")
+    assert re.search(r"^3\s+value\s+read_config\s", rows[3])
+    assert rows[4].rstrip().endswith("OutOfStock")
+    assert re.search(r"^5\s+tool\s+refund \(write\)", rows[5])
+    assert re.search(r"^6\s+checkpoint\s+done\s+\{\}\s+\{\"turns\":3\}", rows[6])
+    listed = json.loads(run_cli("show", run_id, "--store", str(store), "--json").stdout)
+    tools = [step for step in listed["steps"] if step["kind"] == "tool"]
+    assert [step.get("effect") for step in tools] == ["read", "read", "write"]
