@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.capture._recorder import prompt_hash as capture_prompt_hash
 from otel_replay.capture.codecs import CODECS, Codec, LlmRequest
 from otel_replay.errors import CodecError
@@ -257,7 +258,8 @@ def _short(tag: str | None) -> str | None:
 
 def category(field: str) -> str:
     """The kind of a change's field, for one-word summaries: ``message 3`` → ``messages``,
-    ``tool lookup`` → ``tools``, ``body $.x`` → ``body``; others as they are."""
+    ``tool lookup`` → ``tools``, ``body $.x`` → ``body``, ``argument $.x`` → ``arguments``;
+    others as they are."""
     head = field.split(" (", 1)[0]
     if head.startswith("message "):
         return "messages"
@@ -265,6 +267,8 @@ def category(field: str) -> str:
         return "tools"
     if head.startswith("body "):
         return "body"
+    if head.startswith("argument "):
+        return "arguments"
     return head
 
 
@@ -397,10 +401,12 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
     old_body = recorded.request_body
     if old_body is None or old_body == new.body:
         return changes
+    # A tool's or a value's request body is its arguments.
+    label = "argument" if recorded.kind in ENVELOPE_KINDS else "body"
     old_json = parse_json(old_body)
     if old_json is not None and new_json is not None:
         for path in json_paths_differing(old_json, new_json):
-            changes.append(_change(f"body {path}", _at(old_json, path), _at(new_json, path)))
+            changes.append(_change(f"{label} {path}", _at(old_json, path), _at(new_json, path)))
     else:
         changes.append(
             Change("body", "changed", f"{len(old_body)} bytes", f"{len(new.body)} bytes")

@@ -171,7 +171,7 @@ def test_changed_arguments_are_a_divergence_and_the_write_still_does_not_run(
     assert divergence is not None and divergence.served is not None
     assert divergence.served.endpoint == "tool:refund"
     assert [(c.field, c.recorded, c.replayed) for c in divergence.changes] == [
-        ("body $.amount", "129", "5")  # canonical JSON: 129.0 is 129
+        ("argument $.amount", "129", "5")  # canonical JSON: 129.0 is 129
     ]
 
 
