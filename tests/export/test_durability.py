@@ -5,8 +5,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import otel_replay
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
@@ -35,3 +37,34 @@ def test_provider_force_flush_then_sigkill_keeps_every_step(tmp_path: Path) -> N
         for step in (steps[0], steps[COUNT // 2], steps[-1]):
             assert b"A-" in store.response_body(step)
         assert [p for p in store.verify() if p.damage] == []
+
+
+def test_values_and_tool_steps_survive_sigkill_after_a_flush_and_replay(tmp_path: Path) -> None:
+    """Tool and value steps take the same road as HTTP ones: what the flush promised is kept,
+    and a replay from the store serves back every value the killed process saw."""
+    store_path = tmp_path / "store"
+    proc = subprocess.run(
+        [str(INSTRUMENT), sys.executable, SCRIPT, "600", "values"],
+        cwd=ROOT,
+        check=False,
+        env=subprocess_env(store_path, OTEL_REPLAY_RUN_ID="r_values_kill"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    seen, flushed = proc.stdout.splitlines()
+    assert flushed == "flushed True", proc.stderr
+    with Store.open(store_path, create=False) as store:
+        steps = store.steps("r_values_kill")
+        assert [s.index for s in steps] == list(range(600))
+        assert [s.kind for s in steps[:3]] == ["tool", "value", "value"]
+    with otel_replay.replaying("r_values_kill", store=str(store_path)) as result:
+        again = [
+            otel_replay.uuid4() if n % 3 == 1 else otel_replay.now() if n % 3 == 2 else None
+            for n in range(600)
+            if n % 3
+        ]
+    expected = [v for n, v in enumerate(seen.split(" ")) if n % 3]
+    assert [str(v) if isinstance(v, uuid.UUID) else v.isoformat() for v in again] == expected
+    assert [s.index for s in result.unused] == list(range(0, 600, 3))  # the tool calls
