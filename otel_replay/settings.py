@@ -105,6 +105,13 @@ def _seconds(raw: str) -> float:
     return value
 
 
+def _live_tools(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("", "read"):
+        raise ValueError("expected read (or nothing)")
+    return value == "read"
+
+
 def _days(raw: str) -> float:
     value = float(raw.strip())
     if not value >= 0 or value == float("inf"):
@@ -231,6 +238,13 @@ SETTINGS: tuple[Setting, ...] = (
         _text,
         "replay mode: file the replayed process appends its replay events to (set by the CLI)",
     ),
+    Setting(
+        "OTEL_REPLAY_LIVE_TOOLS",
+        "",
+        _live_tools,
+        "replay mode: 'read' runs read tools live instead of serving their recorded results "
+        "(set by replay --live-tools read); write tools never run",
+    ),
 )
 
 
@@ -256,6 +270,7 @@ class Settings:
     timing: Timing
     clock: Clock
     report: str | None
+    live_read_tools: bool
 
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -320,4 +335,5 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         timing=values["OTEL_REPLAY_TIMING"],
         clock=values["OTEL_REPLAY_CLOCK"],
         report=values["OTEL_REPLAY_REPORT"],
+        live_read_tools=values["OTEL_REPLAY_LIVE_TOOLS"],
     )

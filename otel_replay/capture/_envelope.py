@@ -79,7 +79,11 @@ class Served:
 
 
 class Server(Protocol):
-    """What answers envelope steps under replay (the replay session)."""
+    """What answers envelope steps under replay (the replay session). With
+    ``live_read_tools`` a read tool's recorded step is matched (and reported) but the tool
+    runs live."""
+
+    live_read_tools: bool
 
     def serve(self, method: str, url: str, body: bytes) -> Served | None:
         """The recorded answer; None when there is none and the call may run live. Raises
@@ -230,6 +234,8 @@ class _Open:
                 raise
             if self.served is not None:
                 self.key = (self.served.run_id, self.served.index)
+                if server.live_read_tools and call.kind == "tool" and call.effect == "read":
+                    self.served = None  # matched and reported; the tool runs live
             elif call.effect == "write":
                 message = (
                     f"otel-replay: write tool {call.name!r} has no recorded call to serve, and "

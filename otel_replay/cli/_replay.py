@@ -93,6 +93,13 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "anything it starts can reach the network. --no-isolate relies on in-process guards only.",
 )
 @click.option(
+    "--live-tools",
+    type=click.Choice(["read"]),
+    default=None,
+    help="read: run read tools live against today's world (their recorded calls are still "
+    "matched and compared). Write tools never run.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -105,6 +112,7 @@ def replay(
     timing: str,
     strict: bool,
     isolate: bool,
+    live_tools: str | None,
     as_json: bool,
 ) -> None:
     """Re-execute CMD against the recorded RUN and report where it diverges.
@@ -129,6 +137,7 @@ def replay(
         report.touch()
         new_id = new_run_id()
         env = _child_env(source, where, new_id, report, timing, strict)
+        env["OTEL_REPLAY_LIVE_TOOLS"] = live_tools or ""
         isolation = _isolation_wanted(strict=strict, isolate=isolate)
         argv = _isolate.launcher(command) if isolation is None else list(command)
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
@@ -26,6 +27,7 @@ def replaying(
     strict: bool = True,
     timing: Timing = "fast",
     clock: Clock | None = None,
+    live_tools: Literal["read"] | None = None,
 ) -> Iterator[ReplayResult]:
     """Serve every httpx/httpx2 request made inside the block from a recorded run.
 
@@ -35,7 +37,8 @@ def replaying(
     ``otel_replay.run()`` blocks without their own seed get the recorded one. Inside the block
     the wall clock reads the recorded run's time (``clock``, default ``OTEL_REPLAY_CLOCK``:
     ``recorded``; ``live`` leaves it alone) and, under ``fast`` timing, sleeps return at once
-    (see ``_world``).
+    (see ``_world``). ``live_tools="read"`` runs read tools live (their recorded steps still
+    matched and compared); write tools never run.
     The yielded result fills in as requests are served and is final once the block exits::
 
         with otel_replay.replaying("r_8821") as result:
@@ -50,7 +53,11 @@ def replaying(
 
         recorded = load_run(run, store=store or config.store)
     session = ReplaySession(
-        recorded, strict=strict, timing=timing, redactor=Redactor(config.redact)
+        recorded,
+        strict=strict,
+        timing=timing,
+        redactor=Redactor(config.redact),
+        live_read_tools=live_tools == "read",
     )
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)

@@ -63,6 +63,7 @@ def start(config: Settings) -> ReplaySession:
         timing=config.timing,
         redactor=Redactor(config.redact),
         report=report,
+        live_read_tools=config.live_read_tools,
     )
     install(session)
     World(run.start_ns, config.clock, config.timing).start()  # for the process's life

@@ -121,9 +121,12 @@ class ReplaySession:
         timing: Timing = "fast",
         redactor: Redactor | None = None,
         report: IO[str] | None = None,
+        live_read_tools: bool = False,
     ) -> None:
         self.run = run
         self.strict = strict
+        self.live_read_tools = live_read_tools
+        """Read tools run live; their recorded steps are still matched and reported."""
         self.timing: Timing = timing
         self.matcher = Matcher(run)
         self._redactor = redactor or Redactor()

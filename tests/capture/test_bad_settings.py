@@ -35,6 +35,7 @@ BAD = {
     "OTEL_REPLAY_STRICT": "maybe",
     "OTEL_REPLAY_TIMING": "slow",
     "OTEL_REPLAY_CLOCK": "frozen",
+    "OTEL_REPLAY_LIVE_TOOLS": "write",
     "OTEL_REPLAY_SOURCE_MAX_BYTES": "0",
     "OTEL_REPLAY_SOURCE_MAX_LINE_BYTES": "1MB",
     "OTEL_REPLAY_SOURCE_TIMEOUT_S": "never",

@@ -292,3 +292,14 @@ def test_show_lists_tools_values_and_checkpoints(
     listed = json.loads(run_cli("show", run_id, "--store", str(store), "--json").stdout)
     tools = [step for step in listed["steps"] if step["kind"] == "tool"]
     assert [step.get("effect") for step in tools] == ["read", "read", "write"]
+
+
+def test_live_read_tools_run_and_write_tools_still_do_not(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]],
+) -> None:
+    store, run_id, seen, _ = recorded
+    with otel_replay.replaying(run_id, store=str(store), live_tools="read") as result:
+        again = agent()
+    assert RUNS == {"lookup_order": 2}  # read tools ran live; the write tool did not
+    assert again["refund"] == seen["refund"]
+    assert result.identical, result.first_divergence

@@ -1,0 +1,79 @@
+"""The order-desk example through the real program: recorded under opentelemetry-instrument,
+its database changed, replayed with the provider gone."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.standin import StandIn
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+AGENT = ROOT / "examples" / "orders_agent.py"
+CLI = Path(sys.executable).parent / "otel-replay"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """The store, the database (the order since delivered) and what the agent printed."""
+    root = tmp_path_factory.mktemp("orders")
+    store, database = root / "store", root / "orders.sqlite"
+    with StandIn(event_delay=0.001) as standin:
+        done = subprocess.run(
+            [str(INSTRUMENT), sys.executable, str(AGENT), str(database)],
+            env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_orders", STANDIN_URL=standin.base_url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE orders SET status = 'delivered'")
+        db.execute("DELETE FROM refunds")
+    return store, database, done.stdout
+
+
+def _replay(store: Path, database: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STANDIN_"))}
+    program = [sys.executable, str(AGENT), str(database)]
+    return subprocess.run(
+        [str(CLI), "replay", "r_orders", "--store", str(store), *flags, "--", *program],
+        env=env | {"STANDIN_URL": "http://127.0.0.1:9", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _refunds(database: Path) -> int:
+    with sqlite3.connect(database) as db:
+        return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
+
+
+def test_the_world_is_frozen_and_no_write_repeats(recorded: tuple[Path, Path, str]) -> None:
+    store, database, printed = recorded
+    done = _replay(store, database)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(printed)  # the order still "shipped", the same ticket
+    assert '"status": "shipped"' in printed
+    assert "replay of run r_orders" in done.stdout and "): identical" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert _refunds(database) == 0
+
+
+def test_live_read_tools_see_today_and_the_report_says_where(
+    recorded: tuple[Path, Path, str],
+) -> None:
+    store, database, _ = recorded
+    done = _replay(store, database, "--live-tools", "read")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
+    assert "first divergence: step 4 (openai.chat_completions)" in done.stdout
+    assert _refunds(database) == 0  # the write tool still did not run
