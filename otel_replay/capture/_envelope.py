@@ -141,12 +141,12 @@ class Call:
     """For tools: the GenAI attributes that carry the arguments and the result as text."""
 
 
-def error_body(exc: BaseException) -> bytes:
+def _error_body(exc: BaseException) -> bytes:
     """The response body of a step that raised ``exc``."""
     return canonical_json({"type": qualified_name(exc), "message": str(exc)})
 
 
-def raise_recorded(body: bytes, error_type: str) -> None:
+def _raise_recorded(body: bytes, error_type: str) -> None:
     """Raise again the exception a step recorded: its class (imported by its qualified name)
     with its message; :class:`RecordedError` when the class cannot be rebuilt."""
     try:
@@ -230,7 +230,7 @@ class _Open:
             try:
                 self.served = server.serve(method, url, body)
             except BaseException as exc:
-                self.finish(error_body(exc), qualified_name(exc))
+                self.finish(_error_body(exc), qualified_name(exc))
                 raise
             if self.served is not None:
                 self.key = (self.served.run_id, self.served.index)
@@ -242,7 +242,7 @@ class _Open:
                     "a write tool never runs in replay"
                 )
                 refused = UnmatchedRequestError(message)
-                self.finish(error_body(refused), qualified_name(refused))
+                self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
 
     def _open(self, run: Any, index: int, method: str, url: str, body: bytes) -> None:
@@ -352,7 +352,7 @@ def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     assert served is not None
     opened.finish(served.body, served.error_type)
     if served.error_type is not None:
-        raise_recorded(served.body, served.error_type)
+        _raise_recorded(served.body, served.error_type)
     return restore(served.body)
 
 
@@ -370,7 +370,7 @@ def perform(
             value = live()
             body = encode(value)
         except BaseException as exc:
-            opened.finish(error_body(exc), qualified_name(exc))
+            opened.finish(_error_body(exc), qualified_name(exc))
             raise
     opened.finish(body, None)
     return value
@@ -391,7 +391,7 @@ async def perform_async(
             value = await live()
             body = encode(value)
         except BaseException as exc:
-            opened.finish(error_body(exc), qualified_name(exc))
+            opened.finish(_error_body(exc), qualified_name(exc))
             raise
     opened.finish(body, None)
     return value
