@@ -20,7 +20,9 @@ A write tool never runs live under replay. The capture, when the instrumentor is
 from __future__ import annotations
 
 import contextvars
+import threading
 import uuid
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,8 +49,10 @@ __all__ = [
     "Served",
     "Server",
     "address",
+    "claim_tool_call",
     "current_call_key",
     "enclosing_step",
+    "note_tool_calls",
     "perform",
     "perform_async",
     "use_recorder",
@@ -111,6 +115,59 @@ def use_server(server: Server | None) -> None:
     """Serve envelope steps from ``server`` (a replay session), or run them live (None)."""
     global _server  # noqa: PLW0603 - set by the replay installer
     _server = server
+
+
+# The tool calls models asked for, per run (the latest runs only), waiting for the tool
+# steps that answer them: (id, name, arguments).
+_ASKED_RUNS = 16
+_ASKED_PER_RUN = 256
+_asked: OrderedDict[str, deque[tuple[str, str, Any]]] = OrderedDict()
+_asked_lock = threading.Lock()
+
+
+def note_tool_calls(run_id: str, output_messages: Any) -> None:
+    """Remember the tool calls in a model response's GenAI output messages, so the tool steps
+    that answer them can name them (``gen_ai.tool.call.id``)."""
+    calls = [
+        (part["id"], part["name"], part.get("arguments"))
+        for message in output_messages
+        if isinstance(message, dict)
+        for part in message.get("parts") or ()
+        if isinstance(part, dict)
+        and part.get("type") == "tool_call"
+        and isinstance(part.get("id"), str)
+        and isinstance(part.get("name"), str)
+    ]
+    if not calls:
+        return
+    with _asked_lock:
+        waiting = _asked.pop(run_id, None) or deque(maxlen=_ASKED_PER_RUN)
+        waiting.extend(calls)
+        _asked[run_id] = waiting
+        while len(_asked) > _ASKED_RUNS:
+            _asked.popitem(last=False)
+
+
+def claim_tool_call(run_id: str, name: str, arguments: Any) -> str | None:
+    """The id of the oldest unanswered tool call of run ``run_id`` to tool ``name`` whose
+    arguments all appear, equal, in ``arguments`` (the call's, defaults applied); it is
+    answered from then on. None when there is none."""
+    with _asked_lock:
+        waiting = _asked.get(run_id)
+        if not waiting:
+            return None
+        for call in waiting:
+            call_id, called, asked = call
+            if called == name and _fits(asked, arguments):
+                waiting.remove(call)
+                return call_id
+    return None
+
+
+def _fits(asked: Any, arguments: Any) -> bool:
+    if not isinstance(asked, dict) or not isinstance(arguments, dict):
+        return bool(asked == arguments)
+    return all(key in arguments and arguments[key] == value for key, value in asked.items())
 
 
 def current_call_key() -> str | None:

@@ -24,6 +24,7 @@ from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import content_headers, decode_content, is_sse, is_stream
+from otel_replay.capture._envelope import note_tool_calls
 from otel_replay.capture._run import qualified_name
 from otel_replay.capture.codecs import Codec, LlmRequest
 from otel_replay.errors import CodecError
@@ -283,6 +284,9 @@ class OpenStep:
             ) / 1e9
         if self._recorder.capture_content and response.output_messages:
             attrs["gen_ai.output.messages"] = canonical_json(response.output_messages).decode()
+        run_id = self._attrs.get(A.REPLAY_RUN_ID)
+        if response.output_messages and isinstance(run_id, str):
+            note_tool_calls(run_id, response.output_messages)
         return response.finished and response.error_type is None
 
 

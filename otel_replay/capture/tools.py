@@ -30,8 +30,15 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay.capture._contract import Contract, bound_arguments, contract_for
-from otel_replay.capture._envelope import Call, current_call_key, perform, perform_async
+from otel_replay.capture._envelope import (
+    Call,
+    claim_tool_call,
+    current_call_key,
+    perform,
+    perform_async,
+)
 from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._run import current_run
 
 __all__ = ["Effect", "idempotency_key", "tool"]
 
@@ -96,12 +103,16 @@ def _wrap(function: F, contract: Contract, effect: Effect) -> F:
 
     def call_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
         arguments = encode(bound_arguments(contract.signature, args, kwargs))
+        span_attributes = dict(attributes)
+        call_id = claim_tool_call(current_run().run_id, contract.name, orjson.loads(arguments))
+        if call_id is not None:
+            span_attributes["gen_ai.tool.call.id"] = call_id
         return Call(
             kind="tool",
             name=contract.name,
             arguments=arguments,
             span_name=f"execute_tool {contract.name}",
-            attributes=dict(attributes),
+            attributes=span_attributes,
             effect=effect,
             content_keys=_CONTENT_KEYS,
         )

@@ -3,6 +3,7 @@ its database changed, replayed with the provider gone."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from examples.standin import StandIn
+from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
 AGENT = ROOT / "examples" / "orders_agent.py"
@@ -77,3 +79,24 @@ def test_live_read_tools_see_today_and_the_report_says_where(
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert "first divergence: step 4 (openai.chat_completions)" in done.stdout
     assert _refunds(database) == 0  # the write tool still did not run
+
+
+def test_each_tool_step_names_the_model_tool_call_it_answers(
+    recorded: tuple[Path, Path, str],
+) -> None:
+    store, _, _ = recorded
+    with Store.open(store, create=False) as opened:
+        spans = opened.spans("r_orders")
+    asked = {
+        part["id"]: (part["name"], part["arguments"])
+        for span in spans
+        for message in json.loads(span["attributes"].get("gen_ai.output.messages", "[]"))
+        for part in message["parts"]
+        if part["type"] == "tool_call"
+    }
+    tools = [s["attributes"] for s in spans if s["attributes"].get("replay.step.kind") == "tool"]
+    assert len(tools) == 2 and len(asked) == 2
+    for attrs in tools:
+        name, arguments = asked[attrs["gen_ai.tool.call.id"]]
+        assert name == attrs["gen_ai.tool.name"]
+        assert json.loads(attrs["gen_ai.tool.call.arguments"]) == arguments
