@@ -147,7 +147,7 @@ def _input_schema(
                 required.append(parameter.name)
         properties[parameter.name] = schema
     schema = {"type": "object", "properties": properties, "required": required}
-    return _hoist_defs(schema, name)
+    return _hoist_defs(schema)
 
 
 def _type_schema(hint: Any) -> dict[str, Any]:
@@ -163,18 +163,13 @@ def _type_schema(hint: Any) -> dict[str, Any]:
     return schema
 
 
-def _hoist_defs(schema: dict[str, Any], name: str) -> dict[str, Any]:
+def _hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
     """Move each property's ``$defs`` to the top, where their ``$ref``s point."""
     defs: dict[str, Any] = {}
     for value in schema["properties"].values():
-        found = value.pop("$defs", None) if isinstance(value, dict) else None
-        if found:
-            defs.update(found)
-    for key in ("items", "additionalProperties"):
-        for value in schema["properties"].values():
-            inner = value.get(key) if isinstance(value, dict) else None
-            if isinstance(inner, dict) and "$defs" in inner:
-                defs.update(inner.pop("$defs"))
+        for part in (value, value.get("items"), value.get("additionalProperties")):
+            if isinstance(part, dict):
+                defs.update(part.pop("$defs", {}))
     if defs:
         schema["$defs"] = defs
     return schema

@@ -89,9 +89,13 @@ class Server(Protocol):
 
     live_read_tools: bool
 
-    def serve(self, method: str, url: str, body: bytes) -> Served | None:
-        """The recorded answer; None when there is none and the call may run live. Raises
-        UnmatchedRequestError in strict mode when there is none."""
+    def serve(
+        self, method: str, url: str, body: bytes, request_hash: str | None = None
+    ) -> Served | None:
+        """The recorded answer to ``body`` (the canonical arguments as the call made them;
+        ``request_hash`` the hash of their redacted form when already known); None when
+        there is none and the call may run live. Raises UnmatchedRequestError in strict
+        mode when there is none."""
 
 
 _recorder: Recorder | None = None
@@ -148,19 +152,22 @@ def note_tool_calls(run_id: str, output_messages: Any) -> None:
             _asked.popitem(last=False)
 
 
-def claim_tool_call(run_id: str, name: str, arguments: Any) -> str | None:
+def claim_tool_call(run_id: str, name: str, arguments: bytes) -> str | None:
     """The id of the oldest unanswered tool call of run ``run_id`` to tool ``name`` whose
-    arguments all appear, equal, in ``arguments`` (the call's, defaults applied); it is
-    answered from then on. None when there is none."""
+    arguments all appear, equal, in ``arguments`` (the call's canonical JSON, defaults
+    applied; parsed only when some call to ``name`` waits); it is answered from then on.
+    None when there is none."""
     with _asked_lock:
         waiting = _asked.get(run_id)
-        if not waiting:
+        candidates = [call for call in waiting or () if call[1] == name]
+        if not candidates:
             return None
-        for call in waiting:
-            call_id, called, asked = call
-            if called == name and _fits(asked, arguments):
+        parsed = orjson.loads(arguments)
+        for call in candidates:
+            if _fits(call[2], parsed):
+                assert waiting is not None
                 waiting.remove(call)
-                return call_id
+                return call[0]
     return None
 
 
@@ -253,7 +260,6 @@ class _Open:
     the recorded answer."""
 
     __slots__ = (
-        "attrs",
         "call",
         "index",
         "key",
@@ -271,21 +277,21 @@ class _Open:
         self.span: Span | None = None
         self.owns_span = True
         self.step: Step | None = None
-        self.attrs: dict[str, Any] = {}
         run = current_run()
         index = run.next_step()
         self.run_id, self.index = run.run_id, index
         self.key = (run.run_id, index)
         method, url = address(call.kind, call.name)
-        body = call.arguments
+        request_hash: str | None = None
         if self.recorder is not None:
-            body = self.recorder.redactor.body(body)
-            self._open(run, index, method, url, body)
+            body = self.recorder.redactor.body(call.arguments)
+            request_hash = sha256_tag(body)
+            self._open(run, index, method, url, body, request_hash)
         self.served: Served | None = None
         server = _server
         if server is not None:
             try:
-                self.served = server.serve(method, url, body)
+                self.served = server.serve(method, url, call.arguments, request_hash)
             except BaseException as exc:
                 self.finish(_error_body(exc), qualified_name(exc))
                 raise
@@ -302,7 +308,9 @@ class _Open:
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
 
-    def _open(self, run: Any, index: int, method: str, url: str, body: bytes) -> None:
+    def _open(
+        self, run: Any, index: int, method: str, url: str, body: bytes, request_hash: str
+    ) -> None:
         recorder = self.recorder
         assert recorder is not None
         call = self.call
@@ -313,7 +321,6 @@ class _Open:
         if within is not None:
             attrs[A.REPLAY_STEP_WITHIN] = within
         attrs.update(call.attributes)
-        request_hash = sha256_tag(body)
         attrs[A.REPLAY_REQUEST_HASH] = request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(body)
         self._content(body, A.REPLAY_REQUEST_BODY, 0, attrs)
@@ -325,7 +332,6 @@ class _Open:
             self.span = recorder.tracer.start_span(
                 call.span_name, kind=SpanKind.INTERNAL, attributes=attrs
             )
-        self.attrs = attrs
         if recorder.handoff.wanted:
             ctx = self.span.get_span_context()
             self.step = Step(
@@ -393,12 +399,15 @@ class _Open:
 
     @contextmanager
     def running(self) -> Iterator[None]:
-        """While the live call runs: its idempotency key is current, and the steps it makes
-        are marked as made within it."""
+        """While the live call runs: its idempotency key is current, the steps it makes are
+        marked as made within it, and what it raises ends the step."""
         token = _call_key.set(self.key)
         inside = _enclosing.set((self.run_id, self.index))
         try:
             yield
+        except BaseException as exc:
+            self.finish(_error_body(exc), qualified_name(exc))
+            raise
         finally:
             _enclosing.reset(inside)
             _call_key.reset(token)
@@ -423,12 +432,8 @@ def perform(
     if opened.served is not None:
         return _served(opened, restore)
     with opened.running():
-        try:
-            value = live()
-            body = encode(value)
-        except BaseException as exc:
-            opened.finish(_error_body(exc), qualified_name(exc))
-            raise
+        value = live()
+        body = encode(value)
     opened.finish(body, None)
     return value
 
@@ -444,12 +449,8 @@ async def perform_async(
     if opened.served is not None:
         return _served(opened, restore)
     with opened.running():
-        try:
-            value = await live()
-            body = encode(value)
-        except BaseException as exc:
-            opened.finish(_error_body(exc), qualified_name(exc))
-            raise
+        value = await live()
+        body = encode(value)
     opened.finish(body, None)
     return value
 

@@ -104,7 +104,7 @@ def _wrap(function: F, contract: Contract, effect: Effect) -> F:
     def call_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
         arguments = encode(bound_arguments(contract.signature, args, kwargs))
         span_attributes = dict(attributes)
-        call_id = claim_tool_call(current_run().run_id, contract.name, orjson.loads(arguments))
+        call_id = claim_tool_call(current_run().run_id, contract.name, arguments)
         if call_id is not None:
             span_attributes["gen_ai.tool.call.id"] = call_id
         return Call(

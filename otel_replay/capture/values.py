@@ -26,12 +26,11 @@ _NO_ARGUMENTS = b"{}"
 
 
 def _call(kind: str, name: str, arguments: bytes = _NO_ARGUMENTS) -> Call:
-    label = "checkpoint" if kind == "checkpoint" else "value"
     return Call(
         kind=kind,
         name=name,
         arguments=arguments,
-        span_name=f"{label} {name}",
+        span_name=f"{kind} {name}",
         attributes={A.REPLAY_VALUE_NAME: name},
     )
 

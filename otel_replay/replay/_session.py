@@ -162,11 +162,14 @@ class ReplaySession:
             answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
         return answer
 
-    def serve(self, method: str, url: str, body: bytes) -> Served | None:
+    def serve(
+        self, method: str, url: str, body: bytes, request_hash: str | None = None
+    ) -> Served | None:
         """The recorded answer to a step beyond HTTP (a tool call, a value, a checkpoint),
-        ``body`` its canonical, redacted arguments; None or UnmatchedRequestError as
-        :meth:`answer`."""
-        step = self._served_step(method, url, body, None)
+        ``body`` its canonical arguments, redacted here as the capture redacts them
+        (``request_hash``: their hash when the capture computed it); None or
+        UnmatchedRequestError as :meth:`answer`."""
+        step = self._served_step(method, url, self._redactor.body(body), request_hash)
         if step is None:
             return None
         return Served(step.response_body, step.error_type, self.run.run_id, step.index)

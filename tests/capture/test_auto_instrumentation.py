@@ -67,13 +67,19 @@ def sink() -> Iterator[OtlpSink]:
         yield receiver
 
 
-def run_agent(
-    standin: StandIn, sink: OtlpSink | None, tmp_path: Path, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """Run the example agent under ``opentelemetry-instrument``; ``env`` overrides defaults.
-
-    With a ``sink``, traces and metrics go to it over OTLP (``OTEL_EXPORTER_OTLP_PROTOCOL``
-    picks gRPC, the default here, or HTTP)."""
+def agent_env(
+    standin: StandIn,
+    sink: OtlpSink | None,
+    tmp_path: Path,
+    env: dict[str, str],
+    *,
+    traces: str = "otlp",
+    only_ours: bool = True,
+) -> dict[str, str]:
+    """The environment of the example agent under ``opentelemetry-instrument``; ``env``
+    overrides the defaults. With a ``sink``, traces (exported by ``traces``) and metrics go
+    to it over OTLP (``OTEL_EXPORTER_OTLP_PROTOCOL`` picks gRPC, the default here, or HTTP).
+    ``only_ours`` disables every other installed instrumentation."""
     base = {
         k: v
         for k, v in os.environ.items()
@@ -83,28 +89,36 @@ def run_agent(
         "OTEL_SERVICE_NAME": "support-agent",
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(other_instrumentations()),
         "OTEL_REPLAY_STORE": str(tmp_path / "store"),
         "OPENAI_API_KEY": SECRET,
         "OPENAI_BASE_URL": standin.openai_base_url,
         "SUPPORT_TOOLS_URL": standin.tools_url,
         "PYTHONUNBUFFERED": "1",
     }
+    if only_ours:
+        base["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = ",".join(other_instrumentations())
     if sink is not None:
         protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         base |= {
-            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_TRACES_EXPORTER": traces,
             "OTEL_METRICS_EXPORTER": "otlp",
             "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
             "OTEL_EXPORTER_OTLP_ENDPOINT": sink.grpc_endpoint
             if protocol == "grpc"
             else sink.http_endpoint,
         }
-    base |= env
+    return base | env
+
+
+def run_agent(
+    standin: StandIn, sink: OtlpSink | None, tmp_path: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the example agent with :func:`agent_env`; checks it succeeded without printing
+    the key."""
     proc = subprocess.run(
         [str(INSTRUMENT), sys.executable, AGENT],
         cwd=ROOT,
-        env=base,
+        env=agent_env(standin, sink, tmp_path, env),
         capture_output=True,
         text=True,
         timeout=90,

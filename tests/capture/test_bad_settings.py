@@ -20,7 +20,13 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay import settings
-from tests.capture.test_auto_instrumentation import AGENT, AGENT_SPAN, INSTRUMENT, ROOT, SECRET
+from tests.capture.test_auto_instrumentation import (
+    AGENT,
+    AGENT_SPAN,
+    INSTRUMENT,
+    ROOT,
+    agent_env,
+)
 
 BAD = {
     "OTEL_REPLAY_MODE": "bogus",
@@ -61,34 +67,12 @@ def sink() -> Iterator[OtlpSink]:
 def _run(
     standin: StandIn, tmp_path: Path, env: dict[str, str], sink: OtlpSink | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OTEL_", "OPENAI_", "STANDIN_", "SUPPORT_"))
-    }
-    base |= {
-        "OTEL_SERVICE_NAME": "support-agent",
-        "OTEL_LOGS_EXPORTER": "none",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-        "OTEL_REPLAY_STORE": str(tmp_path / "store"),
-        "OPENAI_API_KEY": SECRET,
-        "OPENAI_BASE_URL": standin.openai_base_url,
-        "SUPPORT_TOOLS_URL": standin.tools_url,
-        "PYTHONUNBUFFERED": "1",
-    }
-    if sink is not None:
-        protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        base |= {
-            "OTEL_TRACES_EXPORTER": "otlp,replay",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": sink.grpc_endpoint
-            if protocol == "grpc"
-            else sink.http_endpoint,
-        }
+    """The agent with every installed instrumentation, its traces to ``otlp,replay``."""
+    quiet = {"OTEL_METRICS_EXPORTER": "none", **env}
     return subprocess.run(
         [str(INSTRUMENT), sys.executable, AGENT],
         cwd=ROOT,
-        env=base | env,
+        env=agent_env(standin, sink, tmp_path, quiet, traces="otlp,replay", only_ours=False),
         capture_output=True,
         text=True,
         timeout=90,

@@ -16,17 +16,22 @@ SCRIPT = str(Path(__file__).with_name("_flush_kill_script.py"))
 COUNT = 2000
 
 
-def test_provider_force_flush_then_sigkill_keeps_every_step(tmp_path: Path) -> None:
-    store_path = tmp_path / "store"
-    proc = subprocess.run(
-        [str(INSTRUMENT), sys.executable, SCRIPT, str(COUNT)],
+def _flush_and_kill(store: Path, run_id: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The script, recorded into ``store`` as ``run_id``, flushed then killed."""
+    return subprocess.run(
+        [str(INSTRUMENT), sys.executable, SCRIPT, *args],
         cwd=ROOT,
         check=False,
-        env=subprocess_env(store_path, OTEL_REPLAY_RUN_ID="r_flush_kill"),
+        env=subprocess_env(store, OTEL_REPLAY_RUN_ID=run_id),
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_provider_force_flush_then_sigkill_keeps_every_step(tmp_path: Path) -> None:
+    store_path = tmp_path / "store"
+    proc = _flush_and_kill(store_path, "r_flush_kill", str(COUNT))
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert proc.stdout.strip() == "flushed True", proc.stderr
     with Store.open(store_path, create=False) as store:
@@ -43,15 +48,7 @@ def test_values_and_tool_steps_survive_sigkill_after_a_flush_and_replay(tmp_path
     """Tool and value steps take the same road as HTTP ones: what the flush promised is kept,
     and a replay from the store serves back every value the killed process saw."""
     store_path = tmp_path / "store"
-    proc = subprocess.run(
-        [str(INSTRUMENT), sys.executable, SCRIPT, "600", "values"],
-        cwd=ROOT,
-        check=False,
-        env=subprocess_env(store_path, OTEL_REPLAY_RUN_ID="r_values_kill"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _flush_and_kill(store_path, "r_values_kill", "600", "values")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     seen, flushed = proc.stdout.splitlines()
     assert flushed == "flushed True", proc.stderr

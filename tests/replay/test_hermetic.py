@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,11 +132,16 @@ def _env(store: Path) -> dict[str, str]:
 
 
 def replay(
-    recording: Recording, script: Path, *args: str, flags: tuple[str, ...] = ("--json",)
+    recording: Recording,
+    script: Path,
+    *args: str,
+    flags: tuple[str, ...] = ("--json",),
+    prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``otel-replay replay RUN --store STORE FLAGS -- python SCRIPT URL ARGS``."""
+    """``PREFIX otel-replay replay RUN --store STORE FLAGS -- python SCRIPT URL ARGS``."""
     return subprocess.run(
         [
+            *prefix,
             str(CLI),
             "replay",
             RUN,
@@ -454,28 +459,7 @@ def test_where_namespaces_are_unavailable_one_line_says_so(
     _socket.socket().connect(('127.0.0.1', PORT))
     """
     script = escape_script(tmp_path, body)
-    command = [
-        str(CLI),
-        "replay",
-        RUN,
-        "--store",
-        str(recording.store),
-        "--",
-        sys.executable,
-        str(script),
-        recording.url,
-        str(listener.port),
-        "0",
-    ]
-    done = subprocess.run(
-        [*prefix, *command],
-        env=_env(recording.store),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = replay(recording, script, str(listener.port), "0", flags=(), prefix=prefix)
     assert listener.drain() == (0, 0)  # the in-process guards still refuse
     assert done.returncode == 1, done.stdout + done.stderr
     notices = [line for line in done.stderr.splitlines() if "not isolated" in line]

@@ -18,11 +18,10 @@ import urllib.request
 from typing import Any
 
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources._limits import Limits
+from otel_replay.replay.sources._limits import Limits, read_bounded
 
 __all__ = ["fetch", "is_url"]
 
-_BLOCK = 1 << 16
 _CONNECT_TIMEOUT_S = 30.0
 
 
@@ -50,7 +49,9 @@ def fetch(url: str, limits: Limits | None = None) -> bytes:
     connect_timeout = min(_CONNECT_TIMEOUT_S, limits.timeout_s)
     try:
         with deadline, opener.open(request, timeout=connect_timeout) as response:
-            body = _body(response, target, limits)
+            # read1 returns what one read of the socket gives, so the deadline can cut a
+            # slow body.
+            body = read_bounded(response.read1, target, limits, "answers")
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the connection
         raise SourceError(f"{target}: the server answered HTTP {exc.code} {exc.reason}") from None
@@ -69,18 +70,6 @@ def _late(target: str, limits: Limits) -> SourceError:
         f"{target}: the download took longer than {limits.timeout_s:g} s "
         "(OTEL_REPLAY_SOURCE_TIMEOUT_S raises the bound)"
     )
-
-
-def _body(response: http.client.HTTPResponse, target: str, limits: Limits) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    # read1 returns what one read of the socket gives, so the deadline can cut a slow body.
-    while block := response.read1(_BLOCK):
-        size += len(block)
-        if size > limits.max_bytes:
-            raise limits.too_large(target, "answers")
-        parts.append(block)
-    return b"".join(parts)
 
 
 class _Deadline:

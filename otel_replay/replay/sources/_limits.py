@@ -11,9 +11,9 @@ small multiple of the byte bound.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from otel_replay import settings
 from otel_replay.errors import SourceError
@@ -48,14 +48,17 @@ class Limits:
         )
 
 
-def read_bounded(stream: BinaryIO, source: str, limits: Limits) -> bytes:
-    """All of ``stream``, refusing more than ``limits.max_bytes``."""
+def read_bounded(
+    read: Callable[[int], bytes], source: str, limits: Limits, what: str = "holds"
+) -> bytes:
+    """Everything ``read`` (a stream's ``read`` or ``read1``) gives until it gives nothing,
+    refusing more than ``limits.max_bytes`` (the error says ``source`` ``what`` more)."""
     parts: list[bytes] = []
     size = 0
-    while block := stream.read(_BLOCK):
+    while block := read(_BLOCK):
         size += len(block)
         if size > limits.max_bytes:
-            raise limits.too_large(source)
+            raise limits.too_large(source, what)
         parts.append(block)
     return b"".join(parts)
 
@@ -63,7 +66,7 @@ def read_bounded(stream: BinaryIO, source: str, limits: Limits) -> bytes:
 def read_file(path: Path, limits: Limits) -> bytes:
     """The bytes of ``path`` (a device or a pipe too), refusing more than the bound."""
     with path.open("rb") as stream:
-        return read_bounded(stream, str(path), limits)
+        return read_bounded(stream.read, str(path), limits)
 
 
 def gunzip(data: bytes, source: str, limits: Limits) -> bytes:
