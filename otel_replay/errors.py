@@ -19,6 +19,8 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     RecordedError(Exception)           a recorded exception whose class cannot be rebuilt
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
+    └── UnmatchedConnectionError(ConnectionError)  the same, below a library that expects
+                                                   connection errors (urllib3, aiohttp)
 
 Every store error names the thing it is about (path, run id, step index or hash) in its
 message, on one line.
@@ -41,6 +43,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoreNotWritableError",
     "ToolContractError",
+    "UnmatchedConnectionError",
     "UnmatchedRequestError",
 ]
 
@@ -143,3 +146,12 @@ class UnmatchedRequestError(BaseException):
     this request with this message, not after retries under a generic connection error. The
     message lists the closest recorded requests and the fields that differ.
     """
+
+
+class UnmatchedConnectionError(UnmatchedRequestError, ConnectionError):
+    """Strict replay met a request that no recorded step matches, in a library whose callers
+    expect a connection error instead: urllib3 (so requests raises its ``ConnectionError``
+    and botocore its connection error around it) and aiohttp (where it is also an
+    ``aiohttp.ClientConnectionError``). Unlike its base, ``except Exception`` catches it, as
+    the library's own callers would catch a refused connection; the replay still reports the
+    request as unmatched. The message is the same."""

@@ -13,9 +13,7 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-from opentelemetry import context, trace
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
-
+from otel_replay.capture._exchange import enter, leave, should_record
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
 from otel_replay.capture._tee import request_tee_classes, tee_classes
@@ -28,7 +26,7 @@ Wrapped = Callable[..., Any]
 def _begin(
     recorder: Recorder, args: tuple[Any, ...], kwargs: dict[str, Any], request_tee: type[Any]
 ) -> OpenStep | None:
-    if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+    if not should_record():  # suppressed, or a hooked layer above records this exchange
         return None
     request = args[0] if args else kwargs["request"]
     try:
@@ -42,10 +40,6 @@ def _begin(
     except Exception as exc:
         recorder.warn_once("starting a step", exc)
         return None
-
-
-def _attach(step: OpenStep) -> object | None:
-    return context.attach(trace.set_span_in_context(step.span)) if step.owns_span else None
 
 
 def _adopt(recorder: Recorder, step: OpenStep, response: Any, tee: type[Any]) -> None:
@@ -75,15 +69,14 @@ def sync_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Any]:
         step = _begin(recorder, args, kwargs, request_tee)
         if step is None:
             return wrapped(*args, **kwargs)
-        token = _attach(step)
+        token = enter(step)
         try:
             response = wrapped(*args, **kwargs)
         except BaseException as exc:
             step.fail(exc)
             raise
         finally:
-            if token is not None:
-                context.detach(token)  # type: ignore[arg-type]
+            leave(token)
         _adopt(recorder, step, response, tee)
         return response
 
@@ -99,15 +92,14 @@ def async_wrapper(recorder: Recorder, module: ModuleType) -> Callable[..., Await
         step = _begin(recorder, args, kwargs, request_tee)
         if step is None:
             return await wrapped(*args, **kwargs)
-        token = _attach(step)
+        token = enter(step)
         try:
             response = await wrapped(*args, **kwargs)
         except BaseException as exc:
             step.fail(exc)
             raise
         finally:
-            if token is not None:
-                context.detach(token)  # type: ignore[arg-type]
+            leave(token)
         _adopt(recorder, step, response, tee)
         return response
 

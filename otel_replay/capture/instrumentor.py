@@ -1,6 +1,7 @@
 """The ``otel_replay`` instrumentor, loaded by ``opentelemetry-instrument``.
 
-It wraps the single-request dispatch of ``httpx`` and ``httpx2`` (sync and async). Instrumenting
+It wraps the single-request dispatch of ``httpx`` and ``httpx2`` (sync and async), and the
+seams of urllib3 (requests, botocore) and aiohttp (``capture.transports``). Instrumenting
 twice is harmless and ``uninstrument`` unwraps each wrapper (and ends, as incomplete, the steps
 of response streams still open);
 ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_replay`` keeps ``opentelemetry-instrument`` from
@@ -14,7 +15,7 @@ import atexit
 import importlib
 import os
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
@@ -28,7 +29,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
-from otel_replay.capture import package
+from otel_replay.capture import package, transports
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
 from otel_replay.capture._envelope import use_recorder
@@ -53,7 +54,8 @@ def capture_content_enabled() -> bool:
 
 
 class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Records every httpx/httpx2 call as a GenAI or HTTP step span with the replay kit.
+    """Records every httpx/httpx2, urllib3 (requests, botocore) and aiohttp call as a GenAI
+    or HTTP step span with the replay kit.
 
     ``instrument(tracer_provider=..., meter_provider=...)`` takes the usual optional providers;
     settings come from the environment (see :mod:`otel_replay.settings`).
@@ -62,6 +64,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self._wrapped: list[ModuleType] = []
+        self._unwrap_transports: Callable[[], None] | None = None
         self.recorder: Recorder | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -108,6 +111,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 module, "AsyncClient._send_single_request", async_wrapper(self.recorder, module)
             )
             self._wrapped.append(module)
+        # urllib3 (requests, botocore) and aiohttp, when installed.
+        self._unwrap_transports = transports.instrument(self.recorder)
         if config.mode == "replay":
             # Under opentelemetry-instrument nothing else boots the replay (replay's own boot
             # has started it already otherwise): serve every request from the recording; the
@@ -121,6 +126,9 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             unwrap(module.Client, "_send_single_request")
             unwrap(module.AsyncClient, "_send_single_request")
         self._wrapped.clear()
+        if self._unwrap_transports is not None:
+            self._unwrap_transports()
+            self._unwrap_transports = None
         if self.recorder is not None:
             atexit.unregister(self.recorder.open_steps.finish_all)
             self.recorder.open_steps.finish_all()

@@ -24,12 +24,14 @@ from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._transport import transport_classes
+from otel_replay.replay.transports import install as install_transports
 
 __all__ = ["install"]
 
 
 def install(session: ReplaySession) -> Callable[[], None]:
-    """Route every httpx/httpx2 request through ``session``; returns the undo function."""
+    """Route every httpx/httpx2, urllib3 and aiohttp request through ``session``; returns
+    the undo function."""
     wrapped: list[Any] = []
     for name in CLIENT_MODULES:
         try:
@@ -40,6 +42,7 @@ def install(session: ReplaySession) -> Callable[[], None]:
         for client, cls in ((module.Client, sync_cls), (module.AsyncClient, async_cls)):
             wrapt.wrap_function_wrapper(client, "_transport_for_url", _chooser(session, cls))
             wrapped.append(client)
+    undo_transports = install_transports(session)  # urllib3 (requests, botocore), aiohttp
     guards: list[SocketGuard | AuditGuard] = []
     if session.strict:
         guards.append(SocketGuard(session.network_attempt))
@@ -53,6 +56,7 @@ def install(session: ReplaySession) -> Callable[[], None]:
         for client in wrapped:
             unwrap(client, "_transport_for_url")
         wrapped.clear()
+        undo_transports()
         for guard in reversed(guards):
             guard.uninstall()
         guards.clear()

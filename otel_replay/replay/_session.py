@@ -153,6 +153,8 @@ class ReplaySession:
         the capture does)."""
         self._redactor.learn(headers, url)
         body = self._redactor.body(body)
+        # Compared with, and reported beside, the recorded URL: redacted as the capture did.
+        url = self._redactor.url(url)
         step = self._served_step(method, url, body, request_hash)
         if step is None:
             return None

@@ -250,13 +250,13 @@ ESCAPES: dict[str, Escape] = {
         "blocked: URLError",
         refused="127.0.0.1:{port}",
     ),
-    "requests": Escape(
-        "import requests\n"
-        "requests.post(f'http://127.0.0.1:{PORT}/', data=b'leak', timeout=2)\n"
-        "print('ESCAPED')",
-        "blocked: ConnectionError",
+    # requests, urllib3 and aiohttp are served by the replay (tests/transports); http.client
+    # under them is not.
+    "http.client": Escape(
+        "import http.client\nc = http.client.HTTPConnection('127.0.0.1', PORT, timeout=2)\n"
+        "c.request('POST', '/', body=b'leak')\nprint('ESCAPED')",
+        "blocked: NetworkBlockedError",
         refused="127.0.0.1:{port}",
-        needs="requests",
     ),
     "grpc-c-core": Escape(
         "import grpc\nchannel = grpc.insecure_channel(f'127.0.0.1:{PORT}')\n"

@@ -1,0 +1,46 @@
+"""Which recorded exchange the code is inside, so that one exchange is one step.
+
+A request can cross more than one hooked layer: an httpx client whose transport is aiohttp
+(openai's ``DefaultAioHttpClient``) or urllib3, a requests call below an instrumented httpx
+mock... The outermost hooked layer records the step and marks the OpenTelemetry context while
+the exchange runs; every layer below sees the mark and only passes the request on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from opentelemetry import context, trace
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+if TYPE_CHECKING:
+    from otel_replay.capture._step import OpenStep
+
+__all__ = ["enter", "in_exchange", "leave", "should_record"]
+
+_IN_EXCHANGE = context.create_key("otel_replay.exchange")
+
+
+def in_exchange() -> bool:
+    """Whether a hooked layer above is already recording the current exchange."""
+    return bool(context.get_value(_IN_EXCHANGE))
+
+
+def should_record() -> bool:
+    """Whether a hooked layer should record the request it is handed: not when instrumentation
+    is suppressed (exporters sending telemetry) and not inside an exchange being recorded."""
+    return not context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) and not in_exchange()
+
+
+def enter(step: OpenStep) -> object:
+    """Mark the context as inside ``step``'s exchange (its span current when it owns one);
+    the token for :func:`leave`."""
+    ctx = context.set_value(_IN_EXCHANGE, True)
+    if step.owns_span:
+        ctx = trace.set_span_in_context(step.span, ctx)
+    return context.attach(ctx)
+
+
+def leave(token: object) -> None:
+    """Undo :func:`enter`."""
+    context.detach(token)  # type: ignore[arg-type]

@@ -1,0 +1,247 @@
+"""aiohttp's seam: a client middleware of ours, innermost, on every session.
+
+``ClientSession._request`` is wrapped at class level (sessions made before instrumentation
+included); the wrapper adds our middleware at the end of the request's middleware chain
+(aiohttp 3.12 and later), so it sees each hop's final request, after the application's own
+middlewares, and hands it on. The OpenTelemetry aiohttp-client instrumentation opens its span
+around the whole ``_request`` call, so our step spans nest inside it.
+
+The request body is exact for the in-memory payloads (``json=``, bytes, text, forms); other
+payloads (files, async iterables, multipart) are teed as aiohttp writes them. The response is
+teed where the connection feeds it: the response's ``StreamReader`` gets a subclass whose
+``feed_data``/``feed_eof``/``set_exception`` pass everything on and remember it, so the
+application's reads (``read()``, ``iter_chunked``, ``iter_any``, ``readline``...) are untouched.
+A body aiohttp decompressed is recorded decompressed, without its coding headers.
+
+Replay adds a middleware of its own through :func:`add_middleware`; ours stay in stage order
+(capture before replay) whichever wrapper was installed first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Any
+
+from otel_replay.capture._exchange import enter, leave, should_record
+from otel_replay.capture._recorder import Recorder
+from otel_replay.capture._step import OpenStep
+from otel_replay.capture.transports._view import RequestView, raw_headers
+
+__all__ = ["CAPTURE", "REPLAY", "add_middleware", "instrument", "request_body", "wrap_request"]
+
+CAPTURE = 0
+REPLAY = 1
+_STAGE = "_otel_replay_stage"
+_CODING = frozenset({b"content-encoding", b"content-length"})
+
+Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+MiddlewareFor = Callable[[Any, dict[str, Any]], Middleware | None]
+"""Makes the middleware for one ``_request`` call (session, keyword arguments), or None."""
+
+# Steps whose response body is still being fed, by id() of their reader: aiohttp's
+# StreamReader has __slots__, so the step cannot ride on the reader itself.
+_feeding: dict[int, OpenStep] = {}
+
+
+def add_middleware(
+    kwargs: dict[str, Any], session: Any, middleware: Middleware, stage: int
+) -> None:
+    """Put ``middleware`` at the end of the request's middleware chain (``kwargs`` of
+    ``ClientSession._request``), before any of ours of a later ``stage``."""
+    setattr(middleware, _STAGE, stage)
+    chain = kwargs.get("middlewares")
+    current = list(getattr(session, "_middlewares", ()) if chain is None else chain)
+    at = len(current)
+    for i, existing in enumerate(current):
+        if getattr(existing, _STAGE, -1) > stage:
+            at = i
+            break
+    current.insert(at, middleware)
+    kwargs["middlewares"] = tuple(current)
+
+
+def wrap_request(middleware_for: MiddlewareFor, stage: int) -> Callable[[], None] | None:
+    """Wrap ``ClientSession._request`` to add the middleware ``middleware_for`` makes to each
+    call (aiohttp 3.12 and later); the undo function, or None when aiohttp cannot take one."""
+    try:
+        import aiohttp  # noqa: PLC0415 - optional
+    except ImportError:
+        return None
+    if not hasattr(aiohttp, "ClientMiddlewareType"):
+        return None
+    import wrapt  # noqa: PLC0415
+    from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
+
+    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        middleware = middleware_for(instance, kwargs)
+        if middleware is not None:
+            kwargs = dict(kwargs)
+            add_middleware(kwargs, instance, middleware, stage)
+        return await wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(aiohttp.ClientSession, "_request", wrapper)
+    return lambda: unwrap(aiohttp.ClientSession, "_request")
+
+
+def instrument(recorder: Recorder) -> Callable[[], None] | None:
+    """Record every aiohttp exchange; the undo function, or None without aiohttp 3.12+."""
+
+    def middleware_for(session: Any, kwargs: dict[str, Any]) -> Middleware | None:
+        if not should_record():
+            return None
+        decompress = kwargs.get("auto_decompress")
+        if decompress is None:
+            decompress = getattr(session, "auto_decompress", True)
+        return _middleware(recorder, bool(decompress))
+
+    return wrap_request(middleware_for, CAPTURE)
+
+
+async def request_body(request: Any) -> bytes | None:
+    """The exact bytes of ``request``'s in-memory body (``b""`` without one); None for a
+    payload that is streamed (file, async iterable, multipart)."""
+    from aiohttp import payload  # noqa: PLC0415
+
+    body = request.body
+    if not body:
+        return b""
+    if isinstance(body, payload.BytesPayload):
+        data: bytes = await body.as_bytes()
+        return data
+    return None
+
+
+def _middleware(recorder: Recorder, decompress: bool) -> Middleware:
+    async def record(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        step = await _begin(recorder, request)
+        if step is None:
+            return await handler(request)
+        token = enter(step)
+        try:
+            response = await handler(request)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            leave(token)
+        _adopt(recorder, step, response, decompress)
+        return response
+
+    return record
+
+
+async def _begin(recorder: Recorder, request: Any) -> OpenStep | None:
+    if not should_record() or "Upgrade" in request.headers:  # websockets are not covered
+        return None
+    try:
+        content = await request_body(request)
+        view = RequestView(request.method, str(request.url), raw_headers(request.headers), content)
+        step = recorder.begin(view)
+        if content is None:
+            _tee_payload(request.body, step)
+        return step
+    except Exception as exc:
+        recorder.warn_once("starting a step", exc)
+        return None
+
+
+class _WriterTee:
+    """A stream writer that remembers what the payload writes through it."""
+
+    def __init__(self, inner: Any, step: OpenStep) -> None:
+        self._inner = inner
+        self._step = step
+
+    async def write(self, chunk: Any, *args: Any, **kwargs: Any) -> Any:
+        if chunk:
+            self._step.on_request_chunk(bytes(chunk))
+        return await self._inner.write(chunk, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _tee_payload(body: Any, step: OpenStep) -> None:
+    write_with_length = body.write_with_length
+
+    async def teed(writer: Any, content_length: Any) -> Any:
+        step.on_request_start()
+        return await write_with_length(_WriterTee(writer, step), content_length)
+
+    body.write_with_length = teed
+
+
+def _adopt(recorder: Recorder, step: OpenStep, response: Any, decompress: bool) -> None:
+    try:
+        headers = list(response.raw_headers)
+        if decompress and any(k.lower() == b"content-encoding" for k, _ in headers):
+            # aiohttp feeds the body decompressed: the coding headers no longer describe it.
+            headers = [(k, v) for k, v in headers if k.lower() not in _CODING]
+        step.on_response(response.status, headers)
+        content = response.content
+        # What arrived with the head is in the reader already; the rest is teed as it comes.
+        for chunk in list(getattr(content, "_buffer", ())):
+            step.on_chunk(bytes(chunk))
+        if content.exception() is not None:
+            step.fail(content.exception())
+        elif content.is_eof():
+            step.finish(complete=True)
+        else:
+            content.__class__ = _tee_class(type(content))
+            _feeding[id(content)] = step
+            recorder.open_steps.track(response, step)
+            weakref.finalize(response, _feeding.pop, id(content), None)
+    except Exception as exc:
+        recorder.warn_once("teeing a response", exc)
+        step.finish(complete=False)
+
+
+class _TeeReader:
+    """Mixed into a StreamReader class: remembers what the connection feeds it."""
+
+    __slots__ = ()
+
+    def feed_data(self, data: bytes, *args: Any) -> Any:
+        step = _feeding.get(id(self))
+        if step is not None and data:
+            step.on_chunk(bytes(data))
+        return super().feed_data(data, *args)  # type: ignore[misc]
+
+    def feed_eof(self) -> None:
+        super().feed_eof()  # type: ignore[misc]
+        step = _feeding.pop(id(self), None)
+        if step is not None:
+            step.finish(complete=True)
+
+    def set_exception(self, exc: BaseException, *args: Any) -> None:
+        super().set_exception(exc, *args)  # type: ignore[misc]
+        step = _feeding.pop(id(self), None)
+        if step is not None:
+            if exc is _closed_by_application():
+                step.finish(complete=False)  # released or closed before the end
+            else:
+                step.fail(exc)
+
+
+_tee_classes: dict[type[Any], type[Any]] = {}
+
+
+def _tee_class(reader: type[Any]) -> type[Any]:
+    """``reader``'s class with :class:`_TeeReader` mixed in (same layout, so an instance can
+    take it as its class)."""
+    teed = _tee_classes.get(reader)
+    if teed is None:
+        name = f"Teed{reader.__name__}"
+        teed = _tee_classes[reader] = type(name, (_TeeReader, reader), {"__slots__": ()})
+    return teed
+
+
+@cache
+def _closed_by_application() -> object:
+    """The exception aiohttp puts into a response's reader when the application releases or
+    closes the response early."""
+    from aiohttp import client_reqrep  # noqa: PLC0415
+
+    return getattr(client_reqrep, "_CONNECTION_CLOSED_EXCEPTION", None)

@@ -1,0 +1,234 @@
+"""urllib3's seam: ``HTTPConnectionPool._make_request``, one attempt on the wire.
+
+Everything that speaks HTTP through urllib3 2.x meets this method once per attempt: requests
+(through its adapter), botocore (which drives urllib3 pools itself) and plain urllib3, each
+redirect hop and each retry as its own step, below urllib3's own retry and redirect loop.
+Wrapping it at class level covers pools made before instrumentation. The OpenTelemetry
+requests and urllib3 instrumentations open their span around the whole library call
+(``Session.send``, ``urlopen``), so our step spans nest inside theirs.
+
+The request body is exact when urllib3 is handed bytes or text; a file or an iterable is
+teed as urllib3 reads it. The response is teed at its two raw sources, ``_raw_read`` (every
+read through ``http.client``) and ``_handle_chunk`` (``read_chunked``, which requests and
+``stream()`` use on chunked responses), set on the response object itself, so the
+application's reads, decoding and chunk boundaries are untouched. A body urllib3 already read
+(``preload_content=True``) is recorded whole, already decoded.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from otel_replay.capture._exchange import enter, leave, should_record
+from otel_replay.capture._recorder import Recorder
+from otel_replay.capture._step import OpenStep
+from otel_replay.capture.transports._view import RequestView, origin, raw_headers
+
+__all__ = ["instrument", "request_url"]
+
+_CODING = frozenset({b"content-encoding", b"content-length"})
+
+
+def instrument(recorder: Recorder) -> Callable[[], None] | None:
+    """Wrap ``_make_request`` when urllib3 2.x is installed; the undo function, or None."""
+    try:
+        import urllib3  # noqa: PLC0415 - optional
+        import urllib3.connectionpool  # noqa: PLC0415
+    except ImportError:
+        return None
+    if not str(getattr(urllib3, "__version__", "")).startswith("2."):
+        return None
+    import wrapt  # noqa: PLC0415
+    from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
+
+    pool = urllib3.connectionpool.HTTPConnectionPool
+    wrapt.wrap_function_wrapper(pool, "_make_request", _wrapper(recorder))
+
+    def undo() -> None:
+        unwrap(pool, "_make_request")
+
+    return undo
+
+
+def request_url(scheme: str, host: str, port: int | None, target: str) -> str:
+    """The full URL of a request whose target is ``target`` (a path, or an absolute URL as
+    sent to an HTTP proxy) on ``scheme://host:port``."""
+    if not target.startswith("/"):
+        return target
+    return origin(scheme, host, port) + target
+
+
+def _body(body: Any) -> bytes | None:
+    """The exact bytes of an in-memory body, or None for a file or an iterable."""
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")  # as urllib3 sends text
+    if isinstance(body, bytes):
+        return body
+    if hasattr(body, "read"):
+        return None
+    try:
+        return bytes(memoryview(body))
+    except TypeError:
+        return None
+
+
+class _ReadTee:
+    """A file-like body that remembers each block urllib3 reads from it."""
+
+    def __init__(self, inner: Any, step: OpenStep) -> None:
+        self._inner = inner
+        self._step = step
+        step.on_request_start()
+
+    def read(self, *args: Any) -> Any:
+        block = self._inner.read(*args)
+        if block:
+            self._step.on_request_chunk(block.encode() if isinstance(block, str) else block)
+        return block
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _iter_tee(inner: Any, step: OpenStep) -> Iterator[Any]:
+    step.on_request_start()
+    for chunk in inner:
+        if chunk:
+            step.on_request_chunk(chunk.encode() if isinstance(chunk, str) else bytes(chunk))
+        yield chunk
+
+
+def _view(pool: Any, method: str, url: str, headers: Any, content: bytes | None) -> RequestView:
+    full = request_url(pool.scheme, pool.host, pool.port, url)
+    return RequestView(method, full, raw_headers(headers), content)
+
+
+def _begin(recorder: Recorder, pool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The step for this call and the (possibly teed) arguments to make it with."""
+    if not should_record():
+        return None, args, kwargs
+    try:
+        names = ("conn", "method", "url", "body", "headers")
+        bound = dict(zip(names, args, strict=False)) | kwargs
+        body = bound.get("body")
+        content = _body(body)
+        step = recorder.begin(
+            _view(pool, bound["method"], bound["url"], bound.get("headers"), content)
+        )
+        if content is None:
+            tee = _ReadTee(body, step) if hasattr(body, "read") else _iter_tee(body, step)
+            if len(args) > 3:
+                args = (*args[:3], tee, *args[4:])
+            else:
+                kwargs = {**kwargs, "body": tee}
+        return step, args, kwargs
+    except Exception as exc:
+        recorder.warn_once("starting a step", exc)
+        return None, args, kwargs
+
+
+def _wrapper(recorder: Recorder) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        step, args, kwargs = _begin(recorder, instance, args, kwargs)
+        if step is None:
+            return wrapped(*args, **kwargs)
+        token = enter(step)
+        try:
+            response = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        finally:
+            leave(token)
+        _adopt(recorder, step, response, kwargs.get("decode_content", True))
+        return response
+
+    return wrapper
+
+
+def _adopt(recorder: Recorder, step: OpenStep, response: Any, decode_content: bool) -> None:
+    try:
+        headers = raw_headers(response.headers)
+        body = getattr(response, "_body", None)
+        if body is not None:
+            # Read in the constructor (preload_content): decoded already when it was asked to
+            # be, so the coding headers no longer describe it.
+            if decode_content and any(k.lower() == b"content-encoding" for k, _ in headers):
+                headers = [(k, v) for k, v in headers if k.lower() not in _CODING]
+            step.on_response(response.status, headers)
+            if body:
+                step.on_chunk(body if isinstance(body, bytes) else str(body).encode())
+            step.finish(complete=True)
+            return
+        step.on_response(response.status, headers)
+        _tee(response, step)
+        if response.length_remaining == 0 or _exhausted(response):
+            step.finish(complete=True)
+        else:
+            recorder.open_steps.track(response, step)
+    except Exception as exc:
+        recorder.warn_once("teeing a response", exc)
+        step.finish(complete=False)
+
+
+def _exhausted(response: Any) -> bool:
+    fp = response._fp
+    if fp is None:
+        return True
+    closed = getattr(fp, "isclosed", None)
+    return bool(closed()) if closed is not None else bool(getattr(fp, "closed", False))
+
+
+def _tee(response: Any, step: OpenStep) -> None:
+    """Put the tees on ``response``'s raw sources, as attributes of the object itself."""
+    cls = type(response)
+    ref = weakref.ref(response)
+
+    def raw_read(*args: Any, **kwargs: Any) -> Any:
+        this = ref()
+        try:
+            data = cls._raw_read(this, *args, **kwargs)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        if data:
+            step.on_chunk(data)
+        if this is not None and (_exhausted(this) or this.length_remaining == 0):
+            step.finish(complete=True)
+        return data
+
+    def handle_chunk(*args: Any, **kwargs: Any) -> Any:
+        try:
+            data = cls._handle_chunk(ref(), *args, **kwargs)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        if data:
+            step.on_chunk(data)
+        return data
+
+    def update_chunk_length(*args: Any, **kwargs: Any) -> Any:
+        this = ref()
+        try:
+            result = cls._update_chunk_length(this, *args, **kwargs)
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        if this is not None and this.chunk_left == 0:  # the last chunk: the body is whole
+            step.finish(complete=True)
+        return result
+
+    def close(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return cls.close(ref(), *args, **kwargs)
+        finally:
+            step.finish(complete=False)  # a no-op once the body was read whole
+
+    response._raw_read = raw_read
+    response._handle_chunk = handle_chunk
+    response._update_chunk_length = update_chunk_length
+    response.close = close

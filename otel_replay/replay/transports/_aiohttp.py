@@ -1,0 +1,252 @@
+"""Replay for aiohttp: a client middleware that answers each hop from the recording, before
+any connection is made.
+
+The middleware (added to every ``ClientSession._request`` after the capture's, see
+``capture.transports._aiohttp``) asks the session for the recorded answer and returns a real
+``ClientResponse``, started through aiohttp's own ``start()`` on a stand-in connection whose
+body reader is fed the recorded chunks one at a time, as a socket would feed them: each time
+the application waits for data it gets the next chunk (paced under ``timing="recorded"``), so
+``iter_any``, ``iter_chunks``, ``readline`` and ``read()`` see what they saw. Redirects,
+``raise_for_status`` and the application's middlewares run as usual around it. A request the
+recording lacks raises an ``aiohttp.ClientConnectionError`` that is also an
+:class:`~otel_replay.errors.UnmatchedConnectionError` in strict mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Any
+
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+from otel_replay.capture.transports._aiohttp import REPLAY, Middleware, wrap_request
+from otel_replay.capture.transports._view import raw_headers
+from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
+from otel_replay.replay._session import Answer, ReplaySession
+
+__all__ = ["install"]
+
+_LIMIT = 2**16
+
+
+def install(session: ReplaySession) -> Callable[[], None] | None:
+    """Serve every aiohttp request from ``session``; the undo function, or None without
+    aiohttp 3.12+."""
+
+    def middleware_for(client: Any, kwargs: dict[str, Any]) -> Middleware | None:
+        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+            return None  # telemetry: the socket guard decides
+        return _middleware(session)
+
+    return wrap_request(middleware_for, REPLAY)
+
+
+def _middleware(session: ReplaySession) -> Middleware:
+    async def serve(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        if "Upgrade" in request.headers:  # websockets are not replayed: the guard decides
+            return await handler(request)
+        body = await request.body.as_bytes() if request.body else b""
+        url = str(request.url)
+        try:
+            answer = session.answer(request.method, url, body, None, raw_headers(request.headers))
+        except UnmatchedRequestError as exc:
+            raise _unmatched_class()(str(exc)) from None
+        if answer is None:
+            return await handler(request)  # not strict: live
+        if answer.status_code is None:
+            raise _error(answer)
+        return await _response(request, answer)
+
+    return serve
+
+
+@cache
+def _unmatched_class() -> type[Exception]:
+    import aiohttp  # noqa: PLC0415
+
+    class UnmatchedAiohttpRequestError(UnmatchedConnectionError, aiohttp.ClientConnectionError):
+        """An unmatched request in strict replay, as aiohttp's callers catch connection
+        errors."""
+
+    return UnmatchedAiohttpRequestError
+
+
+def _error(answer: Answer) -> Exception:
+    """The client error a step recorded, as the aiohttp class of that name when it is one."""
+    import aiohttp  # noqa: PLC0415
+
+    name = (answer.error_type or "").rsplit(".", 1)[-1]
+    message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
+    cls = getattr(aiohttp, name, None)
+    if isinstance(cls, type) and issubclass(cls, aiohttp.ClientError):
+        try:
+            return cls(message)
+        except TypeError:  # a class that wants more than a message
+            pass
+    return aiohttp.ClientConnectionError(message)
+
+
+class _Protocol:
+    """The stand-in connection's protocol: what a response and its body reader ask of it."""
+
+    connected = True
+    upgraded = False
+
+    def __init__(self, message: Any, reader: Any) -> None:
+        self._message = message
+        self.reader = reader
+
+    async def read(self) -> tuple[Any, Any]:
+        return self._message, self.reader
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class _Connection:
+    """The stand-in connection a served response holds and releases."""
+
+    transport = None
+
+    def __init__(self, protocol: _Protocol) -> None:
+        self.protocol = protocol
+        self._callbacks: list[Callable[[], None]] = []
+
+    def add_callback(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def _done(self) -> None:
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def release(self) -> None:
+        self._done()
+
+    def close(self) -> None:
+        self._done()
+
+    @property
+    def closed(self) -> bool:
+        return not self._callbacks
+
+
+@cache
+def _reader_class() -> type[Any]:
+    from aiohttp import StreamReader  # noqa: PLC0415
+
+    class ReplayReader(StreamReader):
+        """A body reader fed one recorded chunk each time a read waits for data."""
+
+        __slots__ = ("_otel_error", "_otel_pending", "_otel_started")
+        _otel_error: Exception | None
+        _otel_pending: collections.deque[tuple[bytes, int]]
+        _otel_started: float
+
+        async def _wait(self, func_name: str) -> None:
+            pending = self._otel_pending
+            if pending:
+                chunk, due = pending.popleft()
+                if due:
+                    delay = self._otel_started + due / 1e9 - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                self.feed_data(chunk)
+                if self._http_chunk_splits is not None:
+                    self.end_http_chunk_receiving()
+            elif self._otel_error is not None:
+                self.set_exception(self._otel_error)
+                raise self._otel_error
+            else:
+                self.feed_eof()
+
+    return ReplayReader
+
+
+def _reader(answer: Answer, protocol: Any, loop: asyncio.AbstractEventLoop, chunked: bool) -> Any:
+    reader = _reader_class()(protocol, _LIMIT, loop=loop)
+    reader._otel_pending = collections.deque(
+        (chunk, due) for chunk, due in zip(answer.chunks, answer.times, strict=True) if chunk
+    )
+    reader._otel_started = time.perf_counter()
+    reader._otel_error = _error(answer) if answer.error_type is not None else None
+    if chunked:
+        reader.begin_http_chunk_receiving()
+    return reader
+
+
+@cache
+def _takes_stream_writer(response_class: type[Any]) -> bool:
+    return "stream_writer" in inspect.signature(response_class).parameters
+
+
+class _Written:
+    """What a response made without a writer asks of the request's stream writer."""
+
+    def __init__(self, size: int) -> None:
+        self.output_size = size
+
+
+async def _response(request: Any, answer: Answer) -> Any:
+    from aiohttp.helpers import TimerNoop  # noqa: PLC0415
+    from aiohttp.http import HttpVersion11  # noqa: PLC0415
+    from aiohttp.http_parser import RawResponseMessage  # noqa: PLC0415
+    from multidict import CIMultiDict, CIMultiDictProxy  # noqa: PLC0415
+
+    status = answer.status_code
+    assert status is not None
+    chunked = len(answer.chunks) > 1 or answer.error_type is not None
+    headers = list(answer.headers)
+    if chunked:
+        headers.append(("Transfer-Encoding", "chunked"))
+    else:
+        headers.append(("Content-Length", str(sum(len(c) for c in answer.chunks))))
+    loop = asyncio.get_running_loop()
+    protocol = _Protocol(None, None)
+    protocol.reader = _reader(answer, protocol, loop, chunked)
+    protocol._message = RawResponseMessage(
+        version=HttpVersion11,
+        code=status,
+        reason=_reason(status),
+        headers=CIMultiDictProxy(CIMultiDict(headers)),
+        raw_headers=tuple(
+            (k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in headers
+        ),
+        should_close=False,
+        compression=None,
+        upgrade=False,
+        chunked=chunked,
+    )
+    options: dict[str, Any] = {
+        "writer": None,
+        "continue100": None,
+        "timer": TimerNoop(),
+        "request_info": request.request_info,
+        "traces": getattr(request, "_traces", []),
+        "loop": loop,
+        "session": getattr(request, "session", None),
+    }
+    response_class = request.response_class
+    if _takes_stream_writer(response_class):
+        options["stream_writer"] = _Written(0)
+    response = response_class(request.method, request.original_url, **options)
+    await response.start(_Connection(protocol))
+    return response
+
+
+def _reason(status: int) -> str:
+    import http  # noqa: PLC0415
+
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""

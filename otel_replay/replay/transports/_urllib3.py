@@ -1,0 +1,234 @@
+"""Replay for urllib3 (and requests and botocore above it): recorded answers from the
+connection, before it ever connects.
+
+The seam is urllib3's ``HTTPConnection``: ``request`` asks the session for the recorded answer
+instead of sending, ``getresponse`` serves it. Above it everything runs as usual: the pool's
+retries and redirects, requests' adapter, botocore's session, and the capture's wrapper on
+``HTTPConnectionPool._make_request``, which records the re-execution. Connecting ahead of the
+request (an HTTPS pool validating its connection, a proxy tunnel) is skipped while a replay
+is installed; an unmatched request sent live (not strict) connects as it is sent.
+
+The recorded response is served through a real ``http.client.HTTPResponse`` reading the
+response as bytes on a stand-in socket (chunked, one HTTP chunk per recorded chunk, when there
+is more than one), so urllib3 reads, decodes and chunks it exactly as it would from the
+network, ``read_chunked`` and ``stream()`` included; ``timing="recorded"`` paces the chunks.
+A response recorded cut short is served cut short, so urllib3 raises as it did. A request the
+recording lacks raises :class:`~otel_replay.errors.UnmatchedConnectionError` from ``request``
+in strict mode, which urllib3 and requests turn into their connection errors.
+"""
+
+from __future__ import annotations
+
+import http
+import http.client
+import io
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+from otel_replay.capture.transports._urllib3 import request_url
+from otel_replay.capture.transports._view import raw_headers
+from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
+from otel_replay.replay._session import Answer, ReplaySession
+
+__all__ = ["install"]
+
+_ANSWER = "_otel_replay_answer"
+
+
+def install(session: ReplaySession) -> Callable[[], None] | None:
+    """Serve urllib3 2.x connections from ``session``; the undo function, or None."""
+    try:
+        import urllib3  # noqa: PLC0415 - optional
+        import urllib3.connection  # noqa: PLC0415
+        import urllib3.connectionpool  # noqa: PLC0415
+    except ImportError:
+        return None
+    if not str(getattr(urllib3, "__version__", "")).startswith("2."):
+        return None
+    import wrapt  # noqa: PLC0415
+    from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
+
+    conn = urllib3.connection.HTTPConnection
+    pool = urllib3.connectionpool.HTTPSConnectionPool
+    wrapt.wrap_function_wrapper(conn, "request", _request(session))
+    wrapt.wrap_function_wrapper(conn, "getresponse", _getresponse(session))
+    for name in ("_validate_conn", "_prepare_proxy"):
+        wrapt.wrap_function_wrapper(pool, name, _skip_connecting)
+
+    def undo() -> None:
+        unwrap(conn, "request")
+        unwrap(conn, "getresponse")
+        for name in ("_validate_conn", "_prepare_proxy"):
+            unwrap(pool, name)
+
+    return undo
+
+
+def _skip_connecting(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """Connecting before the request is sent: not while a replay answers requests."""
+    if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+        return wrapped(*args, **kwargs)
+    return None
+
+
+def _target(conn: Any, url: str) -> str:
+    host = getattr(conn, "_tunnel_host", None) or conn.host
+    port = getattr(conn, "_tunnel_port", None) if getattr(conn, "_tunnel_host", None) else conn.port
+    scheme = "https" if conn.default_port == 443 else "http"
+    return request_url(scheme, host, port, url)
+
+
+def _body_bytes(body: Any, method: str, blocksize: int) -> tuple[bytes, bool]:
+    """The bytes urllib3 would send for ``body`` and whether it would stream them (chunked)."""
+    from urllib3.util.request import body_to_chunks  # noqa: PLC0415
+
+    made = body_to_chunks(body, method=method, blocksize=blocksize)
+    if made.chunks is None:
+        return b"", False
+    data = b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in made.chunks)
+    return data, made.content_length is None
+
+
+def _request(session: ReplaySession) -> Callable[..., Any]:
+    def request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+            return wrapped(*args, **kwargs)  # telemetry: the socket guard decides
+        names = ("method", "url", "body", "headers")
+        call = dict(zip(names, args, strict=False)) | kwargs
+        method, url = call["method"], call["url"]
+        body, streamed = _body_bytes(call.get("body"), method, instance.blocksize)
+        target = _target(instance, url)
+        try:
+            answer = session.answer(method, target, body, None, raw_headers(call.get("headers")))
+        except UnmatchedRequestError as exc:
+            raise UnmatchedConnectionError(str(exc)) from None
+        if answer is None:  # not strict: send it live, the body as read
+            call["body"] = iter((body,)) if streamed else body
+            return wrapped(**call)
+        if answer.status_code is None:
+            raise _transport_error(answer, instance, target)
+        setattr(instance, _ANSWER, (answer, method, call))
+        return None
+
+    return request
+
+
+def _getresponse(session: ReplaySession) -> Callable[..., Any]:
+    def getresponse(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        served = instance.__dict__.pop(_ANSWER, None)
+        if served is None:
+            return wrapped(*args, **kwargs)
+        answer, method, call = served
+        return _response(answer, method, call)
+
+    return getresponse
+
+
+def _transport_error(answer: Answer, conn: Any, url: str) -> Exception:
+    """The error a step recorded before any response, as urllib3 raised it."""
+    from urllib3 import exceptions  # noqa: PLC0415
+
+    name = (answer.error_type or "").rsplit(".", 1)[-1]
+    message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
+    cls = getattr(exceptions, name, None)
+    if isinstance(cls, type) and issubclass(cls, exceptions.NewConnectionError):
+        return cls(conn, message)
+    if isinstance(cls, type) and issubclass(cls, exceptions.ReadTimeoutError):
+        return cls(None, url, message)  # type: ignore[arg-type]
+    return exceptions.ProtocolError(message)
+
+
+def _wire(answer: Answer) -> tuple[list[bytes], list[int]]:
+    """The response as HTTP/1.1 bytes, in segments with the time each is due."""
+    status = answer.status_code or 0
+    phrase = _phrase(status)
+    chunked = len(answer.chunks) > 1 or answer.error_type is not None
+    head = [f"HTTP/1.1 {status} {phrase}"]
+    head += [f"{name}: {value}" for name, value in answer.headers]
+    if chunked:
+        head.append("Transfer-Encoding: chunked")
+    else:
+        head.append(f"Content-Length: {sum(len(c) for c in answer.chunks)}")
+    segments = [("\r\n".join(head) + "\r\n\r\n").encode("latin-1", errors="replace")]
+    times = [0]
+    for chunk, due in zip(answer.chunks, answer.times, strict=True):
+        if chunk:
+            segments.append(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+            times.append(due)
+    if chunked and answer.error_type is None:
+        segments.append(b"0\r\n\r\n")  # a stream recorded cut short stops without its end
+        times.append(times[-1])
+    return segments, times
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+class _Wire(io.RawIOBase):
+    """The recorded response's bytes, a segment at most per read, each when it is due."""
+
+    def __init__(self, segments: list[bytes], times: list[int]) -> None:
+        self._segments = segments
+        self._times = times
+        self._index = 0
+        self._offset = 0
+        self._started = time.perf_counter()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._index >= len(self._segments):
+            return 0
+        if self._offset == 0 and self._times[self._index]:
+            delay = self._started + self._times[self._index] / 1e9 - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        segment = self._segments[self._index]
+        size = min(len(buffer), len(segment) - self._offset)
+        buffer[:size] = segment[self._offset : self._offset + size]
+        self._offset += size
+        if self._offset == len(segment):
+            self._index += 1
+            self._offset = 0
+        return size
+
+
+class _Socket:
+    """What ``http.client.HTTPResponse`` reads a response from."""
+
+    def __init__(self, wire: _Wire) -> None:
+        self._wire = wire
+
+    def makefile(self, *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(self._wire)
+
+
+def _response(answer: Answer, method: str, call: dict[str, Any]) -> Any:
+    from urllib3 import HTTPHeaderDict, HTTPResponse  # noqa: PLC0415
+
+    wire = _Wire(*_wire(answer))
+    original = http.client.HTTPResponse(_Socket(wire), method=method)  # type: ignore[arg-type]
+    original.begin()
+    return HTTPResponse(
+        body=original,
+        headers=HTTPHeaderDict(list(original.msg.items())),
+        status=original.status,
+        version=original.version,
+        version_string="HTTP/1.1",
+        reason=original.reason,
+        preload_content=call.get("preload_content", True),
+        decode_content=call.get("decode_content", True),
+        original_response=original,
+        enforce_content_length=call.get("enforce_content_length", True),
+        request_method=method,
+        request_url=call["url"],
+    )
