@@ -60,7 +60,7 @@ def main() -> int:
             "OTEL_LOGS_EXPORTER": "none",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_EXPORTER_OTLP_ENDPOINT": sink.http_endpoint,
-            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx,httpx2,openai,openai_v2",
+            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx,httpx2,openai,openai_v2,openai_agents",
         }
         instrument = Path(sys.executable).with_name("opentelemetry-instrument")
         print(

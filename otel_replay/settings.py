@@ -112,6 +112,10 @@ def _live_tools(raw: str) -> bool:
     return value == "read"
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+
+
 def _days(raw: str) -> float:
     value = float(raw.strip())
     if not value >= 0 or value == float("inf"):
@@ -245,6 +249,13 @@ SETTINGS: tuple[Setting, ...] = (
         "replay mode: 'read' runs read tools live instead of serving their recorded results "
         "(set by replay --live-tools read); write tools never run",
     ),
+    Setting(
+        "OTEL_REPLAY_WRITE_TOOLS",
+        "",
+        _names,
+        "comma-separated names or globs of framework tools that have side effects (never run "
+        "in replay)",
+    ),
 )
 
 
@@ -271,6 +282,7 @@ class Settings:
     clock: Clock
     report: str | None
     live_read_tools: bool
+    write_tools: tuple[str, ...]
 
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -336,4 +348,5 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         clock=values["OTEL_REPLAY_CLOCK"],
         report=values["OTEL_REPLAY_REPORT"],
         live_read_tools=values["OTEL_REPLAY_LIVE_TOOLS"],
+        write_tools=values["OTEL_REPLAY_WRITE_TOOLS"],
     )

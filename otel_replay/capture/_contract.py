@@ -24,7 +24,7 @@ import orjson
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.errors import ConfigError, ToolContractError
 
-__all__ = ["Contract", "bound_arguments", "contract_for"]
+__all__ = ["Contract", "bound_arguments", "contract_for", "schema_version"]
 
 _RECEIVERS = ("self", "cls")
 
@@ -62,6 +62,26 @@ class Contract:
         return definition
 
 
+def schema_version(
+    name: str,
+    description: str | None,
+    input_schema: Mapping[str, Any] | None,
+    output_schema: Mapping[str, Any] | None,
+) -> str:
+    """``replay.tool.schema.version`` of a tool (ours or a framework's): the sha256 of the
+    canonical JSON of what a model is told of it and what it returns."""
+    return sha256_tag(
+        canonical_json(
+            {
+                "name": name,
+                "description": description,
+                "input_schema": input_schema,
+                "output_schema": output_schema,
+            }
+        )
+    )
+
+
 def contract_for(
     fn: Callable[..., Any],
     name: str,
@@ -78,16 +98,7 @@ def contract_for(
     returns = hints.get("return", inspect.Signature.empty)
     if output_schema is None and returns is not inspect.Signature.empty:
         output_schema = _type_schema(returns)
-    version = sha256_tag(
-        canonical_json(
-            {
-                "name": name,
-                "description": description,
-                "input_schema": input_schema,
-                "output_schema": output_schema,
-            }
-        )
-    )
+    version = schema_version(name, description, input_schema, output_schema)
     return Contract(
         name=name,
         description=description,

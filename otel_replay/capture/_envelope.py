@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -48,6 +49,7 @@ __all__ = [
     "Call",
     "Served",
     "Server",
+    "active",
     "address",
     "claim_tool_call",
     "current_call_key",
@@ -55,6 +57,7 @@ __all__ = [
     "note_tool_calls",
     "perform",
     "perform_async",
+    "tool_call",
     "use_recorder",
     "use_server",
 ]
@@ -205,6 +208,53 @@ class Call:
     """For tools: the GenAI attributes that carry the arguments and the result as text."""
 
 
+_TOOL_CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
+
+
+def tool_call(
+    name: str,
+    arguments: bytes,
+    effect: str,
+    *,
+    description: str | None = None,
+    schema_version: str | None = None,
+    call_id: str | None = None,
+) -> Call:
+    """The :class:`Call` of tool ``name`` with canonical ``arguments``: its span is
+    ``execute_tool {name}`` with the GenAI tool attributes. ``call_id`` is the model tool call
+    it answers when the caller knows it; otherwise the oldest unanswered model call to ``name``
+    with these arguments is claimed (:func:`claim_tool_call`)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.type": "function",
+        A.REPLAY_TOOL_EFFECT: effect,
+    }
+    if schema_version is not None:
+        attributes[A.REPLAY_TOOL_SCHEMA_VERSION] = schema_version
+    if description:
+        attributes["gen_ai.tool.description"] = description
+    if call_id is None:
+        call_id = claim_tool_call(current_run().run_id, name, arguments)
+    if call_id is not None:
+        attributes["gen_ai.tool.call.id"] = call_id
+    return Call(
+        kind="tool",
+        name=name,
+        arguments=arguments,
+        span_name=f"execute_tool {name}",
+        attributes=attributes,
+        effect=effect,
+        content_keys=_TOOL_CONTENT_KEYS,
+    )
+
+
+def active() -> bool:
+    """Whether envelope steps are recorded or served now (else a framework hook stands
+    aside and the call runs as if we were not there)."""
+    return _recorder is not None or _server is not None
+
+
 def _error_body(exc: BaseException) -> bytes:
     """The response body of a step that raised ``exc``."""
     return canonical_json({"type": qualified_name(exc), "message": str(exc)})
@@ -323,10 +373,11 @@ class _Open:
         attrs.update(call.attributes)
         attrs[A.REPLAY_REQUEST_HASH] = request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(body)
-        self._content(body, A.REPLAY_REQUEST_BODY, 0, attrs)
         foreign = _foreign_tool_span(call) if call.kind == "tool" else None
+        self.owns_span = foreign is None
+        self._content(body, A.REPLAY_REQUEST_BODY, 0, attrs)
         if foreign is not None:
-            self.span, self.owns_span = foreign, False
+            self.span = foreign
             foreign.set_attributes(attrs)
         else:
             self.span = recorder.tracer.start_span(
@@ -352,13 +403,16 @@ class _Open:
 
     def _content(self, body: bytes, inline_key: str, which: int, attrs: dict[str, Any]) -> None:
         """Put ``body`` on the span: as the GenAI content attribute of a tool when content
-        is captured (it is the same text), else inline within the limit."""
+        is captured (it is the same text), else inline within the limit. On a framework's
+        span, inline too: the framework may set the GenAI attribute again, its own way."""
         recorder = self.recorder
         assert recorder is not None
         keys = self.call.content_keys
-        if keys is not None and recorder.capture_content:
+        as_content = keys is not None and recorder.capture_content
+        if keys is not None and as_content:
             attrs[keys[which]] = body.decode("utf-8", errors="replace")
-        elif recorder.inline_limit and len(body) <= recorder.inline_limit:
+        inline = not as_content or not self.owns_span
+        if inline and recorder.inline_limit and len(body) <= recorder.inline_limit:
             attrs[inline_key] = encode_body(body)
 
     def finish(self, body: bytes, error_type: str | None) -> None:
@@ -400,15 +454,21 @@ class _Open:
     @contextmanager
     def running(self) -> Iterator[None]:
         """While the live call runs: its idempotency key is current, the steps it makes are
-        marked as made within it, and what it raises ends the step."""
+        marked as made within it, its span is the current span (what the call does, an HTTP
+        request, a nested tool, a framework's RPC, is its child), and what it raises ends
+        the step."""
         token = _call_key.set(self.key)
         inside = _enclosing.set((self.run_id, self.index))
+        span = self.span if self.owns_span else None  # a framework's span is current already
+        current = None if span is None else otel_context.attach(trace.set_span_in_context(span))
         try:
             yield
         except BaseException as exc:
             self.finish(_error_body(exc), qualified_name(exc))
             raise
         finally:
+            if current is not None:
+                otel_context.detach(current)
             _enclosing.reset(inside)
             _call_key.reset(token)
 

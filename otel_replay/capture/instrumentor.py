@@ -38,6 +38,7 @@ from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
+from otel_replay.capture.frameworks import attach, detach
 from otel_replay.errors import ConfigError
 
 __all__ = ["ReplayInstrumentor", "capture_content_enabled"]
@@ -96,6 +97,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         use_tracer(tracer)
         use_recorder(self.recorder)
+        attach(config.write_tools)  # framework tools (LangChain, Agents SDK, MCP) as steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so it runs before their exit flush.
         atexit.register(self.recorder.open_steps.finish_all)
@@ -132,6 +134,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if self.recorder is not None:
             atexit.unregister(self.recorder.open_steps.finish_all)
             self.recorder.open_steps.finish_all()
+            detach()
         self.recorder = None
         use_tracer(None)
         use_recorder(None)

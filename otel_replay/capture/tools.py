@@ -28,23 +28,20 @@ from typing import Any, Literal, TypeVar, overload
 
 import orjson
 
-from otel_replay import attributes as A
 from otel_replay.capture._contract import Contract, bound_arguments, contract_for
 from otel_replay.capture._envelope import (
     Call,
-    claim_tool_call,
     current_call_key,
     perform,
     perform_async,
+    tool_call,
 )
 from otel_replay.capture._jsonable import encode, encode_exact, restore
-from otel_replay.capture._run import current_run
 
 __all__ = ["Effect", "idempotency_key", "tool"]
 
 Effect = Literal["read", "write"]
 F = TypeVar("F", bound=Callable[..., Any])
-_CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
 
 
 @overload
@@ -91,30 +88,13 @@ def tool(
 
 
 def _wrap(function: F, contract: Contract, effect: Effect) -> F:
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": contract.name,
-        "gen_ai.tool.type": "function",
-        A.REPLAY_TOOL_EFFECT: effect,
-        A.REPLAY_TOOL_SCHEMA_VERSION: contract.version,
-    }
-    if contract.description:
-        attributes["gen_ai.tool.description"] = contract.description
-
     def call_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
-        arguments = encode(bound_arguments(contract.signature, args, kwargs))
-        span_attributes = dict(attributes)
-        call_id = claim_tool_call(current_run().run_id, contract.name, arguments)
-        if call_id is not None:
-            span_attributes["gen_ai.tool.call.id"] = call_id
-        return Call(
-            kind="tool",
-            name=contract.name,
-            arguments=arguments,
-            span_name=f"execute_tool {contract.name}",
-            attributes=span_attributes,
-            effect=effect,
-            content_keys=_CONTENT_KEYS,
+        return tool_call(
+            contract.name,
+            encode(bound_arguments(contract.signature, args, kwargs)),
+            effect,
+            description=contract.description,
+            schema_version=contract.version,
         )
 
     def checked(value: Any) -> bytes:

@@ -18,7 +18,9 @@ from typing import Any
 import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
+from otel_replay import settings
 from otel_replay.capture._envelope import use_server
+from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
 from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
@@ -50,8 +52,10 @@ def install(session: ReplaySession) -> Callable[[], None]:
     for guard in guards:
         guard.install()
     use_server(session)
+    attach(settings.read("OTEL_REPLAY_WRITE_TOOLS"))  # framework tools served as steps
 
     def undo() -> None:
+        detach()
         use_server(None)
         for client in wrapped:
             unwrap(client, "_transport_for_url")

@@ -1,0 +1,219 @@
+"""LangChain and LangGraph tools as tool steps.
+
+Every ``BaseTool`` call, ``tool.invoke``/``ainvoke`` made directly or by LangGraph's
+``ToolNode``, goes through ``BaseTool.run``/``arun``. The seam has two levels:
+
+* ``run``/``arun``, wrapped once on ``BaseTool``, know what the model asked for: the tool's
+  name, its arguments as given (the injected ones, such as the graph state, the store, the
+  runtime or callbacks, left out) and the model's tool call id.
+* The step itself is the tool's own body, ``_run``/``_arun``, wrapped on the class that
+  defines it the first time one of its tools runs. LangChain's callbacks, input validation,
+  ``handle_tool_error`` and output formatting (a ``ToolMessage``, content and artifact) run
+  around it as they do without us, when recording and when replaying: only the body is
+  recorded, or served.
+
+The body's return value is recorded as exact JSON. Replay restores it with the body's return
+annotation where there is one (``StructuredTool``'s function, a subclass's ``_run``): a
+``ToolMessage`` or a pydantic model comes back as one; a ``content_and_artifact`` tool gets
+its two-tuple back. A tool built from an ``@otel_replay.tool`` function is left to that
+function's own step (one step per call, with the effect its author declared).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import threading
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+from otel_replay.capture._contract import schema_version
+from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
+from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture.frameworks._effect import effect_of
+from otel_replay.capture.frameworks._patch import wrap
+
+__all__ = ["patch"]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A tool call ``run``/``arun`` saw, waiting for its body; ``taken`` once a body made it
+    a step (a body calling its parent class's body is not a second step)."""
+
+    tool: Any
+    arguments: bytes
+    call_id: str | None
+    taken: bool = False
+
+
+_pending: contextvars.ContextVar[_Pending | None] = contextvars.ContextVar(
+    "otel_replay_langchain_pending", default=None
+)
+_lock = threading.Lock()
+_base: type[Any] | None = None
+# (class, "_run"/"_arun") -> undo, for the bodies wrapped so far.
+_bodies: dict[tuple[type[Any], str], Callable[[], None]] = {}
+
+
+def patch(module: ModuleType) -> Callable[[], None]:
+    """Make the tools of ``langchain_core.tools.base`` steps; returns the undo."""
+    global _base  # noqa: PLW0603 - one BaseTool per process
+    base = module.BaseTool
+    for name in ("_run", "_arun", "_filter_injected_args", "tool_call_schema"):
+        if not hasattr(base, name):
+            raise AttributeError(f"BaseTool.{name} is missing")
+    undo_run = wrap(base, "run", _run)
+    try:
+        undo_arun = wrap(base, "arun", _arun)
+    except Exception:
+        undo_run()
+        raise
+    _base = base
+
+    def undo() -> None:
+        undo_arun()
+        undo_run()
+        with _lock:
+            for undo_body in _bodies.values():
+                undo_body()
+            _bodies.clear()
+
+    return undo
+
+
+def _run(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    pending = _pending_call(instance, args, kwargs)
+    if pending is None:
+        return wrapped(*args, **kwargs)
+    token = _pending.set(pending)
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        _pending.reset(token)
+
+
+def _arun(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    pending = _pending_call(instance, args, kwargs)
+    if pending is None:
+        return wrapped(*args, **kwargs)
+    return _arun_with(pending, wrapped, args, kwargs)
+
+
+async def _arun_with(pending: _Pending, wrapped: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    token = _pending.set(pending)
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        _pending.reset(token)
+
+
+def _pending_call(tool: Any, args: Any, kwargs: Any) -> _Pending | None:
+    """The call ``run``/``arun`` is about to make, with its body wrapped; None when we stand
+    aside (nothing recorded or served now, or the tool is an ``@otel_replay.tool``)."""
+    if not active() or _decorated(tool):
+        return None
+    tool_input = args[0] if args else kwargs.get("tool_input")
+    if isinstance(tool_input, dict):
+        tool_input = tool._filter_injected_args(tool_input)
+    call_id = kwargs.get("tool_call_id")
+    _wrap_bodies(type(tool))
+    return _Pending(tool, encode(tool_input), call_id if isinstance(call_id, str) else None)
+
+
+def _decorated(tool: Any) -> bool:
+    return any(
+        hasattr(getattr(tool, attr, None), "__otel_replay_contract__")
+        for attr in ("func", "coroutine")
+    )
+
+
+def _wrap_bodies(cls: type[Any]) -> None:
+    """Wrap the ``_run`` and ``_arun`` that ``cls``'s tools run (once per defining class).
+
+    ``BaseTool``'s own ``_arun`` is left alone: it runs ``_run`` in an executor (wrapped, and
+    the context goes with it), and ``arun`` tells whether a class overrides it by identity.
+    """
+    for attr, wrapper in (("_run", _body), ("_arun", _abody)):
+        owner = next((c for c in cls.__mro__ if attr in vars(c)), None)
+        if owner is None or owner is _base or (owner, attr) in _bodies:
+            continue
+        with _lock:
+            if (owner, attr) not in _bodies:
+                _bodies[(owner, attr)] = wrap(owner, attr, wrapper)
+
+
+def _taken(instance: Any) -> _Pending | None:
+    """The pending call this body makes a step of, if it is the first body of that call."""
+    pending = _pending.get()
+    if pending is None or pending.taken or pending.tool is not instance:
+        return None
+    pending.taken = True
+    return pending
+
+
+def _body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    pending = _taken(instance)
+    if pending is None:
+        return wrapped(*args, **kwargs)
+    return perform(
+        _call_of(pending), lambda: wrapped(*args, **kwargs), encode_exact, _restorer(instance)
+    )
+
+
+def _abody(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    pending = _taken(instance)
+    if pending is None:
+        return wrapped(*args, **kwargs)
+    return perform_async(
+        _call_of(pending), lambda: wrapped(*args, **kwargs), encode_exact, _restorer(instance)
+    )
+
+
+def _call_of(pending: _Pending) -> Call:
+    tool = pending.tool
+    name = str(tool.name)
+    description = tool.description or None
+    return tool_call(
+        name,
+        pending.arguments,
+        effect_of(name),
+        description=description,
+        schema_version=_schema_version(tool, name, description),
+        call_id=pending.call_id,
+    )
+
+
+def _schema_version(tool: Any, name: str, description: str | None) -> str | None:
+    try:
+        schema = tool.tool_call_schema  # memoised by LangChain per tool
+        parameters = schema if isinstance(schema, dict) else schema.model_json_schema()
+    except Exception:  # a schema LangChain itself cannot render: no version
+        return None
+    return schema_version(name, description, parameters, None)
+
+
+def _restorer(tool: Any) -> Callable[[bytes], Any]:
+    def restored(body: bytes) -> Any:
+        value = restore(orjson.loads(body), _returns(tool))
+        if tool.response_format == "content_and_artifact" and isinstance(value, list):
+            return tuple(value)  # LangChain unpacks (content, artifact) from a tuple only
+        return value
+
+    return restored
+
+
+def _returns(tool: Any) -> Any:
+    """The return annotation of the body ``tool`` runs, or None."""
+    body = getattr(tool, "coroutine", None) or getattr(tool, "func", None)
+    if body is None:
+        body = type(tool)._run
+    try:
+        return typing.get_type_hints(inspect.unwrap(body)).get("return")
+    except Exception:  # unresolvable hints, or not a function: served as JSON
+        return None

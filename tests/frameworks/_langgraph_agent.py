@@ -1,0 +1,79 @@
+"""An order-desk agent in LangGraph: a ChatOpenAI node and a ToolNode, its tools plain
+LangChain ``@tool`` functions with no otel-replay code.
+
+The first question runs the graph synchronously (``lookup_order``, a sync tool, through
+``ToolNode`` and ``tool.invoke``), the second asynchronously (``refund_order``, an async tool,
+through ``tool.ainvoke``).
+
+    python _langgraph_agent.py orders.sqlite
+
+Environment: STANDIN_URL, the stand-in model provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
+
+DB = open_database(sys.argv[1])
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Get an order's status, item and total."""
+    return lookup(DB, order_id)
+
+
+@tool
+async def refund_order(order_id: str, reason: str) -> dict[str, Any]:
+    """Refund an order in full."""
+    return refund(DB, order_id, reason)
+
+
+TOOLS = [lookup_order, refund_order]
+
+
+def build() -> Any:
+    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
+    model = ChatOpenAI(
+        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
+    ).bind_tools(TOOLS)
+
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(TOOLS))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
+def main() -> None:
+    graph = build()
+    messages: list[AnyMessage] = [SystemMessage(SYSTEM)]
+    for turn, question in enumerate(QUESTIONS):
+        print(f"customer> {question}")
+        state = {"messages": [*messages, HumanMessage(question)]}
+        result = graph.invoke(state) if turn == 0 else asyncio.run(graph.ainvoke(state))
+        messages = result["messages"]
+        for message in messages[-3:-1]:
+            if message.type == "tool":
+                print(f"  [tool] {message.name} -> {message.content}")
+        print(f"agent> {messages[-1].content}")
+
+
+if __name__ == "__main__":
+    main()

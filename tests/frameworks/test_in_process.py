@@ -1,0 +1,234 @@
+"""Framework tools recorded and replayed in-process (the real pipeline into a store, spans kept
+in memory, ``otel_replay.replaying``): what the agent scripts do not show."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.tools import ToolException, tool
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_replay
+from tests.export._support import ROOT, Pipeline
+from tests.frameworks._orders import open_database
+
+RUNS: list[str] = []
+
+
+@tool
+def read_stock(sku: str) -> dict[str, Any]:
+    """How many of an item are in stock."""
+    RUNS.append("read_stock")
+    return {"sku": sku, "in_stock": 3}
+
+
+@tool
+def reserve_stock(sku: str, count: int) -> str:
+    """Reserve items."""
+    RUNS.append("reserve_stock")
+    return f"reserved {count} x {sku}"
+
+
+@tool
+def flaky_supplier(sku: str) -> str:
+    """Ask the supplier."""
+    RUNS.append("flaky_supplier")
+    raise ToolException(f"supplier has no {sku}")
+
+
+flaky_supplier.handle_tool_error = True  # the exception becomes the tool's text
+
+
+@otel_replay.tool(effect="write")
+def ship(order_id: str) -> dict[str, str]:
+    """Ship an order (declared a write tool by its author)."""
+    RUNS.append("ship")
+    return {"order_id": order_id, "status": "shipped"}
+
+
+shipping = tool(ship)  # a LangChain tool made of an @otel_replay.tool function
+
+
+@tool
+def ship_and_report(order_id: str) -> str:
+    """Ship, then report (a LangChain tool whose body calls a recorded tool)."""
+    RUNS.append("ship_and_report")
+    return f"report: {ship(order_id)['status']}"
+
+
+def langchain_agent() -> list[Any]:
+    return [
+        read_stock.invoke(
+            {"type": "tool_call", "id": "call_1", "name": "read_stock", "args": {"sku": "KB-101"}}
+        ),
+        reserve_stock.invoke({"sku": "KB-101", "count": 2}),
+        flaky_supplier.invoke({"sku": "KB-101"}),
+        asyncio.run(shipping.ainvoke({"order_id": "A-1"})),
+        ship_and_report.invoke({"order_id": "A-2"}),
+    ]
+
+
+class Recorded:
+    def __init__(self, store: Path, run_id: str, seen: Any, spans: list[ReadableSpan]) -> None:
+        self.store, self.run_id, self.seen, self.spans = store, run_id, seen, spans
+
+    def tools(self) -> list[dict[str, Any]]:
+        found = [dict(s.attributes or {}) for s in self.spans if s.name.startswith("execute_tool")]
+        return sorted(found, key=lambda attrs: attrs["replay.step.index"])
+
+
+def _record(path: Path, agent: Any, **env: str) -> Recorded:
+    memory = InMemorySpanExporter()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        with Pipeline(path) as pipeline:
+            pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+            seen = agent()
+            run_id = pipeline.run.run_id
+    return Recorded(path, run_id, seen, list(memory.get_finished_spans()))
+
+
+@pytest.fixture(scope="module")
+def langchain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    RUNS.clear()
+    recorded = _record(
+        tmp_path_factory.mktemp("langchain") / "store",
+        langchain_agent,
+        OTEL_REPLAY_WRITE_TOOLS="reserve_*",
+    )
+    assert RUNS == [
+        "read_stock",
+        "reserve_stock",
+        "flaky_supplier",
+        "ship",
+        "ship_and_report",
+        "ship",
+    ]
+    yield recorded
+
+
+def test_langchain_tools_are_steps_with_effects_and_nesting(langchain: Recorded) -> None:
+    steps = [
+        (t["gen_ai.tool.name"], t["replay.tool.effect"], t.get("replay.step.within"))
+        for t in langchain.tools()
+    ]
+    assert steps == [
+        ("read_stock", "read", None),
+        ("reserve_stock", "write", None),  # OTEL_REPLAY_WRITE_TOOLS=reserve_*
+        ("flaky_supplier", "read", None),
+        ("ship", "write", None),  # one step, the decorator's, with its declared effect
+        ("ship_and_report", "read", None),
+        ("ship", "write", 4),  # made inside ship_and_report's body
+    ]
+    tools = langchain.tools()
+    assert tools[0]["gen_ai.tool.call.id"] == "call_1"
+    assert tools[2]["error.type"] == "langchain_core.tools.base.ToolException"
+    assert langchain.seen[2] == "supplier has no KB-101"  # handle_tool_error made it text
+
+
+def test_langchain_tools_replay_without_running(langchain: Recorded) -> None:
+    RUNS.clear()
+    with otel_replay.replaying(langchain.run_id, store=str(langchain.store)) as result:
+        again = langchain_agent()
+    assert RUNS == []
+    assert again == langchain.seen  # the ToolMessage, the handled ToolException's text...
+    assert result.identical, result.first_divergence
+
+
+def test_a_named_write_tool_never_runs_while_read_tools_run_live(
+    langchain: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    RUNS.clear()
+    monkeypatch.setenv("OTEL_REPLAY_WRITE_TOOLS", "reserve_*")
+    with otel_replay.replaying(langchain.run_id, store=str(langchain.store), live_tools="read"):
+        langchain_agent()
+    assert "read_stock" in RUNS and "reserve_stock" not in RUNS and "ship" not in RUNS
+    RUNS.clear()
+    monkeypatch.delenv("OTEL_REPLAY_WRITE_TOOLS")  # not named: a read tool, so it runs live
+    with otel_replay.replaying(langchain.run_id, store=str(langchain.store), live_tools="read"):
+        langchain_agent()
+    assert "reserve_stock" in RUNS and "ship" not in RUNS
+
+
+def test_hooks_come_off_when_nobody_holds_them() -> None:
+    import mcp.client.session
+    from langchain_core.tools import BaseTool
+
+    assert not hasattr(vars(BaseTool)["run"], "__wrapped__")
+    assert not hasattr(vars(mcp.client.session.ClientSession)["call_tool"], "__wrapped__")
+    RUNS.clear()
+    read_stock.invoke({"sku": "x"})  # runs as if we were not there
+    assert RUNS == ["read_stock"]
+
+
+# MCP, in-process: the server over stdio, no model.
+
+SERVER = Path(__file__).with_name("_mcp_server.py")
+
+
+async def mcp_agent(database: Path) -> list[Any]:
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(SERVER), str(database)], env={"PYTHONPATH": str(ROOT)}
+    )
+    with open(os.devnull, "w") as quiet:  # the server logs the failed lookup's traceback
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            # No listing first: the hook lists the tools once itself, to learn their hints.
+            return [
+                await session.call_tool("lookup_order", {"order_id": "A-1234"}),
+                await session.call_tool("lookup_order", {"order_id": "Z-9999"}),
+                await session.call_tool("refund_order", {"order_id": "A-1234", "reason": "late"}),
+            ]
+
+
+@pytest.fixture(scope="module")
+def mcp_run(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    root = tmp_path_factory.mktemp("mcp")
+    database = root / "orders.sqlite"
+    open_database(str(database)).close()
+    recorded = _record(root / "store", lambda: asyncio.run(mcp_agent(database)))
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE orders SET status = 'delivered'")
+        db.execute("DELETE FROM refunds")
+    recorded.database = database  # type: ignore[attr-defined]
+    return recorded
+
+
+def test_mcp_calls_are_steps_whose_effect_the_server_gave(mcp_run: Recorded) -> None:
+    effects = [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in mcp_run.tools()]
+    assert effects == [
+        ("lookup_order", "read"),  # readOnlyHint: true
+        ("lookup_order", "read"),
+        ("refund_order", "write"),  # readOnlyHint: false, learnt from the hook's own listing
+    ]
+    found, missing, refunded = mcp_run.seen
+    assert found.structured_content["status"] == "shipped"
+    assert missing.is_error and missing.content[0].text == "Error executing tool lookup_order"
+    assert refunded.structured_content["status"] == "issued"
+
+
+def test_mcp_calls_replay_from_the_recording(mcp_run: Recorded) -> None:
+    database = mcp_run.database  # type: ignore[attr-defined]
+    with otel_replay.replaying(mcp_run.run_id, store=str(mcp_run.store)) as result:
+        again = asyncio.run(mcp_agent(database))
+    assert [r.model_dump() for r in again] == [r.model_dump() for r in mcp_run.seen]
+    assert again[0].structured_content["status"] == "shipped"  # not today's "delivered"
+    assert type(again[0]) is type(mcp_run.seen[0])
+    assert result.identical, result.first_divergence
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT count(*) FROM refunds").fetchone()[0] == 0

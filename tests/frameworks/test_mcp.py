@@ -1,0 +1,88 @@
+"""MCP: an agent whose tools live on an MCP server it starts over stdio (a real ``MCPServer``),
+called through ``ClientSession.call_tool``: recorded under ``opentelemetry-instrument`` with no
+otel-replay code, its database changed, replayed through the CLI with the stand-in gone. Each
+tool's effect comes from the server's ``readOnlyHint`` when it gives one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from examples.otlp_sink import OtlpSink
+from tests.frameworks._support import Recording, record, refunds, replay, tool_spans
+
+
+@pytest.fixture(scope="module")
+def exported() -> Iterator[OtlpSink]:
+    """Every span the recorded process exports over OTLP (the MCP SDK's own included)."""
+    with OtlpSink() as sink:
+        yield sink
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory, exported: OtlpSink) -> Recording:
+    return record(
+        tmp_path_factory.mktemp("mcp"),
+        "_mcp_agent.py",
+        "r_mcp",
+        OTEL_TRACES_EXPORTER="replay,otlp",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+        OTEL_EXPORTER_OTLP_ENDPOINT=exported.grpc_endpoint,
+        # The server's hint outranks the setting (lookup_order says it only reads); it
+        # decides for get_weather, whose server says nothing.
+        OTEL_REPLAY_WRITE_TOOLS="lookup_order,get_weather",
+    )
+
+
+def test_the_agent_replays_identically_and_its_write_does_not_repeat(
+    recorded: Recording,
+) -> None:
+    assert '"status": "shipped"' in recorded.printed
+    assert '[tool] refund_order -> {\n  "refund_id": "R-' in recorded.printed
+    done = replay(recorded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(recorded.printed)
+    assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
+    assert refunds(recorded.database) == 0
+
+
+def test_the_effect_comes_from_the_servers_read_only_hint(recorded: Recording) -> None:
+    tools = tool_spans(recorded)
+    assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
+        ("lookup_order", "read"),  # readOnlyHint: true (named a writer, but the server knows)
+        ("refund_order", "write"),  # readOnlyHint: false
+        ("get_weather", "write"),  # no hint: OTEL_REPLAY_WRITE_TOOLS names it
+    ]
+    lookup = tools[0]
+    assert json.loads(lookup["gen_ai.tool.call.arguments"]) == {"order_id": "A-1234"}
+    result = json.loads(lookup["gen_ai.tool.call.result"])  # the CallToolResult on the wire
+    assert result["structuredContent"]["status"] == "shipped"
+    assert result["content"][0]["type"] == "text" and result.get("isError") in (None, False)
+    for attrs in tools:
+        assert attrs["gen_ai.tool.description"]  # from the server's listing
+        assert attrs["replay.tool.schema.version"].startswith("sha256:")
+        assert attrs["gen_ai.tool.call.id"].startswith("call_")  # the model's call it answers
+
+
+def test_one_execute_tool_span_per_call_with_the_mcp_request_inside(
+    recorded: Recording, exported: OtlpSink
+) -> None:
+    exported.wait_for_spans(
+        lambda spans: sum(s["name"].startswith("MCP send tools/call") for s in spans) >= 3, 10
+    )
+    spans = exported.spans()
+    steps = {s["span_id"]: s for s in spans if s["name"].startswith("execute_tool ")}
+    assert sorted(s["name"] for s in steps.values()) == [
+        "execute_tool get_weather",
+        "execute_tool lookup_order",
+        "execute_tool refund_order",
+    ]
+    requests = [s for s in spans if s["name"].startswith("MCP send tools/call")]
+    assert len(requests) == 3
+    for request in requests:  # the SDK's JSON-RPC span is the step's child, as HTTP is
+        parent = steps[request["parent_span_id"]]
+        assert request["name"] == f"MCP send tools/call {parent['attributes']['gen_ai.tool.name']}"
+    # The agent listed the tools itself: the hook learnt the hints from that listing.
+    assert [s["name"] for s in spans].count("MCP send tools/list") == 1

@@ -1,0 +1,93 @@
+"""The OpenAI Agents SDK, over Chat Completions and over Responses, its tools plain
+``@function_tool`` functions: recorded under ``opentelemetry-instrument`` with no otel-replay
+code in the agent, its database changed, replayed through the CLI with the stand-in gone.
+
+With the official OpenTelemetry bridge of the SDK's tracing installed, the SDK's own
+``execute_tool`` span is the step's span: enriched, not doubled.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from tests.frameworks._support import Recording, record, refunds, replay, spans, tool_spans
+
+
+@pytest.fixture(scope="module", params=["chat", "responses"])
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    api = request.param
+    return record(
+        tmp_path_factory.mktemp(f"agents-{api}"),
+        "_agents_sdk_agent.py",
+        f"r_agents_{api}",
+        api,
+        OTEL_REPLAY_WRITE_TOOLS="refund_order",
+    )
+
+
+@pytest.fixture(scope="module")
+def bridged(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return record(
+        tmp_path_factory.mktemp("agents-bridge"),
+        "_agents_sdk_agent.py",
+        "r_agents_bridge",
+        "chat",
+        "bridge",
+        OTEL_REPLAY_WRITE_TOOLS="refund_order",
+    )
+
+
+def test_the_agent_replays_identically_and_its_write_does_not_repeat(
+    recorded: Recording,
+) -> None:
+    assert "'status': 'shipped'" in recorded.printed  # str() of the dict the tool returned
+    assert "[tool] -> refund_id='R-" in recorded.printed  # str() of the pydantic model
+    done = replay(recorded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The same objects came back: str() of the restored dict and Refund print as recorded.
+    assert done.stdout.startswith(recorded.printed)
+    assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
+    assert refunds(recorded.database) == 0
+
+
+def test_each_function_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) -> None:
+    tools = tool_spans(recorded)
+    assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
+        ("lookup_order", "read"),
+        ("refund_order", "write"),
+    ]
+    lookup, refund = tools
+    assert json.loads(lookup["gen_ai.tool.call.arguments"]) == {"order_id": "A-1234"}
+    assert json.loads(lookup["gen_ai.tool.call.result"])["total"] == 129.0
+    assert json.loads(refund["gen_ai.tool.call.result"])["status"] == "issued"
+    for attrs in tools:
+        assert attrs["gen_ai.tool.call.id"].startswith(("call_", "fc_"))
+        assert attrs["gen_ai.tool.description"]
+        assert attrs["replay.tool.schema.version"].startswith("sha256:")
+    names = [span["name"] for span in spans(recorded)]
+    assert names.count("execute_tool lookup_order") == names.count("execute_tool refund_order") == 1
+
+
+def test_the_sdks_own_execute_tool_span_is_enriched_not_doubled(bridged: Recording) -> None:
+    tool_calls = [s for s in spans(bridged) if s["name"].startswith("execute_tool ")]
+    assert sorted(s["name"] for s in tool_calls) == [
+        "execute_tool lookup_order",
+        "execute_tool refund_order",
+    ]
+    for span in tool_calls:
+        attrs = span["attributes"]
+        # The bridge's span (its agent attributes) carries the step (ours).
+        assert attrs["gen_ai.agent.name"] and attrs["gen_ai.operation.name"] == "execute_tool"
+        assert attrs["replay.step.kind"] == "tool" and "replay.response.hash" in attrs
+    effects = {t["gen_ai.tool.name"]: t["replay.tool.effect"] for t in tool_spans(bridged)}
+    assert effects == {"lookup_order": "read", "refund_order": "write"}
+    done = replay(bridged)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(bridged.printed)
+    assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
+    assert refunds(bridged.database) == 0
+    printed = bridged.printed.splitlines()[1].split("-> ", 1)[1]
+    assert ast.literal_eval(printed)["status"] == "shipped"
