@@ -9,10 +9,12 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
-from langchain_core.tools import ToolException, tool
+from langchain_core.callbacks import CallbackManagerForToolRun
+from langchain_core.tools import BaseTool, ToolException, tool
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from opentelemetry.sdk.trace import ReadableSpan
@@ -67,6 +69,17 @@ def ship_and_report(order_id: str) -> str:
     return f"report: {ship(order_id)['status']}"
 
 
+class Inventory(BaseTool):
+    """A tool class of its own with a sync body only: ``ainvoke`` runs it in an executor."""
+
+    name: str = "inventory"
+    description: str = "Count an item in the warehouse."
+
+    def _run(self, sku: str, run_manager: CallbackManagerForToolRun | None = None) -> int:
+        RUNS.append(f"inventory with run manager: {run_manager is not None}")
+        return 7
+
+
 def langchain_agent() -> list[Any]:
     return [
         read_stock.invoke(
@@ -76,6 +89,7 @@ def langchain_agent() -> list[Any]:
         flaky_supplier.invoke({"sku": "KB-101"}),
         asyncio.run(shipping.ainvoke({"order_id": "A-1"})),
         ship_and_report.invoke({"order_id": "A-2"}),
+        asyncio.run(Inventory().ainvoke({"sku": "KB-101"})),
     ]
 
 
@@ -115,6 +129,7 @@ def langchain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         "ship",
         "ship_and_report",
         "ship",
+        "inventory with run manager: True",  # LangChain still hands the body its callbacks
     ]
     yield recorded
 
@@ -131,6 +146,7 @@ def test_langchain_tools_are_steps_with_effects_and_nesting(langchain: Recorded)
         ("ship", "write", None),  # one step, the decorator's, with its declared effect
         ("ship_and_report", "read", None),
         ("ship", "write", 4),  # made inside ship_and_report's body
+        ("inventory", "read", None),
     ]
     tools = langchain.tools()
     assert tools[0]["gen_ai.tool.call.id"] == "call_1"
@@ -232,3 +248,26 @@ def test_mcp_calls_replay_from_the_recording(mcp_run: Recorded) -> None:
     assert result.identical, result.first_divergence
     with sqlite3.connect(database) as db:
         assert db.execute("SELECT count(*) FROM refunds").fetchone()[0] == 0
+
+
+def test_a_framework_version_we_do_not_know_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from otel_replay.capture import frameworks
+
+    # An mcp whose ClientSession is not the one we know; the other frameworks are as usual.
+    monkeypatch.setitem(sys.modules, "mcp.client.session", ModuleType("mcp.client.session"))
+    monkeypatch.setattr(frameworks, "_warned", set())  # one warning per process: this one
+    RUNS.clear()
+    with caplog.at_level("WARNING", logger="otel_replay"):
+        frameworks.attach(())
+        try:
+            assert hasattr(vars(BaseTool)["run"], "__wrapped__")  # LangChain is hooked
+        finally:
+            frameworks.detach()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "otel-replay: the tools of mcp.client.session are not recorded (its version is not "
+        "supported: module 'mcp.client.session' has no attribute 'ClientSession')"
+    ]
+    assert not hasattr(vars(BaseTool)["run"], "__wrapped__")

@@ -86,3 +86,25 @@ def test_one_execute_tool_span_per_call_with_the_mcp_request_inside(
         assert request["name"] == f"MCP send tools/call {parent['attributes']['gen_ai.tool.name']}"
     # The agent listed the tools itself: the hook learnt the hints from that listing.
     assert [s["name"] for s in spans].count("MCP send tools/list") == 1
+
+
+@pytest.fixture(scope="module")
+def through_agents(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return record(tmp_path_factory.mktemp("agents-mcp"), "_agents_mcp_agent.py", "r_agents_mcp")
+
+
+def test_an_agents_sdk_tool_calling_an_mcp_tool_is_one_step(through_agents: Recording) -> None:
+    tools = tool_spans(through_agents)
+    # The SDK's function tool stands aside for the MCP call it makes: one step per call,
+    # with the effect the server gave, not two steps of the same call.
+    assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
+        ("lookup_order", "read"),
+        ("refund_order", "write"),
+    ]
+    assert all("replay.step.within" not in t for t in tools)
+    done = replay(through_agents)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(through_agents.printed)
+    assert '\\n  "status": "shipped"' in through_agents.printed
+    assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
+    assert refunds(through_agents.database) == 0

@@ -5,6 +5,9 @@ Each hook patches one framework module when it is imported (now, if it already i
 while someone holds the hooks: the instrumentor (recording) or a replay installer (serving).
 A framework that is not installed costs nothing; a framework version whose shape a hook does
 not recognise is left alone, with one warning, and its tools run as they would without us.
+
+Each hook's module says where it cuts in and how results are recorded and given back;
+``_effect`` says which tools write (``OTEL_REPLAY_WRITE_TOOLS``, an MCP server's hint).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ _lock = threading.RLock()
 _holders = 0
 _undo: dict[str, Callable[[], None]] = {}
 _awaiting: set[str] = set()
+_warned: set[str] = set()  # one warning per framework per process
 
 
 def attach(write_tools: tuple[str, ...] = ()) -> None:
@@ -90,6 +94,9 @@ def _apply(hook: _Hook, module: ModuleType) -> None:
     try:
         _undo[hook.module] = hook.patch(module)
     except Exception as exc:  # a framework version we do not know: its tools run unrecorded
+        if hook.module in _warned:
+            return
+        _warned.add(hook.module)
         _log.warning(
             "otel-replay: the tools of %s are not recorded (its version is not supported: %s)",
             hook.module,
