@@ -4,6 +4,7 @@ in memory, ``otel_replay.replaying``): what the agent scripts do not show."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import sys
@@ -271,3 +272,66 @@ def test_a_framework_version_we_do_not_know_is_left_alone(
         "supported: module 'mcp.client.session' has no attribute 'ClientSession')"
     ]
     assert not hasattr(vars(BaseTool)["run"], "__wrapped__")
+
+
+# The OpenAI Agents SDK's own helper for calling a function tool, no model: failures.
+
+
+class OutOfStock(Exception):
+    """A tool's own exception: replay raises this very class again."""
+
+
+def agents_tools() -> tuple[Any, Any]:
+    from agents import function_tool
+
+    @function_tool
+    def count_stock(sku: str) -> int:
+        """Count an item (fails: the SDK makes its failure the tool's text)."""
+        RUNS.append("count_stock")
+        raise OutOfStock(f"no {sku} left")
+
+    @function_tool(failure_error_function=None)
+    def order_stock(sku: str) -> int:
+        """Order an item (fails: the failure propagates)."""
+        RUNS.append("order_stock")
+        raise OutOfStock(f"cannot order {sku}")
+
+    return count_stock, order_stock
+
+
+def agents_agent() -> list[Any]:
+    from agents.tool import invoke_function_tool
+    from agents.tool_context import ToolContext
+
+    async def call(tool: Any, arguments: str, call_id: str) -> Any:
+        context = ToolContext(
+            None, tool_name=tool.name, tool_call_id=call_id, tool_arguments=arguments
+        )
+        return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
+
+    count_stock, order_stock = agents_tools()
+    seen: list[Any] = [asyncio.run(call(count_stock, '{"sku": "KB-101"}', "call_a"))]
+    with pytest.raises(OutOfStock, match="cannot order KB-101") as raised:
+        asyncio.run(call(order_stock, '{"sku":"KB-101"}', "call_b"))
+    seen.append(type(raised.value))
+    return seen
+
+
+def test_agents_sdk_tool_failures_replay_as_they_happened(tmp_path: Path) -> None:
+    RUNS.clear()
+    recorded = _record(tmp_path / "store", agents_agent)
+    assert RUNS == ["count_stock", "order_stock"]
+    assert recorded.seen[0] == "An error occurred while running the tool. Please try again."
+    tools = recorded.tools()
+    assert [(t["gen_ai.tool.name"], t["gen_ai.tool.call.id"]) for t in tools] == [
+        ("count_stock", "call_a"),
+        ("order_stock", "call_b"),
+    ]
+    assert json.loads(tools[0]["gen_ai.tool.call.result"]) == recorded.seen[0]
+    assert tools[1]["error.type"] == f"{__name__}.OutOfStock"
+    RUNS.clear()
+    with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
+        again = agents_agent()
+    assert RUNS == []
+    assert again == recorded.seen
+    assert result.identical, result.first_divergence

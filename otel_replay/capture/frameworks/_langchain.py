@@ -36,7 +36,7 @@ from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact, restore
 from otel_replay.capture.frameworks._effect import effect_of
-from otel_replay.capture.frameworks._patch import wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
 __all__ = ["patch"]
 
@@ -118,12 +118,16 @@ def _pending_call(tool: Any, args: Any, kwargs: Any) -> _Pending | None:
     aside (nothing recorded or served now, or the tool is an ``@otel_replay.tool``)."""
     if not active() or _decorated(tool):
         return None
-    tool_input = args[0] if args else kwargs.get("tool_input")
-    if isinstance(tool_input, dict):
-        tool_input = tool._filter_injected_args(tool_input)
-    call_id = kwargs.get("tool_call_id")
-    _wrap_bodies(type(tool))
-    return _Pending(tool, encode(tool_input), call_id if isinstance(call_id, str) else None)
+    try:
+        tool_input = args[0] if args else kwargs.get("tool_input")
+        if isinstance(tool_input, dict):
+            tool_input = tool._filter_injected_args(tool_input)
+        call_id = kwargs.get("tool_call_id")
+        _wrap_bodies(type(tool))
+        return _Pending(tool, encode(tool_input), call_id if isinstance(call_id, str) else None)
+    except Exception as exc:  # a tool we cannot read: it runs as it would without us
+        unrecorded("LangChain", exc)
+        return None
 
 
 def _decorated(tool: Any) -> bool:

@@ -31,7 +31,7 @@ from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import active, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact
 from otel_replay.capture.frameworks._effect import effect_of
-from otel_replay.capture.frameworks._patch import wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
 __all__ = ["hooked", "patch", "read_only_hint"]
 
@@ -139,12 +139,16 @@ def _call_tool(result_type: type[Any]) -> Callable[..., Any]:
 async def _step(
     session: Any, result_type: type[Any], live: Callable[[], Any], args: Any, kwargs: Any
 ) -> Any:
-    name = str(args[0] if args else kwargs["name"])
-    arguments = args[1] if len(args) > 1 else kwargs.get("arguments")
+    try:
+        name = str(args[0] if args else kwargs["name"])
+        arguments = encode((args[1] if len(args) > 1 else kwargs.get("arguments")) or {})
+    except Exception as exc:  # a call we cannot read: it runs as it would without us
+        unrecorded("MCP", exc)
+        return await live()
     listed = await _listed(session, name)
     call = tool_call(
         name,
-        encode(arguments or {}),
+        arguments,
         effect_of(name, listed.read_only),
         description=listed.description,
         schema_version=listed.schema_version,

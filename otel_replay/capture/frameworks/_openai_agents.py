@@ -37,7 +37,7 @@ from otel_replay.capture._envelope import active, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact, restore
 from otel_replay.capture.frameworks import _mcp
 from otel_replay.capture.frameworks._effect import effect_of
-from otel_replay.capture.frameworks._patch import wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
 __all__ = ["patch"]
 
@@ -79,16 +79,20 @@ def _invoke(result_type: type[Any]) -> Callable[..., Any]:
 async def _step(
     tool: Any, result_type: type[Any], live: Callable[[], Any], kwargs: dict[str, Any]
 ) -> Any:
-    name = str(tool.name)
-    description = tool.description or None
-    call = tool_call(
-        name,
-        _arguments(kwargs.get("arguments")),
-        effect_of(name, _read_only(tool)),
-        description=description,
-        schema_version=schema_version(name, description, tool.params_json_schema, None),
-        call_id=getattr(kwargs.get("context"), "tool_call_id", None),
-    )
+    try:
+        name = str(tool.name)
+        description = tool.description or None
+        call = tool_call(
+            name,
+            _arguments(kwargs.get("arguments")),
+            effect_of(name, _read_only(tool)),
+            description=description,
+            schema_version=schema_version(name, description, tool.params_json_schema, None),
+            call_id=getattr(kwargs.get("context"), "tool_call_id", None),
+        )
+    except Exception as exc:  # a tool we cannot read: it runs as it would without us
+        unrecorded("OpenAI Agents SDK", exc)
+        return await live()
 
     def restored(body: bytes) -> Any:
         return result_type(restore(orjson.loads(body), _returns(tool)))

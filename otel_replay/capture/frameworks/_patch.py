@@ -1,13 +1,26 @@
-"""One wrapt wrapper put on a framework's function, and taken off again."""
+"""Our wrappers on a framework's functions: put on, taken off, and what a call does when
+it cannot be made a step."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import wrapt
 
-__all__ = ["wrap"]
+__all__ = ["unrecorded", "wrap"]
+
+_log = logging.getLogger("otel_replay")
+_said: set[str] = set()
+
+
+def unrecorded(framework: str, exc: Exception) -> None:
+    """Say once per framework and process that a tool call of ``framework`` could not be made
+    a step (it then runs as it would without us); never raises into the application."""
+    if framework not in _said:
+        _said.add(framework)
+        _log.warning("otel-replay: a %s tool call is not recorded: %r", framework, exc)
 
 
 def wrap(owner: Any, attr: str, wrapper: Callable[..., Any]) -> Callable[[], None]:
