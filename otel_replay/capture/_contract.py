@@ -3,8 +3,10 @@
 A schema given to ``@otel_replay.tool`` is used as it is (checked against its own dialect's
 meta-schema when the tool is declared). Otherwise it comes from the function's type hints,
 through pydantic, the library most Python agent frameworks already generate tool schemas
-with. Arguments and results are checked in their JSON form by ``jsonschema``, the reference
-validator. A parameter or return type pydantic cannot describe is left unconstrained (``{}``);
+with. Arguments and results are checked in their JSON form: ``jsonschema-rs`` (a compiled
+validator) decides whether they hold, which is all a call that keeps its contract pays for;
+``jsonschema``, the reference validator, explains a violation (the JSON path and message of
+its best match). A parameter or return type pydantic cannot describe is left unconstrained (``{}``);
 a function without a return annotation has no result schema.
 
 ``version`` is ``replay.tool.schema.version``: the sha256 of the canonical JSON of the tool's
@@ -40,8 +42,8 @@ class Contract:
     version: str
     return_annotation: Any
     signature: inspect.Signature
-    _input: Any
-    _output: Any
+    _input: _Validator
+    _output: _Validator | None
 
     def check_arguments(self, arguments: bytes) -> None:
         """Raise ToolContractError (``invalid_arguments``) when the canonical JSON
@@ -186,8 +188,18 @@ def _hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _validator(schema: Mapping[str, Any], tool: str, which: str) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Validator:
+    """One schema's checks: ``fast`` (jsonschema-rs; None if it cannot compile the schema)
+    says whether an instance holds, ``reference`` (jsonschema) says why it does not."""
+
+    fast: Any
+    reference: Any
+
+
+def _validator(schema: Mapping[str, Any], tool: str, which: str) -> _Validator:
     import jsonschema  # noqa: PLC0415 - first use only
+    import jsonschema_rs  # noqa: PLC0415 - first use only
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
@@ -196,12 +208,20 @@ def _validator(schema: Mapping[str, Any], tool: str, which: str) -> Any:
         raise ConfigError(
             f"tool {tool!r}: {which} is not a valid JSON Schema: {exc.message}"
         ) from None
-    return cls(dict(schema))
+    try:
+        fast = jsonschema_rs.validator_for(dict(schema))
+    except Exception:  # a schema it cannot compile: the reference validator decides alone
+        fast = None
+    return _Validator(fast, cls(dict(schema)))
 
 
-def _check(validator: Any, data: bytes, tool: str, code: str) -> None:
+def _check(validator: _Validator, data: bytes, tool: str, code: str) -> None:
+    instance = orjson.loads(data)
+    if validator.fast is not None and validator.fast.is_valid(instance):
+        return
     import jsonschema  # noqa: PLC0415 - first use only
 
-    error = jsonschema.exceptions.best_match(validator.iter_errors(orjson.loads(data)))
+    # The reference validator has the last word, so both validators never disagree visibly.
+    error = jsonschema.exceptions.best_match(validator.reference.iter_errors(instance))
     if error is not None:
         raise ToolContractError(tool, code, error.json_path, error.message)

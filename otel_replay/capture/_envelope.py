@@ -65,6 +65,8 @@ __all__ = [
 ENVELOPE_KINDS = ("tool", "value", "checkpoint")
 _METHODS = {"tool": "TOOL", "value": "VALUE", "checkpoint": "CHECKPOINT"}
 _KEY_NAMESPACE = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
+_NO_ARGUMENTS = b"{}"
+_NO_ARGUMENTS_HASH = sha256_tag(_NO_ARGUMENTS)
 
 T = TypeVar("T")
 
@@ -206,6 +208,9 @@ class Call:
     effect: str | None = None
     content_keys: tuple[str, str] | None = None
     """For tools: the GenAI attributes that carry the arguments and the result as text."""
+    instant: bool = False
+    """The live call makes no steps of its own (reading the clock, drawing an id): its step
+    is recorded after it ran, in one go."""
 
 
 _TOOL_CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
@@ -307,18 +312,28 @@ def _rebuilt(error_type: str, message: str) -> BaseException:
 
 class _Open:
     """One envelope step in flight: its span and Step (when recording) and, under replay,
-    the recorded answer."""
+    the recorded answer.
+
+    An ``instant`` call's span is opened only when it ends, with every attribute at once:
+    its live call makes no steps of its own that would need a parent, and one span start
+    costs less than a start and an update.
+    """
 
     __slots__ = (
+        "attrs",
+        "body",
         "call",
+        "done",
         "index",
         "key",
         "owns_span",
         "recorder",
-        "run_id",
+        "request_hash",
+        "run",
         "served",
         "span",
-        "step",
+        "start_ns",
+        "within",
     )
 
     def __init__(self, call: Call) -> None:
@@ -326,20 +341,26 @@ class _Open:
         self.recorder = _recorder
         self.span: Span | None = None
         self.owns_span = True
-        self.step: Step | None = None
-        run = current_run()
-        index = run.next_step()
-        self.run_id, self.index = run.run_id, index
+        self.done = False
+        run = self.run = current_run()
+        index = self.index = run.next_step()
         self.key = (run.run_id, index)
-        method, url = address(call.kind, call.name)
         request_hash: str | None = None
         if self.recorder is not None:
-            body = self.recorder.redactor.body(call.arguments)
-            request_hash = sha256_tag(body)
-            self._open(run, index, method, url, body, request_hash)
+            self.start_ns = wall_ns()
+            if call.arguments == _NO_ARGUMENTS:  # nothing in it to redact or hash again
+                self.body, request_hash = _NO_ARGUMENTS, _NO_ARGUMENTS_HASH
+            else:
+                self.body = self.recorder.redactor.body(call.arguments)
+                request_hash = sha256_tag(self.body)
+            self.request_hash = request_hash
+            self.within = enclosing_step(run.run_id)
+            if not call.instant:
+                self._open({})
         self.served: Served | None = None
         server = _server
         if server is not None:
+            method, url = address(call.kind, call.name)
             try:
                 self.served = server.serve(method, url, call.arguments, request_hash)
             except BaseException as exc:
@@ -358,48 +379,32 @@ class _Open:
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
 
-    def _open(
-        self, run: Any, index: int, method: str, url: str, body: bytes, request_hash: str
-    ) -> None:
+    def _open(self, end_attrs: dict[str, Any]) -> Span:
+        """Start the step's span: the run's and the call's attributes, the request's, and
+        ``end_attrs`` (an instant call's response attributes)."""
         recorder = self.recorder
         assert recorder is not None
         call = self.call
-        attrs = run.attributes()
-        attrs[A.REPLAY_STEP_INDEX] = index
+        attrs = self.run.attributes()
+        attrs[A.REPLAY_STEP_INDEX] = self.index
         attrs[A.REPLAY_STEP_KIND] = call.kind
-        within = enclosing_step(run.run_id)
-        if within is not None:
-            attrs[A.REPLAY_STEP_WITHIN] = within
+        if self.within is not None:
+            attrs[A.REPLAY_STEP_WITHIN] = self.within
         attrs.update(call.attributes)
-        attrs[A.REPLAY_REQUEST_HASH] = request_hash
-        attrs[A.REPLAY_REQUEST_SIZE] = len(body)
+        attrs[A.REPLAY_REQUEST_HASH] = self.request_hash
+        attrs[A.REPLAY_REQUEST_SIZE] = len(self.body)
         foreign = _foreign_tool_span(call) if call.kind == "tool" else None
         self.owns_span = foreign is None
-        self._content(body, A.REPLAY_REQUEST_BODY, 0, attrs)
+        self._content(self.body, A.REPLAY_REQUEST_BODY, 0, attrs)
+        attrs.update(end_attrs)
         if foreign is not None:
             self.span = foreign
             foreign.set_attributes(attrs)
         else:
             self.span = recorder.tracer.start_span(
-                call.span_name, kind=SpanKind.INTERNAL, attributes=attrs
+                call.span_name, kind=SpanKind.INTERNAL, attributes=attrs, start_time=self.start_ns
             )
-        if recorder.handoff.wanted:
-            ctx = self.span.get_span_context()
-            self.step = Step(
-                run_id=run.run_id,
-                step_index=index,
-                trace_id=ctx.trace_id,
-                span_id=ctx.span_id,
-                kind=call.kind,
-                method=method,
-                url=url,
-                request_headers=[],
-                request_body=body,
-                request_hash=request_hash,
-                start_ns=wall_ns(),
-                run=run.facts(),
-                within=within,
-            )
+        return self.span
 
     def _content(self, body: bytes, inline_key: str, which: int, attrs: dict[str, Any]) -> None:
         """Put ``body`` on the span: as the GenAI content attribute of a tool when content
@@ -416,13 +421,11 @@ class _Open:
             attrs[inline_key] = encode_body(body)
 
     def finish(self, body: bytes, error_type: str | None) -> None:
-        """End the step with response ``body`` (``error_type``: what it raised)."""
-        span = self.span
-        if span is None:
-            return
-        self.span = None
+        """End the step with response ``body`` (``error_type``: what it raised); once."""
         recorder = self.recorder
-        assert recorder is not None
+        if recorder is None or self.done:
+            return
+        self.done = True
         body = recorder.redactor.body(body)
         response_hash = sha256_tag(body)
         attrs: dict[str, Any] = {
@@ -436,17 +439,37 @@ class _Open:
             attrs[A.REPLAY_RESPONSE_BODY] = encode_body(body)
         if error_type is not None:
             attrs["error.type"] = error_type
-        span.set_attributes(attrs)
+        span = self.span
+        if span is None:
+            span = self._open(attrs)
+        else:
+            span.set_attributes(attrs)
         if error_type is not None and self.owns_span:
             span.set_status(Status(StatusCode.ERROR))
-        step = self.step
-        if step is not None:
-            step.status_code = 200
-            step.response_body = body
-            step.response_hash = response_hash
-            step.complete = True
-            step.error_type = error_type
-            step.end_ns = wall_ns()
+        if recorder.handoff.wanted:
+            ctx = span.get_span_context()
+            method, url = address(self.call.kind, self.call.name)
+            step = Step(
+                run_id=self.run.run_id,
+                step_index=self.index,
+                trace_id=ctx.trace_id,
+                span_id=ctx.span_id,
+                kind=self.call.kind,
+                method=method,
+                url=url,
+                request_headers=[],
+                request_body=self.body,
+                request_hash=self.request_hash,
+                status_code=200,
+                response_body=body,
+                response_hash=response_hash,
+                complete=True,
+                error_type=error_type,
+                start_ns=self.start_ns,
+                end_ns=wall_ns(),
+                run=self.run.facts(),
+                within=self.within,
+            )
             recorder.handoff.put(step, span)
         if self.owns_span:
             span.end()
@@ -458,7 +481,7 @@ class _Open:
         request, a nested tool, a framework's RPC, is its child), and what it raises ends
         the step."""
         token = _call_key.set(self.key)
-        inside = _enclosing.set((self.run_id, self.index))
+        inside = _enclosing.set((self.run.run_id, self.index))
         span = self.span if self.owns_span else None  # a framework's span is current already
         current = None if span is None else otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -491,9 +514,17 @@ def perform(
     opened = _Open(call)
     if opened.served is not None:
         return _served(opened, restore)
-    with opened.running():
-        value = live()
-        body = encode(value)
+    if call.instant:
+        try:
+            value = live()
+            body = encode(value)
+        except BaseException as exc:
+            opened.finish(_error_body(exc), qualified_name(exc))
+            raise
+    else:
+        with opened.running():
+            value = live()
+            body = encode(value)
     opened.finish(body, None)
     return value
 

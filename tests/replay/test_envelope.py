@@ -263,6 +263,9 @@ def test_steps_made_inside_a_served_tool_are_not_expected_again(tmp_path: Path) 
         run_id = pipeline.run.run_id
     spans = {s.attributes["replay.step.index"]: s for s in memory.get_finished_spans()}
     assert [spans[i].attributes.get("replay.step.within") for i in range(4)] == [None, 0, 0, 0]
+    # In a trace viewer the steps a tool made sit under the tool's span.
+    tool_span = spans[0].context.span_id
+    assert [spans[i].parent.span_id for i in range(1, 4)] == [tool_span] * 3
     with Store.open(tmp_path / "store", create=False) as opened:
         assert [opened.fixture(s).within for s in opened.steps(run_id)] == [None, 0, 0, 0]
     RUNS.clear()
