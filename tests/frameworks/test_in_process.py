@@ -239,6 +239,19 @@ def test_mcp_calls_are_steps_whose_effect_the_server_gave(mcp_run: Recorded) -> 
     assert refunded.structured_content["status"] == "issued"
 
 
+def test_naming_a_writer_outranks_a_server_that_says_it_only_reads() -> None:
+    from otel_replay.capture.frameworks._effect import effect_of, use_write_tools
+
+    use_write_tools(("lookup_*",))
+    try:
+        assert effect_of("lookup_order", read_only=True) == "write"  # the user's word wins
+        assert effect_of("refund_order", read_only=False) == "write"  # the server's word
+        assert effect_of("get_weather", read_only=True) == "read"
+        assert effect_of("get_weather") == "read"
+    finally:
+        use_write_tools(())
+
+
 def test_mcp_calls_replay_from_the_recording(mcp_run: Recorded) -> None:
     database = mcp_run.database  # type: ignore[attr-defined]
     with otel_replay.replaying(mcp_run.run_id, store=str(mcp_run.store)) as result:

@@ -30,9 +30,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory, exported: OtlpSink) -> Re
         OTEL_TRACES_EXPORTER="replay,otlp",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
         OTEL_EXPORTER_OTLP_ENDPOINT=exported.grpc_endpoint,
-        # The server's hint outranks the setting (lookup_order says it only reads); it
-        # decides for get_weather, whose server says nothing.
-        OTEL_REPLAY_WRITE_TOOLS="lookup_order,get_weather",
+        # get_weather's server says nothing of it: the setting makes it a writer.
+        OTEL_REPLAY_WRITE_TOOLS="get_weather",
     )
 
 
@@ -51,7 +50,7 @@ def test_the_agent_replays_identically_and_its_write_does_not_repeat(
 def test_the_effect_comes_from_the_servers_read_only_hint(recorded: Recording) -> None:
     tools = tool_spans(recorded)
     assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
-        ("lookup_order", "read"),  # readOnlyHint: true (named a writer, but the server knows)
+        ("lookup_order", "read"),  # readOnlyHint: true
         ("refund_order", "write"),  # readOnlyHint: false
         ("get_weather", "write"),  # no hint: OTEL_REPLAY_WRITE_TOOLS names it
     ]

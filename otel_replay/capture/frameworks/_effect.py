@@ -1,10 +1,9 @@
 """Which framework tools have side effects (effect ``write``: never run in replay).
 
-* An MCP server's own word comes first: ``readOnlyHint`` true is ``read``, false is
-  ``write``.
-* Otherwise ``OTEL_REPLAY_WRITE_TOOLS`` (names or shell-style globs) names the writers; with
-  ``*`` every tool writes unless its server says it only reads.
-* Otherwise ``read``, as for ``@otel_replay.tool``.
+A tool writes when ``OTEL_REPLAY_WRITE_TOOLS`` (names or shell-style globs) names it, or when
+its MCP server says it does (``readOnlyHint`` false); every other tool reads, as for
+``@otel_replay.tool``. Either side can only add writers: a server that wrongly claims to
+only read cannot make a tool the user named run live in a replay.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ def use_write_tools(patterns: tuple[str, ...]) -> None:
 
 def effect_of(name: str, read_only: bool | None = None) -> Effect:
     """The effect of tool ``name``, whose server said ``read_only`` (None: said nothing)."""
-    if read_only is not None:
-        return "read" if read_only else "write"
-    if any(fnmatchcase(name, pattern) for pattern in _write_tools):
+    if read_only is False or any(fnmatchcase(name, pattern) for pattern in _write_tools):
         return "write"
     return "read"
