@@ -10,7 +10,8 @@ sleeps.
 * Timing ``fast`` (``OTEL_REPLAY_TIMING``, the default): ``time.sleep()`` and
   ``asyncio.sleep()`` (and so ``anyio.sleep()`` on asyncio) return at once, and the
   recorded-time clock moves forward by what was slept: an SDK's retry back-off costs nothing
-  and the code after it still sees the time pass. ``asyncio.sleep(0)`` and an endless sleep
+  and the code after it still sees the time pass. A name bound to them before the replay
+  began (``from time import sleep``) is replaced too. ``asyncio.sleep(0)`` and an endless sleep
   keep their meaning. Under ``recorded`` timing sleeps keep their length.
 
 otel-replay's own records of the replay keep the real time (``otel_replay._clock``).
@@ -84,14 +85,21 @@ class World:
                 delay = 0
             return await real_async_sleep(delay, result)
 
-        self._replace(time, "sleep", sleep)
-        self._replace(asyncio, "sleep", async_sleep)
-        self._replace(asyncio.tasks, "sleep", async_sleep)
-        # anyio's asyncio backend keeps its own reference, taken when it was imported.
-        backend = sys.modules.get("anyio._backends._asyncio")
-        if backend is not None and getattr(backend, "sleep", None) is real_async_sleep:
-            self._replace(backend, "sleep", async_sleep)
+        # Besides the modules' own names, every name a module bound to them before the replay
+        # began (``from time import sleep``, anyio's asyncio backend): later imports bind
+        # ours.
+        self._replace_everywhere({id(real_sleep): sleep, id(real_async_sleep): async_sleep})
 
-    def _replace(self, owner: Any, name: str, value: Any) -> None:
-        self._patched.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, value)
+    def _replace_everywhere(self, replacements: dict[int, Any]) -> None:
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for name, value in list(names.items()):
+                replacement = replacements.get(id(value))
+                if replacement is not None:
+                    try:
+                        setattr(module, name, replacement)
+                    except (AttributeError, TypeError):  # a module that refuses: left as is
+                        continue
+                    self._patched.append((module, name, value))

@@ -9,7 +9,9 @@ import os
 import subprocess
 import sys
 import time
+from asyncio import sleep as bound_async_sleep
 from pathlib import Path
+from time import sleep as bound_sleep
 
 import anyio
 import pytest
@@ -56,6 +58,19 @@ def test_fast_timing_skips_every_kind_of_sleep_and_moves_the_clock() -> None:
         asyncio.run(asyncio.sleep(0))  # still a plain yield
     assert time.monotonic() - started < 1.0
     assert 9 <= moved < 10
+
+
+def test_fast_timing_skips_sleeps_bound_by_name_before_the_replay() -> None:
+    real_sleep, real_async_sleep = bound_sleep, bound_async_sleep
+    started = time.monotonic()
+    with otel_replay.replaying(_run(LEAP)):
+        wall = time.time()
+        bound_sleep(3)
+        asyncio.run(bound_async_sleep(3))
+        moved = time.time() - wall
+    assert time.monotonic() - started < 1.0
+    assert 6 <= moved < 7
+    assert (bound_sleep, bound_async_sleep) == (real_sleep, real_async_sleep)  # given back
 
 
 def test_recorded_timing_keeps_sleeps_and_a_live_clock_is_left_alone() -> None:
