@@ -345,7 +345,7 @@ class _Stream:
             output_messages.append(
                 {
                     "role": role if isinstance(role, str) else "assistant",
-                    "parts": [self.blocks[i].finish() for i in sorted(self.blocks)],
+                    "parts": _parts([self.blocks[i].finish() for i in sorted(self.blocks)]),
                     "finish_reason": _MESSAGE_FINISH.get(finish, finish),
                 }
             )
@@ -355,6 +355,19 @@ class _Stream:
             error_type=self.error_type,
             finished=self.stopped,
         )
+
+
+def _parts(parts: list[Part]) -> list[Part]:
+    """A streamed message's parts as the unstreamed message has them: a text block the stream
+    opened and never filled is no part of it when the message holds anything else."""
+    if len(parts) > 1 and any(_empty_text(p) for p in parts):
+        kept = [p for p in parts if not _empty_text(p)]
+        return kept or parts[:1]
+    return parts
+
+
+def _empty_text(part: Part) -> bool:
+    return part.get("type") == "text" and not part.get("content")
 
 
 def _append(pieces: list[str], value: object) -> None:

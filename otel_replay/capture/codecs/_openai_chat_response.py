@@ -265,12 +265,25 @@ class _ChoiceBuffer:
         if isinstance(audio.get("transcript"), str):
             self.transcript.append(audio["transcript"])
 
+    def _has_more_than_text(self) -> bool:
+        return bool(
+            self.tool_calls
+            or self.function_call is not None
+            or self.refusal is not None
+            or self.audio is not None
+        )
+
     def message(self) -> tuple[str, Message]:
+        """The finish reason and the assembled message, with the parts the same answer has
+        unstreamed: a stream opens with ``"content": ""`` where the unstreamed message has
+        ``null`` beside tool calls (or a refusal, or audio), so an empty text stands as a part
+        only for an answer that is empty text."""
         parts: list[Part] = []
         if self.reasoning:
             parts.append({"type": "reasoning", "content": "".join(self.reasoning)})
-        if self.text:
-            parts.append({"type": "text", "content": "".join(self.text)})
+        text = "".join(self.text)
+        if text or (self.text and not self._has_more_than_text()):
+            parts.append({"type": "text", "content": text})
         if self.refusal is not None:
             parts.append({"type": "refusal", "content": "".join(self.refusal)})
         if self.audio is not None:
