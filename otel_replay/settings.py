@@ -105,6 +105,13 @@ def _seconds(raw: str) -> float:
     return value
 
 
+def _gap_seconds(raw: str) -> float:
+    value = float(raw.strip())
+    if not 0 <= value < float("inf"):
+        raise ValueError("expected a number of seconds >= 0")
+    return value
+
+
 def _live_tools(raw: str) -> bool:
     value = raw.strip().lower()
     if value not in ("", "read"):
@@ -235,6 +242,13 @@ SETTINGS: tuple[Setting, ...] = (
         "120",
         _seconds,
         "most seconds downloading a trace source URL may take, in all",
+    ),
+    Setting(
+        "OTEL_REPLAY_SOURCE_IDLE_GAP_S",
+        "300",
+        _gap_seconds,
+        "trace sources: model calls that are traces of their own (no span around them) from one "
+        "process make one run until it idles this many seconds; 0 never splits",
     ),
     Setting(
         "OTEL_REPLAY_REPORT",

@@ -148,7 +148,10 @@ def llm_changes(
     changes.extend(_message_changes(old.input_messages, new.input_messages))
     old_tools = tool_schema_version(old)
     new_tools = tool_schema_version(new)
-    if old_tools != new_tools:
+    # A span that does not record the tools offered (the official openai instrumentation's)
+    # leaves them unknown, not absent.
+    tools_known = not partial or "gen_ai.tool.definitions" in recorded.attributes
+    if tools_known and old_tools != new_tools:
         changes.append(_change("tool schema version", _short(old_tools), _short(new_tools)))
         changes.extend(_tool_changes(old.tool_definitions, new.tool_definitions))
     return changes

@@ -12,8 +12,16 @@ from otel_replay.replay._model import Run
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._documents import documents
 from otel_replay.replay.sources._fetch import fetch, is_url
+from otel_replay.replay.sources._group import (
+    GroupingError,
+    RunSummary,
+    describe,
+    group_runs,
+    select,
+    summary,
+)
 from otel_replay.replay.sources._limits import Limits, read_file
-from otel_replay.replay.sources._runs import SpanRun, group_runs
+from otel_replay.replay.sources._runs import SpanRun
 from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.store import Store
 
@@ -28,7 +36,9 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
     ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
     (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides) or an
     http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}`` too). ``ref#RUN_ID`` picks one
-    run of a source that holds several; without it such a source is an error that lists them.
+    run of a source that holds several (by run id, or by the trace id of any of its traces);
+    without it such a source is an error that lists them. Which spans make a run:
+    :mod:`otel_replay.replay.sources._group`.
 
     Raises SourceError (missing, truncated or corrupt source, nothing replayable, several runs
     and no selector) or StoreError (unknown run id, store missing or of an unknown format),
@@ -38,10 +48,13 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
 
 
 def only_run(runs: list[SourceRun], ref: str) -> Run:
-    """The one run of ``runs`` (loaded from ``ref``); SourceError listing them when several."""
+    """The one run of ``runs`` (loaded from ``ref``); SourceError listing them when several,
+    each with its id, first span time and number of steps."""
     if len(runs) > 1:
-        ids = ", ".join(r.run.run_id for r in runs)
-        raise SourceError(f"{ref} holds {len(runs)} runs; pick one with {ref}#RUN_ID: {ids}")
+        listed = describe(
+            [RunSummary(r.run.run_id, r.run.start_ns, len(r.run.steps)) for r in runs]
+        )
+        raise SourceError(f"{ref} holds {len(runs)} runs; pick one with {ref}#RUN_ID: {listed}")
     return runs[0].run
 
 
@@ -72,15 +85,22 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
 def read_runs(
     data: bytes, source: str, selector: str | None = None, limits: Limits | None = None
 ) -> list[SourceRun]:
-    """The runs in the OTLP ``data`` read from ``source``; only ``selector``'s when given.
+    """The runs in the OTLP ``data`` read from ``source``; only ``selector``'s when given (a
+    run id, or the trace id of one of the run's traces).
 
     Raises SourceError naming the source when the data is damaged, holds nothing replayable,
-    has no run ``selector``, or is past ``limits`` (default: from the environment).
+    has spans that cannot be grouped into runs, has no run ``selector``, or is past ``limits``
+    (default: from the environment); ConfigError for a bad ``OTEL_REPLAY_SOURCE_IDLE_GAP_S``.
     """
     limits = limits if limits is not None else Limits.from_env()
-    grouped = group_runs(span_dicts(documents(data, source, limits)))
+    gap_s: float = settings.read("OTEL_REPLAY_SOURCE_IDLE_GAP_S")
+    spans = span_dicts(documents(data, source, limits))
+    try:
+        grouped = group_runs(spans, idle_gap_ns=round(gap_s * 1e9))
+    except GroupingError as exc:
+        raise SourceError(f"{source}: {exc}") from None
     if selector is not None:
-        chosen = [run for run in grouped if run.run_id == selector]
+        chosen = select(grouped, selector)
         if not chosen:
             raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
         grouped = chosen
@@ -90,7 +110,7 @@ def read_runs(
 
 
 def _ids(runs: list[SpanRun]) -> str:
-    return ", ".join(run.run_id for run in runs) or "no runs"
+    return describe([summary(run) for run in runs])
 
 
 def _split(ref: str) -> tuple[Path | None, str | None]:
