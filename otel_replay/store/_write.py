@@ -8,7 +8,8 @@ leaves files the index does not know yet: ``verify`` names them, a rebuild or a 
 them, gc removes the objects nobody references. Never an index row pointing at a missing file.
 
 Each open store is one *recording* per run id it writes (``_format``): its records are
-numbered by flush, and a run id that another recording already used becomes a run of its own
+numbered by flush (a flush that failed is retried under the same numbers, replacing what it
+published), and a run id that another recording already used becomes a run of its own
 (``_rows.ensure_run``), so two recordings are never mixed.
 """
 
@@ -273,15 +274,17 @@ class Session:
                 files.insert(0, (pack_path(pack.name), pack.data))
             self.backend.publish_many(files)
             self.backend.sync()
-            for plan in plans:
-                plan.state.seq += 1  # published: the number is taken, whatever happens next
-                plan.state.records.append(plan.rel)
             with self.index.transaction() as tx:
                 if pack is not None:
                     _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=False)
                 for plan in plans:
                     self._index_plan(tx.conn, plan)
+            # Only now is a record's number taken: a flush that failed before its commit is
+            # retried under the same names, so its files are replaced, never left beside
+            # the retry's with the same steps and spans.
             for plan in plans:
+                plan.state.seq += 1
+                plan.state.records.append(plan.rel)
                 plan.state.facts_written = plan.state.facts is not None
                 plan.state.ended = plan.state.ended or plan.end is not None
         if pack is not None:

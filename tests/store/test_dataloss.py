@@ -6,15 +6,17 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from otel_replay.errors import CorruptBlobError, StoreNotWritableError
-from otel_replay.store import Retention, Store
+from otel_replay.errors import CorruptBlobError, StoreError, StoreNotWritableError
+from otel_replay.store import Retention, Store, _rows
 from otel_replay.store._objects import manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from tests.store._data import chat_bodies, fixture, span, tag
@@ -533,3 +535,37 @@ def test_gc_keeps_what_a_recording_reuses_from_an_expired_run(tmp_path: Path) ->
         assert [store.request_body(s) for s in store.steps("live")] == [q for q, _ in expected]
         assert [store.response_body(s) for s in store.steps("live")] == [r for _, r in expected]
         assert store.verify() == []
+
+
+def test_a_flush_retried_after_its_index_commit_failed_keeps_each_span_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files of a flush are published, then its index commit fails (the index stayed
+    locked): the store keeps the batch and the next flush writes it. Nothing is stored twice,
+    not even once a rebuild has read every file, nor after the close merged them."""
+    root = tmp_path / "s"
+    pairs = chat_bodies(3)
+    spans = [span("retried", index) for index in range(3)]
+    real = _rows.add_steps
+    failures = [sqlite3.OperationalError("database is locked")]
+
+    def locked_once(*args: Any, **kwargs: Any) -> None:
+        if failures:
+            raise failures.pop()
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(_rows, "add_steps", locked_once)
+    with Store.open(root) as store:
+        store.put([fixture("retried", 0, *pairs[0])], spans[:1])
+        with pytest.raises(StoreError, match="locked"):
+            store.flush()
+        store.put([fixture("retried", n, *pairs[n]) for n in (1, 2)], spans[1:])
+        store.flush()
+        assert store.spans("retried") == spans
+        copy = tmp_path / "copy"
+        shutil.copytree(root, copy)
+    for opened in (Store.rebuild(copy), Store.rebuild(root)):
+        with opened as store:
+            assert store.spans("retried") == spans
+            assert [s.index for s in store.steps("retried")] == [0, 1, 2]
+            assert [p for p in store.verify() if p.damage] == []
