@@ -36,9 +36,14 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
         assert first == "flushed 0\n", proc.stderr.read() if proc.stderr else first
         time.sleep(rng.uniform(0.0, 0.15))
         proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL, "the writer finished before it was killed"
-        lines = [first, *out.splitlines(keepends=True)]
+        # Read on through the reader readline() used: it may hold lines already
+        # (communicate() would read the pipe beneath it and miss them).
+        lines = [first, *proc.stdout.readlines()]
+        proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
         flushed[run_id] = {int(line.split()[1]) for line in lines if line.startswith("flushed ")}
 
         with Store.open(store_path) as store:
