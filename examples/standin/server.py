@@ -8,13 +8,17 @@ Routes (matched by path suffix, so any prefix such as `/v1` works):
 
 Special models: `standin-error` -> HTTP 429 in the provider's error format; `standin-cut` -> the
 answer is cut off: a stream stops after a few events, a JSON body halfway, and the connection is
-dropped without the terminating chunk; `standin-slow` -> 2 s before the response headers.
+dropped without the terminating chunk; `standin-slow` -> 2 s before the response headers;
+`standin-flaky` -> HTTP 429 to the first request of each distinct body, then the answer, so an
+SDK that retries sees a rate limit and then succeeds. A request header `x-standin-fail-first: N`
+(any model) answers 429 to the first N requests of each distinct body the same way.
 A request body's integer `seed` (any protocol) makes the phrasing deterministic.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import random
 import socket
@@ -31,6 +35,7 @@ from .recording import RecordedRequest, Recorder
 
 SLOW_SECONDS = 2.0
 CUT_AFTER_EVENTS = 3
+FAIL_FIRST_HEADER = "x-standin-fail-first"
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,20 @@ class _Server(ThreadingHTTPServer):
         self.recorder = Recorder()
         self.cache = _brain.PromptCache()
         self.stopping = threading.Event()
+        self._refused: dict[bytes, int] = {}  # body digest -> 429s answered so far
+        self._refused_lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._changed = threading.Condition()
+
+    def refuse(self, body: bytes, times: int) -> bool:
+        """True (and counted) while fewer than ``times`` requests with ``body`` were refused."""
+        digest = hashlib.sha256(body).digest()
+        with self._refused_lock:
+            refused = self._refused.get(digest, 0)
+            if refused >= times:
+                return False
+            self._refused[digest] = refused + 1
+            return True
 
     def track(self, connection: socket.socket) -> None:
         with self._changed:
@@ -240,8 +257,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(endpoint.error(400, "invalid_request_error", "body must be a JSON object"))
             return
         model = request.get("model")
-        if model == "standin-error":
-            self._send(endpoint.rate_limited(model))
+        if model == "standin-error" or self.server.refuse(body, self._fail_first(model)):
+            self._send(endpoint.rate_limited(str(model)))
             return
         if model == "standin-slow" and self.server.stopping.wait(SLOW_SECONDS):
             self.close_connection = True
@@ -249,6 +266,13 @@ class _Handler(BaseHTTPRequestHandler):
         seed = request.get("seed")
         rng = random.Random(seed) if isinstance(seed, int) else random.Random()
         self._send(endpoint.handle(request, rng, self.server.cache), cut=model == "standin-cut")
+
+    def _fail_first(self, model: object) -> int:
+        """How many requests of one body to refuse before answering (``standin-flaky``: 1)."""
+        header = self.headers.get(FAIL_FIRST_HEADER, "").strip()
+        if header.isdigit():
+            return int(header)
+        return 1 if model == "standin-flaky" else 0
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
