@@ -11,6 +11,10 @@ content type, chunk boundaries), so OTLP data alone replays byte-exact. The inst
 them off (limit 0) when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for no
 content: bodies are content.
 
+A model call under another instrumentation's call span (an SDK's own, an official GenAI
+instrumentation's) is recorded as one HTTP attempt span per attempt beneath it, the GenAI
+attributes going onto the call span: see ``_calls``.
+
 Any failure of our own is logged once and swallowed: recording must never change what the
 application sees.
 """
@@ -28,6 +32,7 @@ from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay.capture._bodies import is_json, raw_header
+from otel_replay.capture._calls import CALL_SPANS, fill_in
 from otel_replay.capture._envelope import enclosing_step
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
@@ -48,6 +53,8 @@ replay transport serving the same request does not hash it again."""
 _log = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
+_CALL_SPAN_PREFIXES = ("gen_ai.", "server.")
+"""The request attributes a call span owned by another instrumentation gets from us."""
 
 
 def prompt_hash(messages: bytes, system: bytes) -> str:
@@ -119,15 +126,15 @@ class Recorder:
         _add_server_attributes(url, attrs)
 
         span: Span
-        owns_span = True
+        call: Span | None = None
         redacted_url: str | None = None
         if llm is not None:
             attrs[A.REPLAY_STEP_KIND] = "llm"
             self._add_llm_request_attributes(llm, attrs)
-            foreign = _foreign_inference_span()
-            if foreign is not None:
-                span, owns_span = foreign, False
-                span.set_attributes(attrs)
+            call = _foreign_inference_span()
+            if call is not None:
+                redacted_url = self.redactor.url(str(url))
+                span = self._attempt_span(call, method, redacted_url, attrs, run.attributes())
             else:
                 name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
                 span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
@@ -158,7 +165,30 @@ class Recorder:
                 run=run.facts(),
                 within=within,
             )
-        return OpenStep(self, span, owns_span, codec, llm, step, attrs, raw_body is None)
+        return OpenStep(self, span, call, codec, llm, step, attrs, raw_body is None)
+
+    def _attempt_span(
+        self,
+        call: Span,
+        method: str,
+        url: str,
+        attrs: dict[str, Any],
+        run_attrs: dict[str, Any],
+    ) -> Span:
+        """Start the span of one attempt of a model call whose span ``call`` another
+        instrumentation owns: an HTTP client span beneath it with the step's attributes but
+        the GenAI ones, which go onto ``call`` (on the first attempt: a retry sends the same
+        request) where it lacks them, with the run's kit."""
+        resend = CALL_SPANS.attempt(call, self.metrics)
+        if resend == 0:
+            run_attrs.update((k, v) for k, v in attrs.items() if k.startswith(_CALL_SPAN_PREFIXES))
+            fill_in(call, run_attrs)
+        own = {k: v for k, v in attrs.items() if not k.startswith("gen_ai.")}
+        own["http.request.method"] = method
+        own["url.full"] = url
+        if resend:
+            own["http.request.resend_count"] = resend
+        return self.tracer.start_span(method, kind=SpanKind.CLIENT, attributes=own)
 
     def _add_llm_request_attributes(self, llm: LlmRequest, attrs: dict[str, Any]) -> None:
         attrs["gen_ai.operation.name"] = llm.operation
@@ -201,8 +231,9 @@ def _parse_request(
 
 
 def _foreign_inference_span() -> Span | None:
-    """The current span if another instrumentation (the official GenAI ones) already opened
-    an inference span for this call; we enrich it instead of emitting a second one."""
+    """The current span if another instrumentation (an SDK's own, the official GenAI ones)
+    already opened an inference span for this call: the call span each attempt nests under,
+    instead of a second ``chat`` span."""
     span = trace.get_current_span()
     if not span.is_recording():
         return None

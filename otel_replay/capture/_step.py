@@ -7,6 +7,11 @@ records the metrics, completes the :class:`~otel_replay.step.Step`, hands it off
 span. All of it runs on the
 application's thread; compression and I/O belong to the exporter.
 
+Under another instrumentation's call span (see ``_calls``) the step's span is the attempt's,
+beneath the call span: the GenAI response attributes of an attempt that succeeded fill in the
+call span, everything else goes on the attempt's, and the call's metrics are left to the call
+span's end.
+
 Hand-off: when the ``replay`` exporter is attached, each step's :class:`~otel_replay.step.Step`
 (its bytes and its facts) is put into the hand-off together with its span, before the span ends
 (see ``_handoff``).
@@ -24,6 +29,7 @@ from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._bodies import content_headers, decode_content, is_sse, is_stream
+from otel_replay.capture._calls import fill_in
 from otel_replay.capture._envelope import note_tool_calls
 from otel_replay.capture._run import qualified_name
 from otel_replay.capture.codecs import Codec, LlmRequest
@@ -53,13 +59,13 @@ class OpenStep:
 
     __slots__ = (
         "_attrs",
+        "_call",
         "_chunks",
         "_codec",
         "_done",
         "_first_chunk_ns",
         "_llm",
         "_marks",
-        "_owns_span",
         "_recorder",
         "_request_chunks",
         "_response_headers",
@@ -73,7 +79,7 @@ class OpenStep:
         self,
         recorder: Recorder,
         span: Span,
-        owns_span: bool,
+        call: Span | None,
         codec: Codec | None,
         llm: LlmRequest | None,
         step: Step | None,
@@ -82,7 +88,7 @@ class OpenStep:
     ) -> None:
         self._recorder = recorder
         self.span = span
-        self._owns_span = owns_span
+        self._call = call
         self._codec = codec
         self._llm = llm
         self._step = step
@@ -102,8 +108,14 @@ class OpenStep:
 
     @property
     def owns_span(self) -> bool:
-        """False when the step enriches another instrumentation's span instead of its own."""
-        return self._owns_span
+        """Always True: an HTTP step has a span of its own, an attempt's beneath another
+        instrumentation's call span when there is one (``call_span``)."""
+        return True
+
+    @property
+    def call_span(self) -> Span | None:
+        """The call span another instrumentation owns, this step being one of its attempts."""
+        return self._call
 
     @property
     def streams_request(self) -> bool:
@@ -151,8 +163,7 @@ class OpenStep:
             self._record_end(complete, error_type)
         except Exception as exc:
             self._recorder.warn_once("finishing a step", exc)
-            if self._owns_span:
-                self.span.end()
+            self.span.end()
 
     def _record_end(self, complete: bool, error_type: str | None) -> None:
         recorder = self._recorder
@@ -177,10 +188,11 @@ class OpenStep:
             if recorder.inline_limit and len(body) <= recorder.inline_limit:
                 self._inline_response(status, content_type, body, attrs)
         streamed = is_sse(content_type)
+        call = self._call
         if status is not None:
-            if self._llm is None:
+            if self._llm is None or call is not None:
                 attrs["http.response.status_code"] = status
-            else:
+            if self._llm is not None:
                 finished = self._llm_response_attributes(status, body, streamed, attrs)
                 complete = complete or (streamed and finished and error_type is None)
             if status >= 400 and error_type is None:
@@ -189,13 +201,20 @@ class OpenStep:
             attrs["error.type"] = error_type
         attrs[A.REPLAY_RESPONSE_COMPLETE] = complete and error_type is None
 
-        span.set_attributes(attrs)
-        if error_type is not None and self._owns_span:
+        if call is None:
+            span.set_attributes(attrs)
+        else:
+            span.set_attributes({k: v for k, v in attrs.items() if not k.startswith("gen_ai.")})
+            if error_type is None and status is not None and status < 400:
+                fill_in(call, {k: v for k, v in attrs.items() if k.startswith("gen_ai.")})
+        if error_type is not None:
             span.set_status(Status(StatusCode.ERROR))
 
         if self._llm is not None:
             self._attrs.update(attrs)
-            recorder.metrics.record(self._attrs, (time.perf_counter_ns() - self._start_ns) / 1e9)
+            if call is None:  # else once per call, when the call span ends (``_calls``)
+                seconds = (time.perf_counter_ns() - self._start_ns) / 1e9
+                recorder.metrics.record(self._attrs, seconds)
 
         if self._step is not None:
             self._complete_step(
@@ -246,8 +265,7 @@ class OpenStep:
         # The hand-off claims the span before it ends, so the exporter never gets it twice.
         if self._step is not None:
             self._recorder.handoff.put(self._step, self.span)
-        if self._owns_span:
-            self.span.end()
+        self.span.end()
 
     def _inline_response(
         self, status: int | None, content_type: str, body: bytes, attrs: dict[str, Any]

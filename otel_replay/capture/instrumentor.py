@@ -30,6 +30,7 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
 from otel_replay.capture import package, transports
+from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
 from otel_replay.capture._envelope import use_recorder
@@ -145,9 +146,11 @@ _durable_providers: weakref.WeakSet[Any] = weakref.WeakSet()
 
 def _add_durable_flush(provider: Any) -> None:
     """Give an SDK tracer provider (once) the processor that makes its ``force_flush`` wait
-    for the ``replay`` exporter (``_durable``); other providers have no processors."""
+    for the ``replay`` exporter (``_durable``), and the one that sees other instrumentations'
+    call spans end (``_calls``); other providers have no processors."""
     add = getattr(provider, "add_span_processor", None)
     if add is None or provider in _durable_providers:
         return
     _durable_providers.add(provider)
     add(DurableFlush())
+    add(CALL_SPANS)

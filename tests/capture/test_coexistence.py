@@ -1,4 +1,4 @@
-"""Living beside the official instrumentations: nest under theirs or enrich theirs, never
+"""Living beside the official instrumentations: nest under theirs or theirs under ours, never
 duplicate a model-call span."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_plain_http_step_and_httpx_span_are_one_each(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_official_openai_span_is_enriched_not_duplicated(standin: StandIn, stream: bool) -> None:
+def test_official_openai_span_is_the_one_chat_span(standin: StandIn, stream: bool) -> None:
     with CaptureKit() as kit:
         official = OpenAIInstrumentor()
         official.instrument(tracer_provider=kit.tracer_provider)
@@ -81,16 +81,25 @@ def test_official_openai_span_is_enriched_not_duplicated(standin: StandIn, strea
         finally:
             official.uninstrument()
         spans = kit.spans()
-    (span,) = spans
-    assert span["name"] == "chat gpt-4o-mini"
-    assert span["scope"] != "otel_replay"  # the official instrumentation's own span
-    attrs = span["attributes"]
+    call, attempt = spans
+    # The official instrumentation's span is the call's one chat span, with the GenAI
+    # attributes; the attempt on the wire is an HTTP span of ours beneath it, with the kit.
+    assert call["name"] == "chat gpt-4o-mini" and call["scope"] != "otel_replay"
+    assert (
+        call["attributes"]["gen_ai.input.messages"][0]["parts"][0]["content"]
+        == (MESSAGES[0]["content"])
+    )
+    assert call["attributes"]["replay.run.id"] == attempt["attributes"]["replay.run.id"]
+    assert (attempt["name"], attempt["scope"], attempt["parent"]) == ("POST", "otel_replay", 0)
+    attrs = attempt["attributes"]
+    assert not any(key.startswith("gen_ai.") for key in attrs)
     (received,) = standin.received
     assert attrs["replay.request.hash"] == "sha256:" + hashlib.sha256(received.body).hexdigest()
     assert attrs["replay.step.kind"] == "llm"
     assert attrs["replay.prompt.hash"].startswith("sha256:")
     assert attrs["replay.response.hash"].startswith("sha256:")
     assert attrs["replay.response.complete"] is True
+    assert attrs["http.response.status_code"] == 200
 
 
 def test_httpx2_module_is_covered_too(

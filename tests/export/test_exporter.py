@@ -76,18 +76,20 @@ def test_steps_runs_and_their_spans_are_persisted(pipeline: Pipeline) -> None:
         assert store.verify() == []
 
 
-def test_a_step_of_another_instrumentations_span_waits_for_its_end(pipeline: Pipeline) -> None:
+def test_a_step_under_another_instrumentations_span_does_not_wait_for_it(
+    pipeline: Pipeline,
+) -> None:
     # Like opentelemetry-instrumentation-openai-v2: its span is current during the call and
-    # ends after the response was read; the capture enriches it instead of opening its own.
+    # ends after the response was read; the attempt is a span of ours beneath it.
     body = chat_request("hi")
     with pipeline.tracer.start_as_current_span(
         "chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat"}
     ) as outer:
         with echo_client() as client:
             client.post(CHAT_URL, content=body, headers={"content-type": "application/json"})
-        # The step is in the hand-off, parked: its span has not ended yet.
+        # The attempt's span ended with its response: the step is durable already.
         assert pipeline.exporter.force_flush()
-        assert pipeline.exporter.stats().steps == 0
+        assert pipeline.exporter.stats().steps == 1
         outer.set_attribute("gen_ai.usage.input_tokens", 42)
     assert pipeline.exporter.force_flush()
     pipeline.stop()
@@ -95,15 +97,17 @@ def test_a_step_of_another_instrumentations_span_waits_for_its_end(pipeline: Pip
         (run,) = store.runs()
         (step,) = store.steps(run.run_id)
         # The step's facts are the capture's (the response's usage); the store never reads
-        # them back out of telemetry. The span is stored as it ended.
+        # them back out of telemetry. The call span is stored as it ended, beside the step's.
         assert step.tokens_in == 5
-        (span,) = store.spans(run.run_id)
-        assert span["attributes"]["replay.request.hash"] == sha(body)
-        assert span["attributes"]["gen_ai.usage.input_tokens"] == 42
+        attempt, call = sorted(store.spans(run.run_id), key=lambda s: s["name"])
+        assert attempt["attributes"]["replay.request.hash"] == sha(body)
+        assert call["attributes"]["gen_ai.usage.input_tokens"] == 42
 
 
-def test_two_steps_in_one_span_are_both_kept_and_the_span_once(pipeline: Pipeline) -> None:
-    # An SDK retry inside another instrumentation's span: two requests, one span.
+def test_two_steps_in_one_call_span_are_both_kept_and_the_call_span_once(
+    pipeline: Pipeline,
+) -> None:
+    # An SDK retry inside another instrumentation's span: two requests, a span each, one call.
     with pipeline.tracer.start_as_current_span(
         "chat gpt-4o-mini", attributes={"gen_ai.operation.name": "chat"}
     ):
@@ -112,7 +116,8 @@ def test_two_steps_in_one_span_are_both_kept_and_the_span_once(pipeline: Pipelin
     with pipeline.open_store() as store:
         (run,) = store.runs()
         assert [store.request_body(s) for s in store.steps(run.run_id)] == bodies
-        assert len(store.spans(run.run_id)) == 1
+        names = sorted(s["name"] for s in store.spans(run.run_id))
+        assert names == ["POST", "POST", "chat gpt-4o-mini"]
 
 
 def test_export_and_force_flush_return_once_durable(pipeline: Pipeline) -> None:

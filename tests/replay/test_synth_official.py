@@ -88,7 +88,9 @@ def test_official_chat_span_with_a_tool_call_replays(
     again = OPENAI_CHAT.parse_response(made.status_code, made.body, stream)
 
     (message,) = again.output_messages
-    assert message["parts"] == recorded["parts"]  # text (empty when streamed) and the call
+    # The instrumentation keeps a stream's empty opening text; our codec reads the answer as it
+    # reads it unstreamed: the call alone.
+    assert message["parts"] == [p for p in recorded["parts"] if p.get("content") != ""]
     assert message["finish_reason"] == "tool_call"  # the schema's word for "tool_calls"
     got = again.attributes
     assert got["gen_ai.response.finish_reasons"] == ["tool_calls"]

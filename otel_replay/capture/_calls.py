@@ -1,0 +1,124 @@
+"""Model calls whose span another instrumentation owns: one span per attempt beneath it.
+
+An SDK or framework that opens a span per API call (the anthropic SDK 2.x's
+``anthropic.messages.create``, the official GenAI instrumentations' ``chat {model}``, Pydantic
+AI, litellm's OTel mode...) covers every attempt of the call with it: each retry, each redirect
+hop, and the reading of the stream. One attempt on the wire is one step of the run, so each
+attempt gets a span of its own, a child of the call's span:
+
+* the attempt span is an HTTP client span (named after the method, ``http.request.method``,
+  ``url.full``, ``server.*``, ``http.response.status_code``, ``http.request.resend_count``
+  from the second attempt on, ``error.type``) carrying the replay kit a step span carries, so
+  OTLP data holds every attempt with its bytes and rebuilds it as a step; it carries no
+  ``gen_ai.*`` attribute, so nothing counts it as a second model call or its tokens twice;
+* the GenAI attributes (request parameters, messages, response, usage) go onto the call span,
+  where a user looks for them, filling in what its owner did not set and never replacing what
+  it did; the response's only from an attempt that succeeded, never a retried error's. The call
+  span also gets the run's kit (``replay.run.id``...), so it belongs to the run.
+
+Metrics (``gen_ai.client.*``) belong to the call too. An owner that records them itself (the
+official instrumentations, Pydantic AI, and any owner not known otherwise) keeps doing so and
+we record none. For an owner known to record none (:data:`UNMETERED_SCOPES`: the anthropic SDK),
+:class:`CallSpans`, a span processor the instrumentor adds to the tracer provider, records them
+once per call when the call span ends: its duration, and the tokens and ``error.type`` its final
+attributes hold.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.trace import Span
+
+from otel_replay.capture._metrics import GenAiMetrics
+
+__all__ = ["CALL_SPANS", "UNMETERED_SCOPES", "CallSpans", "fill_in"]
+
+UNMETERED_SCOPES = ("com.anthropic.sdk.python",)
+"""Instrumentation scopes (and their ``.``-suffixed variants, such as the SDK's platform
+clients) whose call spans come with no GenAI metrics of their own."""
+
+CALLS_MAX = 4096
+"""Calls remembered at most; the oldest are forgotten beyond (a call span whose end this
+processor never sees: another tracer provider's, or one dropped without ending)."""
+
+
+def fill_in(span: Span, attrs: Mapping[str, Any]) -> None:
+    """Set on ``span`` (another instrumentation's) those of ``attrs`` it does not have yet."""
+    if not span.is_recording():
+        return
+    existing = getattr(span, "attributes", None) or {}
+    missing = {key: value for key, value in attrs.items() if key not in existing}
+    if missing:
+        span.set_attributes(missing)
+
+
+def _meters_itself(span: Span) -> bool:
+    scope = getattr(span, "instrumentation_scope", None)
+    name = getattr(scope, "name", None) or ""
+    return not any(name == s or name.startswith(s + ".") for s in UNMETERED_SCOPES)
+
+
+class _Call:
+    __slots__ = ("attempts", "metrics")
+
+    def __init__(self, metrics: GenAiMetrics | None) -> None:
+        self.attempts = 0
+        self.metrics = metrics
+
+
+class CallSpans(SpanProcessor):
+    """The calls in flight under other instrumentations' spans: their attempts, and their
+    metrics when the owner records none. Thread-safe; one per process (:data:`CALL_SPANS`)."""
+
+    def __init__(self, limit: int = CALLS_MAX) -> None:
+        self._calls: dict[int, _Call] = {}
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def attempt(self, call: Span, metrics: GenAiMetrics) -> int:
+        """Count one attempt of the call ``call`` covers; its resend count (0 for the first).
+
+        ``metrics`` records the call once it ends, unless the span's owner records its own.
+        """
+        span_id = call.get_span_context().span_id
+        with self._lock:
+            known = self._calls.get(span_id)
+            if known is None:
+                known = _Call(None if _meters_itself(call) else metrics)
+                self._calls[span_id] = known
+                if len(self._calls) > self._limit:
+                    del self._calls[next(iter(self._calls))]
+            known.attempts += 1
+            return known.attempts - 1
+
+    def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
+        """Nothing to do."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """A call span ended: forget the call, recording its metrics when they are ours."""
+        if not self._calls or span.context is None:
+            return  # the common case: no call under another owner's span is in flight
+        with self._lock:
+            known = self._calls.pop(span.context.span_id, None)
+        if known is None or known.metrics is None:
+            return
+        start, end = span.start_time, span.end_time
+        if start is not None and end is not None:
+            known.metrics.record(span.attributes or {}, max(0, end - start) / 1e9)
+
+    def shutdown(self) -> None:
+        """Nothing to do."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is held."""
+        return True
+
+
+CALL_SPANS = CallSpans()
+"""The process's calls; the instrumentor adds it to each tracer provider it records with."""
