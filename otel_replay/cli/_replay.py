@@ -10,8 +10,11 @@ starts it), so nothing CMD or its subprocesses do reaches the network; where nam
 unavailable it says so on one line and runs CMD with the in-process guards alone.
 ``--no-isolate`` asks for that without trying.
 
-Exit status: 0 identical; 1 diverged; 2 bad input; otherwise the agent's own non-zero status
-when it failed without diverging.
+Exit status (:data:`EXIT_STATUS`): 0 identical; 1 diverged; 2 bad input; 3 the agent failed
+(a non-zero exit status, a signal, an uncaught exception) without diverging; 70 a bug in
+otel-replay (``main``'s boundary); 128 + the signal when ``replay`` itself is stopped. The
+agent's own status is in the report and ``--json``, never passed through as ours: an agent that
+exits with 1 must not read as a divergence.
 """
 
 from __future__ import annotations
@@ -47,11 +50,14 @@ from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
 from otel_replay.replay._model import Run
-from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
+from otel_replay.replay._result import AgentStatus, Isolation, Outcome, ReplayResult, ServedStep
 from otel_replay.replay.sources import Limits, fetch, is_url, load_run, only_run, read_runs
 from otel_replay.store import Store
 
-__all__ = ["replay"]
+__all__ = ["EXIT_STATUS", "replay"]
+
+EXIT_STATUS: dict[Outcome, int] = {"identical": 0, "diverged": 1, "agent_failed": 3}
+"""The ``replay`` verb's exit status for each outcome (2: bad input, 70: a bug, as every verb)."""
 
 _POLL_S = 0.05
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -117,16 +123,26 @@ def replay(
 ) -> None:
     """Re-execute CMD against the recorded RUN and report where it diverges.
 
-    RUN is a run id in the store, an OTLP JSON or protobuf file, or an http(s) URL that
-    returns OTLP JSON (add #RUN_ID to pick one run from a source that holds several). CMD
-    runs with OTEL_REPLAY_MODE=replay: every httpx/httpx2 request is answered from the
-    recording, and in strict mode no socket opens: CMD runs in a network namespace of its own
-    where the system allows one, and every refused attempt and every process CMD starts is
-    listed. The re-execution is recorded in the store as a run of its own (mode replay).
+    RUN is a run id in the store (a unique prefix, or `latest`: the newest recording), an
+    OTLP JSON or protobuf file, or an http(s) URL that returns OTLP JSON (add #RUN_ID to
+    pick one run from a source that holds several). CMD runs with OTEL_REPLAY_MODE=replay:
+    every httpx/httpx2 request is answered from the recording, and in strict mode no socket
+    opens: CMD runs in a network namespace of its own where the system allows one, and every
+    refused attempt and every process CMD starts is listed. The re-execution is recorded in
+    the store as a run of its own (mode replay, naming RUN as its parent).
 
-    Exit 0 when the new requests equal the recorded ones, 1 with a divergence report
-    otherwise; when the agent itself fails, its exit status is shown (and returned if nothing
-    diverged).
+    \b
+    Exit status:
+      0   identical: every recorded step was requested as recorded, and the
+          agent succeeded
+      1   diverged: a request differs from its step or has none, a recorded step
+          was never requested, or a network attempt was refused (whatever the
+          agent did after)
+      2   bad input: unknown run, unreadable source, bad option
+      3   the agent failed without diverging: non-zero exit status, killed by a
+          signal, or an uncaught exception
+      70  a bug in otel-replay: one line, with where the traceback was written
+    The agent's own exit status is in the report and in --json (agent.exit_code).
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
@@ -141,19 +157,17 @@ def replay(
         isolation = _isolation_wanted(strict=strict, isolate=isolate)
         argv = _isolate.launcher(command) if isolation is None else list(command)
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
-    result = _result(recorded, events, isolation)
+    result = _result(recorded, events, isolation, code)
+    status = EXIT_STATUS[result.outcome]
     if as_json:
         document = result.to_json()
-        document.update(agent_exit_code=code, replay_run_id=new_id)
+        document.update(agent_exit_code=code, exit_code=status, replay_run_id=new_id)
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         console = stdout_console()
-        for block in render(result, agent_exit_code=code, replay_run_id=new_id):
+        for block in render(result, replay_run_id=new_id):
             emit(console, block)
-    if not result.identical:
-        sys.exit(1)
-    if code != 0:
-        sys.exit(code if code > 0 else 1)
+    sys.exit(status)
 
 
 def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
@@ -320,14 +334,15 @@ def _events(report: Path) -> list[dict[str, Any]]:
 
 
 def _result(
-    recorded: Run, events: list[dict[str, Any]], isolation: Isolation | None
+    recorded: Run, events: list[dict[str, Any]], isolation: Isolation | None, code: int
 ) -> ReplayResult:
-    """The comparison from the child's events; ``isolation`` None means the launcher ran and
-    its event says how CMD was isolated."""
+    """The comparison from the child's events and its exit status ``code``; ``isolation``
+    None means the launcher ran and its event says how CMD was isolated."""
     steps: list[ServedStep] = []
     network: list[str] = []
     subprocesses: list[str] = []
     elapsed = 0.0
+    error: str | None = None
     for event in events:
         kind = event.get("type")
         if kind == "step":
@@ -338,6 +353,8 @@ def _result(
             subprocesses.append(str(event.get("command")))
         elif kind == "end":
             elapsed = float(event.get("elapsed_s", 0.0))
+        elif kind == "uncaught":
+            error = str(event.get("error"))
         elif kind == "isolation" and isolation is None:
             isolation = Isolation(
                 isolated=bool(event.get("isolated")),
@@ -347,5 +364,6 @@ def _result(
             )
     result = ReplayResult(recorded, steps, network, subprocesses)
     result.elapsed_s = elapsed
+    result.agent = AgentStatus(code, error)
     result.isolation = isolation or Isolation(False, reason="the launcher did not report")
     return result

@@ -11,13 +11,15 @@ from collections import Counter
 from collections.abc import Sequence
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from otel_replay.cli._format import printable
-from otel_replay.replay._diff import category
+from otel_replay.replay._change import Change, category
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
+from otel_replay.replay._textdiff import excerpts
 
 __all__ = ["render"]
 
@@ -34,8 +36,11 @@ def _verdict(result: ReplayResult) -> Text:
     run = result.run
     head = Text(f"replay of run {printable(run.run_id)} ({printable(run.source)}): ")
     first = result.first_divergence
-    if result.identical:
+    if result.outcome == "identical":
         head.append("identical", style="bold green")
+    elif result.outcome == "agent_failed":
+        head.append("identical steps, but the agent failed", style="bold red")
+        head.append(f" — it {result.agent.describe()}")
     elif first is None:
         head.append("network attempts refused", style="bold red")
     else:
@@ -57,7 +62,7 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
         )
         out.append(title)
         for change in first.changes[:_MAX_CHANGES]:
-            out.append(Text("  " + change.describe()))
+            out.extend(_change_lines(change))
         if len(first.changes) > _MAX_CHANGES:
             out.append(Text(f"  … {len(first.changes) - _MAX_CHANGES} more differences"))
         if served.repeat:
@@ -69,6 +74,31 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
                 f"({served.endpoint}) has no recorded step"
             )
         )
+    return out
+
+
+def _change_lines(change: Change) -> list[Text]:
+    """A short change on one line (``field: old → new``); a long or multi-line value as the
+    window around its change on each side, one above the other so they line up, the changed
+    span highlighted and a caret under where it starts (for a terminal without colour)."""
+    windows = None
+    if change.kind == "changed" and not change.short:
+        windows = excerpts(change.recorded or "", change.replayed or "")
+    if windows is None:
+        return [Text("  " + printable(change.describe()))]
+    recorded, replayed = windows
+    out = [Text(f"  {printable(change.field)}: {change.where()}")]
+    before = printable(recorded.before)
+    for label, side, style in (
+        ("recorded", recorded, "bold red"),
+        ("replayed", replayed, "bold green"),
+    ):
+        line = Text(f"    {label}: {before}")
+        line.append(printable(side.changed), style=style)
+        line.append(printable(side.after))
+        out.append(line)
+    # Under the first character that differs (the highlight starts at its word).
+    out.append(Text(" " * cell_len("    recorded: " + before + printable(recorded.same)) + "^"))
     return out
 
 
@@ -146,9 +176,7 @@ def _isolation(isolation: Isolation | None, subprocesses: int) -> list[Renderabl
     return [Text(text, style="bold yellow")]
 
 
-def render(
-    result: ReplayResult, *, agent_exit_code: int, replay_run_id: str
-) -> list[RenderableType]:
+def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
     """Everything ``otel-replay replay`` prints, in order."""
     out: list[RenderableType] = [_verdict(result)]
     out.extend(_first_divergence(result))
@@ -179,6 +207,6 @@ def render(
         f"subprocesses: {len(subprocesses)}; recorded as run {replay_run_id}"
     )
     out.append(summary)
-    if agent_exit_code != 0:
-        out.append(Text(f"the agent exited with status {agent_exit_code}", style="bold red"))
+    agent = result.agent
+    out.append(Text(f"the agent {agent.describe()}", style="bold red" if agent.failed else ""))
     return out

@@ -7,13 +7,20 @@ The library raises; here, and only here, errors become one line on stderr and an
 * 2: bad input — usage errors, and every ``OtelReplayError`` (store missing, unknown run,
   corrupt index or blob, unknown format version, unwritable store, bad setting) or
   ``OSError``, printed as ``Error: <message naming the thing>``;
-* 3: a bug in otel-replay, printed as one line too (``--traceback`` shows it whole).
+* 70 (``EX_SOFTWARE``): a bug in otel-replay, printed as one line too, naming the file its
+  traceback was written to (``--traceback`` prints it instead).
+
+``replay`` adds its own outcomes (1: diverged, 3: the agent failed without diverging); each
+status means one thing in every verb.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,7 +60,20 @@ def one_line(error: BaseException | str) -> str:
 class InternalError(click.ClickException):
     """A bug: an exception no part of otel-replay meant to raise."""
 
-    exit_code = 3
+    exit_code = 70  # EX_SOFTWARE (sysexits.h): distinct from every outcome a verb reports
+
+
+def write_traceback(exc: BaseException) -> str | None:
+    """Write ``exc``'s traceback (with the version and command line) to a new file in the
+    temporary directory, for a bug report; its path, None when it cannot be written."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="otel-replay-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(f"otel-replay {__version__}: {' '.join(sys.argv)}\n\n")
+            traceback.print_exception(exc, file=out)
+    except OSError:
+        return None
+    return path
 
 
 class _Boundary(click.Group):
@@ -94,9 +114,15 @@ class _Boundary(click.Group):
         except Exception as exc:
             if ctx.meta.get("otel_replay.traceback"):
                 raise
+            where = write_traceback(exc)
+            hint = (
+                "rerun with --traceback to see where"
+                if where is None
+                else f"traceback written to {printable(where)}"
+            )
             raise InternalError(
                 f"internal error: {type(exc).__name__}: {one_line(exc)} (a bug in otel-replay; "
-                "rerun with --traceback to see where)"
+                f"{hint})"
             ) from None
 
 

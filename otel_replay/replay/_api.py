@@ -11,7 +11,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_recorded_seed
 from otel_replay.replay._install import install
 from otel_replay.replay._model import Run
-from otel_replay.replay._result import ReplayResult
+from otel_replay.replay._result import AgentStatus, ReplayResult
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._world import World
 from otel_replay.settings import Clock, Timing
@@ -39,7 +39,9 @@ def replaying(
     ``recorded``; ``live`` leaves it alone) and, under ``fast`` timing, sleeps return at once
     (see ``_world``). ``live_tools="read"`` runs read tools live (their recorded steps still
     matched and compared); write tools never run.
-    The yielded result fills in as requests are served and is final once the block exits::
+    The yielded result fills in as requests are served and is final once the block exits;
+    when the block raises, ``result.agent.error`` names the exception (and ``result.outcome``
+    is ``agent_failed`` if nothing diverged) before it propagates::
 
         with otel_replay.replaying("r_8821") as result:
             agent()
@@ -65,6 +67,9 @@ def replaying(
     use_recorded_seed(recorded.seed)
     try:
         yield session.result
+    except BaseException as exc:
+        session.result.agent = AgentStatus.raised(exc)
+        raise
     finally:
         use_recorded_seed(None)
         world.stop()

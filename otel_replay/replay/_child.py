@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from types import TracebackType
 from typing import NoReturn
 
 from opentelemetry import trace
@@ -69,8 +70,24 @@ def start(config: Settings) -> ReplaySession:
     World(run.start_ns, config.clock, config.timing).start()  # for the process's life
     use_recorded_seed(run.seed)
     atexit.register(session.close)
+    _report_uncaught(session)
     _session = session
     return session
+
+
+def _report_uncaught(session: ReplaySession) -> None:
+    """Tell the report which exception ends the program, if one does, so the replay can say
+    "the agent raised X" rather than only "exited with status 1"; the hook in place (Python's
+    traceback, or the program's own) still runs."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        try:
+            session.uncaught(exc)
+        finally:
+            previous(kind, exc, tb)
+
+    sys.excepthook = hook
 
 
 def bootstrap() -> None:

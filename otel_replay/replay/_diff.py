@@ -13,7 +13,7 @@ import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -23,6 +23,7 @@ from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.capture._recorder import prompt_hash as capture_prompt_hash
 from otel_replay.capture.codecs import CODECS, Codec, LlmRequest
 from otel_replay.errors import CodecError
+from otel_replay.replay._change import Change, category, change, preview, whole
 from otel_replay.replay._model import RecordedStep
 
 __all__ = [
@@ -35,37 +36,6 @@ __all__ = [
     "request_changes",
 ]
 
-ChangeKind = Literal["changed", "added", "removed"]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One difference. ``field`` names it (``model``, ``parameter temperature``,
-    ``system instructions``, ``message 3``, ``tool lookup_order``, ``body $.limit``...);
-    ``recorded`` and ``replayed`` are short one-line renderings (None when absent)."""
-
-    field: str
-    kind: ChangeKind
-    recorded: str | None
-    replayed: str | None
-
-    def describe(self) -> str:
-        """One line for the report."""
-        if self.kind == "added":
-            return f"{self.field}: added {self.replayed}"
-        if self.kind == "removed":
-            return f"{self.field}: removed (was {self.recorded})"
-        return f"{self.field}: {self.recorded} → {self.replayed}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON-ready form the replay report carries."""
-        return {
-            "field": self.field,
-            "kind": self.kind,
-            "recorded": self.recorded,
-            "replayed": self.replayed,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -74,13 +44,6 @@ class Request:
     method: str
     url: str
     body: bytes
-
-
-def preview(value: Any, limit: int = 80) -> str:
-    """A one-line rendering of ``value`` cut to ``limit`` characters."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_json(body: bytes | None) -> Any:
@@ -132,14 +95,14 @@ def llm_changes(
         before, after = old_params.get(key), new_params.get(key)
         if before != after:
             name = "parameter " + key.removeprefix("gen_ai.request.")
-            changes.append(_change(name, before, after))
+            changes.append(change(name, before, after))
     old_prompt = recorded.prompt_hash or prompt_hash(old)
     new_prompt = prompt_hash(new)
     if old_prompt != new_prompt:
         changes.append(Change("prompt hash", "changed", _short(old_prompt), _short(new_prompt)))
     if canonical_json(old.system_instructions) != canonical_json(new.system_instructions):
         changes.append(
-            _change(
+            change(
                 "system instructions",
                 _text(old.system_instructions) or None,
                 _text(new.system_instructions) or None,
@@ -152,7 +115,7 @@ def llm_changes(
     # leaves them unknown, not absent.
     tools_known = not partial or "gen_ai.tool.definitions" in recorded.attributes
     if tools_known and old_tools != new_tools:
-        changes.append(_change("tool schema version", _short(old_tools), _short(new_tools)))
+        changes.append(change("tool schema version", _short(old_tools), _short(new_tools)))
         changes.extend(_tool_changes(old.tool_definitions, new.tool_definitions))
     return changes
 
@@ -259,32 +222,9 @@ def _short(tag: str | None) -> str | None:
     return tag[:19] if tag is not None and tag.startswith("sha256:") else tag
 
 
-def category(field: str) -> str:
-    """The kind of a change's field, for one-word summaries: ``message 3`` → ``messages``,
-    ``tool lookup`` → ``tools``, ``body $.x`` → ``body``, ``argument $.x`` → ``arguments``;
-    others as they are."""
-    head = field.split(" (", 1)[0]
-    if head.startswith("message "):
-        return "messages"
-    if head.startswith("tool ") and head != "tool schema version":
-        return "tools"
-    if head.startswith("body "):
-        return "body"
-    if head.startswith("argument "):
-        return "arguments"
-    return head
-
-
-def _change(field: str, before: Any, after: Any) -> Change:
-    if before is None:
-        return Change(field, "added", None, preview(after))
-    if after is None:
-        return Change(field, "removed", preview(before), None)
-    return Change(field, "changed", preview(before), preview(after))
-
-
 def _text(parts: Sequence[Any]) -> str:
-    """The text of a list of GenAI parts (or messages), for previews."""
+    """The whole text of a list of GenAI parts (or messages): text as it is, a tool call as
+    ``name(arguments)``, a tool result as ``→ result``, other parts as JSON."""
     out: list[str] = []
     for part in parts:
         if isinstance(part, Mapping):
@@ -293,11 +233,11 @@ def _text(parts: Sequence[Any]) -> str:
             elif isinstance(part.get("parts"), list):
                 out.append(_text(part["parts"]))
             elif part.get("type") == "tool_call":
-                out.append(f"{part.get('name')}({preview(part.get('arguments'), 40)})")
+                out.append(f"{part.get('name')}({whole(part.get('arguments'))})")
             elif part.get("type") == "tool_call_response":
-                out.append(f"→ {preview(part.get('response'), 40)}")
+                out.append(f"→ {whole(part.get('response'))}")
             else:
-                out.append(preview(part))
+                out.append(whole(part))
         else:
             out.append(str(part))
     return " ".join(text for text in out if text)
@@ -313,8 +253,9 @@ def _message_field(index: int, *messages: Any) -> str:
 
 
 def _message_line(message: Any) -> str:
+    """A message as ``role: text``, whole."""
     role = message.get("role", "?") if isinstance(message, Mapping) else "?"
-    return f"{role}: {preview(_text([message]), 70)}"
+    return f"{role}: {_text([message])}"
 
 
 def _message_changes(old: list[Any], new: list[Any]) -> list[Change]:
@@ -359,23 +300,15 @@ def _tool_changes(old: list[Any], new: list[Any]) -> list[Change]:
     for name in sorted(before.keys() | after.keys()):
         a, b = before.get(name), after.get(name)
         if a is None:
-            changes.append(Change(f"tool {name}", "added", None, preview(b)))
+            changes.append(change(f"tool {name}", None, b))
         elif b is None:
-            changes.append(Change(f"tool {name}", "removed", preview(a), None))
+            changes.append(change(f"tool {name}", a, None))
         elif canonical_json(a) != canonical_json(b):
-            paths = json_paths_differing(a, b)
-            changes.append(
-                Change(f"tool {name}", "changed", ", ".join(paths), preview(_pick(b, paths)))
-            )
+            # Each changed field of the definition, old and new (a description reworded,
+            # a parameter added), rather than the new values alone.
+            for path in json_paths_differing(a, b):
+                changes.append(change(f"tool {name} {path}", _at(a, path), _at(b, path)))
     return changes
-
-
-def _pick(value: Any, paths: list[str]) -> Any:
-    """The new values at ``paths`` (for a changed tool's preview)."""
-    out: dict[str, Any] = {}
-    for path in paths[:3]:
-        out[path] = _at(value, path)
-    return out
 
 
 def _at(value: Any, path: str) -> Any:
@@ -400,7 +333,7 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
         if old_url.path != new_url.path:
             changes.append(Change("path", "changed", old_url.path, new_url.path))
         if old_url.query != new_url.query:
-            changes.append(_change("query", old_url.query or None, new_url.query or None))
+            changes.append(change("query", old_url.query or None, new_url.query or None))
     old_body = recorded.request_body
     if old_body is None or old_body == new.body:
         return changes
@@ -409,7 +342,7 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
     old_json = parse_json(old_body)
     if old_json is not None and new_json is not None:
         for path in json_paths_differing(old_json, new_json):
-            changes.append(_change(f"{label} {path}", _at(old_json, path), _at(new_json, path)))
+            changes.append(change(f"{label} {path}", _at(old_json, path), _at(new_json, path)))
     else:
         changes.append(
             Change("body", "changed", f"{len(old_body)} bytes", f"{len(new.body)} bytes")

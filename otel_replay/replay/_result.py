@@ -7,15 +7,24 @@ report file the replayed process writes. Both build the same :class:`ReplayResul
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from otel_replay.replay._diff import Change
+from otel_replay.capture._run import qualified_name
+from otel_replay.replay._change import Change
 from otel_replay.replay._model import RecordedStep, Run
 
-__all__ = ["Divergence", "Isolation", "ReplayResult", "ServedStep"]
+__all__ = ["AgentStatus", "Divergence", "Isolation", "Outcome", "ReplayResult", "ServedStep"]
+
+_MESSAGE_LIMIT = 300
+
+Outcome = Literal["identical", "diverged", "agent_failed"]
+"""What a replay came to: ``identical``; ``diverged`` (whatever the program did after); or
+``agent_failed``: every step as recorded, but the program failed (a non-zero exit status, a
+signal, an uncaught exception)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,64 @@ class Divergence:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentStatus:
+    """How the replayed program ended.
+
+    ``exit_code`` is its exit status (None in-process, where it has no process of its own;
+    negative when a signal killed it, as :mod:`subprocess` reports it). ``error`` is the
+    uncaught exception that ended it, as ``module.Type: first line of the message`` (in-process:
+    the exception that left the ``replaying()`` block); None when none was seen.
+    """
+
+    exit_code: int | None = None
+    error: str | None = None
+
+    @classmethod
+    def raised(cls, exc: BaseException, exit_code: int | None = None) -> AgentStatus:
+        """The status of a program that ``exc`` ended (its message's first line, cut to 300
+        characters: an ``UnmatchedRequestError`` goes on to list candidates)."""
+        lines = str(exc).strip().splitlines()
+        message = lines[0] if lines else ""
+        if len(message) > _MESSAGE_LIMIT:
+            message = message[: _MESSAGE_LIMIT - 1] + "…"
+        name = qualified_name(exc)
+        return cls(exit_code, f"{name}: {message}" if message else name)
+
+    @property
+    def failed(self) -> bool:
+        """It exited with a non-zero status, was killed, or raised."""
+        return self.error is not None or self.exit_code not in (None, 0)
+
+    @property
+    def signal(self) -> str | None:
+        """The name of the signal that killed it (``SIGKILL``), None otherwise."""
+        if self.exit_code is None or self.exit_code >= 0:
+            return None
+        try:
+            return signal.Signals(-self.exit_code).name
+        except ValueError:
+            return f"signal {-self.exit_code}"
+
+    def describe(self) -> str:
+        """``exited with status 0``, ``raised ValueError: boom (exit status 1)``, ``was killed
+        by SIGKILL``; in-process: ``raised ...`` or ``returned``."""
+        code = self.exit_code
+        if self.signal is not None:
+            ended = f"was killed by {self.signal}"
+        elif code is None:
+            ended = ""
+        else:
+            ended = f"exited with status {code}"
+        if self.error is None:
+            return ended or "returned"
+        return f"raised {self.error}" + (f" and {ended}" if ended else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        return {"exit_code": self.exit_code, "signal": self.signal, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True)
 class Isolation:
     """Whether the replayed command ran in a network namespace of its own.
 
@@ -140,7 +207,9 @@ class ReplayResult:
     when the ``with`` block exits. ``identical`` is True when every recorded step was asked
     for exactly once with the recorded request, and no network access was refused; processes
     started are reported (:attr:`subprocesses`) but do not make a replay differ. ``isolation``
-    is set by the ``replay`` verb (None in-process: no namespace).
+    is set by the ``replay`` verb (None in-process: no namespace). ``agent`` says how the
+    replayed program ended (set by the ``replay`` verb, and by ``replaying()`` when its block
+    raises); :attr:`outcome` puts the two together.
     """
 
     def __init__(
@@ -156,6 +225,7 @@ class ReplayResult:
         self._subprocesses = subprocesses
         self.elapsed_s: float = 0.0
         self.isolation: Isolation | None = None
+        self.agent: AgentStatus = AgentStatus()
 
     @property
     def steps(self) -> list[ServedStep]:
@@ -218,6 +288,14 @@ class ReplayResult:
         """True when nothing diverged."""
         return self.first_divergence is None and not self._network
 
+    @property
+    def outcome(self) -> Outcome:
+        """``diverged`` when not :attr:`identical`, else ``agent_failed`` when the program
+        failed, else ``identical``."""
+        if not self.identical:
+            return "diverged"
+        return "agent_failed" if self.agent.failed else "identical"
+
     def matched(self) -> Counter[str]:
         """How many requests matched at each level (``hash``, ``canonical``, ``position``,
         ``none``)."""
@@ -233,7 +311,9 @@ class ReplayResult:
         return {
             "run": self.run.run_id,
             "source": self.run.source,
+            "outcome": self.outcome,
             "identical": self.identical,
+            "agent": self.agent.to_json(),
             "recorded_steps": len(self.run.steps),
             "served": sum(1 for s in self._steps if s.recorded is not None),
             "matched": dict(self.matched()),

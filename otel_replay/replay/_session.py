@@ -26,7 +26,7 @@ from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
-from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay._result import AgentStatus, ReplayResult, ServedStep
 from otel_replay.replay.synth import synthesize
 from otel_replay.settings import Timing
 
@@ -212,6 +212,12 @@ class ReplaySession:
         with self._lock:
             self._network.append(address)
             self._write({"type": "network", "address": address})
+
+    def uncaught(self, exc: BaseException) -> None:
+        """The replayed program is ending on ``exc``, which nothing caught."""
+        with self._lock:
+            self.result.agent = AgentStatus.raised(exc)
+            self._write({"type": "uncaught", "error": self.result.agent.error})
 
     def subprocess_started(self, command: str) -> None:
         """The replayed code started a process (``command`` as one line); the user's

@@ -168,11 +168,15 @@ def test_a_bug_is_one_line_too_unless_asked(
 
     monkeypatch.setattr(_runs, "runs_table", broken)
     result = invoke("runs", "--store", str(store))
-    assert result.exit_code == 3 and "Traceback" not in result.output
-    assert result.stderr.strip() == (
-        "Error: internal error: TypeError: boom (a bug in otel-replay; rerun with --traceback "
-        "to see where)"
-    )
+    assert result.exit_code == 70 and "Traceback" not in result.output
+    line = result.stderr.strip()
+    head = "Error: internal error: TypeError: boom (a bug in otel-replay; traceback written to "
+    assert line.startswith(head) and line.endswith(".txt)") and "\n" not in line
+    written = Path(line.removeprefix(head).removesuffix(")"))
+    text = written.read_text()
+    written.unlink()
+    assert text.startswith("otel-replay ") and "Traceback" in text
+    assert 'raise TypeError("boom")' in text and "TypeError: boom" in text
     with pytest.raises(TypeError, match="boom"):
         invoke("--traceback", "runs", "--store", str(store))
 

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,13 @@ def _record(
     return done
 
 
-def replay(store: Path, run: str, *command: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``otel-replay replay RUN --store STORE -- CMD`` with a clean environment."""
+def replay(
+    store: Path, run: str, *command: str, flags: Sequence[str] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``otel-replay replay RUN --store STORE FLAGS -- CMD`` with a clean environment."""
     base = {k: v for k, v in subprocess_env(store).items() if not k.startswith("OTEL_")}
     return subprocess.run(
-        [str(CLI), "replay", run, "--store", str(store), "--", *command],
+        [str(CLI), "replay", run, "--store", str(store), *flags, "--", *command],
         env=base | env,
         cwd=ROOT,
         capture_output=True,
@@ -115,11 +118,16 @@ def test_a_changed_system_prompt_is_reported_field_by_field(
     assert "first divergence: step 0 (openai.chat_completions), request 0, matched by position" in (
         done.stdout
     )
-    assert (
-        "system instructions (message 0): system: You are Ada, the customer-support assistant"
-        in done.stdout
+    lines = done.stdout.splitlines()
+    at = lines.index(
+        "  system instructions (message 0): differs from character 20 (224 → 40 characters)"
     )
-    assert "→ system: You are Ada. Answer in one word." in done.stdout
+    assert lines[at + 1].startswith(
+        "    recorded: system: You are Ada, the customer-support assistant"
+    )
+    assert lines[at + 2] == "    replayed: system: You are Ada. Answer in one word."
+    # The caret stands under the first character that differs (',' against '.').
+    assert lines[at + 3] == " " * len("    recorded: system: You are Ada") + "^"
     assert "prompt hash: sha256:" in done.stdout
 
 
@@ -211,9 +219,10 @@ def test_the_agent_exit_status_is_surfaced(agent_store: tuple[Path, str, str]) -
     store, run, _ = agent_store
     code = f"import runpy, sys; runpy.run_path({str(AGENT)!r}, run_name='__main__'); sys.exit(4)"
     done = replay(store, run[:4], sys.executable, "-c", code)  # a unique prefix names the run
-    assert done.returncode == 4, done.stdout + done.stderr
-    assert ": identical" in done.stdout
-    assert "the agent exited with status 4" in done.stdout
+    # The agent failed without diverging: 3, whatever its own status; that is in the report.
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert ": identical steps, but the agent failed — it exited with status 4" in done.stdout
+    assert done.stdout.splitlines()[-1] == "the agent exited with status 4"
 
 
 def test_an_extra_request_fails_strictly_with_the_closest_recorded_ones(

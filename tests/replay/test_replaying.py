@@ -115,6 +115,29 @@ def test_a_run_replays_in_process_without_the_provider(
     assert result.to_json()["identical"] is True
 
 
+def test_a_block_that_raises_is_the_agent_failing(record: Recording) -> None:
+    store, run_id, _ = record(lambda url: _ask(url, "Where is A-1?"))
+    with (
+        pytest.raises(KeyError, match="no-such-field"),
+        otel_replay.replaying(run_id, store=store) as result,
+    ):
+        _ask(DEAD_URL, "Where is A-1?")
+        raise KeyError("no-such-field")
+    # Every step as recorded: the agent failed after, without diverging.
+    assert result.identical
+    assert result.outcome == "agent_failed"
+    assert result.agent.error == "KeyError: 'no-such-field'"
+    assert result.agent.exit_code is None
+    assert result.to_json()["agent"] == {
+        "exit_code": None,
+        "signal": None,
+        "error": "KeyError: 'no-such-field'",
+    }
+    with otel_replay.replaying(run_id, store=store) as again:
+        _ask(DEAD_URL, "Where is A-1?")
+    assert again.outcome == "identical" and not again.agent.failed
+
+
 def test_concurrent_requests_match_by_content_not_arrival(record: Recording) -> None:
     questions = [f"Where is order B-{n}?" for n in range(6)]
 
@@ -173,9 +196,14 @@ def test_a_changed_tool_schema_is_named(record: Recording, monkeypatch: pytest.M
     assert first is not None and first.step == 0
     fields = [c.field for c in first.changes]
     name = changed[0]["function"]["name"]
-    assert fields == ["tool schema version", f"tool {name}"]
-    assert first.changes[1].recorded == "$.description"
-    assert "new wording" in (first.changes[1].replayed or "")
+    assert fields == ["tool schema version", f"tool {name} $.description"]
+    # The old wording and the new, whole, each side of the arrow.
+    assert first.changes[1].recorded == "Get an order's status, items and delivery date."
+    assert first.changes[1].replayed == "Look an order up (new wording)."
+    assert first.changes[1].describe() == (
+        f"tool {name} $.description: Get an order's status, items and delivery date. → "
+        "Look an order up (new wording)."
+    )
     # Tool HTTP calls are unchanged and matched exactly.
     http = [s for s in result.steps if s.endpoint.startswith("GET ")]
     assert http and all(s.how == "hash" and s.identical for s in http)
