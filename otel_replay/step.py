@@ -23,7 +23,8 @@ class RunFacts:
 
     ``start_ns`` is the wall-clock start (Unix nanoseconds); ``commit`` the revision recorded
     (``vcs.ref.head.revision``) and ``code_dirty`` whether the working tree had changes; each
-    None when unknown.
+    None when unknown. ``parent_run_id`` is, for a replay or a fork, the run it re-executed
+    (``replay.parent.run.id``); None for a recording.
     """
 
     run_id: str
@@ -32,6 +33,7 @@ class RunFacts:
     commit: str | None = None
     code_dirty: bool | None = None
     start_ns: int = 0
+    parent_run_id: str | None = None
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ __all__ = [
     "qualified_name",
     "run",
     "start_process_run",
+    "use_parent_run",
     "use_recorded_seed",
     "use_tracer",
 ]
@@ -74,6 +75,8 @@ class RunState:
     mode: str = "record"
     seed: int | None = None
     start_ns: int = field(default_factory=wall_ns)
+    # While replaying, every run recorded is a replay of the run being replayed.
+    parent_run_id: str | None = field(default_factory=lambda: _parent_run)
     _steps: itertools.count[int] = field(default_factory=itertools.count)
     _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -97,6 +100,7 @@ class RunState:
                 commit=version.revision,
                 code_dirty=version.dirty,
                 start_ns=self.start_ns,
+                parent_run_id=self.parent_run_id,
             )
         return facts
 
@@ -115,6 +119,8 @@ class RunState:
             attrs["vcs.ref.head.revision"] = facts.commit
         if facts.code_dirty is not None:
             attrs[A.REPLAY_CODE_DIRTY] = facts.code_dirty
+        if facts.parent_run_id is not None:
+            attrs[A.REPLAY_PARENT_RUN_ID] = facts.parent_run_id
         return attrs
 
 
@@ -154,6 +160,16 @@ def current_run() -> RunState:
     if state is not None:
         return state
     return _process_run if _process_run is not None else start_process_run()
+
+
+_parent_run: str | None = None
+
+
+def use_parent_run(run_id: str | None) -> None:
+    """While replaying: the id of the run being replayed, which every run recorded from now
+    on names as its parent (``replay.parent.run.id``); None: runs are recordings again."""
+    global _parent_run  # noqa: PLW0603 - set by the replay, read when a run starts
+    _parent_run = run_id
 
 
 def use_recorded_seed(seed: int | None) -> None:

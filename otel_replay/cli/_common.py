@@ -24,6 +24,7 @@ __all__ = [
     "open_store",
     "progress",
     "resolve_run",
+    "run_mode",
     "stderr_console",
     "stdout_console",
     "store_option",
@@ -79,8 +80,15 @@ def open_store(location: str | None) -> Store:
         raise CliError(f"cannot open store {where}: {exc}") from None
 
 
+def run_mode(run: RunInfo) -> str:
+    """``record``, ``replay`` or ``fork``: a run whose mode was not recorded (imported from
+    another instrumentation's spans, say) is a recording."""
+    return run.mode or "record"
+
+
 def resolve_run(store: Store, ref: str) -> RunInfo:
-    """The run ``ref`` names: an exact id, ``latest`` (the newest run), or a unique prefix.
+    """The run ``ref`` names: an exact id, ``latest`` (the newest recording: replays and forks
+    are runs too, but never what "the latest run" means), or a unique prefix.
 
     Raises RunNotFoundError when nothing matches and CliError listing the candidates when a
     prefix is ambiguous.
@@ -90,9 +98,15 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
     if exact:
         return exact[0]
     if ref == LATEST:
+        recordings = [run for run in runs if run_mode(run) == "record"]
         if not runs:
             raise RunNotFoundError(f"the store at {store.location} has no runs yet")
-        return max(runs, key=lambda run: (run.start_ns, run.run_id))
+        if not recordings:
+            raise RunNotFoundError(
+                f"the store at {store.location} has no recordings yet, only replays or forks "
+                "(name one by its id)"
+            )
+        return max(recordings, key=lambda run: (run.start_ns, run.run_id))
     matches = sorted((run for run in runs if run.run_id.startswith(ref)), key=lambda r: r.run_id)
     if len(matches) == 1:
         return matches[0]

@@ -17,7 +17,7 @@ __all__ = ["pin"]
 def pin(run: str, store: str | None, unpin: bool) -> None:
     """Keep RUN forever: gc never removes a pinned run.
 
-    RUN is a run id, a unique prefix of one, or `latest`.
+    RUN is a run id, a unique prefix of one, or `latest` (the newest recording).
     """
     with open_store(store) as opened:
         info = resolve_run(opened, run)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from otel_replay.cli._common import emit, open_store, stdout_console, store_option
+from otel_replay.cli._common import emit, open_store, run_mode, stdout_console, store_option
 from otel_replay.cli._format import iso_time, plural
 from otel_replay.cli._tables import runs_table
 from otel_replay.store import RunInfo
@@ -16,8 +16,13 @@ from otel_replay.store import RunInfo
 __all__ = ["run_json", "runs"]
 
 
+MODES = ("record", "replay", "fork")
+
+
 def run_json(run: RunInfo) -> dict[str, Any]:
-    """A run, JSON-ready: the index's fields plus ISO times and the duration."""
+    """A run, JSON-ready: the index's fields plus ISO times and the duration. ``mode`` is
+    ``record``, ``replay`` or ``fork``; ``parent_run_id`` the run a replay or fork
+    re-executed (null for a recording)."""
     return {
         "run_id": run.run_id,
         "start_ns": run.start_ns,
@@ -28,7 +33,8 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "status": run.status,
         "recorded_id": run.recorded_id,
         "recording": run.recording,
-        "mode": run.mode,
+        "mode": run_mode(run),
+        "parent_run_id": run.parent_run_id,
         "error_type": run.error_type,
         "error_steps": run.error_steps,
         "pinned": run.pinned,
@@ -49,26 +55,36 @@ def run_json(run: RunInfo) -> dict[str, Any]:
 @click.option(
     "-n", "--limit", type=click.IntRange(min=1), default=None, help="Show only the newest N runs."
 )
-def runs(store: str | None, as_json: bool, limit: int | None) -> None:
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default=None,
+    help="Only recordings, only replays (otel-replay replay), or only forks.",
+)
+def runs(store: str | None, as_json: bool, limit: int | None, mode: str | None) -> None:
     """List the recorded runs, newest first.
 
     For each run: its id, when it started (local time), status (ok; error when it or a step
-    failed; incomplete when its recorder never closed it: killed, or still recording), steps,
-    the models it called, tokens in/out and the bytes recorded. A run id recorded again by
-    another process is listed as its own run, ``<id>@<n>``.
+    failed; incomplete when its recorder never closed it: killed, or still recording), its
+    mode (a recording, or a replay or fork of the run named), steps, the models it called,
+    tokens in/out and the bytes recorded. A run id recorded again by another process is
+    listed as its own run, ``<id>@<n>``.
     """
     with open_store(store) as opened:
         found = sorted(opened.runs(), key=lambda r: (r.start_ns, r.run_id), reverse=True)
         location = opened.location
+    if mode is not None:
+        found = [run for run in found if run_mode(run) == mode]
     total = len(found)
     found = found[:limit]
     if as_json:
         click.echo(json.dumps([run_json(run) for run in found], indent=2, ensure_ascii=False))
         return
+    kind = "run" if mode is None else f"{mode} run"
     if not found:
-        click.echo(f"No runs in the store at {location} yet.")
+        click.echo(f"No {kind}s in the store at {location} yet.")
         return
     console = stdout_console()
     emit(console, runs_table(found, time.time_ns()))
     shown = f"{len(found)} of " if len(found) < total else ""
-    emit(console, f"{shown}{plural(total, 'run')} in {location}", style="dim")
+    emit(console, f"{shown}{plural(total, kind)} in {location}", style="dim")

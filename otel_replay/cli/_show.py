@@ -24,10 +24,12 @@ __all__ = ["show"]
 def show(run: str, store: str | None, as_json: bool) -> None:
     """Show the steps of RUN in order.
 
-    RUN is a run id, a unique prefix of one, or `latest`. For each step: index, kind, model
-    (or method and URL of a plain HTTP call), the prompt (last user message) and the response
-    (text, or tool calls as name(arguments)), duration and time to first chunk in ms, tokens
-    in/out, and status (HTTP status, error type, `incomplete` when a response was cut short).
+    RUN is a run id, a unique prefix of one, or `latest` (the newest recording). The header
+    gives the run's mode (record, or replay/fork of the run it re-executed). For each step:
+    index, kind, model (or method and URL of a plain HTTP call), the prompt (last user
+    message) and the response (text, or tool calls as name(arguments)), duration and time to
+    first chunk in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when
+    a response was cut short).
     """
     with open_store(store) as opened:
         info = resolve_run(opened, run)

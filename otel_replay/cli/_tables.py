@@ -50,10 +50,20 @@ def _tokens(tokens_in: int | None, tokens_out: int | None) -> str:
     return f"{tokens_in or 0:,} / {tokens_out or 0:,}"
 
 
+def _mode(run: RunInfo) -> Text:
+    """``record``, or ``replay of <parent>`` / ``fork of <parent>``."""
+    mode = run.mode or "record"
+    if mode == "record":
+        return Text(mode)
+    parent = printable(run.parent_run_id) if run.parent_run_id else "?"
+    return Text(f"{mode} of {parent}", style="cyan")
+
+
 def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
-    """One row per run, in the order given: id, when, status, steps, models, tokens, bytes."""
-    table = _table("run", "when", "status", "steps", "models", "tokens in/out", "bytes")
-    for column in (3, 5, 6):
+    """One row per run, in the order given: id, when, status, mode (and the run a replay or
+    fork re-executed), steps, models, tokens, bytes."""
+    table = _table("run", "when", "status", "mode", "steps", "models", "tokens in/out", "bytes")
+    for column in (4, 6, 7):
         table.columns[column].justify = "right"
     for column in (0, 1, 2):
         table.columns[column].no_wrap = True
@@ -62,6 +72,7 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
             Text(printable(run.run_id), style="bold"),
             Text(when(run.start_ns, now_ns)),
             _status(run),
+            _mode(run),
             Text(str(run.step_count)),
             Text(", ".join(run.models) or "-"),
             Text(_tokens(run.tokens_in, run.tokens_out)),
@@ -76,6 +87,8 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     text.append(printable(run.run_id), style="bold")
     text.append("  ")
     text.append_text(_status(run))
+    text.append("  ")
+    text.append_text(_mode(run))
     facts = [
         when(run.start_ns, now_ns),
         plural(run.step_count, "step"),

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
-from otel_replay.capture._run import use_recorded_seed
+from otel_replay.capture._run import use_parent_run, use_recorded_seed
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
@@ -69,6 +69,7 @@ def start(config: Settings) -> ReplaySession:
     install(session)
     World(run.start_ns, config.clock, config.timing).start()  # for the process's life
     use_recorded_seed(run.seed)
+    use_parent_run(run.run_id)  # this execution is recorded as a replay of that run
     atexit.register(session.close)
     _report_uncaught(session)
     _session = session

@@ -23,7 +23,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreNotWritableEr
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _BUSY_MS = 30_000
 
 SCHEMA = """
@@ -34,6 +34,7 @@ CREATE TABLE runs (
     recording   TEXT NOT NULL,          -- the recorder's id: one open store, one process
     number      INTEGER NOT NULL,       -- 1 for the first recording of run_id, then 2, 3...
     mode        TEXT,                   -- record, replay or fork
+    parent      TEXT,                   -- the run a replay or fork re-executed (NULL: none)
     started_ns  INTEGER,                -- when the run started, as its recorder said
     ended_ns    INTEGER,                -- when its recorder closed it (NULL: cut off, or recording)
     error_type  TEXT,                   -- the run's own error (its run() block raised)

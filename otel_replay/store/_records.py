@@ -205,6 +205,7 @@ def _facts_value(facts: RunFacts) -> dict[str, Any]:
         "commit": facts.commit,
         "code_dirty": facts.code_dirty,
         "start_ns": facts.start_ns,
+        "parent": facts.parent_run_id,
     }
 
 
@@ -214,6 +215,7 @@ def _facts_from(run_id: str, value: Any) -> RunFacts | None:
     if not isinstance(value, dict):
         raise RecordError("run facts are not an object")
     seed, commit, dirty = value.get("seed"), value.get("commit"), value.get("code_dirty")
+    parent = value.get("parent")
     return RunFacts(
         run_id=run_id,
         mode=str(value.get("mode") or "record"),
@@ -221,6 +223,7 @@ def _facts_from(run_id: str, value: Any) -> RunFacts | None:
         commit=commit if isinstance(commit, str) else None,
         code_dirty=dirty if isinstance(dirty, bool) else None,
         start_ns=int(value.get("start_ns") or 0),
+        parent_run_id=parent if isinstance(parent, str) else None,
     )
 
 

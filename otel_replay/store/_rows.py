@@ -228,14 +228,15 @@ def _name_taken(conn: sqlite3.Connection, name: str) -> bool:
 
 def _set_facts(conn: sqlite3.Connection, run: int, facts: RunFacts) -> None:
     conn.execute(
-        "UPDATE runs SET mode = ?, started_ns = ?, commit_sha = ?, code_dirty = ?, seed = ? "
-        "WHERE id = ?",
+        "UPDATE runs SET mode = ?, started_ns = ?, commit_sha = ?, code_dirty = ?, seed = ?, "
+        "parent = ? WHERE id = ?",
         (
             facts.mode,
             facts.start_ns or None,
             facts.commit,
             facts.code_dirty,
             facts.seed,
+            facts.parent_run_id,
             run,
         ),
     )
@@ -306,7 +307,7 @@ SELECT runs.id, runs.name, runs.run_id, runs.number, runs.mode,
        runs.error_type, COUNT(steps.error_type), runs.commit_sha, runs.code_dirty, runs.seed,
        COUNT(steps.step_index), COALESCE(SUM(steps.tokens_in), 0),
        COALESCE(SUM(steps.tokens_out), 0),
-       COALESCE(SUM(steps.request_size + steps.response_size), 0), runs.pinned
+       COALESCE(SUM(steps.request_size + steps.response_size), 0), runs.pinned, runs.parent
 FROM runs LEFT JOIN steps ON steps.run = runs.id
 WHERE EXISTS (SELECT 1 FROM records WHERE records.run = runs.id)
 """
@@ -360,6 +361,7 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
                 bytes=r[17],
                 pinned=bool(r[18]),
                 models=_models(conn, r[0]),
+                parent_run_id=r[19],
             )
         )
     infos.sort(key=lambda info: (info.start_ns, info.run_id))

@@ -27,6 +27,7 @@ class RunInfo:
     ``bytes`` adds up the raw request and response bodies recorded (before dedup and
     compression). ``models`` are the distinct models of its steps, in first-use order.
     ``error_steps`` counts steps that failed; ``error_type`` is the run's own error.
+    ``parent_run_id``: for a replay or fork (``mode``), the run it re-executed.
     """
 
     run_id: str
@@ -47,6 +48,7 @@ class RunInfo:
     bytes: int
     pinned: bool
     models: tuple[str, ...]
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

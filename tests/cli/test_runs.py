@@ -32,16 +32,16 @@ def test_the_table_lists_every_run_newest_first(
     ids = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("r_")]
     assert ids == [CLAUDE, ERRORS, SUPPORT]
     header = result.stdout.splitlines()[0].split()
-    assert header[:4] == ["run", "when", "status", "steps"]
+    assert header[:5] == ["run", "when", "status", "mode", "steps"]
     rows = _rows(result.stdout)
     support = rows[SUPPORT]
-    assert support[2:5] == ["ok", "9", "gpt-4o-mini"]
+    assert support[2:6] == ["ok", "record", "9", "gpt-4o-mini"]
     tokens_in, tokens_out = _usage(recorded, SUPPORT)
-    assert tokens_in > 3000 and support[5] == f"{tokens_in:,} / {tokens_out:,}"
-    assert support[6].endswith(" KB")
-    assert rows[ERRORS][2:5] == ["error", "2", "standin-error, standin-cut"]
-    assert rows[CLAUDE][2:5] == ["ok", "1", "claude-sonnet-4-6"]
-    assert rows[CLAUDE][5] == "{:,} / {:,}".format(*_usage(recorded, CLAUDE))
+    assert tokens_in > 3000 and support[6] == f"{tokens_in:,} / {tokens_out:,}"
+    assert support[7].endswith(" KB")
+    assert rows[ERRORS][2:6] == ["error", "record", "2", "standin-error, standin-cut"]
+    assert rows[CLAUDE][2:6] == ["ok", "record", "1", "claude-sonnet-4-6"]
+    assert rows[CLAUDE][6] == "{:,} / {:,}".format(*_usage(recorded, CLAUDE))
     assert "(just now)" in support[1]
     assert result.stdout.rstrip().endswith(f"3 runs in {store}")
 
@@ -68,6 +68,7 @@ def test_json_is_for_machines(invoke: Invoke, store: Path, recorded: Recorded) -
     assert support["bytes"] == raw
     assert support["start_ns"] <= support["end_ns"] and support["start"].startswith("20")
     assert by_id[ERRORS]["status"] == "error"
+    assert {(run["mode"], run["parent_run_id"]) for run in runs} == {("record", None)}
     for run_id in (SUPPORT, ERRORS, CLAUDE):
         assert (by_id[run_id]["tokens_in"], by_id[run_id]["tokens_out"]) == _usage(recorded, run_id)
 
