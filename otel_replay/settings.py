@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
+from otel_replay._ignore import IgnoreRules
+from otel_replay._ignore import parse as _ignore_rules
 from otel_replay.errors import ConfigError
 
 __all__ = [
@@ -270,6 +272,13 @@ SETTINGS: tuple[Setting, ...] = (
         "comma-separated names or globs of framework tools that have side effects (never run "
         "in replay)",
     ),
+    Setting(
+        "OTEL_REPLAY_IGNORE",
+        "",
+        _ignore_rules,
+        "comma-separated HOST[:PORT][/PATH] globs of background traffic (SDK telemetry), neither "
+        "recorded nor compared; added to the known telemetry endpoints (-defaults drops them)",
+    ),
 )
 
 
@@ -297,6 +306,7 @@ class Settings:
     report: str | None
     live_read_tools: bool
     write_tools: tuple[str, ...]
+    ignore: IgnoreRules
 
 
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -363,4 +373,5 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         report=values["OTEL_REPLAY_REPORT"],
         live_read_tools=values["OTEL_REPLAY_LIVE_TOOLS"],
         write_tools=values["OTEL_REPLAY_WRITE_TOOLS"],
+        ignore=values["OTEL_REPLAY_IGNORE"],
     )

@@ -108,14 +108,19 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             except ImportError:
                 continue
             wrapt.wrap_function_wrapper(
-                module, "Client._send_single_request", sync_wrapper(self.recorder, module)
+                module,
+                "Client._send_single_request",
+                sync_wrapper(self.recorder, module, config.ignore),
             )
             wrapt.wrap_function_wrapper(
-                module, "AsyncClient._send_single_request", async_wrapper(self.recorder, module)
+                module,
+                "AsyncClient._send_single_request",
+                async_wrapper(self.recorder, module, config.ignore),
             )
             self._wrapped.append(module)
-        # urllib3 (requests, botocore) and aiohttp, when installed.
-        self._unwrap_transports = transports.instrument(self.recorder)
+        # urllib3 (requests, botocore) and aiohttp, when installed. Calls to background
+        # endpoints (OTEL_REPLAY_IGNORE) are not recorded by any seam.
+        self._unwrap_transports = transports.instrument(self.recorder, config.ignore)
         if config.mode == "replay":
             # Under opentelemetry-instrument nothing else boots the replay (replay's own boot
             # has started it already otherwise): serve every request from the recording; the

@@ -11,7 +11,8 @@ payloads (files, async iterables, multipart) are teed as aiohttp writes them. Th
 teed where the connection feeds it: the response's ``StreamReader`` gets a subclass whose
 ``feed_data``/``feed_eof``/``set_exception`` pass everything on and remember it, so the
 application's reads (``read()``, ``iter_chunked``, ``iter_any``, ``readline``...) are untouched.
-A body aiohttp decompressed is recorded decompressed, without its coding headers.
+A body aiohttp decompressed is recorded decompressed, without its coding headers. A call an
+``OTEL_REPLAY_IGNORE`` rule matches passes through unrecorded.
 
 Replay adds a middleware of its own through :func:`add_middleware`; ours stay in stage order
 (capture before replay) whichever wrapper was installed first.
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any
 
+from otel_replay._ignore import IgnoreRules
 from otel_replay.capture._exchange import enter, leave, should_record
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
@@ -85,8 +87,9 @@ def wrap_request(middleware_for: MiddlewareFor, stage: int) -> Callable[[], None
     return lambda: unwrap(aiohttp.ClientSession, "_request")
 
 
-def instrument(recorder: Recorder) -> Callable[[], None] | None:
-    """Record every aiohttp exchange; the undo function, or None without aiohttp 3.12+."""
+def instrument(recorder: Recorder, ignore: IgnoreRules) -> Callable[[], None] | None:
+    """Record every aiohttp exchange but those ``ignore`` matches; the undo function, or None
+    without aiohttp 3.12+."""
 
     def middleware_for(session: Any, kwargs: dict[str, Any]) -> Middleware | None:
         if not should_record():
@@ -94,7 +97,7 @@ def instrument(recorder: Recorder) -> Callable[[], None] | None:
         decompress = kwargs.get("auto_decompress")
         if decompress is None:
             decompress = getattr(session, "auto_decompress", True)
-        return _middleware(recorder, bool(decompress))
+        return _middleware(recorder, ignore, bool(decompress))
 
     return wrap_request(middleware_for, CAPTURE)
 
@@ -113,9 +116,9 @@ async def request_body(request: Any) -> bytes | None:
     return None
 
 
-def _middleware(recorder: Recorder, decompress: bool) -> Middleware:
+def _middleware(recorder: Recorder, ignore: IgnoreRules, decompress: bool) -> Middleware:
     async def record(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        step = await _begin(recorder, request)
+        step = await _begin(recorder, ignore, request)
         if step is None:
             return await handler(request)
         token = enter(step)
@@ -132,10 +135,13 @@ def _middleware(recorder: Recorder, decompress: bool) -> Middleware:
     return record
 
 
-async def _begin(recorder: Recorder, request: Any) -> OpenStep | None:
+async def _begin(recorder: Recorder, ignore: IgnoreRules, request: Any) -> OpenStep | None:
     if not should_record() or "Upgrade" in request.headers:  # websockets are not covered
         return None
     try:
+        url = request.url
+        if ignore and ignore.match(url.host or "", url.port, url.path) is not None:
+            return None
         content = await request_body(request)
         view = RequestView(request.method, str(request.url), raw_headers(request.headers), content)
         step = recorder.begin(view)

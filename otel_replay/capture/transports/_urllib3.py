@@ -12,7 +12,8 @@ teed as urllib3 reads it. The response is teed at its two raw sources, ``_raw_re
 read through ``http.client``) and ``_handle_chunk`` (``read_chunked``, which requests and
 ``stream()`` use on chunked responses), set on the response object itself, so the
 application's reads, decoding and chunk boundaries are untouched. A body urllib3 already read
-(``preload_content=True``) is recorded whole, already decoded.
+(``preload_content=True``) is recorded whole, already decoded. A call an ``OTEL_REPLAY_IGNORE``
+rule matches passes through unrecorded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from otel_replay._ignore import IgnoreRules
 from otel_replay.capture._exchange import enter, leave, should_record
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
@@ -31,8 +33,9 @@ __all__ = ["instrument", "request_url"]
 _CODING = frozenset({b"content-encoding", b"content-length"})
 
 
-def instrument(recorder: Recorder) -> Callable[[], None] | None:
-    """Wrap ``_make_request`` when urllib3 2.x is installed; the undo function, or None."""
+def instrument(recorder: Recorder, ignore: IgnoreRules) -> Callable[[], None] | None:
+    """Wrap ``_make_request`` when urllib3 2.x is installed (calls ``ignore`` matches are not
+    recorded); the undo function, or None."""
     try:
         import urllib3  # noqa: PLC0415 - optional
         import urllib3.connectionpool  # noqa: PLC0415
@@ -44,7 +47,7 @@ def instrument(recorder: Recorder) -> Callable[[], None] | None:
     from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
 
     pool = urllib3.connectionpool.HTTPConnectionPool
-    wrapt.wrap_function_wrapper(pool, "_make_request", _wrapper(recorder))
+    wrapt.wrap_function_wrapper(pool, "_make_request", _wrapper(recorder, ignore))
 
     def undo() -> None:
         unwrap(pool, "_make_request")
@@ -102,22 +105,35 @@ def _iter_tee(inner: Any, step: OpenStep) -> Iterator[Any]:
         yield chunk
 
 
-def _view(pool: Any, method: str, url: str, headers: Any, content: bytes | None) -> RequestView:
-    full = request_url(pool.scheme, pool.host, pool.port, url)
-    return RequestView(method, full, raw_headers(headers), content)
+def _ignored(ignore: IgnoreRules, pool: Any, target: str) -> bool:
+    """Whether an ``OTEL_REPLAY_IGNORE`` rule matches the call to ``target`` (a path, or an
+    absolute URL as sent to a proxy) on ``pool``."""
+    if not target.startswith("/"):
+        return ignore.match_url(target) is not None
+    port = pool.port or (443 if pool.scheme == "https" else 80)
+    return ignore.match(pool.host, port, target.partition("?")[0]) is not None
 
 
-def _begin(recorder: Recorder, pool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _begin(
+    recorder: Recorder,
+    ignore: IgnoreRules,
+    pool: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
     """The step for this call and the (possibly teed) arguments to make it with."""
     if not should_record():
         return None, args, kwargs
     try:
         names = ("conn", "method", "url", "body", "headers")
         bound = dict(zip(names, args, strict=False)) | kwargs
+        if ignore and _ignored(ignore, pool, bound["url"]):
+            return None, args, kwargs
+        url = request_url(pool.scheme, pool.host, pool.port, bound["url"])
         body = bound.get("body")
         content = _body(body)
         step = recorder.begin(
-            _view(pool, bound["method"], bound["url"], bound.get("headers"), content)
+            RequestView(bound["method"], url, raw_headers(bound.get("headers")), content)
         )
         if content is None:
             tee = _ReadTee(body, step) if hasattr(body, "read") else _iter_tee(body, step)
@@ -131,9 +147,9 @@ def _begin(recorder: Recorder, pool: Any, args: tuple[Any, ...], kwargs: dict[st
         return None, args, kwargs
 
 
-def _wrapper(recorder: Recorder) -> Callable[..., Any]:
+def _wrapper(recorder: Recorder, ignore: IgnoreRules) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        step, args, kwargs = _begin(recorder, instance, args, kwargs)
+        step, args, kwargs = _begin(recorder, ignore, instance, args, kwargs)
         if step is None:
             return wrapped(*args, **kwargs)
         token = enter(step)

@@ -1,0 +1,312 @@
+"""Background traffic: the calls ``OTEL_REPLAY_IGNORE`` names, which are not the agent's.
+
+SDKs upload their own telemetry (the OpenAI Agents SDK's traces, LangSmith's runs, Sentry's
+events) and fetch their own data (LiteLLM's price list) beside the agent's calls, often from
+background threads and with fresh ids in every body. Recorded, such a call would make an
+unchanged agent diverge; refused by a strict replay, it would count as a network attempt. A
+call an ignore rule matches is neither recorded nor compared: the capture lets it through
+untouched (no step, no span of ours) and a replay answers it itself, at once, before any
+socket (:func:`status_for`, :data:`ANSWER_BODY`).
+
+A rule is one entry of the comma-separated value::
+
+    [http:// | https://] HOST [:PORT] [/PATH]
+
+* ``HOST`` is a host name glob, compared case-insensitively: ``*`` matches any run of
+  characters, dots included (``*.sentry.io`` matches ``o1.ingest.sentry.io``, not
+  ``sentry.io``); ``*`` alone is any host. An IPv6 address goes in brackets (``[::1]``).
+* ``:PORT``, when given, must equal the call's port (the scheme's default when the URL names
+  none); without it any port matches.
+* ``/PATH`` must match the call's whole path (the query string is never compared): ``*``
+  matches any run of characters, ``/`` included; other characters match themselves. Without
+  a path, every path of the host matches.
+
+Entries are added to :data:`DEFAULTS`; the entry ``-defaults`` (anywhere in the list) drops
+them. Rules are precompiled: matching a call is a dictionary lookup, and a regular expression
+only where a glob needs one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = [
+    "ANSWER_BODY",
+    "ANSWER_HEADERS",
+    "DEFAULTS",
+    "DEFAULT_RULES",
+    "DROP_DEFAULTS",
+    "IgnoreRule",
+    "IgnoreRules",
+    "KnownEndpoint",
+    "call_of",
+    "parse",
+    "status_for",
+]
+
+DROP_DEFAULTS = "-defaults"
+"""The entry that drops :data:`DEFAULTS` from the rules."""
+
+_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+_HOST = re.compile(r"[a-z0-9*_.-]+|\[[0-9a-f:.*]+\]")
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True, slots=True)
+class KnownEndpoint:
+    """A default rule: its glob and whose background traffic it is."""
+
+    glob: str
+    source: str
+
+
+DEFAULTS: tuple[KnownEndpoint, ...] = (
+    KnownEndpoint("*/v1/traces/ingest", "OpenAI Agents SDK trace upload (any base URL)"),
+    KnownEndpoint("*.smith.langchain.com/info", "LangSmith client configuration"),
+    KnownEndpoint("*.smith.langchain.com/runs", "LangSmith run upload"),
+    KnownEndpoint("*.smith.langchain.com/runs/*", "LangSmith run upload (batch, multipart)"),
+    KnownEndpoint("*/runs/multipart", "LangSmith run upload (self-hosted)"),
+    KnownEndpoint("*/runs/batch", "LangSmith run upload (self-hosted)"),
+    KnownEndpoint(
+        "raw.githubusercontent.com/BerriAI/litellm/*/model_prices_and_context_window.json",
+        "LiteLLM model price list, fetched at import",
+    ),
+    KnownEndpoint("*/api/public/ingestion", "Langfuse event upload"),
+    KnownEndpoint("*/api/public/otel/*", "Langfuse OTLP upload"),
+    KnownEndpoint("trace.wandb.ai", "Weights & Biases Weave traces"),
+    KnownEndpoint("*/v1/traces", "OTLP/HTTP exporters (collectors, Phoenix, Logfire...)"),
+    KnownEndpoint("*/v1/metrics", "OTLP/HTTP exporters"),
+    KnownEndpoint("*/v1/logs", "OTLP/HTTP exporters"),
+    KnownEndpoint("api.traceloop.com", "Traceloop (OpenLLMetry) upload"),
+    KnownEndpoint("*.ingest.sentry.io", "Sentry events"),
+    KnownEndpoint("*.ingest.*.sentry.io", "Sentry events (regional)"),
+    KnownEndpoint("*/api/*/envelope/", "Sentry events (self-hosted)"),
+    KnownEndpoint("us.i.posthog.com", "PostHog (telemetry of chromadb, mem0 and others)"),
+    KnownEndpoint("eu.i.posthog.com", "PostHog"),
+    KnownEndpoint("app.posthog.com", "PostHog"),
+    KnownEndpoint("telemetry.crewai.com", "CrewAI telemetry"),
+    KnownEndpoint("huggingface.co/api/telemetry/*", "Hugging Face hub telemetry"),
+)
+"""The known telemetry endpoints, ignored unless ``-defaults`` drops them. Only background
+traffic belongs here: a proxy for model calls (Helicone, a gateway) carries the agent's own
+calls, and LangSmith's prompt hub or Langfuse's prompt API feed the agent, so those stay
+steps."""
+
+ANSWER_BODY = (
+    b'{"otel_replay":"ignored","detail":"background traffic (OTEL_REPLAY_IGNORE or an '
+    b'OpenTelemetry export): not recorded, answered by otel-replay during a replay"}'
+)
+"""The JSON body of the answer a replay gives an ignored call (none for ``HEAD``)."""
+
+ANSWER_HEADERS: tuple[tuple[str, str], ...] = (
+    ("content-type", "application/json"),
+    ("x-otel-replay", "ignored"),
+)
+"""The headers of that answer."""
+
+
+def status_for(method: str) -> int:
+    """The status a replay answers an ignored call with: ``404`` for a read (``GET``,
+    ``HEAD``, ``OPTIONS``), so a client falls back to what it ships (LiteLLM's bundled price
+    list) and no client retries; ``200`` for anything that sends (an upload), so an uploader
+    counts its batch delivered and drops it without retrying or logging an error."""
+    return 404 if method.upper() in _READS else 200
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreRule:
+    """One parsed rule: ``glob`` as written (scheme dropped), its lower-case ``host`` glob,
+    its ``port`` (None: any) and its ``path`` glob (None: any path)."""
+
+    glob: str
+    host: str
+    port: int | None
+    path: str | None
+
+
+def _glob(text: str, star: str) -> str:
+    return star.join(re.escape(part) for part in text.split("*"))
+
+
+def _parse_entry(entry: str) -> IgnoreRule:
+    """One rule from its text; ValueError naming the entry when it is not one."""
+    text = entry
+    for scheme in ("http://", "https://"):
+        if text.lower().startswith(scheme):
+            text = text[len(scheme) :]
+    if any(c.isspace() for c in text) or "?" in text or "#" in text:
+        raise ValueError(f"entry {entry!r}: expected HOST[:PORT][/PATH], no spaces, no query")
+    slash = text.find("/")
+    hostport, path = (text, None) if slash < 0 else (text[:slash], text[slash:])
+    host, port = hostport.lower(), None
+    if host.startswith("["):
+        close = host.find("]")
+        rest = host[close + 1 :] if close > 0 else ""
+        host = host[: close + 1] if close > 0 else host
+    else:
+        host, sep, rest = host.partition(":")
+        rest = sep + rest
+    if rest:
+        digits = rest[1:]
+        if not (rest.startswith(":") and digits.isdigit() and 0 < int(digits) < 65536):
+            raise ValueError(f"entry {entry!r}: the port must be a number from 1 to 65535")
+        port = int(digits)
+    if not host:
+        raise ValueError(f"entry {entry!r}: a host is needed (write */PATH for any host)")
+    if not _HOST.fullmatch(host):
+        raise ValueError(f"entry {entry!r}: {host!r} is not a host name glob")
+    if host == "*" and port is None and path is None:
+        raise ValueError(f"entry {entry!r} would ignore every call: name a host or a path")
+    return IgnoreRule(text, host.strip("[]"), port, path)
+
+
+def _regex(rules: Sequence[IgnoreRule], host: bool) -> re.Pattern[str] | None:
+    """One expression for ``rules``, each a named group ``r<i>``: over ``"host port path"``
+    when ``host``, else over ``"port path"``."""
+    branches = []
+    for i, rule in enumerate(rules):
+        port = r"\d*" if rule.port is None else str(rule.port)
+        path = ".*" if rule.path is None else _glob(rule.path, ".*")
+        head = _glob(rule.host, "[^ ]*") + " " if host else ""
+        branches.append(f"(?P<r{i}>{head}{port} {path})")
+    return re.compile("|".join(branches), re.DOTALL) if branches else None
+
+
+def _found(
+    regex: re.Pattern[str] | None, subject: str, rules: Sequence[IgnoreRule]
+) -> IgnoreRule | None:
+    """The rule whose branch of ``regex`` matches the whole ``subject``, or None."""
+    if regex is None:
+        return None
+    found = regex.fullmatch(subject)
+    if found is None or found.lastgroup is None:
+        return None
+    return rules[int(found.lastgroup[1:])]
+
+
+class _Host:
+    """The rules of one host glob: literal paths by lookup, the others in one expression."""
+
+    __slots__ = ("_others", "_paths", "_prefixes", "_regex")
+
+    def __init__(self, rules: Iterable[IgnoreRule]) -> None:
+        self._paths: dict[str, list[IgnoreRule]] = {}
+        others: list[IgnoreRule] = []
+        for rule in rules:
+            if rule.path is not None and "*" not in rule.path:
+                self._paths.setdefault(rule.path, []).append(rule)
+            else:
+                others.append(rule)
+        self._others = tuple(others)
+        self._regex = _regex(others, host=False)
+        # What each such path glob starts with, to skip the expression for other paths.
+        self._prefixes = tuple("" if r.path is None else r.path.split("*", 1)[0] for r in others)
+
+    def match(self, port: int | None, path: str | None) -> IgnoreRule | None:
+        if path is not None:
+            for rule in self._paths.get(path, ()):
+                if rule.port is None or rule.port == port:
+                    return rule
+        if not self._prefixes or not (path or "").startswith(self._prefixes):
+            return None
+        return _found(self._regex, f"{'' if port is None else port} {path or ''}", self._others)
+
+
+class IgnoreRules:
+    """The rules in force, precompiled: :meth:`match` runs on every call the capture or a
+    replay sees, so it costs a dictionary lookup per host kind (named hosts, any host) and a
+    regular expression only where a glob needs one (host names ending like a wildcard rule's,
+    paths with ``*``)."""
+
+    __slots__ = ("_any", "_hosts", "_suffixes", "_wild", "_wild_regex", "rules")
+
+    def __init__(self, rules: Iterable[IgnoreRule]) -> None:
+        self.rules: tuple[IgnoreRule, ...] = tuple(dict.fromkeys(rules))
+        named: dict[str, list[IgnoreRule]] = {}
+        anywhere: list[IgnoreRule] = []
+        wild: list[IgnoreRule] = []
+        for rule in self.rules:
+            if rule.host == "*":
+                anywhere.append(rule)
+            elif "*" in rule.host:
+                wild.append(rule)
+            else:
+                named.setdefault(rule.host, []).append(rule)
+        self._hosts = {host: _Host(group) for host, group in named.items()}
+        self._any = _Host(anywhere) if anywhere else None
+        self._wild = tuple(wild)
+        self._wild_regex = _regex(wild, host=True)
+        # What each wildcard host glob ends with, to skip its expression for other hosts.
+        self._suffixes = tuple(rule.host.rsplit("*", 1)[1] for rule in wild)
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def __repr__(self) -> str:
+        return f"IgnoreRules({[rule.glob for rule in self.rules]!r})"
+
+    def match(self, host: str, port: int | None, path: str | None) -> IgnoreRule | None:
+        """A rule that matches a call to ``host`` (a name or an address, brackets optional)
+        on ``port`` (None: not known) for ``path`` (None: not known, as at a socket, where only
+        rules without a path can match), or None."""
+        host = host.lower().strip("[]").rstrip(".")
+        named = self._hosts.get(host)
+        if named is not None:
+            found = named.match(port, path)
+            if found is not None:
+                return found
+        if self._any is not None:
+            found = self._any.match(port, path)
+            if found is not None:
+                return found
+        if self._suffixes and host.endswith(self._suffixes):
+            subject = f"{host} {'' if port is None else port} {path or ''}"
+            return _found(self._wild_regex, subject, self._wild)
+        return None
+
+    def match_url(self, url: str) -> IgnoreRule | None:
+        """:meth:`match` for a full URL (``scheme://host[:port]/path?query``)."""
+        if not self.rules:
+            return None
+        parts = urlsplit(url)
+        try:
+            port = parts.port or _PORTS.get(parts.scheme)
+        except ValueError:
+            port = None
+        return self.match(parts.hostname or "", port, parts.path or "/")
+
+
+def call_of(url: str) -> str:
+    """How a call is listed in a replay's report: ``host[:port]/path``, without the scheme,
+    the user-info and the query string (the port only when it is not the scheme's)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None and port != _PORTS.get(parts.scheme):
+        host = f"{host}:{port}"
+    return host + (parts.path or "/")
+
+
+def _rules(entries: Sequence[str]) -> IgnoreRules:
+    keep_defaults = DROP_DEFAULTS not in entries
+    rules = [_parse_entry(known.glob) for known in DEFAULTS] if keep_defaults else []
+    rules += [_parse_entry(entry) for entry in entries if entry != DROP_DEFAULTS]
+    return IgnoreRules(rules)
+
+
+def parse(raw: str) -> IgnoreRules:
+    """The rules an ``OTEL_REPLAY_IGNORE`` value asks for: :data:`DEFAULTS` plus its entries
+    (or its entries alone with ``-defaults``). Raises ValueError naming a bad entry."""
+    return _rules([entry.strip() for entry in raw.split(",") if entry.strip()])
+
+
+DEFAULT_RULES = parse("")
+"""The rules when ``OTEL_REPLAY_IGNORE`` is not set: :data:`DEFAULTS`."""
