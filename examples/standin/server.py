@@ -3,6 +3,9 @@
 Routes (matched by path suffix, so any prefix such as `/v1` works):
 - `POST …/chat/completions`, `POST …/responses` (OpenAI), `POST …/messages` (Anthropic);
 - `/tools/…`: the toy tool backend (see `tools.py`);
+- the telemetry sinks of SDKs, so agents that upload their traces can run against it:
+  `POST …/v1/traces/ingest` (OpenAI Agents SDK) -> 204; LangSmith's `GET …/info` -> its
+  configuration, `POST …/runs/multipart`, `…/runs/batch` -> 202;
 - `GET /_standin/requests` (recorded requests as JSON, bodies base64), `DELETE` the same path
   to clear them, `GET /_standin/health`. Requests to `/_standin/` are not recorded.
 
@@ -53,6 +56,17 @@ _ENDPOINTS = {
     "/messages": _Endpoint(
         anthropic_messages.handle, anthropic_messages.error, anthropic_messages.rate_limited
     ),
+}
+
+
+# Where SDKs upload their own telemetry: accepted and dropped.
+_SINKS = {
+    "/v1/traces/ingest": JsonReply(204, b""),
+    "/info": json_reply(
+        200, {"version": "standin", "instance_flags": {"zstd_compression_enabled": True}}
+    ),
+    "/runs/multipart": json_reply(202, {}),
+    "/runs/batch": json_reply(202, {}),
 }
 
 
@@ -241,6 +255,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.recorder.add(RecordedRequest(self.command, path, query, headers, body))
         if path.startswith("/tools/"):
             self._send(tools.handle(self.command, path, query, body))
+            return
+        sink = next((reply for s, reply in _SINKS.items() if path.endswith(s)), None)
+        if sink is not None:
+            self._send(sink)
             return
         endpoint = next((e for s, e in _ENDPOINTS.items() if path.endswith(s)), None)
         if endpoint is None:

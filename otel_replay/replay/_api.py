@@ -60,6 +60,7 @@ def replaying(
         timing=timing,
         redactor=Redactor(config.redact),
         live_read_tools=live_tools == "read",
+        ignore=config.ignore,
     )
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, ClassVar
 
-from otel_replay.replay._guard import describe, is_network, is_numeric, refusal
+from otel_replay.replay._guard import Listener, describe, is_network, is_numeric, port_of, refusal
 
 __all__ = ["AuditGuard", "command_line"]
 
@@ -78,7 +78,7 @@ def _caller(*, past_relays: bool) -> str:
 class AuditGuard:
     """Refuses network operations and reports started processes while installed.
 
-    ``on_attempt(what)`` hears of each refusal (``what`` as the socket guard lists it);
+    ``on_attempt(what, host, port)`` hears of each refusal (as the socket guard tells it);
     ``on_process(command)`` of each process started. ``install``/``uninstall`` nest like the
     socket guard's; the hook stays in place but idle once the last guard is uninstalled.
     """
@@ -88,9 +88,7 @@ class AuditGuard:
     # Replaced, never mutated, so the hook reads it without the lock.
     _active: ClassVar[tuple[AuditGuard, ...]] = ()
 
-    def __init__(
-        self, on_attempt: Callable[[str], None], on_process: Callable[[str], None]
-    ) -> None:
+    def __init__(self, on_attempt: Listener, on_process: Callable[[str], None]) -> None:
         self.on_attempt = on_attempt
         self.on_process = on_process
 
@@ -113,9 +111,9 @@ class AuditGuard:
                 cls._active = tuple(active)
 
 
-def _refuse(what: str) -> None:
+def _refuse(what: str, host: str | None = None, port: Any = None) -> None:
     for guard in AuditGuard._active:
-        guard.on_attempt(what)
+        guard.on_attempt(what, host, port_of(port))
     raise refusal(what)
 
 
@@ -131,7 +129,8 @@ def _socket_event(operation: str) -> Callable[[tuple[Any, ...]], None]:
     def check(args: tuple[Any, ...]) -> None:
         sock, address = args[0], args[1]
         if is_network(getattr(sock, "family", -1)):
-            _refuse(describe(address, operation))
+            host, port = address[:2] if isinstance(address, tuple) else (None, None)
+            _refuse(describe(address, operation), host if isinstance(host, str) else None, port)
 
     return check
 
@@ -140,7 +139,8 @@ def _lookup(args: tuple[Any, ...]) -> None:
     host = args[0]
     if host is not None and not is_numeric(host):
         name = host.decode(errors="replace") if isinstance(host, bytes) else str(host)
-        _refuse(f"name lookup {describe((name, args[1])) if len(args) > 1 else name}")
+        port = args[1] if len(args) > 1 else None
+        _refuse(f"name lookup {describe((name, port)) if len(args) > 1 else name}", name, port)
 
 
 def _dlsym(args: tuple[Any, ...]) -> None:

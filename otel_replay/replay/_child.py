@@ -65,6 +65,7 @@ def start(config: Settings) -> ReplaySession:
         redactor=Redactor(config.redact),
         report=report,
         live_read_tools=config.live_read_tools,
+        ignore=config.ignore,
     )
     install(session)
     World(run.start_ns, config.clock, config.timing).start()  # for the process's life

@@ -10,6 +10,9 @@ refused too: on the host it reaches real services (a local model server, for one
 Code that goes under these patches (``_socket`` itself, ``sendmsg``) meets the audit hooks of
 :mod:`otel_replay.replay._audit`; native code and other processes meet only the kernel, in the
 network namespace the ``replay`` verb starts its child in (:mod:`otel_replay.replay._isolate`).
+
+Each refusal is told to the listeners with the host and port it was for, when known, so the
+replay can tell background traffic (a host ``OTEL_REPLAY_IGNORE`` ignores) from the agent's.
 """
 
 from __future__ import annotations
@@ -22,7 +25,19 @@ from typing import Any, ClassVar
 
 from otel_replay.errors import NetworkBlockedError
 
-__all__ = ["SocketGuard", "describe", "is_network", "is_numeric", "refusal"]
+__all__ = [
+    "Listener",
+    "SocketGuard",
+    "describe",
+    "is_network",
+    "is_numeric",
+    "port_of",
+    "refusal",
+]
+
+Listener = Callable[[str, "str | None", "int | None"], None]
+"""Hears of a refusal: what was refused (as :func:`describe` lists it), then the host and
+port it was for (None when not known)."""
 
 # Families that cannot leave the machine: Unix-domain sockets and the kernel's netlink.
 _LOCAL_FAMILIES = frozenset(
@@ -58,13 +73,29 @@ def describe(address: Any, operation: str = "connect") -> str:
     return text if operation == "connect" else f"{text} ({operation})"
 
 
+def port_of(port: Any) -> int | None:
+    """A port as a number (a lookup may name it by service, or as text or bytes), or None."""
+    if isinstance(port, int):
+        return port
+    if isinstance(port, (str, bytes)) and port.isdigit():
+        return int(port)
+    return None
+
+
+def _host_of(host: Any) -> str | None:
+    if isinstance(host, bytes):
+        return host.decode(errors="replace")
+    return host if isinstance(host, str) else None
+
+
 def refusal(what: str) -> NetworkBlockedError:
     """The error a refused attempt raises (``what`` as :func:`describe` lists it)."""
     return NetworkBlockedError(f"otel-replay strict replay refused network access to {what}")
 
 
 class SocketGuard:
-    """Refuses network operations while installed; ``on_attempt(address)`` hears of each.
+    """Refuses network operations while installed; ``on_attempt(what, host, port)`` hears of
+    each (see :data:`Listener`).
 
     ``install``/``uninstall`` nest: the patches come off when the last holder uninstalls.
     """
@@ -72,9 +103,9 @@ class SocketGuard:
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _depth: ClassVar[int] = 0
     _saved: ClassVar[dict[str, Any]] = {}
-    _listeners: ClassVar[list[Callable[[str], None]]] = []
+    _listeners: ClassVar[list[Listener]] = []
 
-    def __init__(self, on_attempt: Callable[[str], None]) -> None:
+    def __init__(self, on_attempt: Listener) -> None:
         self._on_attempt = on_attempt
 
     def install(self) -> None:
@@ -97,10 +128,17 @@ class SocketGuard:
                 cls._unpatch()
 
     @classmethod
-    def _refuse(cls, what: str) -> NetworkBlockedError:
+    def _refuse(cls, what: str, host: Any = None, port: Any = None) -> NetworkBlockedError:
         for listener in list(cls._listeners):
-            listener(what)
+            listener(what, _host_of(host), port_of(port))
         return refusal(what)
+
+    @classmethod
+    def _refuse_address(cls, address: Any, operation: str = "connect") -> NetworkBlockedError:
+        host, port = (
+            address[:2] if isinstance(address, tuple) and len(address) >= 2 else (None,) * 2
+        )
+        return cls._refuse(describe(address, operation), host, port)
 
     @classmethod
     def _patch(cls) -> None:
@@ -114,30 +152,30 @@ class SocketGuard:
 
         def connect(sock: socket.socket, address: Any) -> None:
             if is_network(sock.family):
-                raise cls._refuse(describe(address))
+                raise cls._refuse_address(address)
             saved["connect"](sock, address)
 
         def connect_ex(sock: socket.socket, address: Any) -> int:
             if is_network(sock.family):
-                raise cls._refuse(describe(address))
+                raise cls._refuse_address(address)
             return int(saved["connect_ex"](sock, address))
 
         def sendto(sock: socket.socket, data: Any, *args: Any) -> int:
             if is_network(sock.family):
-                raise cls._refuse(describe(args[-1], "sendto"))
+                raise cls._refuse_address(args[-1], "sendto")
             return int(saved["sendto"](sock, data, *args))
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
             # A numeric address resolves without asking anyone; the connect is refused later.
             if host is not None and not is_numeric(host):
-                raise cls._refuse(f"name lookup {describe((host, port))}")
+                raise cls._refuse(f"name lookup {describe((host, port))}", host, port)
             return saved["getaddrinfo"](host, port, *args, **kwargs)
 
         def gethostbyname(host: str) -> str:
-            raise cls._refuse(f"name lookup {host}")
+            raise cls._refuse(f"name lookup {host}", host)
 
         def gethostbyname_ex(host: str) -> Any:
-            raise cls._refuse(f"name lookup {host}")
+            raise cls._refuse(f"name lookup {host}", host)
 
         socket.socket.connect = connect  # type: ignore[method-assign,assignment]
         socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]

@@ -3,6 +3,8 @@
 It is an ordinary transport, usable on its own (``httpx.Client(transport=...)``); the replay
 installer hands it to every client instead of the network. Streams come back as streams in
 their recorded chunks, paced by the recorded arrival times under ``timing="recorded"``.
+A request made with instrumentation suppressed (an OpenTelemetry exporter) is not the agent's:
+the session answers it itself under strict replay, and lets it go out otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from collections.abc import AsyncIterator, Iterator
 from functools import cache
 from types import ModuleType
 from typing import Any
+
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
 from otel_replay.replay._session import Answer, ReplaySession
@@ -89,12 +94,14 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
 
         def handle_request(self, request: Any) -> Any:
             started = time.perf_counter()
+            telemetry = bool(context.get_value(_SUPPRESS_INSTRUMENTATION_KEY))
             answer = self.session.answer(
                 request.method,
                 str(request.url),
-                request.read(),
+                b"" if telemetry else request.read(),
                 request.extensions.get(REQUEST_HASH_EXTENSION),
                 request.headers.raw,
+                telemetry=telemetry,
             )
             if answer is None:
                 return _live(self.fallback, request).handle_request(request)
@@ -113,12 +120,14 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
 
         async def handle_async_request(self, request: Any) -> Any:
             started = time.perf_counter()
+            telemetry = bool(context.get_value(_SUPPRESS_INSTRUMENTATION_KEY))
             answer = self.session.answer(
                 request.method,
                 str(request.url),
-                await request.aread(),
+                b"" if telemetry else await request.aread(),
                 request.extensions.get(REQUEST_HASH_EXTENSION),
                 request.headers.raw,
+                telemetry=telemetry,
             )
             if answer is None:
                 return await _live(self.fallback, request).handle_async_request(request)

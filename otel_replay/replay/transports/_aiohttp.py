@@ -9,7 +9,9 @@ the application waits for data it gets the next chunk (paced under ``timing="rec
 ``iter_any``, ``iter_chunks``, ``readline`` and ``read()`` see what they saw. Redirects,
 ``raise_for_status`` and the application's middlewares run as usual around it. A request the
 recording lacks raises an ``aiohttp.ClientConnectionError`` that is also an
-:class:`~otel_replay.errors.UnmatchedConnectionError` in strict mode.
+:class:`~otel_replay.errors.UnmatchedConnectionError` in strict mode. A background call
+(``OTEL_REPLAY_IGNORE``; an OpenTelemetry exporter's under strict replay) gets the session's
+own answer the same way.
 """
 
 from __future__ import annotations
@@ -40,8 +42,6 @@ def install(session: ReplaySession) -> Callable[[], None] | None:
     aiohttp 3.12+."""
 
     def middleware_for(client: Any, kwargs: dict[str, Any]) -> Middleware | None:
-        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
-            return None  # telemetry: the socket guard decides
         return _middleware(session)
 
     return wrap_request(middleware_for, REPLAY)
@@ -51,12 +51,16 @@ def _middleware(session: ReplaySession) -> Middleware:
     async def serve(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         if "Upgrade" in request.headers:  # websockets are not replayed: the guard decides
             return await handler(request)
-        body = await request.body.as_bytes() if request.body else b""
         url = str(request.url)
-        try:
-            answer = session.answer(request.method, url, body, None, raw_headers(request.headers))
-        except UnmatchedRequestError as exc:
-            raise _unmatched_class()(str(exc)) from None
+        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):  # an OpenTelemetry export
+            answer = session.answer(request.method, url, b"", telemetry=True)
+        else:
+            body = await request.body.as_bytes() if request.body else b""
+            headers = raw_headers(request.headers)
+            try:
+                answer = session.answer(request.method, url, body, None, headers)
+            except UnmatchedRequestError as exc:
+                raise _unmatched_class()(str(exc)) from None
         if answer is None:
             return await handler(request)  # not strict: live
         if answer.status_code is None:

@@ -14,7 +14,9 @@ is more than one), so urllib3 reads, decodes and chunks it exactly as it would f
 network, ``read_chunked`` and ``stream()`` included; ``timing="recorded"`` paces the chunks.
 A response recorded cut short is served cut short, so urllib3 raises as it did. A request the
 recording lacks raises :class:`~otel_replay.errors.UnmatchedConnectionError` from ``request``
-in strict mode, which urllib3 and requests turn into their connection errors.
+in strict mode, which urllib3 and requests turn into their connection errors. A background
+call (``OTEL_REPLAY_IGNORE``; an OpenTelemetry exporter's under strict replay) gets the
+session's own answer the same way, before any connect.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def install(session: ReplaySession) -> Callable[[], None] | None:
     wrapt.wrap_function_wrapper(conn, "request", _request(session))
     wrapt.wrap_function_wrapper(conn, "getresponse", _getresponse(session))
     for name in ("_validate_conn", "_prepare_proxy"):
-        wrapt.wrap_function_wrapper(pool, name, _skip_connecting)
+        wrapt.wrap_function_wrapper(pool, name, _skip_connecting(session))
 
     def undo() -> None:
         unwrap(conn, "request")
@@ -68,11 +70,16 @@ def install(session: ReplaySession) -> Callable[[], None] | None:
     return undo
 
 
-def _skip_connecting(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    """Connecting before the request is sent: not while a replay answers requests."""
-    if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
-        return wrapped(*args, **kwargs)
-    return None
+def _skip_connecting(session: ReplaySession) -> Callable[..., Any]:
+    """Connecting before the request is sent: not while a replay answers requests (only an
+    OpenTelemetry export in a replay that is not strict goes out as it would)."""
+
+    def skip(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if not session.strict and context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+            return wrapped(*args, **kwargs)
+        return None
+
+    return skip
 
 
 def _target(conn: Any, url: str) -> str:
@@ -95,13 +102,17 @@ def _body_bytes(body: Any, method: str, blocksize: int) -> tuple[bytes, bool]:
 
 def _request(session: ReplaySession) -> Callable[..., Any]:
     def request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
-            return wrapped(*args, **kwargs)  # telemetry: the socket guard decides
         names = ("method", "url", "body", "headers")
         call = dict(zip(names, args, strict=False)) | kwargs
         method, url = call["method"], call["url"]
-        body, streamed = _body_bytes(call.get("body"), method, instance.blocksize)
         target = _target(instance, url)
+        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):  # an OpenTelemetry export
+            answer = session.answer(method, target, b"", telemetry=True)
+            if answer is None:
+                return wrapped(*args, **kwargs)
+            setattr(instance, _ANSWER, (answer, method, call))
+            return None
+        body, streamed = _body_bytes(call.get("body"), method, instance.blocksize)
         try:
             answer = session.answer(method, target, body, None, raw_headers(call.get("headers")))
         except UnmatchedRequestError as exc:
