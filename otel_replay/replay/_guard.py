@@ -35,7 +35,7 @@ __all__ = [
     "refusal",
 ]
 
-Listener = Callable[[str, "str | None", "int | None"], None]
+Listener = Callable[[str, str | None, int | None], None]
 """Hears of a refusal: what was refused (as :func:`describe` lists it), then the host and
 port it was for (None when not known)."""
 
@@ -135,9 +135,8 @@ class SocketGuard:
 
     @classmethod
     def _refuse_address(cls, address: Any, operation: str = "connect") -> NetworkBlockedError:
-        host, port = (
-            address[:2] if isinstance(address, tuple) and len(address) >= 2 else (None,) * 2
-        )
+        pair = isinstance(address, tuple) and len(address) >= 2
+        host, port = (address[0], address[1]) if pair else (None, None)
         return cls._refuse(describe(address, operation), host, port)
 
     @classmethod
