@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -145,6 +146,7 @@ def replay(
     The agent's own exit status is in the report and in --json (agent.exit_code).
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
+    settings.read("OTEL_REPLAY_IGNORE")  # the program reads it too: a bad rule stops us here
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
         source, recorded = _local_source(run, Path(scratch), where)
         if not recorded.steps:
@@ -341,6 +343,7 @@ def _result(
     steps: list[ServedStep] = []
     network: list[str] = []
     subprocesses: list[str] = []
+    ignored: Counter[str] = Counter()
     elapsed = 0.0
     error: str | None = None
     for event in events:
@@ -351,6 +354,8 @@ def _result(
             network.append(str(event.get("address")))
         elif kind == "subprocess":
             subprocesses.append(str(event.get("command")))
+        elif kind == "ignored":
+            ignored[str(event.get("call"))] += 1
         elif kind == "end":
             elapsed = float(event.get("elapsed_s", 0.0))
         elif kind == "uncaught":
@@ -364,6 +369,7 @@ def _result(
             )
     result = ReplayResult(recorded, steps, network, subprocesses)
     result.elapsed_s = elapsed
+    result.ignored = ignored
     result.agent = AgentStatus(code, error)
     result.isolation = isolation or Isolation(False, reason="the launcher did not report")
     return result

@@ -193,6 +193,10 @@ def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
         out.append(Text(f"requests with no recorded step: {listed}"))
     attempts = result.network_attempts
     out.extend(_each("refused network access", attempts, "red", "refused attempts"))
+    if result.ignored:
+        calls = [f"{c} ({n} times)" if n > 1 else c for c, n in result.ignored.items()]
+        listed = printable(_named(calls))
+        out.append(Text(f"ignored background calls (OTEL_REPLAY_IGNORE): {listed}"))
     isolation = result.isolation
     subprocesses = result.subprocesses
     contained = isolation is not None and isolation.isolated

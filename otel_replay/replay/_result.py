@@ -223,6 +223,10 @@ class ReplayResult:
         self._steps = steps
         self._network = network
         self._subprocesses = subprocesses
+        self.ignored: Counter[str] = Counter()
+        """Background calls (``OTEL_REPLAY_IGNORE``, OpenTelemetry's own exports) answered
+        by otel-replay instead of the recording, by ``host[:port]/path``: never compared,
+        never network attempts."""
         self.elapsed_s: float = 0.0
         self.isolation: Isolation | None = None
         self.agent: AgentStatus = AgentStatus()
@@ -330,6 +334,7 @@ class ReplayResult:
             "extra": [s.to_json() for s in self.extra],
             "steps": [s.to_json() for s in self.steps],
             "network_attempts": self.network_attempts,
+            "ignored": dict(self.ignored),
             "subprocesses": self.subprocesses,
             "isolation": None if self.isolation is None else self.isolation.to_json(),
             "elapsed_s": round(self.elapsed_s, 6),

@@ -5,6 +5,12 @@ the audit hook report refused network attempts to :meth:`ReplaySession.network_a
 the processes the replayed code starts to :meth:`ReplaySession.subprocess_started`. When the session
 has a report file (the CLI's child process), every event is appended to it as one JSON line
 as it happens, so the parent can show progress and still read everything up to a crash.
+
+Background traffic is not the agent's: a call an ``OTEL_REPLAY_IGNORE`` rule matches, and under
+strict replay an OpenTelemetry export (made with instrumentation suppressed), is answered at
+once by otel-replay (:func:`otel_replay._ignore.status_for`), never compared, never counted as
+a network attempt, and listed in :attr:`ReplayResult.ignored`. A refused socket in either
+case (a stack otel-replay does not serve) is listed there too rather than counted.
 """
 
 from __future__ import annotations
@@ -18,7 +24,18 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import IO
 
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
 from otel_replay._canonical import sha256_tag
+from otel_replay._ignore import (
+    ANSWER_BODY,
+    ANSWER_HEADERS,
+    DEFAULT_RULES,
+    IgnoreRules,
+    call_of,
+    status_for,
+)
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._redact import Redactor
@@ -104,13 +121,19 @@ def _answer(step: RecordedStep, timing: Timing) -> Answer:
     return Answer(step.status_code, headers, tuple(chunks), tuple(times), error)
 
 
+_IGNORED = {
+    status: Answer(status, ANSWER_HEADERS, (ANSWER_BODY,), (0,), None) for status in (200, 404)
+}
+_IGNORED_HEAD = Answer(404, ANSWER_HEADERS, (), (), None)
+
+
 class ReplaySession:
     """Answers requests from ``run``.
 
     ``strict`` (the default) refuses a request with no recorded match by raising
     :class:`~otel_replay.errors.UnmatchedRequestError`; otherwise :meth:`answer` returns None
     and the caller sends the request live. ``report`` is a text file that receives one JSON
-    line per event.
+    line per event. ``ignore``: the rules of the calls that are not the agent's.
     """
 
     def __init__(
@@ -122,9 +145,12 @@ class ReplaySession:
         redactor: Redactor | None = None,
         report: IO[str] | None = None,
         live_read_tools: bool = False,
+        ignore: IgnoreRules = DEFAULT_RULES,
     ) -> None:
         self.run = run
         self.strict = strict
+        self.ignore = ignore
+        """The background calls answered without the recording (``OTEL_REPLAY_IGNORE``)."""
         self.live_read_tools = live_read_tools
         """Read tools run live; their recorded steps are still matched and reported."""
         self.timing: Timing = timing
@@ -146,11 +172,21 @@ class ReplaySession:
         body: bytes,
         request_hash: str | None = None,
         headers: Iterable[tuple[bytes, bytes]] = (),
+        *,
+        telemetry: bool = False,
     ) -> Answer | None:
         """The recorded answer to a request (``body`` as sent, before redaction;
         ``request_hash`` the ``sha256:<hex>`` of the redacted body when already known;
         ``headers`` the raw request headers, whose credentials redaction learns first, as
-        the capture does)."""
+        the capture does). ``telemetry``: the request was made with instrumentation
+        suppressed (an OpenTelemetry exporter sending), so it is never the agent's.
+
+        A background call (an ``OTEL_REPLAY_IGNORE`` match; telemetry under strict replay)
+        gets otel-replay's own answer; telemetry otherwise gets None, as an unmatched request
+        in a replay that is not strict: it goes out as it would."""
+        ignored = self._ignored(method, url, telemetry)
+        if ignored is not None or telemetry:
+            return ignored
         self._redactor.learn(headers, url)
         body = self._redactor.body(body)
         # Compared with, and reported beside, the recorded URL: redacted as the capture did.
@@ -163,6 +199,24 @@ class ReplaySession:
         if answer is None:
             answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
         return answer
+
+    def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
+        """otel-replay's answer to a background call, counted in the result; None for the
+        agent's calls (and for telemetry when the replay is not strict)."""
+        if telemetry:
+            # OpenTelemetry's own export: strict replay opens no socket, so it is answered
+            # here; a replay that is not strict lets it go where it was configured to.
+            if not self.strict:
+                return None
+        elif self.ignore.match_url(url) is None:
+            return None
+        self._count_ignored(self._redactor.body(call_of(url).encode()).decode(errors="replace"))
+        return _IGNORED_HEAD if method.upper() == "HEAD" else _IGNORED[status_for(method)]
+
+    def _count_ignored(self, call: str) -> None:
+        with self._lock:
+            self.result.ignored[call] += 1
+            self._write({"type": "ignored", "call": call})
 
     def serve(
         self, method: str, url: str, body: bytes, request_hash: str | None = None
@@ -207,8 +261,18 @@ class ReplaySession:
         )
         return step
 
-    def network_attempt(self, address: str) -> None:
-        """The socket guard or the audit hook refused ``address`` (as they describe it)."""
+    def network_attempt(
+        self, address: str, host: str | None = None, port: int | None = None
+    ) -> None:
+        """The socket guard or the audit hook refused ``address`` (as they describe it; the
+        ``host`` and ``port`` it was for, when known). A refusal of background traffic (an
+        OpenTelemetry export, or a host a rule ignores whatever the path) is listed as ignored
+        instead of counted."""
+        if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) or (
+            host is not None and self.ignore.match(host, port, None) is not None
+        ):
+            self._count_ignored(address)
+            return
         with self._lock:
             self._network.append(address)
             self._write({"type": "network", "address": address})
