@@ -2,9 +2,11 @@
 
 An SDK or framework that opens a span per API call (the anthropic SDK 2.x's
 ``anthropic.messages.create``, the official GenAI instrumentations' ``chat {model}``, Pydantic
-AI, litellm's OTel mode...) covers every attempt of the call with it: each retry, each redirect
-hop, and the reading of the stream. One attempt on the wire is one step of the run, so each
-attempt gets a span of its own, a child of the call's span:
+AI's...) covers every attempt of the call with it: each retry, each redirect hop, and the
+reading of the stream. It is recognised as the span current while a model call's request is
+sent (see ``_recorder``); a span written after the call (a logging callback's) is not. One
+attempt on the wire is one step of the run, so each attempt gets a span of its own, a child
+of the call's span:
 
 * the attempt span is an HTTP client span (named after the method, ``http.request.method``,
   ``url.full``, ``server.*``, ``http.response.status_code``, ``http.request.resend_count``
@@ -37,7 +39,7 @@ from opentelemetry.trace import Span
 
 from otel_replay.capture._metrics import GenAiMetrics
 
-__all__ = ["CALL_SPANS", "UNMETERED_SCOPES", "CallSpans", "fill_in"]
+__all__ = ["CALL_SPANS", "UNMETERED_SCOPES", "CallSpans", "attempt_attributes", "fill_in"]
 
 UNMETERED_SCOPES = ("com.anthropic.sdk.python",)
 """Instrumentation scopes (and their ``.``-suffixed variants, such as the SDK's platform
@@ -56,6 +58,25 @@ def fill_in(span: Span, attrs: Mapping[str, Any]) -> None:
     missing = {key: value for key, value in attrs.items() if key not in existing}
     if missing:
         span.set_attributes(missing)
+
+
+_RESPONSE_PREFIXES = ("gen_ai.output.", "gen_ai.response.", "gen_ai.usage.")
+
+
+def attempt_attributes(attempt: Mapping[str, Any], call: Mapping[str, Any]) -> dict[str, Any]:
+    """An attempt span's attributes with the GenAI ones of its call span, as a model-call span
+    of ours would carry them, for rebuilding the attempt as a step (a semantic replay of a
+    body too large to travel inline reads them): the request's always, the response's only for
+    an attempt that succeeded (the call's response is its successful attempt's)."""
+    status = attempt.get("http.response.status_code")
+    failed = "error.type" in attempt or (isinstance(status, int) and status >= 400)
+    merged = {
+        key: value
+        for key, value in call.items()
+        if key.startswith("gen_ai.") and not (failed and key.startswith(_RESPONSE_PREFIXES))
+    }
+    merged.update(attempt)
+    return merged
 
 
 def _meters_itself(span: Span) -> bool:

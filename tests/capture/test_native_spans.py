@@ -409,3 +409,38 @@ def test_an_owners_attributes_are_filled_in_never_replaced(standin: StandIn) -> 
     # An owner not known to record none records its own metrics: we add none.
     assert _histogram_points(kit, "gen_ai.client.token.usage") == []
     assert _histogram_points(kit, "gen_ai.client.operation.duration") == []
+
+
+def test_an_answer_too_large_to_travel_inline_replays_from_the_call_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    # The 429's body fits within the limit, the answer's does not: from OTLP data alone the
+    # refused attempt replays byte for byte, the answer from the call span's GenAI attributes.
+    monkeypatch.setenv("OTEL_REPLAY_INLINE_LIMIT", "400")
+    with (
+        StandIn(event_delay=0.001) as standin,
+        CaptureKit() as kit,
+        claude(standin.anthropic_base_url, kit, native=True) as client,
+    ):
+        if stream:
+            with client.messages.stream(**FLAKY) as events:
+                answer = events.get_final_text()
+        else:
+            reply = client.messages.create(**FLAKY)
+            answer = "".join(b.text for b in reply.content if b.type == "text")
+    steps = _steps(kit.spans())
+    assert "replay.response.body" in steps[0]["attributes"]
+    assert "replay.response.body" not in steps[1]["attributes"]
+
+    source = _write_otlp(kit, tmp_path / "spans.json")
+    run = load_run(str(source))
+    assert [(s.status_code, s.fidelity) for s in run.steps] == [(429, "exact"), (200, "semantic")]
+    assert (run.steps[1].provider, run.steps[1].model) == ("anthropic", "standin-flaky")
+    with otel_replay.replaying(str(source)) as result, claude(DEAD, None, False) as client:
+        if stream:
+            with client.messages.stream(**FLAKY) as events:
+                assert events.get_final_text() == answer
+        else:
+            reply = client.messages.create(**FLAKY)
+            assert "".join(b.text for b in reply.content if b.type == "text") == answer
+    assert len(result.steps) == 2 and result.identical, result.first_divergence

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_replay import attributes as A
+from otel_replay.capture._calls import attempt_attributes
 from otel_replay.errors import SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources._runs import (
@@ -14,6 +15,7 @@ from otel_replay.replay.sources._runs import (
     SpanRun,
     attrs_of,
     inference_steps,
+    is_inference,
     step_spans,
 )
 from otel_replay.replay.sources._steps import StepProblem, build_step
@@ -59,11 +61,12 @@ def build_run(
     foreign = by_index is None and not fixtures
     if by_index is None:
         by_index = inference_steps(spans) if foreign else {}
+    calls = {s.get("span_id"): s for s in spans.spans if is_inference(s)}
     steps: list[RecordedStep] = []
     for index in sorted(set(by_index) | set(fixtures)):
         span = by_index.get(index)
         try:
-            steps.append(build_step(index, span, fixtures.get(index)))
+            steps.append(build_step(index, _beneath_call(span, calls), fixtures.get(index)))
         except StepProblem as exc:
             name = f" ({span.get('name')})" if span is not None else ""
             raise SourceError(f"{where}: step {index}{name}: {exc}") from None
@@ -85,6 +88,15 @@ def build_run(
         start_ns=_start(spans.spans, fixtures),
     )
     return SourceRun(run, spans.spans, by_index, in_store)
+
+
+def _beneath_call(span: Span | None, calls: Mapping[Any, Span]) -> Span | None:
+    """An attempt span beneath another instrumentation's call span (``capture._calls``), with
+    the call's GenAI attributes added as a model-call span of ours carries them."""
+    call = calls.get(span.get("parent_span_id")) if span is not None else None
+    if span is None or call is None or is_inference(span):
+        return span
+    return {**span, "attributes": attempt_attributes(attrs_of(span), attrs_of(call))}
 
 
 def _kit(spans: tuple[Span, ...]) -> dict[str, Any]:
