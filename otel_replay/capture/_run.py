@@ -14,6 +14,9 @@ index orders a report but is never what a replayed request is matched on.
 Facts: every step carries its run's :class:`~otel_replay.step.RunFacts` (one object per run),
 and a recorded ``run()`` block that exits hands the exporter a :class:`~otel_replay.step.RunEnd`
 (through the hand-off, behind the block's steps). The process run has no end of its own.
+
+Traces: a ``run()`` block's steps nest under its ``invoke_agent`` span; the process run's
+steps made outside any span nest under a root span per burst of work (``_process_trace``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from otel_replay.step import RunEnd, RunFacts
 __all__ = [
     "RunState",
     "current_run",
+    "in_run_block",
     "new_run_id",
     "qualified_name",
     "run",
@@ -57,8 +61,14 @@ _tracer: Tracer | None = None
 
 def use_tracer(tracer: Tracer | None) -> None:
     """Make ``run()`` open its spans with ``tracer`` (the instrumentor's), or the global
-    provider's when None."""
+    provider's when None; None (the instrumentor going) also ends the process run's root span
+    (``_process_trace``)."""
     global _tracer  # noqa: PLW0603 - set by the instrumentor, read by run()
+    if tracer is None and _tracer is not None:
+        # That module builds on this one: imported when needed.
+        from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
+
+        end_process_trace()
     _tracer = tracer
 
 
@@ -133,6 +143,10 @@ def start_process_run(run_id: str | None = None) -> RunState:
     """Begin a new process-wide run (id from ``run_id``, ``OTEL_REPLAY_RUN_ID`` or generated);
     steps outside any ``run()`` block belong to it from now on."""
     global _process_run  # noqa: PLW0603 - one process-wide default run
+    if _process_run is not None and _tracer is not None:
+        from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
+
+        end_process_trace()  # the run it was the root of is over
     _process_run = RunState(
         run_id=run_id or _claim_configured_id() or new_run_id(),
         mode=settings.read("OTEL_REPLAY_MODE"),
@@ -160,6 +174,12 @@ def current_run() -> RunState:
     if state is not None:
         return state
     return _process_run if _process_run is not None else start_process_run()
+
+
+def in_run_block() -> bool:
+    """True when the calling context is inside a ``run()`` block (else its steps belong to
+    the process run)."""
+    return _current.get() is not None
 
 
 _parent_run: str | None = None

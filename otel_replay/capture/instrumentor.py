@@ -36,6 +36,7 @@ from otel_replay.capture._durable import DurableFlush
 from otel_replay.capture._envelope import use_recorder
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._process_trace import StepTracer
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
@@ -84,7 +85,10 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return
         if config.mode == "off":
             return
-        tracer = trace.get_tracer(_SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider"))
+        # Steps outside any span nest under the process run's root span (_process_trace).
+        tracer = StepTracer(
+            trace.get_tracer(_SCOPE, _VERSION, tracer_provider=kwargs.get("tracer_provider"))
+        )
         meter = metrics.get_meter(_SCOPE, _VERSION, meter_provider=kwargs.get("meter_provider"))
         content = capture_content_enabled()
         self.recorder = Recorder(

@@ -53,8 +53,9 @@ def test_spans_carry_the_http_and_genai_conventions(standin: Any) -> None:
 
     with CaptureKit() as kit:
         asyncio.run(go())
-    tool, model = kit.spans()
+    root, tool, model = kit.spans()  # under the process run's root span
     assert (tool["name"], model["name"]) == ("GET", "chat gpt-4o-mini")
+    assert root["name"].startswith("invoke_agent ") and tool["parent"] == model["parent"] == 0
     assert tool["attributes"]["url.full"] == f"{standin.tools_url}/orders/A-1234"
     assert tool["attributes"]["http.response.status_code"] == 200
     assert tool["attributes"]["server.port"] == standin.port
@@ -75,7 +76,7 @@ def test_a_response_released_early_is_recorded_incomplete(standin: Any) -> None:
 
     with CaptureKit() as kit:
         asyncio.run(go())
-    (span,) = kit.spans()
+    _root, span = kit.spans()
     assert span["attributes"]["replay.response.complete"] is False
     assert "error.type" not in span["attributes"]
 

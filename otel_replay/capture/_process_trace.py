@@ -1,0 +1,242 @@
+"""One trace per burst of a process run: the root span its steps outside any span nest under.
+
+A step made outside any ``run()`` block and outside any other span (a script's model calls, a
+LiteLLM completion) has no parent to take. Left alone, each such step is a trace of its own: a
+run of 8 steps is 8 traces in Jaeger. Instead, :class:`StepTracer` gives it a parent: the
+process run's root span ``invoke_agent {program}`` (``gen_ai.operation.name``
+``invoke_agent``, the run's replay kit), so a run reads as one trace in Jaeger and Phoenix.
+
+The root span is opened by the first such step and ended, at the end of its last step, when:
+
+* the process run goes idle: the next such step comes more than :data:`IDLE_GAP_NS` (5
+  minutes) after every earlier one ended. It opens a new root, so a long-lived process makes
+  one trace per burst of work, each exported within minutes of its end, instead of one
+  unbounded trace that no backend would show until the process exits;
+* the process run changes (``start_process_run``), the instrumentor is removed, or the
+  interpreter exits (an exit hook registered after the SDK's providers, so it runs before they
+  flush).
+
+A process killed (SIGKILL, or SIGTERM, which runs no exit hook) never ends its last root: its
+steps are then one trace whose root is missing (Jaeger's ``<trace-without-root-span>``), still
+whole, and still one run by ``replay.run.id``.
+
+Steps with a span current (a ``run()`` block's ``invoke_agent``, a tool step's span, another
+instrumentation's span) keep that parent: we never re-parent another instrumentation's spans.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanKind, Tracer
+from opentelemetry.util.types import Attributes
+
+from otel_replay import attributes as A
+from otel_replay._clock import wall_ns
+from otel_replay.capture._run import RunState, current_run, in_run_block
+
+__all__ = ["IDLE_GAP_NS", "StepTracer", "end_process_trace"]
+
+IDLE_GAP_NS = 300 * 10**9
+"""Idle time after which a process run's next step opens a new trace (as a trace source's
+model calls are split into runs, ``OTEL_REPLAY_SOURCE_IDLE_GAP_S``)."""
+
+
+@dataclass(slots=True)
+class _Burst:
+    """The open root span of a process run and the steps started under it."""
+
+    run_id: str
+    root: Span
+    context: Context
+    start_ns: int
+    last_end_ns: int
+    open: list[Span] = field(default_factory=list)
+
+    def settle(self) -> bool:
+        """Forget the steps that ended (their ends move ``last_end_ns``); True when none is
+        still open."""
+        still = []
+        for span in self.open:
+            end = getattr(span, "end_time", None)
+            if isinstance(end, int):
+                self.last_end_ns = max(self.last_end_ns, end)
+            elif span.is_recording():
+                still.append(span)
+        self.open = still
+        return not still
+
+
+class _ProcessTrace:
+    """The process run's current burst; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._burst: _Burst | None = None
+
+    def parent(self, tracer: Tracer, start_ns: int | None) -> _Burst | None:
+        """The burst a step starting now (or at ``start_ns``) nests under, opened if need be;
+        None when the step has a parent of its own or belongs to a ``run()`` block."""
+        if trace.get_current_span().get_span_context().is_valid:
+            return None
+        if in_run_block():
+            return None
+        run = current_run()
+        now = start_ns if start_ns is not None else wall_ns()
+        ended = None
+        with self._lock:
+            burst = self._burst
+            if burst is not None and (
+                burst.run_id != run.run_id
+                or (burst.settle() and now - burst.last_end_ns > IDLE_GAP_NS)
+            ):
+                ended, burst = burst, None
+            if burst is None:
+                burst = self._burst = _open(tracer, run, now)
+        if ended is not None:  # outside the lock: ending a span runs the span processors
+            _end(ended)
+        return burst
+
+    def track(self, burst: _Burst, span: Span) -> None:
+        """Watch ``span``, a step started under ``burst``, until it ends."""
+        if span.is_recording():
+            with self._lock:
+                burst.open.append(span)
+
+    def end(self) -> None:
+        """End the current burst's root span, if there is one."""
+        with self._lock:
+            burst, self._burst = self._burst, None
+        if burst is not None:
+            _end(burst)
+
+    def forget(self) -> None:
+        """In a forked child: the parent ends its root; the child's steps open their own."""
+        self._burst = None
+        self._lock = threading.Lock()
+
+
+_PROCESS = _ProcessTrace()
+os.register_at_fork(after_in_child=_PROCESS.forget)
+
+
+def _program() -> str:
+    """What names the process run's root span: the script (``agent.py``), the package run
+    with ``-m`` (``pytest``), else ``python``."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 in ("", "-c", "-m"):
+        return "python"
+    path = Path(argv0)
+    return path.parent.name if path.name == "__main__.py" and path.parent.name else path.name
+
+
+def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
+    name = _program()
+    attrs = run.attributes()
+    attrs["gen_ai.operation.name"] = "invoke_agent"
+    attrs["gen_ai.agent.name"] = name
+    root = tracer.start_span(
+        f"invoke_agent {name}",
+        context=Context(),  # a root: whatever is current belongs to the application
+        kind=SpanKind.INTERNAL,
+        attributes=attrs,
+        start_time=start_ns,
+    )
+    context = trace.set_span_in_context(root, Context())
+    return _Burst(run.run_id, root, context, start_ns, start_ns)
+
+
+def _end(burst: _Burst) -> None:
+    """End ``burst``'s root where its last step ended (now, if a step is still open)."""
+    done = burst.settle()
+    burst.root.end(end_time=max(burst.last_end_ns, burst.start_ns) if done else wall_ns())
+
+
+def end_process_trace() -> None:
+    """End the process run's current root span (at exit, or when the instrumentor goes)."""
+    _PROCESS.end()
+
+
+class StepTracer(Tracer):
+    """The instrumentor's tracer: a step span (one with ``replay.step.index``) started with no
+    explicit parent, no span current and outside any ``run()`` block is made a child of the
+    process run's root span (see the module). Every other span starts as ``inner`` starts it.
+
+    Creating one registers the exit hook that ends the last root span; make it after the
+    SDK's tracer providers exist (the instrumentor does), so the hook runs before they flush.
+    """
+
+    def __init__(self, inner: Tracer) -> None:
+        self.inner = inner
+        atexit.unregister(end_process_trace)
+        atexit.register(end_process_trace)
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> Span:
+        burst = None
+        if context is None and _is_step(attributes):
+            burst = _PROCESS.parent(self.inner, start_time)
+            if burst is not None:
+                context = burst.context
+        span = self.inner.start_span(
+            name,
+            context,
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+        )
+        if burst is not None:
+            _PROCESS.track(burst, span)
+        return span
+
+    @contextmanager
+    def start_as_current_span(  # type: ignore[override]
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[Span]:
+        with self.inner.start_as_current_span(
+            name,
+            context,
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+            end_on_exit,
+        ) as span:
+            yield span
+
+
+def _is_step(attributes: Mapping[str, Any] | None) -> bool:
+    return attributes is not None and A.REPLAY_STEP_INDEX in attributes

@@ -1,0 +1,201 @@
+"""One trace per burst of a process run: steps made outside any span nest under the process
+run's root span ``invoke_agent {program}``, instead of each being a trace of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+
+import otel_replay
+from otel_replay.capture import _process_trace
+from otel_replay.capture._run import current_run, start_process_run
+from otel_replay.testing import CaptureKit
+
+URL = "http://tools.local/orders/A-1"
+
+
+def _client(module: ModuleType) -> Any:
+    def answer(request: Any) -> Any:
+        return module.Response(200, json={"path": request.url.path})
+
+    return module.Client(transport=module.MockTransport(answer))
+
+
+def _roots(spans: tuple[ReadableSpan, ...]) -> list[ReadableSpan]:
+    return [s for s in spans if s.name.startswith("invoke_agent")]
+
+
+def _steps(spans: tuple[ReadableSpan, ...]) -> list[ReadableSpan]:
+    return [s for s in spans if "replay.step.index" in (s.attributes or {})]
+
+
+def _parent(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def test_steps_outside_any_span_are_one_trace_under_the_process_run_root(
+    client_module: ModuleType,
+) -> None:
+    with CaptureKit() as kit, _client(client_module) as client:
+        run_id = current_run().run_id
+        for n in range(3):
+            client.get(f"{URL}{n}")
+        otel_replay.now()  # a value step too
+        assert _roots(kit.raw_spans()) == []  # open while the process run goes on
+    spans = kit.raw_spans()
+    (root,) = _roots(spans)
+    steps = _steps(spans)
+    assert len(steps) == 4
+    assert root.parent is None and root.context is not None
+    assert {_parent(s) for s in steps} == {root.context.span_id}
+    assert {s.context.trace_id for s in spans if s.context} == {root.context.trace_id}
+    attrs = dict(root.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "invoke_agent"
+    assert attrs["replay.run.id"] == run_id and attrs["replay.mode"] == "record"
+    assert root.name == f"invoke_agent {attrs['gen_ai.agent.name']}" == "invoke_agent pytest"
+    # It spans its steps: from the first one's start (taken just before) to the last one's end.
+    first = min(s.start_time or 0 for s in steps)
+    assert root.start_time is not None and 0 <= first - root.start_time < 50_000_000
+    assert root.end_time == max(s.end_time or 0 for s in steps)
+
+
+def test_steps_with_a_span_around_them_keep_it_and_open_no_root(
+    client_module: ModuleType,
+) -> None:
+    with CaptureKit() as kit, _client(client_module) as client:
+        tracer = kit.tracer_provider.get_tracer("the-application")
+        with tracer.start_as_current_span("handle request") as mine:
+            client.get(URL)
+        with otel_replay.run(name="refunds"):
+            client.get(URL)
+    spans = kit.raw_spans()
+    assert _roots(spans) == [s for s in spans if s.name == "invoke_agent refunds"]
+    first, second = sorted(_steps(spans), key=lambda s: s.start_time or 0)
+    assert _parent(first) == mine.get_span_context().span_id
+    (block,) = _roots(spans)
+    assert block.context is not None and _parent(second) == block.context.span_id
+
+
+def test_the_application_never_has_the_root_as_its_current_span(
+    client_module: ModuleType,
+) -> None:
+    with CaptureKit(), _client(client_module) as client:
+        client.get(URL)
+        assert not trace.get_current_span().get_span_context().is_valid
+        client.get(URL)
+        assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_threads_and_tasks_of_the_process_run_share_its_trace() -> None:
+    async def ask(client: httpx.AsyncClient, n: int) -> None:
+        await client.get(f"{URL}{n}")
+
+    async def tasks() -> None:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200))
+        async with httpx.AsyncClient(transport=transport) as client:
+            await asyncio.gather(*(ask(client, n) for n in range(4)))
+
+    with CaptureKit() as kit, _client(httpx) as client:
+        threads = [threading.Thread(target=client.get, args=(f"{URL}{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        asyncio.run(tasks())
+    spans = kit.raw_spans()
+    (root,) = _roots(spans)
+    assert len(_steps(spans)) == 8
+    assert root.context is not None
+    assert {_parent(s) for s in _steps(spans)} == {root.context.span_id}
+
+
+def test_an_idle_process_run_opens_a_new_trace(
+    client_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_process_trace, "IDLE_GAP_NS", 200_000_000)  # 0.2 s for the test
+    with CaptureKit() as kit, _client(client_module) as client:
+        client.get(URL)
+        client.get(URL)
+        time.sleep(0.3)
+        # The first root ends at its last step's end, when the next step comes.
+        client.get(URL)
+        (first,) = _roots(kit.raw_spans())
+    spans = kit.raw_spans()
+    roots = _roots(spans)
+    assert roots[0] is first and len(roots) == 2
+    run_ids = {dict(r.attributes or {})["replay.run.id"] for r in roots}
+    assert len(run_ids) == 1
+    assert len({r.context.trace_id for r in roots if r.context}) == 2
+    steps = sorted(_steps(spans), key=lambda s: s.start_time or 0)
+    assert [_parent(s) for s in steps] == [
+        roots[0].context.span_id if roots[0].context else None,
+    ] * 2 + [roots[1].context.span_id if roots[1].context else None]
+    assert first.end_time == steps[1].end_time
+
+
+def test_a_new_process_run_ends_the_root_of_the_last(client_module: ModuleType) -> None:
+    with CaptureKit() as kit, _client(client_module) as client:
+        client.get(URL)
+        before = current_run().run_id
+        start_process_run()
+        (root,) = _roots(kit.raw_spans())
+        assert dict(root.attributes or {})["replay.run.id"] == before
+        client.get(URL)
+    roots = _roots(kit.raw_spans())
+    assert len(roots) == 2 and roots[1].attributes is not None
+    assert roots[1].attributes["replay.run.id"] == current_run().run_id != before
+
+
+_EXIT_SCRIPT = """
+import sys
+import httpx
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+from otel_replay.capture.instrumentor import ReplayInstrumentor
+
+provider = TracerProvider()
+provider.add_span_processor(
+    BatchSpanProcessor(ConsoleSpanExporter(formatter=lambda span: span.to_json(None) + "\\n"))
+)
+trace.set_tracer_provider(provider)
+ReplayInstrumentor().instrument()
+client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200)))
+for n in range(3):
+    client.get(f"http://tools.local/orders/{n}")
+sys.exit(0)
+"""
+
+
+def test_the_root_is_exported_at_exit_after_its_steps(tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(_EXIT_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    spans = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    (root,) = [s for s in spans if s["name"] == "invoke_agent agent.py"]
+    steps = [s for s in spans if s is not root]
+    assert len(steps) == 3
+    assert {s["parent_id"] for s in steps} == {root["context"]["span_id"]}
+    assert {s["context"]["trace_id"] for s in spans} == {root["context"]["trace_id"]}
+    assert root["end_time"] == max(s["end_time"] for s in steps)
