@@ -50,6 +50,7 @@ from otel_replay.cli._format import printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
+from otel_replay.replay._background import without_background
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, Isolation, Outcome, ReplayResult, ServedStep
 from otel_replay.replay.sources import Limits, fetch, is_url, load_run, only_run, read_runs
@@ -342,6 +343,7 @@ def _result(
     None means the launcher ran and its event says how CMD was isolated."""
     steps: list[ServedStep] = []
     network: list[str] = []
+    live_network: list[str] = []
     subprocesses: list[str] = []
     ignored: Counter[str] = Counter()
     elapsed = 0.0
@@ -352,6 +354,8 @@ def _result(
             steps.append(ServedStep.from_json(event))
         elif kind == "network":
             network.append(str(event.get("address")))
+        elif kind == "network-live":
+            live_network.append(str(event.get("address")))
         elif kind == "subprocess":
             subprocesses.append(str(event.get("command")))
         elif kind == "ignored":
@@ -371,5 +375,6 @@ def _result(
     result.elapsed_s = elapsed
     result.ignored = ignored
     result.agent = AgentStatus(code, error)
+    result.live_network = live_network
     result.isolation = isolation or Isolation(False, reason="the launcher did not report")
     return result

@@ -176,6 +176,11 @@ def _isolation(isolation: Isolation | None, subprocesses: int) -> list[Renderabl
     return [Text(text, style="bold yellow")]
 
 
+def _attempts(refused: int, live: int) -> str:
+    """The summary's count: refused ones (strict), or those let through (--no-strict)."""
+    return f"{live} (let through: --no-strict)" if live and not refused else str(refused)
+
+
 def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
     """Everything ``otel-replay replay`` prints, in order."""
     out: list[RenderableType] = [_verdict(result)]
@@ -193,6 +198,8 @@ def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
         out.append(Text(f"requests with no recorded step: {listed}"))
     attempts = result.network_attempts
     out.extend(_each("refused network access", attempts, "red", "refused attempts"))
+    live = result.live_network
+    out.extend(_each("network access let through (--no-strict)", live, "yellow", "attempts"))
     if result.ignored:
         calls = [f"{c} ({n} times)" if n > 1 else c for c, n in result.ignored.items()]
         listed = printable(_named(calls))
@@ -207,7 +214,7 @@ def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
     summary = Text(
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "
-        f"{result.elapsed_s:.3f} s; network attempts: {len(attempts)}; "
+        f"{result.elapsed_s:.3f} s; network attempts: {_attempts(len(attempts), len(live))}; "
         f"subprocesses: {len(subprocesses)}; recorded as run {replay_run_id}"
     )
     out.append(summary)

@@ -1,6 +1,7 @@
 """Putting a replay session in charge of a process's HTTP: every httpx/httpx2 client, however
 and whenever it was made, gets the replay transport, and strict mode guards the sockets (the
-socket guard's patches, and the audit hook below them, which also reports processes started).
+socket guard's patches, and the audit hook below them, which also reports processes started);
+a replay that is not strict counts the network attempts it lets through (``_observe``).
 The session also serves the steps beyond HTTP (tools, values, checkpoints).
 
 The seam is the clients' ``_transport_for_url`` (the one place a client picks the transport
@@ -24,6 +25,7 @@ from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
 from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
+from otel_replay.replay._observe import NetworkObserver
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._transport import transport_classes
 from otel_replay.replay.transports import install as install_transports
@@ -45,10 +47,12 @@ def install(session: ReplaySession) -> Callable[[], None]:
             wrapt.wrap_function_wrapper(client, "_transport_for_url", _chooser(session, cls))
             wrapped.append(client)
     undo_transports = install_transports(session)  # urllib3 (requests, botocore), aiohttp
-    guards: list[SocketGuard | AuditGuard] = []
+    guards: list[SocketGuard | AuditGuard | NetworkObserver] = []
     if session.strict:
         guards.append(SocketGuard(session.network_attempt))
         guards.append(AuditGuard(session.network_attempt, session.subprocess_started))
+    else:
+        guards.append(NetworkObserver(session.network_live))
     for guard in guards:
         guard.install()
     use_server(session)

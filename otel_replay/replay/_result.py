@@ -230,6 +230,10 @@ class ReplayResult:
         self.elapsed_s: float = 0.0
         self.isolation: Isolation | None = None
         self.agent: AgentStatus = AgentStatus()
+        self.live_network: list[str] = []
+        """Network operations a replay that is not strict let through, in order, every one,
+        failed ones included (a name that did not resolve): never a divergence, always
+        reported."""
 
     @property
     def steps(self) -> list[ServedStep]:
@@ -334,6 +338,7 @@ class ReplayResult:
             "extra": [s.to_json() for s in self.extra],
             "steps": [s.to_json() for s in self.steps],
             "network_attempts": self.network_attempts,
+            "network_live": list(self.live_network),
             "ignored": dict(self.ignored),
             "subprocesses": self.subprocesses,
             "isolation": None if self.isolation is None else self.isolation.to_json(),

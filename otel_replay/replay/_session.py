@@ -40,6 +40,7 @@ from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
+from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
@@ -276,6 +277,13 @@ class ReplaySession:
         with self._lock:
             self._network.append(address)
             self._write({"type": "network", "address": address})
+
+    def network_live(self, what: str) -> None:
+        """A replay that is not strict let the program reach for the network (``what`` as
+        the strict guards would have listed the refusal); counted, not refused."""
+        with self._lock:
+            self.result.live_network.append(what)
+            self._write({"type": "network-live", "address": what})
 
     def uncaught(self, exc: BaseException) -> None:
         """The replayed program is ending on ``exc``, which nothing caught."""

@@ -247,3 +247,46 @@ def test_the_exit_statuses_are_in_the_help() -> None:
         "  70  a bug in otel-replay: one line, with where the traceback was written",
     ):
         assert f"\n  {line}\n" in done.stdout, line
+
+
+def test_no_strict_counts_the_attempts_it_lets_through_failed_lookups_included(
+    agent_store: AgentStore, tmp_path: Path
+) -> None:
+    """Under --no-strict nothing is refused, and nothing is left uncounted: a name lookup that
+    fails (a service name no system knows: it fails locally, asking no one) and a connect
+    nothing answers are attempts all the same."""
+    store, run, _ = agent_store
+    script = _run_agent_then(
+        tmp_path,
+        "import socket\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        socket.getaddrinfo('localhost', 'no-such-service-otel-replay')\n"
+        "    except socket.gaierror as exc:\n"
+        "        print('lookup failed:', type(exc).__name__)\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+        "except OSError as exc:\n"
+        "    print('connect failed:', type(exc).__name__)",
+    )
+    done = replay(store, run, sys.executable, script, flags=["--no-strict"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("lookup failed: gaierror") == 2
+    assert "connect failed: ConnectionRefusedError" in done.stdout
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("network access let through")] == [
+        "network access let through (--no-strict): name lookup "
+        "localhost:no-such-service-otel-replay (2 times)",
+        "network access let through (--no-strict): 127.0.0.1:9",
+    ]
+    assert "; network attempts: 3 (let through: --no-strict); " in done.stdout
+    assert not any(line.startswith("refused network access") for line in lines)
+
+    document = _json(replay(store, run, sys.executable, script, flags=["--no-strict", "--json"]))
+    assert document["network_live"] == [
+        "name lookup localhost:no-such-service-otel-replay",
+        "name lookup localhost:no-such-service-otel-replay",
+        "127.0.0.1:9",
+    ]
+    assert document["network_attempts"] == []
+    assert document["outcome"] == "identical"

@@ -138,6 +138,18 @@ def test_a_block_that_raises_is_the_agent_failing(record: Recording) -> None:
     assert again.outcome == "identical" and not again.agent.failed
 
 
+def test_a_replay_that_is_not_strict_counts_what_it_lets_through(record: Recording) -> None:
+    store, run_id, _ = record(lambda url: _ask(url, "Where is A-1?"))
+    with otel_replay.replaying(run_id, store=store, strict=False) as result:
+        _ask(DEAD_URL, "Where is A-1?")
+        with pytest.raises(socket.gaierror):  # fails locally: no such service anywhere
+            socket.getaddrinfo("localhost", "no-such-service-otel-replay")
+    assert result.live_network == ["name lookup localhost:no-such-service-otel-replay"]
+    assert result.network_attempts == []  # nothing refused
+    assert result.identical and result.outcome == "identical"
+    assert result.to_json()["network_live"] == result.live_network
+
+
 def test_concurrent_requests_match_by_content_not_arrival(record: Recording) -> None:
     questions = [f"Where is order B-{n}?" for n in range(6)]
 

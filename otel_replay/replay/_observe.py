@@ -1,0 +1,104 @@
+"""A replay that is not strict lets the program reach the network; it still counts every try.
+
+Under ``--no-strict`` (``replaying(strict=False)``) nothing is refused: an unmatched request
+goes live, and so does any socket the program opens. The report must still say how often the
+program reached for the network, including the attempts that failed before a connection
+(a name that did not resolve, a refused connect): those are what tells a user the replay was
+not hermetic. A CPython audit hook sees each ``socket.connect``, ``socket.sendto`` and
+``socket.sendmsg`` to an address on a socket that can reach the network, and each
+``socket.getaddrinfo``/``socket.gethostbyname`` of a name, before the operation runs, so an
+attempt is counted whether or not it then succeeds. Attempts are described as the strict guards
+describe their refusals (``host:port``, ``name lookup host:port``).
+
+OpenTelemetry's own exports (sent with instrumentation suppressed) are not the program's and
+are not counted. An audit hook cannot be removed: one is added per process, the first time an
+observer is installed, and does nothing while none is.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+from otel_replay.replay._guard import describe, is_network, is_numeric
+
+__all__ = ["NetworkObserver"]
+
+
+class NetworkObserver:
+    """Tells ``on_attempt(what)`` of each network operation while installed, refusing none.
+
+    ``install``/``uninstall`` nest; the process's hook idles once none is installed.
+    """
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _hooked: ClassVar[bool] = False
+    # Replaced, never mutated, so the hook reads it without the lock.
+    _active: ClassVar[tuple[NetworkObserver, ...]] = ()
+
+    def __init__(self, on_attempt: Callable[[str], None]) -> None:
+        self.on_attempt = on_attempt
+
+    def install(self) -> None:
+        """Start counting."""
+        cls = NetworkObserver
+        with cls._lock:
+            if not cls._hooked:
+                sys.addaudithook(_hook)
+                cls._hooked = True
+            cls._active = (*cls._active, self)
+
+    def uninstall(self) -> None:
+        """Stop counting (this observer)."""
+        cls = NetworkObserver
+        with cls._lock:
+            active = list(cls._active)
+            if self in active:
+                active.remove(self)
+                cls._active = tuple(active)
+
+
+def _tell(what: str) -> None:
+    if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
+        return  # an OpenTelemetry exporter sending: not the program's traffic
+    for observer in NetworkObserver._active:
+        observer.on_attempt(what)
+
+
+def _socket_event(operation: str) -> Callable[[tuple[Any, ...]], None]:
+    def seen(args: tuple[Any, ...]) -> None:
+        sock, address = args[0], args[1]
+        if address is not None and is_network(getattr(sock, "family", -1)):
+            _tell(describe(address, operation))
+
+    return seen
+
+
+def _lookup(args: tuple[Any, ...]) -> None:
+    host = args[0]
+    if host is not None and not is_numeric(host):
+        name = host.decode(errors="replace") if isinstance(host, bytes) else str(host)
+        _tell(f"name lookup {describe((name, args[1])) if len(args) > 1 else name}")
+
+
+_EVENTS: dict[str, Callable[[tuple[Any, ...]], None]] = {
+    "socket.connect": _socket_event("connect"),
+    "socket.sendto": _socket_event("sendto"),
+    "socket.sendmsg": _socket_event("sendmsg"),
+    "socket.getaddrinfo": _lookup,
+    "socket.gethostbyname": _lookup,
+}
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    # Runs for every audit event of the process: the idle path is one attribute read.
+    if not NetworkObserver._active:
+        return
+    seen = _EVENTS.get(event)
+    if seen is not None:
+        seen(args)
