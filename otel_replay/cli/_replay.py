@@ -50,7 +50,6 @@ from otel_replay.cli._format import printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
-from otel_replay.replay._background import without_background
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, Isolation, Outcome, ReplayResult, ServedStep
 from otel_replay.replay.sources import Limits, fetch, is_url, load_run, only_run, read_runs

@@ -40,7 +40,6 @@ from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
-from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
