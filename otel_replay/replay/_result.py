@@ -157,8 +157,8 @@ class AgentStatus:
             return f"signal {-self.exit_code}"
 
     def describe(self) -> str:
-        """``exited with status 0``, ``raised ValueError: boom (exit status 1)``, ``was killed
-        by SIGKILL``; in-process: ``raised ...`` or ``returned``."""
+        """``exited with status 0``, ``raised ValueError: boom and exited with status 1``,
+        ``was killed by SIGKILL``; in-process: ``raised ValueError: boom`` or ``returned``."""
         code = self.exit_code
         if self.signal is not None:
             ended = f"was killed by {self.signal}"
