@@ -50,6 +50,7 @@ from otel_replay.cli._format import printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
+from otel_replay.replay._background import without_background
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, Isolation, Outcome, ReplayResult, ServedStep
 from otel_replay.replay.sources import Limits, fetch, is_url, load_run, only_run, read_runs
@@ -146,9 +147,10 @@ def replay(
     The agent's own exit status is in the report and in --json (agent.exit_code).
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
-    settings.read("OTEL_REPLAY_IGNORE")  # the program reads it too: a bad rule stops us here
+    ignore = settings.read("OTEL_REPLAY_IGNORE")  # a bad rule stops us before the program
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
         source, recorded = _local_source(run, Path(scratch), where)
+        recorded = without_background(recorded, ignore)  # as the program's session does
         if not recorded.steps:
             raise CliError(f"{recorded.source} has no replayable steps")
         report = Path(scratch) / "events.jsonl"

@@ -40,6 +40,7 @@ from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
+from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
@@ -147,6 +148,7 @@ class ReplaySession:
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
     ) -> None:
+        run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
         self.ignore = ignore

@@ -191,3 +191,28 @@ def test_a_socket_to_an_ignored_host_is_refused_but_not_counted(
     assert result.network_attempts == ["name lookup example.invalid:80"]
     assert dict(result.ignored) == {"name lookup us.i.posthog.com:80": 1, "127.0.0.1:9": 1}
     assert not result.identical  # the agent's refused attempt still counts
+
+
+def test_a_recordings_steps_of_ignored_calls_are_set_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded with no rule (an older otel-replay, or before the rule was added): the upload
+    is a step. Replayed with the rules, that step is neither served nor expected."""
+    monkeypatch.setenv("OTEL_REPLAY_IGNORE", "-defaults")
+    store = tmp_path / "store"
+    with StandIn(event_delay=0.001) as standin, Pipeline(store) as pipe:
+        requests.get(f"{standin.tools_url}/orders/A-1234", timeout=10)
+        httpx2.post(f"{standin.base_url}/v1/traces/ingest", json={"data": [{"id": "t_1"}]})
+        run_id = pipe.run.run_id
+    assert [s.endpoint for s in load_run(run_id, store=str(store)).steps] == [
+        "GET /tools/orders/A-1234",
+        "POST /v1/traces/ingest",
+    ]
+    monkeypatch.setenv("OTEL_REPLAY_IGNORE", "")
+    with otel_replay.replaying(run_id, store=str(store)) as result:
+        requests.get(f"{DEAD}/tools/orders/A-1234", timeout=10)
+        upload = httpx2.post(f"{DEAD}/v1/traces/ingest", json={"data": [{"id": "t_2"}]})
+    assert _seen(upload) == (200, IGNORED)
+    assert result.identical, result.first_divergence
+    assert [s.endpoint for s in result.run.steps] == ["GET /tools/orders/A-1234"]
+    assert dict(result.ignored) == {"127.0.0.1:9/v1/traces/ingest": 1}

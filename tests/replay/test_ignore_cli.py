@@ -110,6 +110,25 @@ def test_the_json_report_carries_the_ignored_calls(agents_sdk: tuple[Path, str])
     assert all(step["recorded"] is not None for step in document["steps"])
 
 
+def test_an_upload_recorded_as_a_step_is_set_aside(tmp_path: Path) -> None:
+    """A recording made with no rule holds the SDK's upload as a step; the CLI replays it
+    with the default rules as if it were not there."""
+    store = tmp_path / "store"
+    with StandIn(event_delay=0.001) as standin:
+        done = _record(store, "agents", standin, OPENAI_API_KEY=KEY, OTEL_REPLAY_IGNORE="-defaults")
+    steps = load_run("r_agents", store=str(store)).steps
+    assert [s.endpoint for s in steps].count("POST /v1/traces/ingest") == 1
+    again = replay(store, "r_agents", sys.executable, str(SCRIPT), "agents", STANDIN_URL=GONE)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _answers(again.stdout) == _answers(done.stdout)
+    assert ": identical" in again.stdout and "network attempts: 0" in again.stdout
+    assert "never requested" not in again.stdout
+    assert (
+        "ignored background calls (OTEL_REPLAY_IGNORE): 127.0.0.1:9/v1/traces/ingest"
+        in again.stdout
+    )
+
+
 def test_langsmith_runs_are_not_steps_and_replay_identically(tmp_path: Path) -> None:
     """The real LangSmith client against a self-hosted endpoint (the stand-in): its uploads
     are ignored by default; its ``GET /info`` by the user's rule."""
