@@ -37,7 +37,7 @@ from otel_replay.replay.sources._group import (
 )
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.conftest import _rewrite_ids_and_enums
-from tests.replay.test_replay_cli import replay
+from tests.replay.test_replay_cli import CLI, replay
 
 SCRIPT = Path(__file__).with_name("_concurrent_agent.py")
 DEAD = "http://127.0.0.1:9/v1"
@@ -337,3 +337,25 @@ def test_a_long_listing_is_cut_and_says_how_many_more() -> None:
     assert line.count("1 step)") == 20
     assert line.endswith(", and 10 more (otel-replay import, then otel-replay runs, lists all)")
     assert f"{1:032x} (2026-09-21T" in line
+
+
+def test_imported_the_runs_of_a_file_replay_from_the_store(
+    recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    path = recorded["both_file"]
+    runs = [loaded.run.run_id for loaded in load_sources(str(path))]
+    done = subprocess.run(
+        [str(CLI), "import", str(path), "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for run_id, how in zip(runs, HOW, strict=True):
+        assert run_id in done.stdout
+        replayed = replay(store, run_id, sys.executable, str(SCRIPT), str(ROOT), DEAD, how)
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        line = next(x for x in reversed(replayed.stdout.splitlines()) if x.startswith("{"))
+        assert json.loads(line)["answers"] == recorded[how]
