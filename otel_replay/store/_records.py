@@ -146,8 +146,15 @@ def _typed(value: Any, kind: type, what: str, optional: bool = False) -> Any:
     raise RecordError(f"step field {what} is {value!r}")
 
 
-def step_from_entry(run_id: str, entry: Mapping[str, Any], request: bytes, response: bytes) -> Step:
-    """The Step an entry states, with its bodies (already checked against their hashes)."""
+def step_from_entry(
+    run_id: str,
+    entry: Mapping[str, Any],
+    request: bytes,
+    response: bytes,
+    run: RunFacts | None = None,
+) -> Step:
+    """The Step an entry states, with its bodies (already checked against their hashes) and
+    its run's facts."""
     try:
         return Step(
             run_id=run_id,
@@ -174,6 +181,7 @@ def step_from_entry(run_id: str, entry: Mapping[str, Any], request: bytes, respo
             tokens_in=_typed(entry.get("tokens_in"), int, "tokens_in", True),
             tokens_out=_typed(entry.get("tokens_out"), int, "tokens_out", True),
             within=_typed(entry.get("within"), int, "within", True),
+            run=run,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise RecordError(f"malformed step entry: {exc!r}") from None

@@ -368,6 +368,18 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
     return infos
 
 
+def run_facts(conn: sqlite3.Connection, run: int) -> RunFacts | None:
+    """The facts its recorder stated for run row ``run`` (None when it stated none)."""
+    row = conn.execute(
+        "SELECT run_id, mode, seed, commit_sha, code_dirty, started_ns FROM runs WHERE id = ?",
+        (run,),
+    ).fetchone()
+    if row is None or row[1] is None:
+        return None
+    dirty = None if row[4] is None else bool(row[4])
+    return RunFacts(_text(row[0]), row[1], row[2], row[3], dirty, row[5] or 0)
+
+
 def run_row(conn: sqlite3.Connection, name: str) -> RunRow | None:
     """The row of the run named ``name``, or None."""
     row = conn.execute(

@@ -372,16 +372,18 @@ class Store:
         return decoded.records
 
     def fixture(self, step: StepInfo | tuple[str, int]) -> Step:
-        """The step as the capture handed it over: headers, timing, chunks and verified
-        bodies. Raises like :meth:`request_body`."""
+        """The step as the capture handed it over: headers, timing, chunks, verified bodies
+        and its run's facts. Raises like :meth:`request_body`."""
         ref = self._ref(step)
         info = ref.info
+        with self._index.guard():
+            facts = _rows.run_facts(self._index.conn(), self._row(info.run_id).id)
         for record in self._records(ref.record):
             for entry in record.steps:
                 if entry["index"] == info.index:
                     request = self.body(info.request_hash)
                     response = b"" if info.response_hash is None else self.body(info.response_hash)
-                    return step_from_entry(record.run_id, entry, request, response)
+                    return step_from_entry(record.run_id, entry, request, response, facts)
         raise CorruptBlobError(
             f"record file {self.location}/{ref.record} does not hold step {info.index} of run "
             f"{info.run_id!r} as the index says"
