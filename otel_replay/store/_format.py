@@ -8,6 +8,8 @@
     objects/<aa>/<sha256>.pack    content shared by every run, named by its hash (``_pack``)
     runs/<aa>/<run key>/<recording>-<first>-<last>.rec    a run's records (``_records``)
     pins/<run key>                the run is kept forever (the file holds the run's name)
+    condemned                     remote stores: packs gc will delete unless used again
+                                  (``_condemned``)
 
 A *run key* is the first 32 hex digits of the sha256 of the run id's bytes, so any id (NUL,
 newline, ``/``, ``..``, very long, not UTF-8) names a directory inside ``runs/`` and nothing

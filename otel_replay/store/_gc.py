@@ -16,10 +16,11 @@ expired. ``gc`` then, as git gc and restic prune do:
    goes with its pack; one that gained a reference stays.
 
 If any live record cannot be read, nothing is swept (what it references is unknown) and the
-report says why. A remote store has no lock: its sweep marks again right before deleting and
-leaves packs younger than :data:`GRACE_S` alone; a writer that reuses an object in the
-instant between that mark and the deletion is the one race left, so run gc on a bucket when
-no machine records into it.
+report says why. A remote store has no lock: its sweep leaves packs younger than
+:data:`GRACE_S` alone and deletes in two passes (``_condemned``): an unreferenced pack is
+condemned first, and deleted by a gc at least :data:`GRACE_S` later that still finds it
+unreferenced; machines that record meanwhile never reuse what a condemned pack holds. gc
+and recording may run at once on a bucket too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from otel_replay import settings
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
+from otel_replay.store._condemned import read_condemned, write_condemned
 from otel_replay.store._format import parse_pack_path
 from otel_replay.store._objects import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
@@ -128,6 +130,8 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
             return _Swept(0, 0, 0)
         conn = ctx.index.conn()
         packs = objects = freed = 0
+        condemned = (read_condemned(ctx.backend) or {}) if ctx.remote else {}
+        still: dict[str, float] = {}
         for rel, (size, mtime) in listing.packs.items():
             name = parse_pack_path(rel)
             assert name is not None
@@ -138,6 +142,11 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
                 continue
             if not located and now - mtime < GRACE_S and not _rows.pack_known(conn, name):
                 continue  # not indexed yet: a writer may not have committed it
+            if ctx.remote:  # condemned first, deleted by a gc a grace period later
+                since = condemned.get(name, now)
+                if now - since < GRACE_S:
+                    still[name] = since
+                    continue
             ctx.backend.delete(rel)
             with ctx.index.transaction() as tx:
                 drop(ctx, tx, name, located)
@@ -145,6 +154,8 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
             packs += 1
             objects += len(located)
             freed += size
+        if ctx.remote and (still or condemned):
+            write_condemned(ctx.backend, still)
         ctx.backend.sync()
         ctx.reader.forget()
         return _Swept(packs, objects, freed)

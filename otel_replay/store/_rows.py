@@ -79,6 +79,21 @@ def existing(conn: sqlite3.Connection, digests: Sequence[bytes]) -> set[bytes]:
     return found
 
 
+def packs_of(conn: sqlite3.Connection, digests: Sequence[bytes]) -> dict[bytes, str]:
+    """The pack (name) the index locates each of ``digests`` in, for those it holds."""
+    found: dict[bytes, str] = {}
+    for at in range(0, len(digests), _CHUNK):
+        part = digests[at : at + _CHUNK]
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(
+            "SELECT digest, packs.name FROM objects JOIN packs ON packs.id = objects.pack "
+            f"WHERE digest IN ({marks})",
+            part,
+        )
+        found.update((bytes(row[0]), row[1]) for row in rows)
+    return found
+
+
 def locate(conn: sqlite3.Connection, digest: bytes) -> Located | None:
     """Where the object ``digest`` is, or None."""
     row = conn.execute(

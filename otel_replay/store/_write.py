@@ -27,6 +27,7 @@ from typing import Any
 from otel_replay._canonical import sha256_tag
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _rows
+from otel_replay.store._condemned import read_condemned
 from otel_replay.store._format import pack_path, record_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
@@ -158,6 +159,11 @@ class Session:
     """One open store's writing side: its recording id, its runs' record numbers, the
     digests it knows are stored, and the packs it wrote (for ``close`` to merge).
 
+    What the store already holds is reused, never stored again. In a local store a flush
+    asks under the store lock, which gc's sweep takes alone. A remote store has no such
+    lock: a flush reuses an object only from a pack it wrote itself or one that exists and
+    is not condemned right now (``_condemned``), and stores the object again otherwise.
+
     Not thread-safe: the store calls it under its lock.
     """
 
@@ -173,14 +179,34 @@ class Session:
         self._recent = Recent()
         self._previous = Previous()
         self._sweeps = 0
+        self._usable: dict[str, bool] = {}
+        """Remote stores: whether each pack asked about in this flush may be reused."""
+        self._condemned: dict[str, float] | None = {}
 
     def _exists(self, digests: Sequence[bytes]) -> set[bytes]:
+        if not self.backend.local:
+            return self._reusable(digests)
         held = {d for d in digests if d in self._known}
         unknown = [d for d in digests if d not in held]
         if unknown:
             with self.index.guard():
                 held |= _rows.existing(self.index.conn(), unknown)
         return held
+
+    def _reusable(self, digests: Sequence[bytes]) -> set[bytes]:
+        """Remote stores: those of ``digests`` stored in a pack this flush may rely on."""
+        with self.index.guard():
+            found = _rows.packs_of(self.index.conn(), digests)
+        written = set(self.packs)
+        for pack in set(found.values()) - set(self._usable):
+            own = pack in written
+            if self._condemned is None:  # the list cannot be read: trust no one else's pack
+                self._usable[pack] = own
+            else:
+                self._usable[pack] = pack not in self._condemned and (
+                    own or self.backend.exists(pack_path(pack))
+                )
+        return {digest for digest, pack in found.items() if self._usable[pack]}
 
     def _remember(self, digests: Sequence[bytes]) -> None:
         known = self._known
@@ -267,6 +293,9 @@ class Session:
             if sweeps != self._sweeps:  # gc removed objects: what was known may be gone
                 self._known.clear()
                 self._sweeps = sweeps
+            if not self.backend.local:
+                self._usable = {}
+                self._condemned = read_condemned(self.backend)
             batch.resolve(self._exists)
             pack = encode_pack(batch.objects, FLUSH_LEVEL) if batch.objects else None
             files = [(plan.rel, plan.data) for plan in plans]
@@ -276,7 +305,10 @@ class Session:
             self.backend.sync()
             with self.index.transaction() as tx:
                 if pack is not None:
-                    _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=False)
+                    # An object stored again because its pack was condemned or gone (remote
+                    # stores) is located in this pack from now on.
+                    move = not self.backend.local
+                    _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=move)
                 for plan in plans:
                     self._index_plan(tx.conn, plan)
             # Only now is a record's number taken: a flush that failed before its commit is
