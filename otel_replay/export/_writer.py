@@ -98,8 +98,10 @@ class Writer:
         # Spans written lately: a later step of the same span brings its fixture only.
         self._written: dict[int, None] = {}
         # Ready for the next put: fixtures with their spans, spans alone, and bytes to release.
+        # SDK spans are encoded as they are put (with the end of their last step, for one
+        # that never ended), spans from export() come encoded.
         self._fixtures: list[Step] = []
-        self._spans: list[dict[str, Any]] = []
+        self._spans: list[tuple[ReadableSpan, int] | dict[str, Any]] = []
         self._ends: list[RunEnd] = []
         self._ready_bytes = 0
         # Put into the store, not yet durable.
@@ -247,13 +249,7 @@ class Writer:
         self._written[span_id] = None
         if len(self._written) > WRITTEN_MAX:
             del self._written[next(iter(self._written))]
-        try:
-            encoded = span_to_dict(span, end_ns=steps[-1][0].end_ns)
-        except Exception as exc:
-            self.failed += 1
-            self._failures.report("encode", "a span could not be encoded: %r", exc)
-            return
-        self._spans.append(encoded)
+        self._spans.append((span, steps[-1][0].end_ns))
 
     def _sweep(self, *, force: bool) -> None:
         """Move parked steps whose span ended (all of them with ``force``, or after
@@ -275,18 +271,11 @@ class Writer:
         store = self._open()
         if store is None:
             return False, 0
-        if self._fixtures or self._spans or self._ends:
-            try:
-                steps, stored_spans = self._put(store, self._fixtures, self._spans)
-                for end in self._ends:
-                    store.end_run(end)
-                self._ends = []
-            except Exception as exc:  # e.g. a store closed under us: keep the batch, retry
-                self._failed_attempt("write", exc)
-                return False, 0
-            old = self._unflushed
-            self._unflushed = (old[0] + steps, old[1] + stored_spans, old[2] + self._ready_bytes)
-            self._fixtures, self._spans, self._ready_bytes = [], [], 0
+        try:
+            self._put(store)
+        except Exception as exc:  # e.g. a store closed under us: keep what is left, retry
+            self._failed_attempt("write", exc)
+            return False, 0
         try:
             store.flush()
         except Exception as exc:
@@ -306,32 +295,52 @@ class Writer:
             )
         return True, size
 
-    def _put(
-        self, store: Store, fixtures: list[Step], spans: list[dict[str, Any]]
-    ) -> tuple[int, int]:
-        """Buffer into the store; an item it refuses (ValueError) is counted and left out,
-        never the batch around it. Returns (steps, spans) buffered."""
+    def _put(self, store: Store) -> None:
+        """Buffer what is ready into the store, taking each item off the ready lists once the
+        store has it (an error other than a refusal leaves the rest for the retry). An item
+        the store refuses (ValueError) is counted and left out, never the batch around it.
+
+        Each SDK span is turned into its dict and put on its own: the store encodes it at
+        once, so a batch holds encoded spans, not thousands of dicts.
+        """
+        if self._fixtures:
+            try:
+                store.put(self._fixtures)
+                steps = len(self._fixtures)
+            except ValueError:
+                steps = sum(self._put_one(store, [fixture], []) for fixture in self._fixtures)
+            old = self._unflushed
+            self._unflushed = (old[0] + steps, old[1], old[2] + self._ready_bytes)
+            self._fixtures, self._ready_bytes = [], 0
+        done = 0
+        try:
+            for item in self._spans:
+                try:
+                    span = item if isinstance(item, dict) else span_to_dict(item[0], end_ns=item[1])
+                except Exception as exc:
+                    self.failed += 1
+                    self._failures.report("encode", "a span could not be encoded: %r", exc)
+                else:
+                    stored = self._put_one(store, [], [span])
+                    old = self._unflushed
+                    self._unflushed = (old[0], old[1] + stored, old[2])
+                done += 1
+        finally:
+            del self._spans[:done]
+        while self._ends:
+            store.end_run(self._ends[0])
+            del self._ends[0]
+
+    def _put_one(self, store: Store, fixtures: list[Step], spans: list[dict[str, Any]]) -> int:
+        """Put one step or span: 1, or 0 when the store refuses it (counted and reported)."""
         try:
             store.put(fixtures, spans)
-            return len(fixtures), len(spans)
-        except ValueError:
-            pass
-        steps = stored = 0
-        for fixture in fixtures:
-            try:
-                store.put([fixture])
-                steps += 1
-            except ValueError as exc:
-                self.failed += 1
-                self._failures.report("invalid step", "a step was not stored: %s", exc)
-        for span in spans:
-            try:
-                store.put(spans=[span])
-                stored += 1
-            except ValueError as exc:
-                self.failed += 1
-                self._failures.report("invalid span", "a span was not stored: %s", exc)
-        return steps, stored
+            return 1
+        except ValueError as exc:
+            self.failed += 1
+            what = "step" if fixtures else "span"
+            self._failures.report(f"invalid {what}", f"a {what} was not stored: %s", exc)
+            return 0
 
     def _open(self) -> Store | None:
         if self._store is None:

@@ -22,11 +22,12 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, NewObject
+from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, PackBuilder
 from otel_replay.store._segments import Previous, Recent, Shapes, split
 
 __all__ = [
     "Batch",
+    "Bodies",
     "ManifestError",
     "decode_manifest",
     "encode_manifest",
@@ -123,46 +124,62 @@ class _Split:
 
 
 @dataclass(slots=True)
+class Bodies:
+    """The bodies a flush references, by sha256, in the order they were put.
+
+    A body's *stream* (any hashable: a run's requests, one span attribute of a run) names
+    the bodies that grow one from the other, so the next one is split faster
+    (:class:`~._segments.Previous`).
+    """
+
+    data: dict[bytes, bytes] = field(default_factory=dict)
+    streams: dict[bytes, object] = field(default_factory=dict)
+
+    def add(self, data: bytes, digest: bytes, stream: object = None) -> None:
+        """A body (``digest``: its sha256), in ``stream`` when given."""
+        if digest not in self.data:
+            self.data[digest] = data
+            if stream is not None:
+                self.streams[digest] = stream
+
+    def update(self, later: Bodies) -> None:
+        """Add the bodies of ``later`` after these."""
+        for digest, data in later.data.items():
+            self.add(data, digest, later.streams.get(digest))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@dataclass(slots=True)
 class Batch:
     """The new objects of one flush, deduplicated against each other and the store.
 
-    :meth:`add` every body the flush references, then :meth:`resolve` asks the store, in two
-    batched questions (bodies, then the chunks of new bodies), what it already holds;
-    :attr:`objects` is then what the flush must pack.
+    :meth:`resolve` asks the store, in two batched questions (bodies, then the chunks of
+    new bodies), what it already holds of the flush's bodies and adds what it lacks to
+    :attr:`pack`.
     """
 
     shapes: Shapes = field(default_factory=Shapes)
     recent: Recent = field(default_factory=Recent)
     previous: Previous = field(default_factory=Previous)
-    _bodies: dict[bytes, bytes] = field(default_factory=dict)
-    _streams: dict[bytes, object] = field(default_factory=dict)
-    objects: list[NewObject] = field(default_factory=list)
-    """The objects to pack, in the order their bodies were added (after :meth:`resolve`)."""
-    referenced: list[bytes] = field(default_factory=list)
-    """The digests of every body added (after :meth:`resolve`)."""
+    pack: PackBuilder = field(default_factory=PackBuilder)
+    """The new objects, in the order their bodies were put (after :meth:`resolve`)."""
 
-    def add(self, data: bytes, digest: bytes, stream: object = None) -> None:
-        """A body the flush references (``digest``: its sha256); ``stream`` (any hashable:
-        a run's requests, a span attribute of a run) names the bodies that grow one from
-        the other, so the next one is split faster (:class:`~._segments.Previous`)."""
-        if digest not in self._bodies:
-            self._bodies[digest] = data
-            if stream is not None:
-                self._streams[digest] = stream
-
-    def resolve(self, exists: Exists) -> None:
+    def resolve(self, bodies: Bodies, exists: Exists) -> None:
         """Decide what is new: bodies the store lacks, split into the chunks it lacks."""
-        self.referenced = list(self._bodies)
-        held = exists(self.referenced)
+        held = exists(list(bodies.data))
         splits: list[_Split] = []
-        for digest, data in self._bodies.items():
+        added: set[bytes] = set()
+        for digest, data in bodies.data.items():
             if digest in held:
                 continue
-            stream = self._streams.get(digest)
+            stream = bodies.streams.get(digest)
             known_at = None if stream is None else self.previous.known(stream, data)
             ranges = split(data, self.shapes, self.recent, known_at)
             if not ranges:
-                self.objects.append(NewObject(digest, KIND_CHUNK, data))
+                self.pack.add(digest, KIND_CHUNK, data)
+                added.add(digest)
                 continue
             parts: list[bytes | tuple[bytes]] = []
             chunks: dict[bytes, tuple[int, int]] = {}
@@ -186,17 +203,14 @@ class Batch:
             if stream is not None:
                 self.previous.learn(stream, data, segments)
             splits.append(_Split(digest, data, parts, chunks))
-        wanted = [d for s in splits for d in s.chunks if d not in self._bodies]
+        wanted = [d for s in splits for d in s.chunks if d not in bodies.data]
         have = exists(list(dict.fromkeys(wanted))) if wanted else set()
-        added = {o.digest for o in self.objects}
         for item in splits:
-            self.objects.append(NewObject(item.digest, KIND_MANIFEST, encode_manifest(item.parts)))
+            self.pack.add(item.digest, KIND_MANIFEST, encode_manifest(item.parts))
             for chunk_digest, (start, end) in item.chunks.items():
                 # A chunk that is also a body of this flush is stored as that body: a
                 # reference names content, whichever way the content is kept.
-                if chunk_digest in have or chunk_digest in added or chunk_digest in self._bodies:
+                if chunk_digest in have or chunk_digest in added or chunk_digest in bodies.data:
                     continue
                 added.add(chunk_digest)
-                self.objects.append(NewObject(chunk_digest, KIND_CHUNK, item.data[start:end]))
-        self._bodies.clear()
-        self._streams.clear()
+                self.pack.add(chunk_digest, KIND_CHUNK, item.data[start:end])

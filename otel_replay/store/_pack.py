@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +36,10 @@ __all__ = [
     "KIND_CHUNK",
     "KIND_MANIFEST",
     "Entry",
-    "NewObject",
+    "PackBuilder",
     "PackError",
     "SealedPack",
     "decompress_frame",
-    "encode_pack",
     "parse_table",
 ]
 
@@ -48,6 +47,8 @@ MAGIC = b"ORPK3\n"
 END = b"ORPK3END"
 FOOTER = struct.Struct("<II8s")
 ENTRY = struct.Struct("<32sBQIII")
+_SLOT = struct.Struct("<32sBII")
+"""An object's place in its frame while the pack is built: digest, kind, offset, size."""
 
 FRAME_BYTES = 256 << 10
 """Uncompressed bytes per frame when packs are written: enough for zstd to find what objects
@@ -64,15 +65,6 @@ class PackError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class NewObject:
-    """An object to pack: its digest, kind and stored bytes."""
-
-    digest: bytes
-    kind: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class Entry:
     """Where an object sits in its pack."""
 
@@ -86,62 +78,85 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class SealedPack:
-    """An encoded pack: its file name (sha256 hex of ``data``), bytes and entries."""
+    """An encoded pack: its file name (sha256 hex of ``data``), bytes, and its table (the
+    entries as the file holds them, uncompressed)."""
 
     name: str
     data: bytes
-    entries: list[Entry]
+    table: bytes
+    count: int
     raw_bytes: int
 
-
-def _frames(objects: Sequence[NewObject], frame_bytes: int) -> list[list[NewObject]]:
-    """Objects grouped into frames: manifests together, then chunks (like compresses with
-    like), each kind in the order given."""
-    ordered = [o for o in objects if o.kind == KIND_MANIFEST]
-    ordered += [o for o in objects if o.kind != KIND_MANIFEST]
-    frames: list[list[NewObject]] = [[]]
-    size = 0
-    for obj in ordered:
-        if frames[-1] and size + len(obj.data) > frame_bytes:
-            frames.append([])
-            size = 0
-        frames[-1].append(obj)
-        size += len(obj.data)
-    return [frame for frame in frames if frame]
+    def entries(self) -> Iterator[Entry]:
+        """The entries of the table, in the pack's order."""
+        for fields in ENTRY.iter_unpack(self.table):
+            yield Entry(*fields)
 
 
-def encode_pack(
-    objects: Sequence[NewObject], level: int, frame_bytes: int = FRAME_BYTES
-) -> SealedPack:
-    """A pack of ``objects`` (none repeated) compressed at zstd ``level``."""
-    compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
-    frames = _frames(objects, frame_bytes)
-    contents = [b"".join(o.data for o in frame) for frame in frames]
-    # Frames are independent: they compress on every CPU at once (outside the GIL).
-    if len(contents) > 1:
-        packed_all = compressor.multi_compress_to_buffer(list[Any](contents), threads=-1)
-        compressed = [packed_all[n].tobytes() for n in range(len(contents))]
-    else:
-        compressed = [compressor.compress(c) for c in contents]
-    parts = [MAGIC]
-    at = len(MAGIC)
-    entries: list[Entry] = []
-    for frame, packed in zip(frames, compressed, strict=True):
-        offset = 0
-        for o in frame:
-            entries.append(Entry(o.digest, o.kind, at, len(packed), offset, len(o.data)))
-            offset += len(o.data)
-        parts.append(packed)
-        at += len(packed)
-    raw = sum(len(c) for c in contents)
-    table = b"".join(
-        ENTRY.pack(e.digest, e.kind, e.frame_offset, e.frame_size, e.offset, e.size)
-        for e in entries
-    )
-    packed_table = compressor.compress(table)
-    parts += [packed_table, FOOTER.pack(len(packed_table), zlib.crc32(packed_table), END)]
-    data = b"".join(parts)
-    return SealedPack(hashlib.sha256(data).hexdigest(), data, entries, raw)
+class PackBuilder:
+    """A pack being filled. Each object's bytes are appended as it is added, manifests to
+    manifests and chunks to chunks, and its place is written down as a slot; nothing else is
+    kept per object. :meth:`seal` lays the objects out, manifests first (like compresses
+    with like), each kind in the order added, cuts them into frames of ``frame_bytes``,
+    compresses the frames and writes the table. Objects are not checked for repeats: add
+    each once."""
+
+    def __init__(self, frame_bytes: int = FRAME_BYTES) -> None:
+        self._frame_bytes = frame_bytes
+        self._content = {KIND_MANIFEST: bytearray(), KIND_CHUNK: bytearray()}
+        self._slots = {KIND_MANIFEST: bytearray(), KIND_CHUNK: bytearray()}
+        self.count = 0
+        """Objects added."""
+        self.raw_bytes = 0
+        """Bytes of the objects added."""
+
+    def add(self, digest: bytes, kind: int, data: bytes) -> None:
+        """Add an object (its sha256, :data:`KIND_CHUNK` or :data:`KIND_MANIFEST`, its
+        stored bytes)."""
+        content = self._content[kind]
+        self._slots[kind] += _SLOT.pack(digest, kind, len(content), len(data))
+        content += data
+        self.count += 1
+        self.raw_bytes += len(data)
+
+    def seal(self, level: int) -> SealedPack:
+        """The pack of everything added, compressed at zstd ``level``."""
+        content = bytes(self._content[KIND_MANIFEST] + self._content[KIND_CHUNK])
+        kinds = ((KIND_MANIFEST, 0), (KIND_CHUNK, len(self._content[KIND_MANIFEST])))
+        # A frame starts where the next object would take it past ``frame_bytes``.
+        starts = [0]
+        for kind, base in kinds:
+            for _, _, offset, size in _SLOT.iter_unpack(self._slots[kind]):
+                at = base + offset
+                if at > starts[-1] and at + size - starts[-1] > self._frame_bytes:
+                    starts.append(at)
+        ends = [*starts[1:], len(content)]
+        contents = [content[start:end] for start, end in zip(starts, ends, strict=True)]
+        compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
+        # Frames are independent: they compress on every CPU at once (outside the GIL).
+        if len(contents) > 1:
+            packed_all = compressor.multi_compress_to_buffer(list[Any](contents), threads=-1)
+            compressed = [packed_all[n].tobytes() for n in range(len(contents))]
+        else:
+            compressed = [compressor.compress(c) for c in contents]
+        at_file = [len(MAGIC)]
+        for packed in compressed:
+            at_file.append(at_file[-1] + len(packed))
+        table = bytearray()
+        frame = 0
+        for kind, base in kinds:
+            for digest, _, offset, size in _SLOT.iter_unpack(self._slots[kind]):
+                at = base + offset
+                while frame + 1 < len(starts) and at >= starts[frame + 1]:
+                    frame += 1
+                table += ENTRY.pack(
+                    digest, kind, at_file[frame], len(compressed[frame]), at - starts[frame], size
+                )
+        packed_table = compressor.compress(table)
+        footer = FOOTER.pack(len(packed_table), zlib.crc32(packed_table), END)
+        data = b"".join([MAGIC, *compressed, packed_table, footer])
+        name = hashlib.sha256(data).hexdigest()
+        return SealedPack(name, data, bytes(table), self.count, self.raw_bytes)
 
 
 def parse_table(tail: bytes, file_size: int) -> list[Entry]:

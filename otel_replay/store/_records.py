@@ -36,6 +36,7 @@ __all__ = [
     "decode_records",
     "encode_record",
     "frame_record",
+    "span_entry_json",
     "step_entry",
     "step_from_entry",
 ]
@@ -250,6 +251,16 @@ def _loads(data: bytes) -> Any:
         return json.loads(data)
 
 
+def span_entry_json(span: Mapping[str, Any], strings: Mapping[str, str]) -> bytes:
+    """The JSON of one span entry of a record (``strings``: the hex digest of each long
+    string attribute taken out of ``span``); TypeError when the span is not JSON-ready."""
+    return dumps({"span": span, "strings": strings})
+
+
+def _array(items: list[bytes]) -> orjson.Fragment:
+    return orjson.Fragment(b"[" + b",".join(items) + b"]")
+
+
 def encode_record(
     run_id: str,
     recording: str,
@@ -257,26 +268,28 @@ def encode_record(
     *,
     facts: RunFacts | None,
     steps: list[dict[str, Any]],
-    spans: list[SpanEntry],
+    spans: list[bytes],
     end: RunEndFact | None,
     name: RunName | None = None,
 ) -> bytes:
-    """The JSON of one record."""
+    """The JSON of one record; ``spans`` are the JSON of its span entries
+    (:func:`span_entry_json`), encoded when they were put."""
     value: dict[str, Any] = {
         "v": VERSION,
         "run": _id_value(run_id),
         "recording": recording,
         "seq": seq,
-        "steps": steps,
-        "spans": [{"span": s.span, "strings": s.strings} for s in spans],
+        "steps": _array([dumps(entry) for entry in steps]),
+        "spans": _array(spans),
     }
     if facts is not None:
-        value["facts"] = _facts_value(facts)
+        value["facts"] = orjson.Fragment(dumps(_facts_value(facts)))
     if end is not None:
-        value["end"] = {"end_ns": end.end_ns, "error_type": end.error_type}
+        value["end"] = orjson.Fragment(dumps({"end_ns": end.end_ns, "error_type": end.error_type}))
     if name is not None:
         value["name"] = {"name": _id_value(name.name), "number": name.number}
-    return dumps(value)
+    # Every string left here is ASCII or valid UTF-8 (ids are made so), so orjson takes it.
+    return orjson.dumps(value)
 
 
 GROUP_BYTES = 64 << 10

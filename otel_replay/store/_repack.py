@@ -21,7 +21,7 @@ from otel_replay.store._format import pack_path, parse_pack_path, parse_record_n
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index, Tx
 from otel_replay.store._lock import StoreLock
-from otel_replay.store._pack import NewObject, PackError, encode_pack
+from otel_replay.store._pack import PackBuilder, PackError
 from otel_replay.store._read import ObjectReader
 from otel_replay.store._records import decode_records, frame_record, merge_frames, read_frames
 from otel_replay.store._sync import Listing, list_files, read_pack_table, sync
@@ -85,18 +85,20 @@ def drop(ctx: Context, tx: Tx, name: str, located: list[tuple[bytes, int]]) -> N
 def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: float | None) -> int:
     """Copy the objects of packs ``names`` (only those in ``keep`` when given) into new
     packs, indexed there; the number of objects copied. Stops early past ``deadline``."""
-    group: list[NewObject] = []
-    size = copied = 0
+    group = PackBuilder(frame_bytes=1 << 20)
+    copied = 0
 
     def seal() -> None:
-        nonlocal group, size
-        if group:
-            pack = encode_pack(group, repack_level(size), frame_bytes=1 << 20)
+        nonlocal group
+        if group.count:
+            pack = group.seal(repack_level(group.raw_bytes))
             ctx.backend.publish(pack_path(pack.name), pack.data, replace=True)
             ctx.backend.sync()
             with ctx.index.transaction() as tx:
-                _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=True)
-        group, size = [], 0
+                _rows.add_pack(
+                    tx.conn, pack.name, len(pack.data), pack.count, pack.entries(), move=True
+                )
+        group = PackBuilder(frame_bytes=1 << 20)
 
     for name in names:
         for digest, _ in located_in(ctx, name):
@@ -106,10 +108,9 @@ def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: fl
                 kind, data = ctx.reader.raw(digest)
             except CorruptBlobError:
                 continue  # left where it is: verify names it, the sweep keeps its pack
-            group.append(NewObject(digest, kind, data))
-            size += len(data)
+            group.add(digest, kind, data)
             copied += 1
-            if size >= GROUP_BYTES:
+            if group.raw_bytes >= GROUP_BYTES:
                 seal()
                 if deadline is not None and time.monotonic() > deadline:
                     return copied

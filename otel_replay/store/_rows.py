@@ -105,23 +105,28 @@ def locate(conn: sqlite3.Connection, digest: bytes) -> Located | None:
 
 
 def add_pack(
-    conn: sqlite3.Connection, name: str, size: int, entries: Sequence[Entry], *, move: bool
+    conn: sqlite3.Connection,
+    name: str,
+    size: int,
+    count: int,
+    entries: Iterable[Entry],
+    *,
+    move: bool,
 ) -> None:
-    """Index a pack and its objects. An object already indexed elsewhere keeps its place,
-    unless ``move`` (a repack, whose copy replaces the old one)."""
+    """Index a pack (``count`` objects) and its objects. An object already indexed elsewhere
+    keeps its place, unless ``move`` (a repack, whose copy replaces the old one)."""
     conn.execute(
-        "INSERT OR IGNORE INTO packs (name, size, objects) VALUES (?, ?, ?)",
-        (name, size, len(entries)),
+        "INSERT OR IGNORE INTO packs (name, size, objects) VALUES (?, ?, ?)", (name, size, count)
     )
     pack_id = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()[0]
     verb = "INSERT OR REPLACE" if move else "INSERT OR IGNORE"
     conn.executemany(
         f"{verb} INTO objects (digest, kind, pack, frame_offset, frame_size, offset, size) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
+        (
             (e.digest, e.kind, pack_id, e.frame_offset, e.frame_size, e.offset, e.size)
             for e in entries
-        ],
+        ),
     )
 
 

@@ -189,7 +189,7 @@ def _index_pack(
         )
         return 0
     with index.transaction() as tx:
-        _rows.add_pack(tx.conn, name, size, entries, move=False)
+        _rows.add_pack(tx.conn, name, size, len(entries), entries, move=False)
     return 1
 
 

@@ -32,20 +32,19 @@ from otel_replay.store._format import pack_path, record_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._lock import StoreLock
-from otel_replay.store._objects import Batch
-from otel_replay.store._pack import encode_pack
+from otel_replay.store._objects import Batch, Bodies
 from otel_replay.store._records import (
     SPAN_STRING_MIN,
     RunEndFact,
     RunName,
-    SpanEntry,
     encode_record,
     frame_record,
+    span_entry_json,
     step_entry,
 )
 from otel_replay.store._segments import Previous, Recent, Shapes
 
-__all__ = ["FLUSH_LEVEL", "Pending", "Session", "checked", "span_run_id"]
+__all__ = ["FLUSH_LEVEL", "EncodedSpan", "Pending", "Session", "checked", "encode_span"]
 
 FLUSH_LEVEL = 3
 """zstd level of the packs and records a flush writes: fast, so recording stays cheap; gc and
@@ -56,11 +55,55 @@ KNOWN_MAX = 1 << 17
 of a conversation's history costs no index lookup."""
 
 
-def span_run_id(span: Mapping[str, Any]) -> str | None:
-    """The ``replay.run.id`` attribute of a span dict (the run it is filed under), or None."""
+@dataclass(frozen=True, slots=True)
+class SpanString:
+    """A long string attribute of a span, stored as a body: its key, sha256 and UTF-8 bytes."""
+
+    key: str
+    digest: bytes
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedSpan:
+    """A span as its run's record will keep it, encoded when it was put: the JSON of its
+    record entry, and the long string attributes that entry names by digest."""
+
+    run_id: str
+    entry: bytes
+    strings: list[SpanString]
+
+
+def encode_span(span: Mapping[str, Any]) -> EncodedSpan:
+    """``span`` (a JSON-ready dict with a ``replay.run.id`` attribute) as its record keeps it:
+    string attributes of :data:`SPAN_STRING_MIN` bytes or more become bodies, named in the
+    entry by digest (``gen_ai.input.messages`` repeats the conversation, an inline body is its
+    step's body: stored as bodies, they are deduplicated). ValueError when the span has no run
+    id or is not JSON-ready.
+
+    Encoding it at once keeps the span as it was put, whatever its owner changes later.
+    """
     attrs = span.get("attributes")
     run_id = attrs.get("replay.run.id") if isinstance(attrs, Mapping) else None
-    return run_id if isinstance(run_id, str) and run_id else None
+    if not (isinstance(run_id, str) and run_id):
+        raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
+    assert isinstance(attrs, Mapping)
+    strings: list[SpanString] = []
+    kept: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4:
+            data = value.encode("utf-8", "surrogatepass")
+            if len(data) >= SPAN_STRING_MIN:
+                strings.append(SpanString(key, hashlib.sha256(data).digest(), data))
+                continue
+        kept[key] = value
+    if strings:
+        span = {**span, "attributes": kept}
+    try:
+        entry = span_entry_json(span, {s.key: s.digest.hex() for s in strings})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
+    return EncodedSpan(run_id, entry, strings)
 
 
 def _check_hash(tag: str | None, body: bytes, what: str, step: Step) -> None:
@@ -86,15 +129,31 @@ def checked(step: Step) -> Step:
 
 @dataclass(slots=True)
 class Pending:
-    """What waits for the next flush, by run id."""
+    """What waits for the next flush: steps, span entries (JSON), ends and facts by run id,
+    and every body they reference."""
 
     steps: dict[str, list[Step]] = field(default_factory=dict)
-    spans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    spans: dict[str, list[bytes]] = field(default_factory=dict)
     ends: dict[str, RunEnd] = field(default_factory=dict)
     facts: dict[str, RunFacts] = field(default_factory=dict)
+    bodies: Bodies = field(default_factory=Bodies)
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.spans or self.ends or self.facts)
+
+    def add_step(self, step: Step) -> None:
+        """A step (checked) and its bodies."""
+        self.steps.setdefault(step.run_id, []).append(step)
+        request = bytes.fromhex(step.request_hash[7:])
+        self.bodies.add(step.request_body, request, (step.run_id, "request"))
+        if step.response_hash is not None:
+            self.bodies.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
+
+    def add_span(self, span: EncodedSpan) -> None:
+        """A span's record entry and its long strings."""
+        self.spans.setdefault(span.run_id, []).append(span.entry)
+        for string in span.strings:
+            self.bodies.add(string.data, string.digest, (span.run_id, string.key))
 
     def runs(self) -> list[str]:
         """Every run id with something pending, in first-put order."""
@@ -106,6 +165,7 @@ class Pending:
             self.steps.setdefault(run_id, []).extend(steps)
         for run_id, spans in later.spans.items():
             self.spans.setdefault(run_id, []).extend(spans)
+        self.bodies.update(later.bodies)
         self.ends.update(later.ends)
         self.facts.update(later.facts)
 
@@ -132,27 +192,6 @@ class _RunPlan:
     end: RunEnd | None
     rel: str
     data: bytes
-
-
-def _span_entry(span: dict[str, Any], batch: Batch, run_id: str) -> SpanEntry:
-    """The span as a record keeps it: long string attributes become bodies."""
-    attrs = span.get("attributes")
-    if not isinstance(attrs, dict):
-        return SpanEntry(span)
-    strings: dict[str, str] = {}
-    kept: dict[str, Any] = {}
-    for key, value in attrs.items():
-        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4:
-            data = value.encode("utf-8", "surrogatepass")
-            if len(data) >= SPAN_STRING_MIN:
-                digest = hashlib.sha256(data).digest()
-                batch.add(data, digest, (run_id, key))
-                strings[key] = digest.hex()
-                continue
-        kept[key] = value
-    if not strings:
-        return SpanEntry(span)
-    return SpanEntry({**span, "attributes": kept}, strings)
 
 
 class Session:
@@ -234,18 +273,11 @@ class Session:
         """Forget what is stored (gc may have removed it)."""
         self._known.clear()
 
-    def _plan(self, pending: Pending, batch: Batch) -> list[_RunPlan]:
-        """What the flush writes for each run; every body it references goes into ``batch``."""
+    def _plan(self, pending: Pending) -> list[_RunPlan]:
+        """What the flush writes for each run."""
         plans = []
         for run_id in pending.runs():
             steps = pending.steps.get(run_id, [])
-            for step in steps:
-                batch.add(
-                    step.request_body, bytes.fromhex(step.request_hash[7:]), (run_id, "request")
-                )
-                if step.response_hash is not None:
-                    batch.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
-            spans = [_span_entry(span, batch, run_id) for span in pending.spans.get(run_id, [])]
             state = self.runs.setdefault(run_id, _RunState())
             given = pending.facts.get(run_id)
             if given is not None and given is not state.facts:
@@ -262,7 +294,7 @@ class Session:
                 state.seq,
                 facts=None if state.facts_written else state.facts,
                 steps=entries,
-                spans=spans,
+                spans=pending.spans.get(run_id, []),
                 end=None if end is None else RunEndFact(end.end_ns, end.error_type),
                 name=state.name,
             )
@@ -286,7 +318,7 @@ class Session:
         nothing indexed (the caller keeps the batch and may retry it)."""
         self._name_new_runs(pending)
         batch = Batch(self._shapes, self._recent, self._previous)
-        plans = self._plan(pending, batch)
+        plans = self._plan(pending)
         with self.lock.shared():
             with self.index.guard():
                 sweeps = _rows.sweeps(self.index.conn())
@@ -296,8 +328,8 @@ class Session:
             if not self.backend.local:
                 self._usable = {}
                 self._condemned = read_condemned(self.backend)
-            batch.resolve(self._exists)
-            pack = encode_pack(batch.objects, FLUSH_LEVEL) if batch.objects else None
+            batch.resolve(pending.bodies, self._exists)
+            pack = batch.pack.seal(FLUSH_LEVEL) if batch.pack.count else None
             files = [(plan.rel, plan.data) for plan in plans]
             if pack is not None:
                 files.insert(0, (pack_path(pack.name), pack.data))
@@ -308,7 +340,9 @@ class Session:
                     # An object stored again because its pack was condemned or gone (remote
                     # stores) is located in this pack from now on.
                     move = not self.backend.local
-                    _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.entries, move=move)
+                    _rows.add_pack(
+                        tx.conn, pack.name, len(pack.data), pack.count, pack.entries(), move=move
+                    )
                 for plan in plans:
                     self._index_plan(tx.conn, plan)
             # Only now is a record's number taken: a flush that failed before its commit is
@@ -321,8 +355,8 @@ class Session:
                 plan.state.ended = plan.state.ended or plan.end is not None
         if pack is not None:
             self.packs.append(pack.name)
-            self._remember([o.digest for o in batch.objects])
-        self._remember(batch.referenced)
+            self._remember([entry.digest for entry in pack.entries()])
+        self._remember(list(pending.bodies.data))
 
     def _index_plan(self, conn: sqlite3.Connection, plan: _RunPlan) -> None:
         state = plan.state

@@ -28,10 +28,10 @@ from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import Record, decode_records, dumps, step_from_entry
+from otel_replay.store._records import Record, decode_records, step_from_entry
 from otel_replay.store._sync import sync
 from otel_replay.store._types import GcReport, Progress, RunInfo, StepInfo, VerifyProblem
-from otel_replay.store._write import Pending, Session, checked, span_run_id
+from otel_replay.store._write import Pending, Session, checked, encode_span
 
 __all__ = ["Store"]
 
@@ -237,28 +237,13 @@ class Store:
         or a span has no run id.
         """
         accepted = [checked(step) for step in steps]
-        filed: list[tuple[str, dict[str, Any]]] = []
-        for span in spans:
-            run_id = span_run_id(span)
-            if run_id is None:
-                raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
-            try:
-                dumps(span)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
-            attrs = span.get("attributes")
-            filed.append(
-                (
-                    run_id,
-                    {**span, "attributes": dict(attrs) if isinstance(attrs, Mapping) else attrs},
-                )
-            )
+        encoded = [encode_span(span) for span in spans]
         with self._lock:
             self._check_writable()
             for step in accepted:
-                self._pending.steps.setdefault(step.run_id, []).append(step)
-            for run_id, span in filed:
-                self._pending.spans.setdefault(run_id, []).append(span)
+                self._pending.add_step(step)
+            for span in encoded:
+                self._pending.add_span(span)
             for facts in runs:
                 self._pending.facts[facts.run_id] = facts
 
