@@ -177,7 +177,8 @@ class Batch:
             stream = bodies.streams.get(digest)
             known_at = None if stream is None else self.previous.known(stream, data)
             ranges = split(data, self.shapes, self.recent, known_at)
-            if not ranges:
+            if not ranges or (len(ranges) == 1 and ranges[0][2] is None):
+                # Nothing to split, or one new element: a manifest would only add an object.
                 self.pack.add(digest, KIND_CHUNK, data)
                 added.add(digest)
                 continue
