@@ -1,13 +1,14 @@
 """A recording process for concurrency and crash tests.
 
-    python -m tests.store._writer STORE RUN_ID STEPS [--shared] [--pid] [--go FILE]
+    python -m tests.store._writer STORE RUN_ID STEPS [--shared] [--pid] [--go FILE] [--pause S]
 
 Records ``STEPS`` steps of a chat (bodies from :func:`bodies`; the steps happen now),
 flushing after each and printing ``flushed <index>`` once the flush returned, then closes the
 store and prints ``closed``. ``--shared``: the chat sends the shared system prompt and tools
 of ``_data.shared_system``. ``--pid``: every request names this process (``"pid": <pid>``),
 so a test can tell which process recorded a step. ``--go FILE``: print ``ready`` once the
-store is open, then wait for FILE to exist, so several processes start at once.
+store is open, then wait for FILE to exist, so several processes start at once. ``--pause
+S``: sleep S seconds after each step.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--shared", action="store_true")
     parser.add_argument("--pid", action="store_true")
     parser.add_argument("--go", help="wait for this file to exist before the first step")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between steps")
     args = parser.parse_args()
     store = Store.open(args.store)
     if args.go:
@@ -77,6 +79,7 @@ def main() -> None:
         store.put([step], [span(args.run_id, index)])
         store.flush()
         print(f"flushed {index}", flush=True)
+        time.sleep(args.pause)
     store.close()
     sys.stdout.write("closed\n")
 

@@ -514,7 +514,9 @@ def test_gc_keeps_what_a_recording_reuses_from_an_expired_run(tmp_path: Path) ->
             store.put([fixture("old", index, request, response, start_ns=old)])
     go = tmp_path / "go"
     steps = 40
-    writer = spawn(root, "live", steps, "--shared", "--go", str(go))
+    # A pause between steps keeps it recording while several gcs run, however loaded the
+    # machine is.
+    writer = spawn(root, "live", steps, "--shared", "--go", str(go), "--pause", "0.02")
     assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
     removed: list[str] = []
     gcs = 0
