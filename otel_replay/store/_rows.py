@@ -391,13 +391,21 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
 def run_facts(conn: sqlite3.Connection, run: int) -> RunFacts | None:
     """The facts its recorder stated for run row ``run`` (None when it stated none)."""
     row = conn.execute(
-        "SELECT run_id, mode, seed, commit_sha, code_dirty, started_ns FROM runs WHERE id = ?",
+        "SELECT run_id, mode, seed, commit_sha, code_dirty, started_ns, parent FROM runs "
+        "WHERE id = ?",
         (run,),
     ).fetchone()
     if row is None or row[1] is None:
         return None
-    dirty = None if row[4] is None else bool(row[4])
-    return RunFacts(_text(row[0]), row[1], row[2], row[3], dirty, row[5] or 0)
+    return RunFacts(
+        run_id=_text(row[0]),
+        mode=row[1],
+        seed=row[2],
+        commit=row[3],
+        code_dirty=None if row[4] is None else bool(row[4]),
+        start_ns=row[5] or 0,
+        parent_run_id=row[6],
+    )
 
 
 def run_row(conn: sqlite3.Connection, name: str) -> RunRow | None:

@@ -230,7 +230,15 @@ def _sse(events: int) -> tuple[bytes, list[tuple[int, int]]]:
 
 
 def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
-    facts = RunFacts("run-f", mode="fork", seed=-3, commit="0" * 40, code_dirty=False, start_ns=11)
+    facts = RunFacts(
+        "run-f",
+        mode="fork",
+        seed=-3,
+        commit="0" * 40,
+        code_dirty=False,
+        start_ns=11,
+        parent_run_id="run-e",
+    )
     request = json.dumps({"model": "gpt-x", "stream": True, "messages": [{"role": "user"}]})
     streamed, chunks = _sse(40)
     steps = [
@@ -319,6 +327,7 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
                 bytes=len(request) + len(streamed),
                 pinned=False,
                 models=("gpt-x",),
+                parent_run_id="run-e",
             )
 
 
