@@ -328,6 +328,27 @@ def test_a_writer_killed_before_its_index_commit_loses_nothing(tmp_path: Path) -
         assert len(unindexed) == 2
         assert unindexed[0].startswith("objects/") and unindexed[0].endswith(".pack")
         assert unindexed[1].startswith("runs/") and unindexed[1].endswith(".rec")
+    # What the command says: each notice on a line of its own, and the store is sound (exit 0).
+    temp = root / "objects" / "ab" / ".tmp-4242-0badcafe"  # as a writer killed mid-write leaves
+    temp.parent.mkdir(parents=True, exist_ok=True)
+    temp.write_bytes(b"cut off")
+    done = _cli("verify", "--store", str(root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"notice (temp): temporary file {temp} (a writer was cut off)",
+        f"notice (unindexed): pack {root}/{unindexed[0]} is not in the index (a writer was cut "
+        "off before its commit, or another process wrote it); `verify --rebuild-index` reads it",
+        f"notice (unindexed): record file {root}/{unindexed[1]} is not in the index",
+        f"The store at {root} is intact: 1 run, 2 steps, every body re-hashed.",
+    ]
+    done = _cli("verify", "--rebuild-index", "--store", str(root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == [
+        "notice (incomplete): run 'cut' was not closed by its recorder (cut off, or still "
+        "recording): 3 steps stored",
+        f"The store at {root} is intact: 2 runs, 5 steps, every body re-hashed.",
+    ]
+    temp.unlink()
     with Store.rebuild(root) as store:
         assert [(r.run_id, r.status) for r in store.runs()] == [
             ("before", "ok"),
@@ -478,6 +499,50 @@ def test_a_read_only_store_is_read(tmp_path: Path, with_index: bool) -> None:
     assert [step["response_body"] for step in shown] == [r.decode() for _, r in pairs]
     assert "is intact: 2 runs, 4 steps" in (tmp_path / "verify.txt").read_text()
     assert (tmp_path / "ro.txt").read_text() == "True 2 True\n"
+    assert _store_files(root) == before
+    assert (root / "index.sqlite").exists() == with_index
+
+
+REPLAYED_PROGRAM = """
+import json, sys
+import httpx
+with httpx.Client() as client:
+    for body in json.load(open(sys.argv[1])):
+        url = "https://api.example.test/v1/chat/completions"
+        headers = {"content-type": "application/json"}
+        answer = client.post(url, content=body.encode(), headers=headers)
+        print(answer.status_code, json.dumps(answer.text))
+"""
+
+
+@pytest.mark.parametrize("with_index", [True, False])
+def test_a_read_only_store_is_replayed(tmp_path: Path, with_index: bool) -> None:
+    """``otel-replay replay`` serves a run from a store mounted read-only (a CI cache): the
+    program gets every recorded answer, the report says identical, and nothing changes."""
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed for a read-only mount")
+    root = tmp_path / "s"
+    pairs = chat_bodies(3)
+    with Store.open(root) as store:
+        for index, (request, response) in enumerate(pairs):
+            store.put([fixture("ro-run", index, request, response, kind="http")])
+    if not with_index:
+        (root / "index.sqlite").unlink()
+    before = _store_files(root)
+    (tmp_path / "bodies.json").write_text(json.dumps([q.decode() for q, _ in pairs]))
+    (tmp_path / "program.py").write_text(REPLAYED_PROGRAM)
+    script = (
+        f"mount --bind -o ro {root} {root} && {CLI} replay ro-run --store {root} -- "
+        f"{sys.executable} {tmp_path}/program.py {tmp_path}/bodies.json"
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = [f"200 {json.dumps(r.decode())}" for _, r in pairs]
+    assert done.stdout.splitlines()[:3] == printed
+    assert "replay of run ro-run" in done.stdout and "identical" in done.stdout
+    assert "network attempts: 0" in done.stdout
     assert _store_files(root) == before
     assert (root / "index.sqlite").exists() == with_index
 
