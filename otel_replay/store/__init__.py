@@ -9,16 +9,17 @@ Open one with :meth:`Store.open` (a path or an fsspec URL such as ``s3://bucket/
             for step in store.steps(run.run_id):
                 body = store.request_body(step)   # exact bytes, sha256-checked
 
-The layout and format version are described in ``_format``, dedup and compression in
-``_stream``, the flush and its crash safety in ``_flush``, the index in ``_index``, retention
-and gc in ``_retention``, ``verify`` in ``_verify``.
+The layout and format version are described in ``_format``; content addressing, chunks and
+manifests in ``_objects`` and ``_segments``; packs in ``_pack``; records in ``_records``; a
+flush and its crash safety in ``_write``; the index in ``_index`` and ``_rows``; bringing the
+index up to date from the files in ``_sync``; retention and gc in ``_gc`` (remote stores:
+``_condemned``), repacking in ``_repack``; ``verify`` in ``_verify``.
 
-Remote stores (any fsspec URL, e.g. ``s3://bucket/prefix``): the bucket holds ``FORMAT``,
-``pins/`` and ``packs/`` exactly as a local store does, and no index. Each machine keeps its
-own index in a cache directory (``OTEL_REPLAY_CACHE_DIR``, default ``~/.cache/otel-replay``,
-one ``<sha256 of the URL>/index.sqlite`` per store) and brings it up to date from the records
-in the packs when the store is opened and on ``Store.refresh()``: the packs are the per-run
-manifests. Several machines can record into one bucket at once, each into its own streams.
+Remote stores (any fsspec URL, e.g. ``s3://bucket/prefix``): the bucket holds the same files
+as a local store, and no index. Each machine keeps its own index in a cache directory
+(``OTEL_REPLAY_CACHE_DIR``, default ``~/.cache/otel-replay``, one directory per store URL) and
+brings it up to date from the bucket when the store is opened and on ``Store.refresh()``.
+Several machines can record into one bucket at once.
 """
 
 from otel_replay.store._gc import Retention
