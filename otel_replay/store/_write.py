@@ -129,14 +129,14 @@ def checked(step: Step) -> Step:
 
 @dataclass(slots=True)
 class Pending:
-    """What waits for the next flush: steps, span entries (JSON), ends and facts by run id,
-    and every body they reference."""
+    """What waits for the next flush: steps, span entries (JSON), ends, facts and the bodies
+    they reference, by run id."""
 
     steps: dict[str, list[Step]] = field(default_factory=dict)
     spans: dict[str, list[bytes]] = field(default_factory=dict)
     ends: dict[str, RunEnd] = field(default_factory=dict)
     facts: dict[str, RunFacts] = field(default_factory=dict)
-    bodies: Bodies = field(default_factory=Bodies)
+    bodies: dict[str, Bodies] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.spans or self.ends or self.facts)
@@ -145,15 +145,25 @@ class Pending:
         """A step (checked) and its bodies."""
         self.steps.setdefault(step.run_id, []).append(step)
         request = bytes.fromhex(step.request_hash[7:])
-        self.bodies.add(step.request_body, request, (step.run_id, "request"))
+        bodies = self.bodies.setdefault(step.run_id, Bodies())
+        bodies.add(step.request_body, request, (step.run_id, "request"))
         if step.response_hash is not None:
-            self.bodies.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
+            bodies.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
 
     def add_span(self, span: EncodedSpan) -> None:
         """A span's record entry and its long strings."""
         self.spans.setdefault(span.run_id, []).append(span.entry)
+        bodies = self.bodies.setdefault(span.run_id, Bodies())
         for string in span.strings:
-            self.bodies.add(string.data, string.digest, (span.run_id, string.key))
+            bodies.add(string.data, string.digest, (span.run_id, string.key))
+
+    def all_bodies(self) -> Bodies:
+        """Every body referenced, a run's together (related bodies side by side in the
+        pack, where zstd finds what they share), runs in first-put order."""
+        merged = Bodies()
+        for run_id in self.runs():
+            merged.update(self.bodies.get(run_id, Bodies()))
+        return merged
 
     def runs(self) -> list[str]:
         """Every run id with something pending, in first-put order."""
@@ -165,7 +175,8 @@ class Pending:
             self.steps.setdefault(run_id, []).extend(steps)
         for run_id, spans in later.spans.items():
             self.spans.setdefault(run_id, []).extend(spans)
-        self.bodies.update(later.bodies)
+        for run_id, bodies in later.bodies.items():
+            self.bodies.setdefault(run_id, Bodies()).update(bodies)
         self.ends.update(later.ends)
         self.facts.update(later.facts)
 
@@ -328,7 +339,8 @@ class Session:
             if not self.backend.local:
                 self._usable = {}
                 self._condemned = read_condemned(self.backend)
-            batch.resolve(pending.bodies, self._exists)
+            bodies = pending.all_bodies()
+            batch.resolve(bodies, self._exists)
             pack = batch.pack.seal(FLUSH_LEVEL) if batch.pack.count else None
             files = [(plan.rel, plan.data) for plan in plans]
             if pack is not None:
@@ -356,7 +368,7 @@ class Session:
         if pack is not None:
             self.packs.append(pack.name)
             self._remember([entry.digest for entry in pack.entries()])
-        self._remember(list(pending.bodies.data))
+        self._remember(list(bodies.data))
 
     def _index_plan(self, conn: sqlite3.Connection, plan: _RunPlan) -> None:
         state = plan.state
