@@ -92,6 +92,10 @@ class SealedPack:
         for fields in ENTRY.iter_unpack(self.table):
             yield Entry(*fields)
 
+    def digests(self) -> list[bytes]:
+        """The digests of the objects, in the pack's order."""
+        return [fields[0] for fields in ENTRY.iter_unpack(self.table)]
+
 
 class PackBuilder:
     """A pack being filled. Each object's bytes are appended as it is added, manifests to

@@ -367,7 +367,7 @@ class Session:
                 plan.state.ended = plan.state.ended or plan.end is not None
         if pack is not None:
             self.packs.append(pack.name)
-            self._remember([entry.digest for entry in pack.entries()])
+            self._remember(pack.digests())
         self._remember(list(bodies.data))
 
     def _index_plan(self, conn: sqlite3.Connection, plan: _RunPlan) -> None:
