@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -268,6 +269,9 @@ def app_cost(
 
 
 def main() -> None:
+    # The clock stops when force_flush returns: let it wait as long as the writing takes
+    # (the default bound, 10 s, is shorter than 10,000 steps on a busy machine).
+    os.environ.setdefault("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "600000")
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=3000)
