@@ -11,6 +11,8 @@ list (as the runs of one agent do) and differing in everything else.
   closes the store, which merges what it wrote). The store's size is taken after a
   ``force_flush`` (as written) and after the shutdown. Concurrent / in order compares the two;
   raw / store compares the request and response bodies with the store.
+* Floors: the same content as one zstd stream (``_chat.stream_floor``): bodies, bodies and
+  the facts a replay needs, and the spans too.
 * Flush size: the same steps and spans put straight into a ``Store``, flushed after every
   step, then after every 8 steps (runs one after another); the sizes and their difference.
 
@@ -36,7 +38,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import otel_replay
-from bench._chat import conversation, raw_bytes, shared_prompt
+from bench._chat import conversation, raw_bytes, shared_prompt, stream_floor
 from bench.store_ratio import where_bytes_go
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
@@ -85,7 +87,7 @@ class Recording:
     where: list[str]
     """Where the bytes go once shut down (``store_ratio.where_bytes_go``)."""
     content: int
-    """Compressed bytes of the chunks: the content, the floor under the store's size."""
+    """Compressed bytes of the chunks, as the packs hold them."""
 
 
 def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) -> Recording:
@@ -244,8 +246,10 @@ def main() -> int:
             f">= {TARGET_RAW:.0f}x",
         )
     )
-    print(_ratio_row("raw / chunks alone (in order: the floor)", raw / in_order.content, ""))
+    print(_ratio_row("raw / chunks alone (in order)", raw / in_order.content, ""))
     print(_ratio_row("raw / chunks alone (concurrent)", raw / together.content, ""))
+    for label, size in stream_floor(runs).items():
+        print(_ratio_row(f"floor: raw / {label} as one stream", raw / size, ""))
     print()
     print(f"flush size: the same steps and spans put straight into a Store ({steps} steps)")
     print(

@@ -17,7 +17,8 @@ interactions:
 Where the bytes go: the packs' objects by kind (chunks, manifests; compressed bytes are each
 frame's size shared out by the raw bytes of each kind in it), the packs' own framing and
 tables, the record files, the index (pages by table), ``FORMAT`` and ``LOCK``. Also the cost of
-a flush (one step, durable on return) against writing each body safely on its own file.
+a flush (one step, durable on return) against writing each body safely on its own file. And
+the floors: the same content as one zstd stream (``_chat.stream_floor``).
 
     python bench/store_ratio.py [--turns 30] [--seed 7]
 """
@@ -42,7 +43,7 @@ from vcr.serializers import jsonserializer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._chat import RUN_ID, conversation, prose_ratio, raw_bytes
+from bench._chat import RUN_ID, conversation, prose_ratio, raw_bytes, stream_floor
 from otel_replay.step import Step
 from otel_replay.store import Store
 from otel_replay.store._records import read_frames
@@ -108,7 +109,7 @@ class Recorded:
     files: list[dict[str, int]] = field(default_factory=list)
     where: list[str] = field(default_factory=list)
     chunks: int = 0
-    """Compressed bytes of the first run's chunks: its content, the floor under (a)."""
+    """Compressed bytes of the first run's chunks, as the packs hold them."""
     flushes: list[float] = field(default_factory=list)
     syncs: list[int] = field(default_factory=list)
 
@@ -260,7 +261,7 @@ def main() -> int:
         fixtures = fixtures_bytes(files)
         target = f"raw >= {TARGET_RAW:.0f}x, vcr >= {TARGET_CASSETTE:.0f}x"
         print(_row("(a) packs + records", fixtures, raw, cassette, target))
-        print(_row("    chunks alone (the content floor)", recorded.chunks, raw, cassette))
+        print(_row("    chunks alone (as the packs hold them)", recorded.chunks, raw, cassette))
         print(_row("(b) + index", fixtures + index_bytes(files), raw, cassette))
         print(_row("    whole directory", sum(files.values()), raw, cassette))
         print(_row("    packs + records before close", fixtures_bytes(opened), raw, cassette))
@@ -271,6 +272,9 @@ def main() -> int:
         print("    where the bytes go (one run):")
         for line in recorded.where:
             print(f"      {line}")
+    print("  floors: the same content as one zstd-19 stream (no random access, no addressing)")
+    for label, size in stream_floor([(steps, spans)]).items():
+        print(_row(label, size, raw, cassette))
     flushes = bare.flushes
     print()
     print(
