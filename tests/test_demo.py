@@ -31,7 +31,9 @@ def test_demo_records_shows_verifies_and_replays(tmp_path: Path) -> None:
     steps, run_id, matched, received = counted.groups()
     assert int(steps) == int(matched) == int(received) >= 6
     assert f"run {run_id}  ok" in done.stdout
-    assert re.search(rf"{run_id}\s+\S+ \S+ \(just now\)\s+ok\s+{steps}\s+gpt-4o-mini", done.stdout)
+    assert re.search(
+        rf"{run_id}\s+\S+ \S+ \(just now\)\s+ok\s+record\s+{steps}\s+gpt-4o-mini", done.stdout
+    )
     assert "is intact" in done.stdout
     assert f"replay of run {run_id} (store {tmp_path / 'store'}): identical" in done.stdout
     assert (
@@ -41,9 +43,10 @@ def test_demo_records_shows_verifies_and_replays(tmp_path: Path) -> None:
     assert f"replay of run {run_id} (store {tmp_path / 'store'}): diverged — step 0 differs" in (
         done.stdout
     )
-    assert "system instructions (message 0): system: You are Ada, the customer-support" in (
-        done.stdout
-    )
+    # The changed prompt, each side lined up from where it differs.
+    assert "  system instructions (message 0): differs from character 20 (" in done.stdout
+    assert "    recorded: system: You are Ada, the customer-support assistant" in done.stdout
+    assert "    replayed: system: You are Ada. Answer in one short sentence.\n" in done.stdout
     assert "network attempts: 0" in done.stdout
     assert "the changed prompt diverged as reported" in done.stdout
     # The tools demo: recorded, the database changed, replayed identically, no write again.
