@@ -261,7 +261,7 @@ def main() -> int:
         fixtures = fixtures_bytes(files)
         target = f"raw >= {TARGET_RAW:.0f}x, vcr >= {TARGET_CASSETTE:.0f}x"
         print(_row("(a) packs + records", fixtures, raw, cassette, target))
-        print(_row("    chunks alone (as the packs hold them)", recorded.chunks, raw, cassette))
+        print(_row("    chunks alone (as packed)", recorded.chunks, raw, cassette))
         print(_row("(b) + index", fixtures + index_bytes(files), raw, cassette))
         print(_row("    whole directory", sum(files.values()), raw, cassette))
         print(_row("    packs + records before close", fixtures_bytes(opened), raw, cassette))
