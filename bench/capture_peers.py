@@ -1,0 +1,497 @@
+"""Capture cost against the real peers: µs added per call to a real openai SDK call.
+
+The call: ``client.chat.completions.create`` of the openai SDK (which sends through httpx2)
+with an ~8 KB request and a ~4 KB canned JSON chat completion answered by an in-memory
+``httpx2.MockTransport``, so the network does not drown the difference. Each variant runs in
+a process of its own (instrumentations patch the SDK and must not meet); in that process the
+bare SDK call is measured first, then the variant is instrumented and measured again: the
+difference is what the variant adds. Runs repeat the round of processes, so the spread
+between them shows.
+
+Variants, each with an SDK ``TracerProvider`` and the default ``BatchSpanProcessor``:
+
+* ``otel-replay`` — the instrumentor, exporting through the ``replay`` exporter into a
+  temporary store, as in production (fixtures hashed and handed off, written on the
+  exporter's thread).
+* ``openai-v2`` — opentelemetry-instrumentation-openai-v2 (official, latest experimental
+  GenAI conventions, content on spans).
+* ``genai-openai`` — opentelemetry-instrumentation-genai-openai (official, content on spans).
+* ``openinference`` — openinference-instrumentation-openai (content on by default).
+* ``openllmetry`` — traceloop's opentelemetry-instrumentation-openai (content on by default).
+* ``floor`` — no instrumentation's code at all: one CLIENT span per call made around
+  ``Completions.create`` with the attributes the GenAI conventions require of a chat span
+  (operation, provider, request and response model, response id, finish reasons, token
+  usage, server address and port), read from the SDK's arguments and result. Every peer pays
+  at least this; no span-per-call capture goes lower.
+
+The peers export into a discarding exporter (what a user with a backend has on the
+application's side). Content capture is on wherever the peer supports it, because otel-replay
+captures content too.
+
+Two clocks per call: wall time, and the CPU time of the application's thread
+(``time.thread_time``). The exporters' threads run beside it, and the machine may be shared:
+wall time includes whatever they (and others) take from the application, thread CPU time only
+what the instrumentation costs the application's own thread. Process CPU (all threads) is
+printed too, so work moved off the application thread is not hidden.
+
+The peers do not install beside the project's dev tools: each registers an
+``opentelemetry_instrumentor`` entry point that ``opentelemetry-instrument`` would load in the
+test suite, and genai-openai needs an opentelemetry-util-genai that openai-v2 cannot import.
+Each lives in a throwaway venv that only this bench uses; ``--make-venvs`` builds them (with
+the openai, httpx2 and OpenTelemetry versions of the running interpreter), by default under
+``/tmp/otel-replay-peers/NAME``; ``--python NAME=PATH`` points a peer at another interpreter.
+By hand::
+
+    python -m venv /tmp/otel-replay-peers/openinference
+    /tmp/otel-replay-peers/openinference/bin/pip install openai==X httpx2==Y \\
+        opentelemetry-sdk==Z openinference-instrumentation-openai
+
+    python bench/capture_peers.py [--make-venvs] [--runs 3] [--calls 400] [--blocks 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+TARGET_RATIO = 0.75
+PEERS_DIR = Path("/tmp/otel-replay-peers")
+BASE_URL = "http://llm.bench/v1"
+MODEL = "gpt-4o-mini"
+
+# name: (distribution to install, environment that turns content capture on)
+VARIANTS: dict[str, tuple[str | None, dict[str, str]]] = {
+    "otel-replay": (None, {}),
+    "openai-v2": (
+        "opentelemetry-instrumentation-openai-v2",
+        {
+            "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
+        },
+    ),
+    "genai-openai": (
+        "opentelemetry-instrumentation-genai-openai",
+        {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only"},
+    ),
+    "openinference": ("openinference-instrumentation-openai", {}),
+    "openllmetry": ("opentelemetry-instrumentation-openai", {"TRACELOOP_TRACE_CONTENT": "true"}),
+    "floor": (None, {}),
+}
+PEERS = ("openai-v2", "genai-openai", "openinference", "openllmetry")
+"""The GenAI instrumentations compared with (the target is against the cheapest)."""
+OWN_VENV = ("genai-openai", "openinference", "openllmetry")
+"""Peers that need a venv of their own (see the module docstring)."""
+
+
+# --- the worker: one variant in this process -------------------------------------------------
+
+
+def _messages(variant: int) -> list[dict[str, str]]:
+    """An ~8 KB conversation (a system prompt and a dozen turns) whose last message differs
+    by ``variant``."""
+    turn = "Please check the status of my order and tell me when it will arrive. " * 7
+    system = "You are a helpful support agent for ACME. Always look the order up first. " * 20
+    messages = [{"role": "system", "content": system}]
+    while len(json.dumps(messages)) < 7700:
+        messages.append({"role": "user", "content": turn})
+        messages.append({"role": "assistant", "content": turn[::-1]})
+    messages.append({"role": "user", "content": f"And where is order A-{variant:04d}?"})
+    return messages
+
+
+def _response_body() -> bytes:
+    answer = "Your order A-1234 shipped yesterday and should arrive on Friday. " * 60
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1763700000,
+            "model": "gpt-4o-mini-2024-07-18",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer[:3700], "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 2100, "completion_tokens": 900, "total_tokens": 3000},
+            "system_fingerprint": "fp_bench",
+        }
+    ).encode()
+
+
+def _client(sizes: dict[str, int]) -> Any:
+    import httpx2
+    import openai
+
+    body = _response_body()
+    sizes["response"] = len(body)
+
+    def handler(request: Any) -> Any:
+        sizes["request"] = len(request.content)
+        return httpx2.Response(200, content=body, headers={"content-type": "application/json"})
+
+    http = openai.DefaultHttpxClient(transport=httpx2.MockTransport(handler))
+    return openai.OpenAI(api_key="sk-bench", base_url=BASE_URL, http_client=http, max_retries=0)
+
+
+def _block(client: Any, conversations: list[list[dict[str, str]]], calls: int) -> dict[str, float]:
+    """One block of ``calls`` calls: µs per call, by wall clock, thread CPU and process CPU."""
+    create = client.chat.completions.create
+    count = len(conversations)
+    wall, cpu, proc = time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns()
+    for n in range(calls):
+        create(model=MODEL, messages=conversations[n % count], temperature=0.7)
+    return {
+        "wall": (time.perf_counter_ns() - wall) / calls / 1000,
+        "cpu": (time.thread_time_ns() - cpu) / calls / 1000,
+        "proc": (time.process_time_ns() - proc) / calls / 1000,
+    }
+
+
+def _warm(client: Any, conversations: list[list[dict[str, str]]]) -> None:
+    """A few calls first: imports, caches, the adaptive interpreter."""
+    for n in range(20):
+        client.chat.completions.create(model=MODEL, messages=conversations[n])
+
+
+class _Discard:
+    """A span exporter that drops what it gets; it counts the spans and keeps the attribute
+    names of the first ones, to check that the variant is on only when it should be and
+    that it captures content."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.keys: set[str] = set()
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.spans += len(spans)
+        if not self.keys:
+            for span in spans:
+                self.keys.update(span.attributes or {})
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+_CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.prompt.", "llm.input_messages", "input.value")
+
+
+def _instrumentor(name: str, provider: Any, scratch: str) -> tuple[Any, _Discard | None]:
+    """Set ``provider`` up as a user of variant ``name`` would; the variant's instrumentor
+    and the discarding exporter, if any."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    if name == "otel-replay":
+        from otel_replay.capture.instrumentor import ReplayInstrumentor
+        from otel_replay.export import ReplaySpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(ReplaySpanExporter(scratch)))
+        return ReplayInstrumentor(), None
+    discard = _Discard()
+    provider.add_span_processor(BatchSpanProcessor(discard))  # type: ignore[arg-type]
+    if name == "floor":
+        return _FloorInstrumentor(), discard
+    if name == "openai-v2":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    elif name == "genai-openai":
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+    elif name == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor
+    elif name == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+    else:
+        raise SystemExit(f"unknown variant {name!r}")
+    return OpenAIInstrumentor(), discard
+
+
+class _FloorInstrumentor:
+    """One span per call with the attributes a GenAI chat span requires, nothing else."""
+
+    def instrument(self, tracer_provider: Any) -> None:
+        import wrapt
+        from opentelemetry import context, trace
+        from opentelemetry.trace import SpanKind
+
+        tracer = tracer_provider.get_tracer("bench-floor")
+
+        def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            model = kwargs.get("model", "")
+            attrs = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": model,
+                "server.address": "llm.bench",
+                "server.port": 80,
+            }
+            span = tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs)
+            token = context.attach(trace.set_span_in_context(span))
+            try:
+                result = wrapped(*args, **kwargs)
+            finally:
+                context.detach(token)
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": result.model,
+                    "gen_ai.response.id": result.id,
+                    "gen_ai.response.finish_reasons": [c.finish_reason for c in result.choices],
+                    "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": result.usage.completion_tokens,
+                }
+            )
+            span.end()
+            return result
+
+        wrapt.wrap_function_wrapper(
+            "openai.resources.chat.completions", "Completions.create", wrapper
+        )
+
+
+_PATCHED_PACKAGES = ("openai", "httpx2", "httpx")
+_ABSENT = object()
+
+
+def _attributes() -> dict[tuple[int, str], tuple[Any, Any]]:
+    """Every attribute of the modules of :data:`_PATCHED_PACKAGES` and of the classes they
+    define: (id of owner, name) -> (owner, value)."""
+    found: dict[tuple[int, str], tuple[Any, Any]] = {}
+    for module_name, module in list(sys.modules.items()):
+        if module is None or module_name.split(".")[0] not in _PATCHED_PACKAGES:
+            continue
+        owners: list[Any] = [module]
+        owners += [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type) and value.__module__ == module_name
+        ]
+        for owner in owners:
+            for name, value in list(vars(owner).items()):
+                found[(id(owner), name)] = (owner, value)
+    return found
+
+
+class _Toggle:
+    """Turns an instrumentation on and off between blocks by swapping the functions its
+    ``instrument()`` replaced in the SDK and the HTTP client (found by comparing their
+    attributes before and after), because not every instrumentor's ``uninstrument`` undoes
+    all of its ``instrument``."""
+
+    def __init__(self, instrument: Any) -> None:
+        before = _attributes()
+        instrument()
+        after = _attributes()
+        # An attribute new on a class overrides an inherited one (a wrapped base method).
+        self._swaps = [
+            (owner, key[1], before.get(key, (owner, _ABSENT))[1], value)
+            for key, (owner, value) in after.items()
+            if before.get(key, (owner, _ABSENT))[1] is not value
+            and (key in before or isinstance(owner, type))
+            # functions replaced, not state the SDK builds lazily
+            and callable(value)
+            and not isinstance(value, type)
+            and not key[1].startswith("__")
+        ]
+        if not self._swaps:
+            raise SystemExit("the instrumentation patched nothing on the call's path")
+
+    def on(self) -> None:
+        for owner, name, _, patched in self._swaps:
+            setattr(owner, name, patched)
+
+    def off(self) -> None:
+        for owner, name, original, _ in self._swaps:
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+def worker(name: str, calls: int, blocks: int) -> None:
+    """Alternate blocks of bare and instrumented calls in this process (the variant turned on
+    and off between them, see ``_Toggle``), and print JSON: per clock, the median over pairs of
+    (instrumented - bare) and the medians of each."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    with tempfile.TemporaryDirectory() as scratch:
+        sizes: dict[str, int] = {}
+        client = _client(sizes)
+        conversations = [_messages(n) for n in range(64)]
+        provider = TracerProvider()
+        instrumentor, discard = _instrumentor(name, provider, str(Path(scratch) / "store"))
+        bare: list[dict[str, float]] = []
+        instrumented: list[dict[str, float]] = []
+        _warm(client, conversations)  # the SDK imports its resources on first use
+        toggle = _Toggle(lambda: instrumentor.instrument(tracer_provider=provider))
+        for n in range(blocks + 1):  # the first pair warms up
+            toggle.off()
+            provider.force_flush()
+            before = discard.spans if discard else 0
+            _warm(client, conversations)
+            sample = _block(client, conversations, calls)
+            provider.force_flush()
+            if discard and discard.spans != before:
+                raise SystemExit(f"{name}: spans from a bare block")
+            toggle.on()
+            _warm(client, conversations)
+            other = _block(client, conversations, calls)
+            if n:
+                bare.append(sample)
+                instrumented.append(other)
+        provider.shutdown()
+        content = name == "otel-replay" or any(
+            key.startswith(_CONTENT_KEYS) for key in (discard.keys if discard else ())
+        )
+        out: dict[str, Any] = {"sizes": sizes, "content": content}
+        for clock in ("wall", "cpu", "proc"):
+            pairs = [i[clock] - b[clock] for b, i in zip(bare, instrumented, strict=True)]
+            out[clock] = {
+                "added": statistics.median(pairs),
+                "bare": statistics.median(b[clock] for b in bare),
+            }
+        print(json.dumps(out))
+
+
+# --- the driver: one process per variant, several runs ---------------------------------------
+
+
+def _python_for(name: str, given: dict[str, str], peers_dir: Path) -> str | None:
+    if name in given:
+        return given[name]
+    if name in OWN_VENV:
+        candidate = peers_dir / name / "bin" / "python"
+        return str(candidate) if candidate.exists() else None
+    return sys.executable
+
+
+def make_venvs(peers_dir: Path) -> None:
+    """Build the throwaway venvs of the peers that cannot live in the project's venv."""
+    pins = [f"{d}=={metadata.version(d)}" for d in ("openai", "httpx2", "opentelemetry-sdk")]
+    for name in OWN_VENV:
+        dist = VARIANTS[name][0]
+        assert dist is not None
+        where = peers_dir / name
+        if not (where / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+        pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", *pins, dist]
+        print(f"{name}: installing {dist} beside {', '.join(pins)}", flush=True)
+        subprocess.run(pip, check=True)
+
+
+def _run_worker(python: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    env = {**os.environ, **VARIANTS[name][1]}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent)])
+    command = [python, __file__, "--worker", name, "--calls", str(args.calls)]
+    command += ["--blocks", str(args.blocks)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):7.1f} to {max(values):<7.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="rounds of one process per variant")
+    parser.add_argument("--calls", type=int, default=200, help="calls per block")
+    parser.add_argument("--blocks", type=int, default=8, help="pairs of blocks per process")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--python", action="append", default=[], metavar="NAME=PATH")
+    parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
+    parser.add_argument("--make-venvs", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.calls, args.blocks)
+        return 0
+    if args.make_venvs:
+        make_venvs(args.peers_dir)
+    given = dict(item.split("=", 1) for item in args.python)
+    names = [n for n in args.variants.split(",") if n]
+    pythons: dict[str, str] = {}
+    for name in names:
+        python = _python_for(name, given, args.peers_dir)
+        if python is None:
+            print(f"skipped {name}: no venv at {args.peers_dir / name} (--make-venvs builds it)")
+        else:
+            pythons[name] = python
+
+    added: dict[str, dict[str, list[float]]] = {
+        n: {"wall": [], "cpu": [], "proc": []} for n in pythons
+    }
+    bare: dict[str, list[float]] = {"wall": [], "cpu": []}
+    sizes: dict[str, int] = {}
+    content: dict[str, bool] = {}
+    for run in range(args.runs):
+        for name, python in pythons.items():
+            result = _run_worker(python, name, args)
+            sizes = result["sizes"]
+            content[name] = result["content"]
+            for clock in ("wall", "cpu", "proc"):
+                added[name][clock].append(result[clock]["added"])
+            for clock in ("wall", "cpu"):
+                bare[clock].append(result[clock]["bare"])
+        print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
+
+    print(
+        f"openai SDK chat.completions.create, request {sizes.get('request', 0):,} B, response "
+        f"{sizes.get('response', 0):,} B, in-memory transport; {args.runs} runs of one process "
+        f"per variant, each the median of {args.blocks} pairs of blocks (bare, instrumented) "
+        f"of {args.calls} calls"
+    )
+    print(
+        f"bare SDK call: wall {statistics.median(bare['wall']):.1f} µs, "
+        f"app-thread CPU {statistics.median(bare['cpu']):.1f} µs (median over all processes)"
+    )
+    print()
+    print(
+        f"{'added per call (µs)':<16} {'wall med':>9} {'wall spread':>16}"
+        f" {'CPU med':>9} {'CPU spread':>16} {'proc CPU':>9}  content"
+    )
+    median = {n: {c: statistics.median(v) for c, v in added[n].items()} for n in added}
+    for name in pythons:
+        print(
+            f"{name:<16} {median[name]['wall']:9.1f} {_spread(added[name]['wall']):>16}"
+            f" {median[name]['cpu']:9.1f} {_spread(added[name]['cpu']):>16}"
+            f" {median[name]['proc']:9.1f}  {'yes' if content[name] else 'no'}"
+        )
+    peers = [n for n in PEERS if n in median]
+    missed = False
+    if peers:
+        print()
+        for clock, label in (("cpu", "app-thread CPU"), ("wall", "wall")):
+            cheapest = min(peers, key=lambda n: median[n][clock])
+            base = median[cheapest][clock]
+            ratios = ", ".join(f"{n} {median[n][clock] / base:.2f}x" for n in median)
+            print(f"ratios to the cheapest peer by {label} ({cheapest}): {ratios}")
+            if "otel-replay" in median:
+                ratio = median["otel-replay"][clock] / base
+                verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
+                print(
+                    f"  otel-replay {ratio:.2f}x {cheapest} (target <= {TARGET_RATIO}): {verdict}"
+                )
+                missed = missed or (clock == "cpu" and ratio > TARGET_RATIO)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
