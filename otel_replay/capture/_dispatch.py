@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._exchange import enter, leave, should_record
+from otel_replay.capture._exchange import exchange, should_record
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
 from otel_replay.capture._tee import request_tee_classes, tee_classes
@@ -80,14 +80,8 @@ def sync_wrapper(recorder: Recorder, module: ModuleType, ignore: IgnoreRules) ->
         step = _begin(recorder, ignore, args, kwargs, request_tee)
         if step is None:
             return wrapped(*args, **kwargs)
-        token = enter(step)
-        try:
+        with exchange(step):
             response = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            step.fail(exc)
-            raise
-        finally:
-            leave(token)
         _adopt(recorder, step, response, tee)
         return response
 
@@ -106,14 +100,8 @@ def async_wrapper(
         step = _begin(recorder, ignore, args, kwargs, request_tee)
         if step is None:
             return await wrapped(*args, **kwargs)
-        token = enter(step)
-        try:
+        with exchange(step):
             response = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            step.fail(exc)
-            raise
-        finally:
-            leave(token)
         _adopt(recorder, step, response, tee)
         return response
 

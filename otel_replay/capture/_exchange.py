@@ -8,6 +8,8 @@ the exchange runs; every layer below sees the mark and only passes the request o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from opentelemetry import context, trace
@@ -16,7 +18,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 if TYPE_CHECKING:
     from otel_replay.capture._step import OpenStep
 
-__all__ = ["enter", "in_exchange", "leave", "should_record"]
+__all__ = ["exchange", "in_exchange", "should_record"]
 
 _IN_EXCHANGE = context.create_key("otel_replay.exchange")
 
@@ -32,15 +34,17 @@ def should_record() -> bool:
     return not context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) and not in_exchange()
 
 
-def enter(step: OpenStep) -> object:
-    """Mark the context as inside ``step``'s exchange (its span current when it owns one);
-    the token for :func:`leave`."""
-    ctx = context.set_value(_IN_EXCHANGE, True)
-    if step.owns_span:
-        ctx = trace.set_span_in_context(step.span, ctx)
-    return context.attach(ctx)
-
-
-def leave(token: object) -> None:
-    """Undo :func:`enter`."""
-    context.detach(token)  # type: ignore[arg-type]
+@contextmanager
+def exchange(step: OpenStep) -> Iterator[None]:
+    """While ``step``'s request is on its way: the context marked as inside its exchange,
+    with its span current; what the call raises fails the step and goes on up."""
+    token = context.attach(
+        trace.set_span_in_context(step.span, context.set_value(_IN_EXCHANGE, True))
+    )
+    try:
+        yield
+    except BaseException as exc:
+        step.fail(exc)
+        raise
+    finally:
+        context.detach(token)

@@ -107,12 +107,6 @@ class OpenStep:
         self._done = False
 
     @property
-    def owns_span(self) -> bool:
-        """Always True: an HTTP step has a span of its own, an attempt's beneath another
-        instrumentation's call span when there is one (``call_span``)."""
-        return True
-
-    @property
     def call_span(self) -> Span | None:
         """The call span another instrumentation owns, this step being one of its attempts."""
         return self._call

@@ -26,7 +26,7 @@ from functools import cache
 from typing import Any
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._exchange import enter, leave, should_record
+from otel_replay.capture._exchange import exchange, should_record
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
 from otel_replay.capture.transports._view import RequestView, raw_headers
@@ -121,14 +121,8 @@ def _middleware(recorder: Recorder, ignore: IgnoreRules, decompress: bool) -> Mi
         step = await _begin(recorder, ignore, request)
         if step is None:
             return await handler(request)
-        token = enter(step)
-        try:
+        with exchange(step):
             response = await handler(request)
-        except BaseException as exc:
-            step.fail(exc)
-            raise
-        finally:
-            leave(token)
         _adopt(recorder, step, response, decompress)
         return response
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._exchange import enter, leave, should_record
+from otel_replay.capture._exchange import exchange, should_record
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
 from otel_replay.capture.transports._view import RequestView, origin, raw_headers
@@ -152,14 +152,8 @@ def _wrapper(recorder: Recorder, ignore: IgnoreRules) -> Callable[..., Any]:
         step, args, kwargs = _begin(recorder, ignore, instance, args, kwargs)
         if step is None:
             return wrapped(*args, **kwargs)
-        token = enter(step)
-        try:
+        with exchange(step):
             response = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            step.fail(exc)
-            raise
-        finally:
-            leave(token)
         _adopt(recorder, step, response, kwargs.get("decode_content", True))
         return response
 
