@@ -1,0 +1,101 @@
+"""LiteLLM over Chat Completions: ``completion`` and ``acompletion`` with tools (run by the
+agent through ``@otel_replay.tool``), a streamed answer and a 429 retried by LiteLLM
+(``num_retries``), recorded under ``opentelemetry-instrument``, its database changed, replayed
+through the CLI with the stand-in gone; with LiteLLM's OpenTelemetry callback off and on.
+
+LiteLLM fetches its model price list when it is imported: a default ``OTEL_REPLAY_IGNORE``
+rule keeps it out of the recording, and the replay answers it (404: LiteLLM falls back to the
+list it ships) without counting it as a network attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.frameworks._support import CLI, Recording, record, refunds, replay, tool_spans
+
+PRICE_LIST = "model_prices_and_context_window.json"
+
+
+def _record(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Recording:
+    how = "-".join(args) or "plain"
+    return record(
+        tmp_path_factory.mktemp(f"litellm-{how}"), "_litellm_agent.py", f"r_litellm_{how}", *args
+    )
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return _record(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def callback(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return _record(tmp_path_factory, "otel")
+
+
+@pytest.fixture(params=["plain", "callback"])
+def recorded(request: pytest.FixtureRequest) -> Recording:
+    """Each recording: LiteLLM's OpenTelemetry callback off, then on."""
+    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+
+
+def _steps(recording: Recording) -> list[dict[str, Any]]:
+    shown = subprocess.run(
+        [str(CLI), "show", recording.run_id, "--json", "--store", str(recording.store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return list(json.loads(shown.stdout)["steps"])
+
+
+def test_the_agent_replays_identically_and_its_write_does_not_repeat(
+    recorded: Recording,
+) -> None:
+    assert '[tool] lookup_order -> {"order_id": "A-1234", "status": "shipped"' in recorded.printed
+    assert '[tool] refund_order -> {"refund_id": "R-' in recorded.printed
+    done = replay(recorded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(recorded.printed)  # "shipped", the same refund id
+    assert f"replay of run {recorded.run_id}" in done.stdout and "): identical" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert refunds(recorded.database) == 0
+    # The price list LiteLLM fetched at import was answered by the replay, not counted.
+    ignored = next(line for line in done.stdout.splitlines() if line.startswith("ignored "))
+    assert PRICE_LIST in ignored
+
+
+def test_each_attempt_and_each_tool_call_is_one_step(recorded: Recording) -> None:
+    steps = _steps(recorded)
+    assert not any(PRICE_LIST in str(step["url"]) for step in steps)  # background: not a step
+    calls = [(step["model"], step["status_code"]) for step in steps if step["kind"] == "llm"]
+    assert calls == [
+        *[("gpt-4o-mini", 200)] * 5,  # two tool loops of two calls, the stream
+        ("standin-flaky", 429),  # refused once ...
+        ("standin-flaky", 200),  # ... and retried
+        ("standin-flaky", 429),
+        ("standin-flaky", 200),
+    ]
+    tools = tool_spans(recorded)
+    assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
+        ("lookup_order", "read"),
+        ("refund_order", "write"),
+        ("lookup_order", "read"),
+    ]
+    assert all(t["gen_ai.tool.call.id"].startswith("call_") for t in tools)
+
+
+def test_a_changed_system_prompt_diverges_at_the_first_call(plain: Recording) -> None:
+    done = replay(plain, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "diverged — step 0 differs" in done.stdout
+    assert "system instructions" in done.stdout and "Contoso" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert refunds(plain.database) == 0
