@@ -108,7 +108,8 @@ class Recorder:
         # None for a streamed body (a generator, a multipart upload): its bytes exist only as
         # the transport reads them, so the step tees them and hashes them at its end.
         raw_body: bytes | None = getattr(request, "_content", None)
-        self.redactor.learn(raw_headers, str(url))
+        url_text = str(url)
+        self.redactor.learn(raw_headers, url_text)
         attrs: dict[str, Any] = run.attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
         within = enclosing_step(run.run_id)
@@ -133,13 +134,13 @@ class Recorder:
             self._add_llm_request_attributes(llm, attrs)
             call = _foreign_inference_span()
             if call is not None:
-                redacted_url = self.redactor.url(str(url))
+                redacted_url = self.redactor.url(url_text)
                 span = self._attempt_span(call, method, redacted_url, attrs, run.attributes())
             else:
                 name = f"{llm.operation} {llm.model}" if llm.model else llm.operation
                 span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
         else:
-            redacted_url = self.redactor.url(str(url))
+            redacted_url = self.redactor.url(url_text)
             attrs[A.REPLAY_STEP_KIND] = "http"
             attrs["http.request.method"] = method
             attrs["url.full"] = redacted_url
@@ -148,7 +149,7 @@ class Recorder:
         step = None
         if self.handoff.wanted:
             if redacted_url is None:
-                redacted_url = self.redactor.url(str(url))
+                redacted_url = self.redactor.url(url_text)
             ctx = span.get_span_context()
             step = Step(
                 run_id=run.run_id,

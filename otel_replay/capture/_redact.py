@@ -71,28 +71,54 @@ _ESCAPE_DEPTH = 3
 """JSON in a string in a string…: how deep the escaped-string pass decodes."""
 
 
+_MEMO_MAX = 4096
+"""Header pairs remembered at most by each of the redactor's memos; a memo that fills up is
+emptied and starts again (headers that change every request, a date or a request id, would
+otherwise grow it without end)."""
+
+
 class Redactor:
     """Applies the redaction rules; build one per instrumentation with the user's patterns.
 
     Thread-safe; learned secrets are shared by every thread that uses it.
+
+    Clients send the same headers with every request (the SDK's user agent, its platform
+    headers), so the redactor remembers which header pairs hold no credential and how each one
+    reads redacted; the second memo is emptied whenever a secret is learned, since a learned
+    value is scrubbed from every header after it.
     """
 
-    __slots__ = ("_header_names", "_patterns", "_seen", "secrets")
+    __slots__ = ("_header_memo", "_header_names", "_patterns", "_plain", "_seen", "secrets")
 
     def __init__(self, patterns: Iterable[re.Pattern[bytes]] = ()) -> None:
         self._patterns = tuple(patterns)
         self.secrets = Secrets()
         self._header_names: dict[bytes, bool] = {}
         self._seen: set[bytes] = set()
+        self._plain: set[tuple[bytes, bytes]] = set()
+        """Header pairs known to hold no credential (nothing for :meth:`learn` to learn)."""
+        self._header_memo: tuple[tuple[bytes, ...], dict[tuple[bytes, bytes], tuple[str, str]]]
+        self._header_memo = ((), {})
+        """The learned secrets, and header pairs as :meth:`headers` gives them with those
+        secrets scrubbed: one object, so a thread never files a pair under other secrets."""
 
     def learn(self, headers: Iterable[tuple[bytes, bytes]], url: str) -> None:
         """Learn the secret values a request sends in its credential headers, credential
         query parameters and URL user-info. Call before redacting the request."""
-        for key, value in headers:
-            if value not in self._seen and self._secret_header(key.lower(), value):
-                if len(self._seen) < 1024:
-                    self._seen.add(value)
-                self.secrets.learn_header(value)
+        plain = self._plain
+        for pair in headers:
+            if pair in plain:
+                continue
+            key, value = pair
+            if self._secret_header(key.lower(), value):
+                if value not in self._seen:
+                    if len(self._seen) < 1024:
+                        self._seen.add(value)
+                    self.secrets.learn_header(value)
+            else:
+                if len(plain) >= _MEMO_MAX:
+                    plain.clear()
+                plain.add(pair)
         if "@" in url or "?" in url:
             self.secrets.learn(_url_secrets(url))
 
@@ -111,7 +137,9 @@ class Redactor:
         keys = may_name_credentials(data)
         if keys:
             data = credential_values(data)
-        if depth < _ESCAPE_DEPTH:
+        # Every escape starts with a backslash: without one (most bodies), no string token
+        # reads differently decoded, and one memchr saves the escape pattern's scan.
+        if depth < _ESCAPE_DEPTH and b"\\" in data:
             if self._patterns or keys:
                 escape = ANY_ESCAPE
             elif self.secrets.values:
@@ -138,16 +166,28 @@ class Redactor:
         rest, in one pass (this runs on the application thread for every recorded step);
         without the content coding and length when ``drop_coding`` (the body was decoded
         from its ``Content-Encoding``)."""
+        secrets = self.secrets.values
+        for_secrets, memo = self._header_memo
+        if for_secrets is not secrets or len(memo) >= _MEMO_MAX:
+            memo = {}
+            self._header_memo = (secrets, memo)
         out = []
-        for key, value in headers:
+        for pair in headers:
+            done = memo.get(pair)
+            if done is not None:
+                if not drop_coding or pair[0].lower() not in _CODING_HEADERS:
+                    out.append(done)
+                continue
+            key, value = pair
             name = key.lower()
             if drop_coding and name in _CODING_HEADERS:
                 continue
             if self._secret_header(name, value):
-                text = REDACTED
+                done = (key.decode("latin-1"), REDACTED)
             else:
-                text = self._value(value).decode("latin-1")
-            out.append((key.decode("latin-1"), text))
+                done = (key.decode("latin-1"), self._value(value).decode("latin-1"))
+                memo[pair] = done  # never a credential's value, even as a key
+            out.append(done)
         return out
 
     def _value(self, value: bytes) -> bytes:

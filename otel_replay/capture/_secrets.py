@@ -32,12 +32,15 @@ class Secrets:
     Reads take no lock: :attr:`values` is a tuple replaced whole when a value is learned.
     """
 
-    __slots__ = ("_lock", "values")
+    __slots__ = ("_cores", "_lock", "values")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.values: tuple[bytes, ...] = ()
         """Learned values, longest first (so a value containing another is replaced whole)."""
+        self._cores: tuple[tuple[bytes, ...], tuple[bytes, ...]] = ((), ())
+        """Some ``values`` and those of them that contain no other (``Bearer sk-…`` contains
+        ``sk-…``): text that holds none of those holds none of the values."""
 
     def learn(self, values: Iterable[str | bytes]) -> None:
         """Remember each value of at least :data:`MIN_SECRET_LENGTH` bytes."""
@@ -77,7 +80,19 @@ class Secrets:
 
     def scrub(self, data: bytes, replacement: bytes) -> bytes:
         """``data`` with every learned value replaced; the same object when none occurs."""
-        for secret in self.values:
+        values = self.values
+        of, cores = self._cores
+        if of is not values:
+            cores = tuple(v for v in values if not any(o in v for o in values if o != v))
+            self._cores = (values, cores)
+        # Most text holds no secret: a search for each core answers that in fewer scans
+        # than one per value.
+        for core in cores:
+            if core in data:
+                break
+        else:
+            return data
+        for secret in values:
             if secret in data:
                 data = data.replace(secret, replacement)
         return data

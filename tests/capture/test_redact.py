@@ -154,3 +154,29 @@ def test_basic_credentials_and_url_secrets_are_learned() -> None:
     )
     body = b'{"a":"pw-basic-5566 pw-userinfo-77 qk-query-9999 Paris"}'
     assert redactor.body(body) == b'{"a":"REDACTED REDACTED REDACTED Paris"}'
+
+
+def test_a_header_redacted_before_a_secret_was_learned_is_scrubbed_after() -> None:
+    redactor = Redactor()
+    echoed = [(b"x-debug-echo", b"token sk-live-abcdef12 seen"), (b"content-type", b"text/plain")]
+    assert redactor.headers(echoed)[0] == ("x-debug-echo", "token sk-live-abcdef12 seen")
+    redactor.learn([(b"authorization", b"Bearer sk-live-abcdef12")], "https://h/p")
+    assert redactor.headers(echoed)[0] == ("x-debug-echo", f"token {REDACTED} seen")
+    assert redactor.headers(echoed, drop_coding=True)[1] == ("content-type", "text/plain")
+
+
+def test_headers_seen_before_do_not_stop_a_new_credential_being_learned() -> None:
+    redactor = Redactor()
+    plain = [(b"user-agent", b"OpenAI/Python 3.57.0")]
+    for _ in range(3):
+        redactor.learn(plain, "https://h/p")
+    redactor.learn([*plain, (b"x-api-key", b"key-0123456789")], "https://h/p")
+    assert redactor.body(b'{"echo": "key-0123456789"}') == b'{"echo": "REDACTED"}'
+
+
+def test_learned_values_inside_one_another_are_each_scrubbed() -> None:
+    redactor = Redactor()
+    redactor.learn([(b"authorization", b"Bearer sk-live-abcdef12")], "https://h/p")
+    text = b"Bearer sk-live-abcdef12 and sk-live-abcdef12 alone"
+    assert redactor.body(text) == f"{REDACTED} and {REDACTED} alone".encode()
+    assert redactor.body(b"no secret here") == b"no secret here"
