@@ -224,7 +224,8 @@ def _short(tag: str | None) -> str | None:
 
 def _text(parts: Sequence[Any]) -> str:
     """The whole text of a list of GenAI parts (or messages): text as it is, a tool call as
-    ``name(arguments)``, a tool result as ``→ result``, other parts as JSON."""
+    ``name(arguments)``, a tool result as ``result <response>`` (not an arrow: a change is
+    printed ``recorded → replayed``), other parts as JSON."""
     out: list[str] = []
     for part in parts:
         if isinstance(part, Mapping):
@@ -235,7 +236,7 @@ def _text(parts: Sequence[Any]) -> str:
             elif part.get("type") == "tool_call":
                 out.append(f"{part.get('name')}({whole(part.get('arguments'))})")
             elif part.get("type") == "tool_call_response":
-                out.append(f"→ {whole(part.get('response'))}")
+                out.append(f"result {whole(part.get('response'))}")
             else:
                 out.append(whole(part))
         else:
