@@ -1,7 +1,8 @@
 """Which recorded step answers a request: most exact first.
 
 1. ``hash``: the sha256 of the exact (redacted) body equals a recorded ``replay.request.hash``
-   (and the endpoint agrees).
+   (and the endpoint agrees). The session asks first with the bytes as sent: bytes equal to a
+   recorded body are that request (the recording holds redacted bytes), redacted or not today.
 2. ``canonical``: both bodies are JSON and equal as RFC 8785 canonical JSON once the top-level
    fields in :data:`VOLATILE_FIELDS` are set aside.
 3. ``messages``, for recorded steps without bytes (spans of another instrumentation): the
@@ -157,9 +158,12 @@ class Matcher:
                 self._by_hash.setdefault(key, []).append(step)
             self._by_endpoint.setdefault(step.endpoint, []).append(step)
 
-    def match(self, method: str, url: str, body: bytes, request_hash: str) -> Match | None:
+    def match(self, method: str, url: str, body: bytes | None, request_hash: str) -> Match | None:
         """The recorded step that answers this request, or None. ``body`` is the exact
-        redacted body and ``request_hash`` its ``sha256:<hex>``. Marks the step served."""
+        redacted body and ``request_hash`` its ``sha256:<hex>``. Marks the step served.
+
+        ``body`` None asks for a ``hash`` match only: None, with nothing marked or counted,
+        when there is none (then ask again with the body)."""
         with self._lock:
             endpoint: str | None = None
             found = self._by_hash.get((request_hash, None)) or self._by_hash.get(
@@ -169,6 +173,8 @@ class Matcher:
             if found:
                 endpoint = found[0].endpoint
                 result = self._take(found, "hash")
+            elif body is None:
+                return None
             else:
                 live = _read(method, url, body)
                 endpoint = live.endpoint

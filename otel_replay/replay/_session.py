@@ -42,7 +42,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
-from otel_replay.replay._match import Matcher, endpoint_of_request
+from otel_replay.replay._match import Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import AgentStatus, ReplayResult, ServedStep
 from otel_replay.replay.synth import synthesize
@@ -81,8 +81,10 @@ def _wants_stream(step: RecordedStep, body: bytes) -> bool | None:
 
 def _shaped(step: RecordedStep, stream: bool | None) -> RecordedStep:
     """``step`` with its synthesised response re-made as a stream or not, when it differs."""
+    if stream is None:  # recorded bytes: served as they came
+        return step
     streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in step.response_headers)
-    if stream is None or streamed == stream:
+    if streamed == stream:
         return step
     made = synthesize(step.endpoint, step.attributes, stream, duration_ns=step.duration_ns)
     return replace(step, response_headers=made.headers, response_body=made.body, chunks=made.chunks)
@@ -190,10 +192,9 @@ class ReplaySession:
         if ignored is not None or telemetry:
             return ignored
         self._redactor.learn(headers, url)
-        body = self._redactor.body(body)
         # Compared with, and reported beside, the recorded URL: redacted as the capture did.
         url = self._redactor.url(url)
-        step = self._served_step(method, url, body, request_hash)
+        step = self._served_step(method, url, body, request_hash, sent=True)
         if step is None:
             return None
         key = (step.index, _wants_stream(step, body))
@@ -233,13 +234,32 @@ class ReplaySession:
         return Served(step.response_body, step.error_type, self.run.run_id, step.index)
 
     def _served_step(
-        self, method: str, url: str, body: bytes, request_hash: str | None
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        request_hash: str | None,
+        sent: bool = False,
     ) -> RecordedStep | None:
         """The recorded step that answers the (redacted) request, the serving recorded; None
-        (recorded as live) or UnmatchedRequestError (strict) when none does."""
+        (recorded as live) or UnmatchedRequestError (strict) when none does.
+
+        ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
+        no redaction (the recording holds redacted bytes), so they are looked up by their hash
+        first, and redacted only when that finds nothing (code that did not change costs one
+        hash)."""
+        match: Match | None = None
+        if sent:
+            sent_hash = request_hash or sha256_tag(body)
+            match = self.matcher.match(method, url, None, sent_hash)
+            redacted = body if match is not None else self._redactor.body(body)
+            if redacted is body:
+                request_hash = sent_hash
+            body = redacted
         if request_hash is None:
             request_hash = sha256_tag(body)
-        match = self.matcher.match(method, url, body, request_hash)
+        if match is None:
+            match = self.matcher.match(method, url, body, request_hash)
         if match is None:
             self._record_unmatched(method, url, body, request_hash)
             return None
