@@ -1,5 +1,6 @@
 """Capture overhead: µs added per call over a bare httpx call, beside what
-opentelemetry-instrumentation-httpx adds to the same call.
+opentelemetry-instrumentation-httpx adds to the same call (for reference: the target against
+the GenAI instrumentations, through the real openai SDK, is ``capture_peers.py``'s).
 
 The call: an 8 KB Chat Completions request and a 4 KB JSON response through an in-process
 transport, so the network does not drown the difference. Each variant runs in the same
@@ -33,7 +34,6 @@ from opentelemetry.trace import SpanKind
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 
 TARGET_RATIO_BARE = 1.0
-TARGET_RATIO_OTEL = 0.5
 TARGET_IMPORT_MS = 150.0
 
 
@@ -189,10 +189,7 @@ def main() -> None:
         f"otel-replay / bare call    {ours_added / median['bare']:8.2f}x  "
         f"(target <= {TARGET_RATIO_BARE})"
     )
-    print(
-        f"otel-replay / otel-httpx   {ours_added / otel_added:8.2f}x  "
-        f"(target <= {TARGET_RATIO_OTEL})"
-    )
+    print(f"otel-replay / otel-httpx   {ours_added / otel_added:8.2f}x")
     floor_added = median["floor"] - median["bare"]
     print(
         f"one-span floor adds       {floor_added:8.1f} µs  "
