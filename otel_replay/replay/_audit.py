@@ -19,7 +19,9 @@ metrics or health checks.
 Processes started (``subprocess.Popen``, ``os.system``, ``os.posix_spawn``, ``os.exec*``) are
 reported, not refused: agents legitimately spawn them (MCP stdio servers, for one). What a
 subprocess does is out of this process's sight; only the network namespace stops it.
-Processes otel-replay itself starts (``git`` for the commit) are not reported.
+Processes otel-replay itself starts (``git`` for the commit) are not reported, nor the
+``uname -p`` that the standard library's :mod:`platform` runs for the processor's name (SDKs
+put it in their user agent, so nearly every agent would list it; it reaches no network).
 
 An audit hook cannot be removed, so one hook is added per process, the first time a guard is
 installed, and does nothing while no guard is installed.
@@ -28,6 +30,7 @@ installed, and does nothing while no guard is installed.
 from __future__ import annotations
 
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -47,6 +50,7 @@ _SUBPROCESS = os.path.normcase(os.path.abspath(subprocess.__file__))
 _RELAY_FILES = frozenset({_SUBPROCESS, os.path.normcase(os.path.abspath(os.__file__))})
 _HERE = os.path.normcase(os.path.abspath(__file__))
 _PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep
+_PLATFORM = os.path.normcase(os.path.abspath(platform.__file__))
 
 
 def command_line(args: Any) -> str:
@@ -118,7 +122,8 @@ def _refuse(what: str, host: str | None = None, port: Any = None) -> None:
 
 
 def _report(args: Any) -> None:
-    if _caller(past_relays=True).startswith(_PACKAGE):
+    caller = _caller(past_relays=True)
+    if caller.startswith(_PACKAGE) or caller == _PLATFORM:
         return
     command = command_line(args)
     for guard in AuditGuard._active:
