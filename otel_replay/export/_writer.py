@@ -1,12 +1,13 @@
 """The exporter's writer thread: the only thread that touches the store.
 
 It drains the exporter's hand-off queue in batches. A step goes to the store with its span,
-in the same flush (so the index gets the step's provider, model and tokens), once the span has
-ended: a step whose span is still open (another instrumentation's span, ended after the
-response) stays *parked* and is polled every few milliseconds. Steps sharing one span (a retry
-inside such a span) are written with it once. Spans that reach ``export()`` without coming
-through the hand-off are posted as :class:`Spans`. Barriers (:class:`Barrier`) are answered
-once everything queued before them is durable.
+in one put (the store then takes the span's inline bodies for the step's, compared rather than
+hashed again), once the span has ended: a step whose span is still open (another
+instrumentation's span, ended after the response) stays *parked* and is polled every few
+milliseconds. Steps sharing one span (a retry inside such a span) are written with it once.
+Spans that reach ``export()`` without coming through the hand-off are posted as
+:class:`Spans`. Barriers (:class:`Barrier`) are answered once everything queued before them
+is durable.
 
 A run's end (:class:`~otel_replay.step.RunEnd`, posted by the capture when a ``run()`` block
 exits) is written with the steps queued before it. One batch is one ``Store.flush``
@@ -21,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -73,6 +75,22 @@ class Spans:
         self.spans = spans
 
 
+@dataclass(slots=True)
+class _Group:
+    """Steps ready to be put, with their span: put together, so the store finds the span's
+    inline bodies among the steps' bodies instead of hashing them again.
+
+    ``span`` is None when it is not recorded (sampled out) or was written with an earlier
+    step; ``end_ns`` stands in for the end of a span that never ended (its last step's end).
+    ``size`` is what the steps count in the hand-off.
+    """
+
+    steps: list[Step]
+    span: ReadableSpan | None
+    end_ns: int
+    size: int
+
+
 class Writer:
     """Writes what the hand-off and ``export()`` give it into the store; see the module."""
 
@@ -97,13 +115,11 @@ class Writer:
         self._parked: dict[int, tuple[list[tuple[Step, int]], ReadableSpan, float]] = {}
         # Spans written lately: a later step of the same span brings its fixture only.
         self._written: dict[int, None] = {}
-        # Ready for the next put: fixtures with their spans, spans alone, and bytes to release.
-        # SDK spans are encoded as they are put (with the end of their last step, for one
-        # that never ended), spans from export() come encoded.
-        self._fixtures: list[Step] = []
-        self._spans: list[tuple[ReadableSpan, int] | dict[str, Any]] = []
+        # Ready for the next put: steps with their spans (SDK spans are encoded as they are
+        # put), spans from export() (encoded), and run ends.
+        self._groups: list[_Group] = []
+        self._spans: list[dict[str, Any]] = []
         self._ends: list[RunEnd] = []
-        self._ready_bytes = 0
         # Put into the store, not yet durable.
         self._unflushed = (0, 0, 0)  # steps, spans, bytes
         self._failing = False
@@ -127,7 +143,8 @@ class Writer:
         """Steps and spans taken from the queue and not durable yet."""
         steps, spans, _ = self._unflushed
         parked = sum(len(steps) for steps, _, _ in self._parked.values())
-        return len(self._fixtures) + len(self._spans) + parked + steps + spans
+        ready = sum(len(g.steps) + (g.span is not None) for g in self._groups)
+        return ready + len(self._spans) + parked + steps + spans
 
     @property
     def failing(self) -> bool:
@@ -221,7 +238,7 @@ class Writer:
     def _sleep_time(self) -> float | None:
         if self._parked:
             return PARK_POLL_S
-        if self._failing or self._fixtures or self._spans or self._ends:
+        if self._failing or self._groups or self._spans or self._ends:
             return max(0.0, self._retry_at - time.monotonic())
         return None
 
@@ -238,18 +255,17 @@ class Writer:
             self._ready([(fixture, size)], span)
 
     def _ready(self, steps: list[tuple[Step, int]], span: Any) -> None:
-        for fixture, size in steps:
-            self._fixtures.append(fixture)
-            self._ready_bytes += size
+        group = _Group([s for s, _ in steps], None, steps[-1][0].end_ns, sum(n for _, n in steps))
+        self._groups.append(group)
         if not isinstance(span, ReadableSpan) or run_id_of(span) is None:
-            return  # a non-recording span (sampled out): the fixture alone
+            return  # a non-recording span (sampled out): the steps alone
         span_id = steps[0][0].span_id
         if span_id in self._written:
             return
         self._written[span_id] = None
         if len(self._written) > WRITTEN_MAX:
             del self._written[next(iter(self._written))]
-        self._spans.append((span, steps[-1][0].end_ns))
+        group.span = span
 
     def _sweep(self, *, force: bool) -> None:
         """Move parked steps whose span ended (all of them with ``force``, or after
@@ -264,7 +280,7 @@ class Writer:
 
     def _persist(self, *, retry_now: bool) -> tuple[bool, int]:
         """Put what is ready into the store and flush it: (durable?, bytes to release)."""
-        if not (self._fixtures or self._spans or self._ends or any(self._unflushed[:2])):
+        if not (self._groups or self._spans or self._ends or any(self._unflushed[:2])):
             return not self._failing, 0
         if not retry_now and time.monotonic() < self._retry_at:
             return False, 0
@@ -298,38 +314,50 @@ class Writer:
     def _put(self, store: Store) -> None:
         """Buffer what is ready into the store, taking each item off the ready lists once the
         store has it (an error other than a refusal leaves the rest for the retry). An item
-        the store refuses (ValueError) is counted and left out, never the batch around it.
+        the store refuses (ValueError) is counted and left out, never the items around it.
 
-        Each SDK span is turned into its dict and put on its own: the store encodes it at
-        once, so a batch holds encoded spans, not thousands of dicts.
+        Each SDK span is turned into its dict only as it is put, with its steps: the store
+        encodes it at once, so a batch holds encoded spans, not thousands of dicts.
         """
-        if self._fixtures:
-            try:
-                store.put(self._fixtures)
-                steps = len(self._fixtures)
-            except ValueError:
-                steps = sum(self._put_one(store, [fixture], []) for fixture in self._fixtures)
-            old = self._unflushed
-            self._unflushed = (old[0] + steps, old[1], old[2] + self._ready_bytes)
-            self._fixtures, self._ready_bytes = [], 0
         done = 0
         try:
-            for item in self._spans:
-                try:
-                    span = item if isinstance(item, dict) else span_to_dict(item[0], end_ns=item[1])
-                except Exception as exc:
-                    self.failed += 1
-                    self._failures.report("encode", "a span could not be encoded: %r", exc)
-                else:
-                    stored = self._put_one(store, [], [span])
-                    old = self._unflushed
-                    self._unflushed = (old[0], old[1] + stored, old[2])
+            for group in self._groups:
+                self._put_group(store, group)
+                done += 1
+        finally:
+            del self._groups[:done]
+        done = 0
+        try:
+            for span in self._spans:
+                self._count(0, self._put_one(store, [], [span]), 0)
                 done += 1
         finally:
             del self._spans[:done]
         while self._ends:
             store.end_run(self._ends[0])
             del self._ends[0]
+
+    def _put_group(self, store: Store, group: _Group) -> None:
+        spans: list[dict[str, Any]] = []
+        if group.span is not None:
+            try:
+                spans.append(span_to_dict(group.span, end_ns=group.end_ns))
+            except Exception as exc:
+                group.span = None  # counted once, whatever happens to the steps
+                self.failed += 1
+                self._failures.report("encode", "a span could not be encoded: %r", exc)
+        try:
+            store.put(group.steps, spans)
+        except ValueError:  # one of them is refused: find which, keep the others
+            steps = sum(self._put_one(store, [step], []) for step in group.steps)
+            self._count(steps, sum(self._put_one(store, [], [s]) for s in spans), group.size)
+        else:
+            self._count(len(group.steps), len(spans), group.size)
+
+    def _count(self, steps: int, spans: int, size: int) -> None:
+        """Note steps and spans put (and the bytes of the steps), durable at the next flush."""
+        old = self._unflushed
+        self._unflushed = (old[0] + steps, old[1] + spans, old[2] + size)
 
     def _put_one(self, store: Store, fixtures: list[Step], spans: list[dict[str, Any]]) -> int:
         """Put one step or span: 1, or 0 when the store refuses it (counted and reported)."""
@@ -374,9 +402,11 @@ class Writer:
     def _give_up(self) -> int:
         """At the end, with the store still failing: count what is lost, free its bytes."""
         steps, spans, size = self._unflushed
-        lost = steps + spans + len(self._fixtures) + len(self._spans)
-        size += self._ready_bytes
-        self._fixtures, self._spans, self._ready_bytes = [], [], 0
+        lost = steps + spans + len(self._spans)
+        for group in self._groups:
+            lost += len(group.steps) + (group.span is not None)
+            size += group.size
+        self._groups, self._spans = [], []
         self._unflushed = (0, 0, 0)
         if lost:
             self.failed += lost

@@ -20,7 +20,7 @@ import secrets
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,15 @@ from otel_replay.store._records import (
 )
 from otel_replay.store._segments import Previous, Recent, Shapes
 
-__all__ = ["FLUSH_LEVEL", "EncodedSpan", "Pending", "Session", "checked", "encode_span"]
+__all__ = [
+    "FLUSH_LEVEL",
+    "EncodedSpan",
+    "Pending",
+    "Session",
+    "checked",
+    "encode_span",
+    "step_bodies",
+]
 
 FLUSH_LEVEL = 3
 """zstd level of the packs and records a flush writes: fast, so recording stays cheap; gc and
@@ -74,12 +82,17 @@ class EncodedSpan:
     strings: list[SpanString]
 
 
-def encode_span(span: Mapping[str, Any]) -> EncodedSpan:
+def encode_span(span: Mapping[str, Any], bodies: Mapping[str, bytes] | None = None) -> EncodedSpan:
     """``span`` (a JSON-ready dict with a ``replay.run.id`` attribute) as its record keeps it:
     string attributes of :data:`SPAN_STRING_MIN` bytes or more become bodies, named in the
     entry by digest (``gen_ai.input.messages`` repeats the conversation, an inline body is its
     step's body: stored as bodies, they are deduplicated). ValueError when the span has no run
     id or is not JSON-ready.
+
+    ``bodies`` are bodies whose digests are known to be right, by ``sha256:<hex>`` (those of
+    the steps put with the span). A long string that is byte for byte one of them, under a
+    digest an attribute of the span names (``replay.request.body`` beside
+    ``replay.request.hash``), takes that digest: the bytes are compared, not hashed again.
 
     Encoding it at once keeps the span as it was put, whatever its owner changes later.
     """
@@ -88,15 +101,23 @@ def encode_span(span: Mapping[str, Any]) -> EncodedSpan:
     if not (isinstance(run_id, str) and run_id):
         raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
     assert isinstance(attrs, Mapping)
-    strings: list[SpanString] = []
+    long: list[tuple[str, bytes]] = []
+    named: list[tuple[str, bytes]] = []
     kept: dict[str, Any] = {}
     for key, value in attrs.items():
-        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4:
-            data = value.encode("utf-8", "surrogatepass")
-            if len(data) >= SPAN_STRING_MIN:
-                strings.append(SpanString(key, hashlib.sha256(data).digest(), data))
-                continue
+        if isinstance(value, str):
+            # UTF-8 takes at most 4 bytes a character: a shorter one is not long enough.
+            if len(value) >= SPAN_STRING_MIN // 4:
+                data = value.encode("utf-8", "surrogatepass")
+                if len(data) >= SPAN_STRING_MIN:
+                    long.append((key, data))
+                    continue
+            elif bodies and value.startswith("sha256:"):
+                body = bodies.get(value)
+                if body is not None:
+                    named.append((value, body))
         kept[key] = value
+    strings = [SpanString(key, _digest(data, named), data) for key, data in long]
     if strings:
         span = {**span, "attributes": kept}
     try:
@@ -104,6 +125,24 @@ def encode_span(span: Mapping[str, Any]) -> EncodedSpan:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
     return EncodedSpan(run_id, entry, strings)
+
+
+def _digest(data: bytes, named: list[tuple[str, bytes]]) -> bytes:
+    """The sha256 of ``data``: the digest of the named body it equals, else computed."""
+    for tag, body in named:
+        if body == data:
+            return bytes.fromhex(tag[7:])
+    return hashlib.sha256(data).digest()
+
+
+def step_bodies(steps: Iterable[Step]) -> dict[str, bytes]:
+    """The bodies of ``steps`` (checked) by their ``sha256:<hex>``."""
+    bodies: dict[str, bytes] = {}
+    for step in steps:
+        bodies[step.request_hash] = step.request_body
+        if step.response_hash is not None:
+            bodies[step.response_hash] = step.response_body
+    return bodies
 
 
 def _check_hash(tag: str | None, body: bytes, what: str, step: Step) -> None:

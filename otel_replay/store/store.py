@@ -31,7 +31,7 @@ from otel_replay.store._read import ObjectReader
 from otel_replay.store._records import Record, decode_records, step_from_entry
 from otel_replay.store._sync import sync
 from otel_replay.store._types import GcReport, Progress, RunInfo, StepInfo, VerifyProblem
-from otel_replay.store._write import Pending, Session, checked, encode_span
+from otel_replay.store._write import Pending, Session, checked, encode_span, step_bodies
 
 __all__ = ["Store"]
 
@@ -233,11 +233,14 @@ class Store:
         a run that has none (spans only, say).
         Spans are JSON-ready dicts (name, ids, times, status, attributes, events, …), each
         with a ``replay.run.id`` attribute naming the run they are filed under; they come
-        back from :meth:`spans` equal. Raises ValueError when a body does not match its hash
-        or a span has no run id.
+        back from :meth:`spans` equal. A span's long string that is the body of a step put
+        in the same call (an inline body, under the digest the span names) is not hashed
+        again: put a span with its steps. Raises ValueError when a body does not match its
+        hash or a span has no run id.
         """
         accepted = [checked(step) for step in steps]
-        encoded = [encode_span(span) for span in spans]
+        bodies = step_bodies(accepted)
+        encoded = [encode_span(span, bodies) for span in spans]
         with self._lock:
             self._check_writable()
             for step in accepted:

@@ -31,6 +31,7 @@ from tests.export._support import (
     echo_client,
     sha,
 )
+from tests.store._data import fixture
 
 
 def _post_chats(count: int, start: int = 0) -> list[bytes]:
@@ -269,6 +270,32 @@ def test_drops_are_a_metric_of_the_meter_provider_given(tmp_path: Path) -> None:
     assert _dropped_metric(reader) == 3 == exporter.stats().dropped
     exporter.shutdown()
     meters.shutdown()
+
+
+def test_a_step_the_store_refuses_costs_only_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    own = Handoff(max_bytes=1 << 20)
+    exporter = ReplaySpanExporter(tmp_path / "s", handoff=own)
+    provider = TracerProvider()
+    tracer = provider.get_tracer("tests")
+    good, bad = fixture("run-r", 0, b"q0", b"a0"), fixture("run-r", 1, b"q1", b"a1")
+    bad.request_hash = sha(b"not q1")
+    for step in (good, bad):
+        span = tracer.start_span("chat", attributes={"replay.run.id": "run-r"})
+        span.end()
+        step.span_id = span.get_span_context().span_id
+        assert own.put(step, span)
+    with caplog.at_level(logging.WARNING):
+        assert exporter.force_flush()
+    stats = exporter.stats()
+    exporter.shutdown()
+    provider.shutdown()
+    assert (stats.steps, stats.spans, stats.failed) == (1, 2, 1)
+    assert any("a step was not stored" in r.getMessage() for r in caplog.records)
+    with Store.open(tmp_path / "s") as store:
+        assert [s.index for s in store.steps("run-r")] == [0]
+        assert len(store.spans("run-r")) == 2, "the refused step's span is kept"
 
 
 def test_after_shutdown_it_refuses_quietly(pipeline: Pipeline) -> None:

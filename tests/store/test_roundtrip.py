@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import RunInfo, Store
+from otel_replay.store import RunInfo, Store, _write
 from tests.store._data import chat_bodies, fixture, span, tag
 
 
@@ -111,6 +111,55 @@ def test_spans_come_back_as_given(tmp_path: Path) -> None:
     with Store.rebuild(tmp_path / "s") as store:
         assert store.spans("run-c") == given
         assert store.run("run-c").seed == 42
+
+
+def test_a_span_string_that_is_a_body_of_its_steps_takes_the_body_s_digest() -> None:
+    request = b'{"messages": [{"role": "user", "content": "' + b"q" * 2000 + b'"}]}'
+    named = "sha256:" + "ab" * 32  # the digest put() has checked; taken as it is
+    attributes = {
+        "replay.request.hash": named,
+        "replay.request.body": request.decode(),
+        "other.hash": tag(b"x" * 1500),  # names no body given
+        "other": "x" * 1500,
+        "lies.hash": named,  # names the request beside a string that is not it
+        "lies": "y" * len(request),
+    }
+    encoded = _write.encode_span(span("run-s", 0, **attributes), {named: request})
+    digests = {s.key: s.digest.hex() for s in encoded.strings}
+    assert (
+        digests
+        == {
+            "replay.request.body": "ab" * 32,  # compared with the body, not hashed
+            "other": tag(b"x" * 1500)[7:],
+            "lies": tag(b"y" * len(request))[7:],
+        }
+    )
+
+
+def test_spans_put_with_their_steps_come_back_as_given(tmp_path: Path) -> None:
+    pairs = chat_bodies(6, seed=2)
+    given = [
+        span(
+            "run-s",
+            n,
+            **{
+                "replay.request.hash": tag(q),
+                "replay.request.body": q.decode(),
+                "replay.response.hash": tag(r),
+                "replay.response.body": r.decode(),
+                "gen_ai.input.messages": json.dumps(json.loads(q)["messages"]),
+            },
+        )
+        for n, (q, r) in enumerate(pairs)
+    ]
+    with Store.open(tmp_path / "s") as store:
+        for n, (q, r) in enumerate(pairs):
+            store.put([fixture("run-s", n, q, r)], [given[n]])
+        store.flush()
+        assert store.spans("run-s") == given
+    with Store.open(tmp_path / "s") as store:
+        assert store.spans("run-s") == given
+        assert store.verify() == []
 
 
 def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
