@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +39,8 @@ __all__ = [
     "PackError",
     "SealedPack",
     "decompress_frame",
+    "entries",
+    "frame_compressor",
     "parse_table",
 ]
 
@@ -79,22 +80,21 @@ class Entry:
 @dataclass(frozen=True, slots=True)
 class SealedPack:
     """An encoded pack: its file name (sha256 hex of ``data``), bytes, and its table (the
-    entries as the file holds them, uncompressed)."""
+    entries as the file holds them, uncompressed: :func:`entries`)."""
 
     name: str
     data: bytes
     table: bytes
-    count: int
-    raw_bytes: int
-
-    def entries(self) -> Iterator[Entry]:
-        """The entries of the table, in the pack's order."""
-        for fields in ENTRY.iter_unpack(self.table):
-            yield Entry(*fields)
 
     def digests(self) -> list[bytes]:
         """The digests of the objects, in the pack's order."""
         return [fields[0] for fields in ENTRY.iter_unpack(self.table)]
+
+
+def frame_compressor(level: int) -> zstandard.ZstdCompressor:
+    """A compressor for a pack's frames at zstd ``level``: every frame carries its content
+    checksum, which readers check. Not thread-safe: one per writer, reused for its packs."""
+    return zstandard.ZstdCompressor(level=level, write_checksum=True)
 
 
 class PackBuilder:
@@ -123,8 +123,9 @@ class PackBuilder:
         self.count += 1
         self.raw_bytes += len(data)
 
-    def seal(self, level: int) -> SealedPack:
-        """The pack of everything added, compressed at zstd ``level``."""
+    def seal(self, compressor: zstandard.ZstdCompressor) -> SealedPack:
+        """The pack of everything added, compressed with ``compressor``
+        (:func:`frame_compressor`)."""
         content = bytes(self._content[KIND_MANIFEST] + self._content[KIND_CHUNK])
         kinds = ((KIND_MANIFEST, 0), (KIND_CHUNK, len(self._content[KIND_MANIFEST])))
         # A frame starts where the next object would take it past ``frame_bytes``.
@@ -136,7 +137,6 @@ class PackBuilder:
                     starts.append(at)
         ends = [*starts[1:], len(content)]
         contents = [content[start:end] for start, end in zip(starts, ends, strict=True)]
-        compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
         # Frames are independent: they compress on every CPU at once (outside the GIL).
         if len(contents) > 1:
             packed_all = compressor.multi_compress_to_buffer(list[Any](contents), threads=-1)
@@ -160,12 +160,13 @@ class PackBuilder:
         footer = FOOTER.pack(len(packed_table), zlib.crc32(packed_table), END)
         data = b"".join([MAGIC, *compressed, packed_table, footer])
         name = hashlib.sha256(data).hexdigest()
-        return SealedPack(name, data, bytes(table), self.count, self.raw_bytes)
+        return SealedPack(name, data, bytes(table))
 
 
-def parse_table(tail: bytes, file_size: int) -> list[Entry]:
-    """The entries of a pack, from its last bytes (``tail``: at least the table and footer;
-    the whole file is fine). PackError when they are not a valid table."""
+def parse_table(tail: bytes, file_size: int) -> bytes:
+    """The table of a pack (its entries as the file lists them, uncompressed: see
+    :func:`entries`), from its last bytes (``tail``: at least the table and footer; the whole
+    file is fine). PackError when they are not a valid table."""
     if file_size < len(MAGIC) + FOOTER.size or len(tail) < FOOTER.size:
         raise PackError("too short to be a pack")
     table_size, crc, end = FOOTER.unpack(tail[-FOOTER.size :])
@@ -184,11 +185,15 @@ def parse_table(tail: bytes, file_size: int) -> list[Entry]:
     if len(table) % ENTRY.size:
         raise PackError("table has a partial entry")
     limit = file_size - FOOTER.size - table_size
-    entries = [Entry(*fields) for fields in ENTRY.iter_unpack(table)]
-    for entry in entries:
-        if entry.frame_offset < len(MAGIC) or entry.frame_offset + entry.frame_size > limit:
+    for _, _, frame_offset, frame_size, _, _ in ENTRY.iter_unpack(table):
+        if frame_offset < len(MAGIC) or frame_offset + frame_size > limit:
             raise PackError("an entry points outside the frames")
-    return entries
+    return table
+
+
+def entries(table: bytes) -> list[Entry]:
+    """The entries of a pack's table, in the pack's order."""
+    return [Entry(*fields) for fields in ENTRY.iter_unpack(table)]
 
 
 def decompress_frame(data: bytes) -> bytes:

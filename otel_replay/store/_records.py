@@ -33,6 +33,7 @@ __all__ = [
     "RecordError",
     "RunName",
     "SpanEntry",
+    "decode_record",
     "decode_records",
     "encode_record",
     "frame_record",
@@ -297,10 +298,11 @@ GROUP_BYTES = 64 << 10
 records repeat (keys, headers), few enough steps lost to one damaged byte."""
 
 
-def frame_record(record_json: bytes, level: int = 3) -> bytes:
+def frame_record(record_json: bytes, compressor: zstandard.ZstdCompressor) -> bytes:
     """One entry of a record file: length, crc32 and the zstd frame of ``record_json`` (one
-    record, or several joined by newlines)."""
-    frame = zstandard.ZstdCompressor(level=level).compress(record_json)
+    record, or several joined by newlines), compressed with ``compressor`` (not thread-safe:
+    one per writer, reused)."""
+    frame = compressor.compress(record_json)
     return _HEAD.pack(len(frame), zlib.crc32(frame)) + frame
 
 
@@ -345,21 +347,23 @@ def read_frames(data: bytes) -> Frames:
 def merge_frames(records: list[bytes], level: int) -> bytes:
     """A record file holding ``records`` (JSON), grouped into frames of
     :data:`GROUP_BYTES` at zstd ``level``."""
+    compressor = zstandard.ZstdCompressor(level=level)
     out: list[bytes] = []
     group: list[bytes] = []
     size = 0
     for record in records:
         if group and size + len(record) > GROUP_BYTES:
-            out.append(frame_record(b"\n".join(group), level))
+            out.append(frame_record(b"\n".join(group), compressor))
             group, size = [], 0
         group.append(record)
         size += len(record) + 1
     if group:
-        out.append(frame_record(b"\n".join(group), level))
+        out.append(frame_record(b"\n".join(group), compressor))
     return b"".join(out)
 
 
-def _decode(data: bytes) -> Record:
+def decode_record(data: bytes) -> Record:
+    """One record from its JSON; RecordError when it is not a valid record."""
     try:
         value = _loads(data)
     except ValueError as exc:
@@ -421,7 +425,7 @@ def decode_records(data: bytes) -> Decoded:
     problems = list(frames.problems)
     for raw in frames.records:
         try:
-            records.append(_decode(raw))
+            records.append(decode_record(raw))
         except RecordError as exc:
             problems.append(str(exc))
     return Decoded(records, problems)

@@ -21,9 +21,9 @@ from otel_replay.store._format import pack_path, parse_pack_path, parse_record_n
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index, Tx
 from otel_replay.store._lock import StoreLock
-from otel_replay.store._pack import PackBuilder, PackError
+from otel_replay.store._pack import PackBuilder, PackError, entries, frame_compressor
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import decode_records, frame_record, merge_frames, read_frames
+from otel_replay.store._records import RecordError, decode_record, merge_frames, read_frames
 from otel_replay.store._sync import Listing, list_files, read_pack_table, sync
 from otel_replay.store._types import Progress
 from otel_replay.store._write import Session
@@ -69,7 +69,7 @@ def located_in(ctx: Context, name: str) -> list[tuple[bytes, int]]:
     if digests is None:
         try:
             table = read_pack_table(ctx.backend, pack_path(name), row[0])
-            digests = ctx.tables[name] = [entry.digest for entry in table]
+            digests = ctx.tables[name] = [entry.digest for entry in entries(table)]
         except (PackError, OSError):
             pass  # damaged or gone: every object is looked at
     with ctx.index.guard():
@@ -91,13 +91,11 @@ def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: fl
     def seal() -> None:
         nonlocal group
         if group.count:
-            pack = group.seal(repack_level(group.raw_bytes))
+            pack = group.seal(frame_compressor(repack_level(group.raw_bytes)))
             ctx.backend.publish(pack_path(pack.name), pack.data, replace=True)
             ctx.backend.sync()
             with ctx.index.transaction() as tx:
-                _rows.add_pack(
-                    tx.conn, pack.name, len(pack.data), pack.count, pack.entries(), move=True
-                )
+                _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.table, move=True)
         group = PackBuilder(frame_bytes=1 << 20)
 
     for name in names:
@@ -171,7 +169,10 @@ def merge_records(
             continue  # damage stays where verify finds it
         raw = sum(len(record) for record in frames.records)
         data = merge_frames(frames.records, repack_level(raw))
-        run_id = decode_records(frame_record(frames.records[0])).records[0].run_id
+        try:
+            run_id = decode_record(frames.records[0]).run_id
+        except RecordError:
+            continue  # damage stays where verify finds it
         rel = record_path(run_id, recording, first, last)
         if rel.rsplit("/", 1)[0] != directory or rel in paths:
             continue

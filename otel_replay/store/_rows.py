@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay.step import RunFacts
-from otel_replay.store._pack import Entry
+from otel_replay.store._pack import ENTRY
 from otel_replay.store._records import RunName
 from otel_replay.store._types import RunInfo, RunStatus, StepInfo
 
@@ -104,31 +104,24 @@ def locate(conn: sqlite3.Connection, digest: bytes) -> Located | None:
     return None if row is None else Located(*row)
 
 
-def add_pack(
-    conn: sqlite3.Connection,
-    name: str,
-    size: int,
-    count: int,
-    entries: Iterable[Entry],
-    *,
-    move: bool,
-) -> None:
-    """Index a pack (``count`` objects) and its objects. An object already indexed elsewhere
-    keeps its place, unless ``move`` (a repack, whose copy replaces the old one)."""
+def add_pack(conn: sqlite3.Connection, name: str, size: int, table: bytes, *, move: bool) -> None:
+    """Index a pack and its objects (``table``: the pack's table, :func:`~._pack.entries`).
+    An object already indexed elsewhere keeps its place, unless ``move`` (a repack, whose
+    copy replaces the old one)."""
     conn.execute(
-        "INSERT OR IGNORE INTO packs (name, size, objects) VALUES (?, ?, ?)", (name, size, count)
+        "INSERT OR IGNORE INTO packs (name, size, objects) VALUES (?, ?, ?)",
+        (name, size, len(table) // ENTRY.size),
     )
-    pack_id = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()[0]
+    pack_id = int(conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()[0])
     verb = "INSERT OR REPLACE" if move else "INSERT OR IGNORE"
-    # In digest order: each page of the table is then visited once, however many rows land
-    # on it (digests are random, so a pack's own order touches the pages at random).
+    # The table's records are bound as they unpack, their fields in the table's order, the
+    # pack the same for every row. In digest order: each page of the objects table is then
+    # visited once, however many rows land on it (digests are random, so a pack's own order
+    # touches the pages at random).
     conn.executemany(
-        f"{verb} INTO objects (digest, kind, pack, frame_offset, frame_size, offset, size) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        sorted(
-            (e.digest, e.kind, pack_id, e.frame_offset, e.frame_size, e.offset, e.size)
-            for e in entries
-        ),
+        f"{verb} INTO objects (digest, kind, frame_offset, frame_size, offset, size, pack) "
+        f"VALUES (?, ?, ?, ?, ?, ?, {pack_id})",
+        sorted(ENTRY.iter_unpack(table)),
     )
 
 

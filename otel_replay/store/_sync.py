@@ -23,7 +23,7 @@ from otel_replay.store._format import (
 )
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index, Tx
-from otel_replay.store._pack import Entry, PackError, parse_table
+from otel_replay.store._pack import PackError, parse_table
 from otel_replay.store._records import Record, decode_records
 from otel_replay.store._types import VerifyProblem
 
@@ -61,8 +61,9 @@ def list_files(backend: Backend) -> Listing:
     return listing
 
 
-def read_pack_table(backend: Backend, rel: str, size: int) -> list[Entry]:
-    """The table of the pack at ``rel``; PackError when it cannot be read."""
+def read_pack_table(backend: Backend, rel: str, size: int) -> bytes:
+    """The table of the pack at ``rel`` (see ``_pack.entries``); PackError when it cannot be
+    read."""
     tail = backend.read_tail(rel, min(size, TABLE_READ))
     try:
         return parse_table(tail, size)
@@ -182,14 +183,14 @@ def _index_pack(
     was read, 0 when it could not be (reported)."""
     size = listing.packs[rel][0]
     try:
-        entries = read_pack_table(backend, rel, size)
+        table = read_pack_table(backend, rel, size)
     except (PackError, OSError) as exc:
         report.problems.append(
             VerifyProblem("pack", f"pack {backend.location}/{rel} cannot be read: {exc}", path=rel)
         )
         return 0
     with index.transaction() as tx:
-        _rows.add_pack(tx.conn, name, size, len(entries), entries, move=False)
+        _rows.add_pack(tx.conn, name, size, table, move=False)
     return 1
 
 

@@ -17,7 +17,7 @@ from otel_replay.store._format import parse_pack_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._objects import ManifestError, decode_manifest
-from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame
+from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame, entries
 from otel_replay.store._read import MAX_DEPTH, ObjectReader
 from otel_replay.store._records import decode_records
 from otel_replay.store._sync import list_files, read_pack_table
@@ -36,13 +36,13 @@ def _check_pack(
     if hashlib.sha256(data).hexdigest() != name:
         problems.append(VerifyProblem("pack", f"{where}: does not match its name (sha256)", rel))
     try:
-        entries = read_pack_table(backend, rel, len(data))
+        table = entries(read_pack_table(backend, rel, len(data)))
     except PackError as exc:
         problems.append(VerifyProblem("pack", f"{where}: cannot be read: {exc}", rel))
         return set()
     frames: dict[int, bytes | None] = {}
     stored: dict[bytes, tuple[int, bytes]] = {}  # this pack's objects: kind, stored bytes
-    for entry in entries:
+    for entry in table:
         if entry.frame_offset not in frames:
             try:
                 frame = data[entry.frame_offset : entry.frame_offset + entry.frame_size]

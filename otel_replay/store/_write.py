@@ -16,13 +16,15 @@ published), and a run id that another recording already used becomes a run of it
 from __future__ import annotations
 
 import hashlib
+import itertools
 import secrets
 import sqlite3
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import zstandard
 
 from otel_replay._canonical import sha256_tag
 from otel_replay.step import RunEnd, RunFacts, Step
@@ -33,6 +35,7 @@ from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._objects import Batch, Bodies
+from otel_replay.store._pack import frame_compressor
 from otel_replay.store._records import (
     SPAN_STRING_MIN,
     RunEndFact,
@@ -184,7 +187,7 @@ class Pending:
         """A step (checked) and its bodies."""
         self.steps.setdefault(step.run_id, []).append(step)
         request = bytes.fromhex(step.request_hash[7:])
-        bodies = self.bodies.setdefault(step.run_id, Bodies())
+        bodies = self._bodies(step.run_id)
         bodies.add(step.request_body, request, (step.run_id, "request"))
         if step.response_hash is not None:
             bodies.add(step.response_body, bytes.fromhex(step.response_hash[7:]))
@@ -192,16 +195,24 @@ class Pending:
     def add_span(self, span: EncodedSpan) -> None:
         """A span's record entry and its long strings."""
         self.spans.setdefault(span.run_id, []).append(span.entry)
-        bodies = self.bodies.setdefault(span.run_id, Bodies())
+        bodies = self._bodies(span.run_id)
         for string in span.strings:
             bodies.add(string.data, string.digest, (span.run_id, string.key))
+
+    def _bodies(self, run_id: str) -> Bodies:
+        bodies = self.bodies.get(run_id)
+        if bodies is None:
+            bodies = self.bodies[run_id] = Bodies()
+        return bodies
 
     def all_bodies(self) -> Bodies:
         """Every body referenced, a run's together (related bodies side by side in the
         pack, where zstd finds what they share), runs in first-put order."""
         merged = Bodies()
         for run_id in self.runs():
-            merged.update(self.bodies.get(run_id, Bodies()))
+            bodies = self.bodies.get(run_id)
+            if bodies is not None:
+                merged.update(bodies)
         return merged
 
     def runs(self) -> list[str]:
@@ -215,7 +226,7 @@ class Pending:
         for run_id, spans in later.spans.items():
             self.spans.setdefault(run_id, []).extend(spans)
         for run_id, bodies in later.bodies.items():
-            self.bodies.setdefault(run_id, Bodies()).update(bodies)
+            self._bodies(run_id).update(bodies)
         self.ends.update(later.ends)
         self.facts.update(later.facts)
 
@@ -263,7 +274,11 @@ class Session:
         self.lock = lock
         self.runs: dict[str, _RunState] = {}
         self.packs: list[str] = []
-        self._known: OrderedDict[bytes, None] = OrderedDict()
+        self._known: dict[bytes, None] = {}
+        # One compressor each for the flushes' packs and records (not thread-safe: the
+        # session is used under the store's lock).
+        self._packs_zstd = frame_compressor(FLUSH_LEVEL)
+        self._records_zstd = zstandard.ZstdCompressor(level=FLUSH_LEVEL)
         self._shapes = Shapes()
         self._recent = Recent()
         self._previous = Previous()
@@ -299,11 +314,10 @@ class Session:
 
     def _remember(self, digests: Sequence[bytes]) -> None:
         known = self._known
-        for digest in digests:
-            known[digest] = None
-            known.move_to_end(digest)
-        while len(known) > KNOWN_MAX:
-            known.popitem(last=False)
+        known.update(dict.fromkeys(digests))
+        if len(known) > KNOWN_MAX:  # the first remembered are forgotten first
+            for digest in list(itertools.islice(known, len(known) - KNOWN_MAX)):
+                del known[digest]
 
     def unended(self, pending: Pending) -> list[RunEnd]:
         """An end for every run written or pending that was not ended: at its last step's
@@ -349,7 +363,9 @@ class Session:
                 name=state.name,
             )
             rel = record_path(run_id, self.recording, state.seq, state.seq)
-            plans.append(_RunPlan(run_id, state, entries, end, rel, frame_record(record)))
+            plans.append(
+                _RunPlan(run_id, state, entries, end, rel, frame_record(record, self._records_zstd))
+            )
         return plans
 
     def _name_new_runs(self, pending: Pending) -> None:
@@ -380,7 +396,7 @@ class Session:
                 self._condemned = read_condemned(self.backend)
             bodies = pending.all_bodies()
             batch.resolve(bodies, self._exists)
-            pack = batch.pack.seal(FLUSH_LEVEL) if batch.pack.count else None
+            pack = batch.pack.seal(self._packs_zstd) if batch.pack.count else None
             files = [(plan.rel, plan.data) for plan in plans]
             if pack is not None:
                 files.insert(0, (pack_path(pack.name), pack.data))
@@ -391,9 +407,7 @@ class Session:
                     # An object stored again because its pack was condemned or gone (remote
                     # stores) is located in this pack from now on.
                     move = not self.backend.local
-                    _rows.add_pack(
-                        tx.conn, pack.name, len(pack.data), pack.count, pack.entries(), move=move
-                    )
+                    _rows.add_pack(tx.conn, pack.name, len(pack.data), pack.table, move=move)
                 for plan in plans:
                     self._index_plan(tx.conn, plan)
             # Only now is a record's number taken: a flush that failed before its commit is

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from otel_replay.step import RunFacts
 from otel_replay.store import Store
-from otel_replay.store._pack import parse_table
+from otel_replay.store._pack import entries, parse_table
 from tests.store._data import chat_bodies, fixture, shared_system, span, tag
 from tests.store._writer import bodies, spawn
 
@@ -30,7 +30,9 @@ def _packs_holding(root: Path, digest: bytes) -> list[Path]:
     return [
         pack
         for pack in (root / "objects").rglob("*.pack")
-        if any(e.digest == digest for e in parse_table(pack.read_bytes(), pack.stat().st_size))
+        if any(
+            e.digest == digest for e in entries(parse_table(pack.read_bytes(), pack.stat().st_size))
+        )
     ]
 
 
@@ -176,7 +178,7 @@ def test_the_index_can_be_read_by_hand(tmp_path: Path) -> None:
         pack = root / "objects" / str(name)[:2] / f"{name}.pack"
         assert pack.stat().st_size == size
         assert hashlib.sha256(pack.read_bytes()).hexdigest() == name
-        assert len(parse_table(pack.read_bytes(), pack.stat().st_size)) == count
+        assert len(entries(parse_table(pack.read_bytes(), pack.stat().st_size))) == count
     for path, size in _query(root, "SELECT path, size FROM records"):
         assert (root / str(path)).stat().st_size == size
     ((records,),) = _query(root, "SELECT COUNT(DISTINCT record) FROM steps")
