@@ -19,7 +19,7 @@ it names may itself be a manifest. A reader checks the sha256 of every body it a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, PackBuilder
@@ -30,7 +30,6 @@ __all__ = [
     "Bodies",
     "ManifestError",
     "decode_manifest",
-    "encode_manifest",
     "manifest_refs",
 ]
 
@@ -54,26 +53,19 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def encode_manifest(parts: Iterable[bytes | tuple[bytes]]) -> bytes:
-    """A manifest of ``parts``: literal bytes, or 1-tuples holding a chunk's digest."""
-    out = bytearray()
-    for part in parts:
-        if isinstance(part, tuple):
-            out.append(_REF)
-            out += part[0]
-        elif len(part) < 0x80:  # most literals are a comma: a one-byte length
-            out.append(_LITERAL)
-            out.append(len(part))
-            out += part
-        else:
-            out.append(_LITERAL)
-            out += _varint(len(part))
-            out += part
-    return bytes(out)
+def _literal(out: bytearray, data: bytes) -> None:
+    """Append a literal part holding ``data`` to a manifest."""
+    out.append(_LITERAL)
+    if len(data) < 0x80:  # most literals are a comma: a one-byte length
+        out.append(len(data))
+    else:
+        out += _varint(len(data))
+    out += data
 
 
 def decode_manifest(data: bytes) -> list[bytes | tuple[bytes]]:
-    """The parts of a manifest (see :func:`encode_manifest`); ManifestError when malformed."""
+    """The parts of a manifest (the layout is in the module docstring): literal bytes, or
+    1-tuples holding a chunk's digest; ManifestError when malformed."""
     parts: list[bytes | tuple[bytes]] = []
     pos = 0
     size = len(data)
@@ -118,9 +110,9 @@ Exists = Callable[[list[bytes]], set[bytes]]
 class _Split:
     digest: bytes
     data: bytes
-    parts: list[bytes | tuple[bytes]]
-    chunks: dict[bytes, tuple[int, int]]
-    """Each chunk's range in ``data``, by digest (sliced only when it is stored)."""
+    manifest: bytes
+    segments: list[tuple[int, int, bytes]]
+    """Each chunk's range in ``data`` and digest (sliced only when it is stored)."""
 
 
 @dataclass(slots=True)
@@ -144,8 +136,9 @@ class Bodies:
 
     def update(self, later: Bodies) -> None:
         """Add the bodies of ``later`` after these."""
-        for digest, data in later.data.items():
-            self.add(data, digest, later.streams.get(digest))
+        self.data.update(later.data)  # a body already here keeps its place: the same bytes
+        for digest, stream in later.streams.items():
+            self.streams.setdefault(digest, stream)
 
     def __len__(self) -> int:
         return len(self.data)
@@ -182,33 +175,33 @@ class Batch:
                 self.pack.add(digest, KIND_CHUNK, data)
                 added.add(digest)
                 continue
-            parts: list[bytes | tuple[bytes]] = []
-            chunks: dict[bytes, tuple[int, int]] = {}
+            # The manifest (layout in the module docstring) is written as the ranges come.
+            manifest = bytearray()
             segments: list[tuple[int, int, bytes]] = []
             pos = 0
             for start, end, known in ranges:
                 if start > pos:
-                    parts.append(data[pos:start])
+                    _literal(manifest, data[pos:start])
                 if known is None:
                     chunk = data[start:end]
                     chunk_digest = hashlib.sha256(chunk).digest()
                     self.recent.learn(chunk, chunk_digest)
                 else:
                     chunk_digest = known
-                chunks[chunk_digest] = (start, end)
-                parts.append((chunk_digest,))
+                manifest.append(_REF)
+                manifest += chunk_digest
                 segments.append((start, end, chunk_digest))
                 pos = end
             if pos < len(data):
-                parts.append(data[pos:])
+                _literal(manifest, data[pos:])
             if stream is not None:
                 self.previous.learn(stream, data, segments)
-            splits.append(_Split(digest, data, parts, chunks))
-        wanted = [d for s in splits for d in s.chunks if d not in bodies.data]
+            splits.append(_Split(digest, data, bytes(manifest), segments))
+        wanted = [d for s in splits for _, _, d in s.segments if d not in bodies.data]
         have = exists(list(dict.fromkeys(wanted))) if wanted else set()
         for item in splits:
-            self.pack.add(item.digest, KIND_MANIFEST, encode_manifest(item.parts))
-            for chunk_digest, (start, end) in item.chunks.items():
+            self.pack.add(item.digest, KIND_MANIFEST, item.manifest)
+            for start, end, chunk_digest in item.segments:
                 # A chunk that is also a body of this flush is stored as that body: a
                 # reference names content, whichever way the content is kept.
                 if chunk_digest in have or chunk_digest in added or chunk_digest in bodies.data:

@@ -19,7 +19,6 @@ once in the whole store, whoever sends it again.
 from __future__ import annotations
 
 import re
-from collections import deque
 
 __all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Previous", "Recent", "Shapes", "split"]
 
@@ -182,10 +181,6 @@ segment, else None."""
 RECENT_HEAD = 64
 """Bytes at the start of a segment by which :class:`Recent` finds it again."""
 
-RECENT_PER_HEAD = 8
-"""Segments :class:`Recent` keeps per head (the latest): messages often open alike, and an
-element that is new is compared with every segment of its head before it is walked."""
-
 RECENT_ENTRIES = 1 << 16
 """Segments :class:`Recent` keeps at most."""
 
@@ -197,51 +192,46 @@ class Recent:
     an element that starts with the exact bytes of a remembered segment is that segment
     (a JSON value that opens with ``{``, ``[`` or ``"`` ends where its bytes end), so the
     scanner jumps over it instead of walking its strings, and its digest is known without
-    hashing it again. Holds at most ``limit`` bytes, :data:`RECENT_ENTRIES` segments and
-    :data:`RECENT_PER_HEAD` per head, the oldest forgotten first.
+    hashing it again. Holds at most ``limit`` bytes and :data:`RECENT_ENTRIES` segments, the
+    oldest forgotten first, and the latest segment of each head (an element whose head
+    another segment took is walked and hashed: found as stored by its digest all the same).
     """
 
-    __slots__ = ("_bytes", "_heads", "_limit", "_order")
+    __slots__ = ("_bytes", "_heads", "_limit", "_segments")
 
     def __init__(self, limit: int = 8 << 20) -> None:
-        self._heads: dict[bytes, dict[bytes, bytes]] = {}
-        self._order: deque[bytes] = deque()
+        self._heads: dict[bytes, bytes] = {}
+        """The first bytes of each segment -> its digest."""
+        self._segments: dict[bytes, bytes] = {}
+        """Digest -> segment, oldest first."""
         self._bytes = 0
         self._limit = limit
 
     def find(self, buf: bytes, pos: int) -> tuple[int, bytes] | None:
         """``(end, digest)`` of the element at ``pos`` when it is a remembered segment."""
-        for segment, digest in self._heads.get(buf[pos : pos + RECENT_HEAD], {}).items():
-            if buf.startswith(segment, pos):
-                return pos + len(segment), digest
-        return None
+        digest = self._heads.get(buf[pos : pos + RECENT_HEAD])
+        if digest is None:
+            return None
+        segment = self._segments[digest]
+        return (pos + len(segment), digest) if buf.startswith(segment, pos) else None
 
     def learn(self, segment: bytes, digest: bytes) -> None:
         """Remember ``segment`` and its sha256 (a segment that opens a JSON value, which
         ends with its bytes)."""
-        if segment[:1] not in (b"{", b"[", b'"'):
+        if segment[:1] not in (b"{", b"[", b'"') or digest in self._segments:
             return
-        known = self._heads.setdefault(segment[:RECENT_HEAD], {})
-        if segment in known:
-            return
-        if len(known) >= RECENT_PER_HEAD:
-            oldest = next(iter(known))
-            del known[oldest]
-            self._bytes -= len(oldest)
-        known[segment] = digest
-        self._order.append(segment)
+        head = segment[:RECENT_HEAD]
+        taken = self._heads.get(head)
+        if taken is not None:
+            self._bytes -= len(self._segments.pop(taken))
+        self._heads[head] = digest
+        self._segments[digest] = segment
         self._bytes += len(segment)
-        while self._bytes > self._limit or len(self._order) > RECENT_ENTRIES:
-            self._forget(self._order.popleft())
-
-    def _forget(self, segment: bytes) -> None:
-        # A segment dropped from its head early (or learnt twice) is listed more than once.
-        others = self._heads.get(segment[:RECENT_HEAD])
-        if others is None or others.pop(segment, None) is None:
-            return
-        self._bytes -= len(segment)
-        if not others:
-            del self._heads[segment[:RECENT_HEAD]]
+        while self._bytes > self._limit or len(self._segments) > RECENT_ENTRIES:
+            oldest = next(iter(self._segments))
+            gone = self._segments.pop(oldest)
+            self._bytes -= len(gone)
+            del self._heads[gone[:RECENT_HEAD]]
 
 
 _Known = dict[int, tuple[int, bytes]]
