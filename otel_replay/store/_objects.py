@@ -207,4 +207,4 @@ class Batch:
                 if chunk_digest in have or chunk_digest in added or chunk_digest in bodies.data:
                     continue
                 added.add(chunk_digest)
-                self.pack.add(chunk_digest, KIND_CHUNK, item.data[start:end])
+                self.pack.add(chunk_digest, KIND_CHUNK, memoryview(item.data)[start:end])

@@ -114,7 +114,7 @@ class PackBuilder:
         self.raw_bytes = 0
         """Bytes of the objects added."""
 
-    def add(self, digest: bytes, kind: int, data: bytes) -> None:
+    def add(self, digest: bytes, kind: int, data: bytes | memoryview) -> None:
         """Add an object (its sha256, :data:`KIND_CHUNK` or :data:`KIND_MANIFEST`, its
         stored bytes)."""
         content = self._content[kind]
@@ -126,8 +126,8 @@ class PackBuilder:
     def seal(self, compressor: zstandard.ZstdCompressor) -> SealedPack:
         """The pack of everything added, compressed with ``compressor``
         (:func:`frame_compressor`)."""
-        content = bytes(self._content[KIND_MANIFEST] + self._content[KIND_CHUNK])
-        kinds = ((KIND_MANIFEST, 0), (KIND_CHUNK, len(self._content[KIND_MANIFEST])))
+        manifests, chunks = self._content[KIND_MANIFEST], self._content[KIND_CHUNK]
+        kinds = ((KIND_MANIFEST, 0), (KIND_CHUNK, len(manifests)))
         # A frame starts where the next object would take it past ``frame_bytes``.
         starts = [0]
         for kind, base in kinds:
@@ -135,8 +135,10 @@ class PackBuilder:
                 at = base + offset
                 if at > starts[-1] and at + size - starts[-1] > self._frame_bytes:
                     starts.append(at)
-        ends = [*starts[1:], len(content)]
-        contents = [content[start:end] for start, end in zip(starts, ends, strict=True)]
+        ends = [*starts[1:], len(manifests) + len(chunks)]
+        contents = [
+            _span(manifests, chunks, start, end) for start, end in zip(starts, ends, strict=True)
+        ]
         # Frames are independent: they compress on every CPU at once (outside the GIL).
         if len(contents) > 1:
             packed_all = compressor.multi_compress_to_buffer(list[Any](contents), threads=-1)
@@ -161,6 +163,17 @@ class PackBuilder:
         data = b"".join([MAGIC, *compressed, packed_table, footer])
         name = hashlib.sha256(data).hexdigest()
         return SealedPack(name, data, bytes(table))
+
+
+def _span(first: bytearray, second: bytearray, start: int, end: int) -> bytes | memoryview:
+    """Bytes ``start:end`` of ``first`` followed by ``second``, without copying them unless
+    they straddle the two."""
+    base = len(first)
+    if end <= base:
+        return memoryview(first)[start:end]
+    if start >= base:
+        return memoryview(second)[start - base : end - base]
+    return bytes(first[start:]) + bytes(second[: end - base])
 
 
 def parse_table(tail: bytes, file_size: int) -> bytes:
