@@ -81,6 +81,9 @@ def _attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         if kind is str:
             if not (value.isascii() or _encodable(value)):
                 out[key] = _scrub(value)
+        elif kind is int:
+            if not _INT_MIN <= value <= _INT_MAX:
+                out[key] = str(value)
         elif kind is not bool and kind is not float:
             out[key] = _value(value)
     return out
