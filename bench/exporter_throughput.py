@@ -1,5 +1,5 @@
-"""Exporter throughput: steps per second through the ``replay`` exporter, and what the hand-off
-costs the application thread per step.
+"""Exporter throughput: steps per second through the ``replay`` exporter, the CPU each step
+costs, and what the hand-off costs the application thread per step.
 
 The steps: Chat Completions calls with ~8 KB JSON requests (a system prompt and a sliding
 window of the conversation, each request ending in a new user message) and ~4 KB JSON
@@ -10,7 +10,13 @@ and spans.
 * throughput — the recorded steps are handed to a fresh exporter (real puts into the hand-off)
   as fast as the hand-off takes them; the clock stops when ``force_flush`` returns, i.e. when
   every step and span is durable in the store (fsync-ed). Zero loss is checked: the store holds
-  every step, and nothing was dropped or failed.
+  every step, and nothing was dropped or failed. Repeated ``--repeat`` times on the same
+  steps (a fresh store each time): median, and the spread (lowest to highest). Beside the
+  wall-clock rate, the CPU per step: the writer thread's own (where the store's Python runs,
+  under the GIL), and the whole process's (the writer, zstd's and fsync's threads, the puts).
+* floor — in the same run, the least CPU any store of these bytes spends per step: sha256
+  once and zstd (level 3, as a flush compresses) once over every byte the store keeps new
+  (the objects of its packs, the JSON of its records), single-threaded.
 * end to end — the same calls made live by the application with the exporter attached, until
   all of it is durable (the application and the writer share the GIL).
 * app-thread cost — per call, instrumented with the exporter's consumer attached (steps
@@ -18,22 +24,26 @@ and spans.
   by call, median. For reference: the same with the real writer running concurrently (in
   interleaved blocks), and what the inline bodies cost the capture.
 
-    python bench/exporter_throughput.py [--steps 10000] [--calls 3000] [--rounds 7]
+    python bench/exporter_throughput.py [--steps 10000] [--repeat 3] [--calls 3000] [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import zstandard
 from opentelemetry.sdk.trace import TracerProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -43,6 +53,8 @@ from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
 from otel_replay.store import Store
+from otel_replay.store._pack import decompress_frame, entries, parse_table
+from otel_replay.store._records import read_frames
 
 TARGET_STEPS_PER_S = 5000.0
 TARGET_APP_US = 15.0
@@ -81,14 +93,15 @@ def conversation(steps: int, seed: int = 7) -> list[tuple[bytes, bytes]]:
             history.append({"role": "user", "content": _text(rng, rng.randint(300, 900))})
             window = list(history)
             while True:
-                body = {"model": "gpt-4o-mini", "messages": [system, *window], "temperature": 0.2}
+                messages = [system, *window]
+                body = {"model": "gpt-4o-mini", "messages": messages, "temperature": 0.2}
                 request = json.dumps(body, separators=(",", ":")).encode()
                 if len(request) <= REQUEST_BYTES or len(window) == 1:
                     break
                 window.pop(0)
             pad = REQUEST_BYTES - len(request)
             if pad > 0:  # top up the system prompt so every request is ~8 KB
-                body["messages"][0] = {"role": "system", "content": system["content"] + " " * pad}
+                messages[0] = {"role": "system", "content": system["content"] + " " * pad}
                 request = json.dumps(body, separators=(",", ":")).encode()
             answer = _text(rng, RESPONSE_BYTES - 420)
             response = json.dumps(
@@ -153,8 +166,9 @@ class _nothing:
         return None
 
 
-def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int, int]:
-    """Steps/s from the first put until everything is durable; (rate, steps stored, lost)."""
+def record(pairs: list[tuple[bytes, bytes]]) -> list[object]:
+    """The hand-off's items of the calls: (step, span, size) for each, and each run()'s end
+    behind its steps."""
     provider = TracerProvider()
     instrumentor = ReplayInstrumentor()
     consumer = handoff().attach()
@@ -164,13 +178,76 @@ def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int
             _call_all(client, [q for q, _ in pairs])
     finally:
         instrumentor.uninstrument()
-    items = consumer.drain()  # steps, and each run()'s end behind its steps
+    items = consumer.drain()
     handoff().detach(consumer)
+    provider.shutdown()
     steps = sum(type(item) is tuple for item in items)
     assert steps == len(pairs), (steps, len(pairs))
+    return items
 
-    store = Store.open(root / "throughput")
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """One throughput round: rate, CPU per step, what was stored and lost, and sizes."""
+
+    rate: float
+    writer_us: float
+    """The writer thread's CPU per step."""
+    process_us: float
+    """The process's CPU per step (every thread)."""
+    stored: int
+    lost: int
+    objects: int
+    """Objects the store keeps (chunks and manifests)."""
+    before: tuple[int, int, int]
+    """Bytes of packs, records and index once durable."""
+    after: tuple[int, int, int]
+    """The same once the store is closed (its packs and records merged and recompressed)."""
+    floor_us: float
+    """sha256 and zstd-3, once, over the bytes the store keeps new, per step."""
+
+
+def _writer_thread() -> threading.Thread:
+    (writer,) = [t for t in threading.enumerate() if t.name == "otel-replay-writer"]
+    return writer
+
+
+def _sizes(root: Path) -> tuple[int, int, int]:
+    """Bytes of the store's packs, records and index (with its WAL)."""
+    return (
+        sum(f.stat().st_size for f in (root / "objects").rglob("*.pack")),
+        sum(f.stat().st_size for f in (root / "runs").rglob("*.rec")),
+        sum(f.stat().st_size for f in root.glob("index.sqlite*")),
+    )
+
+
+def floor_us(root: Path, steps: int) -> tuple[float, int]:
+    """The floor of the store at ``root`` (µs per step, single-threaded CPU): sha256 and
+    zstd-3 of every byte it keeps new, once; and how many objects it keeps."""
+    contents: list[bytes] = []
+    objects = 0
+    for pack in (root / "objects").rglob("*.pack"):
+        data = pack.read_bytes()
+        table = entries(parse_table(data, len(data)))
+        objects += len(table)
+        frames = sorted({(e.frame_offset, e.frame_size) for e in table})
+        contents += [decompress_frame(data[at : at + size]) for at, size in frames]
+    for rec in (root / "runs").rglob("*.rec"):
+        contents += read_frames(rec.read_bytes()).records
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    start = time.thread_time()
+    for content in contents:
+        hashlib.sha256(content).digest()
+        compressor.compress(content)
+    return (time.thread_time() - start) / steps * 1e6, objects
+
+
+def throughput(items: list[object], steps: int, root: Path) -> Throughput:
+    """Steps/s from the first put until everything is durable, into a fresh store."""
+    store = Store.open(root)
     exporter = ReplaySpanExporter(store)
+    clock = time.pthread_getcpuclockid(_writer_thread().ident or 0)
+    writer_start, process_start = time.clock_gettime(clock), time.process_time()
     start = time.perf_counter()
     for item in items:
         if type(item) is tuple:
@@ -179,12 +256,25 @@ def throughput(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int
             handoff().post(item)
     assert exporter.force_flush(600_000)
     elapsed = time.perf_counter() - start
+    writer_cpu = time.clock_gettime(clock) - writer_start
+    process_cpu = time.process_time() - process_start
     stats = exporter.stats()
     exporter.shutdown()
     stored = sum(run.step_count for run in store.runs())
+    floor, objects = floor_us(root, steps)
+    before = _sizes(root)
     store.close()
-    provider.shutdown()
-    return steps / elapsed, stored, stats.dropped + stats.failed
+    return Throughput(
+        rate=steps / elapsed,
+        writer_us=writer_cpu / steps * 1e6,
+        process_us=process_cpu / steps * 1e6,
+        stored=stored,
+        lost=stats.dropped + stats.failed,
+        objects=objects,
+        before=before,
+        after=_sizes(root),
+        floor_us=floor,
+    )
 
 
 def end_to_end(pairs: list[tuple[bytes, bytes]], root: Path) -> tuple[float, int, int]:
@@ -268,12 +358,21 @@ def app_cost(
     return out
 
 
+def _spread(values: list[float], fmt: str) -> str:
+    """Median (lowest-highest)."""
+    low, middle, high = (
+        format(v, fmt) for v in (min(values), statistics.median(values), max(values))
+    )
+    return f"{middle} ({low}-{high})"
+
+
 def main() -> None:
     # The clock stops when force_flush returns: let it wait as long as the writing takes
     # (the default bound, 10 s, is shorter than 10,000 steps on a busy machine).
     os.environ.setdefault("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "600000")
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
@@ -283,19 +382,42 @@ def main() -> None:
     response_avg = statistics.mean(len(r) for _, r in pairs)
     with tempfile.TemporaryDirectory(prefix="otel-replay-bench-") as tmp:
         root = Path(tmp)
-        rate, stored, lost = throughput(pairs, root)
+        items = record(pairs)
+        rounds = [
+            throughput(items, len(pairs), root / f"throughput-{n}") for n in range(args.repeat)
+        ]
+        del items
         e2e_rate, e2e_stored, e2e_lost = end_to_end(pairs, root)
         cost = app_cost(pairs, root, min(args.calls, len(pairs)), args.rounds)
 
     handoff_us = cost["hand-off"] - cost["none"]
     inline_us = cost["none"] - cost["no-inline"]
+    rates = [r.rate for r in rounds]
+    floor = statistics.median(r.floor_us for r in rounds)
+    stored = min(r.stored for r in rounds)
+    lost = max(r.lost for r in rounds)
     print(
         f"{len(pairs)} steps, request {request_avg / 1024:.1f} KB, response "
-        f"{response_avg / 1024:.1f} KB (average), {TURNS_PER_RUN} turns per run"
+        f"{response_avg / 1024:.1f} KB (average), {TURNS_PER_RUN} turns per run; "
+        f"{rounds[0].objects / len(pairs):.1f} objects stored per step"
     )
     print(
-        f"exporter throughput         {rate:8.0f} steps/s  (target >= {TARGET_STEPS_PER_S:.0f}); "
-        f"stored {stored}/{len(pairs)}, lost {lost}"
+        f"exporter throughput         {_spread(rates, '.0f')} steps/s, median (spread) of "
+        f"{len(rounds)}  (target >= {TARGET_STEPS_PER_S:.0f}); stored {stored}/{len(pairs)}, "
+        f"lost {lost}"
+    )
+    print(
+        f"  CPU per step              writer thread {_spread([r.writer_us for r in rounds], '.0f')}"
+        f" µs, process {_spread([r.process_us for r in rounds], '.0f')} µs"
+    )
+    print(
+        f"  floor                     {floor:.0f} µs per step = {1e6 / floor:.0f} steps/s  "
+        "(sha256 + zstd-3 once over the bytes the store keeps new, one thread)"
+    )
+    sizes = zip(("packs", "records", "index"), rounds[0].before, rounds[0].after, strict=True)
+    print(
+        "  store (durable -> closed) "
+        + ", ".join(f"{name} {a / 1e6:.2f} -> {b / 1e6:.2f} MB" for name, a, b in sizes)
     )
     print(
         f"end to end (app + exporter) {e2e_rate:8.0f} steps/s  "
