@@ -13,7 +13,8 @@ index orders a report but is never what a replayed request is matched on.
 
 Facts: every step carries its run's :class:`~otel_replay.step.RunFacts` (one object per run),
 and a recorded ``run()`` block that exits hands the exporter a :class:`~otel_replay.step.RunEnd`
-(through the hand-off, behind the block's steps). The process run has no end of its own.
+(through the hand-off, behind the block's steps); the process run is ended at exit, with the
+application's failure if it failed (``_outcome``).
 
 Traces: a ``run()`` block's steps nest under its ``invoke_agent`` span; the process run's
 steps made outside any span nest under a root span per burst of work (``_process_trace``).
@@ -45,6 +46,7 @@ from otel_replay.step import RunEnd, RunFacts
 __all__ = [
     "RunState",
     "current_run",
+    "end_process_run",
     "in_run_block",
     "new_run_id",
     "qualified_name",
@@ -152,6 +154,15 @@ def start_process_run(run_id: str | None = None) -> RunState:
         mode=settings.read("OTEL_REPLAY_MODE"),
     )
     return _process_run
+
+
+def end_process_run(error_type: str | None) -> None:
+    """Hand the exporter the process run's end (at exit), with how the application failed
+    (``error_type``; None: it did not). Nothing for a run that made no step."""
+    state = _process_run
+    if state is None or state.mode == "off" or state._facts is None:
+        return
+    handoff().post(RunEnd(state.run_id, wall_ns(), error_type))
 
 
 _configured_id_claimed = False

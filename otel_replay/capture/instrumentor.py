@@ -36,6 +36,7 @@ from otel_replay.capture._durable import DurableFlush
 from otel_replay.capture._envelope import use_recorder
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
+from otel_replay.capture._outcome import unwatch, watch
 from otel_replay.capture._process_trace import StepTracer
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
@@ -104,7 +105,9 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         use_recorder(self.recorder)
         attach(config.write_tools)  # framework tools (LangChain, Agents SDK, MCP) as steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
-        # Registered after the SDK's providers, so it runs before their exit flush.
+        # Registered after the SDK's providers, so they run before their exit flush; the
+        # process run's end (watch) after the streams still open have ended.
+        watch()
         atexit.register(self.recorder.open_steps.finish_all)
         for name in package.CLIENT_MODULES:
             try:
@@ -144,6 +147,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if self.recorder is not None:
             atexit.unregister(self.recorder.open_steps.finish_all)
             self.recorder.open_steps.finish_all()
+            unwatch()
             detach()
         self.recorder = None
         use_tracer(None)

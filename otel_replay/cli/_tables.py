@@ -44,6 +44,15 @@ def _status(run: RunInfo) -> Text:
     return text
 
 
+def _steps(run: RunInfo) -> Text:
+    """The run's step count, and how many of them failed (a failed step the application
+    recovered from leaves the run ``ok``)."""
+    text = Text(str(run.step_count))
+    if run.error_steps:
+        text.append(f" ({run.error_steps} failed)", style="yellow")
+    return text
+
+
 def _tokens(tokens_in: int | None, tokens_out: int | None) -> str:
     if tokens_in is None and tokens_out is None:
         return ""
@@ -73,7 +82,7 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
             Text(when(run.start_ns, now_ns)),
             _status(run),
             _mode(run),
-            Text(str(run.step_count)),
+            _steps(run),
             Text(", ".join(run.models) or "-"),
             Text(_tokens(run.tokens_in, run.tokens_out)),
             Text(human_bytes(run.bytes)),
@@ -87,11 +96,14 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     text.append(printable(run.run_id), style="bold")
     text.append("  ")
     text.append_text(_status(run))
+    if run.error_type is not None:
+        text.append(f" ({printable(run.error_type)})", style="bold red")
     text.append("  ")
     text.append_text(_mode(run))
+    failed = f" ({run.error_steps} failed)" if run.error_steps else ""
     facts = [
         when(run.start_ns, now_ns),
-        plural(run.step_count, "step"),
+        plural(run.step_count, "step") + failed,
         f"{ms(run.end_ns - run.start_ns)} ms",
         f"tokens {_tokens(run.tokens_in, run.tokens_out)}",
         human_bytes(run.bytes),

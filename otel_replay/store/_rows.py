@@ -337,10 +337,12 @@ def _models(conn: sqlite3.Connection, run: int) -> tuple[str, ...]:
     return tuple(row[0] for row in rows)
 
 
-def _status(ended: bool, error_type: str | None, error_steps: int) -> RunStatus:
+def _status(ended: bool, error_type: str | None) -> RunStatus:
+    """``error`` when the application failed (the run's own error), not when a step failed
+    and the application went on; ``incomplete`` when the run was never ended."""
     if not ended:
         return "incomplete"
-    return "error" if error_type is not None or error_steps else "ok"
+    return "error" if error_type is not None else "ok"
 
 
 def _bound(pick: Any, *values: int | None) -> int:
@@ -364,7 +366,7 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
                 mode=r[4],
                 start_ns=start,
                 end_ns=_bound(max, start, r[7], r[8]),
-                status=_status(r[7] is not None, r[9], r[10]),
+                status=_status(r[7] is not None, r[9]),
                 error_type=r[9],
                 error_steps=r[10],
                 commit=r[11],

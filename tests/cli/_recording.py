@@ -9,7 +9,8 @@ Runs recorded (oldest first):
 
 * ``SUPPORT``: the example support agent's whole conversation over OpenAI Chat Completions:
   9 steps, model calls with tool calls, the agent's HTTP tool calls, and two streamed answers.
-* ``ERRORS``: a provider error (HTTP 429) and a stream the provider cuts mid-way.
+* ``ERRORS``: a provider error (HTTP 429) the agent gets over, then a stream the provider cuts
+  mid-way, which ends the run in error.
 * ``CLAUDE``: one Anthropic Messages call that asks for a tool; its prompt holds rich markup.
 
 ``bare`` holds ``SUPPORT`` again with its spans stripped of content, as recorded with
@@ -33,7 +34,7 @@ import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay.capture._handoff import handoff
-from otel_replay.step import Step
+from otel_replay.step import RunEnd, Step
 from otel_replay.store import Store
 from otel_replay.testing import CaptureKit
 
@@ -91,18 +92,19 @@ def _support(standin: StandIn) -> None:
 
 def _errors(standin: StandIn) -> None:
     with (
-        otel_replay.run(name="flaky", seed=1, run_id=ERRORS),
         openai.OpenAI(base_url=standin.openai_base_url, api_key=KEY, max_retries=0) as client,
+        pytest.raises(openai.APIError),
+        otel_replay.run(name="flaky", seed=1, run_id=ERRORS),
     ):
-        with pytest.raises(openai.RateLimitError):
+        with pytest.raises(openai.RateLimitError):  # the agent gets over the rate limit...
             client.chat.completions.create(
                 model="standin-error", messages=[{"role": "user", "content": "hi"}]
             )
-        with pytest.raises(openai.APIError):
-            for _ in client.chat.completions.create(
-                model="standin-cut", messages=[{"role": "user", "content": "tell me"}], stream=True
-            ):
-                pass
+        # ...but not over the cut stream: the run fails with it.
+        for _ in client.chat.completions.create(
+            model="standin-cut", messages=[{"role": "user", "content": "tell me"}], stream=True
+        ):
+            pass
 
 
 def _claude(standin: StandIn) -> None:
@@ -136,24 +138,12 @@ def _by_run(items: list[Any], run_of: Callable[[Any], str]) -> dict[str, list[An
     return out
 
 
-def _take(consumer: Any, raw: tuple[ReadableSpan, ...]) -> list[Step]:
-    """The fixtures the capture handed over, in step order.
-
-    Works with the hand-off's queue API (``attach()`` returns a consumer whose queue holds
-    ``(fixture, span, size)``) and with the earlier keyed one (``take(span_id)``).
-    """
-    if consumer is not None and hasattr(consumer, "drain"):
-        items = consumer.drain()
-        return [item[0] for item in items if isinstance(item, tuple)]
-    taken = [handoff().take(s.context.span_id) for s in raw if s.context is not None]  # type: ignore[attr-defined]
-    return [fx for fx in taken if fx is not None]
-
-
-def _detach(consumer: Any) -> None:
-    if consumer is not None:
-        handoff().detach(consumer)
-    else:
-        handoff().detach()  # type: ignore[call-arg]
+def _take(consumer: Any) -> tuple[list[Step], list[RunEnd]]:
+    """The fixtures the capture handed over, in step order, and the runs' ends."""
+    items = consumer.drain()
+    return [item[0] for item in items if isinstance(item, tuple)], [
+        item for item in items if isinstance(item, RunEnd)
+    ]
 
 
 def record(root: Path) -> Recorded:
@@ -166,12 +156,14 @@ def record(root: Path) -> Recorded:
                 _errors(standin)
                 _claude(standin)
                 raw = kit.raw_spans()
-                fixtures = _take(consumer, raw)
+                fixtures, ends = _take(consumer)
         finally:
-            _detach(consumer)
+            handoff().detach(consumer)
     spans = [span_dict(s) for s in raw]
     with Store.open(root / "store") as store:
         store.put(fixtures, spans)
+        for end in ends:
+            store.end_run(end)
     bare_spans = [
         {**s, "attributes": {k: v for k, v in s["attributes"].items() if k not in CONTENT_KEYS}}
         for s in spans

@@ -39,7 +39,7 @@ def test_the_table_lists_every_run_newest_first(
     tokens_in, tokens_out = _usage(recorded, SUPPORT)
     assert tokens_in > 3000 and support[6] == f"{tokens_in:,} / {tokens_out:,}"
     assert support[7].endswith(" KB")
-    assert rows[ERRORS][2:6] == ["error", "record", "2", "standin-error, standin-cut"]
+    assert rows[ERRORS][2:6] == ["error", "record", "2 (2 failed)", "standin-error, standin-cut"]
     assert rows[CLAUDE][2:6] == ["ok", "record", "1", "claude-sonnet-4-6"]
     assert rows[CLAUDE][6] == "{:,} / {:,}".format(*_usage(recorded, CLAUDE))
     assert "(just now)" in support[1]

@@ -107,7 +107,8 @@ def test_json_has_the_messages_parsed(invoke: Invoke, store: Path, recorded: Rec
 def test_errors_and_cut_streams_are_shown(invoke: Invoke, store: Path) -> None:
     result = invoke("show", ERRORS, "--store", str(store))
     header, *_ = result.stdout.splitlines()
-    assert header.startswith(f"run {ERRORS}  error  ")
+    assert header.startswith(f"run {ERRORS}  error (openai.APIConnectionError)  record  ")
+    assert "· 2 steps (2 failed) ·" in header
     limited, cut = _steps(result.stdout)
     assert "standin-error" in limited and limited.endswith("429 rate_limit_exceeded")
     assert '{"error":{"message":"Rate limit' in limited  # the provider's error body
