@@ -4,6 +4,7 @@ function made a Pydantic AI tool, and the hook taken off again."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,15 @@ def make_agent() -> tuple[Agent[None, str], list[Stock]]:
 
 def run_agent() -> tuple[str, list[Stock]]:
     agent, given = make_agent()
-    result = agent.run_sync("How many KB-101 are there? Ship A-1.")
+    # run_sync makes an event loop current and never closes it: give it one that is closed
+    # after, or the loop and its self-pipe are reported unclosed in whatever test runs next.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        result = agent.run_sync("How many KB-101 are there? Ship A-1.")
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
     agent.keep(result)  # type: ignore[attr-defined]
     return result.output, given
 
