@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+from otel_replay.step import RunEnd
 from otel_replay.store import Retention, Store
 from otel_replay.store._gc import GRACE_S
 from tests.store._data import chat_bodies, fixture
@@ -19,6 +20,8 @@ def _record(store: Store, run_id: str, *, error: bool = False, turns: int = 3) -
         failed = "E" if error and index == turns - 1 else None
         store.put([fixture(run_id, index, request, response, error_type=failed, start_ns=now)])
         store.flush()
+    if error:  # the application failed with its last step
+        store.end_run(RunEnd(run_id, now, "E"))
 
 
 def _files(root: Path) -> set[str]:
