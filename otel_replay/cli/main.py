@@ -3,7 +3,7 @@
 The library raises; here, and only here, errors become one line on stderr and an exit status:
 
 * 0: done (``verify``: the store is intact);
-* 1: ``verify`` found damage;
+* 1: ``verify`` found damage; ``diff``: the two runs differ;
 * 2: bad input — usage errors, and every ``OtelReplayError`` (store missing, unknown run,
   corrupt index or blob, unknown format version, unwritable store, bad setting) or
   ``OSError``, printed as ``Error: <message naming the thing>``;
@@ -28,6 +28,7 @@ import click
 
 from otel_replay import __version__
 from otel_replay.cli._common import CliError
+from otel_replay.cli._diff import diff
 from otel_replay.cli._format import printable
 from otel_replay.cli._gc import gc
 from otel_replay.cli._import import import_
@@ -150,7 +151,7 @@ def cli() -> None:
     """
 
 
-for _command in (runs, show, replay, verify, gc, pin, import_, migrate):
+for _command in (runs, show, diff, replay, verify, gc, pin, import_, migrate):
     cli.add_command(_command)
 
 

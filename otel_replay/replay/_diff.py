@@ -34,6 +34,8 @@ __all__ = [
     "parse_json",
     "preview",
     "request_changes",
+    "short_tag",
+    "value_at",
 ]
 
 
@@ -99,7 +101,9 @@ def llm_changes(
     old_prompt = recorded.prompt_hash or prompt_hash(old)
     new_prompt = prompt_hash(new)
     if old_prompt != new_prompt:
-        changes.append(Change("prompt hash", "changed", _short(old_prompt), _short(new_prompt)))
+        changes.append(
+            Change("prompt hash", "changed", short_tag(old_prompt), short_tag(new_prompt))
+        )
     if canonical_json(old.system_instructions) != canonical_json(new.system_instructions):
         changes.append(
             change(
@@ -115,7 +119,7 @@ def llm_changes(
     # leaves them unknown, not absent.
     tools_known = not partial or "gen_ai.tool.definitions" in recorded.attributes
     if tools_known and old_tools != new_tools:
-        changes.append(change("tool schema version", _short(old_tools), _short(new_tools)))
+        changes.append(change("tool schema version", short_tag(old_tools), short_tag(new_tools)))
         changes.extend(_tool_changes(old.tool_definitions, new.tool_definitions))
     return changes
 
@@ -217,7 +221,7 @@ def _json_list(value: Any) -> list[Any]:
     return list(value) if _is_list(value) else []
 
 
-def _short(tag: str | None) -> str | None:
+def short_tag(tag: str | None) -> str | None:
     """A ``sha256:<hex>`` tag cut to 12 hex digits, enough to tell two apart in a report."""
     return tag[:19] if tag is not None and tag.startswith("sha256:") else tag
 
@@ -308,11 +312,13 @@ def _tool_changes(old: list[Any], new: list[Any]) -> list[Change]:
             # Each changed field of the definition, old and new (a description reworded,
             # a parameter added), rather than the new values alone.
             for path in json_paths_differing(a, b):
-                changes.append(change(f"tool {name} {path}", _at(a, path), _at(b, path)))
+                changes.append(change(f"tool {name} {path}", value_at(a, path), value_at(b, path)))
     return changes
 
 
-def _at(value: Any, path: str) -> Any:
+def value_at(value: Any, path: str) -> Any:
+    """The value at a JSON path of :func:`json_paths_differing` (``$.a[2].b``) in ``value``;
+    None where the path does not lead."""
     current = value
     for token in path.removeprefix("$").replace("[", ".[").split("."):
         if not token:
@@ -343,7 +349,9 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
     old_json = parse_json(old_body)
     if old_json is not None and new_json is not None:
         for path in json_paths_differing(old_json, new_json):
-            changes.append(change(f"{label} {path}", _at(old_json, path), _at(new_json, path)))
+            changes.append(
+                change(f"{label} {path}", value_at(old_json, path), value_at(new_json, path))
+            )
     else:
         changes.append(
             Change("body", "changed", f"{len(old_body)} bytes", f"{len(new.body)} bytes")

@@ -1,0 +1,184 @@
+"""``otel-replay diff RUN_A RUN_B``: two runs' steps aligned, and where they first differ.
+
+The comparison is :mod:`otel_replay.replay._rundiff`; here the runs are read from the store and
+the result drawn. Recorded content is printed as ``Text``, never as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich import box
+from rich.cells import cell_len
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
+from otel_replay.cli._format import plural, printable
+from otel_replay.cli._runs import run_json
+from otel_replay.cli._tables import run_header
+from otel_replay.replay._change import Change
+from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._rundiff import RunDiff, StepPair, diff_runs
+from otel_replay.replay._textdiff import excerpts
+from otel_replay.replay.sources._build import build_run
+from otel_replay.replay.sources._runs import SpanRun
+from otel_replay.store import RunInfo, Store
+
+__all__ = ["diff", "render"]
+
+_MAX_CHANGES = 12
+
+
+def _store_run(store: Store, info: RunInfo) -> Run:
+    """Run ``info`` of ``store`` with its payloads, as ``replay`` rebuilds it (an empty Run
+    when it has neither steps nor spans)."""
+    source = f"store {store.location}"
+    fixtures = {step.index: store.fixture(step) for step in store.steps(info.run_id)}
+    spans = tuple(store.spans(info.run_id))
+    if not fixtures and not spans:
+        return Run(info.run_id, source, ())
+    return build_run(SpanRun(info.run_id, spans), source, fixtures, in_store=True).run
+
+
+@click.command()
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@store_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the runs, the aligned pairs (each change's field, before and after) and the "
+    "first divergence as JSON.",
+)
+@click.pass_context
+def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json: bool) -> None:
+    """Compare two runs of the store step by step, and name their first divergence.
+
+    RUN_A and RUN_B are each a run id, a unique prefix of one, or `latest` (the newest
+    recording); a recording, a replay or a fork. Steps are aligned in order, so a step one
+    run inserted or left out shows as added or removed and the rest still line up. For each
+    pair: same, or what changed, field by field as the replay report names it (model,
+    parameters, messages, tools, tool arguments, HTTP method, path, query and body fields),
+    then the response (status, error, complete, body). Nothing in the store is changed.
+
+    Exit status: 0 the runs are identical; 1 they differ; 2 bad input (unknown run, no store,
+    corrupt store).
+    """
+    with open_store(store) as opened:
+        info_a, info_b = resolve_run(opened, run_a), resolve_run(opened, run_b)
+        result = diff_runs(_store_run(opened, info_a), _store_run(opened, info_b))
+    if as_json:
+        document = {"a": run_json(info_a), "b": run_json(info_b), **result.to_json()}
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        console = stdout_console()
+        for renderable in render(result, info_a, info_b):
+            emit(console, renderable)
+    if not result.identical:
+        ctx.exit(1)
+
+
+def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[RenderableType]:
+    """Everything ``otel-replay diff`` prints, in order: the two runs, the aligned steps,
+    then the first divergence (or ``identical: N steps``) and the counts."""
+    now = time.time_ns()
+    out: list[RenderableType] = [
+        Text("A: ").append_text(run_header(info_a, now)),
+        Text("B: ").append_text(run_header(info_b, now)),
+    ]
+    if result.pairs:
+        out.append(_pairs_table(result.pairs))
+    first = result.first_divergence
+    if first is None:
+        out.append(Text(f"identical: {plural(len(result.pairs), 'step')}", style="bold green"))
+        return out
+    out.extend(_first_divergence(first))
+    counts = ", ".join(f"{n} {status}" for status, n in result.counts().items())
+    out.append(Text(f"{plural(len(result.pairs), 'aligned step')}: {counts}"))
+    return out
+
+
+def _call(step: RecordedStep, other: RecordedStep | None = None) -> str:
+    """``openai.chat_completions gpt-4o-mini``, ``GET /tools/orders/A-1234``,
+    ``tool:lookup_order``; with ``other`` (B's step of the pair), each part that differs as
+    ``A → B`` (the model is the one the step's span names: a side without one shows none)."""
+    endpoint, model = step.endpoint, step.model if step.kind == "llm" else None
+    if other is not None:
+        if other.endpoint != endpoint:
+            endpoint = f"{endpoint} → {other.endpoint}"
+        other_model = other.model if other.kind == "llm" else None
+        if model and other_model and other_model != model:
+            model = f"{model} → {other_model}"
+    return f"{endpoint} {model}" if model else endpoint
+
+
+def _result(pair: StepPair) -> Text:
+    if pair.status == "same":
+        return Text("same", style="green")
+    if pair.status == "changed":
+        return Text(f"changed: {', '.join(pair.fields())}", style="yellow")
+    only = "A" if pair.status == "removed" else "B"
+    return Text(f"{pair.status} (only in {only})", style="bold red")
+
+
+def _pairs_table(pairs: tuple[StepPair, ...]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for header in ("a", "b", "kind", "call", "result"):
+        table.add_column(header)
+    for column in (0, 1):
+        table.columns[column].justify = "right"
+    for pair in pairs:
+        call = _call(pair.a, pair.b) if pair.a is not None else _call(pair.step)
+        table.add_row(
+            Text("-" if pair.a is None else str(pair.a.index)),
+            Text("-" if pair.b is None else str(pair.b.index)),
+            Text(pair.step.kind),
+            Text(printable(call)),
+            _result(pair),
+        )
+    return table
+
+
+def _first_divergence(pair: StepPair) -> list[RenderableType]:
+    step = pair.step
+    where = f"({printable(_call(step))})"
+    if pair.status == "removed":
+        return [Text(f"first divergence: step {step.index} {where} of A is not in B")]
+    if pair.status == "added":
+        return [Text(f"first divergence: step {step.index} {where} of B is not in A")]
+    assert pair.b is not None
+    other = "" if pair.b.index == step.index else f", step {pair.b.index} of B"
+    out: list[RenderableType] = [
+        Text(f"first divergence: step {step.index} {where}{other}: {', '.join(pair.fields())}")
+    ]
+    for change in pair.changes[:_MAX_CHANGES]:
+        out.extend(_change_lines(change))
+    if len(pair.changes) > _MAX_CHANGES:
+        out.append(Text(f"  … {len(pair.changes) - _MAX_CHANGES} more differences (--json)"))
+    return out
+
+
+def _change_lines(change: Change) -> list[Text]:
+    """As the replay report draws a change: a short one on one line (``field: A → B``); a
+    long or multi-line one as the window around its change on each side, one above the other,
+    the changed span highlighted and a caret under where it starts."""
+    windows = None
+    if change.kind == "changed" and not change.short:
+        windows = excerpts(change.recorded or "", change.replayed or "")
+    if windows is None:
+        return [Text("  " + printable(change.describe()))]
+    a, b = windows
+    out = [Text(f"  {printable(change.field)}: {change.where()}")]
+    before = printable(a.before)
+    for label, side, style in (("A", a, "bold red"), ("B", b, "bold green")):
+        line = Text(f"    {label}: {before}")
+        line.append(printable(side.changed), style=style)
+        line.append(printable(side.after))
+        out.append(line)
+    out.append(Text(" " * cell_len("    A: " + before + printable(a.same)) + "^"))
+    return out

@@ -1,0 +1,251 @@
+"""Two recorded runs side by side: their steps aligned, and what differs, pair by pair.
+
+Steps are aligned in step order the way ``diff`` aligns lines: a step inserted or removed in
+one run shifts the rest without making them differ. Two steps are the same step when they
+have the same kind, method, endpoint and request hash; where runs disagree, steps are paired
+by kind and endpoint (the model call that took another prompt, the tool called with other
+arguments) and what is left over is a step only one run has.
+
+A pair is compared with the replay's own comparison (:func:`request_changes`), so a diff
+speaks in the terms of the divergence report: model, parameters, messages, tools, arguments,
+HTTP fields; then the response: status, error, whether it was complete, and its body (JSON
+field by field, else the text whole, shown as the window around its change).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from otel_replay.replay._change import Change, category, change
+from otel_replay.replay._diff import (
+    Request,
+    json_paths_differing,
+    parse_json,
+    request_changes,
+    short_tag,
+    value_at,
+)
+from otel_replay.replay._model import RecordedStep, Run
+
+__all__ = ["PairStatus", "RunDiff", "StepPair", "diff_runs", "step_changes"]
+
+PairStatus = Literal["same", "changed", "added", "removed"]
+"""``same``: one step in both runs, alike. ``changed``: one step in both, not alike.
+``removed``: a step only run A has. ``added``: a step only run B has."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepPair:
+    """One row of the alignment: a step of run A, of run B, or of both.
+
+    ``a`` is None for an ``added`` step and ``b`` for a ``removed`` one. ``changes`` are
+    ``a`` → ``b`` (``Change.recorded`` is A's value, ``Change.replayed`` B's); empty unless
+    the status is ``changed``.
+    """
+
+    a: RecordedStep | None
+    b: RecordedStep | None
+    status: PairStatus
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def step(self) -> RecordedStep:
+        """The step that names the pair: A's, or B's when only B has it."""
+        step = self.a if self.a is not None else self.b
+        assert step is not None  # a pair always has a side
+        return step
+
+    def fields(self) -> list[str]:
+        """The kinds of field that differ, first-seen order (``model``, ``messages``,
+        ``response``), for one-word summaries."""
+        return list(dict.fromkeys(_category(c.field) for c in self.changes))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-ready form: both step indexes (None on the side that lacks the step),
+        kind, endpoint (``b_endpoint``: B's, when it is another), status and each change as
+        ``field``/``before``/``after`` (whole values, A's then B's; ``kind``: changed,
+        added or removed; ``differs_at``: offset of the first differing character)."""
+        step = self.step
+        return {
+            "a": None if self.a is None else self.a.index,
+            "b": None if self.b is None else self.b.index,
+            "kind": step.kind,
+            "endpoint": step.endpoint,
+            "b_endpoint": None
+            if self.a is None or self.b is None or self.a.endpoint == self.b.endpoint
+            else self.b.endpoint,
+            "status": self.status,
+            "changes": [
+                {
+                    "field": c.field,
+                    "kind": c.kind,
+                    "before": c.recorded,
+                    "after": c.replayed,
+                    "differs_at": c.differs_at,
+                }
+                for c in self.changes
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunDiff:
+    """Runs A and B, their steps aligned in order (``pairs``)."""
+
+    a: Run
+    b: Run
+    pairs: tuple[StepPair, ...]
+
+    @property
+    def first_divergence(self) -> StepPair | None:
+        """The first pair (in step order) that is not ``same``; None when identical."""
+        return next((p for p in self.pairs if p.status != "same"), None)
+
+    @property
+    def identical(self) -> bool:
+        """Whether every step of each run is the same step of the other, in the same order."""
+        return self.first_divergence is None
+
+    def counts(self) -> dict[PairStatus, int]:
+        """How many pairs have each status (every status present, zero or not)."""
+        out: dict[PairStatus, int] = {"same": 0, "changed": 0, "removed": 0, "added": 0}
+        for pair in self.pairs:
+            out[pair.status] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-ready form (``otel-replay diff --json`` adds the runs' facts)."""
+        first = self.first_divergence
+        return {
+            "identical": self.identical,
+            "counts": self.counts(),
+            "pairs": [pair.to_json() for pair in self.pairs],
+            "first_divergence": None if first is None else first.to_json(),
+        }
+
+
+def diff_runs(a: Run, b: Run) -> RunDiff:
+    """Align the steps of ``a`` and ``b`` and compare each pair (see the module docstring).
+
+    Pure: reads only the runs' steps. Every step of each run appears in exactly one pair, in
+    its run's step order.
+    """
+    return RunDiff(a, b, tuple(_align(a.steps, b.steps)))
+
+
+def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """What differs from step ``a`` to step ``b``: the request (as the replay report compares
+    a request with its recorded step), then the response. Empty when they are alike."""
+    return [*_request_changes(a, b), *_response_changes(a, b)]
+
+
+def _key(step: RecordedStep) -> tuple[str, str, str, str | None]:
+    """Steps with equal keys are the same step (their request bytes are the same)."""
+    return (step.kind, step.method.upper(), step.endpoint, step.request_hash)
+
+
+def _slot(step: RecordedStep) -> tuple[str, str]:
+    """Steps with equal slots are the same call made differently (another prompt, other
+    arguments): the same kind, at the same endpoint or tool."""
+    return (step.kind, step.endpoint)
+
+
+def _align(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> Iterator[StepPair]:
+    keys_a, keys_b = [_key(s) for s in a], [_key(s) for s in b]
+    matcher = difflib.SequenceMatcher(a=keys_a, b=keys_b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            for x, y in zip(a[i1:i2], b[j1:j2], strict=True):
+                yield _pair(x, y)
+        else:
+            yield from _align_block(a[i1:i2], b[j1:j2])
+
+
+def _align_block(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> Iterator[StepPair]:
+    """Steps of A and B that differ: paired by slot, then in order where the kinds agree."""
+    slots_a, slots_b = [_slot(s) for s in a], [_slot(s) for s in b]
+    matcher = difflib.SequenceMatcher(a=slots_a, b=slots_b, autojunk=False)
+    for _op, i1, i2, j1, j2 in matcher.get_opcodes():
+        xs, ys = a[i1:i2], b[j1:j2]
+        paired = 0
+        while paired < min(len(xs), len(ys)) and xs[paired].kind == ys[paired].kind:
+            yield _pair(xs[paired], ys[paired])
+            paired += 1
+        for x in xs[paired:]:
+            yield StepPair(x, None, "removed")
+        for y in ys[paired:]:
+            yield StepPair(None, y, "added")
+
+
+def _pair(a: RecordedStep, b: RecordedStep) -> StepPair:
+    changes = step_changes(a, b)
+    return StepPair(a, b, "changed" if changes else "same", tuple(changes))
+
+
+def _same_request(a: RecordedStep, b: RecordedStep) -> bool:
+    """The same request bytes (by the bytes, or by their hash where A has none)."""
+    if a.request_body is not None:
+        return a.request_body == b.request_body
+    return a.request_hash is not None and a.request_hash == b.request_hash
+
+
+def _request_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    changes: list[Change]
+    if _same_request(a, b):
+        changes = []
+    elif b.request_body is None:  # B has no request bytes: only the hashes say anything
+        changes = [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
+    else:
+        changes = request_changes(a, Request(b.method, b.url or "", b.request_body))
+        if not changes and a.request_hash != b.request_hash:
+            # Bytes the request comparison sets aside (volatile fields, key order).
+            changes = _json_changes("body", a.request_body, b.request_body) or [
+                change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))
+            ]
+    if a.endpoint != b.endpoint:
+        changes.insert(0, Change("endpoint", "changed", a.endpoint, b.endpoint))
+    return changes
+
+
+def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    changes: list[Change] = []
+    if a.status_code != b.status_code:
+        changes.append(change("response status", a.status_code, b.status_code))
+    if a.error_type != b.error_type:
+        changes.append(change("response error", a.error_type, b.error_type))
+    if a.complete != b.complete:
+        changes.append(change("response complete", a.complete, b.complete))
+    if a.response_body != b.response_body:
+        changes.extend(
+            _json_changes("response", a.response_body, b.response_body)
+            or [_body_change("response body", a.response_body, b.response_body)]
+        )
+    return changes
+
+
+def _json_changes(label: str, old: bytes | None, new: bytes | None) -> list[Change]:
+    """Each differing JSON field of two bodies (``label $.path``); empty when either is not
+    JSON or they are equal as JSON."""
+    old_json, new_json = parse_json(old), parse_json(new)
+    if old_json is None or new_json is None:
+        return []
+    return [
+        change(f"{label} {path}", value_at(old_json, path), value_at(new_json, path))
+        for path in json_paths_differing(old_json, new_json)
+    ]
+
+
+def _body_change(label: str, old: bytes, new: bytes) -> Change:
+    """Two bodies as whole text (an SSE stream, plain text), or as sizes when not text."""
+    try:
+        return Change(label, "changed", old.decode(), new.decode())
+    except UnicodeDecodeError:
+        return Change(label, "changed", f"{len(old)} bytes", f"{len(new)} bytes")
+
+
+def _category(field: str) -> str:
+    head = field.split(" ", 1)[0]
+    return head if head in ("response", "endpoint") else category(field)
