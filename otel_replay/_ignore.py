@@ -215,16 +215,21 @@ class _Host:
         return _found(self._regex, f"{'' if port is None else port} {path or ''}", self._others)
 
 
+_URLS_MAX = 1024
+
+
 class IgnoreRules:
     """The rules in force, precompiled: :meth:`match` runs on every call the capture or a
     replay sees, so it costs a dictionary lookup per host kind (named hosts, any host) and a
     regular expression only where a glob needs one (host names ending like a wildcard rule's,
     paths with ``*``)."""
 
-    __slots__ = ("_any", "_hosts", "_suffixes", "_wild", "_wild_regex", "rules")
+    __slots__ = ("_any", "_hosts", "_suffixes", "_urls", "_wild", "_wild_regex", "rules")
 
     def __init__(self, rules: Iterable[IgnoreRule]) -> None:
         self.rules: tuple[IgnoreRule, ...] = tuple(dict.fromkeys(rules))
+        self._urls: dict[str, IgnoreRule | None] = {}
+        """What :meth:`match_url` found for recent URLs (an application calls a few)."""
         named: dict[str, list[IgnoreRule]] = {}
         anywhere: list[IgnoreRule] = []
         wild: list[IgnoreRule] = []
@@ -271,12 +276,19 @@ class IgnoreRules:
         """:meth:`match` for a full URL (``scheme://host[:port]/path?query``)."""
         if not self.rules:
             return None
+        urls = self._urls
+        if url in urls:
+            return urls[url]
         parts = urlsplit(url)
         try:
             port = parts.port or _PORTS.get(parts.scheme)
         except ValueError:
             port = None
-        return self.match(parts.hostname or "", port, parts.path or "/")
+        found = self.match(parts.hostname or "", port, parts.path or "/")
+        if len(urls) >= _URLS_MAX:
+            urls.clear()
+        urls[url] = found
+        return found
 
 
 def call_of(url: str) -> str:

@@ -88,7 +88,15 @@ class Redactor:
     value is scrubbed from every header after it.
     """
 
-    __slots__ = ("_header_memo", "_header_names", "_patterns", "_plain", "_seen", "secrets")
+    __slots__ = (
+        "_header_memo",
+        "_header_names",
+        "_patterns",
+        "_plain",
+        "_seen",
+        "_url_memo",
+        "secrets",
+    )
 
     def __init__(self, patterns: Iterable[re.Pattern[bytes]] = ()) -> None:
         self._patterns = tuple(patterns)
@@ -101,6 +109,9 @@ class Redactor:
         self._header_memo = ((), {})
         """The learned secrets, and header pairs as :meth:`headers` gives them with those
         secrets scrubbed: one object, so a thread never files a pair under other secrets."""
+        self._url_memo: tuple[tuple[bytes, ...], dict[str, str]] = ((), {})
+        """The learned secrets, and URLs as :meth:`url` gives them with those secrets scrubbed
+        (an application calls the same few URLs)."""
 
     def learn(self, headers: Iterable[tuple[bytes, bytes]], url: str) -> None:
         """Learn the secret values a request sends in its credential headers, credential
@@ -206,6 +217,17 @@ class Redactor:
 
     def url(self, url: str) -> str:
         """``url`` without user-info and with credential-looking query values redacted."""
+        secrets = self.secrets.values
+        for_secrets, memo = self._url_memo
+        if for_secrets is not secrets or len(memo) >= _MEMO_MAX:
+            memo = {}
+            self._url_memo = (secrets, memo)
+        done = memo.get(url)
+        if done is None:
+            done = memo[url] = self._redacted_url(url)
+        return done
+
+    def _redacted_url(self, url: str) -> str:
         parts = urlsplit(url)
         netloc = parts.netloc
         if "@" in netloc:

@@ -165,6 +165,18 @@ def test_a_header_redacted_before_a_secret_was_learned_is_scrubbed_after() -> No
     assert redactor.headers(echoed, drop_coding=True)[1] == ("content-type", "text/plain")
 
 
+def test_a_url_redacted_before_a_secret_was_learned_is_scrubbed_after() -> None:
+    redactor = Redactor()
+    url = "https://h/v1/files/sk-live-abcdef12/content"
+    assert redactor.url(url) == url
+    redactor.learn([(b"authorization", b"Bearer sk-live-abcdef12")], "https://h/p")
+    assert redactor.url(url) == f"https://h/v1/files/{REDACTED}/content"
+    assert (
+        redactor.url("https://u:pw@h/p?key=v")
+        == f"https://{REDACTED}:{REDACTED}@h/p?key={REDACTED}"
+    )
+
+
 def test_headers_seen_before_do_not_stop_a_new_credential_being_learned() -> None:
     redactor = Redactor()
     plain = [(b"user-agent", b"OpenAI/Python 3.57.0")]
