@@ -11,21 +11,18 @@ import time
 
 import click
 from rich import box
-from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
 from otel_replay.cli._format import plural, printable
+from otel_replay.cli._replay_report import change_lines
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._tables import run_header
-from otel_replay.replay._change import Change
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._rundiff import RunDiff, StepPair, diff_runs
-from otel_replay.replay._textdiff import excerpts
-from otel_replay.replay.sources._build import build_run
-from otel_replay.replay.sources._runs import SpanRun
+from otel_replay.replay.sources._load import stored_run
 from otel_replay.store import RunInfo, Store
 
 __all__ = ["diff", "render"]
@@ -36,12 +33,9 @@ _MAX_CHANGES = 12
 def _store_run(store: Store, info: RunInfo) -> Run:
     """Run ``info`` of ``store`` with its payloads, as ``replay`` rebuilds it (an empty Run
     when it has neither steps nor spans)."""
-    source = f"store {store.location}"
-    fixtures = {step.index: store.fixture(step) for step in store.steps(info.run_id)}
-    spans = tuple(store.spans(info.run_id))
-    if not fixtures and not spans:
-        return Run(info.run_id, source, ())
-    return build_run(SpanRun(info.run_id, spans), source, fixtures, in_store=True).run
+    if info.step_count == 0 and not store.spans(info.run_id):
+        return Run(info.run_id, f"store {store.location}", ())
+    return stored_run(store, info).run
 
 
 @click.command()
@@ -157,28 +151,7 @@ def _first_divergence(pair: StepPair) -> list[RenderableType]:
         Text(f"first divergence: step {step.index} {where}{other}: {', '.join(pair.fields())}")
     ]
     for change in pair.changes[:_MAX_CHANGES]:
-        out.extend(_change_lines(change))
+        out.extend(change_lines(change, ("A", "B")))
     if len(pair.changes) > _MAX_CHANGES:
         out.append(Text(f"  … {len(pair.changes) - _MAX_CHANGES} more differences (--json)"))
-    return out
-
-
-def _change_lines(change: Change) -> list[Text]:
-    """As the replay report draws a change: a short one on one line (``field: A → B``); a
-    long or multi-line one as the window around its change on each side, one above the other,
-    the changed span highlighted and a caret under where it starts."""
-    windows = None
-    if change.kind == "changed" and not change.short:
-        windows = excerpts(change.recorded or "", change.replayed or "")
-    if windows is None:
-        return [Text("  " + printable(change.describe()))]
-    a, b = windows
-    out = [Text(f"  {printable(change.field)}: {change.where()}")]
-    before = printable(a.before)
-    for label, side, style in (("A", a, "bold red"), ("B", b, "bold green")):
-        line = Text(f"    {label}: {before}")
-        line.append(printable(side.changed), style=style)
-        line.append(printable(side.after))
-        out.append(line)
-    out.append(Text(" " * cell_len("    A: " + before + printable(a.same)) + "^"))
     return out

@@ -21,7 +21,7 @@ from otel_replay.replay._change import Change, category
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 from otel_replay.replay._textdiff import excerpts
 
-__all__ = ["render"]
+__all__ = ["change_lines", "render"]
 
 _MAX_CHANGES = 12
 _MAX_LISTED = 20
@@ -62,7 +62,7 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
         )
         out.append(title)
         for change in first.changes[:_MAX_CHANGES]:
-            out.extend(_change_lines(change))
+            out.extend(change_lines(change))
         if len(first.changes) > _MAX_CHANGES:
             out.append(Text(f"  … {len(first.changes) - _MAX_CHANGES} more differences"))
         if served.repeat:
@@ -77,10 +77,11 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
     return out
 
 
-def _change_lines(change: Change) -> list[Text]:
+def change_lines(change: Change, labels: tuple[str, str] = ("recorded", "replayed")) -> list[Text]:
     """A short change on one line (``field: old → new``); a long or multi-line value as the
-    window around its change on each side, one above the other so they line up, the changed
-    span highlighted and a caret under where it starts (for a terminal without colour)."""
+    window around its change on each side, one above the other so they line up, labelled
+    ``labels`` (of one length), the changed span highlighted and a caret under where it
+    starts (for a terminal without colour)."""
     windows = None
     if change.kind == "changed" and not change.short:
         windows = excerpts(change.recorded or "", change.replayed or "")
@@ -90,15 +91,16 @@ def _change_lines(change: Change) -> list[Text]:
     out = [Text(f"  {printable(change.field)}: {change.where()}")]
     before = printable(recorded.before)
     for label, side, style in (
-        ("recorded", recorded, "bold red"),
-        ("replayed", replayed, "bold green"),
+        (labels[0], recorded, "bold red"),
+        (labels[1], replayed, "bold green"),
     ):
         line = Text(f"    {label}: {before}")
         line.append(printable(side.changed), style=style)
         line.append(printable(side.after))
         out.append(line)
     # Under the first character that differs (the highlight starts at its word).
-    out.append(Text(" " * cell_len("    recorded: " + before + printable(recorded.same)) + "^"))
+    margin = f"    {labels[0]}: {before}{printable(recorded.same)}"
+    out.append(Text(" " * cell_len(margin) + "^"))
     return out
 
 

@@ -23,9 +23,9 @@ from otel_replay.replay.sources._group import (
 from otel_replay.replay.sources._limits import Limits, read_file
 from otel_replay.replay.sources._runs import SpanRun
 from otel_replay.replay.sources._spans import span_dicts
-from otel_replay.store import Store
+from otel_replay.store import RunInfo, Store
 
-__all__ = ["load_run", "load_sources", "only_run", "read_runs"]
+__all__ = ["load_run", "load_sources", "only_run", "read_runs", "stored_run"]
 
 _FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".protobuf", ".otlp", ".bin", ".gz")
 
@@ -147,9 +147,15 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
             raise RunNotFoundError(
                 f"no run {run_id!r} in the store at {opened.location}, and no file by that name"
             ) from None
-        fixtures = {step.index: opened.fixture(step) for step in opened.steps(run_id)}
-        spans = SpanRun(run_id, tuple(opened.spans(run_id)))
-        built = build_run(spans, f"store {opened.location}", fixtures, in_store=True)
+        return stored_run(opened, info)
+
+
+def stored_run(store: Store, info: RunInfo) -> SourceRun:
+    """Run ``info`` of the open ``store``, rebuilt from its steps and spans."""
+    run_id = info.run_id
+    fixtures = {step.index: store.fixture(step) for step in store.steps(run_id)}
+    spans = SpanRun(run_id, tuple(store.spans(run_id)))
+    built = build_run(spans, f"store {store.location}", fixtures, in_store=True)
     run = built.run
     # The index keeps the kit even when the spans carrying it were not stored.
     run = replace(
