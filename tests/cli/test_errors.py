@@ -27,6 +27,8 @@ VERBS = [
     ("gc",),
     ("gc", "--dry-run"),
     ("pin", "latest"),
+    ("diff", "latest", "latest"),
+    ("diff", "latest", "latest", "--json"),
 ]
 VERB_IDS = [" ".join(verb) for verb in VERBS]
 
