@@ -163,13 +163,14 @@ def replay(
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
+    kept_as = None if Store.is_read_only(where) else new_id  # as the child decided
     if as_json:
         document = result.to_json()
-        document.update(agent_exit_code=code, exit_code=status, replay_run_id=new_id)
+        document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept_as)
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         console = stdout_console()
-        for block in render(result, replay_run_id=new_id):
+        for block in render(result, replay_run_id=kept_as):
             emit(console, block)
     sys.exit(status)
 

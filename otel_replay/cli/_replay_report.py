@@ -183,7 +183,7 @@ def _attempts(refused: int, live: int) -> str:
     return f"{live} (let through: --no-strict)" if live and not refused else str(refused)
 
 
-def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
+def render(result: ReplayResult, *, replay_run_id: str | None) -> list[RenderableType]:
     """Everything ``otel-replay replay`` prints, in order."""
     out: list[RenderableType] = [_verdict(result)]
     out.extend(_first_divergence(result))
@@ -217,7 +217,12 @@ def render(result: ReplayResult, *, replay_run_id: str) -> list[RenderableType]:
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "
         f"{result.elapsed_s:.3f} s; network attempts: {_attempts(len(attempts), len(live))}; "
-        f"subprocesses: {len(subprocesses)}; recorded as run {replay_run_id}"
+        f"subprocesses: {len(subprocesses)}; "
+        + (
+            f"recorded as run {replay_run_id}"
+            if replay_run_id is not None
+            else "not recorded (the store is read-only)"
+        )
     )
     out.append(summary)
     agent = result.agent

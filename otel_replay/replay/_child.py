@@ -104,10 +104,14 @@ def bootstrap() -> None:
     # Only a replayed process records through these; importing them is for here alone.
     from otel_replay.capture.instrumentor import ReplayInstrumentor  # noqa: PLC0415
     from otel_replay.export import ReplaySpanExporter  # noqa: PLC0415
+    from otel_replay.store import Store  # noqa: PLC0415
 
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(ReplaySpanExporter()))
+        # A read-only store (a CI cache, a shared volume) serves the replay but cannot take
+        # its recording; the report says it was not recorded.
+        if not Store.is_read_only(config.store):
+            provider.add_span_processor(BatchSpanProcessor(ReplaySpanExporter()))
         trace.set_tracer_provider(provider)
     # After the provider: exit hooks run last first, so the session's closing event (its
     # elapsed time) comes before the provider's final flush.

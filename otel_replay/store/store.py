@@ -119,6 +119,16 @@ class Store:
         self._session = Session(backend, index, self._lock_file)
         self._closed = False
 
+    @staticmethod
+    def is_read_only(location: str | os.PathLike[str]) -> bool:
+        """True when ``location`` is a local store that cannot be written (a read-only mount,
+        a directory this user may not write): :meth:`open` gives it read-only."""
+        where = str(location).removeprefix("file://")
+        if is_url(where):
+            return False
+        root = Path(where).expanduser()
+        return root.is_dir() and not _writable(root)
+
     @classmethod
     def open(
         cls,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -100,6 +101,36 @@ def test_the_agent_replays_identically_without_the_provider(
         s["attributes"].get("replay.mode") for s in spans if "replay.step.index" in s["attributes"]
     }
     assert modes == {"replay"}
+
+
+def test_a_read_only_store_replays_and_says_the_replay_was_not_recorded(
+    agent_store: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """A store on a read-only mount (a CI cache, a shared volume) serves the replay; nothing
+    claims the replay was recorded there, and no write failure is reported."""
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed for a read-only mount")
+    store, run, recorded_output = agent_store
+    copy = tmp_path / "ro"
+    shutil.copytree(store, copy)
+    before = sorted((p, p.read_bytes()) for p in copy.rglob("*") if p.is_file())
+    base = {k: v for k, v in subprocess_env(copy).items() if not k.startswith("OTEL_")}
+    command = [str(CLI), "replay", run, "--store", str(copy), "--", sys.executable, str(AGENT)]
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f'mount --bind -o ro "$0" "$0" && exec "$@"', copy, *command],
+        env=base,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(recorded_output)
+    summary = [line for line in done.stdout.splitlines() if "served from" in line]
+    assert summary and summary[0].endswith("; not recorded (the store is read-only)")
+    assert "otel-replay" not in done.stderr  # no write failure, no lost steps
+    assert sorted((p, p.read_bytes()) for p in copy.rglob("*") if p.is_file()) == before
 
 
 def test_a_changed_system_prompt_is_reported_field_by_field(
