@@ -117,7 +117,7 @@ def test_a_read_only_store_replays_and_says_the_replay_was_not_recorded(
     base = {k: v for k, v in subprocess_env(copy).items() if not k.startswith("OTEL_")}
     command = [str(CLI), "replay", run, "--store", str(copy), "--", sys.executable, str(AGENT)]
     done = subprocess.run(
-        ["unshare", "-m", "sh", "-c", f'mount --bind -o ro "$0" "$0" && exec "$@"', copy, *command],
+        ["unshare", "-m", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', copy, *command],
         env=base,
         cwd=ROOT,
         capture_output=True,
