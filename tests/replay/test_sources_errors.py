@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +153,48 @@ def test_no_store(tmp_path: Path) -> None:
 def test_store_of_an_unknown_format_version(store: Path) -> None:
     (store / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": 99}))
     assert str(store / "FORMAT") in refused(SUPPORT, StoreFormatError, store=str(store))
+
+
+def _first_span(document: dict[str, Any]) -> dict[str, Any]:
+    span: dict[str, Any] = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    return span
+
+
+def _int_attributes(document: dict[str, Any], value: str) -> None:
+    for attribute in _first_span(document)["attributes"]:
+        if "intValue" in attribute["value"]:
+            attribute["value"] = {"intValue": value}
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda d: _first_span(d).update(endTimeUnixNano=str(2**64 - 1)), "endTimeUnixNano"),
+        (lambda d: _first_span(d).update(startTimeUnixNano="-5"), "startTimeUnixNano '-5'"),
+        (lambda d: _int_attributes(d, str(2**80)), "intValue '1208925819614629174706176'"),
+        (lambda d: _int_attributes(d, "9" * 5000), "intValue '999"),
+        (lambda d: d["resourceSpans"][0].update(resource=[1]), "resource is not an object"),
+        (lambda d: d["resourceSpans"][0]["scopeSpans"][0].update(spans={"a": 1}), "spans is"),
+        (lambda d: d["resourceSpans"][0]["scopeSpans"][0].update(spans=[1]), "a span is not"),
+        (lambda d: d["resourceSpans"][0].update(scopeSpans=["x"]), "scopeSpans entry is not"),
+        (lambda d: _first_span(d).update(status="oops"), "status is not an object"),
+        (lambda d: _first_span(d).update(events=[3]), "an event is not an object"),
+    ],
+    ids=[
+        "time-past-int64", "negative-time", "int-past-int64", "int-of-5000-digits",
+        "resource-list", "spans-object", "span-number", "scope-string", "status-string",
+        "event-number",
+    ],
+)  # fmt: skip
+def test_values_out_of_range_or_of_the_wrong_shape(
+    recorded: Recorded, tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: str
+) -> None:
+    """Refused at the source, naming the field: never stored (a time past int64 used to
+    reach the index and fail there, after the run's record file was written)."""
+    document = collector_json(run_spans(recorded, CLAUDE))
+    change(document)
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    message = refused(str(path))
+    assert message.startswith(f"{path}:") and expected in message
+    assert "object has no attribute" not in message and len(message) < 300

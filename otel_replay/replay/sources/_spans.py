@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,11 @@ _STATUS = ("UNSET", "OK", "ERROR")
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
 _SNAKE_CACHE: dict[str, str] = {}
+_INT64 = (-(2**63), 2**63 - 1)
+_TIME = (0, 2**63 - 1)
+"""The values a time (Unix nanoseconds) may take: the store keeps signed 64-bit integers."""
+_SHOWN = 40
+"""Most characters of a bad value an error message quotes."""
 
 
 class _Bad(ValueError):
@@ -70,37 +76,60 @@ def _list(obj: Mapping[str, Any], camel: str) -> list[Any]:
     return value
 
 
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, ``{}`` when it is absent; _Bad otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _Bad(f"{what} is not an object")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to :data:`_SHOWN` characters, for an error message."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
 def _resource_spans(resource_spans: Mapping[str, Any], where: str) -> Iterable[dict[str, Any]]:
     try:
-        resource = _get(resource_spans, "resource") or {}
+        resource = _object(_get(resource_spans, "resource"), "resource")
         resource_attrs = _attributes(_get(resource, "attributes"))
-        groups = _list(resource_spans, "scopeSpans") + _list(
-            resource_spans, "instrumentationLibrarySpans"
-        )
+        groups = [
+            _object(group, "a scopeSpans entry")
+            for group in _list(resource_spans, "scopeSpans")
+            + _list(resource_spans, "instrumentationLibrarySpans")
+        ]
+        scoped = [(_scope_name(group), _list(group, "spans")) for group in groups]
     except _Bad as exc:
         raise SourceError(f"{where}: unreadable resource: {exc}") from None
-    for group in groups:
-        scope = _get(group, "scope") or _get(group, "instrumentationLibrary") or {}
-        scope_name = _get(scope, "name") if isinstance(scope, Mapping) else None
-        spans = group.get("spans") if isinstance(group, Mapping) else None
-        for span in spans or ():
+    for scope_name, spans in scoped:
+        for span in spans:
+            if not isinstance(span, Mapping):
+                raise SourceError(f"{where}: a span is not an object: {_shown(span)}")
             try:
                 yield _span(span, resource_attrs, scope_name)
             except (_Bad, TypeError, AttributeError) as exc:
-                name = span.get("name") if isinstance(span, Mapping) else None
+                name = span.get("name")
                 raise SourceError(f"{where}: span {name!r} cannot be read: {exc}") from None
 
 
+def _scope_name(group: Mapping[str, Any]) -> Any:
+    """The instrumentation scope's name of a scopeSpans entry, or None."""
+    scope = _get(group, "scope") or _get(group, "instrumentationLibrary") or {}
+    return _get(scope, "name") if isinstance(scope, Mapping) else None
+
+
 def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict[str, Any]:
-    status = _get(span, "status") or {}
+    status = _object(_get(span, "status"), "status")
     return {
         "name": str(_get(span, "name", "")),
         "kind": _enum(_get(span, "kind"), _KINDS, "SPAN_KIND_"),
         "trace_id": _id(_get(span, "traceId"), 16, "traceId", required=True),
         "span_id": _id(_get(span, "spanId"), 8, "spanId", required=True),
         "parent_span_id": _id(_get(span, "parentSpanId"), 8, "parentSpanId"),
-        "start_ns": _int(_get(span, "startTimeUnixNano"), "startTimeUnixNano"),
-        "end_ns": _int(_get(span, "endTimeUnixNano"), "endTimeUnixNano"),
+        "start_ns": _int(_get(span, "startTimeUnixNano"), "startTimeUnixNano", _TIME),
+        "end_ns": _int(_get(span, "endTimeUnixNano"), "endTimeUnixNano", _TIME),
         "status": {
             "code": _enum(_get(status, "code"), _STATUS, "STATUS_CODE_"),
             "message": str(_get(status, "message") or ""),
@@ -109,10 +138,10 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict
         "events": [
             {
                 "name": str(_get(event, "name", "")),
-                "time_ns": _int(_get(event, "timeUnixNano"), "timeUnixNano"),
+                "time_ns": _int(_get(event, "timeUnixNano"), "timeUnixNano", _TIME),
                 "attributes": _attributes(_get(event, "attributes")),
             }
-            for event in _list(span, "events")
+            for event in (_object(e, "an event") for e in _list(span, "events"))
         ],
         "links": [
             {
@@ -120,7 +149,7 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict
                 "span_id": _id(_get(link, "spanId"), 8, "links.spanId"),
                 "attributes": _attributes(_get(link, "attributes")),
             }
-            for link in _list(span, "links")
+            for link in (_object(x, "a link") for x in _list(span, "links"))
         ],
         "resource": dict(resource),
         "scope": scope if isinstance(scope, str) else None,
@@ -156,22 +185,27 @@ def _base64(value: str, what: str) -> bytes:
         raise _Bad(f"{what} {value!r} is neither hex nor base64") from None
 
 
-def _int(value: Any, what: str) -> int | None:
-    """An int64/uint64 field: a number, or a decimal string (the JSON mapping's choice)."""
+def _int(value: Any, what: str, bounds: tuple[int, int] = _INT64) -> int | None:
+    """An int64/uint64 field: a number, or a decimal string (the JSON mapping's choice),
+    within ``bounds`` (inclusive; int64 unless told): _Bad names one outside them."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
         raise _Bad(f"{what} is a boolean")
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise _Bad(f"{what} {value!r} is not an integer")
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = int(value.strip())
+    if number is None:
+        raise _Bad(f"{what} {_shown(value)} is not an integer")
+    low, high = bounds
+    if not low <= number <= high:
+        raise _Bad(f"{what} {_shown(value)} is out of range ({low} to {high})")
+    return number
 
 
 def _enum(value: Any, names: tuple[str, ...], prefix: str) -> str:
@@ -184,7 +218,7 @@ def _enum(value: Any, names: tuple[str, ...], prefix: str) -> str:
         if text.isdigit():
             return _enum(int(text), names, prefix)
         return text
-    raise _Bad(f"enum value {value!r} is neither a number nor a name")
+    raise _Bad(f"enum value {_shown(value)} is neither a number nor a name")
 
 
 def _attributes(value: Any) -> dict[str, Any]:
@@ -227,7 +261,7 @@ def _double(value: Any) -> float:
             return float(value)
         except ValueError:
             pass
-    raise _Bad(f"doubleValue {value!r} is not a number")
+    raise _Bad(f"doubleValue {_shown(value)} is not a number")
 
 
 def _bool(value: Any) -> bool:
@@ -235,7 +269,7 @@ def _bool(value: Any) -> bool:
         return value
     if value in {"true", "false"}:
         return bool(value == "true")
-    raise _Bad(f"boolValue {value!r} is not a boolean")
+    raise _Bad(f"boolValue {_shown(value)} is not a boolean")
 
 
 def _array(value: Any) -> list[Any]:
