@@ -159,3 +159,23 @@ def test_bad_sources_exit_2_with_one_line_and_create_no_store(
 def test_help(invoke: Invoke) -> None:
     result = invoke("import", "--help")
     assert result.exit_code == 0 and "--store" in result.stdout and "#RUN_ID" in result.stdout
+
+
+@pytest.mark.parametrize("claimed", ["", 7], ids=["empty", "a-number"])
+def test_a_span_whose_run_id_is_no_run_id_is_filed_under_its_run(
+    invoke: Invoke, recording: Recorded, tmp_path: Path, claimed: Any
+) -> None:
+    """Such spans make a run of their trace (no replay kit); they are stored under it."""
+    document = _claiming(collector_json(run_spans(recording, CLAUDE)), "")
+    if claimed != "":
+        document = json.loads(
+            json.dumps(document).replace('{"stringValue": ""}', f'{{"intValue": "{claimed}"}}')
+        )
+    path = tmp_path / "no-run-id.json"
+    path.write_text(json.dumps(document))
+    target = tmp_path / "imported"
+    result = invoke("import", str(path), "--store", str(target))
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.split(":")[0]
+    assert len(run_id) == 32 and run_id != CLAUDE  # the trace id
+    assert [s.fidelity for s in load_run(run_id, store=str(target)).steps] == ["exact"]

@@ -198,3 +198,40 @@ def test_values_out_of_range_or_of_the_wrong_shape(
     message = refused(str(path))
     assert message.startswith(f"{path}:") and expected in message
     assert "object has no attribute" not in message and len(message) < 300
+
+
+def _step_index(document: dict[str, Any], value: dict[str, str]) -> None:
+    for attribute in _first_span(document)["attributes"]:
+        if attribute["key"] == "replay.step.index":
+            attribute["value"] = value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"intValue": "-5"}, {"stringValue": "9" * 25}, {"stringValue": "second"}],
+    ids=["negative", "past-int64", "a-word"],
+)
+def test_a_step_index_that_is_no_index_names_the_span(
+    recorded: Recorded, tmp_path: Path, value: dict[str, str]
+) -> None:
+    """Never a shorter run (the span left out) nor a crash in the store."""
+    document = collector_json(run_spans(recorded, CLAUDE))
+    _step_index(document, value)
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    message = refused(str(path))
+    span_id = _first_span(document)["spanId"]
+    assert f"span {span_id} has replay.step.index" in message and "not a step index" in message
+
+
+def test_an_operation_name_that_is_a_list_is_no_model_call(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    document = collector_json(run_spans(recorded, CLAUDE))
+    for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for attribute in span["attributes"]:
+            if attribute["key"] in ("gen_ai.operation.name", "replay.run.id"):
+                attribute["value"] = {"arrayValue": {"values": [{"stringValue": "chat"}]}}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    assert "has no replayable steps" in refused(str(path))

@@ -94,9 +94,10 @@ def _already_there(store: Store, loaded: SourceRun) -> bool:
 
 
 def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
-    """A copy of ``span`` that names its run (spans of other instrumentations do not)."""
+    """A copy of ``span`` that names its run: spans of other instrumentations do not, and
+    a ``replay.run.id`` that is not a run id (empty, not a string) is replaced."""
     attributes = dict(span.get("attributes") or {})
-    attributes.setdefault(A.REPLAY_RUN_ID, run_id)
+    attributes[A.REPLAY_RUN_ID] = run_id
     return {**span, "attributes": attributes}
 
 

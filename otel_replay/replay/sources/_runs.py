@@ -14,6 +14,7 @@ from typing import Any
 from otel_replay import attributes as A
 from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.capture.codecs import INFERENCE_OPERATIONS
+from otel_replay.replay.sources._spans import shown
 
 __all__ = [
     "SERVED_KINDS",
@@ -57,22 +58,37 @@ def span_start(span: Span) -> int | None:
 
 def is_inference(span: Span) -> bool:
     """True for a GenAI model-call span (``gen_ai.operation.name`` chat and the like)."""
-    return attrs_of(span).get("gen_ai.operation.name") in INFERENCE_OPERATIONS
+    operation = attrs_of(span).get("gen_ai.operation.name")
+    return isinstance(operation, str) and operation in INFERENCE_OPERATIONS
 
 
 def step_index(span: Span) -> int | None:
-    """``replay.step.index`` of a span, or None."""
-    return int_value(attrs_of(span).get(A.REPLAY_STEP_INDEX))
+    """``replay.step.index`` of a span, or None when it has none.
+
+    Raises ValueError naming the span when the attribute is there but is not a step index
+    (a whole number from 0 to 2**63 - 1): such a span is not silently left out.
+    """
+    value = attrs_of(span).get(A.REPLAY_STEP_INDEX)
+    if value is None:
+        return None
+    index = int_value(value)
+    if index is None or index < 0:
+        raise ValueError(
+            f"span {span.get('span_id')} has replay.step.index {shown(value)}, which is not "
+            "a step index (a whole number from 0)"
+        )
+    return index
 
 
 def int_value(value: Any) -> int | None:
-    """An attribute that should be an int (OTLP JSON may carry it as a string), or None."""
+    """An attribute that should be a signed 64-bit int (OTLP JSON may carry it as a
+    string), or None when it is not one."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    if isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 19:
+        value = int(value)
+    if isinstance(value, int) and -(2**63) <= value < 2**63:
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
     return None
 
 
@@ -84,11 +100,11 @@ def step_spans(run: SpanRun) -> dict[int, Span] | None:
     """
     out: dict[int, Span] = {}
     for span in run.spans:
+        kind = attrs_of(span).get(A.REPLAY_STEP_KIND, "llm")
+        if not isinstance(kind, str) or kind not in SERVED_KINDS:
+            continue
         index = step_index(span)
         if index is None:
-            continue
-        kind = attrs_of(span).get(A.REPLAY_STEP_KIND, "llm")
-        if kind not in SERVED_KINDS:
             continue
         if index in out:
             raise ValueError(

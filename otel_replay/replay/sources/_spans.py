@@ -24,7 +24,7 @@ from typing import Any
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._documents import Document
 
-__all__ = ["span_dicts"]
+__all__ = ["shown", "span_dicts"]
 
 _KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _STATUS = ("UNSET", "OK", "ERROR")
@@ -85,7 +85,7 @@ def _object(value: Any, what: str) -> Mapping[str, Any]:
     return value
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """``repr(value)``, cut to :data:`_SHOWN` characters, for an error message."""
     text = repr(value)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
@@ -106,7 +106,7 @@ def _resource_spans(resource_spans: Mapping[str, Any], where: str) -> Iterable[d
     for scope_name, spans in scoped:
         for span in spans:
             if not isinstance(span, Mapping):
-                raise SourceError(f"{where}: a span is not an object: {_shown(span)}")
+                raise SourceError(f"{where}: a span is not an object: {shown(span)}")
             try:
                 yield _span(span, resource_attrs, scope_name)
             except (_Bad, TypeError, AttributeError) as exc:
@@ -201,10 +201,10 @@ def _int(value: Any, what: str, bounds: tuple[int, int] = _INT64) -> int | None:
         with contextlib.suppress(ValueError):
             number = int(value.strip())
     if number is None:
-        raise _Bad(f"{what} {_shown(value)} is not an integer")
+        raise _Bad(f"{what} {shown(value)} is not an integer")
     low, high = bounds
     if not low <= number <= high:
-        raise _Bad(f"{what} {_shown(value)} is out of range ({low} to {high})")
+        raise _Bad(f"{what} {shown(value)} is out of range ({low} to {high})")
     return number
 
 
@@ -218,7 +218,7 @@ def _enum(value: Any, names: tuple[str, ...], prefix: str) -> str:
         if text.isdigit():
             return _enum(int(text), names, prefix)
         return text
-    raise _Bad(f"enum value {_shown(value)} is neither a number nor a name")
+    raise _Bad(f"enum value {shown(value)} is neither a number nor a name")
 
 
 def _attributes(value: Any) -> dict[str, Any]:
@@ -261,7 +261,7 @@ def _double(value: Any) -> float:
             return float(value)
         except ValueError:
             pass
-    raise _Bad(f"doubleValue {_shown(value)} is not a number")
+    raise _Bad(f"doubleValue {shown(value)} is not a number")
 
 
 def _bool(value: Any) -> bool:
@@ -269,7 +269,7 @@ def _bool(value: Any) -> bool:
         return value
     if value in {"true", "false"}:
         return bool(value == "true")
-    raise _Bad(f"boolValue {_shown(value)} is not a boolean")
+    raise _Bad(f"boolValue {shown(value)} is not a boolean")
 
 
 def _array(value: Any) -> list[Any]:
