@@ -334,10 +334,15 @@ class FsspecBackend:
     local = False
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        """Raises StoreError naming ``url`` when fsspec cannot serve it (an unknown
+        protocol, a driver that is not installed, a malformed URL)."""
         import fsspec  # noqa: PLC0415 - only remote stores pay for importing fsspec
 
         self.location = url.rstrip("/")
-        self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
+        try:
+            self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
+        except (ValueError, ImportError) as exc:
+            raise StoreError(f"cannot open store {self.location}: {exc}") from None
         self._root = str(root).rstrip("/")
 
     def _path(self, rel: str) -> str:

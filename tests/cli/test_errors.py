@@ -119,9 +119,16 @@ def test_a_file_instead_of_a_store(invoke: Invoke, tmp_path: Path) -> None:
     assert_bad_input(invoke("runs", "--store", str(tmp_path / "file")), str(tmp_path / "file"))
 
 
-def test_a_url_nothing_can_open(invoke: Invoke) -> None:
-    line = assert_bad_input(invoke("runs", "--store", "nosuch://bucket/prefix"))
-    assert "nosuch://bucket/prefix" in line
+@pytest.mark.parametrize(
+    "verb",
+    [("runs",), ("import", "r_nope"), ("replay", "latest", "--", "true")],
+    ids=["runs", "import", "replay"],
+)
+def test_a_url_nothing_can_open(invoke: Invoke, verb: tuple[str, ...]) -> None:
+    """Every verb, those that open the store their own way (import, replay) included."""
+    args = [*verb[:2], "--store", "nosuch://bucket/prefix", *verb[2:]]
+    line = assert_bad_input(invoke(*args))
+    assert line == "Error: cannot open store nosuch://bucket/prefix: Protocol not known: nosuch"
 
 
 def test_a_corrupt_blob_met_by_show(invoke: Invoke, store: Path) -> None:
