@@ -118,3 +118,11 @@ def test_an_unreachable_server_names_the_url() -> None:
         load_run(url)
     message = str(caught.value)
     assert message.startswith(f"{url}: cannot download") and "\n" not in message
+
+
+@pytest.mark.parametrize("url", ["http://[::1/x", "http://a b/x"], ids=["ipv6", "space"])
+def test_a_malformed_url_names_the_url(url: str) -> None:
+    with pytest.raises(SourceError) as caught:
+        fetch(url)
+    message = str(caught.value)
+    assert message.startswith(f"{url}: cannot download (") and "\n" not in message

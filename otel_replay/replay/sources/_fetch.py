@@ -41,13 +41,13 @@ def fetch(url: str, limits: Limits | None = None) -> bytes:
     """
     limits = limits if limits is not None else Limits.from_env()
     target = url.split("#", 1)[0]
-    request = urllib.request.Request(
-        target, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
-    )
     deadline = _Deadline(limits.timeout_s)
     opener = _opener(deadline)
     connect_timeout = min(_CONNECT_TIMEOUT_S, limits.timeout_s)
     try:
+        request = urllib.request.Request(  # ValueError for a malformed URL: http://[::1
+            target, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
+        )
         with deadline, opener.open(request, timeout=connect_timeout) as response:
             # read1 returns what one read of the socket gives, so the deadline can cut a
             # slow body.
