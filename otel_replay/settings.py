@@ -100,17 +100,22 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+_MAX_DAYS = 36500
+"""The longest duration a setting may name, 100 years: longer ones (1e300) overflow the
+nanosecond integers and timers they become."""
+
+
 def _seconds(raw: str) -> float:
     value = float(raw.strip())
-    if not 0 < value < float("inf"):
-        raise ValueError("expected a number of seconds > 0")
+    if not 0 < value <= _MAX_DAYS * 86400:
+        raise ValueError("expected a number of seconds > 0 (at most 100 years)")
     return value
 
 
 def _gap_seconds(raw: str) -> float:
     value = float(raw.strip())
-    if not 0 <= value < float("inf"):
-        raise ValueError("expected a number of seconds >= 0")
+    if not 0 <= value <= _MAX_DAYS * 86400:
+        raise ValueError("expected a number of seconds >= 0 (at most 100 years)")
     return value
 
 
@@ -127,8 +132,8 @@ def _names(raw: str) -> tuple[str, ...]:
 
 def _days(raw: str) -> float:
     value = float(raw.strip())
-    if not value >= 0 or value == float("inf"):
-        raise ValueError("expected a number of days >= 0")
+    if not 0 <= value <= _MAX_DAYS:
+        raise ValueError(f"expected a number of days >= 0 (at most {_MAX_DAYS})")
     return value
 
 

@@ -39,6 +39,11 @@ def test_values_parse() -> None:
         ("OTEL_REPLAY_INLINE_LIMIT", "-1"),
         ("OTEL_REPLAY_INLINE_LIMIT", "lots"),
         ("OTEL_REPLAY_REDACT", "(unclosed"),
+        # Finite, but past what a timer or a count of nanoseconds holds.
+        ("OTEL_REPLAY_SOURCE_TIMEOUT_S", "1e300"),
+        ("OTEL_REPLAY_SOURCE_IDLE_GAP_S", "1e300"),
+        ("OTEL_REPLAY_RETAIN_OK_DAYS", "1e300"),
+        ("OTEL_REPLAY_RETAIN_ERROR_DAYS", "1e300"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:
