@@ -110,12 +110,16 @@ def _index_records(tx: Tx, rel: str, size: int, records: list[Record], where: st
 def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> SyncReport:
     """Index the files the index lacks and (``forget_missing``) forget the ones gone."""
     report = SyncReport()
-    listing = list_files(backend)
     where = backend.location
     conn = index.conn()
+    # What the index knows is read before the files are listed: a file is published before
+    # it is indexed, so one indexed by now is listed unless it is gone. The other way round,
+    # another process's file published and indexed between the two reads would look gone,
+    # and its steps or objects would be forgotten.
     with index.guard():
         known_packs = {r[0] for r in conn.execute("SELECT name FROM packs")}
         known_records = {r[0] for r in conn.execute("SELECT path FROM records")}
+    listing = list_files(backend)
     on_disk_packs = {parse_pack_path(rel): rel for rel in listing.packs}
     lost: set[bytes] = set()
     if forget_missing:  # first: a pack gone may have been repacked into one listed now

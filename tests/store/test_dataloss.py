@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from otel_replay.errors import CorruptBlobError, StoreError, StoreNotWritableError
-from otel_replay.store import Retention, Store, _rows
+from otel_replay.store import Retention, Store, _rows, _sync
 from otel_replay.store._objects import manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from tests.store._data import chat_bodies, fixture, span, tag
@@ -601,6 +601,33 @@ def test_gc_keeps_what_a_recording_reuses_from_an_expired_run(tmp_path: Path) ->
         expected = bodies("live", steps, shared=True)
         assert [store.request_body(s) for s in store.steps("live")] == [q for q, _ in expected]
         assert [store.response_body(s) for s in store.steps("live")] == [r for _, r in expected]
+        assert store.verify() == []
+
+
+def test_a_sync_forgets_nothing_another_process_writes_while_it_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gc and refresh sync the index with the files. Another process's flush that lands
+    between the sync's listing and its reading of the index (a file published, then indexed)
+    is not taken for a file that is gone: its steps and objects stay in the index."""
+    root = tmp_path / "s"
+    pairs = chat_bodies(2)
+    with Store.open(root) as store:
+        store.put([fixture("a", 0, *pairs[0])])
+    real = _sync.list_files
+
+    def listing_then_another_flush(backend: Any) -> Any:
+        listed = real(backend)
+        with Store.open(root) as other:
+            other.put([fixture("b", 0, *pairs[1])])
+        return listed
+
+    with Store.open(root) as store:
+        monkeypatch.setattr(_sync, "list_files", listing_then_another_flush)
+        store.refresh()
+        monkeypatch.setattr(_sync, "list_files", real)
+        assert {r.run_id: r.step_count for r in store.runs()} == {"a": 1, "b": 1}
+        assert store.request_body(("b", 0)) == pairs[1][0]
         assert store.verify() == []
 
 
