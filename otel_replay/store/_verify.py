@@ -19,7 +19,7 @@ from otel_replay.store._index import Index
 from otel_replay.store._objects import ManifestError, decode_manifest
 from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame, entries
 from otel_replay.store._read import MAX_DEPTH, ObjectReader
-from otel_replay.store._records import decode_records
+from otel_replay.store._records import Record, decode_records
 from otel_replay.store._sync import list_files, read_pack_table
 from otel_replay.store._types import Progress, VerifyProblem
 
@@ -88,12 +88,39 @@ def _check_pack(
     return good
 
 
+def _check_indexed(
+    records: list[Record],
+    indexed: set[tuple[str | bytes, str, int]],
+    location: str,
+    rel: str,
+    problems: list[VerifyProblem],
+) -> None:
+    """A problem for the steps of an indexed record file that the index does not list."""
+    missing = [
+        (record.run_id, entry["index"])
+        for record in records
+        for entry in record.steps
+        if (_rows.id_param(record.run_id), record.recording, entry["index"]) not in indexed
+    ]
+    if missing:
+        run_id, first = missing[0]
+        problems.append(
+            VerifyProblem(
+                "index",
+                f"record file {location}/{rel} holds {len(missing)} step(s) the index lacks "
+                f"(run {run_id!r} step {first} first); `verify --rebuild-index` reads them",
+                rel,
+                run_id=run_id,
+                step_index=first,
+            )
+        )
+
+
 def verify(
     index: Index, backend: Backend, reader: ObjectReader, progress: Progress | None = None
 ) -> list[VerifyProblem]:
     """See the module docstring."""
     problems: list[VerifyProblem] = []
-    listing = list_files(backend)
     conn = index.conn()
     with index.guard():
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -105,6 +132,13 @@ def verify(
             "SELECT runs.name, step_index, request_hash, response_hash "
             "FROM steps JOIN runs ON runs.id = steps.run ORDER BY runs.id, step_index"
         ).fetchall()
+        indexed_steps = set(
+            conn.execute(
+                "SELECT runs.run_id, runs.recording, step_index FROM steps "
+                "JOIN runs ON runs.id = steps.run"
+            )
+        )
+    listing = list_files(backend)  # after the index, as a sync lists (``_sync.sync``)
     total = len(listing.packs) + len(listing.records) + len(steps)
     done = 0
     for rel in sorted(listing.temps):
@@ -149,6 +183,8 @@ def verify(
                     "unindexed", f"record file {backend.location}/{rel} is not in the index", rel
                 )
             )
+        else:
+            _check_indexed(decoded.records, indexed_steps, backend.location, rel, problems)
         done += 1
         if progress:
             progress(done, total)

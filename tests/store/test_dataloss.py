@@ -631,6 +631,23 @@ def test_a_sync_forgets_nothing_another_process_writes_while_it_lists(
         assert store.verify() == []
 
 
+def test_verify_finds_a_step_the_index_lost_and_the_rebuild_brings_it_back(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    pairs = chat_bodies(3)
+    with Store.open(root) as store:
+        store.put([fixture("a", index, *pair) for index, pair in enumerate(pairs)])
+    with sqlite3.connect(root / "index.sqlite") as conn:
+        conn.execute("DELETE FROM steps WHERE step_index = 1")
+    with Store.open(root) as store:
+        assert [s.index for s in store.steps("a")] == [0, 2]
+        (problem,) = store.verify()
+        assert problem.damage and (problem.run_id, problem.step_index) == ("a", 1)
+        assert "holds 1 step(s) the index lacks (run 'a' step 1 first)" in problem.message
+    with Store.rebuild(root) as store:
+        assert [store.request_body(s) for s in store.steps("a")] == [q for q, _ in pairs]
+        assert store.verify() == []
+
+
 def test_a_flush_retried_after_its_index_commit_failed_keeps_each_span_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
