@@ -34,11 +34,11 @@ import platform
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, ClassVar
+from typing import Any
 
+from otel_replay.replay._audithook import AuditListeners
 from otel_replay.replay._guard import Listener, describe, is_network, is_numeric, port_of, refusal
 
 __all__ = ["AuditGuard", "command_line"]
@@ -87,36 +87,21 @@ class AuditGuard:
     socket guard's; the hook stays in place but idle once the last guard is uninstalled.
     """
 
-    _lock: ClassVar[threading.Lock] = threading.Lock()
-    _hooked: ClassVar[bool] = False
-    # Replaced, never mutated, so the hook reads it without the lock.
-    _active: ClassVar[tuple[AuditGuard, ...]] = ()
-
     def __init__(self, on_attempt: Listener, on_process: Callable[[str], None]) -> None:
         self.on_attempt = on_attempt
         self.on_process = on_process
 
     def install(self) -> None:
         """Start refusing and reporting."""
-        cls = AuditGuard
-        with cls._lock:
-            if not cls._hooked:
-                sys.addaudithook(_hook)
-                cls._hooked = True
-            cls._active = (*cls._active, self)
+        _LISTENERS.add(self)
 
     def uninstall(self) -> None:
         """Stop (this guard; the hook idles once none is left)."""
-        cls = AuditGuard
-        with cls._lock:
-            if self in cls._active:
-                active = list(cls._active)
-                active.remove(self)
-                cls._active = tuple(active)
+        _LISTENERS.remove(self)
 
 
 def _refuse(what: str, host: str | None = None, port: Any = None) -> None:
-    for guard in AuditGuard._active:
+    for guard in _LISTENERS.active:
         guard.on_attempt(what, host, port_of(port))
     raise refusal(what)
 
@@ -126,7 +111,7 @@ def _report(args: Any) -> None:
     if caller.startswith(_PACKAGE) or caller == _PLATFORM:
         return
     command = command_line(args)
-    for guard in AuditGuard._active:
+    for guard in _LISTENERS.active:
         guard.on_process(command)
 
 
@@ -178,8 +163,11 @@ _CHECKS: dict[str, Callable[[tuple[Any, ...]], None]] = {
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     # Runs for every audit event of the process (every import, every open): keep the idle
     # path to one attribute read.
-    if not AuditGuard._active:
+    if not _LISTENERS.active:
         return
     check = _CHECKS.get(event)
     if check is not None:
         check(args)
+
+
+_LISTENERS: AuditListeners[AuditGuard] = AuditListeners(_hook)

@@ -17,14 +17,13 @@ observer is installed, and does nothing while none is.
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay.replay._audithook import AuditListeners
 from otel_replay.replay._guard import describe, is_network, is_numeric
 
 __all__ = ["NetworkObserver"]
@@ -36,37 +35,22 @@ class NetworkObserver:
     ``install``/``uninstall`` nest; the process's hook idles once none is installed.
     """
 
-    _lock: ClassVar[threading.Lock] = threading.Lock()
-    _hooked: ClassVar[bool] = False
-    # Replaced, never mutated, so the hook reads it without the lock.
-    _active: ClassVar[tuple[NetworkObserver, ...]] = ()
-
     def __init__(self, on_attempt: Callable[[str], None]) -> None:
         self.on_attempt = on_attempt
 
     def install(self) -> None:
         """Start counting."""
-        cls = NetworkObserver
-        with cls._lock:
-            if not cls._hooked:
-                sys.addaudithook(_hook)
-                cls._hooked = True
-            cls._active = (*cls._active, self)
+        _LISTENERS.add(self)
 
     def uninstall(self) -> None:
         """Stop counting (this observer)."""
-        cls = NetworkObserver
-        with cls._lock:
-            active = list(cls._active)
-            if self in active:
-                active.remove(self)
-                cls._active = tuple(active)
+        _LISTENERS.remove(self)
 
 
 def _tell(what: str) -> None:
     if context.get_value(_SUPPRESS_INSTRUMENTATION_KEY):
         return  # an OpenTelemetry exporter sending: not the program's traffic
-    for observer in NetworkObserver._active:
+    for observer in _LISTENERS.active:
         observer.on_attempt(what)
 
 
@@ -97,8 +81,11 @@ _EVENTS: dict[str, Callable[[tuple[Any, ...]], None]] = {
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     # Runs for every audit event of the process: the idle path is one attribute read.
-    if not NetworkObserver._active:
+    if not _LISTENERS.active:
         return
     seen = _EVENTS.get(event)
     if seen is not None:
         seen(args)
+
+
+_LISTENERS: AuditListeners[NetworkObserver] = AuditListeners(_hook)
