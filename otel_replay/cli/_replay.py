@@ -375,6 +375,7 @@ def _result(
             )
     result = ReplayResult(recorded, steps, network, subprocesses)
     result.elapsed_s = elapsed
+    result.hooked = any(event.get("type") == "start" for event in events)
     result.ignored = ignored
     result.agent = AgentStatus(code, error)
     result.live_network = live_network

@@ -186,6 +186,14 @@ def _attempts(refused: int, live: int) -> str:
 def render(result: ReplayResult, *, replay_run_id: str | None) -> list[RenderableType]:
     """Everything ``otel-replay replay`` prints, in order."""
     out: list[RenderableType] = [_verdict(result)]
+    if not result.hooked:
+        out.append(
+            Text(
+                "no process of the program loaded otel-replay's replay, so nothing it sent was "
+                "seen: does the command run the Python that otel-replay is installed in?",
+                style="bold red",
+            )
+        )
     out.extend(_first_divergence(result))
     steps = result.steps
     if steps:

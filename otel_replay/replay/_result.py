@@ -228,6 +228,9 @@ class ReplayResult:
         by otel-replay instead of the recording, by ``host[:port]/path``: never compared,
         never network attempts."""
         self.elapsed_s: float = 0.0
+        self.hooked = True
+        """A process of the replayed program loaded otel-replay's replay (set by the
+        ``replay`` verb: False when none did, so nothing it sent could be seen)."""
         self.isolation: Isolation | None = None
         self.agent: AgentStatus = AgentStatus()
         self.live_network: list[str] = []
@@ -340,6 +343,7 @@ class ReplayResult:
             "network_attempts": self.network_attempts,
             "network_live": list(self.live_network),
             "ignored": dict(self.ignored),
+            "hooked": self.hooked,
             "subprocesses": self.subprocesses,
             "isolation": None if self.isolation is None else self.isolation.to_json(),
             "elapsed_s": round(self.elapsed_s, 6),

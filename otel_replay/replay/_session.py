@@ -168,6 +168,7 @@ class ReplaySession:
         self._answers: dict[tuple[int, bool | None], Answer] = {}
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
+        self._write({"type": "start"})  # the replay verb learns the program loaded us
 
     def answer(
         self,

@@ -133,6 +133,26 @@ def test_a_read_only_store_replays_and_says_the_replay_was_not_recorded(
     assert sorted((p, p.read_bytes()) for p in copy.rglob("*") if p.is_file()) == before
 
 
+def test_a_program_that_never_loads_otel_replay_is_named_as_such(
+    agent_store: tuple[Path, str, str],
+) -> None:
+    """A command whose Python lacks otel-replay (here: isolated mode, no sitecustomize, no
+    site-packages) sends nothing the replay can see: the report says why, not just that
+    every step went unrequested."""
+    store, run, _ = agent_store
+    done = replay(store, run, sys.executable, "-I", "-S", "-c", "print('ran')")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ran" in done.stdout
+    assert (
+        "no process of the program loaded otel-replay's replay, so nothing it sent was seen"
+        in done.stdout
+    )
+    as_json = replay(store, run, sys.executable, "-I", "-S", "-c", "pass", flags=["--json"])
+    assert json.loads(as_json.stdout)["hooked"] is False
+    healthy = replay(store, run, sys.executable, str(AGENT))
+    assert "no process of the program loaded" not in healthy.stdout
+
+
 def test_a_changed_system_prompt_is_reported_field_by_field(
     agent_store: tuple[Path, str, str],
 ) -> None:
