@@ -53,7 +53,15 @@ from otel_replay.replay import _isolate
 from otel_replay.replay._background import without_background
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, Isolation, Outcome, ReplayResult, ServedStep
-from otel_replay.replay.sources import Limits, fetch, is_url, load_run, only_run, read_runs
+from otel_replay.replay.sources import (
+    Limits,
+    fetch,
+    is_url,
+    load_run,
+    only_run,
+    read_runs,
+    shown,
+)
 from otel_replay.store import Store
 
 __all__ = ["EXIT_STATUS", "replay"]
@@ -186,7 +194,7 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
     if is_url(base):
         limits = Limits.from_env()
         data = fetch(base, limits)
-        recorded = only_run(read_runs(data, base, fragment or None, limits), ref)
+        recorded = only_run(read_runs(data, shown(base), fragment or None, limits), ref)
         path = scratch / "source.otlp"
         path.write_bytes(data)
         return f"{path}#{fragment}" if fragment else str(path), recorded

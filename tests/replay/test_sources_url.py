@@ -126,3 +126,30 @@ def test_a_malformed_url_names_the_url(url: str) -> None:
         fetch(url)
     message = str(caught.value)
     assert message.startswith(f"{url}: cannot download (") and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://ann:pw-source-4455@127.0.0.1:{port}/api/traces/abc?token=tk-source-8899",
+        "http://ann:pw-source-4455@127.0.0.1:{port}x/api/traces/abc?token=tk-source-8899",
+    ],
+    ids=["unreachable", "bad-port"],
+)
+def test_credentials_in_a_source_url_never_reach_the_message(url: str) -> None:
+    url = url.format(port=closed_port())
+    with pytest.raises(SourceError) as caught:
+        load_run(url)
+    message = str(caught.value)
+    assert message.startswith("http://REDACTED:REDACTED@127.0.0.1:")
+    assert "cannot download" in message and "token=REDACTED" in message
+    assert "pw-source-4455" not in message and "tk-source-8899" not in message
+
+
+def test_credentials_in_the_url_of_a_live_server_stay_out_of_the_message(jaeger: Jaeger) -> None:
+    url = jaeger.url("0" * 32).replace("http://", "http://ann:pw-source-4455@") + "?key=k-7788-k"
+    with pytest.raises(SourceError) as caught:
+        load_run(url)
+    message = str(caught.value)
+    assert message.startswith("http://REDACTED:REDACTED@127.0.0.1:") and "key=REDACTED" in message
+    assert "pw-source-4455" not in message and "k-7788-k" not in message

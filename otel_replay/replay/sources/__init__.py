@@ -6,7 +6,7 @@ CLI downloads in the parent and hands the child a file, since the child may open
 """
 
 from otel_replay.replay.sources._build import SourceRun
-from otel_replay.replay.sources._fetch import fetch, is_url
+from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._import import ImportReport, import_runs
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._load import load_run, load_sources, only_run, read_runs
@@ -22,4 +22,5 @@ __all__ = [
     "load_sources",
     "only_run",
     "read_runs",
+    "shown",
 ]

@@ -17,10 +17,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._limits import Limits, read_bounded
 
-__all__ = ["fetch", "is_url"]
+__all__ = ["fetch", "is_url", "shown"]
 
 _CONNECT_TIMEOUT_S = 30.0
 
@@ -28,6 +29,29 @@ _CONNECT_TIMEOUT_S = 30.0
 def is_url(ref: str) -> bool:
     """True when ``ref`` is an http(s) URL."""
     return ref.lower().startswith(("http://", "https://"))
+
+
+def shown(url: str) -> str:
+    """``url`` as messages and reports name it: without the ``#fragment``, user-info and
+    credential-looking query values redacted (a source URL may carry a token)."""
+    address = url.split("#", 1)[0]
+    return _shown(_redactor(address), address)
+
+
+def _shown(redactor: Redactor, address: str) -> str:
+    try:
+        return redactor.url(address)
+    except ValueError:  # too malformed to split (http://[::1): nothing to find in it either
+        return address
+
+
+def _redactor(url: str) -> Redactor:
+    """A redactor that knows the credentials ``url`` carries, to scrub them wherever they
+    recur (a library's error message may quote the URL)."""
+    redactor = Redactor()
+    with contextlib.suppress(ValueError):
+        redactor.learn((), url)
+    return redactor
 
 
 def fetch(url: str, limits: Limits | None = None) -> bytes:
@@ -40,13 +64,15 @@ def fetch(url: str, limits: Limits | None = None) -> bytes:
     bound (``limits``, default from the environment).
     """
     limits = limits if limits is not None else Limits.from_env()
-    target = url.split("#", 1)[0]
+    address = url.split("#", 1)[0]
+    redactor = _redactor(address)
+    target = _shown(redactor, address)
     deadline = _Deadline(limits.timeout_s)
     opener = _opener(deadline)
     connect_timeout = min(_CONNECT_TIMEOUT_S, limits.timeout_s)
     try:
         request = urllib.request.Request(  # ValueError for a malformed URL: http://[::1
-            target, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
+            address, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
         )
         with deadline, opener.open(request, timeout=connect_timeout) as response:
             # read1 returns what one read of the socket gives, so the deadline can cut a
@@ -58,7 +84,8 @@ def fetch(url: str, limits: Limits | None = None) -> bytes:
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         if deadline.expired:
             raise _late(target, limits) from None
-        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+        reason = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
+        reason = redactor.body(reason.encode(errors="replace")).decode(errors="replace")
         raise SourceError(f"{target}: cannot download ({reason})") from None
     if deadline.expired:  # the shut socket read as the end of the body
         raise _late(target, limits)

@@ -11,7 +11,7 @@ from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._documents import documents
-from otel_replay.replay.sources._fetch import fetch, is_url
+from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._group import (
     GroupingError,
     RunSummary,
@@ -66,7 +66,7 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     if is_url(ref):
         url, _, wanted = ref.partition("#")
         limits = Limits.from_env()
-        return read_runs(fetch(url, limits), url, wanted or None, limits)
+        return read_runs(fetch(url, limits), shown(url), wanted or None, limits)
     path, selector = _split(ref)
     if path is not None:
         if path.is_dir():
