@@ -90,9 +90,11 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
     """The run ``ref`` names: an exact id, ``latest`` (the newest recording: replays and forks
     are runs too, but never what "the latest run" means), or a unique prefix.
 
-    Raises RunNotFoundError when nothing matches and CliError listing the candidates when a
-    prefix is ambiguous.
+    Raises RunNotFoundError when nothing matches, CliError listing the candidates when a
+    prefix is ambiguous, and CliError for an empty ``ref`` (the prefix of every run).
     """
+    if not ref:
+        raise CliError("an empty run id names no run (give an id, a prefix of one, or latest)")
     runs = store.runs()
     exact = [run for run in runs if run.run_id == ref]
     if exact:

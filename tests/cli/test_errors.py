@@ -95,6 +95,14 @@ def test_an_unwritable_store(invoke: Invoke, store: Path, monkeypatch: pytest.Mo
         store.chmod(0o755)
 
 
+@pytest.mark.parametrize("verb", [("show", ""), ("pin", ""), ("diff", "", "latest")])
+def test_an_empty_run_id_names_no_run(invoke: Invoke, bare: Path, verb: tuple[str, ...]) -> None:
+    """Every id starts with the empty string: in a store of one run it would pick that run."""
+    before = sorted((p, p.read_bytes()) for p in bare.rglob("*") if p.is_file())
+    assert_bad_input(invoke(*verb, "--store", str(bare)), "an empty run id names no run")
+    assert sorted((p, p.read_bytes()) for p in bare.rglob("*") if p.is_file()) == before
+
+
 def test_an_unknown_run(invoke: Invoke, store: Path) -> None:
     assert_bad_input(invoke("show", "r_nope", "--store", str(store)), "'r_nope'", str(store))
     assert_bad_input(invoke("pin", "r_nope", "--store", str(store)), "'r_nope'")
