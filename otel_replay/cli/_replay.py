@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,16 +172,44 @@ def replay(
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
-    kept_as = None if Store.is_read_only(where) else new_id  # as the child decided
+    kept = _kept(where, new_id)
     if as_json:
         document = result.to_json()
-        document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept_as)
+        document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept.run_id)
         click.echo(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         console = stdout_console()
-        for block in render(result, replay_run_id=kept_as):
+        for block in render(result, kept=kept.describe()):
             emit(console, block)
     sys.exit(status)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """Where the re-execution was recorded: ``run_id`` in the store at ``store``, or None
+    (``read_only``: the store could not be written, so the program did not try)."""
+
+    run_id: str | None
+    store: str
+    read_only: bool
+
+    def describe(self) -> str:
+        if self.run_id is not None:
+            return f"recorded as run {self.run_id}"
+        why = "is read-only" if self.read_only else "did not take it"
+        return f"not recorded (the store at {self.store} {why})"
+
+
+def _kept(store: str, run_id: str) -> _Kept:
+    """Whether the program's recording of itself reached ``store`` as ``run_id``."""
+    if Store.is_read_only(store):
+        return _Kept(None, store, read_only=True)
+    try:
+        with Store.open(store, create=False) as opened:
+            opened.run(run_id)
+    except OtelReplayError:
+        return _Kept(None, store, read_only=False)
+    return _Kept(run_id, store, read_only=False)
 
 
 def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:

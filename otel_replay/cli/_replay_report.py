@@ -183,8 +183,9 @@ def _attempts(refused: int, live: int) -> str:
     return f"{live} (let through: --no-strict)" if live and not refused else str(refused)
 
 
-def render(result: ReplayResult, *, replay_run_id: str | None) -> list[RenderableType]:
-    """Everything ``otel-replay replay`` prints, in order."""
+def render(result: ReplayResult, *, kept: str) -> list[RenderableType]:
+    """Everything ``otel-replay replay`` prints, in order (``kept``: where the re-execution
+    was recorded, as the summary ends)."""
     out: list[RenderableType] = [_verdict(result)]
     if not result.hooked:
         out.append(
@@ -225,12 +226,7 @@ def render(result: ReplayResult, *, replay_run_id: str | None) -> list[Renderabl
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "
         f"{result.elapsed_s:.3f} s; network attempts: {_attempts(len(attempts), len(live))}; "
-        f"subprocesses: {len(subprocesses)}; "
-        + (
-            f"recorded as run {replay_run_id}"
-            if replay_run_id is not None
-            else "not recorded (the store is read-only)"
-        )
+        f"subprocesses: {len(subprocesses)}; {kept}"
     )
     out.append(summary)
     agent = result.agent

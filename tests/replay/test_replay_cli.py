@@ -22,6 +22,7 @@ import pytest
 
 import otel_replay.replay._boot
 from examples.standin import StandIn
+from otel_replay.cli._replay import _kept
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
@@ -115,6 +116,7 @@ def test_a_read_only_store_replays_and_says_the_replay_was_not_recorded(
     shutil.copytree(store, copy)
     before = sorted((p, p.read_bytes()) for p in copy.rglob("*") if p.is_file())
     base = {k: v for k, v in subprocess_env(copy).items() if not k.startswith("OTEL_")}
+    base["COLUMNS"] = "400"  # the summary on one line
     command = [str(CLI), "replay", run, "--store", str(copy), "--", sys.executable, str(AGENT)]
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', copy, *command],
@@ -127,8 +129,8 @@ def test_a_read_only_store_replays_and_says_the_replay_was_not_recorded(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(recorded_output)
-    summary = [line for line in done.stdout.splitlines() if "served from" in line]
-    assert summary and summary[0].endswith("; not recorded (the store is read-only)")
+    report = " ".join(done.stdout.split())  # the summary may wrap
+    assert f"subprocesses: 0; not recorded (the store at {copy} is read-only)" in report
     assert "otel-replay" not in done.stderr  # no write failure, no lost steps
     assert sorted((p, p.read_bytes()) for p in copy.rglob("*") if p.is_file()) == before
 
@@ -151,6 +153,19 @@ def test_a_program_that_never_loads_otel_replay_is_named_as_such(
     assert json.loads(as_json.stdout)["hooked"] is False
     healthy = replay(store, run, sys.executable, str(AGENT))
     assert "no process of the program loaded" not in healthy.stdout
+
+
+def test_the_summary_claims_a_recording_only_where_the_store_holds_it(
+    agent_store: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    store, run, _ = agent_store
+    assert _kept(str(store), run).describe() == f"recorded as run {run}"
+    assert _kept(str(store), "r_never").describe() == (
+        f"not recorded (the store at {store} did not take it)"
+    )
+    not_a_store = tmp_path / "file"
+    not_a_store.write_text("x")
+    assert _kept(str(not_a_store), run).run_id is None
 
 
 def test_a_changed_system_prompt_is_reported_field_by_field(
