@@ -335,13 +335,14 @@ class FsspecBackend:
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         """Raises StoreError naming ``url`` when fsspec cannot serve it (an unknown
-        protocol, a driver that is not installed, a malformed URL)."""
+        protocol, a driver that is not installed, a malformed URL, a file system that cannot
+        be opened there)."""
         import fsspec  # noqa: PLC0415 - only remote stores pay for importing fsspec
 
         self.location = url.rstrip("/")
         try:
             self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
-        except (ValueError, ImportError) as exc:
+        except (ValueError, ImportError, OSError) as exc:
             raise StoreError(f"cannot open store {self.location}: {exc}") from None
         self._root = str(root).rstrip("/")
 

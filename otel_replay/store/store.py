@@ -156,7 +156,11 @@ class Store:
         policy = retention or Retention.from_env()
         if is_url(where):
             remote = FsspecBackend(where, storage_options)
-            ensure_format(remote, create=create)
+            try:
+                ensure_format(remote, create=create)
+            except OSError as exc:  # unreachable, refused, not a directory: name the store
+                reason = exc.strerror or str(exc) or type(exc).__name__
+                raise StoreError(f"cannot open store {remote.location}: {reason}") from None
             cache = _cache_of(remote.location, cache_dir)
             try:
                 cache.mkdir(parents=True, exist_ok=True)

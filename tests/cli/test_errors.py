@@ -139,6 +139,18 @@ def test_a_url_nothing_can_open(invoke: Invoke, verb: tuple[str, ...]) -> None:
     assert line == "Error: cannot open store nosuch://bucket/prefix: Protocol not known: nosuch"
 
 
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [("http://127.0.0.1:1/store", "Connect call failed"), ("zip:///nowhere", "")],
+    ids=["refused", "zip-of-a-directory"],
+)
+def test_a_store_url_that_cannot_be_opened_is_named(
+    invoke: Invoke, tmp_path: Path, url: str, reason: str
+) -> None:
+    line = assert_bad_input(invoke("runs", "--store", url.replace("/nowhere", str(tmp_path))))
+    assert line.startswith("Error: cannot open store ") and reason in line
+
+
 def test_a_corrupt_blob_met_by_show(invoke: Invoke, store: Path) -> None:
     (pack,) = (store / "objects").rglob("*.pack")
     data = bytearray(pack.read_bytes())
