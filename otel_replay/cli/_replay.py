@@ -172,7 +172,7 @@ def replay(
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
-    kept = _kept(where, new_id)
+    kept = _kept(where, new_id, result.hooked)
     if as_json:
         document = result.to_json()
         document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept.run_id)
@@ -186,30 +186,30 @@ def replay(
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
-    """Where the re-execution was recorded: ``run_id`` in the store at ``store``, or None
-    (``read_only``: the store could not be written, so the program did not try)."""
+    """Where the re-execution was recorded: ``run_id``, or None and ``why`` not."""
 
     run_id: str | None
-    store: str
-    read_only: bool
+    why: str = ""
 
     def describe(self) -> str:
         if self.run_id is not None:
             return f"recorded as run {self.run_id}"
-        why = "is read-only" if self.read_only else "did not take it"
-        return f"not recorded (the store at {self.store} {why})"
+        return f"not recorded ({self.why})"
 
 
-def _kept(store: str, run_id: str) -> _Kept:
-    """Whether the program's recording of itself reached ``store`` as ``run_id``."""
+def _kept(store: str, run_id: str, hooked: bool) -> _Kept:
+    """Whether the program's recording of itself reached ``store`` as ``run_id``
+    (``hooked``: some process of it loaded otel-replay, so there was one to make)."""
+    if not hooked:
+        return _Kept(None, "no process of the program loaded otel-replay")
     if Store.is_read_only(store):
-        return _Kept(None, store, read_only=True)
+        return _Kept(None, f"the store at {store} is read-only")
     try:
         with Store.open(store, create=False) as opened:
             opened.run(run_id)
     except OtelReplayError:
-        return _Kept(None, store, read_only=False)
-    return _Kept(run_id, store, read_only=False)
+        return _Kept(None, f"the store at {store} did not take it")
+    return _Kept(run_id)
 
 
 def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:

@@ -159,13 +159,16 @@ def test_the_summary_claims_a_recording_only_where_the_store_holds_it(
     agent_store: tuple[Path, str, str], tmp_path: Path
 ) -> None:
     store, run, _ = agent_store
-    assert _kept(str(store), run).describe() == f"recorded as run {run}"
-    assert _kept(str(store), "r_never").describe() == (
+    assert _kept(str(store), run, hooked=True).describe() == f"recorded as run {run}"
+    assert _kept(str(store), "r_never", hooked=True).describe() == (
         f"not recorded (the store at {store} did not take it)"
     )
     not_a_store = tmp_path / "file"
     not_a_store.write_text("x")
-    assert _kept(str(not_a_store), run).run_id is None
+    assert _kept(str(not_a_store), run, hooked=True).run_id is None
+    assert _kept(str(store), run, hooked=False).describe() == (
+        "not recorded (no process of the program loaded otel-replay)"
+    )
 
 
 def test_a_changed_system_prompt_is_reported_field_by_field(
