@@ -32,6 +32,16 @@ class Recording:
     args: tuple[str, ...]
 
 
+def assert_tool_kit(tools: list[dict[str, Any]]) -> None:
+    """Each ``execute_tool`` span (its attributes) is a GenAI tool span answering the model's
+    own call, with its description and the replay kit's schema version."""
+    for attrs in tools:
+        assert attrs["gen_ai.operation.name"] == "execute_tool"
+        assert attrs["gen_ai.tool.call.id"].startswith("call_")  # the model's own call id
+        assert attrs["gen_ai.tool.description"]
+        assert attrs["replay.tool.schema.version"].startswith("sha256:")
+
+
 def record(root: Path, script: str, run_id: str, *args: str, **env: str) -> Recording:
     """Run ``script DATABASE *args`` under ``opentelemetry-instrument`` into a store under
     ``root``, then change the world: the order was delivered and the refunds table emptied."""

@@ -8,7 +8,15 @@ import json
 
 import pytest
 
-from tests.frameworks._support import Recording, record, refunds, replay, spans, tool_spans
+from tests.frameworks._support import (
+    Recording,
+    assert_tool_kit,
+    record,
+    refunds,
+    replay,
+    spans,
+    tool_spans,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +56,7 @@ def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) ->
         "reason": "item arrived damaged",
     }
     assert json.loads(refund["gen_ai.tool.call.result"])["refund_id"].startswith("R-")
-    for attrs in tools:
-        assert attrs["gen_ai.operation.name"] == "execute_tool"
-        assert attrs["gen_ai.tool.call.id"].startswith("call_")  # the model's own call id
-        assert attrs["gen_ai.tool.description"]
-        assert attrs["replay.tool.schema.version"].startswith("sha256:")
+    assert_tool_kit(tools)
     names = [span["name"] for span in spans(recorded)]
     assert names.count("execute_tool lookup_order") == names.count("execute_tool refund_order") == 1
 
