@@ -1,11 +1,14 @@
 """An order-desk agent in the OpenAI Agents SDK, its tools plain ``@function_tool`` functions
 with no otel-replay code.
 
-    python _agents_sdk_agent.py orders.sqlite chat|responses [bridge]
+    python _agents_sdk_agent.py orders.sqlite chat|responses [bridge] [failing]
 
 ``chat`` runs the model over Chat Completions, ``responses`` over the Responses API. The SDK's
 own tracing is off (it would upload to OpenAI), unless ``bridge``: then its spans go to
 OpenTelemetry only, through the official ``opentelemetry-instrumentation-openai-agents-v2``.
+With ``failing`` the lookup raises (its warehouse is offline) and the SDK's failure handler
+makes the error the tool's output: the lookup declares a structured output, which that text
+bypasses, and the run's ``tool_error_formatter`` (application code) words the message.
 
 Environment: STANDIN_URL, the stand-in model provider.
 """
@@ -22,7 +25,9 @@ from agents import (
     Agent,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
+    RunConfig,
     Runner,
+    ToolErrorFormatterArgs,
     function_tool,
     set_trace_processors,
     set_tracing_disabled,
@@ -33,7 +38,8 @@ from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, r
 
 DB = open_database(sys.argv[1])
 API = sys.argv[2]
-BRIDGE = sys.argv[3:] == ["bridge"]
+BRIDGE = "bridge" in sys.argv[3:]
+FAILING = "failing" in sys.argv[3:]
 
 
 class Refund(pydantic.BaseModel):
@@ -44,10 +50,34 @@ class Refund(pydantic.BaseModel):
     status: str
 
 
+class Order(pydantic.BaseModel):
+    order_id: str
+    status: str
+    total: float
+
+
 @function_tool
 def lookup_order(order_id: str) -> dict[str, Any]:
     """Get an order's status, item and total."""
     return lookup(DB, order_id)  # the SDK shows the model str() of the dict
+
+
+class WarehouseOffline(LookupError):
+    """The failing lookup's own exception (a replay raises this class again)."""
+
+
+@function_tool(name_override="lookup_order", output_type=Order)
+def lookup_order_offline(order_id: str) -> Order:
+    """Get an order's status, item and total."""
+    raise WarehouseOffline(f"the warehouse holding {order_id} is offline")
+
+
+def word_the_failure(args: ToolErrorFormatterArgs[Any]) -> str | None:
+    """The application's wording of a tool failure for the model (it runs in a replay too)."""
+    if args.kind != "tool_exception":
+        return None
+    print(f"  [failure] {args.tool_name}: {type(args.error).__name__}: {args.error}")
+    return f"{args.tool_name} failed: {args.error}"
 
 
 @function_tool
@@ -72,12 +102,14 @@ async def main() -> None:
         OpenAIAgentsInstrumentor().instrument()
     else:
         set_tracing_disabled(True)
-    tools = [lookup_order, refund_order]
+    tools = [lookup_order_offline if FAILING else lookup_order, refund_order]
     agent = Agent(name="desk", instructions=SYSTEM, tools=tools, model=model())
+    config = RunConfig(tool_error_formatter=word_the_failure)
     history: list[Any] = []
     for question in QUESTIONS:
         print(f"customer> {question}")
-        result = await Runner.run(agent, [*history, {"role": "user", "content": question}])
+        asked = [*history, {"role": "user", "content": question}]
+        result = await Runner.run(agent, asked, run_config=config)
         for item in result.new_items:
             if item.type == "tool_call_output_item":
                 print(f"  [tool] -> {item.output}")

@@ -4,10 +4,10 @@ in memory, ``otel_replay.replaying``): what the agent scripts do not show."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -294,7 +294,7 @@ class OutOfStock(Exception):
     """A tool's own exception: replay raises this very class again."""
 
 
-def agents_tools() -> tuple[Any, Any]:
+def agents_tools() -> list[Any]:
     from agents import function_tool
 
     @function_tool
@@ -309,42 +309,105 @@ def agents_tools() -> tuple[Any, Any]:
         RUNS.append("order_stock")
         raise OutOfStock(f"cannot order {sku}")
 
-    return count_stock, order_stock
+    def told(context: Any, error: Exception) -> str:
+        RUNS.append(f"told: {type(error).__name__}: {error}")  # application code: runs again
+        return f"the supplier said: {error}"
+
+    @function_tool(failure_error_function=told)
+    def ask_supplier(sku: str) -> int:
+        """Ask the supplier (fails: the tool's own handler words it)."""
+        RUNS.append("ask_supplier")
+        raise OutOfStock(f"supplier has no {sku}")
+
+    @function_tool(timeout=0.05)
+    async def slow_count(sku: str) -> int:
+        """Count slowly (cut off by its timeout: the SDK's message)."""
+        RUNS.append("slow_count")
+        await asyncio.sleep(5)
+        return 1
+
+    @function_tool(timeout=0.05, timeout_behavior="raise_exception")
+    async def slow_order(sku: str) -> int:
+        """Order slowly (cut off by its timeout: ToolTimeoutError)."""
+        RUNS.append("slow_order")
+        await asyncio.sleep(5)
+        return 1
+
+    return [count_stock, order_stock, ask_supplier, slow_count, slow_order]
 
 
 def agents_agent() -> list[Any]:
-    from agents.tool import invoke_function_tool
+    from agents.exceptions import ToolTimeoutError
+    from agents.tool import _invoke_function_tool_with_metadata
     from agents.tool_context import ToolContext
 
     async def call(tool: Any, arguments: str, call_id: str) -> Any:
         context = ToolContext(
             None, tool_name=tool.name, tool_call_id=call_id, tool_arguments=arguments
         )
-        return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
+        # The runner's own call: the output and whether the SDK made it of a failure.
+        invoked = await _invoke_function_tool_with_metadata(
+            function_tool=tool, context=context, arguments=arguments
+        )
+        return (invoked.output, invoked.is_sdk_generated_error)
 
-    count_stock, order_stock = agents_tools()
+    count_stock, order_stock, ask_supplier, slow_count, slow_order = agents_tools()
     seen: list[Any] = [asyncio.run(call(count_stock, '{"sku": "KB-101"}', "call_a"))]
     with pytest.raises(OutOfStock, match="cannot order KB-101") as raised:
         asyncio.run(call(order_stock, '{"sku":"KB-101"}', "call_b"))
     seen.append(type(raised.value))
+    seen.append(asyncio.run(call(ask_supplier, '{"sku":"KB-101"}', "call_c")))
+    seen.append(asyncio.run(call(slow_count, '{"sku":"KB-101"}', "call_d")))
+    with pytest.raises(ToolTimeoutError) as timed_out:
+        asyncio.run(call(slow_order, '{"sku":"KB-101"}', "call_e"))
+    seen.append(str(timed_out.value))
     return seen
 
 
 def test_agents_sdk_tool_failures_replay_as_they_happened(tmp_path: Path) -> None:
     RUNS.clear()
     recorded = _record(tmp_path / "store", agents_agent)
-    assert RUNS == ["count_stock", "order_stock"]
-    assert recorded.seen[0] == "An error occurred while running the tool. Please try again."
+    assert RUNS == [
+        "count_stock",
+        "order_stock",
+        "ask_supplier",
+        "told: OutOfStock: supplier has no KB-101",
+        "slow_count",
+        "slow_order",
+    ]
+    assert recorded.seen == [
+        ("An error occurred while running the tool. Please try again.", True),
+        OutOfStock,
+        ("the supplier said: supplier has no KB-101", False),
+        ("Tool 'slow_count' timed out after 0.05 seconds.", True),
+        "Tool 'slow_order' timed out after 0.05 seconds.",
+    ]
     tools = recorded.tools()
     assert [(t["gen_ai.tool.name"], t["gen_ai.tool.call.id"]) for t in tools] == [
         ("count_stock", "call_a"),
         ("order_stock", "call_b"),
+        ("ask_supplier", "call_c"),
+        ("slow_count", "call_d"),
+        ("slow_order", "call_e"),
     ]
-    assert json.loads(tools[0]["gen_ai.tool.call.result"]) == recorded.seen[0]
-    assert tools[1]["error.type"] == f"{__name__}.OutOfStock"
+    # Each step is the tool's body: what it raised (a failure the SDK handled or not), or
+    # that its timeout cut it off; never the text the SDK made of that.
+    assert [t.get("error.type") for t in tools] == [
+        f"{__name__}.OutOfStock",
+        f"{__name__}.OutOfStock",
+        f"{__name__}.OutOfStock",
+        "asyncio.exceptions.CancelledError",
+        "asyncio.exceptions.CancelledError",
+    ]
+    assert not any("gen_ai.tool.call.result" in t for t in tools)
     RUNS.clear()
     with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
+        started = time.monotonic()
         again = agents_agent()
-    assert RUNS == []
+        took = time.monotonic() - started
+    # No body ran; the SDK's handlers did, the tool's own wording included, and the
+    # timeouts' outcomes came at once.
+    assert RUNS == ["told: OutOfStock: supplier has no KB-101"]
     assert again == recorded.seen
+    assert took < 0.5
     assert result.identical, result.first_divergence

@@ -3,7 +3,8 @@
 code in the agent, its database changed, replayed through the CLI with the stand-in gone.
 
 With the official OpenTelemetry bridge of the SDK's tracing installed, the SDK's own
-``execute_tool`` span is the step's span: enriched, not doubled.
+``execute_tool`` span is the step's span: enriched, not doubled. A tool that raises, its error
+made the tool's output by the SDK's failure handler, replays through that handler.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import json
 
 import pytest
 
-from tests.frameworks._support import Recording, record, refunds, replay, spans, tool_spans
+from tests.frameworks._support import (
+    Recording,
+    record,
+    refunds,
+    replay,
+    run_ids,
+    spans,
+    tool_spans,
+)
 
 
 @pytest.fixture(scope="module", params=["chat", "responses"])
@@ -91,3 +100,45 @@ def test_the_sdks_own_execute_tool_span_is_enriched_not_doubled(bridged: Recordi
     assert refunds(bridged.database) == 0
     printed = bridged.printed.splitlines()[1].split("-> ", 1)[1]
     assert ast.literal_eval(printed)["status"] == "shipped"
+
+
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return record(
+        tmp_path_factory.mktemp("agents-failing"),
+        "_agents_sdk_agent.py",
+        "r_agents_failing",
+        "responses",
+        "failing",
+        OTEL_REPLAY_WRITE_TOOLS="refund_order",
+    )
+
+
+def test_a_tool_failure_the_sdk_handled_replays_through_the_same_handler(
+    failing: Recording,
+) -> None:
+    failure = "the warehouse holding A-1234 is offline"
+    printed = failing.printed.splitlines()
+    # The lookup raised; the run's tool_error_formatter worded it and the model was told.
+    assert f"  [failure] lookup_order: WarehouseOffline: {failure}" in printed
+    assert f"  [tool] -> lookup_order failed: {failure}" in printed
+    lookup, refund = tool_spans(failing)
+    # The step is the body: what it raised, not the text the SDK made of it.
+    assert lookup["gen_ai.tool.name"] == "lookup_order"
+    assert lookup["error.type"] == "__main__.WarehouseOffline"
+    assert "gen_ai.tool.call.result" not in lookup
+    assert "error.type" not in refund
+    assert json.loads(refund["gen_ai.tool.call.result"])["status"] == "issued"
+    done = replay(failing)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The exception came back inside the SDK's failure handler: the formatter ran again and
+    # worded it alike, and its text bypassed the tool's declared output schema as recorded
+    # (else the SDK raises UserError: the text is not an Order).
+    assert done.stdout.startswith(failing.printed)
+    assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
+    assert refunds(failing.database) == 0
+    (replayed,) = set(run_ids(failing)) - {failing.run_id}
+    assert [t.get("error.type") for t in tool_spans(failing, replayed)] == [
+        "__main__.WarehouseOffline",
+        None,
+    ]

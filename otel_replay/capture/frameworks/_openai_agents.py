@@ -3,14 +3,23 @@
 The seam is the SDK's one call of a function tool, ``_invoke_function_tool_with_metadata``
 (``agents.tool``, imported by name into the runner's ``tool_execution`` module; both names are
 wrapped). It sees the ``FunctionTool``, the model's arguments as JSON text and the tool context
-(with the model's call id), and returns what the tool's invoker returned. Guardrails, approvals,
-hooks and the SDK's own ``function_span`` run around it as they do without us.
+(with the model's call id). Guardrails, approvals, hooks and the SDK's own ``function_span``
+run around it as they do without us.
 
-What is recorded is that return value: a ``function_tool`` function's result, or the message
-the SDK's failure handler made of its exception (the text the model saw); an exception the
-tool lets through is recorded as one and raised again on replay. Replay restores the value
-with the function's return annotation where there is one, so the SDK stringifies the same
-object (``str()`` of a dict, a pydantic model, a dataclass) exactly as it did.
+The step is the tool's body, inside the SDK's handling of it: the call goes on with a copy of
+the tool (the SDK's own ``copy``) whose body is the step. For an ``@function_tool`` that is
+the function (arguments parsed and output checked by the SDK around it), under the SDK's
+failure handler; for a hand-made ``FunctionTool``, its ``on_invoke_tool``. So what is recorded
+is what the function returned, or what it raised: a failure the SDK turns into the tool's text
+is raised again on replay inside that handler, and the handler runs as it did (the
+``failure_error_function``, the run's ``tool_error_formatter``, the SDK's log line and trace
+error, the output schema bypassed for its message). Replay restores a value with the
+function's return annotation where there is one, so the SDK stringifies the same object
+(``str()`` of a dict, a pydantic model, a dataclass) exactly as it did.
+
+A body the tool's ``timeout_seconds`` cut off is recorded as cancelled; on replay the SDK's
+timeout outcome (its message, the tool's ``timeout_error_function`` or ``ToolTimeoutError``)
+is given at once instead of waiting the timeout out.
 
 The SDK's tracing is its own, not OpenTelemetry's. With an OpenTelemetry bridge of it (the
 official ``opentelemetry-instrumentation-openai-agents-v2``) its ``execute_tool`` span is current
@@ -23,17 +32,21 @@ server while the MCP hook is on (the MCP call is the step, with the server's rea
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import functools
 import inspect
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import orjson
 
 from otel_replay.capture._contract import schema_version
-from otel_replay.capture._envelope import active, perform_async, tool_call
+from otel_replay.capture._envelope import Call, active, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact, restore
 from otel_replay.capture.frameworks import _mcp
 from otel_replay.capture.frameworks._effect import effect_of
@@ -44,14 +57,34 @@ __all__ = ["patch"]
 _SEAM = "_invoke_function_tool_with_metadata"
 
 
+@dataclass(frozen=True, slots=True)
+class _Sdk:
+    """What of ``agents.tool`` the hook uses besides the seam."""
+
+    result_type: type[Any]  # _FunctionToolInvocationResult(output, is_sdk_generated_error)
+    invoker_type: type[Any]  # _FailureHandlingFunctionToolInvoker: the failure handler
+    timeout_error: type[Any]  # ToolTimeoutError
+    timeout_message: Callable[..., str]  # default_tool_timeout_error_message
+
+
+class _CutOff(BaseException):
+    """Under replay, the body served was cut off by the tool's timeout when recorded. A
+    BaseException, so the SDK's failure handler (which catches Exception) lets it by."""
+
+
 def patch(module: ModuleType) -> Callable[[], None]:
     """Make the function tools the runner of ``agents.run_internal.tool_execution`` (and
     ``agents.tool.invoke_function_tool``) calls steps; returns the undo."""
     tools = sys.modules["agents.tool"]
-    result_type = tools._FunctionToolInvocationResult
+    sdk = _Sdk(
+        tools._FunctionToolInvocationResult,
+        tools._FailureHandlingFunctionToolInvoker,
+        tools.ToolTimeoutError,
+        tools.default_tool_timeout_error_message,
+    )
     if not inspect.iscoroutinefunction(getattr(tools, _SEAM, None)):
         raise AttributeError(f"agents.tool.{_SEAM} is not a coroutine function")
-    wrapper = _invoke(result_type)
+    wrapper = _invoke(sdk)
     undos = [wrap(module, _SEAM, wrapper)]
     try:
         undos.append(wrap(tools, _SEAM, wrapper))
@@ -66,38 +99,96 @@ def patch(module: ModuleType) -> Callable[[], None]:
     return undo
 
 
-def _invoke(result_type: type[Any]) -> Callable[..., Any]:
+def _invoke(sdk: _Sdk) -> Callable[..., Any]:
     def invoke(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         tool = kwargs.get("function_tool")
         if not active() or tool is None or args or _stands_aside(tool):
             return wrapped(*args, **kwargs)
-        return _step(tool, result_type, lambda: wrapped(*args, **kwargs), kwargs)
+        try:
+            stepped = _stepped(tool, sdk, _call(tool, kwargs))
+        except Exception as exc:  # a tool we cannot read: it runs as it would without us
+            unrecorded("OpenAI Agents SDK", exc)
+            return wrapped(*args, **kwargs)
+        invocation = wrapped(**{**kwargs, "function_tool": stepped})
+        return _invoked(invocation, sdk, tool, kwargs.get("context"))
 
     return invoke
 
 
-async def _step(
-    tool: Any, result_type: type[Any], live: Callable[[], Any], kwargs: dict[str, Any]
-) -> Any:
-    try:
-        name = str(tool.name)
-        description = tool.description or None
-        call = tool_call(
-            name,
-            _arguments(kwargs.get("arguments")),
-            effect_of(name, _read_only(tool)),
-            description=description,
-            schema_version=schema_version(name, description, tool.params_json_schema, None),
-            call_id=getattr(kwargs.get("context"), "tool_call_id", None),
-        )
-    except Exception as exc:  # a tool we cannot read: it runs as it would without us
-        unrecorded("OpenAI Agents SDK", exc)
-        return await live()
+def _call(tool: Any, kwargs: dict[str, Any]) -> Call:
+    name = str(tool.name)
+    description = tool.description or None
+    return tool_call(
+        name,
+        _arguments(kwargs.get("arguments")),
+        effect_of(name, _read_only(tool)),
+        description=description,
+        schema_version=schema_version(name, description, tool.params_json_schema, None),
+        call_id=getattr(kwargs.get("context"), "tool_call_id", None),
+    )
+
+
+def _stepped(tool: Any, sdk: _Sdk, call: Call) -> Any:
+    """A copy of ``tool`` whose body is the step ``call``, under the SDK's failure handler
+    when the tool has one."""
+    returns = _returns(tool)
 
     def restored(body: bytes) -> Any:
-        return result_type(restore(orjson.loads(body), _returns(tool)))
+        return restore(orjson.loads(body), returns)
 
-    return await perform_async(call, live, lambda result: encode_exact(result.output), restored)
+    def step(body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(body)  # the SDK reads the body's signature and markers
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            ran = False
+
+            async def live() -> Any:
+                nonlocal ran
+                ran = True
+                return await body(*args, **kwargs)
+
+            try:
+                return await perform_async(call, live, encode_exact, restored)
+            except asyncio.CancelledError:
+                if ran or tool.timeout_seconds is None:
+                    raise  # cancelled now, or a recorded cancellation not the timeout's
+                raise _CutOff from None
+
+        return run
+
+    copied = copy.copy(tool)  # the SDK's copy binds the failure handler to the copy
+    invoker = copied.on_invoke_tool
+    if isinstance(invoker, sdk.invoker_type):
+        handler = copy.copy(invoker)
+        handler._invoke_tool_impl = step(invoker._invoke_tool_impl)
+        handler._function_tool = copied
+        copied.on_invoke_tool = handler
+    else:
+        copied.on_invoke_tool = step(invoker)
+    return copied
+
+
+async def _invoked(invocation: Awaitable[Any], sdk: _Sdk, tool: Any, context: Any) -> Any:
+    try:
+        return await invocation
+    except _CutOff:
+        return await _timed_out(sdk, tool, context)
+
+
+async def _timed_out(sdk: _Sdk, tool: Any, context: Any) -> Any:
+    """What the SDK makes of a body its timeout cut off (its own branch for that, which a
+    replay could reach only by waiting the timeout out)."""
+    seconds = tool.timeout_seconds
+    error = sdk.timeout_error(tool_name=tool.name, timeout_seconds=seconds)
+    if tool.timeout_behavior == "raise_exception":
+        raise error
+    handler = tool.timeout_error_function
+    if handler is None:
+        message = sdk.timeout_message(tool_name=tool.name, timeout_seconds=seconds)
+        return sdk.result_type(message, is_sdk_generated_error=True)
+    result = handler(context, error)
+    if inspect.isawaitable(result):
+        result = await result
+    return sdk.result_type(result)
 
 
 def _arguments(text: Any) -> bytes:
