@@ -8,8 +8,9 @@ with a failing status. :func:`watch` notes either, and at exit ends the process 
 (``RunEnd.error_type``: the exception's qualified name, or ``exit status N``).
 
 Not seen: ``raise SystemExit(N)`` written out instead of ``sys.exit(N)``, ``os._exit`` and
-death by a signal (the exporter's SIGTERM handler writes what was recorded; the run is then
-ended by the store, with no error).
+death by a signal, which runs no exit hook: the run is then not ended and stays
+``incomplete`` (the exporter's SIGTERM handler writes what was recorded and ends the open
+spans, ``_process_trace.cut_off``, but hands over no end).
 """
 
 from __future__ import annotations

@@ -16,9 +16,11 @@ The root span is opened by the first such step and ended, at the end of its last
   interpreter exits (an exit hook registered after the SDK's providers, so it runs before they
   flush).
 
-A process killed (SIGKILL, or SIGTERM, which runs no exit hook) never ends its last root: its
-steps are then one trace whose root is missing (Jaeger's ``<trace-without-root-span>``), still
-whole, and still one run by ``replay.run.id``.
+A process about to die of a signal that runs no exit hook (SIGTERM's default action) ends its
+root through :func:`cut_off`, called by the exporter's SIGTERM handler, which also ends the
+``run()`` blocks' spans still open and flushes the tracer providers. A process killed by
+SIGKILL ends nothing: its steps are then one trace whose root is missing (Jaeger's
+``<trace-without-root-span>``), still whole, and still one run by ``replay.run.id``.
 
 Steps with a span current (a ``run()`` block's ``invoke_agent``, a tool step's span, another
 instrumentation's span) keep that parent: we never re-parent another instrumentation's spans.
@@ -30,6 +32,8 @@ import atexit
 import os
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,14 +42,14 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind, Tracer
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import Attributes
 
 from otel_replay import attributes as A
 from otel_replay._clock import wall_ns
 from otel_replay.capture._run import RunState, current_run, in_run_block
 
-__all__ = ["IDLE_GAP_NS", "StepTracer", "end_process_trace"]
+__all__ = ["IDLE_GAP_NS", "StepTracer", "cut_off", "end_process_trace"]
 
 IDLE_GAP_NS = 300 * 10**9
 """Idle time after which a process run's next step opens a new trace (as a trace source's
@@ -83,6 +87,8 @@ class _ProcessTrace:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._burst: _Burst | None = None
+        # The spans of the run() blocks still open, which only a cut-off ends for them.
+        self._blocks: weakref.WeakSet[Span] = weakref.WeakSet()
 
     def parent(self, tracer: Tracer, start_ns: int | None) -> _Burst | None:
         """The burst a step starting now (or at ``start_ns``) nests under, opened if need be;
@@ -113,12 +119,24 @@ class _ProcessTrace:
             with self._lock:
                 burst.open.append(span)
 
-    def end(self) -> None:
-        """End the current burst's root span, if there is one."""
+    def block(self, span: Span) -> None:
+        """Watch ``span``, a ``run()`` block's, until it ends."""
+        if span.is_recording():
+            with self._lock:
+                self._blocks.add(span)
+
+    def end(self, cause: str | None = None) -> None:
+        """End the current burst's root span, if there is one; with a ``cause`` (the process
+        is being cut off), also the ``run()`` blocks' spans still open (see :func:`cut_off`)."""
         with self._lock:
             burst, self._burst = self._burst, None
+            blocks = [span for span in self._blocks if span.is_recording()] if cause else []
         if burst is not None:
-            _end(burst)
+            _end(burst, cause)
+        # Innermost first, as the blocks would have exited.
+        for span in sorted(blocks, key=_start_of, reverse=True):
+            _cut(span, cause or "")
+            span.end()
 
     def forget(self) -> None:
         """In a forked child: the parent ends its root; the child's steps open their own."""
@@ -156,15 +174,68 @@ def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
     return _Burst(run.run_id, root, context, start_ns, start_ns)
 
 
-def _end(burst: _Burst) -> None:
-    """End ``burst``'s root where its last step ended (now, if a step is still open)."""
+def _end(burst: _Burst, cause: str | None = None) -> None:
+    """End ``burst``'s root where its last step ended (now, if a step is still open: with a
+    ``cause``, that step was cut off, which makes the burst an error)."""
     done = burst.settle()
+    if not done and cause:
+        _cut(burst.root, cause)
     burst.root.end(end_time=max(burst.last_end_ns, burst.start_ns) if done else wall_ns())
+
+
+def _cut(span: Span, cause: str) -> None:
+    span.set_attribute("error.type", cause)
+    span.set_status(Status(StatusCode.ERROR, f"cut off by {cause}"))
+
+
+def _start_of(span: Span) -> int:
+    start = getattr(span, "start_time", None)
+    return start if isinstance(start, int) else 0
 
 
 def end_process_trace() -> None:
     """End the process run's current root span (at exit, or when the instrumentor goes)."""
     _PROCESS.end()
+
+
+_TRACERS: weakref.WeakSet[StepTracer] = weakref.WeakSet()
+
+
+def cut_off(cause: str, timeout_s: float) -> bool:
+    """The process is about to die of ``cause`` (``SIGTERM``) without running its exit hooks:
+    end what an exit would have ended, then push every ended span out of the tracer
+    providers the instrumentor records through (their batch processors send their last batch
+    to every exporter, OTLP's too). True when every provider flushed within ``timeout_s``.
+
+    Ended: the process run's root span (where its last step ended; a step still in flight
+    makes it an error, ``error.type`` ``cause``), and the spans of the ``run()`` blocks still
+    open (errors too: the block did not finish). A run's own end is not handed over: a run
+    cut off stays ``incomplete`` in the store. Call it from a thread that holds no lock of
+    the application's (the SIGTERM handler runs it on a helper thread).
+    """
+    _PROCESS.end(cause)
+    deadline = time.monotonic() + timeout_s
+    ok = True
+    for flush in _provider_flushes():
+        left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        ok = bool(flush(left_ms)) and ok
+    return ok
+
+
+def _provider_flushes() -> list[Any]:
+    """The ``force_flush`` of each SDK tracer provider a :class:`StepTracer` records through
+    (an SDK tracer shares its provider's span processor), else of the global provider."""
+    found: dict[int, Any] = {}
+    for tracer in list(_TRACERS):
+        processor = getattr(tracer.inner, "span_processor", None)
+        flush = getattr(processor, "force_flush", None)
+        if flush is not None:
+            found.setdefault(id(processor), flush)
+    if not found:
+        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+        if flush is not None:
+            found[0] = flush
+    return list(found.values())
 
 
 class StepTracer(Tracer):
@@ -180,6 +251,7 @@ class StepTracer(Tracer):
         self.inner = inner
         atexit.unregister(end_process_trace)
         atexit.register(end_process_trace)
+        _TRACERS.add(self)
 
     def start_span(
         self,
@@ -209,6 +281,8 @@ class StepTracer(Tracer):
         )
         if burst is not None:
             _PROCESS.track(burst, span)
+        elif _is_run_block(attributes):
+            _PROCESS.block(span)
         return span
 
     @contextmanager
@@ -240,3 +314,13 @@ class StepTracer(Tracer):
 
 def _is_step(attributes: Mapping[str, Any] | None) -> bool:
     return attributes is not None and A.REPLAY_STEP_INDEX in attributes
+
+
+def _is_run_block(attributes: Mapping[str, Any] | None) -> bool:
+    """A ``run()`` block's ``invoke_agent`` span (it carries the run's kit, not a step's)."""
+    return (
+        attributes is not None
+        and attributes.get("gen_ai.operation.name") == "invoke_agent"
+        and A.REPLAY_RUN_ID in attributes
+        and A.REPLAY_STEP_INDEX not in attributes
+    )

@@ -1,16 +1,35 @@
-"""SIGTERM: write what the replay exporters hold, then do what the signal would have done.
+"""SIGTERM: write and send what the process holds, then do what the signal would have done.
 
-Python's default for SIGTERM is to die on the spot: no ``atexit``, so no SDK shutdown, and
-whatever the exporter has not written yet would be lost. The first exporter built in the main
-thread installs :func:`_on_sigterm`, which asks every live exporter to write everything it
-holds (bounded by ``OTEL_REPLAY_FLUSH_TIMEOUT_MS``) and then chains: a Python handler installed
-before ours is called; ``SIG_IGN`` is honoured; the default disposition is restored and the
-signal re-raised, so the process still dies of SIGTERM with the same exit status. An
-application that installs its own handler later replaces ours; its handler then decides, and a
-clean exit goes through ``atexit`` and the SDK's shutdown, which writes everything too.
+Python's default for SIGTERM is to die on the spot: no ``atexit``, so no SDK shutdown. The
+process run's root span would never end, the batch processors would never send their last
+batch (to the OTLP exporter as to ours), and whatever the replay exporter holds would be lost.
+The first exporter built in the main thread installs :func:`_on_sigterm`, which does what the
+disposition it replaced calls for:
 
-The handler takes no lock the interrupted thread could hold: it posts to the writer's queue
-(a ``SimpleQueue``) and waits on an event of its own.
+* **Die** (the default: ``kill``, ``timeout``, a supervisor or Kubernetes stopping a program
+  that handles no signal): the traces are ended as an exit would end them, with none of the
+  application's code run: the process run's root span and the ``run()`` blocks' spans still
+  open end (``capture._process_trace.cut_off``), every tracer provider the capture records
+  through is flushed (the OTLP exporter sends its last batch), and every live replay exporter
+  writes everything it holds. Then the default disposition is restored and the signal raised
+  again: the process dies of SIGTERM, its parent sees the same status (-15, a shell's 143).
+* **A Python handler** installed before ours: the exporters write what they hold, then that
+  handler runs and decides. The spans stay open, since the process may go on (a handler that
+  sets a flag) or exit through ``sys.exit``, whose exit hooks end them.
+* **Nothing** (``SIG_IGN``): honoured, after the exporters wrote what they hold.
+
+An application that installs its own handler later replaces ours; its handler then decides,
+and a clean exit goes through ``atexit`` and the SDK's shutdown, which ends and writes
+everything too. A handler of its own that calls the one it replaced (ours) gets the above.
+All of it takes at most ``OTEL_REPLAY_FLUSH_TIMEOUT_MS`` (the longest of the exporters'): a
+store or a collector that does not answer delays the death by that much, never more.
+
+The handler takes no lock the interrupted thread could hold. It runs in the main thread,
+between two bytecodes of whatever that thread was doing, possibly inside a lock that ending a
+span or flushing a provider needs (a span's, a batch processor's, the hand-off's): that work
+runs on a helper thread started with the handler, woken through a ``SimpleQueue`` and waited
+for with a timeout. The writers are reached the same way (their queue is a ``SimpleQueue``);
+the handler waits on events of its own.
 """
 
 from __future__ import annotations
@@ -19,9 +38,14 @@ import logging
 import os
 import signal
 import threading
+import time
 import weakref
+from collections.abc import Callable
+from queue import SimpleQueue
 from types import FrameType
 from typing import Any, Protocol
+
+from otel_replay.capture._process_trace import cut_off
 
 __all__ = ["install", "uninstall"]
 
@@ -29,30 +53,78 @@ _log = logging.getLogger("otel_replay.export")
 
 
 class _Flushable(Protocol):
-    def _flush_on_signal(self) -> None: ...
+    def _flush_on_signal(self, timeout_s: float) -> None: ...
 
 
-_exporters: weakref.WeakSet[Any] = weakref.WeakSet()
+_exporters: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+"""Live exporters, each with its flush timeout in seconds."""
 _previous: Any = None
 _installed = False
+_handling = False
 
 
-def install(exporter: _Flushable) -> bool:
-    """Flush ``exporter`` on SIGTERM (installing the handler once); False when signals cannot
-    be handled here (not the main thread, or no SIGTERM on this platform)."""
-    global _previous, _installed  # noqa: PLW0603 - one handler per process
+class _Helper:
+    """A daemon thread that runs, off the signal handler, the work that takes locks."""
+
+    def __init__(self) -> None:
+        self._jobs: SimpleQueue[tuple[Callable[[], object], threading.Event]] = SimpleQueue()
+        self._pid = os.getpid()
+        threading.Thread(target=self._serve, name="otel-replay-sigterm", daemon=True).start()
+
+    @property
+    def usable(self) -> bool:
+        """False in a forked child, where the thread does not exist."""
+        return self._pid == os.getpid()
+
+    def run(self, job: Callable[[], object], timeout_s: float) -> bool:
+        """Run ``job`` on the helper thread; True when it finished within ``timeout_s``."""
+        done = threading.Event()
+        self._jobs.put((job, done))
+        return done.wait(timeout_s)
+
+    def _serve(self) -> None:
+        while True:
+            job, done = self._jobs.get()
+            try:
+                job()
+            except Exception as exc:  # never let ours stand in the way of the signal
+                _log.debug("otel-replay: ending the traces on SIGTERM failed: %r", exc)
+            finally:
+                done.set()
+
+
+_helper: _Helper | None = None
+
+
+def _after_fork_in_child() -> None:
+    global _helper  # noqa: PLW0603 - one helper per process
+    if _installed:
+        _helper = _Helper()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def install(exporter: _Flushable, timeout_s: float) -> bool:
+    """Flush ``exporter`` (within ``timeout_s``) on SIGTERM, installing the handler once; False
+    when signals cannot be handled here (not the main thread, or no SIGTERM on this
+    platform)."""
+    global _previous, _installed, _helper  # noqa: PLW0603 - one handler per process
     if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
         _log.debug("otel-replay: not in the main thread; no SIGTERM handler installed")
         return False
     if not _installed:
         try:
-            _previous = signal.getsignal(signal.SIGTERM)
+            previous = signal.getsignal(signal.SIGTERM)
             signal.signal(signal.SIGTERM, _on_sigterm)
         except (ValueError, OSError) as exc:
             _log.debug("otel-replay: cannot handle SIGTERM here: %s", exc)
             return False
-        _installed = True
-    _exporters.add(exporter)
+        _previous, _installed = previous, True
+        if _helper is None or not _helper.usable:
+            _helper = _Helper()
+    _exporters[exporter] = timeout_s
     return True
 
 
@@ -60,7 +132,7 @@ def uninstall(exporter: _Flushable) -> None:
     """Stop flushing ``exporter``; with none left, put the previous handler back (if ours is
     still the installed one and this is the main thread)."""
     global _installed  # noqa: PLW0603
-    _exporters.discard(exporter)
+    _exporters.pop(exporter, None)
     if _exporters or not _installed:
         return
     if threading.current_thread() is not threading.main_thread():
@@ -74,12 +146,38 @@ def uninstall(exporter: _Flushable) -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    for exporter in list(_exporters):
-        try:
-            exporter._flush_on_signal()
-        except Exception as exc:  # never let ours stand in the way of the signal
-            _log.debug("otel-replay: flushing on SIGTERM failed: %r", exc)
-    previous = _previous
+    global _handling  # noqa: PLW0603 - the main thread's own flag
+    if _handling:
+        return  # SIGTERM again while we handle the first: that one still ends as it should
+    _handling = True
+    try:
+        previous = _previous
+        exporters = list(_exporters.items())
+        deadline = time.monotonic() + max((t for _, t in exporters), default=0.0)
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        def write_all() -> None:
+            for exporter, own in exporters:
+                try:
+                    exporter._flush_on_signal(min(own, left()))
+                except Exception as exc:  # never let ours stand in the way of the signal
+                    _log.debug("otel-replay: flushing on SIGTERM failed: %r", exc)
+
+        write_all()  # the steps first: they are what a replay needs
+        helper = _helper
+        dies = not callable(previous) and previous != signal.SIG_IGN
+        if dies and exporters and helper is not None and helper.usable and left() > 0:
+            cause = signal.Signals(signum).name
+            if helper.run(lambda: cut_off(cause, left()), left()):
+                # What the providers' flush handed the exporters (the root span), and the
+                # steps other threads finished meanwhile.
+                write_all()
+            else:
+                _log.debug("otel-replay: ending the traces on %s timed out", cause)
+    finally:
+        _handling = False
     if callable(previous):
         previous(signum, frame)
     elif previous != signal.SIG_IGN:

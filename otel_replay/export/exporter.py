@@ -114,7 +114,7 @@ class ReplaySpanExporter(SpanExporter):
         register_flush(self.force_flush)
         self._stuck_at: int | None = None  # the writer's cycle count when a wait timed out
         self._writer = self._start_writer()
-        self._on_sigterm = config.handle_sigterm and _sigterm.install(self)
+        self._on_sigterm = config.handle_sigterm and _sigterm.install(self, self._timeout)
         # For exporters whose provider is never shut down: write what is held at exit (the
         # provider's own atexit shutdown, when there is one, runs after this and finishes).
         atexit.register(self._flush_at_exit)
@@ -245,9 +245,9 @@ class ReplaySpanExporter(SpanExporter):
             held_bytes=self._handoff.held_bytes,
         )
 
-    def _flush_on_signal(self) -> None:
+    def _flush_on_signal(self, timeout_s: float) -> None:
         if not self._closed:
-            self._writer.barrier(self._timeout, parked=True)
+            self._writer.barrier(timeout_s, parked=True)
 
     def _flush_at_exit(self) -> None:
         if not self._closed:

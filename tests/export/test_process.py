@@ -44,7 +44,9 @@ def _terminate_after(proc: subprocess.Popen[str], steps: int) -> tuple[int, str]
     return printed, err
 
 
-def _check_store(store_path: Path, at_least: int, run_span: bool, status: str = "ok") -> int:
+def _check_store(
+    store_path: Path, at_least: int, run_span: bool, status: str = "ok", cut: bool = False
+) -> int:
     with Store.open(store_path, create=False) as store:
         info = store.run(RUN_ID)
         assert info.status == status
@@ -57,7 +59,11 @@ def _check_store(store_path: Path, at_least: int, run_span: bool, status: str = 
         spans = store.spans(RUN_ID)
         span_ids = {s["span_id"] for s in spans}
         assert {f"{s.span_id:016x}" for s in steps[:at_least]} <= span_ids
-        assert any(s["name"] == "invoke_agent steps" for s in spans) is run_span
+        blocks = [s for s in spans if s["name"] == "invoke_agent steps"]
+        assert len(blocks) == int(run_span)
+        if cut:  # the block's span was ended by the signal, which cut the block short
+            assert blocks[0]["status"] == {"code": "ERROR", "message": "cut off by SIGTERM"}
+            assert blocks[0]["attributes"]["error.type"] == "SIGTERM"
         assert [p for p in store.verify() if p.damage] == []
         return len(steps)
 
@@ -74,8 +80,9 @@ def test_sigterm_loses_nothing_and_still_kills(standin: StandIn, tmp_path: Path)
     proc = _start(standin, tmp_path / "store", -1)
     printed, err = _terminate_after(proc, 25)
     assert proc.returncode == -signal.SIGTERM, err
-    # Killed by the signal: the run was cut off, and says so; every step is there.
-    stored = _check_store(tmp_path / "store", printed, run_span=False, status="incomplete")
+    # Killed by the signal: the run was cut off, and says so; every step is there, and the
+    # block's span, ended as cut off.
+    stored = _check_store(tmp_path / "store", printed, run_span=True, status="incomplete", cut=True)
     assert stored <= len(standin.received)
 
 

@@ -1,0 +1,217 @@
+"""A recorded process stopped by SIGTERM still ends its trace: the process run's root span and
+every step reach the store and the OTLP backend, and the process dies as SIGTERM would have
+killed it (or, with a handler of its own, as that handler says).
+
+Real subprocesses, the real OTel SDK (under ``opentelemetry-instrument``, or set up in code)
+exporting OTLP over HTTP to a real receiver (``examples.otlp_sink``) and to the replay
+exporter, against the local stand-in.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.otlp_sink import OtlpSink
+from examples.standin import StandIn
+from otel_replay.store import Store
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+AGENT = str(Path(__file__).with_name("_sigterm_agent.py"))
+ROOT_SPAN = "invoke_agent _sigterm_agent.py"
+RUN_ID = "r_sigterm_test"
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    with OtlpSink() as s:
+        yield s
+
+
+def _env(store: Path, sink: OtlpSink) -> dict[str, str]:
+    return subprocess_env(
+        store,
+        OTEL_TRACES_EXPORTER="otlp,replay",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_ENDPOINT=sink.http_endpoint,
+        OTEL_REPLAY_RUN_ID=RUN_ID,
+    )
+
+
+def _start(standin: StandIn, store: Path, sink: OtlpSink, *args: str) -> subprocess.Popen[str]:
+    python = [sys.executable, AGENT, standin.tools_url, *args]
+    command = python if "--in-code" in args else [str(INSTRUMENT), *python]
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=_env(store, sink),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@dataclass
+class _Ended:
+    out: str
+    err: str
+    dying_s: float
+    """Seconds from the signal to the end of the process."""
+
+
+def _terminate_on(proc: subprocess.Popen[str], line: str, wait: float = 0.0) -> _Ended:
+    """Send SIGTERM once the program printed ``line`` (and ``wait`` seconds more)."""
+    assert proc.stdout is not None
+    seen = []
+    sent = time.monotonic()
+    for got in proc.stdout:
+        seen.append(got)
+        if got.strip() == line:
+            time.sleep(wait)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=60)
+    return _Ended("".join(seen) + out, err, time.monotonic() - sent)
+
+
+@dataclass
+class _Trace:
+    status: str
+    steps: list[str]
+    """Span ids of the stored steps that completed, in step order."""
+    stored_root: dict[str, Any]
+    sent_root: dict[str, Any]
+    sent: dict[str, dict[str, Any]]
+
+
+def _one_trace(store_path: Path, sink: OtlpSink) -> _Trace:
+    """The run as stored and as sent over OTLP, checked to be one trace: one root span, the
+    process run's, every completed step its child, the same in the store and at the receiver."""
+    with Store.open(store_path, create=False) as store:
+        info = store.run(RUN_ID)
+        steps = store.steps(RUN_ID)
+        spans = store.spans(RUN_ID)
+        assert [p for p in store.verify() if p.damage] == []
+    assert [s.index for s in steps] == list(range(len(steps)))
+    done = [f"{s.span_id:016x}" for s in steps if s.complete]
+    assert all(s.status_code == 200 for s in steps if s.complete)
+    (stored_root,) = [s for s in spans if s["name"] == ROOT_SPAN]
+    sent = {s["span_id"]: s for s in sink.spans()}
+    sent_roots = [s for s in sink.spans() if s["name"] == ROOT_SPAN]
+    assert len(sent_roots) == 1, [s["name"] for s in sink.spans()]
+    (sent_root,) = sent_roots
+    for root in (stored_root, sent_root):
+        assert root["parent_span_id"] is None
+        assert root["attributes"]["replay.run.id"] == RUN_ID
+        assert root["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert sent_root["span_id"] == stored_root["span_id"]
+    assert sent_root["end_ns"] == stored_root["end_ns"]
+    stored = {s["span_id"]: s for s in spans}
+    for span_id in done:
+        for span in (stored[span_id], sent[span_id]):
+            assert span["parent_span_id"] == sent_root["span_id"]
+            assert span["trace_id"] == sent_root["trace_id"]
+            assert span["attributes"]["replay.run.id"] == RUN_ID
+    assert max(sent[i]["end_ns"] for i in done) <= sent_root["end_ns"]
+    return _Trace(info.status, done, stored_root, sent_root, sent)
+
+
+def _plain_end(trace: _Trace) -> None:
+    """No step was in flight: the root ends where the last step ended, not in error."""
+    for root in (trace.stored_root, trace.sent_root):
+        assert root["status"]["code"] == "UNSET"
+        assert "error.type" not in root["attributes"]
+    assert trace.sent_root["end_ns"] == trace.sent[trace.steps[-1]]["end_ns"]
+
+
+def test_sigterm_sends_the_root_span_and_every_step(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    proc = _start(standin, tmp_path / "store", sink, "--idle-after", "6")
+    ended = _terminate_on(proc, "idle")
+    assert proc.returncode == -signal.SIGTERM, ended.err
+    assert ended.out.count("step ") == 6
+    trace = _one_trace(tmp_path / "store", sink)
+    assert len(trace.steps) == 6
+    assert len(trace.sent) == 7, "six steps and their root, each sent once"
+    assert trace.status == "incomplete", "a run cut off by a signal is not claimed to be whole"
+    _plain_end(trace)
+
+
+def test_a_shell_sees_the_status_of_death_by_sigterm(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    # The program signals itself: its parent is the shell, which reports 128 + 15.
+    command = [str(INSTRUMENT), sys.executable, AGENT, standin.tools_url, "--self-kill", "4"]
+    done = subprocess.run(
+        ["sh", "-c", '"$@"; echo "status $?"', "sh", *command],
+        cwd=ROOT,
+        env=_env(tmp_path / "store", sink),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"status {128 + signal.SIGTERM}"
+    assert "stopped gracefully" not in done.stdout
+    trace = _one_trace(tmp_path / "store", sink)
+    assert len(trace.steps) == 4
+    _plain_end(trace)
+
+
+def test_a_step_in_flight_makes_the_cut_off_root_an_error(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    chat = f"{standin.openai_base_url}/chat/completions"
+    proc = _start(standin, tmp_path / "store", sink, "--slow", chat, "3")
+    # The stand-in holds the call 2 s before its headers: the signal comes in the middle.
+    ended = _terminate_on(proc, "slow call", wait=0.5)
+    assert proc.returncode == -signal.SIGTERM, ended.err
+    assert ended.dying_s < 1.4, "died at once, not once the call was answered"
+    trace = _one_trace(tmp_path / "store", sink)
+    assert len(trace.steps) == 3
+    for root in (trace.stored_root, trace.sent_root):
+        assert root["status"] == {"code": "ERROR", "message": "cut off by SIGTERM"}
+        assert root["attributes"]["error.type"] == "SIGTERM"
+    assert trace.sent_root["end_ns"] > trace.sent[trace.steps[-1]]["end_ns"]
+
+
+def test_a_handler_that_chains_to_ours_runs_then_the_process_dies(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    proc = _start(standin, tmp_path / "store", sink, "--idle-after", "5", "--chain")
+    ended = _terminate_on(proc, "idle")
+    assert proc.returncode == -signal.SIGTERM, ended.err
+    assert ended.out.splitlines()[-1] == "handler ran"
+    trace = _one_trace(tmp_path / "store", sink)
+    assert len(trace.steps) == 5
+    _plain_end(trace)
+
+
+def test_a_handler_installed_before_ours_keeps_the_process_going(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    # The program's handler only asks the loop to stop; ours, installed after it by the
+    # exporter, writes what is held and calls it. Nothing is cut off: the program finishes
+    # its step, leaves the loop and exits 0, and the trace ends as an exit ends it.
+    proc = _start(standin, tmp_path / "store", sink, "--in-code", "--flag-first")
+    ended = _terminate_on(proc, "step 7")
+    assert proc.returncode == 0, ended.err
+    lines = ended.out.splitlines()
+    assert lines.count("handler ran") == 1 and lines[-1] == "stopped gracefully"
+    printed = sum(line.startswith("step ") for line in lines)
+    trace = _one_trace(tmp_path / "store", sink)
+    assert trace.status == "ok"
+    assert len(trace.steps) == printed >= 8
+    assert len(trace.sent) == printed + 1
+    _plain_end(trace)
