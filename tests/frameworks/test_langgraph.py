@@ -1,6 +1,7 @@
 """LangGraph with langchain-openai's ChatOpenAI, its tools plain LangChain ``@tool`` functions:
 recorded under ``opentelemetry-instrument`` with no otel-replay code in the agent, its database
-changed, replayed through the CLI with the stand-in gone."""
+changed, replayed through the CLI with the stand-in gone. A human in the loop too: a graph
+paused by ``interrupt()`` (in a node and in a tool) and resumed with ``Command(resume=...)``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.frameworks._support import (
     record,
     refunds,
     replay,
+    run_ids,
     spans,
     tool_spans,
 )
@@ -69,3 +71,44 @@ def test_a_named_write_tool_never_runs_even_when_read_tools_run_live(
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert "network attempts: 0" in done.stdout
     assert refunds(recorded.database) == 0  # refund_order was served, not run
+
+
+@pytest.fixture(scope="module")
+def paused(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return record(
+        tmp_path_factory.mktemp("langgraph-hitl"),
+        "_langgraph_hitl_agent.py",
+        "r_langgraph_hitl",
+        OTEL_REPLAY_WRITE_TOOLS="refund_*",
+    )
+
+
+def test_a_graph_paused_by_interrupt_and_resumed_replays_identically(paused: Recording) -> None:
+    printed = paused.printed.splitlines()
+    asked = [line for line in printed if line.startswith("  [paused] ")]
+    assert asked == [  # the review node's interrupt, then the refund tool's own
+        "  [paused] {'approve': ['refund_order']} -> {'approved': True}",
+        "  [paused] {'confirm_refund': 'A-1234', 'amount': 129.0} -> {'confirmed': True}",
+    ]
+    assert any(line.startswith('  [tool] refund_order -> {"refund_id": "R-') for line in printed)
+    done = replay(paused)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Paused at the same two places (the tool's pause made again by LangGraph's interrupt(),
+    # resumed by its id in the replayed graph), the refund served, not repeated.
+    assert done.stdout.startswith(paused.printed)
+    assert "replay of run r_langgraph_hitl" in done.stdout and "): identical" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert refunds(paused.database) == 0
+    (replayed,) = set(run_ids(paused)) - {paused.run_id}
+    for run_id in (paused.run_id, replayed):
+        lookup, asking, refunded = tool_spans(paused, run_id)
+        assert lookup["gen_ai.tool.name"] == "lookup_order"
+        # The paused call: not a failure, its result what it asked; the resumed call (the
+        # tool run again by LangGraph) a step of its own answering the same model call.
+        assert (asking["gen_ai.tool.name"], refunded["gen_ai.tool.name"]) == ("refund_order",) * 2
+        assert "error.type" not in asking
+        (interrupt,) = json.loads(asking["gen_ai.tool.call.result"])["otel_replay.interrupt"]
+        assert interrupt["value"] == {"confirm_refund": "A-1234", "amount": 129.0}
+        assert json.loads(refunded["gen_ai.tool.call.result"])["status"] == "issued"
+        assert asking["gen_ai.tool.call.id"] == refunded["gen_ai.tool.call.id"]
+    assert_tool_kit(tool_spans(paused))

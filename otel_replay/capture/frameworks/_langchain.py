@@ -17,18 +17,27 @@ annotation where there is one (``StructuredTool``'s function, a subclass's ``_ru
 ``ToolMessage`` or a pydantic model comes back as one; a ``content_and_artifact`` tool gets
 its two-tuple back. A tool built from an ``@otel_replay.tool`` function is left to that
 function's own step (one step per call, with the effect its author declared).
+
+A body LangGraph's ``interrupt()`` paused (it raised ``GraphInterrupt``: a human is asked,
+the graph stops until ``Command(resume=...)``) is not a failure: its step's result is what it
+asked, ``{"otel_replay.interrupt": [{"value": ..., "id": ...}]}``. On replay the served body
+calls ``interrupt()`` with that value again, so the graph pauses where it did, with
+LangGraph's own interrupt (its id made in the replayed graph). Resumed, LangGraph runs the tool
+again: a step of its own, served as recorded. The value comes back as JSON (a pydantic model
+as a dict).
 """
 
 from __future__ import annotations
 
 import contextvars
 import inspect
+import sys
 import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -165,17 +174,87 @@ def _body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) ->
     pending = _taken(instance)
     if pending is None:
         return wrapped(*args, **kwargs)
-    return perform(
-        _call_of(pending), lambda: wrapped(*args, **kwargs), encode_exact, _restorer(instance)
-    )
+
+    def live() -> Any:
+        try:
+            return wrapped(*args, **kwargs)
+        except Exception as exc:
+            paused = _paused_by(exc)
+            if paused is None:
+                raise
+            return paused
+
+    return _go_on(perform(_call_of(pending), live, _encoded, _restorer(instance)))
 
 
 def _abody(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
     pending = _taken(instance)
     if pending is None:
         return wrapped(*args, **kwargs)
-    return perform_async(
-        _call_of(pending), lambda: wrapped(*args, **kwargs), encode_exact, _restorer(instance)
+
+    async def live() -> Any:
+        try:
+            return await wrapped(*args, **kwargs)
+        except Exception as exc:
+            paused = _paused_by(exc)
+            if paused is None:
+                raise
+            return paused
+
+    return _go_on_async(perform_async(_call_of(pending), live, _encoded, _restorer(instance)))
+
+
+_INTERRUPT = "otel_replay.interrupt"
+
+
+@dataclass(frozen=True, slots=True)
+class _Paused:
+    """A body LangGraph's ``interrupt()`` paused: the interrupts it raised (``value``,
+    ``id``), and when recording the ``GraphInterrupt`` itself, raised again as it was."""
+
+    interrupts: list[dict[str, Any]]
+    raised: BaseException | None = None
+
+
+def _paused_by(exc: Exception) -> _Paused | None:
+    """``exc`` as a pause when it is LangGraph's ``GraphInterrupt``."""
+    errors = sys.modules.get("langgraph.errors")
+    if errors is None or not isinstance(exc, errors.GraphInterrupt):
+        return None
+    raised = exc.args[0] if exc.args else ()
+    interrupts = [{"value": each.value, "id": each.id} for each in raised]
+    return _Paused(interrupts, exc)
+
+
+def _encoded(value: Any) -> bytes:
+    if isinstance(value, _Paused):
+        return encode_exact({_INTERRUPT: value.interrupts})
+    return encode_exact(value)
+
+
+def _go_on(value: Any) -> Any:
+    """What the step gave, or the pause it recorded made again."""
+    if isinstance(value, _Paused):
+        _pause(value)
+    return value
+
+
+async def _go_on_async(step: Awaitable[Any]) -> Any:
+    return _go_on(await step)
+
+
+def _pause(paused: _Paused) -> NoReturn:
+    if paused.raised is not None:
+        raise paused.raised
+    from langgraph.errors import GraphInterrupt  # noqa: PLC0415 - it paused when recorded
+    from langgraph.types import Interrupt, interrupt  # noqa: PLC0415
+
+    if len(paused.interrupts) == 1:
+        interrupt(paused.interrupts[0].get("value"))  # raises, unless a resume value waits
+    raise GraphInterrupt(
+        tuple(
+            Interrupt(value=each.get("value"), id=str(each.get("id"))) for each in paused.interrupts
+        )
     )
 
 
@@ -204,7 +283,10 @@ def _schema_version(tool: Any, name: str, description: str | None) -> str | None
 
 def _restorer(tool: Any) -> Callable[[bytes], Any]:
     def restored(body: bytes) -> Any:
-        value = restore(orjson.loads(body), _returns(tool))
+        recorded = orjson.loads(body)
+        if isinstance(recorded, dict) and recorded.keys() == {_INTERRUPT}:
+            return _Paused(recorded[_INTERRUPT])
+        value = restore(recorded, _returns(tool))
         if tool.response_format == "content_and_artifact" and isinstance(value, list):
             return tuple(value)  # LangChain unpacks (content, artifact) from a tuple only
         return value
