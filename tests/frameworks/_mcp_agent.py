@@ -1,6 +1,7 @@
 """An order-desk agent whose tools live on an MCP server it starts over stdio: the model
 (Chat Completions, the real openai SDK) is offered the server's tools, and each tool call is
-``ClientSession.call_tool``, with no otel-replay code.
+``ClientSession.call_tool``, with no otel-replay code. Each call prints the progress the
+server reports while it runs (its ``progress_callback``).
 
     python _mcp_agent.py orders.sqlite
 
@@ -30,6 +31,10 @@ SERVER = StdioServerParameters(
 )
 
 
+async def progress(done: float, total: float | None, message: str | None) -> None:
+    print(f"  [progress] {done}/{total}: {message}")
+
+
 async def answer(
     client: AsyncOpenAI, session: ClientSession, tools: list[Any], messages: list[Any]
 ) -> str:
@@ -43,7 +48,7 @@ async def answer(
             return message.content or ""
         for call in message.tool_calls:
             result = await session.call_tool(
-                call.function.name, json.loads(call.function.arguments)
+                call.function.name, json.loads(call.function.arguments), progress_callback=progress
             )
             text = "".join(part.text for part in result.content if part.type == "text")
             print(f"  [tool] {call.function.name} -> {text}")

@@ -1,5 +1,6 @@
 """The order desk as an MCP server over stdio (``mcp``'s ``MCPServer``): ``lookup_order``
 says it is read-only, ``refund_order`` that it is not, ``get_weather`` says nothing.
+``refund_order`` reports its progress (``ctx.report_progress``) to a client that asks for it.
 
     python _mcp_server.py orders.sqlite
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 from tests.frameworks._orders import lookup, open_database, refund
@@ -25,9 +26,13 @@ def lookup_order(order_id: str) -> dict[str, Any]:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
-def refund_order(order_id: str, reason: str) -> dict[str, Any]:
+async def refund_order(order_id: str, reason: str, ctx: Context) -> dict[str, Any]:
     """Refund an order in full."""
-    return refund(DB, order_id, reason)
+    await ctx.report_progress(0, 2, f"checking order {order_id}")
+    refunded = refund(DB, order_id, reason)
+    await ctx.report_progress(1, 2, f"refund {refunded['refund_id']} issued")
+    await ctx.report_progress(2, 2)
+    return refunded
 
 
 @server.tool()

@@ -1,7 +1,8 @@
 """MCP: an agent whose tools live on an MCP server it starts over stdio (a real ``MCPServer``),
 called through ``ClientSession.call_tool``: recorded under ``opentelemetry-instrument`` with no
 otel-replay code, its database changed, replayed through the CLI with the stand-in gone. Each
-tool's effect comes from the server's ``readOnlyHint`` when it gives one."""
+tool's effect comes from the server's ``readOnlyHint`` when it gives one; the progress a tool
+reports reaches the call's ``progress_callback`` in the replay too."""
 
 from __future__ import annotations
 
@@ -45,6 +46,27 @@ def test_the_agent_replays_identically_and_its_write_does_not_repeat(
     assert done.stdout.startswith(recorded.printed)
     assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
     assert refunds(recorded.database) == 0
+
+
+def test_the_progress_a_tool_reported_reaches_the_callback_in_replay(
+    recorded: Recording,
+) -> None:
+    # Recorded: the server's three reports reached the call's progress_callback, in order.
+    reported = [line for line in recorded.printed.splitlines() if "[progress]" in line]
+    assert reported[0] == "  [progress] 0.0/2.0: checking order A-1234"
+    assert reported[1].startswith("  [progress] 1.0/2.0: refund R-")
+    assert reported[2:] == ["  [progress] 2.0/2.0: None"]
+    refund = tool_spans(recorded)[1]
+    result = json.loads(refund["gen_ai.tool.call.result"])
+    assert result["structuredContent"]["status"] == "issued"
+    assert [note["progress"] for note in result["otel_replay.progress"]] == [0, 1, 2]
+    done = replay(recorded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Replayed: the same reports, to the same callback, before the call returned its result.
+    again = [line for line in done.stdout.splitlines() if "[progress]" in line]
+    assert again == reported
+    assert done.stdout.startswith(recorded.printed)
+    assert "): identical" in done.stdout
 
 
 def test_the_effect_comes_from_the_servers_read_only_hint(recorded: Recording) -> None:

@@ -13,6 +13,12 @@ The result, a ``CallToolResult`` (``isError`` results included), is recorded as 
 session's own result parser, so fields the server did not send stay unset. A JSON-RPC error is
 recorded as the exception it raised. The SDK's ``MCP send tools/call`` client span, when the
 call runs, is a child of the step's ``execute_tool`` span, as an HTTP span is of a model call.
+
+The progress a server reports while a tool runs (``ctx.report_progress``), which the session
+hands to the call's ``progress_callback``, goes with the result: its notifications, in order,
+under ``"otel_replay.progress"`` beside the result's fields (``progress``, ``total``,
+``message``). On replay the callback is called with each of them, in order, before the call
+returns its result, as the session would have; they are not spread over time.
 """
 
 from __future__ import annotations
@@ -127,24 +133,45 @@ def _schema(tool: Any, *names: str) -> Any:
     return None
 
 
+_PROGRESS = "otel_replay.progress"
+_PROGRESS_AT = 3  # call_tool(name, arguments, read_timeout_seconds, progress_callback)
+
+
+@dataclass(frozen=True, slots=True)
+class _Progressed:
+    """A tool call's result and the progress reported while it ran (``progress``, ``total``,
+    ``message``); ``delivered`` when the callback already saw it (recording)."""
+
+    result: Any
+    notes: list[dict[str, Any]]
+    delivered: bool
+
+
 def _call_tool(result_type: type[Any]) -> Callable[..., Any]:
     def call_tool(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if not active():
             return wrapped(*args, **kwargs)
-        return _step(instance, result_type, lambda: wrapped(*args, **kwargs), args, kwargs)
+        return _step(instance, result_type, wrapped, args, kwargs)
 
     return call_tool
 
 
+def _progress_callback(args: Any, kwargs: dict[str, Any]) -> Any:
+    if len(args) > _PROGRESS_AT:
+        return args[_PROGRESS_AT]
+    return kwargs.get("progress_callback")
+
+
 async def _step(
-    session: Any, result_type: type[Any], live: Callable[[], Any], args: Any, kwargs: Any
+    session: Any, result_type: type[Any], wrapped: Callable[..., Any], args: Any, kwargs: Any
 ) -> Any:
     try:
         name = str(args[0] if args else kwargs["name"])
         arguments = encode((args[1] if len(args) > 1 else kwargs.get("arguments")) or {})
+        callback = _progress_callback(args, kwargs)
     except Exception as exc:  # a call we cannot read: it runs as it would without us
         unrecorded("MCP", exc)
-        return await live()
+        return await wrapped(*args, **kwargs)
     listed = await _listed(session, name)
     call = tool_call(
         name,
@@ -154,14 +181,38 @@ async def _step(
         schema_version=listed.schema_version,
     )
 
+    async def live() -> Any:
+        if callback is None:
+            return await wrapped(*args, **kwargs)
+        notes: list[dict[str, Any]] = []
+
+        async def noted(progress: float, total: float | None, message: str | None) -> None:
+            notes.append({"progress": progress, "total": total, "message": message})
+            await callback(progress, total, message)
+
+        if len(args) > _PROGRESS_AT:
+            result = await wrapped(*args[:_PROGRESS_AT], noted, *args[_PROGRESS_AT + 1 :], **kwargs)
+        else:
+            result = await wrapped(*args, **{**kwargs, "progress_callback": noted})
+        return _Progressed(result, notes, delivered=True) if notes else result
+
     def restored(body: bytes) -> Any:
         value = orjson.loads(body)
+        notes = value.pop(_PROGRESS, None) if isinstance(value, dict) else None
         parser = getattr(session, "_call_tool_adapter", None)  # claims-aware, when present
         if parser is not None and hasattr(parser, "validate_python"):
-            return parser.validate_python(value)
-        return result_type.model_validate(value)
+            result = parser.validate_python(value)
+        else:
+            result = result_type.model_validate(value)
+        return _Progressed(result, notes, delivered=False) if notes else result
 
-    return await perform_async(call, live, _dumped, restored)
+    outcome = await perform_async(call, live, _recorded, restored)
+    if not isinstance(outcome, _Progressed):
+        return outcome
+    if not outcome.delivered and callback is not None:
+        for note in outcome.notes:
+            await callback(note.get("progress"), note.get("total"), note.get("message"))
+    return outcome.result
 
 
 async def _listed(session: Any, name: str) -> _Listed:
@@ -175,6 +226,15 @@ async def _listed(session: Any, name: str) -> _Listed:
         known = _listings.setdefault(session, {})
         known.setdefault(name, _UNLISTED)  # listed once: a tool the server hides stays unknown
     return known[name]
+
+
+def _recorded(outcome: Any) -> bytes:
+    if not isinstance(outcome, _Progressed):
+        return _dumped(outcome)
+    wire = orjson.loads(_dumped(outcome.result))
+    if not isinstance(wire, dict):  # not a result the session parses: the progress is left out
+        return _dumped(outcome.result)
+    return orjson.dumps({**wire, _PROGRESS: outcome.notes})
 
 
 def _dumped(result: Any) -> bytes:
