@@ -19,6 +19,8 @@ then holds the application back instead of memory growing.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +40,10 @@ __all__ = ["Barrier", "Spans", "Writer"]
 BATCH_MAX = 512
 """Queue items taken per flush at most: large enough that a burst is written in few flushes,
 small enough that one batch takes a fraction of a second."""
+GATHER_S = 0.05
+"""After the first step of a batch arrives, how long the writer waits for more before writing
+(a barrier cuts it short). Waking once per batch instead of once per step keeps the writer
+from taking the GIL from the application at every step."""
 PARK_POLL_S = 0.005
 """How often parked steps are checked for their span's end."""
 PARK_MAX_S = 60.0
@@ -104,6 +110,9 @@ class Writer:
         failures: Failures,
     ) -> None:
         self._consumer = consumer
+        # One token per barrier posted: it ends the writer's wait for a batch to gather. A
+        # SimpleQueue, because barriers are posted from signal handlers too.
+        self._urgent: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._open_store = open_store
         self._where = where
         self._owns_store = owns_store
@@ -187,6 +196,7 @@ class Writer:
 
     def _wait(self, barrier: Barrier, timeout: float) -> bool:
         self._consumer.post(barrier)
+        self._urgent.put(None)
         deadline = time.monotonic() + timeout
         # Wait in slices: if the thread ends without answering, do not wait for nothing.
         while not barrier.done.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
@@ -208,6 +218,8 @@ class Writer:
 
     def _cycle(self) -> bool:
         first = self._consumer.get(timeout=self._sleep_time())
+        if first is not None and not isinstance(first, Barrier):
+            self._gather()
         items = [] if first is None else [first]
         items.extend(self._consumer.drain(BATCH_MAX))
         barriers: list[Barrier] = []
@@ -234,6 +246,11 @@ class Writer:
             self._consumer.release(release)
         self.cycles += 1
         return final
+
+    def _gather(self) -> None:
+        """Let a batch gather for up to :data:`GATHER_S`, less when a barrier is posted."""
+        with contextlib.suppress(queue.Empty):
+            self._urgent.get(timeout=GATHER_S)
 
     def _sleep_time(self) -> float | None:
         if self._parked:
