@@ -152,10 +152,14 @@ class Matcher:
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
         self._by_conversation: dict[str, list[RecordedStep]] | None = None
         self._seen_per_endpoint: dict[str, int] = {}
+        # Recorded bodies by their bytes: a request whose bytes equal a recording's has that
+        # recording's hash, found in a dict lookup instead of a sha256 of the body.
+        self._hash_of_body: dict[bytes, str] = {}
         for step in run.steps:
             if step.request_hash is not None and step.request_body is not None:
                 key = (step.request_hash, _recorded_target(step))
                 self._by_hash.setdefault(key, []).append(step)
+                self._hash_of_body.setdefault(step.request_body, step.request_hash)
             self._by_endpoint.setdefault(step.endpoint, []).append(step)
 
     def match(self, method: str, url: str, body: bytes | None, request_hash: str) -> Match | None:
@@ -186,6 +190,10 @@ class Matcher:
             if result is not None:
                 self._served[result.step.index] = self._served.get(result.step.index, 0) + 1
             return result
+
+    def recorded_hash(self, body: bytes) -> str | None:
+        """The ``request_hash`` a recorded step holds for exactly these bytes, or None."""
+        return self._hash_of_body.get(body)
 
     def served_count(self, index: int) -> int:
         """How many times recorded step ``index`` has been served."""

@@ -248,10 +248,10 @@ class ReplaySession:
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
         first, and redacted only when that finds nothing (code that did not change costs one
-        hash)."""
+        dict lookup of its bytes)."""
         match: Match | None = None
         if sent:
-            sent_hash = request_hash or sha256_tag(body)
+            sent_hash = request_hash or self.matcher.recorded_hash(body) or sha256_tag(body)
             match = self.matcher.match(method, url, None, sent_hash)
             redacted = body if match is not None else self._redactor.body(body)
             if redacted is body:
