@@ -959,6 +959,27 @@ def test_mid_stream_error_event() -> None:
     )
 
 
+def test_a_stream_read_up_to_its_stop_reason_arrived_whole() -> None:
+    # LiteLLM closes an Anthropic stream once it has the stop reason: message_stop, which
+    # carries nothing, is never read.
+    cut_after_stop_reason = ANTHROPIC_MESSAGES.parse_response(
+        200, sse(*TEXT_STREAM[:-1]), streamed=True
+    )
+    cut_mid_text = ANTHROPIC_MESSAGES.parse_response(200, sse(*TEXT_STREAM[:5]), streamed=True)
+
+    assert cut_after_stop_reason.finished is True
+    assert cut_after_stop_reason.attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert cut_after_stop_reason.output_messages == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "Hello, world"}],
+            "finish_reason": "stop",
+        }
+    ]
+    assert cut_mid_text.finished is False
+    assert cut_mid_text.attributes["gen_ai.response.finish_reasons"] == ["error"]
+
+
 @pytest.mark.parametrize(
     "body", [b"", b": keep-alive\n\n", b"<html>502</html>", b"data: [DONE]\n\n"]
 )

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from examples.standin.server import StandIn
+from otel_replay.testing._kit import CaptureKit
 from tests.frameworks._support import CLI, Recording, record, refunds, replay, tool_spans
 
 PRICE_LIST = "model_prices_and_context_window.json"
@@ -99,3 +101,33 @@ def test_a_changed_system_prompt_diverges_at_the_first_call(plain: Recording) ->
     assert "system instructions" in done.stdout and "Contoso" in done.stdout
     assert "network attempts: 0" in done.stdout
     assert refunds(plain.database) == 0
+
+
+def test_an_anthropic_stream_litellm_closes_at_its_stop_reason_is_complete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LiteLLM stops reading an Anthropic stream once it has the stop reason and closes it,
+    so the recorded body ends before message_stop: the answer still arrived whole."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-list fetch here
+    import litellm  # after the setting above
+
+    with StandIn(event_delay=0.005) as server, CaptureKit() as kit:
+        chunks = litellm.completion(
+            model="anthropic/claude-sonnet-4-6",
+            messages=[{"role": "user", "content": "Hello"}],
+            stream=True,
+            api_base=server.base_url,
+            api_key="sk-ant-standin-not-a-secret",
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+
+    (attributes,) = [
+        span["attributes"]
+        for span in kit.spans()
+        if span["attributes"].get("replay.step.kind") == "llm"
+    ]
+    assert text == "Hey! How can I help you today?"
+    assert b"message_stop" not in attributes["replay.response.body"].encode()
+    assert attributes["replay.response.complete"] is True
+    assert attributes["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert "error.type" not in attributes

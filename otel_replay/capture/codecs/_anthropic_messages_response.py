@@ -353,7 +353,10 @@ class _Stream:
             attributes=attributes,
             output_messages=output_messages,
             error_type=self.error_type,
-            finished=self.stopped,
+            # The message_delta carrying the stop reason is the last event with content (only
+            # an empty message_stop follows), and clients such as LiteLLM close the stream as
+            # soon as they have it: the answer arrived whole.
+            finished=self.stopped or (self.stop_reason is not None and self.error_type is None),
         )
 
 
