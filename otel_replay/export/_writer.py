@@ -11,8 +11,9 @@ is durable.
 
 A run's end (:class:`~otel_replay.step.RunEnd`, posted by the capture when a ``run()`` block
 exits) is written with the steps queued before it. One batch is one ``Store.flush``
-(fsync-ed), so a burst is written in few large flushes and a quiet agent gets each step
-written as soon as it ends. When a flush fails the store keeps the
+(fsync-ed): the first step of a batch waits up to :data:`GATHER_S` for others (a barrier cuts
+the wait short), so a burst is written in few large flushes and a quiet agent's step is
+durable within that time. When a flush fails the store keeps the
 batch and the writer retries with back-off; the bytes stay counted in the hand-off, whose bound
 then holds the application back instead of memory growing.
 """
