@@ -39,9 +39,12 @@ it overflows, so steps do not travel through it:
   closes the store.
 - **SIGTERM.** Python dies of SIGTERM without running ``atexit``, so the exporter installs a
   handler (``OTEL_REPLAY_HANDLE_SIGTERM=false`` turns it off) that writes everything held and
-  then chains to the previous handler, or re-raises the signal with the default disposition:
-  the exit status is unchanged. See :mod:`._sigterm`. SIGKILL cannot be handled: what was
-  flushed before it is intact (the store's crash safety), a step in flight is absent.
+  then chains to the previous handler; when the signal would kill the process, it also ends
+  the process run's root span and the open ``run()`` spans, flushes the tracer providers (so
+  OTLP sends its last batch) and re-raises the signal with the default disposition: the exit
+  status is unchanged. See :mod:`._sigterm`. SIGKILL cannot be handled: what was flushed
+  before it is intact (the store's crash safety); steps not yet written (at most the last
+  ``GATHER_S`` of them) and a step in flight are absent.
 - **fork.** A forked child starts with an empty hand-off and a writer and store of its own;
   the parent writes what it held.
 """
