@@ -1,14 +1,21 @@
-"""Steps whose response stream is still open, so none is lost when the application drops it.
+"""Steps in flight, so none is lost when the application drops a response or the process
+ends under one.
 
-A streamed response's step ends when the application exhausts or closes the stream. An
-application can also do neither: it drops the response, or exits while holding it. Such a
-step still ends, recording what was read as incomplete:
+A step is open from its request until its response ends: the request is on its way, or the
+answer is being read. A streamed response's step ends when the application exhausts or closes
+the stream. An application can also do neither: it drops the response, or exits while holding
+it. Such a step still ends, recording what was read as incomplete:
 
 * when its tee is garbage-collected, the step is queued, and the next step to begin (on any
   thread) finishes it. Not in the collector's callback itself: the collector can run while
   any lock is held, and ending a span takes the processors' locks;
 * at interpreter exit, :meth:`OpenSteps.finish_all` (an exit hook the instrumentor registers
-  after the SDK's providers, so it runs before they flush) finishes every step still open.
+  after the SDK's providers, so it runs before they flush) finishes every step still open;
+* when SIGTERM is about to kill the process, :func:`cut_in_flight` ends every open step of
+  every recorder as cut off by the signal (its request, and what was read of its answer).
+
+Ending a step is claimed here (:meth:`OpenSteps.claim`, one atomic set removal), so a step the
+application finishes while an exit hook or the signal path ends it is recorded once.
 """
 
 from __future__ import annotations
@@ -20,25 +27,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from otel_replay.capture._step import OpenStep
 
-__all__ = ["OpenSteps"]
+__all__ = ["OpenSteps", "cut_in_flight"]
+
+_RECORDERS: weakref.WeakSet[OpenSteps] = weakref.WeakSet()
 
 
 class OpenSteps:
-    """The steps of one recorder whose response stream is tee'd and not yet finished."""
+    """The steps of one recorder that began and have not ended."""
 
     def __init__(self) -> None:
         self._open: set[OpenStep] = set()
         # Appended to by garbage-collector callbacks; deque appends and pops need no lock.
         self._dropped: deque[OpenStep] = deque()
+        _RECORDERS.add(self)
+
+    def begin(self, step: OpenStep) -> None:
+        """``step`` began (its request is about to be sent)."""
+        self._open.add(step)
 
     def track(self, tee: object, step: OpenStep) -> None:
-        """Watch ``step``, whose response stream is ``tee``, until it finishes."""
-        self._open.add(step)
+        """Watch ``tee``, the response stream of ``step``: dropped unclosed, it ends the step."""
         weakref.finalize(tee, self._dropped.append, step)
 
-    def untrack(self, step: OpenStep) -> None:
-        """``step`` finished (called by the step itself)."""
-        self._open.discard(step)
+    def claim(self, step: OpenStep) -> bool:
+        """True for the one caller that gets to end ``step`` (a set removal is atomic)."""
+        try:
+            self._open.remove(step)
+        except KeyError:
+            return False
+        return True
 
     def finish_dropped(self) -> None:
         """Finish, as incomplete, the steps whose stream the application dropped unclosed."""
@@ -55,3 +72,16 @@ class OpenSteps:
         self.finish_dropped()
         for step in list(self._open):
             step.finish(complete=False)
+
+
+def cut_in_flight(cause: str) -> int:
+    """End every open step of every recorder as cut off by ``cause`` (``SIGTERM``): an error
+    of that type, with what was read of its answer. How many were ended.
+
+    Ending a step takes the span processors' and the hand-off's locks: call it from a thread
+    that holds none of the application's (the SIGTERM handler uses a thread of its own)."""
+    cut = 0
+    for steps in list(_RECORDERS):
+        for step in list(steps._open):
+            cut += step.cut(cause)
+    return cut

@@ -125,14 +125,14 @@ class _ProcessTrace:
             with self._lock:
                 self._blocks.add(span)
 
-    def end(self, cause: str | None = None) -> None:
+    def end(self, cause: str | None = None, steps_cut: bool = False) -> None:
         """End the current burst's root span, if there is one; with a ``cause`` (the process
         is being cut off), also the ``run()`` blocks' spans still open (see :func:`cut_off`)."""
         with self._lock:
             burst, self._burst = self._burst, None
             blocks = [span for span in self._blocks if span.is_recording()] if cause else []
         if burst is not None:
-            _end(burst, cause)
+            _end(burst, cause, steps_cut)
         # Innermost first, as the blocks would have exited.
         for span in sorted(blocks, key=_start_of, reverse=True):
             _cut(span, cause or "")
@@ -174,11 +174,11 @@ def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
     return _Burst(run.run_id, root, context, start_ns, start_ns)
 
 
-def _end(burst: _Burst, cause: str | None = None) -> None:
+def _end(burst: _Burst, cause: str | None = None, steps_cut: bool = False) -> None:
     """End ``burst``'s root where its last step ended (now, if a step is still open: with a
-    ``cause``, that step was cut off, which makes the burst an error)."""
+    ``cause``, that step, like ``steps_cut``, was cut off, which makes the burst an error)."""
     done = burst.settle()
-    if not done and cause:
+    if cause and (steps_cut or not done):
         _cut(burst.root, cause)
     burst.root.end(end_time=max(burst.last_end_ns, burst.start_ns) if done else wall_ns())
 
@@ -201,19 +201,20 @@ def end_process_trace() -> None:
 _TRACERS: weakref.WeakSet[StepTracer] = weakref.WeakSet()
 
 
-def cut_off(cause: str, timeout_s: float) -> bool:
+def cut_off(cause: str, timeout_s: float, steps_cut: bool = False) -> bool:
     """The process is about to die of ``cause`` (``SIGTERM``) without running its exit hooks:
     end what an exit would have ended, then push every ended span out of the tracer
     providers the instrumentor records through (their batch processors send their last batch
     to every exporter, OTLP's too). True when every provider flushed within ``timeout_s``.
 
-    Ended: the process run's root span (where its last step ended; a step still in flight
-    makes it an error, ``error.type`` ``cause``), and the spans of the ``run()`` blocks still
-    open (errors too: the block did not finish). A run's own end is not handed over: a run
+    Ended: the process run's root span (where its last step ended; a step still in flight,
+    or ``steps_cut``, steps that were and that the caller ended as cut off, make it an error,
+    ``error.type`` ``cause``), and the spans of the ``run()`` blocks still open (errors too:
+    the block did not finish). A run's own end is not handed over: a run
     cut off stays ``incomplete`` in the store. Call it from a thread that holds no lock of
     the application's (the SIGTERM handler runs it on a helper thread).
     """
-    _PROCESS.end(cause)
+    _PROCESS.end(cause, steps_cut)
     deadline = time.monotonic() + timeout_s
     ok = True
     for flush in _provider_flushes():

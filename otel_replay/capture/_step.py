@@ -55,14 +55,14 @@ def request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any
 
 class OpenStep:
     """A step in flight. The tee calls :meth:`on_chunk` per chunk, then :meth:`finish` or
-    :meth:`fail`; the first of those to run wins, later calls are no-ops."""
+    :meth:`fail` (or the signal path :meth:`cut`); the first of those to run wins, later
+    calls are no-ops."""
 
     __slots__ = (
         "_attrs",
         "_call",
         "_chunks",
         "_codec",
-        "_done",
         "_first_chunk_ns",
         "_llm",
         "_marks",
@@ -104,7 +104,7 @@ class OpenStep:
         self._response_headers: list[tuple[bytes, bytes]] = []
         self._start_ns = time.perf_counter_ns()
         self._first_chunk_ns = 0
-        self._done = False
+        recorder.open_steps.begin(self)
 
     @property
     def call_span(self) -> Span | None:
@@ -148,16 +148,20 @@ class OpenStep:
         """The response stream was exhausted (``complete``) or closed early."""
         self._end(complete=complete, error_type=None)
 
-    def _end(self, complete: bool, error_type: str | None) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._recorder.open_steps.untrack(self)
+    def cut(self, cause: str) -> bool:
+        """The process is being cut off by ``cause`` (``SIGTERM``) with this step in flight:
+        record it as an error of that type; False when it had already ended."""
+        return self._end(complete=False, error_type=cause)
+
+    def _end(self, complete: bool, error_type: str | None) -> bool:
+        if not self._recorder.open_steps.claim(self):
+            return False
         try:
             self._record_end(complete, error_type)
         except Exception as exc:
             self._recorder.warn_once("finishing a step", exc)
             self.span.end()
+        return True
 
     def _record_end(self, complete: bool, error_type: str | None) -> None:
         recorder = self._recorder

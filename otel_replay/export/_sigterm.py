@@ -8,7 +8,8 @@ disposition it replaced calls for:
 
 * **Die** (the default: ``kill``, ``timeout``, a supervisor or Kubernetes stopping a program
   that handles no signal): the traces are ended as an exit would end them, with none of the
-  application's code run: the process run's root span and the ``run()`` blocks' spans still
+  application's code run: the steps in flight end cut off (``error.type`` ``SIGTERM``, see
+  :func:`_cut_steps`), the process run's root span and the ``run()`` blocks' spans still
   open end (``capture._process_trace.cut_off``), every tracer provider the capture records
   through is flushed (the OTLP exporter sends its last batch), and every live replay exporter
   writes everything it holds. Then the default disposition is restored and the signal raised
@@ -45,6 +46,7 @@ from queue import SimpleQueue
 from types import FrameType
 from typing import Any, Protocol
 
+from otel_replay.capture._open_steps import cut_in_flight
 from otel_replay.capture._process_trace import cut_off
 
 __all__ = ["install", "uninstall"]
@@ -55,6 +57,10 @@ _log = logging.getLogger("otel_replay.export")
 class _Flushable(Protocol):
     def _flush_on_signal(self, timeout_s: float) -> None: ...
 
+
+CUT_SHARE = 0.25
+"""The share of the flush timeout the steps in flight may take to end: the rest is for
+writing what is held and ending the traces."""
 
 _exporters: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 """Live exporters, each with its flush timeout in seconds."""
@@ -145,6 +151,22 @@ def uninstall(exporter: _Flushable) -> None:
     _installed = False
 
 
+def _cut_steps(cause: str, timeout_s: float) -> bool:
+    """End the steps in flight as cut off by ``cause``, within ``timeout_s``; True when there
+    were some (or when it took too long to say).
+
+    In a thread of its own, not the helper's: ending a step takes the hand-off's lock, which
+    the interrupted thread may hold (it would then never be released), and a helper stuck on
+    it could not end the traces after."""
+    cut: list[int] = []
+    worker = threading.Thread(
+        target=lambda: cut.append(cut_in_flight(cause)), name="otel-replay-cut", daemon=True
+    )
+    worker.start()
+    worker.join(timeout_s)
+    return not cut or cut[0] > 0
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     global _handling  # noqa: PLW0603 - the main thread's own flag
     if _handling:
@@ -170,7 +192,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         dies = not callable(previous) and previous != signal.SIG_IGN
         if dies and exporters and helper is not None and helper.usable and left() > 0:
             cause = signal.Signals(signum).name
-            if helper.run(lambda: cut_off(cause, left()), left()):
+            steps_cut = _cut_steps(cause, left() * CUT_SHARE)
+            if helper.run(lambda: cut_off(cause, left(), steps_cut), left()):
                 # What the providers' flush handed the exporters (the root span), and the
                 # steps other threads finished meanwhile.
                 write_all()

@@ -169,7 +169,7 @@ def test_a_shell_sees_the_status_of_death_by_sigterm(
     _plain_end(trace)
 
 
-def test_a_step_in_flight_makes_the_cut_off_root_an_error(
+def test_a_step_in_flight_is_recorded_cut_off_and_makes_the_root_an_error(
     standin: StandIn, sink: OtlpSink, tmp_path: Path
 ) -> None:
     chat = f"{standin.openai_base_url}/chat/completions"
@@ -184,6 +184,19 @@ def test_a_step_in_flight_makes_the_cut_off_root_an_error(
         assert root["status"] == {"code": "ERROR", "message": "cut off by SIGTERM"}
         assert root["attributes"]["error.type"] == "SIGTERM"
     assert trace.sent_root["end_ns"] > trace.sent[trace.steps[-1]]["end_ns"]
+    # The call it was waiting for is a step of the run: what a 3 a.m. reader looks for.
+    with Store.open(tmp_path / "store", create=False) as store:
+        *_, hung = store.steps(RUN_ID)
+        sent_body = store.request_body(hung)
+    assert (hung.index, hung.status_code, hung.complete) == (3, None, False)
+    assert hung.error_type == "SIGTERM"
+    assert b'"model":"standin-slow"' in sent_body.replace(b" ", b"")
+    span = trace.sent[f"{hung.span_id:016x}"]
+    assert span["parent_span_id"] == trace.sent_root["span_id"]
+    assert span["status"]["code"] == "ERROR"
+    assert span["attributes"]["error.type"] == "SIGTERM"
+    assert span["attributes"]["gen_ai.request.model"] == "standin-slow"
+    assert span["end_ns"] == trace.sent_root["end_ns"]
 
 
 def test_a_handler_that_chains_to_ours_runs_then_the_process_dies(
