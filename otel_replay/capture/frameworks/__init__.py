@@ -1,5 +1,6 @@
 """Framework tools as tool steps, with no code change: LangChain/LangGraph tools, OpenAI Agents
-SDK function tools, Pydantic AI function tools and MCP client ``call_tool``.
+SDK function tools, Pydantic AI function tools, smolagents and Haystack tools and MCP client
+``call_tool``.
 
 Each hook patches one framework module when it is imported (now, if it already is), and only
 while someone holds the hooks: the instrumentor (recording) or a replay installer (serving).
@@ -21,7 +22,14 @@ from types import ModuleType
 
 import wrapt
 
-from otel_replay.capture.frameworks import _langchain, _mcp, _openai_agents, _pydantic_ai
+from otel_replay.capture.frameworks import (
+    _haystack,
+    _langchain,
+    _mcp,
+    _openai_agents,
+    _pydantic_ai,
+    _smolagents,
+)
 from otel_replay.capture.frameworks._effect import use_write_tools
 
 __all__ = ["attach", "detach"]
@@ -42,6 +50,8 @@ _HOOKS = (
     _Hook("agents.run_internal.tool_execution", _openai_agents.patch),
     _Hook("mcp.client.session", _mcp.patch),
     _Hook("pydantic_ai.toolsets.function", _pydantic_ai.patch),
+    _Hook("smolagents.tools", _smolagents.patch),
+    _Hook("haystack.tools.tool", _haystack.patch),
 )
 
 # Reentrant: a patch may import modules whose own hooks then fire on this thread.

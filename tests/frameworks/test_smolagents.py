@@ -1,0 +1,88 @@
+"""smolagents over Chat Completions, its tools a plain ``@tool`` function and a ``Tool``
+subclass run by a ``ToolCallingAgent`` (and one called by the agent's own code): recorded
+under ``opentelemetry-instrument`` with no otel-replay code in the agent, its database
+changed, replayed through the CLI with the stand-in gone.
+
+Before the hook a replay ran every smolagents tool live: it read today's database (the
+replayed run diverged at the first call after a lookup) and issued the refund again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.frameworks._support import (
+    Recording,
+    assert_tool_kit,
+    record,
+    refunds,
+    replay,
+    tool_spans,
+)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return record(
+        tmp_path_factory.mktemp("smolagents"),
+        "_smolagents_agent.py",
+        "r_smolagents",
+        OTEL_REPLAY_WRITE_TOOLS="refund_*",
+    )
+
+
+def test_the_agent_replays_identically_and_its_write_does_not_repeat(
+    recorded: Recording,
+) -> None:
+    printed = recorded.printed
+    assert "[observed] {'order_id': 'A-1234', 'status': 'shipped'" in printed
+    assert '[observed] {"refund_id": "R-' in printed
+    assert "[error] AgentToolExecutionError: Error executing tool 'lookup_order'" in printed
+    assert "LookupError: no order Z-9999" in printed
+    assert 'direct> dict {"order_id": "A-1234", "status": "refunded"' in printed
+    done = replay(recorded)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The order still "shipped" then "refunded" (the database now says "delivered"), the
+    # same refund id, the same error worded by smolagents, a dict given back as a dict.
+    assert done.stdout.startswith(printed)
+    assert f"replay of run {recorded.run_id}" in done.stdout and "): identical" in done.stdout
+    assert "10 requests, 10 served from 10 recorded steps" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert refunds(recorded.database) == 0
+
+
+def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) -> None:
+    tools = tool_spans(recorded)
+    assert [
+        (t["gen_ai.tool.name"], t["replay.tool.effect"], t.get("error.type")) for t in tools
+    ] == [
+        ("lookup_order", "read", None),
+        ("refund_order", "write", None),  # OTEL_REPLAY_WRITE_TOOLS=refund_*
+        ("lookup_order", "read", "LookupError"),
+        ("lookup_order", "read", None),  # the agent's own call
+    ]
+    assert_tool_kit(tools[:3])  # each answers the model's own call
+    assert "gen_ai.tool.call.id" not in tools[3]  # no model asked for it
+    lookup, refund, missing, direct = tools
+    assert json.loads(lookup["gen_ai.tool.call.arguments"]) == {"order_id": "A-1234"}
+    assert json.loads(refund["gen_ai.tool.call.arguments"]) == {
+        "order_id": "A-1234",
+        "reason": "item arrived damaged",
+    }
+    assert json.loads(missing["gen_ai.tool.call.arguments"]) == {"order_id": "Z-9999"}
+    assert json.loads(direct["gen_ai.tool.call.arguments"]) == {"order_id": "A-1234"}
+    assert json.loads(lookup["gen_ai.tool.call.result"])["status"] == "shipped"
+    # The Tool subclass returned a text: recorded as that text.
+    assert json.loads(json.loads(refund["gen_ai.tool.call.result"]))["refund_id"].startswith("R-")
+
+
+def test_a_changed_system_prompt_diverges_at_the_first_call(recorded: Recording) -> None:
+    done = replay(recorded, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "diverged — step 0 differs" in done.stdout
+    assert "system instructions" in done.stdout and "Contoso" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert refunds(recorded.database) == 0
