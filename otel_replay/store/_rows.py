@@ -320,8 +320,7 @@ _RUN_QUERY = """
 SELECT runs.id, runs.name, runs.run_id, runs.number, runs.mode,
        runs.started_ns, MIN(steps.start_ns), runs.ended_ns, MAX(steps.end_ns),
        runs.error_type, COUNT(steps.error_type), runs.commit_sha, runs.code_dirty, runs.seed,
-       COUNT(steps.step_index), COALESCE(SUM(steps.tokens_in), 0),
-       COALESCE(SUM(steps.tokens_out), 0),
+       COUNT(steps.step_index), SUM(steps.tokens_in), SUM(steps.tokens_out),
        COALESCE(SUM(steps.request_size + steps.response_size), 0), runs.pinned, runs.parent
 FROM runs LEFT JOIN steps ON steps.run = runs.id
 WHERE EXISTS (SELECT 1 FROM records WHERE records.run = runs.id)

@@ -23,7 +23,8 @@ class RunInfo:
     ``run_id`` is the run's name in the store: the id it was recorded with, or, for a later
     recording of an id already in the store, ``<id>@<n>`` (``recorded_id`` is then the id as
     recorded and ``recording`` is ``n``). ``start_ns``/``end_ns`` span the run's steps and
-    its recorded start and end (Unix nanoseconds). ``tokens_*`` add up its steps';
+    its recorded start and end (Unix nanoseconds). ``tokens_*`` add up its steps' (None when
+    no step reported any: unknown, not zero);
     ``bytes`` adds up the raw request and response bodies recorded (before dedup and
     compression). ``models`` are the distinct models of its steps, in first-use order.
     ``error_steps`` counts steps that failed; ``error_type`` is the run's own error.
@@ -43,8 +44,8 @@ class RunInfo:
     code_dirty: bool | None
     seed: int | None
     step_count: int
-    tokens_in: int
-    tokens_out: int
+    tokens_in: int | None
+    tokens_out: int | None
     bytes: int
     pinned: bool
     models: tuple[str, ...]

@@ -37,22 +37,28 @@ def test_the_table_lists_every_run_newest_first(
     support = rows[SUPPORT]
     assert support[2:6] == ["ok", "record", "9", "gpt-4o-mini"]
     tokens_in, tokens_out = _usage(recorded, SUPPORT)
-    assert tokens_in > 3000 and support[6] == f"{tokens_in:,} / {tokens_out:,}"
+    assert tokens_in is not None and tokens_in > 3000
+    assert support[6] == f"{tokens_in:,} / {tokens_out:,}"
     assert support[7].endswith(" KB")
     assert rows[ERRORS][2:6] == ["error", "record", "2 (2 failed)", "standin-error, standin-cut"]
+    # Neither failed call reported usage: no token count is shown, rather than "0 / 0".
+    assert _usage(recorded, ERRORS) == (None, None) and rows[ERRORS][6].endswith("B")
+    assert " / " not in " ".join(rows[ERRORS])
     assert rows[CLAUDE][2:6] == ["ok", "record", "1", "claude-sonnet-4-6"]
     assert rows[CLAUDE][6] == "{:,} / {:,}".format(*_usage(recorded, CLAUDE))
     assert "(just now)" in support[1]
     assert result.stdout.rstrip().endswith(f"3 runs in {store}")
 
 
-def _usage(recorded: Recorded, run_id: str) -> tuple[int, int]:
-    """Tokens in and out, summed over the recorded spans' ``gen_ai.usage.*``."""
+def _usage(recorded: Recorded, run_id: str) -> tuple[int | None, int | None]:
+    """Tokens in and out, summed over the recorded spans' ``gen_ai.usage.*``; None where no
+    span reported any (unknown, not zero)."""
     spans = [s["attributes"] for s in recorded.spans[run_id]]
-    return (
-        sum(a.get("gen_ai.usage.input_tokens", 0) for a in spans),
-        sum(a.get("gen_ai.usage.output_tokens", 0) for a in spans),
-    )
+    counts = []
+    for key in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"):
+        reported = [a[key] for a in spans if key in a]
+        counts.append(sum(reported) if reported else None)
+    return counts[0], counts[1]
 
 
 def test_json_is_for_machines(invoke: Invoke, store: Path, recorded: Recorded) -> None:
