@@ -63,6 +63,7 @@ class World:
         self._traveller: Any = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._skipped_ns = 0  # what the skipped sleeps add to the monotonic clocks
+        self._skipping = False  # between start() and stop(), under fast timing
         self._lock = threading.Lock()
 
     @property
@@ -77,9 +78,14 @@ class World:
             self._travel = time_machine.travel(self._start_s, tick=True)
             self._traveller = self._travel.start()
         if self._timing == "fast" and not self._patched:
+            self._skipping = True
             self._patch_sleeps_and_clocks()
 
     def stop(self) -> None:
+        # A module imported during the replay bound our sleeps and clocks by name, and keeps
+        # them: from now on they are the real ones again.
+        self._skipping = False
+        self._skipped_ns = 0
         for owner, name, original in reversed(self._patched):
             setattr(owner, name, original)
         self._patched.clear()
@@ -106,13 +112,13 @@ class World:
         real_async_sleep = asyncio.sleep
 
         def sleep(seconds: float) -> None:
-            if seconds > 0 and math.isfinite(seconds):
+            if self._skipping and seconds > 0 and math.isfinite(seconds):
                 self._advance(seconds)
                 seconds = 0
             real_sleep(seconds)  # 0 still yields the GIL; a bad value fails as it would
 
         async def async_sleep(delay: float, result: Any = None) -> Any:
-            if delay > 0 and math.isfinite(delay):
+            if self._skipping and delay > 0 and math.isfinite(delay):
                 self._advance(delay)
                 delay = 0
             return await real_async_sleep(delay, result)

@@ -73,6 +73,28 @@ def test_fast_timing_skips_sleeps_bound_by_name_before_the_replay() -> None:
     assert (bound_sleep, bound_async_sleep) == (real_sleep, real_async_sleep)  # given back
 
 
+def test_names_bound_during_the_replay_are_real_again_after_it(tmp_path: Path) -> None:
+    # A module first imported inside the block (an SDK's lazily imported backend) binds the
+    # replay's sleep and clock by name, and keeps them after the block.
+    (tmp_path / "late_bound.py").write_text("from time import monotonic, sleep\n")
+    real_clock = time.perf_counter
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with otel_replay.replaying(_run(LEAP)):
+            import late_bound  # type: ignore[import-not-found]
+
+            started = real_clock()
+            late_bound.sleep(2)  # skipped: it moves the monotonic clocks by 2 s
+            assert real_clock() - started < 0.5
+        started = time.perf_counter()
+        late_bound.sleep(0.2)
+        assert time.perf_counter() - started >= 0.2  # a real sleep again
+        assert abs(late_bound.monotonic() - time.monotonic()) < 0.1  # no 2 s left added
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("late_bound", None)
+
+
 def test_recorded_timing_keeps_sleeps_and_a_live_clock_is_left_alone() -> None:
     with otel_replay.replaying(_run(LEAP), timing="recorded", clock="live"):
         started = time.monotonic()
