@@ -59,9 +59,10 @@ _HOLD_GIL_UP_TO = 256 * 1024
 def _feed(digest: Any, data: bytes) -> None:
     # Hashed on the application's thread for every step. Releasing the GIL there for the few
     # microseconds a body of a few KB takes hands it to the exporter's writer thread, and
-    # getting it back costs the application several times the hash (measured through the
-    # openai SDK: about 70 µs per call). So bodies up to _HOLD_GIL_UP_TO are fed in slices
-    # that keep the GIL; past that the hash itself dominates and other threads may run.
+    # getting it back costs the application several times the hash (tens of µs per model
+    # call, measured through the openai SDK with bench/capture_peers.py). So bodies up to
+    # _HOLD_GIL_UP_TO are fed in slices that keep the GIL; past that the hash itself
+    # dominates and other threads may run.
     size = len(data)
     if size <= _GIL_SLICE or size > _HOLD_GIL_UP_TO:
         digest.update(data)
