@@ -51,3 +51,14 @@ def test_fast_path_equals_exact_on_realistic_messages() -> None:
 
 def test_sha256_tag() -> None:
     assert sha256_tag(b"abc") == "sha256:" + hashlib.sha256(b"abc").hexdigest()
+
+
+@pytest.mark.parametrize("size", [0, 1, 2047, 2048, 4095, 8000, 256 * 1024, 256 * 1024 + 1])
+def test_sha256_tag_of_every_size_and_split_is_the_plain_digest(size: int) -> None:
+    # Bodies up to 256 KB are hashed in slices (so the GIL is kept): the digest is unchanged,
+    # whole or given in parts.
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    expected = "sha256:" + hashlib.sha256(data).hexdigest()
+    assert sha256_tag(data) == expected
+    assert sha256_tag(data[: size // 3], data[size // 3 :]) == expected
+    assert sha256_tag(bytearray(data)) == expected
