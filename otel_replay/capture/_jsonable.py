@@ -36,7 +36,10 @@ def encode(value: Any) -> bytes:
 def encode_exact(value: Any) -> bytes:
     """``value`` as JSON bytes in its own key order, floats kept floats (see :func:`encode`
     for values with no JSON form)."""
-    return orjson.dumps(_jsonable(value), option=orjson.OPT_NON_STR_KEYS)
+    try:
+        return orjson.dumps(_jsonable(value), option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # nested deeper than JSON is written here (orjson's 254 levels)
+        return orjson.dumps(_text(value))
 
 
 def _jsonable(value: Any) -> Any:
@@ -55,7 +58,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def _text(value: Any) -> str:
-    return _ADDRESS.sub("", repr(value))
+    """``repr(value)`` without addresses; when even that fails (a ``__repr__`` that raises, a
+    structure too deep to print), the value's type: recording never raises into the
+    application over a value it cannot write down."""
+    try:
+        return _ADDRESS.sub("", repr(value))
+    except Exception:
+        kind = type(value)
+        return f"<{kind.__module__}.{kind.__qualname__} object>"
 
 
 def restore(value: Any, annotation: Any) -> Any:
