@@ -333,6 +333,7 @@ class _Open:
         "served",
         "span",
         "start_ns",
+        "tracked",
         "within",
     )
 
@@ -342,6 +343,7 @@ class _Open:
         self.span: Span | None = None
         self.owns_span = True
         self.done = False
+        self.tracked: _InFlight | None = None
         run = self.run = current_run()
         index = self.index = run.next_step()
         self.key = (run.run_id, index)
@@ -357,6 +359,9 @@ class _Open:
             self.within = enclosing_step(run.run_id)
             if not call.instant:
                 self._open({})
+                # Open until it ends, so a SIGTERM that ends the process under it records it.
+                self.tracked = _InFlight(self)
+                self.recorder.open_steps.begin(self.tracked)
         self.served: Served | None = None
         server = _server
         if server is not None:
@@ -421,10 +426,17 @@ class _Open:
             attrs[inline_key] = encode_body(body)
 
     def finish(self, body: bytes, error_type: str | None) -> None:
-        """End the step with response ``body`` (``error_type``: what it raised); once."""
+        """End the step with response ``body`` (``error_type``: what it raised); once, whoever
+        ends it (its call, or the SIGTERM handler's thread cutting it off)."""
         recorder = self.recorder
         if recorder is None or self.done:
             return
+        tracked = self.tracked
+        if tracked is not None and not recorder.open_steps.claim(tracked):
+            return  # cut off already
+        self._end(recorder, body, error_type)
+
+    def _end(self, recorder: Recorder, body: bytes, error_type: str | None) -> None:
         self.done = True
         body = recorder.redactor.body(body)
         response_hash = sha256_tag(body)
@@ -494,6 +506,29 @@ class _Open:
                 otel_context.detach(current)
             _enclosing.reset(inside)
             _call_key.reset(token)
+
+
+class _InFlight:
+    """A tool step's entry among its recorder's open steps (:mod:`._open_steps`)."""
+
+    __slots__ = ("opened",)
+
+    def __init__(self, opened: _Open) -> None:
+        self.opened = opened
+
+    def finish(self, complete: bool) -> None:
+        """At exit: a body still running (a daemon thread's) has no answer to record."""
+
+    def cut(self, cause: str) -> bool:
+        """The process is being cut off by ``cause`` (``SIGTERM``) while the body runs: the
+        step is recorded, its arguments kept, as an error of that type."""
+        opened = self.opened
+        recorder = opened.recorder
+        if recorder is None or not recorder.open_steps.claim(self):
+            return False
+        message = f"the process was cut off by {cause} while the {opened.call.kind} ran"
+        opened._end(recorder, canonical_json({"type": cause, "message": message}), cause)
+        return True
 
 
 def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:

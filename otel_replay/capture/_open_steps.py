@@ -14,6 +14,10 @@ it. Such a step still ends, recording what was read as incomplete:
 * when SIGTERM is about to kill the process, :func:`cut_in_flight` ends every open step of
   every recorder as cut off by the signal (its request, and what was read of its answer).
 
+A tool step (``_envelope``) is open too, from its call until its body returns or raises: cut
+off, it is recorded with its arguments as an error of the signal's type. At exit it is left as
+it is (a daemon thread's tool still running has no answer to keep).
+
 Ending a step is claimed here (:meth:`OpenSteps.claim`, one atomic set removal), so a step the
 application finishes while an exit hook or the signal path ends it is recorded once.
 """
@@ -22,10 +26,18 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from otel_replay.capture._step import OpenStep
+
+class OpenStep(Protocol):
+    """A step in flight: an HTTP exchange (``_step.OpenStep``) or a tool call."""
+
+    def finish(self, complete: bool) -> None:
+        """End it at exit or once its dropped stream is collected."""
+
+    def cut(self, cause: str) -> bool:
+        """End it as cut off by ``cause``; False when it had already ended."""
+
 
 __all__ = ["OpenSteps", "cut_in_flight"]
 
