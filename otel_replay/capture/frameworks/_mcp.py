@@ -42,6 +42,9 @@ from otel_replay.capture.frameworks._patch import unrecorded, wrap
 __all__ = ["hooked", "patch", "read_only_hint"]
 
 _log = logging.getLogger("otel_replay")
+# The session runs a progress callback shielded: what it raises is logged here, never raised
+# into the call (mcp.shared.jsonrpc_dispatcher._shielded_progress); a replay does the same.
+_mcp_log = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +214,10 @@ async def _step(
         return outcome
     if not outcome.delivered and callback is not None:
         for note in outcome.notes:
-            await callback(note.get("progress"), note.get("total"), note.get("message"))
+            try:
+                await callback(note.get("progress"), note.get("total"), note.get("message"))
+            except Exception:  # as the session does: logged, the call goes on
+                _mcp_log.exception("progress callback raised")
     return outcome.result
 
 
