@@ -95,6 +95,3 @@ class Run:
     resource: Mapping[str, Any] = field(default_factory=dict)
     start_ns: int | None = None
     """When the recorded run started (Unix nanoseconds), when known: a replay's clock."""
-    answers: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """The replay transport's answers to these steps, made once per run object and kept
-    across its replays (a test suite replays one run many times); internal."""

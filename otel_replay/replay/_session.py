@@ -165,7 +165,7 @@ class ReplaySession:
         self._steps: list[ServedStep] = []
         self._network: list[str] = []
         self._subprocesses: list[str] = []
-        self._answers: dict[tuple[int, bool | None, Timing], Answer] = run.answers
+        self._answers: dict[tuple[int, bool | None], Answer] = {}
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
         self._write({"type": "start"})  # the replay verb learns the program loaded us
@@ -198,7 +198,7 @@ class ReplaySession:
         step = self._served_step(method, url, body, request_hash, sent=True)
         if step is None:
             return None
-        key = (step.index, _wants_stream(step, body), self.timing)
+        key = (step.index, _wants_stream(step, body))
         answer = self._answers.get(key)
         if answer is None:
             answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
