@@ -101,11 +101,12 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     text.append("  ")
     text.append_text(_mode(run))
     failed = f" ({run.error_steps} failed)" if run.error_steps else ""
+    tokens = _tokens(run.tokens_in, run.tokens_out)
     facts = [
         when(run.start_ns, now_ns),
         plural(run.step_count, "step") + failed,
         f"{ms(run.end_ns - run.start_ns)} ms",
-        f"tokens {_tokens(run.tokens_in, run.tokens_out)}",
+        *([f"tokens {tokens}"] if tokens else []),
         human_bytes(run.bytes),
     ]
     if run.commit:

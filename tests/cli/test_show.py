@@ -109,6 +109,7 @@ def test_errors_and_cut_streams_are_shown(invoke: Invoke, store: Path) -> None:
     header, *_ = result.stdout.splitlines()
     assert header.startswith(f"run {ERRORS}  error (openai.APIConnectionError)  record  ")
     assert "· 2 steps (2 failed) ·" in header
+    assert "tokens" not in header  # neither call reported usage: unknown, not "0 / 0"
     limited, cut = _steps(result.stdout)
     assert "standin-error" in limited and limited.endswith("429 rate_limit_exceeded")
     assert '{"error":{"message":"Rate limit' in limited  # the provider's error body
