@@ -13,14 +13,17 @@ not a dict.
 from __future__ import annotations
 
 import functools
+import inspect
 import re
+import typing
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from otel_replay._canonical import canonical_json
 
-__all__ = ["encode", "encode_exact", "restore"]
+__all__ = ["encode", "encode_exact", "restore", "restorer", "return_hint"]
 
 # repr() of an object without a JSON form often holds its address, which changes every run.
 _ADDRESS = re.compile(r"\s+at 0x[0-9a-fA-F]+")
@@ -80,6 +83,28 @@ def restore(value: Any, annotation: Any) -> Any:
         return adapter.validate_python(value)
     except Exception:  # a value that does not fit is served as recorded
         return value
+
+
+def return_hint(function: Any) -> Any:
+    """The return annotation of ``function`` (through its wrappers), or None when it has
+    none, its hints do not resolve or it is no function: its results are then served as
+    JSON."""
+    if function is None:
+        return None
+    try:
+        return typing.get_type_hints(inspect.unwrap(function)).get("return")
+    except Exception:
+        return None
+
+
+def restorer(function: Any) -> Callable[[bytes], Any]:
+    """What turns a recorded result of ``function`` (JSON bytes) back into its return type."""
+    returns = return_hint(function)
+
+    def restored(body: bytes) -> Any:
+        return restore(orjson.loads(body), returns)
+
+    return restored
 
 
 def _adapter(annotation: Any) -> Any:

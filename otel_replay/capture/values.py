@@ -17,7 +17,7 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay.capture._envelope import Call, perform
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restore, restorer
 
 __all__ = ["checkpoint", "now", "side_effect", "uuid4"]
 
@@ -59,13 +59,12 @@ def uuid4() -> uuid_module.UUID:
 def side_effect(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` as a step named ``name``: run and recorded, or, on replay, its
     recorded value (restored to ``fn``'s annotated return type) or its recorded exception."""
-    returns = _return_hint(fn)
     arguments = encode({"args": list(args), "kwargs": kwargs})
     value: T = perform(
         _call("value", name, arguments, instant=False),
         lambda: fn(*args, **kwargs),
         encode_exact,
-        lambda body: typing.cast(T, restore(orjson.loads(body), returns)),
+        restorer(fn),
     )
     return value
 
@@ -80,10 +79,3 @@ def checkpoint(name: str, state: T) -> T:
         lambda body: typing.cast(T, restore(orjson.loads(body), type(state))),
     )
     return value
-
-
-def _return_hint(fn: Callable[..., Any]) -> Any:
-    try:
-        return typing.get_type_hints(fn).get("return")
-    except Exception:  # a builtin, or hints that do not resolve: serve the JSON
-        return None

@@ -63,7 +63,6 @@ class World:
         self._traveller: Any = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._skipped_ns = 0  # what the skipped sleeps add to the monotonic clocks
-        self._skipping = False  # between start() and stop(), under fast timing
         self._lock = threading.Lock()
 
     @property
@@ -78,20 +77,23 @@ class World:
             self._travel = time_machine.travel(self._start_s, tick=True)
             self._traveller = self._travel.start()
         if self._timing == "fast" and not self._patched:
-            self._skipping = True
             self._patch_sleeps_and_clocks()
 
     def stop(self) -> None:
         # A module imported during the replay bound our sleeps and clocks by name, and keeps
-        # them: from now on they are the real ones again.
-        self._skipping = False
+        # them: once nothing is patched (see _skipping) they act as the real ones again.
         self._skipped_ns = 0
-        for owner, name, original in reversed(self._patched):
+        patched, self._patched = self._patched, []
+        for owner, name, original in reversed(patched):
             setattr(owner, name, original)
-        self._patched.clear()
         if self._travel is not None:
             self._travel.stop()
             self._travel = self._traveller = None
+
+    @property
+    def _skipping(self) -> bool:
+        """Sleeps are skipped while our replacements are in place (fast timing, started)."""
+        return bool(self._patched)
 
     def _advance(self, seconds: float) -> None:
         """Move the clocks on by a sleep skipped in the calling thread, unless it is shorter

@@ -81,6 +81,30 @@ def replay(recording: Recording, *flags: str, **env: str) -> subprocess.Complete
     )
 
 
+def replay_identically(recording: Recording) -> subprocess.CompletedProcess[str]:
+    """Replay ``recording`` and check it came out as recorded: exit 0, the same output first,
+    reported identical, no network attempt, no traceback, no refund written again."""
+    done = replay(recording)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(recording.printed)
+    assert f"replay of run {recording.run_id}" in done.stdout and "): identical" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert refunds(recording.database) == 0
+    return done
+
+
+def assert_a_changed_system_prompt_diverges_at_the_first_call(recording: Recording) -> None:
+    """Replayed with another system prompt (``AGENT_SYSTEM``), the run diverges at step 0 and
+    says why, with no network attempt and no refund written."""
+    done = replay(recording, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "diverged — step 0 differs" in done.stdout
+    assert "system instructions" in done.stdout and "Contoso" in done.stdout
+    assert "network attempts: 0" in done.stdout
+    assert refunds(recording.database) == 0
+
+
 def refunds(database: Path) -> int:
     with sqlite3.connect(database) as db:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])

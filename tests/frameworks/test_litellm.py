@@ -18,7 +18,14 @@ import pytest
 
 from examples.standin.server import StandIn
 from otel_replay.testing._kit import CaptureKit
-from tests.frameworks._support import CLI, Recording, record, refunds, replay, tool_spans
+from tests.frameworks._support import (
+    CLI,
+    Recording,
+    assert_a_changed_system_prompt_diverges_at_the_first_call,
+    record,
+    replay_identically,
+    tool_spans,
+)
 
 PRICE_LIST = "model_prices_and_context_window.json"
 
@@ -62,13 +69,7 @@ def test_the_agent_replays_identically_and_its_write_does_not_repeat(
 ) -> None:
     assert '[tool] lookup_order -> {"order_id": "A-1234", "status": "shipped"' in recorded.printed
     assert '[tool] refund_order -> {"refund_id": "R-' in recorded.printed
-    done = replay(recorded)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith(recorded.printed)  # "shipped", the same refund id
-    assert f"replay of run {recorded.run_id}" in done.stdout and "): identical" in done.stdout
-    assert "network attempts: 0" in done.stdout
-    assert "Traceback" not in done.stderr
-    assert refunds(recorded.database) == 0
+    done = replay_identically(recorded)  # "shipped", the same refund id
     # The price list LiteLLM fetched at import was answered by the replay, not counted.
     ignored = next(line for line in done.stdout.splitlines() if line.startswith("ignored "))
     assert PRICE_LIST in ignored
@@ -95,12 +96,7 @@ def test_each_attempt_and_each_tool_call_is_one_step(recorded: Recording) -> Non
 
 
 def test_a_changed_system_prompt_diverges_at_the_first_call(plain: Recording) -> None:
-    done = replay(plain, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "diverged — step 0 differs" in done.stdout
-    assert "system instructions" in done.stdout and "Contoso" in done.stdout
-    assert "network attempts: 0" in done.stdout
-    assert refunds(plain.database) == 0
+    assert_a_changed_system_prompt_diverges_at_the_first_call(plain)
 
 
 def test_an_anthropic_stream_litellm_closes_at_its_stop_reason_is_complete(

@@ -16,10 +16,12 @@ import pytest
 
 from tests.frameworks._support import (
     Recording,
+    assert_a_changed_system_prompt_diverges_at_the_first_call,
     assert_tool_kit,
     record,
     refunds,
     replay,
+    replay_identically,
     spans,
     tool_spans,
 )
@@ -58,14 +60,8 @@ def test_the_agent_replays_identically_and_its_write_does_not_repeat(
     assert '[tool] lookup_order -> dict {"order_id":"A-1234","status":"shipped"' in recorded.printed
     assert '[tool] refund_order -> Refund {"refund_id":"R-' in recorded.printed
     assert "agent (streamed)> " in recorded.printed
-    done = replay(recorded)
-    assert done.returncode == 0, done.stdout + done.stderr
     # The order still "shipped", the same refund id, the Refund rebuilt as a Refund.
-    assert done.stdout.startswith(recorded.printed)
-    assert f"replay of run {recorded.run_id}" in done.stdout and "): identical" in done.stdout
-    assert "network attempts: 0" in done.stdout
-    assert "Traceback" not in done.stderr
-    assert refunds(recorded.database) == 0
+    replay_identically(recorded)
 
 
 def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) -> None:
@@ -89,12 +85,7 @@ def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) ->
 
 
 def test_a_changed_system_prompt_diverges_at_the_first_call(plain: Recording) -> None:
-    done = replay(plain, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "diverged — step 0 differs" in done.stdout
-    assert "system instructions" in done.stdout and "Contoso" in done.stdout
-    assert "network attempts: 0" in done.stdout
-    assert refunds(plain.database) == 0
+    assert_a_changed_system_prompt_diverges_at_the_first_call(plain)
 
 
 def test_a_named_write_tool_never_runs_even_when_read_tools_run_live(plain: Recording) -> None:

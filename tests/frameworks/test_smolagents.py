@@ -15,10 +15,10 @@ import pytest
 
 from tests.frameworks._support import (
     Recording,
+    assert_a_changed_system_prompt_diverges_at_the_first_call,
     assert_tool_kit,
     record,
-    refunds,
-    replay,
+    replay_identically,
     tool_spans,
 )
 
@@ -42,16 +42,10 @@ def test_the_agent_replays_identically_and_its_write_does_not_repeat(
     assert "[error] AgentToolExecutionError: Error executing tool 'lookup_order'" in printed
     assert "LookupError: no order Z-9999" in printed
     assert 'direct> dict {"order_id": "A-1234", "status": "refunded"' in printed
-    done = replay(recorded)
-    assert done.returncode == 0, done.stdout + done.stderr
     # The order still "shipped" then "refunded" (the database now says "delivered"), the
     # same refund id, the same error worded by smolagents, a dict given back as a dict.
-    assert done.stdout.startswith(printed)
-    assert f"replay of run {recorded.run_id}" in done.stdout and "): identical" in done.stdout
+    done = replay_identically(recorded)
     assert "10 requests, 10 served from 10 recorded steps" in done.stdout
-    assert "network attempts: 0" in done.stdout
-    assert "Traceback" not in done.stderr
-    assert refunds(recorded.database) == 0
 
 
 def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) -> None:
@@ -80,9 +74,4 @@ def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) ->
 
 
 def test_a_changed_system_prompt_diverges_at_the_first_call(recorded: Recording) -> None:
-    done = replay(recorded, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "diverged — step 0 differs" in done.stdout
-    assert "system instructions" in done.stdout and "Contoso" in done.stdout
-    assert "network attempts: 0" in done.stdout
-    assert refunds(recorded.database) == 0
+    assert_a_changed_system_prompt_diverges_at_the_first_call(recorded)

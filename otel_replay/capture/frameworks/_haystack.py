@@ -20,18 +20,15 @@ is that function's own step.
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-import orjson
-
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restorer
 from otel_replay.capture.frameworks._effect import effect_of
-from otel_replay.capture.frameworks._patch import unrecorded, wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap_each
 
 __all__ = ["patch"]
 
@@ -43,18 +40,7 @@ def patch(module: ModuleType) -> Callable[[], None]:
         raise AttributeError("Tool.invoke is a coroutine function")
     if not inspect.iscoroutinefunction(vars(base).get("invoke_async")):
         raise AttributeError("Tool.invoke_async is not a coroutine function")
-    undo_invoke = wrap(base, "invoke", _invoke)
-    try:
-        undo_async = wrap(base, "invoke_async", _invoke_async)
-    except Exception:
-        undo_invoke()
-        raise
-
-    def undo() -> None:
-        undo_async()
-        undo_invoke()
-
-    return undo
+    return wrap_each(base, {"invoke": _invoke, "invoke_async": _invoke_async})
 
 
 def _invoke(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
@@ -122,12 +108,7 @@ def _step(
     except Exception as exc:  # a tool we cannot read: it runs as it would without us
         unrecorded("Haystack", exc)
         return None
-    returns = _returns(function)
-
-    def restored(body: bytes) -> Any:
-        return restore(orjson.loads(body), returns)
-
-    return call, restored
+    return call, restorer(function)
 
 
 def _name(exc: Exception, tool: Any) -> None:
@@ -135,12 +116,3 @@ def _name(exc: Exception, tool: Any) -> None:
     rebuilt from the recording (its class and message) lacks."""
     if type(exc).__name__ == "ToolInvocationError" and not hasattr(exc, "tool_name"):
         exc.tool_name = str(tool.name)  # type: ignore[attr-defined]
-
-
-def _returns(function: Any) -> Any:
-    if function is None:
-        return None
-    try:
-        return typing.get_type_hints(inspect.unwrap(function)).get("return")
-    except Exception:  # unresolvable hints, or not a function: served as JSON
-        return None

@@ -30,10 +30,8 @@ as a dict).
 from __future__ import annotations
 
 import contextvars
-import inspect
 import sys
 import threading
-import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -43,9 +41,9 @@ import orjson
 
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restore, return_hint
 from otel_replay.capture.frameworks._effect import effect_of
-from otel_replay.capture.frameworks._patch import unrecorded, wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap, wrap_each
 
 __all__ = ["patch"]
 
@@ -77,17 +75,11 @@ def patch(module: ModuleType) -> Callable[[], None]:
     for name in ("_run", "_arun", "_filter_injected_args", "tool_call_schema"):
         if not hasattr(base, name):
             raise AttributeError(f"BaseTool.{name} is missing")
-    undo_run = wrap(base, "run", _run)
-    try:
-        undo_arun = wrap(base, "arun", _arun)
-    except Exception:
-        undo_run()
-        raise
+    undo_wrappers = wrap_each(base, {"run": _run, "arun": _arun})
     _base = base
 
     def undo() -> None:
-        undo_arun()
-        undo_run()
+        undo_wrappers()
         with _lock:
             for undo_body in _bodies.values():
                 undo_body()
@@ -299,7 +291,4 @@ def _returns(tool: Any) -> Any:
     body = getattr(tool, "coroutine", None) or getattr(tool, "func", None)
     if body is None:
         body = type(tool)._run
-    try:
-        return typing.get_type_hints(inspect.unwrap(body)).get("return")
-    except Exception:  # unresolvable hints, or not a function: served as JSON
-        return None
+    return return_hint(body)

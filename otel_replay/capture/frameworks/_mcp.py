@@ -37,7 +37,7 @@ from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import active, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact
 from otel_replay.capture.frameworks._effect import effect_of
-from otel_replay.capture.frameworks._patch import unrecorded, wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap_each
 
 __all__ = ["hooked", "patch", "read_only_hint"]
 
@@ -86,19 +86,15 @@ def patch(module: ModuleType) -> Callable[[], None]:
         if not inspect.iscoroutinefunction(vars(session).get(name)):
             raise AttributeError(f"ClientSession.{name} is not a coroutine function")
     result_type = module.types.CallToolResult
-    undo_list = wrap(session, "list_tools", _list_tools)
-    try:
-        undo_call = wrap(session, "call_tool", _call_tool(result_type))
-    except Exception:
-        undo_list()
-        raise
+    undo_wrappers = wrap_each(
+        session, {"list_tools": _list_tools, "call_tool": _call_tool(result_type)}
+    )
     _hooked = True
 
     def undo() -> None:
         global _hooked  # noqa: PLW0603 - see above
         _hooked = False
-        undo_call()
-        undo_list()
+        undo_wrappers()
 
     return undo
 

@@ -37,7 +37,6 @@ import copy
 import functools
 import inspect
 import sys
-import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -47,7 +46,7 @@ import orjson
 
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import Call, active, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restorer
 from otel_replay.capture.frameworks import _mcp
 from otel_replay.capture.frameworks._effect import effect_of
 from otel_replay.capture.frameworks._patch import unrecorded, wrap
@@ -131,10 +130,7 @@ def _call(tool: Any, kwargs: dict[str, Any]) -> Call:
 def _stepped(tool: Any, sdk: _Sdk, call: Call) -> Any:
     """A copy of ``tool`` whose body is the step ``call``, under the SDK's failure handler
     when the tool has one."""
-    returns = _returns(tool)
-
-    def restored(body: bytes) -> Any:
-        return restore(orjson.loads(body), returns)
+    restored = restorer(_function(tool))
 
     def step(body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         @functools.wraps(body)  # the SDK reads the body's signature and markers
@@ -220,13 +216,3 @@ def _function(tool: Any) -> Any:
 def _read_only(tool: Any) -> bool | None:
     """An MCP tool's ``readOnlyHint``, as the SDK kept it when it converted the tool."""
     return _mcp.read_only_hint(getattr(tool, "_mcp_annotations", None))
-
-
-def _returns(tool: Any) -> Any:
-    function = _function(tool)
-    if function is None:
-        return None
-    try:
-        return typing.get_type_hints(function).get("return")
-    except Exception:  # unresolvable hints: served as JSON
-        return None

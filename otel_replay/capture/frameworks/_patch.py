@@ -9,7 +9,7 @@ from typing import Any
 
 import wrapt
 
-__all__ = ["unrecorded", "wrap"]
+__all__ = ["unrecorded", "wrap", "wrap_each"]
 
 _log = logging.getLogger("otel_replay")
 _said: set[str] = set()
@@ -45,4 +45,22 @@ def wrap(owner: Any, attr: str, wrapper: Callable[..., Any]) -> Callable[[], Non
         if vars(owner).get(attr) is ours:
             setattr(owner, attr, original)
 
+    return undo
+
+
+def wrap_each(owner: Any, wrappers: dict[str, Callable[..., Any]]) -> Callable[[], None]:
+    """:func:`wrap` each ``owner.attr`` with its wrapper, all or none (a failure undoes those
+    already wrapped, then raises); returns the undo of all, in reverse order."""
+    undos: list[Callable[[], None]] = []
+
+    def undo() -> None:
+        for undo_one in reversed(undos):
+            undo_one()
+
+    try:
+        for attr, wrapper in wrappers.items():
+            undos.append(wrap(owner, attr, wrapper))
+    except Exception:
+        undo()
+        raise
     return undo

@@ -23,16 +23,13 @@ step). MCP servers' tools go through MCP's ``ClientSession.call_tool``, the MCP 
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-import orjson
-
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import active, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restorer
 from otel_replay.capture.frameworks._effect import effect_of
 from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
@@ -100,12 +97,7 @@ async def _step(
     except Exception as exc:  # a tool we cannot read: it runs as it would without us
         unrecorded("Pydantic AI", exc)
         return await live()
-    returns = _returns(function)
-
-    def restored(body: bytes) -> Any:
-        return restore(orjson.loads(body), returns)
-
-    return await perform_async(call, live, encode_exact, restored)
+    return await perform_async(call, live, encode_exact, restorer(function))
 
 
 def _function(tool: Any) -> Any:
@@ -118,12 +110,3 @@ def _stands_aside(toolset: Any, function: Any) -> bool:
     if hasattr(function, "__otel_replay_contract__"):
         return True  # an @otel_replay.tool: its own step
     return any(cls.__name__ == "LangChainToolset" for cls in type(toolset).__mro__)
-
-
-def _returns(function: Any) -> Any:
-    if function is None:
-        return None
-    try:
-        return typing.get_type_hints(inspect.unwrap(function)).get("return")
-    except Exception:  # unresolvable hints, or not a function: served as JSON
-        return None

@@ -17,7 +17,6 @@ object. A tool whose ``forward`` is an ``@otel_replay.tool`` is that function's 
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -26,7 +25,7 @@ import orjson
 
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import active, perform, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restore, return_hint
 from otel_replay.capture.frameworks._effect import effect_of
 from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
@@ -70,7 +69,7 @@ def patch(module: ModuleType) -> Callable[[], None]:
         except Exception as exc:  # a call we cannot read: it runs as it would without us
             unrecorded("smolagents", exc)
             return wrapped(*args, **kwargs)
-        returns = _returns(forward)
+        returns = return_hint(forward)
         sanitized = bool(kwargs.get(_SANITIZE, False))
         output_type = getattr(instance, "output_type", None)
 
@@ -95,12 +94,3 @@ def _arguments(tool: Any, args: Any, kwargs: Any) -> dict[str, Any]:
         names = [*inputs, *(f"_{i}" for i in range(len(inputs), len(args)))]
         given = {names[i]: value for i, value in enumerate(args)} | given
     return given
-
-
-def _returns(forward: Any) -> Any:
-    if forward is None:
-        return None
-    try:
-        return typing.get_type_hints(inspect.unwrap(forward)).get("return")
-    except Exception:  # unresolvable hints: served as JSON
-        return None
