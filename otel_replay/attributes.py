@@ -189,12 +189,15 @@ Type: ``boolean``; stability: development.
 """
 
 REPLAY_RESPONSE_CONTENT_TYPE: Final[str] = "replay.response.content_type"
-"""The `Content-Type` header of the response, carried with the inline response body.
+"""The `Content-Type` header of the response, carried with the inline response body; on tool, value
+and checkpoint steps, the shape of the value the result was written from.
 
 Set together with `replay.response.body` when the response had a `Content-Type`. Client
 libraries choose between a JSON body and a stream (`text/event-stream`) from it, so a replay
 from OTLP data answers with the same value. Other response headers travel only in the fixture
-store.
+store. A tool, value or checkpoint step whose result JSON does not give back (a model, a tuple,
+a set, bytes, NaN) has `application/json; otel-replay-shape=<shape>`, which replay rebuilds the
+value from.
 
 Type: ``string``; stability: development.
 """

@@ -37,6 +37,7 @@ from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
+from otel_replay.capture._jsonable import restoring, shape_content_type, take_shape
 from otel_replay.capture._run import current_run, qualified_name
 from otel_replay.errors import RecordedError, UnmatchedRequestError
 from otel_replay.step import Step
@@ -79,12 +80,14 @@ def address(kind: str, name: str) -> tuple[str, str]:
 @dataclass(frozen=True, slots=True)
 class Served:
     """A recorded step's answer: its response body, its ``error.type`` (None: it returned),
-    and which recorded step it was (``run_id``, ``index``)."""
+    which recorded step it was (``run_id``, ``index``) and the shape of the value its body
+    was written from (see ``_jsonable``; None when the JSON is the value)."""
 
     body: bytes
     error_type: str | None
     run_id: str
     index: int
+    shape: str | None = None
 
 
 class Server(Protocol):
@@ -428,15 +431,20 @@ class _Open:
     def finish(self, body: bytes, error_type: str | None) -> None:
         """End the step with response ``body`` (``error_type``: what it raised); once, whoever
         ends it (its call, or the SIGTERM handler's thread cutting it off)."""
+        shape = take_shape(body)  # taken even unrecorded: it holds on to the body
         recorder = self.recorder
         if recorder is None or self.done:
             return
         tracked = self.tracked
         if tracked is not None and not recorder.open_steps.claim(tracked):
             return  # cut off already
-        self._end(recorder, body, error_type)
+        self._end(recorder, body, error_type, shape)
 
-    def _end(self, recorder: Recorder, body: bytes, error_type: str | None) -> None:
+    def _end(
+        self, recorder: Recorder, body: bytes, error_type: str | None, shape: str | None = None
+    ) -> None:
+        """Record the step's end: response ``body`` (written with ``shape``, see
+        ``_jsonable``) or, with ``error_type``, what it raised."""
         self.done = True
         body = recorder.redactor.body(body)
         response_hash = sha256_tag(body)
@@ -445,6 +453,11 @@ class _Open:
             A.REPLAY_RESPONSE_SIZE: len(body),
             A.REPLAY_RESPONSE_COMPLETE: error_type is None,
         }
+        headers: list[tuple[str, str]] = []
+        if shape is not None and error_type is None:
+            content_type = shape_content_type(shape)
+            attrs[A.REPLAY_RESPONSE_CONTENT_TYPE] = content_type
+            headers.append(("content-type", content_type))
         if error_type is None:
             self._content(body, A.REPLAY_RESPONSE_BODY, 1, attrs)
         elif recorder.inline_limit and len(body) <= recorder.inline_limit:
@@ -473,6 +486,7 @@ class _Open:
                 request_body=self.body,
                 request_hash=self.request_hash,
                 status_code=200,
+                response_headers=headers,
                 response_body=body,
                 response_hash=response_hash,
                 complete=True,
@@ -537,7 +551,8 @@ def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     opened.finish(served.body, served.error_type)
     if served.error_type is not None:
         _raise_recorded(served.body, served.error_type)
-    return restore(served.body)
+    with restoring(served.body, served.shape):
+        return restore(served.body)
 
 
 def perform(

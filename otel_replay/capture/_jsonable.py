@@ -5,25 +5,64 @@ Arguments are recorded as canonical JSON (RFC 8785), so equal arguments hash equ
 ``129.0`` apart from ``129``, so what replay hands back prints as it did.
 
 pydantic's serialiser turns what agents pass around into JSON (datetimes, uuids, decimals,
-enums, dataclasses, pydantic models, sets, tuples); its validator turns the JSON back into
-the annotated type on replay, so a tool annotated ``-> Order`` returns an ``Order`` again,
-not a dict.
+enums, dataclasses, pydantic models, sets, tuples, bytes, NaN as ``"NaN"``). JSON loses which
+of these a value was, so an exact result also carries its *shape*: where the value held
+something a JSON parse does not give back, and what. The step stores it in its content type
+(:func:`shape_content_type`). Replay rebuilds the value from
+its JSON and shape, so a tool returning an ``Order`` (annotated or not), a tuple, a set of
+uuids or a NaN returns it again, not a dict, a list or ``None``. Without a shape (older
+recordings, or classes replay cannot find), the return annotation decides, through pydantic's
+validator, as before.
+
+A shape is JSON: ``null`` (the JSON as it is), a leaf name (``"float"``: ``"NaN"``,
+``"Infinity"`` or ``"-Infinity"`` text; ``"bytes"``: UTF-8 text; ``"bytes64"``: base64 text;
+``"module:Qualified"``: a class, rebuilt by validating the JSON as it), or
+``[container, items]`` for ``list``, ``tuple``, ``set``, ``frozenset`` and ``dict``, where
+``items`` is ``{"*": shape}`` (every element) or ``[[position, shape], ...]`` (the elements at
+those positions, dict values in key order); a dict's non-string keys follow as a third item, in
+the same form. Positions, never keys: a shape holds no data from the value. Classes are looked
+up among modules already imported (a recording never makes replay import anything) and only
+value types are rebuilt: the standard library's (datetime, uuid, decimal, pathlib), pydantic
+models, dataclasses, enums and named tuples.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import contextvars
+import dataclasses
+import datetime as dt
+import decimal
+import enum
 import functools
 import inspect
+import math
+import pathlib
 import re
+import sys
 import typing
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
 
 from otel_replay._canonical import canonical_json
 
-__all__ = ["encode", "encode_exact", "restore", "restorer", "return_hint"]
+__all__ = [
+    "SHAPE_PARAMETER",
+    "content_type_shape",
+    "encode",
+    "encode_exact",
+    "restore",
+    "restore_body",
+    "restorer",
+    "restoring",
+    "return_hint",
+    "shape_content_type",
+    "take_shape",
+]
 
 # repr() of an object without a JSON form often holds its address, which changes every run.
 _ADDRESS = re.compile(r"\s+at 0x[0-9a-fA-F]+")
@@ -36,13 +75,50 @@ def encode(value: Any) -> bytes:
     return canonical_json(_jsonable(value))
 
 
+SHAPE_PARAMETER = "otel-replay-shape"
+"""The content-type parameter a step's exact result carries its shape in."""
+_SHAPE_PREFIX = f"application/json; {SHAPE_PARAMETER}="
+_MAX_SHAPE = 64 * 1024  # a bigger shape is not kept: the annotation decides on replay
+_MAX_NODES = 100_000  # values walked for a shape; past that, none
+
+# The shape of the body encode_exact wrote last in this context, and, under replay, of the
+# recorded body being restored: (body, shape), matched by identity, so the steps in between
+# (a contract check, a framework's own encoding) pass plain bytes and a body something made
+# over never takes another's shape.
+_written: contextvars.ContextVar[tuple[bytes, str] | None] = contextvars.ContextVar(
+    "otel_replay_written_shape", default=None
+)
+_restoring: contextvars.ContextVar[tuple[bytes, str] | None] = contextvars.ContextVar(
+    "otel_replay_restoring_shape", default=None
+)
+
+
 def encode_exact(value: Any) -> bytes:
-    """``value`` as JSON bytes in its own key order, floats kept floats (see :func:`encode`
-    for values with no JSON form)."""
+    """``value`` as JSON bytes in its own key order, floats kept floats, non-finite ones as
+    text (see :func:`encode` for values with no JSON form). When a JSON parse would not give
+    the value back, its shape is kept for :func:`take_shape`."""
+    from pydantic_core import to_json  # noqa: PLC0415 - first use only
+
+    _written.set(None)
+
+    bytes_mode = "utf8"
     try:
-        return orjson.dumps(_jsonable(value), option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # nested deeper than JSON is written here (orjson's 254 levels)
-        return orjson.dumps(_text(value))
+        body = to_json(value, fallback=_text, inf_nan_mode="strings")
+    except Exception:  # bytes that are not UTF-8, or a failing serialiser
+        bytes_mode = "base64"
+        try:
+            body = to_json(value, fallback=_text, inf_nan_mode="strings", bytes_mode="base64")
+        except Exception:  # nested too deep, circular, or a serialiser that raises
+            return orjson.dumps(_text(value))
+    try:
+        shape = _Shaper(bytes_mode).shape(value)
+    except (_TooBig, RecursionError):
+        return body
+    if shape is not None:
+        text = orjson.dumps(shape).decode()
+        if len(text) <= _MAX_SHAPE:
+            _written.set((body, text))
+    return body
 
 
 def _jsonable(value: Any) -> Any:
@@ -58,6 +134,228 @@ def _jsonable(value: Any) -> Any:
         except Exception:  # nothing but its text is left
             jsonable = _text(value)
     return jsonable
+
+
+def take_shape(body: bytes) -> str | None:
+    """The shape of ``body`` if :func:`encode_exact` wrote it last in this context (once)."""
+    written = _written.get()
+    if written is None or written[0] is not body:
+        return None
+    _written.set(None)
+    return written[1]
+
+
+def shape_content_type(shape: str) -> str:
+    """The content type of an exact result with ``shape``."""
+    return _SHAPE_PREFIX + shape
+
+
+def content_type_shape(content_type: str | None) -> str | None:
+    """The shape a content type from :func:`shape_content_type` carries, or None."""
+    if content_type is None or not content_type.startswith(_SHAPE_PREFIX):
+        return None
+    return content_type[len(_SHAPE_PREFIX) :]
+
+
+@contextlib.contextmanager
+def restoring(body: bytes, shape: str | None) -> Iterator[None]:
+    """While a recorded ``body`` is turned back into a value: :func:`restore_body` of that
+    very object rebuilds it with ``shape``."""
+    if shape is None:
+        yield
+        return
+    token = _restoring.set((body, shape))
+    try:
+        yield
+    finally:
+        _restoring.reset(token)
+
+
+class _TooBig(Exception):
+    """The value has more than :data:`_MAX_NODES` nodes: it gets no shape."""
+
+
+_AS_IS = frozenset({str, int, bool, type(None)})
+_VALUE_TYPES: frozenset[type] = frozenset(
+    {
+        dt.datetime,
+        dt.date,
+        dt.time,
+        dt.timedelta,
+        uuid.UUID,
+        decimal.Decimal,
+        pathlib.PurePath,
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+        pathlib.Path,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+    }
+)
+_CONTAINERS: dict[type, str] = {tuple: "tuple", set: "set", frozenset: "frozenset", list: "list"}
+
+
+class _Shaper:
+    """Walks a value for its shape, as pydantic's serialiser wrote it (``bytes_mode``)."""
+
+    def __init__(self, bytes_mode: str) -> None:
+        self._bytes = "bytes64" if bytes_mode == "base64" else "bytes"
+        self._nodes = 0
+
+    def shape(self, value: Any) -> Any:
+        self._nodes += 1
+        if self._nodes > _MAX_NODES:
+            raise _TooBig
+        kind = type(value)
+        if kind in _AS_IS:
+            return None
+        if kind is float:
+            return None if math.isfinite(value) else "float"
+        if kind is dict:
+            return self._dict(value)
+        if kind is list:
+            items = self._items(value)
+            return ["list", items] if items else None
+        if kind is bytes:
+            return self._bytes
+        if _rebuildable(kind):
+            return f"{kind.__module__}:{kind.__qualname__}"
+        if isinstance(value, dict):
+            return self._dict(value)
+        for cls, container in _CONTAINERS.items():
+            if isinstance(value, cls):
+                return [container, self._items(value)]
+        return None  # written as pydantic writes it (or as its text): served as JSON
+
+    def _items(self, values: Any) -> Any:
+        shapes = [self.shape(item) for item in values]
+        if not shapes:
+            return []
+        first = shapes[0]
+        if first is not None and len(shapes) > 1 and all(s == first for s in shapes):
+            return {"*": first}
+        return [[at, s] for at, s in enumerate(shapes) if s is not None]
+
+    def _dict(self, value: dict[Any, Any]) -> Any:
+        items = self._items(value.values())
+        keys = [[at, _key_shape(key)] for at, key in enumerate(value) if type(key) is not str]
+        keys = [pair for pair in keys if pair[1] is not None]
+        if keys:
+            return ["dict", items, keys]
+        return ["dict", items] if items else None
+
+
+def _key_shape(key: Any) -> str | None:
+    kind = type(key)
+    if kind is int or kind is float:
+        return kind.__name__
+    return f"{kind.__module__}:{kind.__qualname__}" if _rebuildable(kind) else None
+
+
+def _rebuildable(cls: type) -> bool:
+    """A value type replay may rebuild from its JSON: see the module docstring."""
+    if cls in _VALUE_TYPES or issubclass(cls, enum.Enum):
+        return True
+    if dataclasses.is_dataclass(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        return True
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and issubclass(cls, pydantic.BaseModel)
+
+
+class _Unshapeable(Exception):
+    """The JSON does not fit its shape, or a class in it is not to be found."""
+
+
+def _shaped(value: Any, shape: Any) -> Any:
+    if shape is None:
+        return value
+    if isinstance(shape, str):
+        return _leaf(value, shape)
+    if not isinstance(shape, list) or len(shape) not in (2, 3):
+        raise _Unshapeable
+    kind, items = shape[0], shape[1]
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise _Unshapeable
+        keys = list(value)
+        values = _each(list(value.values()), items)
+        if len(shape) == 3:
+            keys = _each(keys, shape[2])
+        return dict(zip(keys, values, strict=True))
+    if not isinstance(value, list):
+        raise _Unshapeable
+    made = _each(value, items)
+    if kind == "list":
+        return made
+    if kind == "tuple":
+        return tuple(made)
+    if kind == "set":
+        return set(made)
+    if kind == "frozenset":
+        return frozenset(made)
+    raise _Unshapeable
+
+
+def _each(values: list[Any], items: Any) -> list[Any]:
+    if isinstance(items, dict):
+        every = items.get("*")
+        return [_shaped(item, every) for item in values]
+    if not isinstance(items, list):
+        raise _Unshapeable
+    values = list(values)
+    for pair in items:
+        if not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int:
+            raise _Unshapeable
+        at, shape = pair
+        if not 0 <= at < len(values):
+            raise _Unshapeable
+        values[at] = _shaped(values[at], shape)
+    return values
+
+
+_SCALARS: dict[str, Callable[[Any], Any]] = {
+    "float": float,  # "NaN", "Infinity", "-Infinity" (and a number, left as it is)
+    "int": int,  # a dict key
+    "bytes": lambda text: text.encode(),
+    "bytes64": lambda text: base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)),
+}
+
+
+def _leaf(value: Any, name: str) -> Any:
+    scalar = _SCALARS.get(name)
+    if scalar is not None:
+        try:
+            return scalar(value)
+        except Exception as exc:
+            raise _Unshapeable from exc
+    cls = _loaded_class(name)
+    adapter = _adapter(cls)
+    if adapter is None:
+        raise _Unshapeable
+    try:
+        return adapter.validate_python(value, by_alias=True, by_name=True)
+    except TypeError:  # a pydantic without by_name
+        pass
+    except Exception as exc:
+        raise _Unshapeable from exc
+    try:
+        return adapter.validate_python(value)
+    except Exception as exc:
+        raise _Unshapeable from exc
+
+
+def _loaded_class(name: str) -> type:
+    """The class ``module:Qualified`` names, from a module already imported (never one a
+    recording names into being), when it is one replay may rebuild."""
+    module_name, _, qualname = name.partition(":")
+    owner: Any = sys.modules.get(module_name)
+    if owner is None or not qualname:
+        raise _Unshapeable
+    for part in qualname.split("."):
+        owner = getattr(owner, part, None)
+    if not isinstance(owner, type) or not _rebuildable(owner):
+        raise _Unshapeable
+    return owner
 
 
 def _text(value: Any) -> str:
@@ -85,6 +383,20 @@ def restore(value: Any, annotation: Any) -> Any:
         return value
 
 
+def restore_body(body: bytes, annotation: Any = None) -> Any:
+    """The value an exact result ``body`` was written from: rebuilt from its shape when it
+    is being restored with one (:func:`restoring`) that fits, else the parsed JSON restored
+    to ``annotation`` as :func:`restore` does."""
+    value = orjson.loads(body)
+    served = _restoring.get()
+    if served is not None and served[0] is body:
+        try:
+            return _shaped(value, orjson.loads(served[1]))
+        except (_Unshapeable, orjson.JSONDecodeError, RecursionError):
+            pass  # what fits the annotation, as a recording without a shape
+    return restore(value, annotation)
+
+
 def return_hint(function: Any) -> Any:
     """The return annotation of ``function`` (through its wrappers), or None when it has
     none, its hints do not resolve or it is no function: its results are then served as
@@ -102,7 +414,7 @@ def restorer(function: Any) -> Callable[[bytes], Any]:
     returns = return_hint(function)
 
     def restored(body: bytes) -> Any:
-        return restore(orjson.loads(body), returns)
+        return restore_body(body, returns)
 
     return restored
 

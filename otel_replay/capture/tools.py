@@ -26,8 +26,6 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
-import orjson
-
 from otel_replay.capture._contract import Contract, bound_arguments, contract_for
 from otel_replay.capture._envelope import (
     Call,
@@ -36,7 +34,7 @@ from otel_replay.capture._envelope import (
     perform_async,
     tool_call,
 )
-from otel_replay.capture._jsonable import encode, encode_exact, restore
+from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 
 __all__ = ["Effect", "idempotency_key", "tool"]
 
@@ -103,7 +101,7 @@ def _wrap(function: F, contract: Contract, effect: Effect) -> F:
         return body
 
     def restored(body: bytes) -> Any:
-        return restore(orjson.loads(body), contract.return_annotation)
+        return restore_body(body, contract.return_annotation)
 
     if inspect.iscoroutinefunction(function):
 

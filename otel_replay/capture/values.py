@@ -17,7 +17,7 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay.capture._envelope import Call, perform
-from otel_replay.capture._jsonable import encode, encode_exact, restore, restorer
+from otel_replay.capture._jsonable import encode, encode_exact, restore_body, restorer
 
 __all__ = ["checkpoint", "now", "side_effect", "uuid4"]
 
@@ -76,6 +76,6 @@ def checkpoint(name: str, state: T) -> T:
         _call("checkpoint", name, instant=True),
         lambda: state,
         encode_exact,
-        lambda body: typing.cast(T, restore(orjson.loads(body), type(state))),
+        lambda body: typing.cast(T, restore_body(body, type(state))),
     )
     return value

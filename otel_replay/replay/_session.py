@@ -38,6 +38,7 @@ from otel_replay._ignore import (
 )
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
+from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._background import without_background
@@ -232,7 +233,11 @@ class ReplaySession:
         step = self._served_step(method, url, self._redactor.body(body), request_hash)
         if step is None:
             return None
-        return Served(step.response_body, step.error_type, self.run.run_id, step.index)
+        content_type = next(
+            (v for k, v in step.response_headers if k.lower() == "content-type"), None
+        )
+        shape = content_type_shape(content_type)
+        return Served(step.response_body, step.error_type, self.run.run_id, step.index, shape)
 
     def _served_step(
         self,

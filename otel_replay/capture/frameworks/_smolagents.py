@@ -21,11 +21,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-import orjson
-
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import active, perform, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore, return_hint
+from otel_replay.capture._jsonable import encode, encode_exact, restore_body, return_hint
 from otel_replay.capture.frameworks._effect import effect_of
 from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
@@ -74,7 +72,7 @@ def patch(module: ModuleType) -> Callable[[], None]:
         output_type = getattr(instance, "output_type", None)
 
         def restored(body: bytes) -> Any:
-            value = restore(orjson.loads(body), returns)
+            value = restore_body(body, returns)
             return outputs(value, output_type) if sanitized else value
 
         return perform(step, lambda: wrapped(*args, **kwargs), encode_exact, restored)
