@@ -13,12 +13,21 @@ The rules, in order:
      - a known city, or "weather in <City>" -> `get_weather` `{"city": "Paris"}`.
 3. Otherwise a chatty answer (mentioning what the tools can do when tools are offered).
 
+Two models opt in to more (any other model is unaffected):
+- `standin-triage`, before rule 2: a handoff tool is offered (`transfer_to_<agent>`, as the
+  OpenAI Agents SDK names them) -> a call of the first one, `{}`;
+- `standin-structured`, instead of a text answer (rules 1 and 3): an output tool is offered
+  (`final_result…`, as Pydantic AI names them) -> a call of it whose arguments fill each
+  property of its schema from the same key of the tool results, else the text (a string), 0
+  (a number), false or null.
+
 All phrasing comes from the `rng` passed in, so a seeded rng gives a deterministic answer.
 Token counts are word-based (`count_tokens`): every word and every punctuation mark is one token.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -38,6 +47,10 @@ CITIES = (
     "Sydney", "Tokyo", "Toronto", "Vienna",
 )  # fmt: skip
 
+TRIAGE_MODEL = "standin-triage"
+STRUCTURED_MODEL = "standin-structured"
+HANDOFF_PREFIX = "transfer_to_"
+OUTPUT_PREFIX = "final_result"
 _ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,8})\b", re.IGNORECASE)
 _REFUND = re.compile(r"\b(refund|money back|reimburse|chargeback)", re.IGNORECASE)
 _WEATHER_IN = re.compile(r"\bweather\b.*?\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
@@ -85,6 +98,7 @@ class Prompt:
     tool_choice: str = "auto"  # "auto", "none", "required" or a tool name
     max_tokens: int | None = None
     narrate_tool_calls: bool = False  # say a sentence before calling tools (Claude does)
+    model: str = ""  # the model asked for: `standin-triage` and `standin-structured` opt in
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,9 @@ def think(prompt: Prompt, rng: random.Random, cache: PromptCache | None = None) 
         else:
             user_text = prompt.messages[latest].text if latest >= 0 else ""
             text = _chat(user_text, bool(prompt.tools), rng)
+    if not calls and prompt.model == STRUCTURED_MODEL:
+        calls = _structured(prompt, results, text)
+        text = "" if calls else text
 
     stop: Stop = "tool_calls" if calls else "end"
     if prompt.max_tokens is not None and count_tokens(text) > prompt.max_tokens:
@@ -173,6 +190,9 @@ def _decide_tool_calls(prompt: Prompt, latest: int) -> tuple[ToolCall, ...]:
     offered = {t.name for t in prompt.tools}
     if not offered or prompt.tool_choice == "none" or latest < 0:
         return ()
+    handoffs = [t.name for t in prompt.tools if t.name.startswith(HANDOFF_PREFIX)]
+    if prompt.model == TRIAGE_MODEL and handoffs:
+        return (ToolCall(handoffs[0], {}),)
     text = prompt.messages[latest].text
     calls: list[ToolCall] = []
     ids = list(dict.fromkeys(m.upper() for m in _ORDER_ID.findall(text)))
@@ -197,6 +217,27 @@ def _decide_tool_calls(prompt: Prompt, latest: int) -> tuple[ToolCall, ...]:
     if prompt.tool_choice not in ("auto", "required", "none"):
         calls = [c for c in calls if c.name == prompt.tool_choice]
     return tuple(calls)
+
+
+def _structured(prompt: Prompt, results: Sequence[Message], text: str) -> tuple[ToolCall, ...]:
+    """A call of the first output tool offered, filled from ``results`` and ``text``."""
+    output = next((t for t in prompt.tools if t.name.startswith(OUTPUT_PREFIX)), None)
+    if output is None:
+        return ()
+    definition = json.loads(output.definition_json)
+    schema = definition.get("function", definition)
+    schema = schema.get("parameters") or schema.get("input_schema") or {}
+    known: dict[str, object] = {}
+    for result in results:
+        with contextlib.suppress(ValueError):
+            data = json.loads(result.text)
+            known |= data if isinstance(data, dict) else {}
+    fallback = {"string": text, "number": 0, "integer": 0, "boolean": False}
+    arguments: dict[str, object] = {}
+    for name, spec in (schema.get("properties") or {}).items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        arguments[name] = known.get(name, fallback.get(str(kind)))
+    return (ToolCall(output.name, arguments),)
 
 
 def _canonical_city(name: str) -> str:

@@ -96,6 +96,7 @@ def _prompt(request: dict[str, Any], rng: random.Random) -> _brain.Prompt:
         tool_choice=_tool_choice(request.get("tool_choice")),
         max_tokens=request["max_tokens"] if isinstance(request["max_tokens"], int) else None,
         narrate_tool_calls=rng.random() < 0.8,
+        model=str(request.get("model")),
     )
 
 

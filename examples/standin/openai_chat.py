@@ -113,6 +113,7 @@ def _prompt(request: dict[str, Any], messages: list[Any]) -> _brain.Prompt:
         tools=tools,
         tool_choice=_tool_choice(request.get("tool_choice")),
         max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        model=str(request.get("model")),
     )
 
 

@@ -87,6 +87,7 @@ def _prompt(request: dict[str, Any]) -> _brain.Prompt:
         tools=tools,
         tool_choice=choice if isinstance(choice, str) else str(obj_get(choice, "name", "auto")),
         max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        model=str(request.get("model")),
     )
 
 

@@ -13,8 +13,10 @@ Special models: `standin-error` -> HTTP 429 in the provider's error format; `sta
 answer is cut off: a stream stops after a few events, a JSON body halfway, and the connection is
 dropped without the terminating chunk; `standin-slow` -> 2 s before the response headers;
 `standin-flaky` -> HTTP 429 to the first request of each distinct body, then the answer, so an
-SDK that retries sees a rate limit and then succeeds. A request header `x-standin-fail-first: N`
-(any model) answers 429 to the first N requests of each distinct body the same way.
+SDK that retries sees a rate limit and then succeeds; `standin-triage` -> a call of the first
+offered `transfer_to_*` tool (an OpenAI Agents SDK handoff) rather than of the other tools.
+A request header `x-standin-fail-first: N` (any model) answers 429 to the first N requests of
+each distinct body the same way.
 A request body's integer `seed` (any protocol) makes the phrasing deterministic.
 """
 
