@@ -37,6 +37,7 @@ import decimal
 import enum
 import functools
 import inspect
+import itertools
 import math
 import pathlib
 import re
@@ -111,7 +112,7 @@ def encode_exact(value: Any) -> bytes:
         except Exception:  # nested too deep, circular, or a serialiser that raises
             return orjson.dumps(_text(value))
     try:
-        shape = _Shaper(bytes_mode).shape(value)
+        shape = _Shaper(bytes_mode).of(value)
     except (_TooBig, RecursionError):
         return body
     if shape is not None:
@@ -176,6 +177,8 @@ class _TooBig(Exception):
 
 
 _AS_IS = frozenset({str, int, bool, type(None)})
+_PLAIN = _AS_IS | {float}
+_TREE = _PLAIN | {dict, list}
 _VALUE_TYPES: frozenset[type] = frozenset(
     {
         dt.datetime,
@@ -202,10 +205,14 @@ class _Shaper:
         self._bytes = "bytes64" if bytes_mode == "base64" else "bytes"
         self._nodes = 0
 
+    def of(self, value: Any) -> Any:
+        """``value``'s shape; None when a JSON parse gives it back as it is."""
+        if type(value) in (dict, list) and _plain_tree(value):
+            return None  # most results: told apart in C, a level at a time
+        return self.shape(value)
+
     def shape(self, value: Any) -> Any:
-        self._nodes += 1
-        if self._nodes > _MAX_NODES:
-            raise _TooBig
+        self._count(1)
         kind = type(value)
         if kind in _AS_IS:
             return None
@@ -228,7 +235,15 @@ class _Shaper:
         return None  # written as pydantic writes it (or as its text): served as JSON
 
     def _items(self, values: Any) -> Any:
-        shapes = [self.shape(item) for item in values]
+        values = values if type(values) is list else list(values)
+        kinds = set(map(type, values))
+        if kinds <= _PLAIN:  # most containers: one pass in C, nothing to walk
+            self._count(len(values))
+            if float not in kinds or _finite(values):
+                return []
+            shapes = [None if type(v) is not float or math.isfinite(v) else "float" for v in values]
+        else:
+            shapes = [None if type(v) in _AS_IS else self.shape(v) for v in values]
         if not shapes:
             return []
         first = shapes[0]
@@ -236,13 +251,56 @@ class _Shaper:
             return {"*": first}
         return [[at, s] for at, s in enumerate(shapes) if s is not None]
 
+    def _count(self, nodes: int) -> None:
+        self._nodes += nodes
+        if self._nodes > _MAX_NODES:
+            raise _TooBig
+
     def _dict(self, value: dict[Any, Any]) -> Any:
         items = self._items(value.values())
-        keys = [[at, _key_shape(key)] for at, key in enumerate(value) if type(key) is not str]
-        keys = [pair for pair in keys if pair[1] is not None]
+        keys = []
+        if set(map(type, value)) != {str}:
+            keys = [[at, _key_shape(key)] for at, key in enumerate(value) if type(key) is not str]
+            keys = [pair for pair in keys if pair[1] is not None]
         if keys:
             return ["dict", items, keys]
         return ["dict", items] if items else None
+
+
+def _plain_tree(value: dict[Any, Any] | list[Any]) -> bool:
+    """True when ``value`` holds nothing but dicts with string keys, lists and plain scalars
+    (finite floats): its JSON gives it back as it is. Raises _TooBig past the node budget."""
+    level: list[Any] = [value]
+    nodes = 0
+    while level:
+        nodes += len(level)
+        if nodes > _MAX_NODES:
+            raise _TooBig
+        kinds = set(map(type, level))
+        if not kinds <= _TREE or (float in kinds and not _finite(level)):
+            return False
+        dicts = list(_only(level, dict)) if dict in kinds else []
+        if not set(map(type, itertools.chain.from_iterable(dicts))) <= {str}:
+            return False
+        lists = _only(level, list) if list in kinds else ()
+        level = [
+            *itertools.chain.from_iterable(map(dict.values, dicts)),
+            *itertools.chain.from_iterable(lists),
+        ]
+    return True
+
+
+def _finite(values: list[Any]) -> bool:
+    """True when every float among ``values`` is finite (False may be wrong: then walk)."""
+    try:
+        return math.isfinite(math.fsum(_only(values, float)))
+    except (OverflowError, ValueError):  # inf and -inf, or finite floats whose sum is not
+        return False
+
+
+def _only(values: list[Any], kind: type) -> Iterator[Any]:
+    """The members of ``values`` of type ``kind`` (one of :data:`_TREE`), selected in C."""
+    return itertools.compress(values, map(isinstance, values, itertools.repeat(kind)))
 
 
 def _key_shape(key: Any) -> str | None:

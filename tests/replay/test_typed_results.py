@@ -79,6 +79,14 @@ def raw_label() -> Any:
     return LABEL
 
 
+def table(nan_at: int | None) -> list[dict[str, Any]]:
+    """Rows as a search tool returns them; one score not a number at ``nan_at``."""
+    return [
+        {"id": n, "score": math.nan if n == nan_at else n / 8, "tags": ["a", n], "seen": None}
+        for n in range(60)
+    ]
+
+
 def agent() -> dict[str, Any]:
     """Every result kind that plain JSON would change, as an agent gets them."""
     return {
@@ -90,6 +98,8 @@ def agent() -> dict[str, Any]:
         "status": otel_replay.side_effect("status", lambda: Status.LOST),
         "by_id": otel_replay.side_effect("by_id", lambda: {1: "one", 22: "twenty-two"}),
         "plain": otel_replay.side_effect("plain", lambda: {"a": [1, 2.5, None, "x"]}),
+        "table": otel_replay.side_effect("table", lambda: table(nan_at=None)),
+        "rows": otel_replay.side_effect("rows", lambda: table(nan_at=37)),
         "state": otel_replay.checkpoint(
             "seen", {"when": dt.date(2026, 11, 3), "done": frozenset({"a"}), "left": (1, 2)}
         ),
@@ -110,6 +120,10 @@ def assert_same_values(again: dict[str, Any], seen: dict[str, Any]) -> None:
     assert again["status"] is Status.LOST
     assert again["by_id"] == {1: "one", 22: "twenty-two"}
     assert again["plain"] == {"a": [1, 2.5, None, "x"]}
+    assert again["table"] == table(nan_at=None)
+    rows = again["rows"]
+    assert math.isnan(rows[37]["score"])
+    assert rows[:37] + rows[38:] == table(nan_at=None)[:37] + table(nan_at=None)[38:]
     assert again["state"] == seen["state"]
     assert isinstance(again["state"]["done"], frozenset)
 
@@ -171,8 +185,12 @@ def test_the_json_stays_readable_and_the_shape_rides_in_the_content_type(
     state = SHAPE + '["dict",[[0,"datetime:date"],[1,["frozenset",[]]],[2,["tuple",[]]]]]'
     assert steps["checkpoint:seen"].response_headers == [("content-type", state)]
     # a value JSON gives back as it was carries no content type at all
-    assert steps["value:plain"].response_headers == []
-    assert "replay.response.content_type" not in by_name["value plain"]
+    for plain in ("plain", "table"):
+        assert steps[f"value:{plain}"].response_headers == []
+        assert "replay.response.content_type" not in by_name[f"value {plain}"]
+    assert steps["value:rows"].response_headers == [
+        ("content-type", SHAPE + '["list",[[37,["dict",[[1,"float"]]]]]]')
+    ]
 
 
 def _with_shape(spans: list[ReadableSpan], tool: str, content_type: str) -> dict[str, Any]:
