@@ -179,6 +179,7 @@ class _TooBig(Exception):
 _AS_IS = frozenset({str, int, bool, type(None)})
 _PLAIN = _AS_IS | {float}
 _TREE = _PLAIN | {dict, list}
+_DICT, _LIST, _STR = frozenset({dict}), frozenset({list}), frozenset({str})
 _VALUE_TYPES: frozenset[type] = frozenset(
     {
         dt.datetime,
@@ -272,22 +273,27 @@ def _plain_tree(value: dict[Any, Any] | list[Any]) -> bool:
     (finite floats): its JSON gives it back as it is. Raises _TooBig past the node budget."""
     level: list[Any] = [value]
     nodes = 0
-    while level:
+    while True:
         nodes += len(level)
         if nodes > _MAX_NODES:
             raise _TooBig
         kinds = set(map(type, level))
+        if kinds <= _PLAIN:
+            return float not in kinds or _finite(level)
         if not kinds <= _TREE or (float in kinds and not _finite(level)):
             return False
-        dicts = list(_only(level, dict)) if dict in kinds else []
-        if not set(map(type, itertools.chain.from_iterable(dicts))) <= {str}:
+        if kinds == _DICT:
+            dicts, lists = level, []
+        elif kinds == _LIST:
+            dicts, lists = [], level
+        else:
+            dicts, lists = list(_only(level, dict)), list(_only(level, list))
+        if dicts and not set(map(type, itertools.chain.from_iterable(dicts))) <= _STR:
             return False
-        lists = _only(level, list) if list in kinds else ()
         level = [
             *itertools.chain.from_iterable(map(dict.values, dicts)),
             *itertools.chain.from_iterable(lists),
         ]
-    return True
 
 
 def _finite(values: list[Any]) -> bool:
