@@ -36,7 +36,12 @@ __all__ = [
     "request_changes",
     "short_tag",
     "value_at",
+    "without_trace_context",
 ]
+
+TRACE_CONTEXT_KEYS: frozenset[str] = frozenset({"traceparent", "tracestate", "baggage"})
+"""What an OpenTelemetry propagator writes into a JSON-RPC message's ``params._meta`` (MCP
+clients do, SEP-414): a new trace id on every run, not part of what is asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,22 @@ def parse_json(body: bytes | None) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
+
+
+def without_trace_context(value: Any) -> Any:
+    """A parsed JSON-RPC request (or batch) without the trace context in its ``params._meta``
+    (:data:`TRACE_CONTEXT_KEYS`), a ``_meta`` left empty dropped; any other value as it is."""
+    if _is_list(value):
+        return [without_trace_context(item) for item in value]
+    if not isinstance(value, Mapping) or "jsonrpc" not in value:
+        return value
+    params = value.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if not isinstance(meta, Mapping) or not TRACE_CONTEXT_KEYS & meta.keys():
+        return value
+    kept = {k: v for k, v in meta.items() if k not in TRACE_CONTEXT_KEYS}
+    others = {k: v for k, v in params.items() if k != "_meta"}  # type: ignore[union-attr]
+    return {**value, "params": {**others, **({"_meta": kept} if kept else {})}}
 
 
 def request_changes(recorded: RecordedStep, new: Request) -> list[Change]:
@@ -346,7 +367,8 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
         return changes
     # A tool's or a value's request body is its arguments.
     label = "argument" if recorded.kind in ENVELOPE_KINDS else "body"
-    old_json = parse_json(old_body)
+    old_json = without_trace_context(parse_json(old_body))
+    new_json = without_trace_context(new_json)
     if old_json is not None and new_json is not None:
         for path in json_paths_differing(old_json, new_json):
             changes.append(

@@ -75,6 +75,9 @@ class RecordedStep:
     within: int | None = None
     """The index of the tool (or side effect) step whose body made this step: when that step
     is served from the recording, this one is not expected again."""
+    start_ns: int | None = None
+    """When the step started (Unix nanoseconds), when known: a response that was still coming
+    while later steps ran is served in step with them (see ``Matcher.awaited``)."""
 
 
 @dataclass(frozen=True, slots=True)

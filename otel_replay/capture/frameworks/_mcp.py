@@ -14,6 +14,16 @@ session's own result parser, so fields the server did not send stay unset. A JSO
 recorded as the exception it raised. The SDK's ``MCP send tools/call`` client span, when the
 call runs, is a child of the step's ``execute_tool`` span, as an HTTP span is of a model call.
 
+Over HTTP (streamable HTTP, or the older SSE transport) the session's own traffic goes through
+httpx2 and is recorded as plain ``http`` steps, since a replay must answer it with the server
+gone: ``initialize`` and its notification, every ``tools/list`` (what the model was offered
+comes from them), the server's event stream (GET) and the DELETE at close. A ``tools/call``
+POST is a step within its tool step (``replay.step.within``), there for a reader of the run;
+a replay serves the tool step and never asks for it. A served call sends no request, so it
+takes the JSON-RPC id its request had (``_skip_request_id``): the session's later requests
+carry the ids they were recorded with. The trace context the SDK writes into each request's
+``_meta`` and the server's event stream are the replay's business (``replay._match``).
+
 The progress a server reports while a tool runs (``ctx.report_progress``), which the session
 hands to the call's ``progress_callback``, goes with the result: its notifications, in order,
 under ``"otel_replay.progress"`` beside the result's fields (``progress``, ``total``,
@@ -205,7 +215,18 @@ async def _step(
             result = result_type.model_validate(value)
         return _Progressed(result, notes, delivered=False) if notes else result
 
-    outcome = await perform_async(call, live, _recorded, restored)
+    ran = False
+
+    async def running() -> Any:
+        nonlocal ran
+        ran = True
+        return await live()
+
+    try:
+        outcome = await perform_async(call, running, _recorded, restored)
+    finally:
+        if not ran:
+            _skip_request_id(session)
     if not isinstance(outcome, _Progressed):
         return outcome
     if not outcome.delivered and callback is not None:
@@ -215,6 +236,18 @@ async def _step(
             except Exception:  # as the session does: logged, the call goes on
                 _mcp_log.exception("progress callback raised")
     return outcome.result
+
+
+def _skip_request_id(session: Any) -> None:
+    """Take the JSON-RPC id the served call would have sent its request with: the session's
+    later requests (a ``tools/list`` over HTTP, served from the recording) then carry the ids
+    they were recorded with, and their recorded responses answer them."""
+    dispatcher = getattr(session, "_dispatcher", None)  # mcp 2
+    allocate = getattr(dispatcher, "_allocate_id", None)
+    if callable(allocate):
+        allocate()
+    elif isinstance(getattr(session, "_request_id", None), int):  # mcp 1
+        session._request_id += 1
 
 
 async def _listed(session: Any, name: str) -> _Listed:

@@ -86,6 +86,7 @@ def build_step(
         "duration_ns": _duration(span, fixture),
         "attributes": dict(attrs),
         "within": fixture.within if fixture else int_value(attrs.get(A.REPLAY_STEP_WITHIN)),
+        "start_ns": _start(span, fixture),
     }
     if fixture is not None:
         return RecordedStep(
@@ -274,6 +275,13 @@ def _fit(chunks: Sequence[tuple[int, int]], total: int) -> tuple[tuple[int, int]
         return ()
     sizes = fit_chunks([size for size, _ in chunks], total)
     return tuple((size, chunks[i][1]) for i, size in enumerate(sizes))
+
+
+def _start(span: Mapping[str, Any] | None, fixture: Step | None) -> int | None:
+    start = span.get("start_ns") if span is not None else None
+    if isinstance(start, int) and start > 0:
+        return start
+    return fixture.start_ns if fixture is not None and fixture.start_ns > 0 else None
 
 
 def _duration(span: Mapping[str, Any] | None, fixture: Step | None) -> int:
