@@ -12,19 +12,24 @@ Every ``BaseTool`` call, ``tool.invoke``/``ainvoke`` made directly or by LangGra
   around it as they do without us, when recording and when replaying: only the body is
   recorded, or served.
 
-The body's return value is recorded as exact JSON. Replay restores it with the body's return
-annotation where there is one (``StructuredTool``'s function, a subclass's ``_run``): a
-``ToolMessage`` or a pydantic model comes back as one; a ``content_and_artifact`` tool gets
-its two-tuple back. A tool built from an ``@otel_replay.tool`` function is left to that
-function's own step (one step per call, with the effect its author declared).
+The body's return value is recorded as exact JSON with its shape. Replay rebuilds it from
+the shape, else restores it with the body's return annotation where there is one
+(``StructuredTool``'s function, a subclass's ``_run``): a ``ToolMessage`` or a pydantic model
+comes back as one; a ``content_and_artifact`` tool gets its two-tuple back. A tool built from
+an ``@otel_replay.tool`` function is left to that function's own step (one step per call, with
+the effect its author declared).
 
 A body LangGraph's ``interrupt()`` paused (it raised ``GraphInterrupt``: a human is asked,
 the graph stops until ``Command(resume=...)``) is not a failure: its step's result is what it
 asked, ``{"otel_replay.interrupt": [{"value": ..., "id": ...}]}``. On replay the served body
 calls ``interrupt()`` with that value again, so the graph pauses where it did, with
 LangGraph's own interrupt (its id made in the replayed graph). Resumed, LangGraph runs the tool
-again: a step of its own, served as recorded. The value comes back as JSON (a pydantic model
-as a dict).
+again: a step of its own, served as recorded. The value comes back as it was (a pydantic
+model as that model), from its shape (:mod:`otel_replay.capture._jsonable`).
+
+A body returning LangGraph's ``Command(update=..., goto=...)`` (or a list holding one) has it
+recorded with its messages and ``Send`` objects named, and gets a ``Command`` back on replay,
+whatever its annotation says: the state update and the routing happen again.
 """
 
 from __future__ import annotations
@@ -37,12 +42,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
-import orjson
-
 from otel_replay.capture._contract import schema_version
 from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore, return_hint
+from otel_replay.capture._jsonable import encode, encode_exact, restore_body, return_hint
 from otel_replay.capture.frameworks._effect import effect_of
+from otel_replay.capture.frameworks._langgraph_values import is_command, tagged, untagged
 from otel_replay.capture.frameworks._patch import unrecorded, wrap, wrap_each
 
 __all__ = ["patch"]
@@ -197,6 +201,8 @@ def _abody(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -
 
 
 _INTERRUPT = "otel_replay.interrupt"
+_INTERRUPT_TAG = b'"otel_replay.interrupt"'
+_COMMAND_TAG = b'"otel_replay.command"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +227,8 @@ def _paused_by(exc: Exception) -> _Paused | None:
 def _encoded(value: Any) -> bytes:
     if isinstance(value, _Paused):
         return encode_exact({_INTERRUPT: value.interrupts})
+    if is_command(value):
+        return encode_exact(tagged(value))
     return encode_exact(value)
 
 
@@ -275,10 +283,14 @@ def _schema_version(tool: Any, name: str, description: str | None) -> str | None
 
 def _restorer(tool: Any) -> Callable[[bytes], Any]:
     def restored(body: bytes) -> Any:
-        recorded = orjson.loads(body)
-        if isinstance(recorded, dict) and recorded.keys() == {_INTERRUPT}:
-            return _Paused(recorded[_INTERRUPT])
-        value = restore(recorded, _returns(tool))
+        if _INTERRUPT_TAG in body or _COMMAND_TAG in body:
+            recorded = restore_body(body)  # its shape gives back the models in it
+            if isinstance(recorded, dict) and recorded.keys() == {_INTERRUPT}:
+                return _Paused(recorded[_INTERRUPT])
+            command = untagged(recorded)
+            if is_command(command):  # whatever the annotation says: pydantic cannot build one
+                return command
+        value = restore_body(body, _returns(tool))
         if tool.response_format == "content_and_artifact" and isinstance(value, list):
             return tuple(value)  # LangChain unpacks (content, artifact) from a tuple only
         return value

@@ -1,0 +1,101 @@
+"""An order-desk agent in LangGraph that keeps its conversation in a checkpointer: compiled
+with one, and asked twice on the same ``thread_id``, the second ``invoke`` given only the new
+question (the first turn's messages come from the checkpoint). Its tools are plain LangChain
+``@tool`` functions with no otel-replay code.
+
+    python _langgraph_thread_agent.py orders.sqlite memory|sqlite
+
+``memory`` keeps the checkpoints in an ``InMemorySaver``; ``sqlite`` in a ``SqliteSaver``
+(langgraph-checkpoint-sqlite) on a file beside the database, new for each run of the
+program (a thread of a file kept from an earlier run would start where that one ended).
+
+Environment: STANDIN_URL, the stand-in model provider; AGENT_SYSTEM, the system prompt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
+
+DB = open_database(sys.argv[1])
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Get an order's status, item and total."""
+    return lookup(DB, order_id)
+
+
+@tool
+def refund_order(order_id: str, reason: str) -> dict[str, Any]:
+    """Refund an order in full."""
+    return refund(DB, order_id, reason)
+
+
+TOOLS = [lookup_order, refund_order]
+
+
+@contextlib.contextmanager
+def checkpointer(kind: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    if kind == "memory":
+        yield InMemorySaver()
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = Path(sys.argv[1]).with_suffix(".checkpoints.sqlite")
+    path.unlink(missing_ok=True)
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        yield saver
+
+
+def build(saver: BaseCheckpointSaver[Any]) -> Any:
+    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
+    model = ChatOpenAI(
+        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
+    ).bind_tools(TOOLS)
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(TOOLS))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=saver)
+
+
+def main() -> None:
+    with checkpointer(sys.argv[2]) as saver:
+        graph = build(saver)
+        config: Any = {"configurable": {"thread_id": "desk-7"}}
+        first: list[Any] = [SystemMessage(os.environ.get("AGENT_SYSTEM", SYSTEM))]
+        for question in QUESTIONS:
+            print(f"customer> {question}")
+            result = graph.invoke({"messages": [*first, HumanMessage(question)]}, config)
+            first = []  # the thread holds the conversation from now on
+            for message in result["messages"][-3:-1]:
+                if message.type == "tool":
+                    print(f"  [tool] {message.name} -> {message.content}")
+            print(f"agent> {result['messages'][-1].content}")
+        history = list(graph.get_state_history(config))
+        print(f"[thread] {len(result['messages'])} messages, {len(history)} checkpoints")
+
+
+if __name__ == "__main__":
+    main()

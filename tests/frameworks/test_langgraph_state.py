@@ -1,0 +1,147 @@
+"""LangGraph state beyond the messages: tools that update the state and route the graph with
+``Command(update=..., goto=...)``, and a conversation kept by a checkpointer across two
+``invoke`` calls on one thread (``InMemorySaver``, and ``SqliteSaver`` where
+langgraph-checkpoint-sqlite is installed). Each recorded under ``opentelemetry-instrument``,
+its database changed, replayed through the CLI with the stand-in gone."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.types import Command, Send
+
+from otel_replay.capture._jsonable import encode_exact, restore_body, restoring, take_shape
+from otel_replay.capture.frameworks._langgraph_values import is_command, tagged, untagged
+from tests.frameworks._support import (
+    Recording,
+    assert_a_changed_system_prompt_diverges_at_the_first_call,
+    assert_tool_kit,
+    record,
+    replay_identically,
+    run_ids,
+    tool_spans,
+)
+
+
+@pytest.fixture(scope="module")
+def commanded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return record(
+        tmp_path_factory.mktemp("langgraph-command"),
+        "_langgraph_command_agent.py",
+        "r_langgraph_command",
+        OTEL_REPLAY_WRITE_TOOLS="refund_*",
+    )
+
+
+def test_a_tool_command_updates_the_state_and_routes_the_graph_on_replay(
+    commanded: Recording,
+) -> None:
+    printed = commanded.printed.splitlines()
+    (first, second) = [line for line in printed if line.startswith("  [state] ")]
+    assert first == "  [state] order_status='shipped' refund_id=None receipts=[]"
+    refund_id = second.split("refund_id='")[1].split("'")[0]
+    assert refund_id.startswith("R-")
+    # refund_order's goto sent the graph through the receipt node, which read its update.
+    assert second.endswith(f"receipts=['receipt for {refund_id}']")
+    before = set(run_ids(commanded))
+    done = replay_identically(commanded)
+    # On replay the served Commands did the same: the status and the refund id in the state,
+    # the graph through the receipt node, the tool messages the model was sent the same.
+    assert done.stdout.startswith(commanded.printed)
+    (replayed,) = set(run_ids(commanded)) - before
+    served = [t["gen_ai.tool.call.result"] for t in tool_spans(commanded, replayed)]
+    assert served == [t["gen_ai.tool.call.result"] for t in tool_spans(commanded)]
+
+
+def test_each_command_is_recorded_as_one_tool_step(commanded: Recording) -> None:
+    tools = tool_spans(commanded)
+    assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
+        ("lookup_order", "read"),
+        ("refund_order", "write"),  # OTEL_REPLAY_WRITE_TOOLS=refund_*
+    ]
+    lookup, refund = tools
+    command = json.loads(refund["gen_ai.tool.call.result"])["otel_replay.command"]
+    assert command["goto"] == "receipt"
+    assert command["update"]["refund_id"].startswith("R-")
+    (message,) = command["update"]["messages"]
+    assert message["otel_replay.message"]["type"] == "tool"
+    assert message["otel_replay.message"]["tool_call_id"] == refund["gen_ai.tool.call.id"]
+    lookup_command = json.loads(lookup["gen_ai.tool.call.result"])["otel_replay.command"]
+    assert lookup_command == {
+        "update": {"order_status": "shipped", "messages": lookup_command["update"]["messages"]},
+        "goto": "agent",
+    }
+    assert_tool_kit(tools)
+
+
+def test_a_changed_system_prompt_diverges_before_any_command(commanded: Recording) -> None:
+    assert_a_changed_system_prompt_diverges_at_the_first_call(commanded)
+
+
+SAVERS = [
+    "memory",
+    pytest.param(
+        "sqlite",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("langgraph.checkpoint.sqlite") is None,
+            reason="langgraph-checkpoint-sqlite is not installed",
+        ),
+    ),
+]
+
+
+@pytest.fixture(scope="module", params=SAVERS)
+def threaded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    saver = str(request.param)
+    return record(
+        tmp_path_factory.mktemp(f"langgraph-thread-{saver}"),
+        "_langgraph_thread_agent.py",
+        f"r_langgraph_thread_{saver}",
+        saver,
+        OTEL_REPLAY_WRITE_TOOLS="refund_*",
+    )
+
+
+def test_a_thread_kept_by_a_checkpointer_replays_identically(threaded: Recording) -> None:
+    # The second invoke was given only its question: the model saw the first turn too,
+    # read back from the checkpointer, when recorded and on replay.
+    assert threaded.printed.splitlines()[-1] == "[thread] 9 messages, 10 checkpoints"
+    assert '  [tool] refund_order -> {"refund_id": "R-' in threaded.printed
+    replay_identically(threaded)
+    tools = tool_spans(threaded)
+    assert [t["gen_ai.tool.name"] for t in tools] == ["lookup_order", "refund_order"]
+    assert_tool_kit(tools)
+
+
+def test_a_thread_with_a_changed_system_prompt_diverges_at_the_first_call(
+    threaded: Recording,
+) -> None:
+    assert_a_changed_system_prompt_diverges_at_the_first_call(threaded)
+
+
+def test_commands_with_sends_and_pairs_come_back_whole() -> None:
+    """What a tool step writes for a Command (a list of them, a Send in goto, an update given
+    as (key, value) pairs, a message in a Send's argument) and what replay gives back."""
+    returned = [
+        Command(
+            update=[("messages", [ToolMessage("sent", tool_call_id="call_1", artifact={"n": 2})])],
+            goto=[Send("notify", {"to": "desk", "note": AIMessage("hi")}), "agent"],
+        ),
+        Command(graph=Command.PARENT, goto="review"),
+    ]
+    assert is_command(returned)
+    body = encode_exact(tagged(returned))
+    written = json.loads(body)
+    assert written[1] == {"otel_replay.command": {"graph": "__parent__", "goto": "review"}}
+    with restoring(body, take_shape(body)):
+        back = untagged(restore_body(body))
+    assert back == returned
+    (send, node) = back[0].goto
+    assert (send.node, node) == ("notify", "agent")
+    assert isinstance(send.arg["note"], AIMessage)
+    ((key, (message,)),) = back[0].update
+    assert key == "messages" and isinstance(message, ToolMessage)
+    assert (message.tool_call_id, message.artifact) == ("call_1", {"n": 2})
