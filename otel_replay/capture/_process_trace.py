@@ -14,7 +14,9 @@ The root span is opened by the first such step and ended, at the end of its last
   unbounded trace that no backend would show until the process exits;
 * the process run changes (``start_process_run``), the instrumentor is removed, or the
   interpreter exits (an exit hook registered after the SDK's providers, so it runs before they
-  flush).
+  flush; it also flushes the processors that feed the replay exporter, so the root span is in
+  the store before the providers shut down: they shut their processors down in turn, and
+  OTLP's, usually first, may wait on a collector for its whole timeout).
 
 A process about to die of a signal that runs no exit hook (SIGTERM's default action) ends its
 root through :func:`cut_off`, called by the exporter's SIGTERM handler, which also ends the
@@ -46,10 +48,13 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import Attributes
 
 from otel_replay import attributes as A
+from otel_replay import settings
 from otel_replay._clock import wall_ns
 from otel_replay.capture._run import RunState, current_run, in_run_block
 
 __all__ = ["IDLE_GAP_NS", "StepTracer", "cut_off", "end_process_trace"]
+
+_EXIT_FLUSH_MS = 5000  # when OTEL_REPLAY_FLUSH_TIMEOUT_MS does not parse
 
 IDLE_GAP_NS = 300 * 10**9
 """Idle time after which a process run's next step opens a new trace (as a trace source's
@@ -198,6 +203,21 @@ def end_process_trace() -> None:
     _PROCESS.end()
 
 
+def _end_at_exit() -> None:
+    """At exit, before the SDK's providers shut down: end the root span and push it into the
+    store. The providers shut their processors down one after the other, OTLP's usually
+    first, which may wait on a collector for its whole timeout; a process killed meanwhile
+    would otherwise never store its root span."""
+    _PROCESS.end()
+    try:
+        timeout_ms = int(settings.read("OTEL_REPLAY_FLUSH_TIMEOUT_MS"))
+    except Exception:  # a bad value is reported where the exporter reads it
+        timeout_ms = _EXIT_FLUSH_MS
+    for processor, flush in _span_processors():
+        if _feeds_the_store(processor):
+            flush(timeout_ms)
+
+
 _TRACERS: weakref.WeakSet[StepTracer] = weakref.WeakSet()
 
 
@@ -224,19 +244,40 @@ def cut_off(cause: str, timeout_s: float, steps_cut: bool = False) -> bool:
 
 
 def _provider_flushes() -> list[Any]:
-    """The ``force_flush`` of each SDK tracer provider a :class:`StepTracer` records through
-    (an SDK tracer shares its provider's span processor), else of the global provider."""
-    found: dict[int, Any] = {}
+    """The ``force_flush`` of each span processor of the SDK tracer providers a
+    :class:`StepTracer` records through, else of the global provider; the replay exporter's
+    processors first.
+
+    A provider's own ``force_flush`` flushes its processors one after the other within one
+    deadline, so an OTLP exporter waiting on a collector that does not answer would use it
+    all up and the replay exporter's last batch (the root span) would never reach the store.
+    Each processor is flushed on its own instead, ours first."""
+    found = _span_processors()
+    if not found:
+        provider = trace.get_tracer_provider()
+        flush = getattr(provider, "force_flush", None)
+        return [] if flush is None else [flush]
+    ordered = sorted(found, key=lambda pair: not _feeds_the_store(pair[0]))
+    return [flush for _, flush in ordered]
+
+
+def _span_processors() -> list[tuple[Any, Any]]:
+    """Each span processor (with its ``force_flush``) of the SDK tracer providers a
+    :class:`StepTracer` records through (an SDK tracer shares its provider's processor)."""
+    found: dict[int, tuple[Any, Any]] = {}
     for tracer in list(_TRACERS):
         processor = getattr(tracer.inner, "span_processor", None)
-        flush = getattr(processor, "force_flush", None)
-        if flush is not None:
-            found.setdefault(id(processor), flush)
-    if not found:
-        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-        if flush is not None:
-            found[0] = flush
+        for each in getattr(processor, "_span_processors", None) or (processor,):
+            flush = getattr(each, "force_flush", None)
+            if flush is not None:
+                found.setdefault(id(each), (each, flush))
     return list(found.values())
+
+
+def _feeds_the_store(processor: Any) -> bool:
+    """True for a span processor (a batch or simple one) exporting to a replay exporter."""
+    exporter = getattr(processor, "span_exporter", None)
+    return hasattr(exporter, "_flush_on_signal")
 
 
 class StepTracer(Tracer):
@@ -250,8 +291,8 @@ class StepTracer(Tracer):
 
     def __init__(self, inner: Tracer) -> None:
         self.inner = inner
-        atexit.unregister(end_process_trace)
-        atexit.register(end_process_trace)
+        atexit.unregister(_end_at_exit)
+        atexit.register(_end_at_exit)
         _TRACERS.add(self)
 
     def start_span(

@@ -7,6 +7,7 @@ step N's response was read (its span has ended), a short pause between steps.
 
 ``--idle-after N``       after N steps, print ``idle`` and wait (no step in flight)
 ``--self-kill N``        after N steps, send itself SIGTERM (a parent shell sees the status)
+``--exit-after N``       after N steps, print ``exiting`` and leave: a normal exit
 ``--slow CHAT_URL N``    after N steps, print ``slow call`` and make a chat call to the
                          stand-in's ``standin-slow`` model (2 s before its headers): a step in
                          flight when the signal comes
@@ -80,6 +81,7 @@ def main() -> None:
 
     idle_after = int((_option("--idle-after") or ["-1"])[0])
     self_kill = int((_option("--self-kill") or ["-1"])[0])
+    exit_after = int((_option("--exit-after") or ["-1"])[0])
     slow = _option("--slow", 2)
     with httpx.Client(base_url=sys.argv[1]) as client:
         step = 0
@@ -92,6 +94,9 @@ def main() -> None:
                 time.sleep(600)
             if step == self_kill:
                 os.kill(os.getpid(), signal.SIGTERM)
+            if step == exit_after:
+                print("exiting", flush=True)
+                return
             if slow is not None and step == int(slow[1]):
                 print("slow call", flush=True)
                 body = {"model": "standin-slow", "messages": [{"role": "user", "content": "hi"}]}

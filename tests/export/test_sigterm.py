@@ -10,6 +10,7 @@ exporter, against the local stand-in.
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -228,3 +229,72 @@ def test_a_handler_installed_before_ours_keeps_the_process_going(
     assert len(trace.steps) == printed >= 8
     assert len(trace.sent) == printed + 1
     _plain_end(trace)
+
+
+@pytest.fixture
+def silent_collector() -> Iterator[str]:
+    """The endpoint of a collector that takes connections and never answers: an OTLP
+    exporter waits on it for its own timeout (10 s)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        yield f"http://127.0.0.1:{silent.getsockname()[1]}"
+
+
+def _start_against(
+    endpoint: str, standin: StandIn, store: Path, *args: str
+) -> subprocess.Popen[str]:
+    env = subprocess_env(
+        store,
+        OTEL_TRACES_EXPORTER="otlp,replay",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_REPLAY_RUN_ID=RUN_ID,
+        OTEL_REPLAY_FLUSH_TIMEOUT_MS="3000",
+    )
+    command = [str(INSTRUMENT), sys.executable, AGENT, standin.tools_url, *args]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _whole_in_store(store_path: Path, steps: int) -> None:
+    """The run is in the store whole: its steps, and its root span as their parent."""
+    with Store.open(store_path, create=False) as store:
+        stored = store.steps(RUN_ID)
+        spans = store.spans(RUN_ID)
+    assert [s.index for s in stored if s.complete] == list(range(steps))
+    roots = [s for s in spans if s["name"] == ROOT_SPAN]
+    assert len(roots) == 1, "the root span did not reach the store"
+    assert roots[0]["attributes"]["replay.run.id"] == RUN_ID
+    assert {s["parent_span_id"] for s in spans if s["name"] != ROOT_SPAN} == {roots[0]["span_id"]}
+
+
+def test_a_collector_that_never_answers_does_not_keep_the_root_span_from_the_store(
+    standin: StandIn, silent_collector: str, tmp_path: Path
+) -> None:
+    # The OTLP exporter's flush would use up the whole SIGTERM flush: the replay exporter's
+    # processor is flushed first, so the store still gets the trace whole.
+    proc = _start_against(silent_collector, standin, tmp_path / "store", "--idle-after", "3")
+    ended = _terminate_on(proc, "idle")
+    assert proc.returncode == -signal.SIGTERM, ended.err
+    assert ended.dying_s < 6, "the flush is bounded by OTEL_REPLAY_FLUSH_TIMEOUT_MS"
+    _whole_in_store(tmp_path / "store", 3)
+
+
+def test_an_exit_waiting_on_a_silent_collector_has_already_stored_the_run(
+    standin: StandIn, silent_collector: str, tmp_path: Path
+) -> None:
+    # At exit the SDK shuts its processors down in order, OTLP's first, which waits on the
+    # collector for 10 s: a supervisor that loses patience (SIGKILL) meanwhile must not cost
+    # the store the run's root span.
+    proc = _start_against(silent_collector, standin, tmp_path / "store", "--exit-after", "3")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "exiting":
+            break
+    time.sleep(2)
+    assert proc.poll() is None, "still waiting on the collector"
+    proc.kill()
+    proc.communicate(timeout=30)
+    _whole_in_store(tmp_path / "store", 3)
