@@ -19,6 +19,10 @@ disposition it replaced calls for:
   sets a flag) or exit through ``sys.exit``, whose exit hooks end them.
 * **Nothing** (``SIG_IGN``): honoured, after the exporters wrote what they hold.
 
+SIGHUP (a terminal closed under the program, an SSH session dropped) kills as uncleanly, so
+where its disposition is the default it is handled the same way, and the process dies of
+SIGHUP. Under ``nohup`` (ignored) or with a handler of the program's own, it is left alone.
+
 An application that installs its own handler later replaces ours; its handler then decides,
 and a clean exit goes through ``atexit`` and the SDK's shutdown, which ends and writes
 everything too. A handler of its own that calls the one it replaced (ours) gets the above.
@@ -64,7 +68,8 @@ writing what is held and ending the traces."""
 
 _exporters: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 """Live exporters, each with its flush timeout in seconds."""
-_previous: Any = None
+_previous: dict[int, Any] = {}
+"""Per signal we handle, the disposition ours replaced."""
 _installed = False
 _handling = False
 
@@ -113,41 +118,59 @@ if hasattr(os, "register_at_fork"):
 
 
 def install(exporter: _Flushable, timeout_s: float) -> bool:
-    """Flush ``exporter`` (within ``timeout_s``) on SIGTERM, installing the handler once; False
-    when signals cannot be handled here (not the main thread, or no SIGTERM on this
-    platform)."""
-    global _previous, _installed, _helper  # noqa: PLW0603 - one handler per process
+    """Flush ``exporter`` (within ``timeout_s``) on SIGTERM, and on SIGHUP where nothing else
+    handles it, installing the handler once; False when signals cannot be handled here (not
+    the main thread, or no SIGTERM on this platform)."""
+    global _installed, _helper  # noqa: PLW0603 - one handler per process
     if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
         _log.debug("otel-replay: not in the main thread; no SIGTERM handler installed")
         return False
     if not _installed:
         try:
-            previous = signal.getsignal(signal.SIGTERM)
+            _previous[signal.SIGTERM] = signal.getsignal(signal.SIGTERM)
             signal.signal(signal.SIGTERM, _on_sigterm)
         except (ValueError, OSError) as exc:
             _log.debug("otel-replay: cannot handle SIGTERM here: %s", exc)
             return False
-        _previous, _installed = previous, True
+        _install_hangup()
+        _installed = True
         if _helper is None or not _helper.usable:
             _helper = _Helper()
     _exporters[exporter] = timeout_s
     return True
 
 
+def _install_hangup() -> None:
+    # A closed terminal (an SSH session dropped) kills with SIGHUP, as uncleanly as SIGTERM.
+    # Only its default is taken over: under nohup it is ignored, and a program's own handler
+    # is the program's business.
+    hangup = getattr(signal, "SIGHUP", None)
+    if hangup is None:
+        return
+    try:
+        if signal.getsignal(hangup) == signal.SIG_DFL:
+            signal.signal(hangup, _on_sigterm)
+            _previous[hangup] = signal.SIG_DFL
+    except (ValueError, OSError) as exc:
+        _log.debug("otel-replay: cannot handle SIGHUP here: %s", exc)
+
+
 def uninstall(exporter: _Flushable) -> None:
-    """Stop flushing ``exporter``; with none left, put the previous handler back (if ours is
-    still the installed one and this is the main thread)."""
+    """Stop flushing ``exporter``; with none left, put the previous handlers back (where ours
+    is still the installed one, and this is the main thread)."""
     global _installed  # noqa: PLW0603
     _exporters.pop(exporter, None)
     if _exporters or not _installed:
         return
     if threading.current_thread() is not threading.main_thread():
         return  # harmless: with no exporter left our handler only chains
-    try:
-        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-            signal.signal(signal.SIGTERM, _previous if _previous is not None else signal.SIG_DFL)
-    except (ValueError, OSError):
-        return
+    for signum, previous in list(_previous.items()):
+        try:
+            if signal.getsignal(signum) is _on_sigterm:
+                signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        except (ValueError, OSError):
+            return
+        del _previous[signum]
     _installed = False
 
 
@@ -170,10 +193,10 @@ def _cut_steps(cause: str, timeout_s: float) -> bool:
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     global _handling  # noqa: PLW0603 - the main thread's own flag
     if _handling:
-        return  # SIGTERM again while we handle the first: that one still ends as it should
+        return  # a signal again while we handle the first: that one still ends as it should
     _handling = True
+    previous = _previous.get(signum, signal.SIG_DFL)
     try:
-        previous = _previous
         exporters = list(_exporters.items())
         deadline = time.monotonic() + max((t for _, t in exporters), default=0.0)
 

@@ -68,17 +68,22 @@ class _Ended:
     """Seconds from the signal to the end of the process."""
 
 
-def _terminate_on(proc: subprocess.Popen[str], line: str, wait: float = 0.0) -> _Ended:
-    """Send SIGTERM once the program printed ``line`` (and ``wait`` seconds more)."""
+def _terminate_on(
+    proc: subprocess.Popen[str], line: str, wait: float = 0.0, signum: int = signal.SIGTERM
+) -> _Ended:
+    """Send ``signum`` once the program printed ``line`` (and ``wait`` seconds more); an
+    empty ``line``: at once."""
     assert proc.stdout is not None
     seen = []
     sent = time.monotonic()
-    for got in proc.stdout:
+    if not line:
+        proc.send_signal(signum)
+    for got in proc.stdout if line else ():
         seen.append(got)
         if got.strip() == line:
             time.sleep(wait)
             sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signum)
             break
     out, err = proc.communicate(timeout=60)
     return _Ended("".join(seen) + out, err, time.monotonic() - sent)
@@ -298,3 +303,40 @@ def test_an_exit_waiting_on_a_silent_collector_has_already_stored_the_run(
     proc.kill()
     proc.communicate(timeout=30)
     _whole_in_store(tmp_path / "store", 3)
+
+
+def test_a_hangup_ends_the_trace_as_sigterm_does(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    # The terminal the agent ran in closed: SIGHUP, whose default kills without exit hooks.
+    proc = _start(standin, tmp_path / "store", sink, "--idle-after", "4")
+    ended = _terminate_on(proc, "idle", signum=signal.SIGHUP)
+    assert proc.returncode == -signal.SIGHUP, ended.err
+    trace = _one_trace(tmp_path / "store", sink)
+    assert len(trace.steps) == 4
+    assert len(trace.sent) == 5, "four steps and their root, each sent once"
+    _plain_end(trace)
+
+
+def test_under_nohup_a_hangup_is_still_ignored(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    python = [sys.executable, AGENT, standin.tools_url, "--idle-after", "2"]
+    proc = subprocess.Popen(
+        ["nohup", str(INSTRUMENT), *python],  # nohup: SIGHUP ignored, then exec
+        cwd=ROOT,
+        env=_env(tmp_path / "store", sink),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "idle":
+            break
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(1)
+    assert proc.poll() is None, "nohup's SIGHUP killed the program"
+    ended = _terminate_on(proc, "", wait=0)
+    assert proc.returncode == -signal.SIGTERM, ended.err
+    assert len(_one_trace(tmp_path / "store", sink).steps) == 2
