@@ -8,11 +8,10 @@ pydantic's serialiser turns what agents pass around into JSON (datetimes, uuids,
 enums, dataclasses, pydantic models, sets, tuples, bytes, NaN as ``"NaN"``). JSON loses which
 of these a value was, so an exact result also carries its *shape*: where the value held
 something a JSON parse does not give back, and what. The step stores it in its content type
-(:func:`shape_content_type`). Replay rebuilds the value from
-its JSON and shape, so a tool returning an ``Order`` (annotated or not), a tuple, a set of
-uuids or a NaN returns it again, not a dict, a list or ``None``. Without a shape (older
-recordings, or classes replay cannot find), the return annotation decides, through pydantic's
-validator, as before.
+(:func:`shape_content_type`). Replay rebuilds the value from its JSON and shape, so a tool
+returning an ``Order`` (annotated or not), a tuple, a set of uuids or a NaN returns it again,
+not a dict, a list or ``None``. Without a shape (older recordings, or classes replay cannot
+find), the return annotation decides, through pydantic's validator.
 
 A shape is JSON: ``null`` (the JSON as it is), a leaf name (``"float"``: ``"NaN"``,
 ``"Infinity"`` or ``"-Infinity"`` text; ``"bytes"``: UTF-8 text; ``"bytes64"``: base64 text;
