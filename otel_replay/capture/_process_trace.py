@@ -51,6 +51,7 @@ from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_ns
 from otel_replay.capture._run import RunState, current_run, in_run_block
+from otel_replay.capture._worker_exit import at_worker_exit
 
 __all__ = ["IDLE_GAP_NS", "StepTracer", "cut_off", "end_process_trace"]
 
@@ -150,7 +151,18 @@ class _ProcessTrace:
 
 
 _PROCESS = _ProcessTrace()
-os.register_at_fork(after_in_child=_PROCESS.forget)
+
+
+def _after_fork_in_child() -> None:
+    _PROCESS.forget()
+    at_worker_exit(_PROCESS, lambda _: _end_at_exit(), WORKER_EXIT_PRIORITY)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+WORKER_EXIT_PRIORITY = 20
+"""When a multiprocessing worker ends: the root span ends and the processors feeding the store
+flush before the exporters' writers do (``export.exporter``)."""
 
 
 def _program() -> str:

@@ -17,6 +17,8 @@ from otel_replay import settings
 from otel_replay.capture._durable import register_flush
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._handoff import handoff as process_handoff
+from otel_replay.capture._process_trace import WORKER_EXIT_PRIORITY
+from otel_replay.capture._worker_exit import at_worker_exit
 from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
@@ -262,3 +264,6 @@ class ReplaySpanExporter(SpanExporter):
         self._owns_store = True
         self._open = lambda: Store.open(where)
         self._writer = self._start_writer()
+        # A multiprocessing worker leaves through os._exit, never atexit: write at its end.
+        priority = WORKER_EXIT_PRIORITY - 10  # after the root span ended and was handed over
+        at_worker_exit(self, ReplaySpanExporter._flush_at_exit, priority)

@@ -113,3 +113,29 @@ def test_a_forked_child_records_into_the_store_too(tmp_path: Path) -> None:
     with Store.open(tmp_path / "store", create=False) as store:
         assert {r.run_id: r.step_count for r in store.runs()} == {"r_parent": 3, "r_child": 3}
         assert store.verify() == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_forked_workers_leaving_through_os_exit_lose_nothing(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    # multiprocessing's children end with os._exit: no atexit, so no SDK shutdown; what their
+    # writer held when the work ended was lost (4 of the 6 workers' steps).
+    script = str(Path(__file__).with_name("_pool_agent.py"))
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, script, standin.tools_url],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "store", OTEL_TRACES_EXPORTER="replay"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([200] * 6)
+    with Store.open(tmp_path / "store", create=False) as store:
+        steps = [s for run in store.runs() for s in store.steps(run.run_id)]
+        urls = sorted(store.fixture(step).url for step in steps)
+        assert [p for p in store.verify() if p.damage] == []
+    expected = [f"{standin.tools_url}/orders/A-{n}" for n in ("0001", *range(1000, 1006))]
+    assert urls == sorted(expected)
