@@ -108,7 +108,10 @@ class ReplaySpanExporter(SpanExporter):
             self._owns_store = False
             self._open = lambda: given
         else:
-            where = str(store if store is not None else config.store)
+            # Anchored now: the store is opened on the writer's thread at the first write, by
+            # when the application may have changed its directory (the recording then went
+            # elsewhere, or its later writes failed).
+            where = Store.anchor(store if store is not None else config.store)
             self._where = where
             self._owns_store = True
             self._open = lambda: Store.open(where)

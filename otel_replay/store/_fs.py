@@ -44,6 +44,14 @@ def is_url(location: str) -> bool:
     return bool(sep) and scheme.isidentifier() and scheme != "file"
 
 
+def anchored(location: str) -> str:
+    """``location`` as it means from the current directory, whatever it becomes later: a URL
+    as it is, a local path (``file://`` dropped, ``~`` expanded) made absolute."""
+    if is_url(location):
+        return location
+    return str(Path(location.removeprefix("file://")).expanduser().absolute())
+
+
 class Backend(Protocol):
     """The file operations the store needs, on paths relative to its root."""
 
@@ -141,8 +149,10 @@ class LocalBackend:
     local = True
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.location = str(root)
+        # Absolute: an application that changes its directory after opening the store (an
+        # agent working in a checkout or a temporary directory) must keep writing here.
+        self.root = root.expanduser().absolute()
+        self.location = str(root)  # as given, for messages
         self._dirty: set[Path] = set()
 
     def path(self, rel: str) -> Path:

@@ -23,7 +23,7 @@ from otel_replay.errors import (
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _gc, _repack, _rows, _verify
 from otel_replay.store._format import INDEX_FILE, LOCK_FILE, ensure_format, pin_path
-from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, is_url
+from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, anchored, is_url
 from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
@@ -109,7 +109,8 @@ class Store:
         self._remote = remote
         self.read_only = read_only
         """True when the store cannot be written (writing raises StoreNotWritableError)."""
-        lock_path = None if remote or read_only else Path(backend.location) / LOCK_FILE
+        root = backend.root if isinstance(backend, LocalBackend) else Path(backend.location)
+        lock_path = None if remote or read_only else root / LOCK_FILE
         self._lock_file = StoreLock(lock_path)
         self._reader = ObjectReader(backend, self._locate, self._relocate)
         self.retention = retention
@@ -128,6 +129,12 @@ class Store:
             return False
         root = Path(where).expanduser()
         return root.is_dir() and not _writable(root)
+
+    @staticmethod
+    def anchor(location: str | os.PathLike[str]) -> str:
+        """``location`` as it means from the current directory, for opening it later: a URL as
+        it is, a local path made absolute (an application may change its directory first)."""
+        return anchored(str(location))
 
     @classmethod
     def open(

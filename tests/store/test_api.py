@@ -34,6 +34,23 @@ def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
         assert store.request_body(("nested", 0)) == b"q"
 
 
+def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypatch) -> None:
+    # Its files were reached through the relative path: after the application changed its
+    # directory, writing failed (or went into a directory of the same name elsewhere).
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with Store.open("rel") as store:
+        store.put([fixture("moved", 0, b"q0", b"r0")])
+        store.flush()
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        store.put([fixture("moved", 1, b"q1", b"r1")])
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    with Store.open(tmp_path / "rel", create=False) as store:
+        assert [s.index for s in store.steps("moved")] == [0, 1]
+        assert store.response_body(("moved", 1)) == b"r1"
+        assert [p for p in store.verify() if p.damage] == []
+
+
 def test_verify_reports_progress(tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     with Store.open(tmp_path / "s") as store:
