@@ -98,12 +98,17 @@ class Server(Protocol):
     live_read_tools: bool
 
     def serve(
-        self, method: str, url: str, body: bytes, request_hash: str | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        request_hash: str | None = None,
+        call_id: str | None = None,
     ) -> Served | None:
         """The recorded answer to ``body`` (the canonical arguments as the call made them;
-        ``request_hash`` the hash of their redacted form when already known); None when
-        there is none and the call may run live. Raises UnmatchedRequestError in strict
-        mode when there is none."""
+        ``request_hash`` the hash of their redacted form when already known; ``call_id`` the
+        model's tool call it answers, when known); None when there is none and the call may
+        run live. Raises UnmatchedRequestError in strict mode when there is none."""
 
 
 _recorder: Recorder | None = None
@@ -370,7 +375,8 @@ class _Open:
         if server is not None:
             method, url = address(call.kind, call.name)
             try:
-                self.served = server.serve(method, url, call.arguments, request_hash)
+                call_id = call.attributes.get("gen_ai.tool.call.id")
+                self.served = server.serve(method, url, call.arguments, request_hash, call_id)
             except BaseException as exc:
                 self.finish(_error_body(exc), qualified_name(exc))
                 raise

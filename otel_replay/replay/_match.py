@@ -4,7 +4,8 @@
    (and the endpoint agrees). The session asks first with the bytes as sent: bytes equal to a
    recorded body are that request (the recording holds redacted bytes), redacted or not today.
 2. ``canonical``: both bodies are JSON and equal as RFC 8785 canonical JSON once the top-level
-   fields in :data:`VOLATILE_FIELDS` are set aside.
+   fields in :data:`VOLATILE_FIELDS` and the trace context of a JSON-RPC request's
+   ``params._meta`` (an MCP client's ``traceparent``) are set aside.
 3. ``messages``, for recorded steps without bytes (spans of another instrumentation): the
    same model asked the same conversation, role and text message by message, as the step's
    ``gen_ai.input.messages`` and ``gen_ai.system_instructions`` record it.
@@ -13,15 +14,25 @@
    divergence report says how.
 
 Within a level the lowest-index step not served yet wins, so identical requests are answered
-in recorded order and concurrent requests match by content, not by arrival order. When every
+in recorded order and concurrent requests match by content, not by arrival order. A tool call
+that names the model's tool call it answers (``gen_ai.tool.call.id``) takes the step recorded
+for that call first: a model turn asking for the same tool with the same arguments twice, run
+concurrently, gets each call its own result, whichever reaches the replay first. When every
 step with those exact bytes has been served, the last one is served again (``repeat``): a
 retried request gets the answer it got before. A position match never repeats.
+
+A response that kept coming while the program went on (a server-sent event stream open for a
+whole session, as MCP's HTTP transports hold one) is served in step with the run: each of its
+pieces, and its end, waits until the replay has asked for the steps the recording started
+while that piece was on its way (:meth:`Matcher.awaited`), never longer than it took
+when recorded. Served at once, it would answer requests not sent yet, or end before the
+session does and be opened again and again.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -29,10 +40,10 @@ from urllib.parse import urlsplit
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.capture.codecs import Codec, detect
 from otel_replay.errors import CodecError
-from otel_replay.replay._diff import json_paths_differing, parse_json
+from otel_replay.replay._diff import json_paths_differing, parse_json, without_trace_context
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
 
-__all__ = ["VOLATILE_FIELDS", "Match", "MatchKind", "Matcher", "Near"]
+__all__ = ["VOLATILE_FIELDS", "Awaited", "Match", "MatchKind", "Matcher", "Near"]
 
 MatchKind = Literal["hash", "canonical", "messages", "position"]
 
@@ -51,6 +62,16 @@ class Match:
     step: RecordedStep
     how: MatchKind
     repeat: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Awaited:
+    """What one piece of a response (a chunk, or its end) waits for before it is served: the
+    recorded ``steps`` the replay must have asked for, and at most ``within_ns`` after the
+    request (when it came in the recording)."""
+
+    steps: frozenset[int]
+    within_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +106,7 @@ def endpoint_of_request(method: str, url: str, body: bytes) -> str:
 
 def _canonical_key(value: Any) -> str | None:
     """The canonical-JSON key of a parsed body (None when it is not JSON)."""
+    value = without_trace_context(value)
     if not isinstance(value, Mapping):
         return None if value is None else sha256_tag(canonical_json(value))
     kept = {k: v for k, v in value.items() if k not in VOLATILE_FIELDS}
@@ -146,6 +168,8 @@ class Matcher:
     def __init__(self, run: Run) -> None:
         self.run = run
         self._lock = threading.Lock()
+        self._asked = threading.Condition(self._lock)  # notified when a step is served
+        self._wakers: list[Callable[[], None]] = []
         self._served: dict[int, int] = {}
         self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
         self._by_endpoint: dict[str, list[RecordedStep]] = {}
@@ -162,9 +186,17 @@ class Matcher:
                 self._hash_of_body.setdefault(step.request_body, step.request_hash)
             self._by_endpoint.setdefault(step.endpoint, []).append(step)
 
-    def match(self, method: str, url: str, body: bytes | None, request_hash: str) -> Match | None:
+    def match(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        request_hash: str,
+        call_id: str | None = None,
+    ) -> Match | None:
         """The recorded step that answers this request, or None. ``body`` is the exact
-        redacted body and ``request_hash`` its ``sha256:<hex>``. Marks the step served.
+        redacted body and ``request_hash`` its ``sha256:<hex>``; ``call_id`` the model's tool
+        call a tool step answers, when known. Marks the step served.
 
         ``body`` None asks for a ``hash`` match only: None, with nothing marked or counted,
         when there is none (then ask again with the body)."""
@@ -176,20 +208,61 @@ class Matcher:
             result: Match | None
             if found:
                 endpoint = found[0].endpoint
-                result = self._take(found, "hash")
+                result = self._take(found, "hash", call_id)
             elif body is None:
                 return None
             else:
                 live = _read(method, url, body)
                 endpoint = live.endpoint
-                result = self._by_content(live) or self._by_messages(live)
+                result = self._by_content(live, call_id) or self._by_messages(live)
             ordinal = self._seen_per_endpoint.get(endpoint, 0)
             self._seen_per_endpoint[endpoint] = ordinal + 1
             if result is None:
                 result = self._by_position(endpoint, ordinal)
             if result is not None:
                 self._served[result.step.index] = self._served.get(result.step.index, 0) + 1
-            return result
+                self._asked.notify_all()
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
+        return result
+
+    def awaited(self, step: RecordedStep, at_ns: int) -> Awaited:
+        """What the piece of ``step``'s response that came ``at_ns`` after its request waits
+        for: the steps the recording started between the request and that piece, except
+        those a tool's body made (a served tool makes none of them)."""
+        start = step.start_ns
+        if start is None or at_ns <= 0:
+            return Awaited(frozenset(), at_ns)
+        came = start + at_ns
+        steps = frozenset(
+            other.index
+            for other in self.run.steps
+            if other.within is None and other.start_ns is not None and start < other.start_ns < came
+        )
+        return Awaited(steps, at_ns)
+
+    def reached(self, steps: frozenset[int]) -> bool:
+        """Whether every one of ``steps`` has been served."""
+        with self._lock:
+            return steps.issubset(self._served)
+
+    def wait(self, steps: frozenset[int], timeout: float) -> None:
+        """Block until every one of ``steps`` has been served, or ``timeout`` seconds."""
+        with self._asked:
+            self._asked.wait_for(lambda: steps.issubset(self._served), max(timeout, 0.0))
+
+    def on_served(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` (from whichever thread serves) after each served request; returns
+        the undo."""
+        with self._lock:
+            self._wakers.append(wake)
+
+        def undo() -> None:
+            with self._lock:
+                self._wakers.remove(wake)
+
+        return undo
 
     def recorded_hash(self, body: bytes) -> str | None:
         """The ``request_hash`` a recorded step holds for exactly these bytes, or None."""
@@ -217,13 +290,17 @@ class Matcher:
         ranked.sort(key=lambda item: (item[0], item[1], item[2].step.index))
         return [near for _, _, near in ranked[:count]]
 
-    def _take(self, steps: list[RecordedStep], how: MatchKind) -> Match:
+    def _take(self, steps: list[RecordedStep], how: MatchKind, call_id: str | None = None) -> Match:
+        if call_id is not None:
+            for step in steps:
+                if step.index not in self._served and _call_id(step) == call_id:
+                    return Match(step, how)
         for step in steps:
             if step.index not in self._served:
                 return Match(step, how)
         return Match(steps[-1], how, repeat=True)
 
-    def _by_content(self, live: _Live) -> Match | None:
+    def _by_content(self, live: _Live, call_id: str | None = None) -> Match | None:
         key = _canonical_key(live.parsed)
         if key is None:
             return None
@@ -234,7 +311,7 @@ class Matcher:
                 if step_key is not None:
                     self._by_canonical.setdefault(step_key, []).append(step)
         candidates = [s for s in self._by_canonical.get(key, ()) if s.endpoint == live.endpoint]
-        return self._take(candidates, "canonical") if candidates else None
+        return self._take(candidates, "canonical", call_id) if candidates else None
 
     def _by_messages(self, live: _Live) -> Match | None:
         if self._by_conversation is None:
@@ -257,6 +334,11 @@ class Matcher:
             if step.index not in self._served:
                 return Match(step, "position")
         return None
+
+
+def _call_id(step: RecordedStep) -> Any:
+    """The model's tool call a recorded tool step answered (None when not known)."""
+    return step.attributes.get("gen_ai.tool.call.id")
 
 
 def _target(method: str, url: str) -> str:
@@ -284,6 +366,7 @@ def _fields_differing(step: RecordedStep, method: str, path: str, new: Any) -> t
     old = parse_json(step.request_body)
     if old is None and step.request_body is None:
         old = _attributes_as_request(step.attributes)
+    old, new = without_trace_context(old), without_trace_context(new)
     if old is not None or new is not None:
         fields.extend(p if p != "$" else "body" for p in json_paths_differing(old, new))
     return tuple(fields)

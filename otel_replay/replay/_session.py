@@ -43,7 +43,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
-from otel_replay.replay._match import Match, Matcher, endpoint_of_request
+from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import AgentStatus, ReplayResult, ServedStep
 from otel_replay.replay.synth import synthesize
@@ -61,6 +61,7 @@ class Answer:
     ``chunks`` are the body's pieces in recorded order and ``times`` when each is due (ns after
     the request, zeros under ``fast`` timing). ``error_type`` set means: raise that transport
     error, before any response when ``status_code`` is None, after the chunks otherwise.
+    ``awaits`` says what each chunk, then the end, waits for (empty: nothing).
     """
 
     status_code: int | None
@@ -68,6 +69,7 @@ class Answer:
     chunks: tuple[bytes, ...]
     times: tuple[int, ...]
     error_type: str | None
+    awaits: tuple[Awaited, ...] = ()
 
 
 def _wants_stream(step: RecordedStep, body: bytes) -> bool | None:
@@ -102,18 +104,22 @@ def _is_exception(error_type: str | None) -> bool:
     return isinstance(builtin, type) and issubclass(builtin, BaseException)
 
 
-def _answer(step: RecordedStep, timing: Timing) -> Answer:
+def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
     body = step.response_body
     chunks: list[bytes] = []
     times: list[int] = []
+    awaits: list[Awaited] = []
     offset = 0
     for size, at in step.chunks:
         chunks.append(body[offset : offset + size])
         times.append(at if timing == "recorded" else 0)
+        awaits.append(matcher.awaited(step, at))
         offset += size
     if offset < len(body):
         chunks.append(body[offset:])
         times.append(step.duration_ns if timing == "recorded" else 0)
+        awaits.append(matcher.awaited(step, step.duration_ns))
+    awaits.append(matcher.awaited(step, step.duration_ns))
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
     headers = tuple((k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS)
@@ -122,7 +128,9 @@ def _answer(step: RecordedStep, timing: Timing) -> Answer:
     error = step.error_type if _is_exception(step.error_type) and not step.complete else None
     if step.status_code is None and error is None:
         error = step.error_type or "TransportError"
-    return Answer(step.status_code, headers, tuple(chunks), tuple(times), error)
+    if not any(a.steps for a in awaits):
+        awaits.clear()
+    return Answer(step.status_code, headers, tuple(chunks), tuple(times), error, tuple(awaits))
 
 
 _IGNORED = {
@@ -202,7 +210,7 @@ class ReplaySession:
         key = (step.index, _wants_stream(step, body))
         answer = self._answers.get(key)
         if answer is None:
-            answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing)
+            answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing, self.matcher)
         return answer
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
@@ -224,13 +232,19 @@ class ReplaySession:
             self._write({"type": "ignored", "call": call})
 
     def serve(
-        self, method: str, url: str, body: bytes, request_hash: str | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        request_hash: str | None = None,
+        call_id: str | None = None,
     ) -> Served | None:
         """The recorded answer to a step beyond HTTP (a tool call, a value, a checkpoint),
         ``body`` its canonical arguments, redacted here as the capture redacts them
-        (``request_hash``: their hash when the capture computed it); None or
-        UnmatchedRequestError as :meth:`answer`."""
-        step = self._served_step(method, url, self._redactor.body(body), request_hash)
+        (``request_hash``: their hash when the capture computed it; ``call_id``: the model's
+        tool call it answers); None or UnmatchedRequestError as :meth:`answer`."""
+        body = self._redactor.body(body)
+        step = self._served_step(method, url, body, request_hash, call_id=call_id)
         if step is None:
             return None
         content_type = next(
@@ -246,6 +260,7 @@ class ReplaySession:
         body: bytes,
         request_hash: str | None,
         sent: bool = False,
+        call_id: str | None = None,
     ) -> RecordedStep | None:
         """The recorded step that answers the (redacted) request, the serving recorded; None
         (recorded as live) or UnmatchedRequestError (strict) when none does.
@@ -265,7 +280,7 @@ class ReplaySession:
         if request_hash is None:
             request_hash = sha256_tag(body)
         if match is None:
-            match = self.matcher.match(method, url, body, request_hash)
+            match = self.matcher.match(method, url, body, request_hash, call_id)
         if match is None:
             self._record_unmatched(method, url, body, request_hash)
             return None

@@ -2,7 +2,9 @@
 
 It is an ordinary transport, usable on its own (``httpx.Client(transport=...)``); the replay
 installer hands it to every client instead of the network. Streams come back as streams in
-their recorded chunks, paced by the recorded arrival times under ``timing="recorded"``.
+their recorded chunks, paced by the recorded arrival times under ``timing="recorded"``, and a
+chunk that came while the program made other requests waits for the replay to make them
+(``Answer.awaits``; see :mod:`otel_replay.replay._match`).
 A request made with instrumentation suppressed (an OpenTelemetry exporter) is not the agent's:
 the session answers it itself under strict replay, and lets it go out otherwise.
 """
@@ -10,6 +12,7 @@ the session answers it itself under strict replay, and lets it go out otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
@@ -20,9 +23,41 @@ from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
+from otel_replay.replay._match import Awaited, Matcher
 from otel_replay.replay._session import Answer, ReplaySession
 
 __all__ = ["transport_classes"]
+
+
+def _wait(matcher: Matcher, awaited: Awaited, started: float) -> None:
+    """Block until the replay has asked for ``awaited.steps``, or the piece's recorded time."""
+    if awaited.steps:
+        remaining = started + awaited.within_ns / 1e9 - time.perf_counter()
+        matcher.wait(awaited.steps, remaining)
+
+
+async def _wait_async(matcher: Matcher, awaited: Awaited, started: float) -> None:
+    """:func:`_wait` without blocking the event loop."""
+    if not awaited.steps or matcher.reached(awaited.steps):
+        return
+    loop = asyncio.get_running_loop()
+    asked = asyncio.Event()
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(asked.set)
+
+    undo = matcher.on_served(wake)
+    try:
+        while True:
+            asked.clear()
+            remaining = started + awaited.within_ns / 1e9 - time.perf_counter()
+            if remaining <= 0 or matcher.reached(awaited.steps):
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asked.wait(), remaining)
+    finally:
+        undo()
 
 
 def _error(module: ModuleType, answer: Answer, request: Any) -> Exception:
@@ -44,32 +79,42 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     """
 
     class ChunkStream(module.SyncByteStream):  # type: ignore[misc,name-defined]
-        def __init__(self, answer: Answer, request: Any, started: float) -> None:
+        def __init__(self, answer: Answer, request: Any, started: float, matcher: Matcher) -> None:
             self._answer, self._request, self._started = answer, request, started
+            self._matcher = matcher
 
         def __iter__(self) -> Iterator[bytes]:
             answer = self._answer
-            for chunk, due in zip(answer.chunks, answer.times, strict=True):
+            for i, (chunk, due) in enumerate(zip(answer.chunks, answer.times, strict=True)):
                 if due:
                     delay = self._started + due / 1e9 - time.perf_counter()
                     if delay > 0:
                         time.sleep(delay)
+                if answer.awaits:
+                    _wait(self._matcher, answer.awaits[i], self._started)
                 yield chunk
+            if answer.awaits:
+                _wait(self._matcher, answer.awaits[-1], self._started)
             if answer.error_type is not None:
                 raise _error(module, answer, self._request)
 
     class AsyncChunkStream(module.AsyncByteStream):  # type: ignore[misc,name-defined]
-        def __init__(self, answer: Answer, request: Any, started: float) -> None:
+        def __init__(self, answer: Answer, request: Any, started: float, matcher: Matcher) -> None:
             self._answer, self._request, self._started = answer, request, started
+            self._matcher = matcher
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             answer = self._answer
-            for chunk, due in zip(answer.chunks, answer.times, strict=True):
+            for i, (chunk, due) in enumerate(zip(answer.chunks, answer.times, strict=True)):
                 if due:
                     delay = self._started + due / 1e9 - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
+                if answer.awaits:
+                    await _wait_async(self._matcher, answer.awaits[i], self._started)
                 yield chunk
+            if answer.awaits:
+                await _wait_async(self._matcher, answer.awaits[-1], self._started)
             if answer.error_type is not None:
                 raise _error(module, answer, self._request)
 
@@ -105,7 +150,9 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             )
             if answer is None:
                 return _live(self.fallback, request).handle_request(request)
-            return respond(answer, request, ChunkStream(answer, request, started))
+            return respond(
+                answer, request, ChunkStream(answer, request, started, self.session.matcher)
+            )
 
         def close(self) -> None:
             if self.fallback is not None:
@@ -131,7 +178,9 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             )
             if answer is None:
                 return await _live(self.fallback, request).handle_async_request(request)
-            return respond(answer, request, AsyncChunkStream(answer, request, started))
+            return respond(
+                answer, request, AsyncChunkStream(answer, request, started, self.session.matcher)
+            )
 
         async def aclose(self) -> None:
             if self.fallback is not None:
