@@ -434,10 +434,13 @@ class _Open:
         if inline and recorder.inline_limit and len(body) <= recorder.inline_limit:
             attrs[inline_key] = encode_body(body)
 
-    def finish(self, body: bytes, error_type: str | None) -> None:
-        """End the step with response ``body`` (``error_type``: what it raised); once, whoever
-        ends it (its call, or the SIGTERM handler's thread cutting it off)."""
-        shape = take_shape(body)  # taken even unrecorded: it holds on to the body
+    def finish(self, body: bytes, error_type: str | None, shape: str | None = None) -> None:
+        """End the step with response ``body`` (``error_type``: what it raised; ``shape``:
+        of the value a served body was written from, else that of the body encode_exact
+        wrote); once, whoever ends it (its call, or the SIGTERM handler's thread cutting it
+        off)."""
+        written = take_shape(body)  # taken even unrecorded: it holds on to the body
+        shape = shape or written
         recorder = self.recorder
         if recorder is None or self.done:
             return
@@ -554,7 +557,7 @@ class _InFlight:
 def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     served = opened.served
     assert served is not None
-    opened.finish(served.body, served.error_type)
+    opened.finish(served.body, served.error_type, served.shape)  # a replay's own run keeps it
     if served.error_type is not None:
         _raise_recorded(served.body, served.error_type)
     with restoring(served.body, served.shape):

@@ -234,3 +234,18 @@ def test_a_shape_that_does_not_fit_serves_the_json_and_imports_nothing(
         "lines": [{"sku": "K-1", "qty": 2}, {"sku": "K-2", "qty": 1}],
     }
     assert "otel_replay_never_imported" not in sys.modules
+
+
+def test_a_replay_recorded_as_a_run_keeps_the_shapes_for_its_own_replay(
+    recorded: tuple[Path, str, dict[str, Any], list[ReadableSpan]], tmp_path: Path
+) -> None:
+    store, run_id, seen, _ = recorded
+    with Pipeline(tmp_path / "again") as pipeline:
+        with otel_replay.replaying(run_id, store=str(store)):
+            agent()
+        replay_run = pipeline.run.run_id
+    with otel_replay.replaying(replay_run, store=str(tmp_path / "again")) as result:
+        twice = agent()
+    assert RAN == []
+    assert result.identical, result.first_divergence
+    assert_same_values(twice, seen)
