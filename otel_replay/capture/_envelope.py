@@ -88,6 +88,8 @@ class Served:
     run_id: str
     index: int
     shape: str | None = None
+    effect: str | None = None
+    """A tool step's ``replay.tool.effect`` as recorded, when known."""
 
 
 class Server(Protocol):
@@ -382,6 +384,8 @@ class _Open:
                 raise
             if self.served is not None:
                 self.key = (self.served.run_id, self.served.index)
+                if self.served.effect == "write" and call.effect != "write":
+                    self._take_write_effect()
                 if server.live_read_tools and call.kind == "tool" and call.effect == "read":
                     self.served = None  # matched and reported; the tool runs live
             elif call.effect == "write":
@@ -392,6 +396,15 @@ class _Open:
                 refused = UnmatchedRequestError(message)
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
+
+    def _take_write_effect(self) -> None:
+        """The recording says this tool writes, whatever today's settings say (a replay run
+        without the ``OTEL_REPLAY_WRITE_TOOLS`` it was recorded with): it is a write tool, so
+        it never runs live, and the replay's own run records it as one."""
+        self.call.effect = "write"
+        self.call.attributes[A.REPLAY_TOOL_EFFECT] = "write"
+        if self.span is not None and self.owns_span:
+            self.span.set_attribute(A.REPLAY_TOOL_EFFECT, "write")
 
     def _open(self, end_attrs: dict[str, Any]) -> Span:
         """Start the step's span: the run's and the call's attributes, the request's, and

@@ -27,6 +27,7 @@ from typing import IO
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay._ignore import (
     ANSWER_BODY,
@@ -251,7 +252,15 @@ class ReplaySession:
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
-        return Served(step.response_body, step.error_type, self.run.run_id, step.index, shape)
+        effect = step.attributes.get(A.REPLAY_TOOL_EFFECT)
+        return Served(
+            step.response_body,
+            step.error_type,
+            self.run.run_id,
+            step.index,
+            shape,
+            effect if isinstance(effect, str) else None,
+        )
 
     def _served_step(
         self,

@@ -73,6 +73,17 @@ def test_a_named_write_tool_never_runs_even_when_read_tools_run_live(
     assert refunds(recorded.database) == 0  # refund_order was served, not run
 
 
+def test_a_tool_recorded_as_a_write_never_runs_though_the_replay_forgot_the_setting(
+    recorded: Recording,
+) -> None:
+    # Recorded with OTEL_REPLAY_WRITE_TOOLS=refund_*, replayed on a machine without it: the
+    # recording's word that refund_order writes is enough.
+    done = replay(recorded, "--live-tools", "read")
+    assert '"status": "delivered"' in done.stdout  # read tools did run live
+    assert refunds(recorded.database) == 0, "a tool recorded as a write ran in a replay"
+    assert "network attempts: 0" in done.stdout
+
+
 @pytest.fixture(scope="module")
 def paused(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return record(
