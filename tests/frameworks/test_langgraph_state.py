@@ -6,7 +6,6 @@ its database changed, replayed through the CLI with the stand-in gone."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -81,16 +80,7 @@ def test_a_changed_system_prompt_diverges_before_any_command(commanded: Recordin
     assert_a_changed_system_prompt_diverges_at_the_first_call(commanded)
 
 
-SAVERS = [
-    "memory",
-    pytest.param(
-        "sqlite",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("langgraph.checkpoint.sqlite") is None,
-            reason="langgraph-checkpoint-sqlite is not installed",
-        ),
-    ),
-]
+SAVERS = ["memory", "sqlite"]
 
 
 @pytest.fixture(scope="module", params=SAVERS)
