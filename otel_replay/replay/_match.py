@@ -31,6 +31,8 @@ session does and be opened again and again.
 
 from __future__ import annotations
 
+import bisect
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -185,6 +187,12 @@ class Matcher:
                 self._by_hash.setdefault(key, []).append(step)
                 self._hash_of_body.setdefault(step.request_body, step.request_hash)
             self._by_endpoint.setdefault(step.endpoint, []).append(step)
+        # (start, index) of the steps a response can wait for, in start order (awaited).
+        self._starts: list[tuple[int, int]] = sorted(
+            (step.start_ns, step.index)
+            for step in run.steps
+            if step.within is None and step.start_ns is not None
+        )
 
     def match(
         self,
@@ -234,13 +242,11 @@ class Matcher:
         start = step.start_ns
         if start is None or at_ns <= 0:
             return Awaited(frozenset(), at_ns)
-        came = start + at_ns
-        steps = frozenset(
-            other.index
-            for other in self.run.steps
-            if other.within is None and other.start_ns is not None and start < other.start_ns < came
-        )
-        return Awaited(steps, at_ns)
+        # Each chunk of every streamed response asks this: a search, not a scan of the run.
+        starts = self._starts
+        first = bisect.bisect_right(starts, (start, math.inf))
+        last = bisect.bisect_left(starts, (start + at_ns, -1), lo=first)
+        return Awaited(frozenset(index for _, index in starts[first:last]), at_ns)
 
     def reached(self, steps: frozenset[int]) -> bool:
         """Whether every one of ``steps`` has been served."""
