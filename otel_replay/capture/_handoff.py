@@ -153,6 +153,9 @@ class Handoff:
         self._shedding = False
         self.dropped = 0
         """Steps refused because the bound was reached (exposed in the exporter's stats)."""
+        self.late = 0
+        """Steps that began for a consumer and ended after every consumer had detached (a
+        stream still read after the exporter shut down): not in any store."""
 
     @property
     def wanted(self) -> bool:
@@ -191,16 +194,22 @@ class Handoff:
     def put(self, step: Step, span: Any) -> bool:
         """Hand ``step`` and its ``span`` to the active consumer, claiming the span.
 
-        False when nobody wants it, or when the bound was reached and no room came within
+        False when nobody wants it any more (counted in :attr:`late`: the step began while a
+        consumer was attached), or when the bound was reached and no room came within
         ``wait_s`` (then it is counted in :attr:`dropped`).
         """
         size = step.size + ITEM_OVERHEAD
         with self._lock:
             if self._active is None:
-                return False
-            if self._bytes + size > self.max_bytes and not self._make_room(size):
+                self.late += 1
+                if self.late > 1:
+                    return False
+                full = False
+            elif self._bytes + size > self.max_bytes and not self._make_room(size):
                 self.dropped += 1
-                first = self.dropped == 1
+                if self.dropped > 1:
+                    return False
+                full = True
             else:
                 consumer = self._active
                 if consumer is None:  # it detached while we waited
@@ -213,13 +222,19 @@ class Handoff:
                     del claims[next(iter(claims))]
                 consumer._queue.put((step, span, size))
                 return True
-        if first:
+        if full:
             _log.warning(
                 "otel-replay: the capture hand-off is full (%d bytes) and the replay exporter "
                 "did not make room within %.1f s; steps are being dropped (counted in "
                 "ReplaySpanExporter.stats().dropped)",
                 self.max_bytes,
                 self.wait_s,
+            )
+        else:
+            _log.warning(
+                "otel-replay: a step ended after the replay exporter had shut down (a response "
+                "still being read after the tracer provider's shutdown, on a thread of its "
+                "own?): it is not in the store (counted in Handoff.late)"
             )
         return False
 

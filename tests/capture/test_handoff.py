@@ -155,3 +155,23 @@ def test_the_process_handoff_is_made_once_on_first_use(monkeypatch: pytest.Monke
         thread.join()
     assert len({id(h) for h in made}) == 1 and made[0] is _handoff.handoff()
     assert made[0].max_bytes == 256 * 1024 * 1024, "the default: the exporter applies the setting"
+
+
+def test_a_step_ending_after_the_exporter_left_is_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A stream still read on a thread of its own after the provider shut down: its step began
+    # for a consumer that is gone. It cannot be stored; it must not vanish unsaid.
+    handoff = Handoff(max_bytes=_bound(10))
+    consumer = handoff.attach()
+    assert handoff.put(_fixture(1, 10), None)
+    handoff.detach(consumer)
+    with caplog.at_level(logging.WARNING):
+        late = [handoff.put(_fixture(i, 10), None) for i in (2, 3)]
+    assert late == [False, False]
+    assert handoff.late == 2 and handoff.dropped == 0
+    assert [r.message for r in caplog.records if "after the replay exporter" in r.message] == [
+        "otel-replay: a step ended after the replay exporter had shut down (a response still "
+        "being read after the tracer provider's shutdown, on a thread of its own?): it is not "
+        "in the store (counted in Handoff.late)"
+    ]
