@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -64,6 +65,11 @@ class Match:
     step: RecordedStep
     how: MatchKind
     repeat: bool = False
+
+
+IDLE_S = 2.0
+"""How long a streamed piece waits for the requests it came after once the replay makes no
+request at all: past that, the replay went another way and the piece is served."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,7 @@ class Matcher:
         self.run = run
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)  # notified when a step is served
+        self._last_asked = time.monotonic()  # the last request of the replay (matched or not)
         self._wakers: list[Callable[[], None]] = []
         self._served: dict[int, int] = {}
         self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
@@ -229,7 +236,8 @@ class Matcher:
                 result = self._by_position(endpoint, ordinal)
             if result is not None:
                 self._served[result.step.index] = self._served.get(result.step.index, 0) + 1
-                self._asked.notify_all()
+            self._last_asked = time.monotonic()
+            self._asked.notify_all()
             wakers = list(self._wakers)
         for wake in wakers:
             wake()
@@ -254,9 +262,26 @@ class Matcher:
             return steps.issubset(self._served)
 
     def wait(self, steps: frozenset[int], timeout: float) -> None:
-        """Block until every one of ``steps`` has been served, or ``timeout`` seconds."""
+        """Block until every one of ``steps`` has been served, or ``timeout`` seconds, or the
+        replay has asked for nothing for :data:`IDLE_S` (see :meth:`patience`)."""
+        deadline = time.monotonic() + timeout
         with self._asked:
-            self._asked.wait_for(lambda: steps.issubset(self._served), max(timeout, 0.0))
+            while not steps.issubset(self._served):
+                left = self._patience(deadline)
+                if left <= 0:
+                    return
+                self._asked.wait(left)
+
+    def patience(self, deadline: float) -> float:
+        """Seconds a piece waiting for requests may still wait: until ``deadline``
+        (``time.monotonic()``), and no more than :data:`IDLE_S` after the replay's last
+        request. A replay that stopped asking (it diverged, or went another way) gets the
+        rest of the stream at once instead of at the recorded pace."""
+        with self._lock:
+            return self._patience(deadline)
+
+    def _patience(self, deadline: float) -> float:
+        return min(deadline, self._last_asked + IDLE_S) - time.monotonic()
 
     def on_served(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Call ``wake`` (from whichever thread serves) after each served request; returns

@@ -49,9 +49,10 @@ async def _wait_async(matcher: Matcher, awaited: Awaited, started: float) -> Non
 
     undo = matcher.on_served(wake)
     try:
+        deadline = time.monotonic() + started + awaited.within_ns / 1e9 - time.perf_counter()
         while True:
             asked.clear()
-            remaining = started + awaited.within_ns / 1e9 - time.perf_counter()
+            remaining = matcher.patience(deadline)
             if remaining <= 0 or matcher.reached(awaited.steps):
                 return
             with contextlib.suppress(asyncio.TimeoutError):

@@ -1,0 +1,86 @@
+"""A response that kept coming while the program went on waits, on replay, for the requests
+the recording made before each piece came; a replay that stops asking does not wait out the
+recorded time.
+
+Runs built in memory (what a store or a trace file gives replay), served to a real httpx
+client through ``replaying()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+import otel_replay
+from otel_replay._canonical import sha256_tag
+from otel_replay.replay import RecordedStep, Run
+
+START = 1_763_700_000 * 10**9
+SECOND = 10**9
+
+
+def _get(index: int, path: str, body: bytes, start_s: float, chunks: tuple = ()) -> RecordedStep:
+    return RecordedStep(
+        index=index,
+        kind="http",
+        endpoint=f"GET {path}",
+        method="GET",
+        url=f"http://events.test{path}",
+        request_body=b"",
+        request_hash=sha256_tag(b""),
+        status_code=200,
+        response_headers=(("content-type", "text/event-stream"),),
+        response_body=body,
+        fidelity="exact",
+        chunks=chunks,
+        start_ns=START + int(start_s * SECOND),
+        duration_ns=chunks[-1][1] if chunks else SECOND // 100,
+    )
+
+
+# An event stream opened at 0 s; its second event came at 30 s, after the program had asked
+# for /ping at 10 s.
+RUN = Run(
+    run_id="r_events",
+    source="test",
+    steps=(
+        _get(0, "/events", b"data: 1\n\ndata: 2\n\n", 0, ((9, SECOND), (9, 30 * SECOND))),
+        _get(1, "/ping", b"pong", 10),
+    ),
+    start_ns=START,
+)
+
+
+def test_a_piece_waits_for_the_request_it_came_after() -> None:
+    seen: list[str] = []
+    with otel_replay.replaying(RUN) as result, httpx.Client() as client:
+
+        def ping() -> None:
+            time.sleep(0.3)
+            seen.append("ping")
+            client.get("http://events.test/ping").read()
+
+        pinger = threading.Thread(target=ping)
+        pinger.start()
+        with client.stream("GET", "http://events.test/events") as stream:
+            for piece in stream.iter_raw():
+                seen.append(piece.decode())
+        pinger.join()
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
+    assert result.identical, result.first_divergence
+
+
+def test_a_replay_that_stops_asking_gets_the_rest_without_waiting_out_the_recording() -> None:
+    started = time.monotonic()
+    with (
+        otel_replay.replaying(RUN) as result,
+        httpx.Client() as client,
+        client.stream("GET", "http://events.test/events") as stream,
+    ):
+        pieces = [piece.decode() for piece in stream.iter_raw()]
+    waited = time.monotonic() - started
+    assert pieces == ["data: 1\n\n", "data: 2\n\n"]
+    assert waited < 10, f"waited {waited:.1f} s for a request that never came (recorded: 30 s)"
+    assert not result.identical  # /ping was never asked for
