@@ -130,6 +130,13 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
 
 
+def _share(raw: str) -> float:
+    value = float(raw.strip())
+    if not 0 <= value <= 1:
+        raise ValueError("expected a share between 0 and 1")
+    return value
+
+
 def _days(raw: str) -> float:
     value = float(raw.strip())
     if not 0 <= value <= _MAX_DAYS:
@@ -199,6 +206,13 @@ SETTINGS: tuple[Setting, ...] = (
         "7",
         _days,
         "days a run without errors is kept after its last activity, unless pinned",
+    ),
+    Setting(
+        "OTEL_REPLAY_SAMPLE_OK",
+        "1.0",
+        _share,
+        "share of runs that end without an error whose fixtures are kept (runs with an error, "
+        "and runs that never ended, always are)",
     ),
     Setting(
         "OTEL_REPLAY_RETAIN_ERROR_DAYS",
@@ -304,6 +318,7 @@ class Settings:
     handle_sigterm: bool
     retain_ok_days: float
     retain_error_days: float
+    sample_ok: float
     cache_dir: str | None
     strict: bool
     timing: Timing
@@ -371,6 +386,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         handle_sigterm=values["OTEL_REPLAY_HANDLE_SIGTERM"],
         retain_ok_days=values["OTEL_REPLAY_RETAIN_OK_DAYS"],
         retain_error_days=values["OTEL_REPLAY_RETAIN_ERROR_DAYS"],
+        sample_ok=values["OTEL_REPLAY_SAMPLE_OK"],
         cache_dir=values["OTEL_REPLAY_CACHE_DIR"],
         strict=values["OTEL_REPLAY_STRICT"],
         timing=values["OTEL_REPLAY_TIMING"],

@@ -21,6 +21,7 @@ then holds the application back instead of memory growing.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import queue
 import threading
 import time
@@ -30,6 +31,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_replay import attributes as A
 from otel_replay.capture._handoff import Consumer
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
@@ -98,6 +100,20 @@ class _Group:
     size: int
 
 
+DISCARDED_MAX = 1024
+"""Sampled-out runs remembered, so that what comes of them after their end is dropped."""
+
+
+def kept(run_id: str, share: float) -> bool:
+    """Whether run ``run_id``, ended without an error, keeps its fixtures under
+    ``OTEL_REPLAY_SAMPLE_OK=share``: decided by the run id's hash, so every process and
+    every exporter of one run decides alike."""
+    if share >= 1:
+        return True
+    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") < share * 2**64
+
+
 class Writer:
     """Writes what the hand-off and ``export()`` give it into the store; see the module."""
 
@@ -109,8 +125,15 @@ class Writer:
         *,
         owns_store: bool,
         failures: Failures,
+        sample_ok: float = 1.0,
     ) -> None:
         self._consumer = consumer
+        self._sample_ok = sample_ok
+        # Runs that ended without an error and were sampled out (OTEL_REPLAY_SAMPLE_OK): to
+        # discard once their end is durable, then discarded (what of them comes later is
+        # dropped; the latest runs only).
+        self._to_discard: list[str] = []
+        self._discarded: dict[str, None] = {}
         # One token per barrier posted: it ends the writer's wait for a batch to gather. A
         # SimpleQueue, because barriers are posted from signal handlers too.
         self._urgent: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -312,6 +335,7 @@ class Writer:
             return False, 0
         try:
             store.flush()
+            self._discard(store)
         except Exception as exc:
             self._failed_attempt("write", exc)
             return False, 0
@@ -338,22 +362,38 @@ class Writer:
         encodes it at once, so a batch holds encoded spans, not thousands of dicts.
         """
         done = 0
+        discarded = self._discarded
         try:
             for group in self._groups:
-                self._put_group(store, group)
+                if group.steps[0].run_id not in discarded:
+                    self._put_group(store, group)
                 done += 1
         finally:
             del self._groups[:done]
         done = 0
         try:
             for span in self._spans:
-                self._count(0, self._put_one(store, [], [span]), 0)
+                if span.get("attributes", {}).get(A.REPLAY_RUN_ID) not in discarded:
+                    self._count(0, self._put_one(store, [], [span]), 0)
                 done += 1
         finally:
             del self._spans[:done]
         while self._ends:
-            store.end_run(self._ends[0])
+            end = self._ends[0]
+            store.end_run(end)
+            if end.error_type is None and not kept(end.run_id, self._sample_ok):
+                self._to_discard.append(end.run_id)
             del self._ends[0]
+
+    def _discard(self, store: Store) -> None:
+        """Remove the runs sampled out, now that their end is durable."""
+        while self._to_discard:
+            run_id = self._to_discard[0]
+            store.discard(run_id)
+            self._discarded[run_id] = None
+            if len(self._discarded) > DISCARDED_MAX:
+                del self._discarded[next(iter(self._discarded))]
+            del self._to_discard[0]
 
     def _put_group(self, store: Store, group: _Group) -> None:
         spans: list[dict[str, Any]] = []

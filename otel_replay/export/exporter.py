@@ -101,6 +101,7 @@ class ReplaySpanExporter(SpanExporter):
         self._handoff.max_bytes = config.handoff_max_bytes
         self._handoff.wait_s = config.handoff_wait_ms / 1000
         self._timeout = config.flush_timeout_ms / 1000
+        self._sample_ok = config.sample_ok
         self._failures = Failures()
         if isinstance(store, Store):
             given = store
@@ -141,6 +142,7 @@ class ReplaySpanExporter(SpanExporter):
             self._where,
             owns_store=self._owns_store,
             failures=self._failures,
+            sample_ok=self._sample_ok,
         )
         writer.start()
         return writer

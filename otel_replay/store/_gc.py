@@ -48,7 +48,7 @@ from otel_replay.store._repack import (
 from otel_replay.store._sync import Listing, list_files, sync
 from otel_replay.store._types import GcReport, Progress, RunInfo
 
-__all__ = ["GRACE_S", "Retention", "collect"]
+__all__ = ["GRACE_S", "Retention", "collect", "remove_runs"]
 
 DAY_NS = 86_400 * 10**9
 GRACE_S = 3600.0
@@ -198,12 +198,12 @@ def _expired(runs: list[RunInfo], retention: Retention, now: float) -> list[RunI
     return out
 
 
-def _remove_runs(ctx: Context, runs: list[RunInfo]) -> int:
+def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
     """Delete the runs' record files, then their rows; the number of files deleted."""
     files = 0
     conn = ctx.index.conn()
-    for run in runs:
-        row = _rows.run_row(conn, run.run_id)
+    for run_id in run_ids:
+        row = _rows.run_row(conn, run_id)
         if row is None:
             continue
         for rel in _rows.run_records(conn, row.id):
@@ -250,7 +250,7 @@ def collect(
         removed = _dead_objects(ctx, listing, mark.live, thinned)
         files = len(dead) + len(doomed) + len(thinned)  # a repacked pack goes once copied
         return GcReport(names, removed, sum(dead) + doomed_bytes, files, len(thinned), True)
-    files = _remove_runs(ctx, expired)
+    files = remove_runs(ctx, (run.run_id for run in expired))
     skipped = None
     if mark.unreadable:
         skipped = f"record file {mark.unreadable[0]} cannot be read; nothing was swept"

@@ -433,6 +433,14 @@ class Store:
             with self._index.transaction() as tx:
                 tx.execute("UPDATE runs SET pinned = ? WHERE id = ?", (pinned, row.id))
 
+    def discard(self, run_id: str) -> None:
+        """Remove run ``run_id`` (its record files, then its index row), as gc removes an
+        expired run: what only it referenced goes at the next gc. For the recorder's
+        sampling (``OTEL_REPLAY_SAMPLE_OK``); a run that is not there is left alone."""
+        with self._lock:
+            self._check_writable()
+            _gc.remove_runs(self._gc_context(), [run_id])
+
     def verify(self, progress: Progress | None = None) -> list[VerifyProblem]:
         """Re-read every pack and record, re-hash every object, check the index against the
         files. Returns what was found (empty: intact); each problem names its thing, and
