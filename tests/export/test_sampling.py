@@ -4,13 +4,24 @@ leaves nothing in the store, and gc reclaims what only it held."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import otel_replay
+from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import CHAT_URL, Pipeline, chat_request, echo_client
+from tests.export._support import (
+    CHAT_URL,
+    INSTRUMENT,
+    ROOT,
+    Pipeline,
+    chat_request,
+    echo_client,
+    subprocess_env,
+)
 
 
 class Refused(Exception):
@@ -85,3 +96,27 @@ def test_a_share_that_is_not_one_turns_recording_off_naming_it(
         pipeline.stop()
     assert "OTEL_REPLAY_SAMPLE_OK" in caplog.text
     assert not (tmp_path / "store").exists()
+
+
+def test_a_process_run_sampled_out_leaves_no_trace_in_the_store(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    # The process run's end is written at exit, and its root span comes after it: that span
+    # must not bring the run back.
+    agent = str(Path(__file__).with_name("_sigterm_agent.py"))
+    for share, run_id in (("0", "r_dropped"), ("1", "r_kept")):
+        done = subprocess.run(
+            [str(INSTRUMENT), sys.executable, agent, standin.tools_url, "--exit-after", "3"],
+            cwd=ROOT,
+            env=subprocess_env(
+                tmp_path / "store", OTEL_REPLAY_SAMPLE_OK=share, OTEL_REPLAY_RUN_ID=run_id
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    with Store.open(tmp_path / "store", create=False) as store:
+        assert [(r.run_id, r.status, r.step_count) for r in store.runs()] == [("r_kept", "ok", 3)]
+        assert len(store.spans("r_kept")) == 4, "three steps and the process run's root"
