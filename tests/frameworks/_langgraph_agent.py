@@ -13,16 +13,13 @@ Environment: STANDIN_URL, the stand-in model provider.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
+from tests.frameworks._langgraph_graph import tool_loop
 from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
 
 DB = open_database(sys.argv[1])
@@ -43,26 +40,8 @@ async def refund_order(order_id: str, reason: str) -> dict[str, Any]:
 TOOLS = [lookup_order, refund_order]
 
 
-def build() -> Any:
-    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
-    ).bind_tools(TOOLS)
-
-    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode(TOOLS))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph.compile()
-
-
 def main() -> None:
-    graph = build()
+    graph = tool_loop(TOOLS)
     messages: list[AnyMessage] = [SystemMessage(SYSTEM)]
     for turn, question in enumerate(QUESTIONS):
         print(f"customer> {question}")

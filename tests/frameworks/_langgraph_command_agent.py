@@ -22,11 +22,11 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
-from langchain_openai import ChatOpenAI
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
+from tests.frameworks._langgraph_graph import chat_model
 from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
 
 DB = open_database(sys.argv[1])
@@ -70,10 +70,7 @@ TOOLS = [lookup_order, refund_order]
 
 
 def build() -> Any:
-    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
-    ).bind_tools(TOOLS)
+    model = chat_model(TOOLS)
 
     def agent(state: DeskState) -> dict[str, list[AnyMessage]]:
         return {"messages": [model.invoke(state["messages"])]}

@@ -13,18 +13,17 @@ Environment: STANDIN_URL, the stand-in model provider.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, interrupt
 
+from tests.frameworks._langgraph_graph import chat_model
 from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
 
 DB = open_database(sys.argv[1])
@@ -50,10 +49,7 @@ TOOLS = [lookup_order, refund_order]
 
 
 def build() -> Any:
-    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
-    ).bind_tools(TOOLS)
+    model = chat_model(TOOLS)
 
     def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
         return {"messages": [model.invoke(state["messages"])]}

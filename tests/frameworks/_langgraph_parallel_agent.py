@@ -24,10 +24,8 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
+from tests.frameworks._langgraph_graph import tool_loop
 from tests.frameworks._orders import SYSTEM, lookup, open_database, refund
 
 DB = open_database(sys.argv[1])
@@ -81,26 +79,8 @@ class Jitter(BaseCallbackHandler):
         time.sleep(_live.random() / 50)
 
 
-def build() -> Any:
-    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
-    ).bind_tools(TOOLS)
-
-    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode(TOOLS))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph.compile()
-
-
 def main() -> None:
-    graph = build()
+    graph = tool_loop(TOOLS)
     messages: list[AnyMessage] = [SystemMessage(os.environ.get("AGENT_SYSTEM", SYSTEM))]
     for turn, question in enumerate(QUESTIONS):
         print(f"customer> {question}")

@@ -23,12 +23,10 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
+from tests.frameworks._langgraph_graph import tool_loop
 from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
 
 DB = open_database(sys.argv[1])
@@ -62,27 +60,9 @@ def checkpointer(kind: str) -> Iterator[BaseCheckpointSaver[Any]]:
         yield saver
 
 
-def build(saver: BaseCheckpointSaver[Any]) -> Any:
-    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
-    ).bind_tools(TOOLS)
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode(TOOLS))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph.compile(checkpointer=saver)
-
-
 def main() -> None:
     with checkpointer(sys.argv[2]) as saver:
-        graph = build(saver)
+        graph = tool_loop(TOOLS, saver)
         config: Any = {"configurable": {"thread_id": "desk-7"}}
         first: list[Any] = [SystemMessage(os.environ.get("AGENT_SYSTEM", SYSTEM))]
         for question in QUESTIONS:

@@ -20,13 +20,11 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
+from tests.frameworks._langgraph_graph import tool_loop
 from tests.frameworks._orders import QUESTIONS, SYSTEM, lookup, open_database, refund
 
 DB = open_database(sys.argv[1])
@@ -72,24 +70,6 @@ def refund_order(order_id: str, reason: str) -> dict[str, Any]:
 TOOLS = [lookup_order, refund_order]
 
 
-def build() -> Any:
-    base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
-    model = ChatOpenAI(
-        model="gpt-4o-mini", base_url=f"{base}/v1", api_key="sk-standin-not-a-secret"
-    ).bind_tools(TOOLS)
-
-    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode(TOOLS))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph.compile(checkpointer=InMemorySaver())
-
-
 def answer(ask: Verify | RefundAsk) -> Any:
     """What the human says, read from the typed question."""
     if isinstance(ask, Verify):
@@ -98,7 +78,7 @@ def answer(ask: Verify | RefundAsk) -> Any:
 
 
 def main() -> None:
-    graph = build()
+    graph = tool_loop(TOOLS, InMemorySaver())
     config: Any = {"configurable": {"thread_id": "desk-3"}}
     messages: list[AnyMessage] = [SystemMessage(os.environ.get("AGENT_SYSTEM", SYSTEM))]
     for question in QUESTIONS:
