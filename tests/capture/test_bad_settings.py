@@ -38,6 +38,7 @@ BAD = {
     "OTEL_REPLAY_HANDLE_SIGTERM": "perhaps",
     "OTEL_REPLAY_RETAIN_OK_DAYS": "forever",
     "OTEL_REPLAY_RETAIN_ERROR_DAYS": "-3",
+    "OTEL_REPLAY_SAMPLE_OK": "1.5",
     "OTEL_REPLAY_STRICT": "maybe",
     "OTEL_REPLAY_TIMING": "slow",
     "OTEL_REPLAY_CLOCK": "frozen",
