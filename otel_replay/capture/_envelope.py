@@ -38,6 +38,7 @@ from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
 from otel_replay.capture._jsonable import restoring, shape_content_type, take_shape
+from otel_replay.capture._loaded import loaded_dotted_class
 from otel_replay.capture._run import current_run, qualified_name
 from otel_replay.errors import RecordedError, UnmatchedRequestError
 from otel_replay.step import Step
@@ -58,6 +59,7 @@ __all__ = [
     "note_tool_calls",
     "perform",
     "perform_async",
+    "serving",
     "tool_call",
     "use_recorder",
     "use_server",
@@ -264,6 +266,11 @@ def tool_call(
     )
 
 
+def serving() -> bool:
+    """Whether a replay answers steps now (what a step would change must not change)."""
+    return _server is not None
+
+
 def active() -> bool:
     """Whether envelope steps are recorded or served now (else a framework hook stands
     aside and the call runs as if we were not there)."""
@@ -276,8 +283,9 @@ def _error_body(exc: BaseException) -> bytes:
 
 
 def _raise_recorded(body: bytes, error_type: str) -> None:
-    """Raise again the exception a step recorded: its class (imported by its qualified name)
-    with its message; :class:`RecordedError` when the class cannot be rebuilt."""
+    """Raise again the exception a step recorded: its class (found by its qualified name
+    among the modules already imported, see ``_loaded``) with its message;
+    :class:`RecordedError` when the class is not there or cannot be rebuilt."""
     try:
         message = str(orjson.loads(body).get("message", ""))
     except (orjson.JSONDecodeError, AttributeError):
@@ -286,27 +294,8 @@ def _raise_recorded(body: bytes, error_type: str) -> None:
 
 
 def _rebuilt(error_type: str, message: str) -> BaseException:
-    import builtins  # noqa: PLC0415
-    import importlib  # noqa: PLC0415
-
-    module_name, _, qualname = error_type.rpartition(".")
-    owner: Any = builtins
-    if module_name:
-        # The qualified name may be nested (module.Outer.Inner): try the longest module.
-        parts = error_type.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            try:
-                owner = importlib.import_module(".".join(parts[:cut]))
-            except Exception:  # not a module: try a shorter prefix
-                continue
-            qualname = ".".join(parts[cut:])
-            break
-        else:
-            return RecordedError(error_type, message)
-    cls: Any = owner
-    for part in qualname.split("."):
-        cls = getattr(cls, part, None)
-    if isinstance(cls, type) and issubclass(cls, BaseException):
+    cls = loaded_dotted_class(error_type)  # never imported: the name is recorded input
+    if cls is not None and issubclass(cls, BaseException):
         try:
             return cls(message)
         except Exception:  # a constructor that wants more than a message

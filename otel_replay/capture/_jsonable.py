@@ -49,6 +49,7 @@ from typing import Any
 import orjson
 
 from otel_replay._canonical import canonical_json
+from otel_replay.capture._loaded import loaded_class
 
 __all__ = [
     "SHAPE_PARAMETER",
@@ -319,10 +320,16 @@ def _rebuildable(cls: type) -> bool:
     """A value type replay may rebuild from its JSON: see the module docstring."""
     if cls in _VALUE_TYPES or issubclass(cls, enum.Enum):
         return True
-    if dataclasses.is_dataclass(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+    if dataclasses.is_dataclass(cls):
+        return True
+    if issubclass(cls, tuple) and inspect.getattr_static(cls, "_fields", None) is not None:
         return True
     pydantic = sys.modules.get("pydantic")
-    return pydantic is not None and issubclass(cls, pydantic.BaseModel)
+    if pydantic is None or not issubclass(cls, pydantic.BaseModel):
+        return False
+    # Settings models fill their fields from the environment and files when built.
+    settings = sys.modules.get("pydantic_settings")
+    return settings is None or not issubclass(cls, settings.BaseSettings)
 
 
 class _Unshapeable(Exception):
@@ -366,12 +373,16 @@ def _each(values: list[Any], items: Any) -> list[Any]:
     if not isinstance(items, list):
         raise _Unshapeable
     values = list(values)
+    last = -1
     for pair in items:
         if not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int:
             raise _Unshapeable
         at, shape = pair
-        if not 0 <= at < len(values):
+        # Rising positions, as written: a shape naming one position again and again would
+        # rebuild it as often, a recording whose replay never ends.
+        if not last < at < len(values):
             raise _Unshapeable
+        last = at
         values[at] = _shaped(values[at], shape)
     return values
 
@@ -409,14 +420,10 @@ def _leaf(value: Any, name: str) -> Any:
 
 def _loaded_class(name: str) -> type:
     """The class ``module:Qualified`` names, from a module already imported (never one a
-    recording names into being), when it is one replay may rebuild."""
+    recording names into being, see ``_loaded``), when it is one replay may rebuild."""
     module_name, _, qualname = name.partition(":")
-    owner: Any = sys.modules.get(module_name)
-    if owner is None or not qualname:
-        raise _Unshapeable
-    for part in qualname.split("."):
-        owner = getattr(owner, part, None)
-    if not isinstance(owner, type) or not _rebuildable(owner):
+    owner = loaded_class(module_name, qualname)
+    if owner is None or not _rebuildable(owner):
         raise _Unshapeable
     return owner
 
@@ -452,7 +459,7 @@ def restore_body(body: bytes, annotation: Any = None) -> Any:
     to ``annotation`` as :func:`restore` does."""
     value = orjson.loads(body)
     served = _restoring.get()
-    if served is not None and served[0] is body:
+    if served is not None and served[0] is body and len(served[1]) <= _MAX_SHAPE:
         try:
             return _shaped(value, orjson.loads(served[1]))
         except (_Unshapeable, orjson.JSONDecodeError, RecursionError):

@@ -16,6 +16,7 @@ import enum
 import json
 import math
 import sys
+import types
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,10 +208,30 @@ def _with_shape(spans: list[ReadableSpan], tool: str, content_type: str) -> dict
     return data
 
 
+ParcelAlias = Parcel  # the same class under a name that is not its own
+NEVER_IMPORTED = "tests.replay._never_imported"
+
+
+class _LazyModule(types.ModuleType):
+    """A module whose attributes come from a lazy ``__getattr__`` (an import, in real ones)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.asked: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.asked.append(name)
+        return Parcel
+
+
 @pytest.mark.parametrize(
     "shape",
     [
         '"otel_replay_never_imported:Thing"',  # a module nobody imported
+        f'"{NEVER_IMPORTED}:Thing"',  # a module on the path, not imported
+        '"otel_replay_lazy:Parcel"',  # a name only a module's lazy __getattr__ has
+        f'"{__name__}:ParcelAlias"',  # an alias, not the class's own name
+        '["dict",[[1,"datetime:datetime"],[1,"datetime:datetime"]]]',  # a position twice
         '"os:system"',  # not a class
         '"subprocess:Popen"',  # a class, but no value type
         '["list",{"*":"builtins:int"}]',  # a list shape for a JSON object
@@ -219,13 +240,19 @@ def _with_shape(spans: list[ReadableSpan], tool: str, content_type: str) -> dict
     ],
 )
 def test_a_shape_that_does_not_fit_serves_the_json_and_imports_nothing(
-    recorded: tuple[Path, str, dict[str, Any], list[ReadableSpan]], tmp_path: Path, shape: str
+    recorded: tuple[Path, str, dict[str, Any], list[ReadableSpan]],
+    tmp_path: Path,
+    shape: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store, _, _, spans = recorded
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps(_with_shape(spans, "find_parcel", SHAPE + shape)))
+    lazy = _LazyModule("otel_replay_lazy")
+    monkeypatch.setitem(sys.modules, "otel_replay_lazy", lazy)
     with otel_replay.replaying(str(trace), store=str(store)) as result:
         again = agent()["parcel"]
+    assert lazy.asked == []
     assert RAN == []
     assert result.identical, result.first_divergence
     assert again == {
@@ -234,6 +261,52 @@ def test_a_shape_that_does_not_fit_serves_the_json_and_imports_nothing(
         "lines": [{"sku": "K-1", "qty": 2}, {"sku": "K-2", "qty": 1}],
     }
     assert "otel_replay_never_imported" not in sys.modules
+    assert NEVER_IMPORTED not in sys.modules
+
+
+class Refused(Exception):
+    """What the refusing tool raises."""
+
+
+@otel_replay.tool
+def refuse(order_id: str) -> str:
+    RAN.append("refuse")
+    raise Refused(f"no {order_id}")
+
+
+@pytest.mark.parametrize(
+    ("error_type", "raised"),
+    [
+        (f"{__name__}.Refused", Refused),  # as recorded
+        (f"{NEVER_IMPORTED}.Boom", otel_replay.RecordedError),  # a module not imported
+        ("subprocess.Popen", otel_replay.RecordedError),  # a class, but no exception
+        ("a." * 5_000 + "B", otel_replay.RecordedError),  # a name no class has
+    ],
+)
+def test_a_recorded_error_type_is_raised_again_only_from_what_is_loaded(
+    tmp_path: Path, error_type: str, raised: type[BaseException]
+) -> None:
+    memory = InMemorySpanExporter()
+    with Pipeline(tmp_path / "store") as pipeline:
+        pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+        with pytest.raises(Refused):
+            refuse("A-1")
+    data = collector_json(list(memory.get_finished_spans()))
+    for resource in data["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for attribute in span["attributes"]:
+                    if attribute["key"] == "error.type":
+                        attribute["value"] = {"stringValue": error_type}
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(data))
+    RAN.clear()
+    replay = otel_replay.replaying(str(trace), store=str(tmp_path / "store"))
+    with replay as result, pytest.raises(raised, match="no A-1"):
+        refuse("A-1")
+    assert RAN == []
+    assert result.identical, result.first_divergence
+    assert NEVER_IMPORTED not in sys.modules
 
 
 def test_a_replay_recorded_as_a_run_keeps_the_shapes_for_its_own_replay(
