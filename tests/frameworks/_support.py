@@ -94,12 +94,15 @@ def replay_identically(recording: Recording) -> subprocess.CompletedProcess[str]
     return done
 
 
-def assert_a_changed_system_prompt_diverges_at_the_first_call(recording: Recording) -> None:
-    """Replayed with another system prompt (``AGENT_SYSTEM``), the run diverges at step 0 and
-    says why, with no network attempt and no refund written."""
+def assert_a_changed_system_prompt_diverges_at_the_first_call(
+    recording: Recording, first_call: int = 0
+) -> None:
+    """Replayed with another system prompt (``AGENT_SYSTEM``), the run diverges at the first
+    model call (step ``first_call``) and says why, with no network attempt and no refund
+    written."""
     done = replay(recording, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "diverged — step 0 differs" in done.stdout
+    assert f"diverged — step {first_call} differs" in done.stdout
     assert "system instructions" in done.stdout and "Contoso" in done.stdout
     assert "network attempts: 0" in done.stdout
     assert refunds(recording.database) == 0

@@ -55,7 +55,8 @@ def test_typed_interrupt_values_come_back_as_their_types(paused: Recording) -> N
 
 
 def test_a_changed_system_prompt_diverges_at_the_first_call(paused: Recording) -> None:
-    assert_a_changed_system_prompt_diverges_at_the_first_call(paused)
+    # Step 0 is the checkpointer's read of the thread, the model's call comes next.
+    assert_a_changed_system_prompt_diverges_at_the_first_call(paused, first_call=1)
 
 
 def test_the_types_travel_in_the_recorded_shape(paused: Recording) -> None:

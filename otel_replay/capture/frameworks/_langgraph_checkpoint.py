@@ -1,0 +1,386 @@
+"""LangGraph checkpointers: what a graph reads of its saved state is a step; on replay the
+user's checkpoint store is neither read nor written.
+
+A graph compiled with a checkpointer (``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver``,
+any ``BaseCheckpointSaver``) starts each ``invoke`` from the thread's latest checkpoint. With
+a store that outlives the process, a replay would start from whatever the thread holds by
+then (the recording's own end state, at least), not from what the recording started from,
+and would write its checkpoints into the user's store. So:
+
+* Reads (``get_tuple``, ``list``, ``get_delta_channel_history`` and their async forms) are
+  ``checkpoint`` steps named ``langgraph.<method>``: the thread and namespace asked for are
+  the arguments; the checkpoint tuples read are the result, written as exact JSON with their
+  shape (messages, ``Send`` and ``Command`` values named as in :mod:`._langgraph_values`).
+* Writes (``put``, ``put_writes``, ``delete_thread``, ``copy_thread``, ``prune`` ...) run as
+  they would without us when recording, and are not steps (what the run reads back of them
+  is in its reads).
+* Under replay neither touches the user's store: the reads are matched with the recorded
+  ones (and reported) and answered, and the writes kept, by the replay's own in-memory
+  stand-in for the saver, which starts each thread from the state the recording read
+  (:mod:`._langgraph_shadow`).
+
+Every saver class's own methods are wrapped: those defined before the hook (found among the
+subclasses of ``BaseCheckpointSaver``) and those defined after it. A saver method calling
+another (``get`` calls ``get_tuple``, a subclass calls ``super()``) is one step. A value in a
+checkpoint with no JSON form (an arbitrary object in the state) comes back as its text, as a
+tool's result would.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from otel_replay import attributes as A
+from otel_replay.capture._envelope import Call, active, perform, perform_async, serving
+from otel_replay.capture._jsonable import encode, encode_exact, restore_body
+from otel_replay.capture.frameworks._langgraph_shadow import MISSING, Shadow, shadow_of
+from otel_replay.capture.frameworks._langgraph_values import tagged, untagged
+from otel_replay.capture.frameworks._patch import unrecorded, wrap
+
+__all__ = ["patch"]
+
+_FRAMEWORK = "LangGraph checkpointer"
+# Set while a saver method runs: the saver methods it calls are part of its step.
+_inside: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "otel_replay_checkpointer", default=False
+)
+
+
+def patch(module: ModuleType) -> Callable[[], None]:
+    """Make the reads of every ``module.BaseCheckpointSaver`` a step and keep its writes from
+    running under replay; returns the undo. Raises AttributeError for a LangGraph whose
+    saver does not have the methods this relies on."""
+    base: type[Any] = module.BaseCheckpointSaver
+    tuple_class: type[Any] = module.CheckpointTuple
+    for name in ("get_tuple", "list", "put", "put_writes"):
+        getattr(base, name)
+    undos: list[Callable[[], None]] = []
+    wrappers = _wrappers(tuple_class)
+
+    def wrap_class(cls: type[Any]) -> None:
+        for name, wrapper in wrappers.items():
+            if name in vars(cls):
+                undos.append(wrap(cls, name, wrapper))
+
+    seen: set[type[Any]] = set()
+    pending = [base]
+    while pending:
+        cls = pending.pop()
+        if cls not in seen:
+            seen.add(cls)
+            wrap_class(cls)
+            pending.extend(cls.__subclasses__())
+
+    before = vars(base).get("__init_subclass__")
+
+    def init_subclass(cls: type[Any], /, **kwargs: Any) -> None:
+        if before is not None:
+            before.__get__(None, cls)(**kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        wrap_class(cls)
+
+    ours = classmethod(init_subclass)
+    base.__init_subclass__ = ours  # type: ignore[assignment]
+
+    def undo() -> None:
+        if vars(base).get("__init_subclass__") is ours:
+            if before is None:
+                del base.__init_subclass__
+            else:
+                base.__init_subclass__ = before
+        for undo_one in reversed(undos):
+            undo_one()
+
+    return undo
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One read method: its step's name, its arguments as recorded, the saver's value from
+    the recorded JSON, and the replay's answer (:class:`Shadow`) given the recorded value."""
+
+    step: str
+    arguments: Callable[[tuple[Any, ...], dict[str, Any]], bytes]
+    rebuild: Callable[[Any], Any]
+    replayed: Callable[[Shadow, tuple[Any, ...], dict[str, Any], Any], Any]
+    many: bool = False
+
+
+def _wrappers(tuple_class: type[Any]) -> dict[str, Callable[..., Any]]:
+    def one(value: Any) -> Any:
+        return None if value is None else _checkpoint_tuple(tuple_class, value)
+
+    def many(value: Any) -> list[Any]:
+        return [_checkpoint_tuple(tuple_class, item) for item in _list_of(value)]
+
+    get_tuple = _Read("get_tuple", _config_arguments, one, _replayed_get_tuple)
+    listed = _Read("list", _list_arguments, many, _replayed_list, many=True)
+    delta = _Read("get_delta_channel_history", _delta_arguments, dict, _replayed_delta)
+    wrappers = {
+        "get_tuple": _read(get_tuple),
+        "aget_tuple": _aread(get_tuple),
+        "list": _read(listed),
+        "alist": _aread_iter(listed),
+        "get_delta_channel_history": _read(delta),
+        "aget_delta_channel_history": _aread(delta),
+    }
+    for name in _WRITES:
+        wrappers[name] = _write(name)
+        wrappers[f"a{name}"] = _awrite(name)
+    return wrappers
+
+
+_WRITES = ("put", "put_writes", "delete_thread", "delete_for_runs", "copy_thread", "prune")
+
+
+def _replayed_get_tuple(
+    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any
+) -> Any:
+    return shadow.get_tuple(_argument(args, kwargs, 0, "config"), recorded)
+
+
+def _replayed_list(
+    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any
+) -> list[Any]:
+    return shadow.list(
+        _argument(args, kwargs, 0, "config"),
+        kwargs.get("filter"),
+        kwargs.get("before"),
+        kwargs.get("limit"),
+        recorded,
+    )
+
+
+def _replayed_delta(
+    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any
+) -> Any:
+    return shadow.delta(kwargs.get("config"), kwargs.get("channels"), recorded)
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+def _call(method: str, arguments: bytes) -> Call:
+    name = f"langgraph.{method}"
+    return Call(
+        kind="checkpoint",
+        name=name,
+        arguments=arguments,
+        span_name=f"checkpoint {name}",
+        attributes={A.REPLAY_VALUE_NAME: name},
+    )
+
+
+def _record(value: Any) -> bytes:
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        value = value._asdict()
+    elif isinstance(value, list):
+        value = [item._asdict() if hasattr(item, "_asdict") else item for item in value]
+    return encode_exact(tagged(value))
+
+
+def _ways(
+    read: _Read, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Callable[[], Any], Callable[[bytes], Any]] | None:
+    """Under replay, how the read is answered: from the replay's shadow alone (no recorded
+    read matched it), and from the recorded read's body; None when not replaying."""
+    if not serving():
+        return None
+    shadow = shadow_of(instance)
+
+    def own() -> Any:
+        return read.replayed(shadow, args, kwargs, MISSING)
+
+    def recorded(body: bytes) -> Any:
+        value = read.rebuild(untagged(restore_body(body)))
+        return read.replayed(shadow, args, kwargs, value)
+
+    return own, recorded
+
+
+def _unused(body: bytes) -> Any:
+    raise AssertionError("a recorded read is served only under replay")
+
+
+def _read(read: _Read) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _inside.get() or not active():
+            return wrapped(*args, **kwargs)
+        try:
+            call = _call(read.step, read.arguments(args, kwargs))
+        except Exception as exc:  # a call shape we do not know: it runs unrecorded
+            unrecorded(_FRAMEWORK, exc)
+            return wrapped(*args, **kwargs)
+        token = _inside.set(True)
+        try:
+            ways = _ways(read, instance, args, kwargs)
+            if ways is not None:
+                value = perform(call, ways[0], _record, ways[1])
+            elif read.many:
+                value = perform(call, lambda: list(wrapped(*args, **kwargs)), _record, _unused)
+            else:
+                value = perform(call, lambda: wrapped(*args, **kwargs), _record, _unused)
+        finally:
+            _inside.reset(token)
+        return iter(value) if read.many else value
+
+    return wrapper
+
+
+def _aread(read: _Read) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _inside.get() or not active():
+            return wrapped(*args, **kwargs)
+        try:
+            call = _call(read.step, read.arguments(args, kwargs))
+        except Exception as exc:
+            unrecorded(_FRAMEWORK, exc)
+            return wrapped(*args, **kwargs)
+
+        async def step() -> Any:
+            token = _inside.set(True)
+            try:
+                ways = _ways(read, instance, args, kwargs)
+                if ways is not None:
+                    return await perform_async(call, _awaitable(ways[0]), _record, ways[1])
+                return await perform_async(call, lambda: wrapped(*args, **kwargs), _record, _unused)
+            finally:
+                _inside.reset(token)
+
+        return step()
+
+    return wrapper
+
+
+def _aread_iter(read: _Read) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _inside.get() or not active():
+            return wrapped(*args, **kwargs)
+        try:
+            call = _call(read.step, read.arguments(args, kwargs))
+        except Exception as exc:
+            unrecorded(_FRAMEWORK, exc)
+            return wrapped(*args, **kwargs)
+
+        async def collected() -> list[Any]:
+            return [item async for item in wrapped(*args, **kwargs)]
+
+        async def items() -> AsyncIterator[Any]:
+            token = _inside.set(True)
+            try:
+                ways = _ways(read, instance, args, kwargs)
+                if ways is not None:
+                    values = await perform_async(call, _awaitable(ways[0]), _record, ways[1])
+                else:
+                    values = await perform_async(call, collected, _record, _unused)
+            finally:
+                _inside.reset(token)
+            for value in values:
+                yield value
+
+        return items()
+
+    return wrapper
+
+
+def _awaitable(answer: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
+    async def answered() -> Any:
+        return answer()
+
+    return answered
+
+
+def _config(config: Any) -> dict[str, Any] | None:
+    """What of a ``RunnableConfig`` addresses a checkpoint: its thread and namespace, and
+    whether it names one checkpoint (``pinned``). Not which: checkpoint ids are drawn at
+    random, so a replay's differ from its recording's. The rest is the application's, or
+    LangGraph's own live objects."""
+    if config is None:
+        return None
+    configurable = config.get("configurable") or {}
+    found = {
+        key: configurable[key] for key in ("thread_id", "checkpoint_ns") if key in configurable
+    }
+    if configurable.get("checkpoint_id"):
+        found["pinned"] = True
+    return found
+
+
+def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str) -> Any:
+    return args[position] if len(args) > position else kwargs.get(name)
+
+
+def _config_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    return encode({"config": _config(_argument(args, kwargs, 0, "config"))})
+
+
+def _list_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    return encode(
+        {
+            "config": _config(_argument(args, kwargs, 0, "config")),
+            "filter": kwargs.get("filter"),
+            "before": _config(kwargs.get("before")),
+            "limit": kwargs.get("limit"),
+        }
+    )
+
+
+def _delta_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    return encode({"config": _config(kwargs.get("config")), "channels": kwargs.get("channels")})
+
+
+def _list_of(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"a recorded checkpoint list is not a list: {type(value).__name__}")
+    return value
+
+
+def _checkpoint_tuple(tuple_class: type[Any], value: Any) -> Any:
+    """A recorded checkpoint tuple (its fields as a dict) as the saver's ``CheckpointTuple``;
+    fields this LangGraph does not know are left out, those it lacks take their defaults."""
+    if not isinstance(value, dict):
+        raise TypeError(f"a recorded checkpoint is not a checkpoint tuple: {type(value).__name__}")
+    fields = {key: item for key, item in value.items() if key in tuple_class._fields}
+    if "pending_writes" in fields and isinstance(fields["pending_writes"], list):
+        fields["pending_writes"] = [
+            tuple(write) if isinstance(write, list) else write for write in fields["pending_writes"]
+        ]
+    return tuple_class(**fields)
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+def _write(method: str) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _inside.get() or not serving():
+            return wrapped(*args, **kwargs)
+        token = _inside.set(True)
+        try:
+            return shadow_of(instance).write(method, args, kwargs)
+        finally:
+            _inside.reset(token)
+
+    return wrapper
+
+
+def _awrite(method: str) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _inside.get() or not serving():
+            return wrapped(*args, **kwargs)
+
+        async def written() -> Any:
+            token = _inside.set(True)
+            try:
+                return shadow_of(instance).write(method, args, kwargs)
+            finally:
+                _inside.reset(token)
+
+        return written()
+
+    return wrapper
