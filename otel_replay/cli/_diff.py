@@ -6,20 +6,18 @@ the result drawn. Recorded content is printed as ``Text``, never as markup.
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
-from rich import box
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
-from otel_replay.cli._format import plural, printable
+from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
 from otel_replay.cli._runs import run_json
-from otel_replay.cli._tables import run_header
+from otel_replay.cli._tables import run_header, safe_text, table
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._rundiff import RunDiff, StepPair, diff_runs
 from otel_replay.replay.sources._load import stored_run
@@ -68,11 +66,11 @@ def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json:
         result = diff_runs(_store_run(opened, info_a), _store_run(opened, info_b))
     if as_json:
         document = {"a": run_json(info_a), "b": run_json(info_b), **result.to_json()}
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(json_text(document))
     else:
         console = stdout_console()
         for renderable in render(result, info_a, info_b):
-            emit(console, renderable)
+            emit(console, safe_text(renderable) if isinstance(renderable, Text) else renderable)
     if not result.identical:
         ctx.exit(1)
 
@@ -121,21 +119,19 @@ def _result(pair: StepPair) -> Text:
 
 
 def _pairs_table(pairs: tuple[StepPair, ...]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    for header in ("a", "b", "kind", "call", "result"):
-        table.add_column(header)
+    pairs_table = table("a", "b", "kind", "call", "result")
     for column in (0, 1):
-        table.columns[column].justify = "right"
+        pairs_table.columns[column].justify = "right"
     for pair in pairs:
         call = _call(pair.a, pair.b) if pair.a is not None else _call(pair.step)
-        table.add_row(
+        pairs_table.add_row(
             Text("-" if pair.a is None else str(pair.a.index)),
             Text("-" if pair.b is None else str(pair.b.index)),
             Text(pair.step.kind),
-            Text(printable(call)),
+            Text(call),
             _result(pair),
         )
-    return table
+    return pairs_table
 
 
 def _first_divergence(pair: StepPair) -> list[RenderableType]:
@@ -148,7 +144,10 @@ def _first_divergence(pair: StepPair) -> list[RenderableType]:
     assert pair.b is not None
     other = "" if pair.b.index == step.index else f", step {pair.b.index} of B"
     out: list[RenderableType] = [
-        Text(f"first divergence: step {step.index} {where}{other}: {', '.join(pair.fields())}")
+        Text(
+            f"first divergence: step {step.index} {where}{other}: "
+            + printable(", ".join(pair.fields()))
+        )
     ]
     for change in pair.changes[:_MAX_CHANGES]:
         out.extend(change_lines(change, ("A", "B")))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+from typing import Any
 
 __all__ = [
     "ago",
     "human_bytes",
     "iso_time",
+    "json_text",
     "local_time",
     "ms",
     "one_line",
@@ -37,6 +40,21 @@ def _escape(match: re.Match[str]) -> str:
     if 0xDC80 <= code <= 0xDCFF:  # a byte that did not decode (surrogateescape)
         return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+# What json.dumps(ensure_ascii=False) leaves raw that a terminal acts on: C1 controls (0x9b
+# is CSI), DEL, line and paragraph separators, the invisible marks that reorder text, and
+# lone surrogates (a run id from undecodable bytes), which no terminal encoding can write.
+_RAW_IN_JSON = re.compile(
+    "[\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def json_text(document: Any) -> str:
+    """``document`` as indented JSON for ``--json``: non-ASCII text as it is, but every
+    character that could drive a terminal as a ``\\uXXXX`` escape (the same JSON value)."""
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def one_line(text: str, width: int) -> str:

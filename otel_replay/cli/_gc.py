@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 
 import click
 
 from otel_replay.cli._common import emit, open_store, progress, stdout_console, store_option
-from otel_replay.cli._format import human_bytes, plural
+from otel_replay.cli._format import human_bytes, json_text, plural
 from otel_replay.cli._tables import gc_table
 
 __all__ = ["gc"]
@@ -43,7 +42,7 @@ def gc(store: str | None, dry_run: bool, as_json: bool) -> None:
             "runs_removed": list(result.runs_removed),
             "runs_kept": kept,
         }
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(json_text(document))
         return
     console = stdout_console()
     policy = (

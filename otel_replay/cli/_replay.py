@@ -47,7 +47,7 @@ from otel_replay.cli._common import (
     stdout_console,
     store_option,
 )
-from otel_replay.cli._format import printable
+from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
@@ -176,7 +176,7 @@ def replay(
     if as_json:
         document = result.to_json()
         document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept.run_id)
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(json_text(document))
     else:
         console = stdout_console()
         for block in render(result, kept=kept.describe()):

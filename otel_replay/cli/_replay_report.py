@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from rich import box
 from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from otel_replay.cli._format import printable
+from otel_replay.cli._tables import safe_text, table
 from otel_replay.replay._change import Change, category
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 from otel_replay.replay._textdiff import excerpts
@@ -45,7 +45,7 @@ def _verdict(result: ReplayResult) -> Text:
         head.append("network attempts refused", style="bold red")
     else:
         head.append("diverged", style="bold red")
-        head.append(f" — {first.describe()}")
+        head.append(printable(f" — {first.describe()}"))
     return head
 
 
@@ -57,8 +57,10 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
     served = first.served
     if first.kind == "changed" and served is not None:
         title = Text(
-            f"first divergence: step {first.step} ({served.endpoint}), request {served.order}, "
-            f"matched by {served.how}"
+            printable(
+                f"first divergence: step {first.step} ({served.endpoint}), "
+                f"request {served.order}, matched by {served.how}"
+            )
         )
         out.append(title)
         for change in first.changes[:_MAX_CHANGES]:
@@ -70,8 +72,10 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
     elif first.kind == "extra" and served is not None:
         out.append(
             Text(
-                f"first divergence: request {served.order} {served.method} {served.url} "
-                f"({served.endpoint}) has no recorded step"
+                printable(
+                    f"first divergence: request {served.order} {served.method} {served.url} "
+                    f"({served.endpoint}) has no recorded step"
+                )
             )
         )
     return out
@@ -105,9 +109,7 @@ def change_lines(change: Change, labels: tuple[str, str] = ("recorded", "replaye
 
 
 def _steps_table(steps: list[ServedStep]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
-    for header in ("request", "step", "endpoint", "matched", "fidelity", "result"):
-        table.add_column(header)
+    steps_table = table("request", "step", "endpoint", "matched", "fidelity", "result")
     for step in steps:
         if step.recorded is None:
             outcome = Text("live" if step.live else "no match", style="bold red")
@@ -118,7 +120,7 @@ def _steps_table(steps: list[ServedStep]) -> Table:
             outcome = Text("repeated", style="yellow")
         else:
             outcome = Text("identical", style="green")
-        table.add_row(
+        steps_table.add_row(
             Text(str(step.order)),
             Text("-" if step.recorded is None else str(step.recorded)),
             Text(step.endpoint),
@@ -126,7 +128,7 @@ def _steps_table(steps: list[ServedStep]) -> Table:
             Text(step.fidelity or "-"),
             outcome,
         )
-    return table
+    return steps_table
 
 
 def _named(items: Sequence[str]) -> str:
@@ -231,4 +233,4 @@ def render(result: ReplayResult, *, kept: str) -> list[RenderableType]:
     out.append(summary)
     agent = result.agent
     out.append(Text(f"the agent {agent.describe()}", style="bold red" if agent.failed else ""))
-    return out
+    return [safe_text(block) if isinstance(block, Text) else block for block in out]

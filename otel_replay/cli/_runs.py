@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import click
 
 from otel_replay.cli._common import emit, open_store, run_mode, stdout_console, store_option
-from otel_replay.cli._format import iso_time, plural
+from otel_replay.cli._format import iso_time, json_text, plural
 from otel_replay.cli._tables import runs_table
 from otel_replay.store import RunInfo
 
@@ -78,7 +77,7 @@ def runs(store: str | None, as_json: bool, limit: int | None, mode: str | None) 
     total = len(found)
     found = found[:limit]
     if as_json:
-        click.echo(json.dumps([run_json(run) for run in found], indent=2, ensure_ascii=False))
+        click.echo(json_text([run_json(run) for run in found]))
         return
     kind = "run" if mode is None else f"{mode} run"
     if not found:

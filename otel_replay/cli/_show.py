@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
 
 from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
+from otel_replay.cli._format import json_text
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
 from otel_replay.cli._tables import run_header, steps_table
@@ -36,7 +36,7 @@ def show(run: str, store: str | None, as_json: bool) -> None:
         views = step_views(opened, info.run_id)
     if as_json:
         document = {"run": run_json(info), "steps": [view.to_json() for view in views]}
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(json_text(document))
         return
     console = stdout_console()
     emit(console, run_header(info, time.time_ns()))

@@ -3,6 +3,7 @@ recorded content (``[bold]`` in a prompt) prints as it is."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 from rich import box
@@ -23,14 +24,46 @@ from otel_replay.cli._format import (
 from otel_replay.cli._steps import StepView
 from otel_replay.store import Retention, RunInfo
 
-__all__ = ["PROMPT_WIDTH", "RESPONSE_WIDTH", "gc_table", "run_header", "runs_table", "steps_table"]
+__all__ = [
+    "PROMPT_WIDTH",
+    "RESPONSE_WIDTH",
+    "gc_table",
+    "run_header",
+    "runs_table",
+    "safe_text",
+    "steps_table",
+    "table",
+]
 
 PROMPT_WIDTH = 48
 RESPONSE_WIDTH = 64
 
 
-def _table(*headers: str) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+class _Table(Table):
+    """A table whose cells never carry a control character to the terminal: whatever a
+    cell holds from the recording (a model name, a tool's name, an error type, a prompt)
+    is written as escapes when it would drive the terminal or break the line."""
+
+    def add_row(self, *renderables: Any, **options: Any) -> None:
+        super().add_row(
+            *(safe_text(cell) if isinstance(cell, Text) else cell for cell in renderables),
+            **options,
+        )
+
+
+def safe_text(text: Text) -> Text:
+    """``text``, or when it holds anything :func:`printable` escapes, its escaped copy (in
+    its overall style: the escapes move the offsets its inner styles were set at)."""
+    plain = text.plain
+    shown = printable(plain)
+    if shown == plain:
+        return text
+    return Text(shown, style=text.style, no_wrap=text.no_wrap, overflow=text.overflow)
+
+
+def table(*headers: str) -> Table:
+    """A table of ``headers`` in the verbs' style, its cells kept printable (:class:`_Table`)."""
+    table = _Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
     for header in headers:
         table.add_column(header)
     return table
@@ -71,13 +104,13 @@ def _mode(run: RunInfo) -> Text:
 def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
     """One row per run, in the order given: id, when, status, mode (and the run a replay or
     fork re-executed), steps, models, tokens, bytes."""
-    table = _table("run", "when", "status", "mode", "steps", "models", "tokens in/out", "bytes")
+    rows = table("run", "when", "status", "mode", "steps", "models", "tokens in/out", "bytes")
     for column in (4, 6, 7):
-        table.columns[column].justify = "right"
+        rows.columns[column].justify = "right"
     for column in (0, 1, 2):
-        table.columns[column].no_wrap = True
+        rows.columns[column].no_wrap = True
     for run in runs:
-        table.add_row(
+        rows.add_row(
             Text(printable(run.run_id), style="bold"),
             Text(when(run.start_ns, now_ns)),
             _status(run),
@@ -87,7 +120,7 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
             Text(_tokens(run.tokens_in, run.tokens_out)),
             Text(human_bytes(run.bytes)),
         )
-    return table
+    return rows
 
 
 def run_header(run: RunInfo, now_ns: int) -> Text:
@@ -114,7 +147,7 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     if run.seed is not None:
         facts.append(f"seed {run.seed}")
     text.append("  " + " · ".join(facts), style="dim")
-    return text
+    return safe_text(text)
 
 
 def _call(view: StepView) -> Text:
@@ -154,16 +187,16 @@ def _cut(text: Text) -> Text:
 def steps_table(views: list[StepView]) -> Table:
     """One row per step: index, kind, model or URL, prompt and response previews, timing,
     tokens and status."""
-    table = _table("#", "kind", "call", "prompt", "response", "ms", "ttfc", "tokens", "status")
+    rows = table("#", "kind", "call", "prompt", "response", "ms", "ttfc", "tokens", "status")
     for column in (0, 5, 6, 7):
-        table.columns[column].justify = "right"
+        rows.columns[column].justify = "right"
     # Fixed columns never shrink; when the table is too wide, the call, prompt and response
     # columns give way, each cell staying on one line, cut with an ellipsis.
     for column in (0, 1, 5, 6, 7, 8):
-        table.columns[column].no_wrap = True
+        rows.columns[column].no_wrap = True
     for view in views:
         info = view.info
-        table.add_row(
+        rows.add_row(
             Text(str(info.index)),
             Text(info.kind, style="magenta" if info.kind == "llm" else "blue"),
             _cut(_call(view)),
@@ -174,18 +207,18 @@ def steps_table(views: list[StepView]) -> Table:
             Text(_tokens(info.tokens_in, info.tokens_out).replace(" / ", "/")),
             _step_status(view),
         )
-    return table
+    return rows
 
 
 def gc_table(runs: list[RunInfo], retention: Retention, now_ns: int) -> Table:
     """The runs gc removes (or would), with why: status, last activity, retention."""
-    table = _table("run", "status", "last activity", "kept for", "steps", "bytes")
+    rows = table("run", "status", "last activity", "kept for", "steps", "bytes")
     for column in (4, 5):
-        table.columns[column].justify = "right"
+        rows.columns[column].justify = "right"
     for run in runs:
         last = run.end_ns or run.start_ns
         days = retention.ok_days if run.status == "ok" else retention.error_days
-        table.add_row(
+        rows.add_row(
             Text(printable(run.run_id), style="bold"),
             _status(run),
             Text(f"{local_time(last)} ({ago(last, now_ns)})"),
@@ -193,4 +226,4 @@ def gc_table(runs: list[RunInfo], retention: Retention, now_ns: int) -> Table:
             Text(str(run.step_count)),
             Text(human_bytes(run.bytes)),
         )
-    return table
+    return rows

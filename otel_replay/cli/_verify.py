@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import click
 from rich.text import Text
@@ -17,7 +16,7 @@ from otel_replay.cli._common import (
     stdout_console,
     store_option,
 )
-from otel_replay.cli._format import plural
+from otel_replay.cli._format import json_text, plural
 from otel_replay.errors import OtelReplayError, StoreNotFoundError
 from otel_replay.store import Store
 
@@ -60,7 +59,7 @@ def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: 
             "steps": steps,
             "problems": [dataclasses.asdict(problem) for problem in problems],
         }
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(json_text(document))
     else:
         console = stdout_console()
         for problem in damage:

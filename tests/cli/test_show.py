@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from click.testing import Result
 
 from examples.support_agent import CONVERSATION
+from otel_replay._canonical import sha256_tag
 from tests.cli._checks import assert_bad_input
 from tests.cli._recording import CLAUDE, CLAUDE_PROMPT, ERRORS, SUPPORT, Recorded
 
@@ -172,3 +175,77 @@ def test_an_ambiguous_prefix_lists_the_candidates(invoke: Invoke, store: Path) -
 def test_an_unknown_run_is_named(invoke: Invoke, store: Path) -> None:
     result = invoke("show", "r_nope", "--store", str(store))
     assert_bad_input(result, "'r_nope'", str(store))
+
+
+EVIL = "\x1b]0;owned\x07\x1b[2J\x00\x9b31m\u202e"
+_RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]")  # all a terminal acts on
+
+
+def _hostile_trace(path: Path) -> Path:
+    """An OTLP file whose model name, prompt, answer, tool name, arguments and error type
+    carry terminal escapes, a NUL, a C1 CSI and a bidi override."""
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "q" + EVIL}]})
+    answer = {"role": "assistant", "content": "a" + EVIL}
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})
+    arguments, result = json.dumps({"id" + EVIL: 1}), json.dumps({"message": "m" + EVIL})
+    llm = {
+        "replay.step.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m" + EVIL,
+        "url.full": "https://api.openai.com/v1/chat/completions",
+        "replay.request.body": request,
+        "replay.request.hash": sha256_tag(request.encode()),
+        "replay.response.body": response,
+        "replay.response.hash": sha256_tag(response.encode()),
+    }
+    tool = {
+        "replay.step.kind": "tool",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "look" + EVIL,
+        "gen_ai.tool.call.arguments": arguments,
+        "replay.request.hash": sha256_tag(arguments.encode()),
+        "gen_ai.tool.call.result": result,
+        "replay.response.hash": sha256_tag(result.encode()),
+        "error.type": "Boom" + EVIL,
+    }
+    spans = [
+        {
+            "traceId": "1" * 32,
+            "spanId": f"{n + 1:016x}",
+            "name": "step",
+            "startTimeUnixNano": str(1_800_000_000 * 10**9 + n),
+            "endTimeUnixNano": str(1_800_000_000 * 10**9 + n + 10**6),
+            "attributes": [
+                {"key": "replay.run.id", "value": {"stringValue": "r_evil"}},
+                {"key": "replay.step.index", "value": {"intValue": str(n)}},
+                {"key": "replay.response.status_code", "value": {"intValue": "200"}},
+                *({"key": k, "value": {"stringValue": v}} for k, v in attrs.items()),
+            ],
+        }
+        for n, attrs in enumerate((llm, tool))
+    ]
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    return path
+
+
+def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path) -> None:
+    """Every verb prints what a recording holds with its control characters escaped: the
+    tables, the headers and the replay report as ``\\x1b``, ``--json`` as ``\\u001b``,
+    ``\\u009b`` (the same JSON values)."""
+    trace, store = _hostile_trace(tmp_path / "evil.json"), str(tmp_path / "s")
+    assert invoke("import", str(trace), "--store", store).exit_code == 0
+    verbs = [("show", "r_evil"), ("runs",), ("diff", "r_evil", "r_evil")]
+    for args in [*verbs, *((*args, "--json") for args in verbs)]:
+        result = invoke(*args, "--store", store)
+        assert result.exit_code == 0, result.output
+        assert not _RAW.search(result.output), (args, result.output)
+    shown = invoke("show", "r_evil", "--store", store).stdout
+    escaped = "\\x1b]0;owned\\x1b[2J\\x00\\x9b31m\\u202e"  # rich drops the BEL itself
+    for text in ("m" + escaped, "q" + escaped, "a" + escaped, "Boom" + escaped):
+        assert text in shown
+    (llm, tool) = _json(invoke, tmp_path / "s", "r_evil")["steps"]
+    assert llm["model"] == "m" + EVIL and tool["error_type"] == "Boom" + EVIL
+    replayed = invoke("replay", str(trace), "--", sys.executable, "-c", "pass")
+    assert replayed.exit_code == 1 and "tool:look" + escaped in replayed.stdout
+    assert not _RAW.search(replayed.output), replayed.output
