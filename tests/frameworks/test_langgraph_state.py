@@ -204,3 +204,39 @@ def test_checkpoint_reads_are_steps_holding_the_thread_read(kept: KeptThread) ->
     assert len(messages) == 9
     assert [m["otel_replay.message"]["type"] for m in messages[:2]] == ["system", "human"]
     assert messages[1]["otel_replay.message"]["content"] == QUESTIONS[0]
+
+
+def test_a_kept_memory_store_replays_each_run_with_what_it_recalled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A LangGraph store on a file kept from run to run: each replay recalls what its
+    recording recalled, whatever the store holds by then, and adds nothing to it."""
+    root = tmp_path_factory.mktemp("langgraph-memory")
+    first, second = (
+        record(
+            root,
+            "_langgraph_memory_agent.py",
+            f"r_langgraph_memory_{n}",
+            OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        )
+        for n in (1, 2)
+    )
+    assert first.printed.splitlines()[-1] == "[memory] 0 recalled, 1 kept"
+    assert second.printed.splitlines()[-1] == "[memory] 1 recalled, 2 kept"
+    memories = root / "orders.memories.sqlite"
+    before = memories.read_bytes()
+    for recording in (first, second):
+        replay_identically(recording)
+    assert memories.read_bytes() == before
+    reads = [
+        span["attributes"]
+        for span in spans(second)
+        if span["attributes"].get("replay.value.name") == "langgraph.store"
+    ]
+    assert len(reads) == 2  # the recall, and the count after the note
+    with Store.open(second.store, create=False) as store:
+        recall = min(reads, key=lambda attrs: attrs["replay.step.index"])["replay.step.index"]
+        asked = json.loads(store.request_body((second.run_id, recall)))
+        (found,) = json.loads(store.response_body((second.run_id, recall)))
+    assert asked[0]["SearchOp"]["namespace_prefix"] == ["customers", "A-1234"]
+    assert [item["otel_replay.store_item"]["key"] for item in found] == ["note-0"]

@@ -1,6 +1,6 @@
 """Framework tools as tool steps, with no code change: LangChain/LangGraph tools, OpenAI Agents
 SDK function tools, Pydantic AI function tools, smolagents and Haystack tools and MCP client
-``call_tool``; and LangGraph checkpointers' reads as checkpoint steps.
+``call_tool``; and what LangGraph checkpointers and stores read as checkpoint steps.
 
 Each hook patches one framework module when it is imported (now, if it already is), and only
 while someone holds the hooks: the instrumentor (recording) or a replay installer (serving).
@@ -26,6 +26,7 @@ from otel_replay.capture.frameworks import (
     _haystack,
     _langchain,
     _langgraph_checkpoint,
+    _langgraph_store,
     _mcp,
     _openai_agents,
     _pydantic_ai,
@@ -49,6 +50,7 @@ class _Hook:
 _HOOKS = (
     _Hook("langchain_core.tools.base", _langchain.patch),
     _Hook("langgraph.checkpoint.base", _langgraph_checkpoint.patch),
+    _Hook("langgraph.store.base", _langgraph_store.patch),
     _Hook("agents.run_internal.tool_execution", _openai_agents.patch),
     _Hook("mcp.client.session", _mcp.patch),
     _Hook("pydantic_ai.toolsets.function", _pydantic_ai.patch),

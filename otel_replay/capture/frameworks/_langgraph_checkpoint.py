@@ -39,7 +39,7 @@ from otel_replay.capture._envelope import Call, active, perform, perform_async, 
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 from otel_replay.capture.frameworks._langgraph_shadow import MISSING, Shadow, shadow_of
 from otel_replay.capture.frameworks._langgraph_values import tagged, untagged
-from otel_replay.capture.frameworks._patch import unrecorded, wrap
+from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
 
 __all__ = ["patch"]
 
@@ -58,45 +58,7 @@ def patch(module: ModuleType) -> Callable[[], None]:
     tuple_class: type[Any] = module.CheckpointTuple
     for name in ("get_tuple", "list", "put", "put_writes"):
         getattr(base, name)
-    undos: list[Callable[[], None]] = []
-    wrappers = _wrappers(tuple_class)
-
-    def wrap_class(cls: type[Any]) -> None:
-        for name, wrapper in wrappers.items():
-            if name in vars(cls):
-                undos.append(wrap(cls, name, wrapper))
-
-    seen: set[type[Any]] = set()
-    pending = [base]
-    while pending:
-        cls = pending.pop()
-        if cls not in seen:
-            seen.add(cls)
-            wrap_class(cls)
-            pending.extend(cls.__subclasses__())
-
-    before = vars(base).get("__init_subclass__")
-
-    def init_subclass(cls: type[Any], /, **kwargs: Any) -> None:
-        if before is not None:
-            before.__get__(None, cls)(**kwargs)
-        else:
-            super(base, cls).__init_subclass__(**kwargs)
-        wrap_class(cls)
-
-    ours = classmethod(init_subclass)
-    base.__init_subclass__ = ours  # type: ignore[assignment]
-
-    def undo() -> None:
-        if vars(base).get("__init_subclass__") is ours:
-            if before is None:
-                del base.__init_subclass__
-            else:
-                base.__init_subclass__ = before
-        for undo_one in reversed(undos):
-            undo_one()
-
-    return undo
+    return wrap_subclasses(base, _wrappers(tuple_class))
 
 
 @dataclass(frozen=True, slots=True)

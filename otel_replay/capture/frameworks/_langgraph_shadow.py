@@ -52,9 +52,11 @@ class Shadow:
     not recorded."""
 
     def __init__(self, serde: Any) -> None:
-        from langgraph.checkpoint.memory import InMemorySaver  # noqa: PLC0415 - LangGraph's
+        from langgraph.checkpoint import memory  # noqa: PLC0415 - LangGraph's
 
-        self.memory: Any = InMemorySaver(serde=serde) if serde is not None else InMemorySaver()
+        # ``MemorySaver`` is its name before langgraph-checkpoint 2.0.
+        saver = getattr(memory, "InMemorySaver", None) or memory.MemorySaver
+        self.memory: Any = saver(serde=serde) if serde is not None else saver()
         self.loaded: set[Any] = set()
         self.deleted: set[Any] = set()
         self._lock = threading.RLock()

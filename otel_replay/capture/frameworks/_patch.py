@@ -9,7 +9,7 @@ from typing import Any
 
 import wrapt
 
-__all__ = ["unrecorded", "wrap", "wrap_each"]
+__all__ = ["unrecorded", "wrap", "wrap_each", "wrap_subclasses"]
 
 _log = logging.getLogger("otel_replay")
 _said: set[str] = set()
@@ -63,4 +63,48 @@ def wrap_each(owner: Any, wrappers: dict[str, Callable[..., Any]]) -> Callable[[
     except Exception:
         undo()
         raise
+    return undo
+
+
+def wrap_subclasses(base: type[Any], wrappers: dict[str, Callable[..., Any]]) -> Callable[[], None]:
+    """:func:`wrap` each method named in ``wrappers`` on ``base`` and on every subclass of it
+    that defines its own: those there now and those defined later (through
+    ``__init_subclass__``). Returns the undo of all."""
+    undos: list[Callable[[], None]] = []
+
+    def wrap_class(cls: type[Any]) -> None:
+        for attr, wrapper in wrappers.items():
+            if attr in vars(cls):
+                undos.append(wrap(cls, attr, wrapper))
+
+    seen: set[type[Any]] = set()
+    pending = [base]
+    while pending:
+        cls = pending.pop()
+        if cls not in seen:
+            seen.add(cls)
+            wrap_class(cls)
+            pending.extend(cls.__subclasses__())
+
+    before = vars(base).get("__init_subclass__")
+
+    def init_subclass(cls: type[Any], /, **kwargs: Any) -> None:
+        if before is not None:
+            before.__get__(None, cls)(**kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        wrap_class(cls)
+
+    ours = classmethod(init_subclass)
+    base.__init_subclass__ = ours  # type: ignore[assignment]
+
+    def undo() -> None:
+        if vars(base).get("__init_subclass__") is ours:
+            if before is None:
+                del base.__init_subclass__
+            else:
+                base.__init_subclass__ = before
+        for undo_one in reversed(undos):
+            undo_one()
+
     return undo

@@ -1,0 +1,168 @@
+"""LangGraph stores (long-term memory: ``InMemoryStore``, ``SqliteStore``, ``PostgresStore``,
+any ``BaseStore``): what an agent reads of its memories is a step; on replay the user's store
+is neither read nor written.
+
+Every store operation goes through ``batch``/``abatch`` (a list of ``GetOp``, ``SearchOp``,
+``ListNamespacesOp`` and ``PutOp``; ``put`` and ``delete`` are ``PutOp``s). A batch holding a
+read is one ``checkpoint`` step named ``langgraph.store``: the reads are its arguments
+(namespace, key, query, filter, paging), what they found its result (items as their
+``dict()``, with ``otel_replay.store_item`` naming them). A batch of writes only is not a
+step. On replay the reads are served as recorded, so the agent recalls what its recording
+recalled, and the writes are dropped: a replay never adds to, changes or deletes a memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from otel_replay import attributes as A
+from otel_replay.capture._envelope import Call, active, perform, perform_async, serving
+from otel_replay.capture._jsonable import encode, encode_exact, restore_body
+from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
+
+__all__ = ["patch"]
+
+_FRAMEWORK = "LangGraph store"
+_NAME = "langgraph.store"
+_ITEM = "otel_replay.store_item"
+
+
+def patch(module: ModuleType) -> Callable[[], None]:
+    """Make the reads of every ``module.BaseStore`` a step and keep its writes from running
+    under replay; returns the undo."""
+    put_op: type[Any] = module.PutOp
+    for name in ("GetOp", "SearchOp", "ListNamespacesOp", "Item", "SearchItem"):
+        getattr(module, name)
+    return wrap_subclasses(module.BaseStore, {"batch": _batch(put_op), "abatch": _abatch(put_op)})
+
+
+def _call(reads: list[Any]) -> Call:
+    return Call(
+        kind="checkpoint",
+        name=_NAME,
+        arguments=encode([_read(op) for op in reads]),
+        span_name=f"checkpoint {_NAME}",
+        attributes={A.REPLAY_VALUE_NAME: _NAME},
+    )
+
+
+def _read(op: Any) -> dict[str, Any]:
+    """A read op as its step's argument: its kind and fields, TTL refreshes left out."""
+    fields = {k: v for k, v in op._asdict().items() if k != "refresh_ttl"}
+    return {type(op).__name__: fields}
+
+
+def _split(ops: Any, put_op: type[Any]) -> tuple[list[Any], list[int]]:
+    ops = list(ops)
+    return ops, [i for i, op in enumerate(ops) if not isinstance(op, put_op)]
+
+
+def _merged(count: int, reads: list[int], found: list[Any]) -> list[Any]:
+    """The batch's results: what the reads found, in their places; ``None`` for the writes."""
+    results: list[Any] = [None] * count
+    if len(found) != len(reads):
+        raise ValueError(
+            f"the recorded store batch answered {len(found)} reads, this one asks {len(reads)}"
+        )
+    for i, value in zip(reads, found, strict=True):
+        results[i] = value
+    return results
+
+
+def _batch(put_op: type[Any]) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if not active():
+            return wrapped(*args, **kwargs)
+        try:
+            ops, reads = _split(args[0] if args else kwargs["ops"], put_op)
+            call = _call([ops[i] for i in reads]) if reads else None
+        except Exception as exc:  # a call shape we do not know: it runs unrecorded
+            unrecorded(_FRAMEWORK, exc)
+            return wrapped(*args, **kwargs)
+        if call is None:  # writes only
+            return [None] * len(ops) if serving() else wrapped(ops)
+        if serving():
+            found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+            return _merged(len(ops), reads, found)
+        results: list[Any] = []
+
+        def live() -> list[Any]:
+            results.extend(wrapped(ops))
+            return [results[i] for i in reads]
+
+        perform(call, live, _record, _restore)
+        return results
+
+    return wrapper
+
+
+def _abatch(put_op: type[Any]) -> Callable[..., Any]:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if not active():
+            return wrapped(*args, **kwargs)
+        try:
+            ops, reads = _split(args[0] if args else kwargs["ops"], put_op)
+            call = _call([ops[i] for i in reads]) if reads else None
+        except Exception as exc:
+            unrecorded(_FRAMEWORK, exc)
+            return wrapped(*args, **kwargs)
+
+        async def batch() -> list[Any]:
+            if call is None:
+                return [None] * len(ops) if serving() else list(await wrapped(ops))
+            if serving():
+                found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+                return _merged(len(ops), reads, found)
+            results: list[Any] = []
+
+            async def live() -> list[Any]:
+                results.extend(await wrapped(ops))
+                return [results[i] for i in reads]
+
+            await perform_async(call, live, _record, _restore)
+            return results
+
+        return batch()
+
+    return wrapper
+
+
+def _nothing(ops: list[Any], reads: list[int]) -> list[Any]:
+    """What a replay's reads find when no recorded batch answers them (a non-strict replay
+    gone past its recording): nothing, for the store is not asked."""
+    return [None if type(ops[i]).__name__ == "GetOp" else [] for i in reads]
+
+
+def _record(found: list[Any]) -> bytes:
+    return encode_exact([_tagged(value) for value in found])
+
+
+def _tagged(value: Any) -> Any:
+    base = sys.modules.get("langgraph.store.base")
+    if base is not None and isinstance(value, base.Item):
+        return {_ITEM: value.dict()}
+    if isinstance(value, list):
+        return [_tagged(item) for item in value]
+    return value
+
+
+def _restore(body: bytes) -> list[Any]:
+    found = restore_body(body)
+    if not isinstance(found, list):
+        raise TypeError(f"a recorded store batch is not a list: {type(found).__name__}")
+    return [_untagged(value) for value in found]
+
+
+def _untagged(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_untagged(item) for item in value]
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get(_ITEM), dict):
+        from langgraph.store.base import Item, SearchItem  # noqa: PLC0415 - an item was recorded
+
+        fields = dict(value[_ITEM])
+        fields["namespace"] = tuple(fields.get("namespace") or ())
+        return SearchItem(**fields) if "score" in fields else Item(**fields)
+    return value
