@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,3 +154,21 @@ def test_credentials_in_the_url_of_a_live_server_stay_out_of_the_message(jaeger:
     message = str(caught.value)
     assert message.startswith("http://REDACTED:REDACTED@127.0.0.1:") and "key=REDACTED" in message
     assert "pw-source-4455" not in message and "k-7788-k" not in message
+
+
+def test_a_file_url_is_the_file_it_names(recorded: Recorded, tmp_path: Path) -> None:
+    path = tmp_path / "a trace.json"
+    path.write_text(json.dumps(collector_json(run_spans(recorded, CLAUDE))))
+    url = path.as_uri()  # file:///…/a%20trace.json
+    assert load_run(url).run_id == CLAUDE
+    assert load_run(f"{url}#{CLAUDE}").run_id == CLAUDE
+    assert load_run(url.replace("file://", "file://localhost")).run_id == CLAUDE
+    for bad, message in [
+        (f"{url}#r_nope", f"{path} has no run 'r_nope'"),
+        ((tmp_path / "gone.json").as_uri(), f"no such file: {tmp_path / 'gone.json'}"),
+        ("file://elsewhere/trace.json", "file://elsewhere/trace.json: a file URL on another host"),
+        ("file://", "file://: a file URL that names no file"),
+    ]:
+        with pytest.raises(SourceError) as caught:
+            load_run(bad)
+        assert str(caught.value).startswith(message)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from otel_replay import settings
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
@@ -34,11 +36,11 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
     """The run ``ref`` names, rebuilt with its payloads.
 
     ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
-    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides) or an
-    http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}`` too). ``ref#RUN_ID`` picks one
-    run of a source that holds several (by run id, or by the trace id of any of its traces);
-    without it such a source is an error that lists them. Which spans make a run:
-    :mod:`otel_replay.replay.sources._group`.
+    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides; a path
+    or a ``file:`` URL of this host) or an http(s) URL answering OTLP JSON (Jaeger's
+    ``{"result": …}`` too). ``ref#RUN_ID`` picks one run of a source that holds several (by
+    run id, or by the trace id of any of its traces); without it such a source is an error
+    that lists them. Which spans make a run: :mod:`otel_replay.replay.sources._group`.
 
     Raises SourceError (missing, truncated or corrupt source, nothing replayable, several runs
     and no selector) or StoreError (unknown run id, store missing or of an unknown format),
@@ -67,6 +69,8 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
         url, _, wanted = ref.partition("#")
         limits = Limits.from_env()
         return read_runs(fetch(url, limits), shown(url), wanted or None, limits)
+    if ref[:5].lower() == "file:":
+        ref = _local(ref)
     path, selector = _split(ref)
     if path is not None:
         if path.is_dir():
@@ -127,6 +131,17 @@ def _split(ref: str) -> tuple[Path | None, str | None]:
             return head, ref[at + 1 :] or None
         at = ref.find("#", at + 1)
     return None, None
+
+
+def _local(url: str) -> str:
+    """The path (and ``#RUN_ID``) a ``file:`` URL names; SourceError for another host's."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise SourceError(f"{url}: a file URL on another host ({parts.netloc}) is no source")
+    path = url2pathname(parts.path)
+    if not path:
+        raise SourceError(f"{url}: a file URL that names no file")
+    return f"{path}#{parts.fragment}" if parts.fragment else path
 
 
 def _looks_like_path(ref: str) -> bool:
