@@ -87,7 +87,7 @@ def _wrappers(tuple_class: type[Any]) -> dict[str, Callable[..., Any]]:
         "get_tuple": _read(get_tuple),
         "aget_tuple": _aread(get_tuple),
         "list": _read(listed),
-        "alist": _aread_iter(listed),
+        "alist": _aread(listed),
         "get_delta_channel_history": _read(delta),
         "aget_delta_channel_history": _aread(delta),
     }
@@ -169,14 +169,22 @@ def _unused(body: bytes) -> Any:
     raise AssertionError("a recorded read is served only under replay")
 
 
+def _step_call(read: _Read, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
+    """The step ``read`` makes, or None when it makes none: called by another saver method,
+    nothing records or serves steps, or a call shape we do not know (it runs unrecorded)."""
+    if _inside.get() or not active():
+        return None
+    try:
+        return _call(read.step, read.arguments(args, kwargs))
+    except Exception as exc:
+        unrecorded(_FRAMEWORK, exc)
+        return None
+
+
 def _read(read: _Read) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if _inside.get() or not active():
-            return wrapped(*args, **kwargs)
-        try:
-            call = _call(read.step, read.arguments(args, kwargs))
-        except Exception as exc:  # a call shape we do not know: it runs unrecorded
-            unrecorded(_FRAMEWORK, exc)
+        call = _step_call(read, args, kwargs)
+        if call is None:
             return wrapped(*args, **kwargs)
         token = _inside.set(True)
         try:
@@ -195,14 +203,17 @@ def _read(read: _Read) -> Callable[..., Any]:
 
 
 def _aread(read: _Read) -> Callable[..., Any]:
+    """The async form: a coroutine, or for ``many`` an async iterator, as the saver's."""
+
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if _inside.get() or not active():
+        call = _step_call(read, args, kwargs)
+        if call is None:
             return wrapped(*args, **kwargs)
-        try:
-            call = _call(read.step, read.arguments(args, kwargs))
-        except Exception as exc:
-            unrecorded(_FRAMEWORK, exc)
-            return wrapped(*args, **kwargs)
+
+        async def live() -> Any:
+            if read.many:
+                return [item async for item in wrapped(*args, **kwargs)]
+            return await wrapped(*args, **kwargs)
 
         async def step() -> Any:
             token = _inside.set(True)
@@ -210,39 +221,15 @@ def _aread(read: _Read) -> Callable[..., Any]:
                 ways = _ways(read, instance, args, kwargs)
                 if ways is not None:
                     return await perform_async(call, _awaitable(ways[0]), _record, ways[1])
-                return await perform_async(call, lambda: wrapped(*args, **kwargs), _record, _unused)
+                return await perform_async(call, live, _record, _unused)
             finally:
                 _inside.reset(token)
 
-        return step()
-
-    return wrapper
-
-
-def _aread_iter(read: _Read) -> Callable[..., Any]:
-    def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if _inside.get() or not active():
-            return wrapped(*args, **kwargs)
-        try:
-            call = _call(read.step, read.arguments(args, kwargs))
-        except Exception as exc:
-            unrecorded(_FRAMEWORK, exc)
-            return wrapped(*args, **kwargs)
-
-        async def collected() -> list[Any]:
-            return [item async for item in wrapped(*args, **kwargs)]
+        if not read.many:
+            return step()
 
         async def items() -> AsyncIterator[Any]:
-            token = _inside.set(True)
-            try:
-                ways = _ways(read, instance, args, kwargs)
-                if ways is not None:
-                    values = await perform_async(call, _awaitable(ways[0]), _record, ways[1])
-                else:
-                    values = await perform_async(call, collected, _record, _unused)
-            finally:
-                _inside.reset(token)
-            for value in values:
+            for value in await step():
                 yield value
 
         return items()

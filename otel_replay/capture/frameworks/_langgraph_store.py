@@ -55,9 +55,21 @@ def _read(op: Any) -> dict[str, Any]:
     return {type(op).__name__: fields}
 
 
-def _split(ops: Any, put_op: type[Any]) -> tuple[list[Any], list[int]]:
-    ops = list(ops)
-    return ops, [i for i, op in enumerate(ops) if not isinstance(op, put_op)]
+def _prepared(
+    args: tuple[Any, ...], kwargs: dict[str, Any], put_op: type[Any]
+) -> tuple[list[Any], list[int], Call | None] | None:
+    """A batch's ops, the places of its reads and its step (None: writes only); None when
+    nothing records or serves steps, or for a call shape we do not know (it runs
+    unrecorded)."""
+    if not active():
+        return None
+    try:
+        ops = list(args[0] if args else kwargs["ops"])
+        reads = [i for i, op in enumerate(ops) if not isinstance(op, put_op)]
+        return ops, reads, _call([ops[i] for i in reads]) if reads else None
+    except Exception as exc:
+        unrecorded(_FRAMEWORK, exc)
+        return None
 
 
 def _merged(count: int, reads: list[int], found: list[Any]) -> list[Any]:
@@ -74,14 +86,10 @@ def _merged(count: int, reads: list[int], found: list[Any]) -> list[Any]:
 
 def _batch(put_op: type[Any]) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if not active():
+        prepared = _prepared(args, kwargs, put_op)
+        if prepared is None:
             return wrapped(*args, **kwargs)
-        try:
-            ops, reads = _split(args[0] if args else kwargs["ops"], put_op)
-            call = _call([ops[i] for i in reads]) if reads else None
-        except Exception as exc:  # a call shape we do not know: it runs unrecorded
-            unrecorded(_FRAMEWORK, exc)
-            return wrapped(*args, **kwargs)
+        ops, reads, call = prepared
         if call is None:  # writes only
             return [None] * len(ops) if serving() else wrapped(ops)
         if serving():
@@ -101,14 +109,10 @@ def _batch(put_op: type[Any]) -> Callable[..., Any]:
 
 def _abatch(put_op: type[Any]) -> Callable[..., Any]:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if not active():
+        prepared = _prepared(args, kwargs, put_op)
+        if prepared is None:
             return wrapped(*args, **kwargs)
-        try:
-            ops, reads = _split(args[0] if args else kwargs["ops"], put_op)
-            call = _call([ops[i] for i in reads]) if reads else None
-        except Exception as exc:
-            unrecorded(_FRAMEWORK, exc)
-            return wrapped(*args, **kwargs)
+        ops, reads, call = prepared
 
         async def batch() -> list[Any]:
             if call is None:
