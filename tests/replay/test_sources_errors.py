@@ -235,3 +235,33 @@ def test_an_operation_name_that_is_a_list_is_no_model_call(
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(document))
     assert "has no replayable steps" in refused(str(path))
+
+
+def test_two_different_spans_with_one_span_id_are_refused(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """A span exported twice counts once; two different spans sharing an id are damage,
+    not a shorter run (one of them was dropped)."""
+    document = collector_json(run_spans(recorded, SUPPORT))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"resourceSpans": document["resourceSpans"] * 2}))
+    assert len(load_run(f"{path}#{SUPPORT}").steps) == 9  # the same spans twice: one run
+    spans[3]["spanId"] = spans[2]["spanId"]
+    path.write_text(json.dumps(document))
+    message = refused(f"{path}#{SUPPORT}")
+    assert f"both have span id {spans[2]['spanId']} in trace {spans[2]['traceId']}" in message
+
+
+@pytest.mark.parametrize("status", ["0", "99", "1000", str(2**63 - 1)])
+def test_a_response_status_that_is_no_http_status_names_the_step(
+    recorded: Recorded, tmp_path: Path, status: str
+) -> None:
+    document = collector_json(run_spans(recorded, CLAUDE))
+    for attribute in _first_span(document)["attributes"]:
+        if attribute["key"] == "replay.response.status_code":
+            attribute["value"] = {"intValue": status}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    message = refused(str(path))
+    assert "step 0 (" in message and f"response status {status} is not an HTTP status" in message

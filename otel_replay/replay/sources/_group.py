@@ -78,20 +78,26 @@ class RunSummary:
 
 def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) -> list[SpanRun]:
     """The runs among ``spans``, oldest first (see the module's rules); a span seen twice
-    (same trace and span id) counts once. ``idle_gap_ns`` 0 never splits lone calls.
+    (same trace and span id, same content) counts once. ``idle_gap_ns`` 0 never splits lone
+    calls.
 
     Raises GroupingError naming the span when a lone call that shares its process with other
-    calls has no start time.
+    calls has no start time, or when two different spans have the same trace and span id.
     """
-    seen: set[tuple[Any, Any]] = set()
+    seen: dict[tuple[Any, Any], Span] = {}
     by_run: dict[str, list[Span]] = {}
     by_trace: dict[str, list[Span]] = {}
     kit_traces: set[str] = set()
     for span in spans:
         key = (span.get("trace_id"), span.get("span_id"))
-        if key in seen:
+        first = seen.setdefault(key, span)
+        if first is not span:
+            if _content(first) != _content(span):
+                raise GroupingError(
+                    f"spans {first.get('name')!r} and {span.get('name')!r} both have span id "
+                    f"{key[1]} in trace {key[0]}: one of them is not what was recorded"
+                )
             continue
-        seen.add(key)
         run_id = attrs_of(span).get(A.REPLAY_RUN_ID)
         if isinstance(run_id, str) and run_id:
             by_run.setdefault(run_id, []).append(span)
@@ -172,6 +178,12 @@ class _Call:
 
 def _roots(spans: Sequence[Span]) -> list[Span]:
     return [span for span in spans if not span.get("parent_span_id")]
+
+
+def _content(span: Span) -> dict[str, Any]:
+    """What a span says, apart from where it was read (a span exported twice, by a retry or
+    through two pipelines, may come with other resource or scope facts)."""
+    return {k: v for k, v in span.items() if k not in ("resource", "scope")}
 
 
 def _is_lone_call(spans: Sequence[Span]) -> bool:

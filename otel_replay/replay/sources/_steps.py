@@ -117,6 +117,8 @@ def _from_span(
         status = int_value(attrs.get("http.response.status_code"))
     if kind in ENVELOPE_KINDS:
         status = 200  # the body says whether it returned or raised
+    elif status is not None and not 100 <= status <= 999:
+        raise StepProblem(f"response status {status} is not an HTTP status (three digits)")
     error_type = _str(attrs.get("error.type"))
     body = _inline(attrs, A.REPLAY_RESPONSE_BODY, "gen_ai.tool.call.result")
     if body is not None:
