@@ -22,8 +22,8 @@ A rule is one entry of the comma-separated value::
   a path, every path of the host matches.
 
 Entries are added to :data:`DEFAULTS`; the entry ``-defaults`` (anywhere in the list) drops
-them. Rules are precompiled: matching a call is a dictionary lookup, and a regular expression
-only where a glob needs one.
+them. Rules are precompiled: matching a call is a dictionary lookup, and a glob comparison
+(linear in the URL, whatever the glob) only where a rule has a star.
 """
 
 from __future__ import annotations
@@ -127,8 +127,31 @@ class IgnoreRule:
     path: str | None
 
 
-def _glob(text: str, star: str) -> str:
-    return star.join(re.escape(part) for part in text.split("*"))
+def _globbed(glob: str, text: str) -> bool:
+    """True when ``text`` matches ``glob`` whole, ``*`` matching any run of characters.
+
+    In time linear in ``text`` whatever the glob: the pieces between stars are found
+    leftmost, one after the other (the first must start ``text`` and the last end it), which
+    finds a match whenever there is one. A regular expression backtracks instead: a hostile
+    rule (``*a*a*a*…*c``) took it exponential time per call."""
+    if "*" not in glob:
+        return text == glob
+    first, *middle, last = glob.split("*")
+    end = len(text) - len(last)
+    if end < len(first) or not text.startswith(first) or not text.endswith(last):
+        return False
+    at = len(first)
+    for piece in middle:
+        at = text.find(piece, at, end)
+        if at < 0:
+            return False
+        at += len(piece)
+    return True
+
+
+def _shown(entry: str) -> str:
+    """``entry`` as an error names it: quoted, a long one cut (the message stays a line)."""
+    return repr(entry) if len(entry) <= 80 else repr(entry[:77]) + "…"
 
 
 def _parse_entry(entry: str) -> IgnoreRule:
@@ -138,7 +161,7 @@ def _parse_entry(entry: str) -> IgnoreRule:
         if text.lower().startswith(scheme):
             text = text[len(scheme) :]
     if any(c.isspace() for c in text) or "?" in text or "#" in text:
-        raise ValueError(f"entry {entry!r}: expected HOST[:PORT][/PATH], no spaces, no query")
+        raise ValueError(f"entry {_shown(entry)}: expected HOST[:PORT][/PATH], no spaces, no query")
     slash = text.find("/")
     hostport, path = (text, None) if slash < 0 else (text[:slash], text[slash:])
     host, port = hostport.lower(), None
@@ -152,45 +175,21 @@ def _parse_entry(entry: str) -> IgnoreRule:
     if rest:
         digits = rest[1:]
         if not (rest.startswith(":") and digits.isdigit() and 0 < int(digits) < 65536):
-            raise ValueError(f"entry {entry!r}: the port must be a number from 1 to 65535")
+            raise ValueError(f"entry {_shown(entry)}: the port must be a number from 1 to 65535")
         port = int(digits)
     if not host:
-        raise ValueError(f"entry {entry!r}: a host is needed (write */PATH for any host)")
+        raise ValueError(f"entry {_shown(entry)}: a host is needed (write */PATH for any host)")
     if not _HOST.fullmatch(host):
-        raise ValueError(f"entry {entry!r}: {host!r} is not a host name glob")
+        raise ValueError(f"entry {_shown(entry)}: {_shown(host)} is not a host name glob")
     if host == "*" and port is None and path is None:
-        raise ValueError(f"entry {entry!r} would ignore every call: name a host or a path")
+        raise ValueError(f"entry {_shown(entry)} would ignore every call: name a host or a path")
     return IgnoreRule(text, host.strip("[]"), port, path)
-
-
-def _regex(rules: Sequence[IgnoreRule], host: bool) -> re.Pattern[str] | None:
-    """One expression for ``rules``, each a named group ``r<i>``: over ``"host port path"``
-    when ``host``, else over ``"port path"``."""
-    branches = []
-    for i, rule in enumerate(rules):
-        port = r"\d*" if rule.port is None else str(rule.port)
-        path = ".*" if rule.path is None else _glob(rule.path, ".*")
-        head = _glob(rule.host, "[^ ]*") + " " if host else ""
-        branches.append(f"(?P<r{i}>{head}{port} {path})")
-    return re.compile("|".join(branches), re.DOTALL) if branches else None
-
-
-def _found(
-    regex: re.Pattern[str] | None, subject: str, rules: Sequence[IgnoreRule]
-) -> IgnoreRule | None:
-    """The rule whose branch of ``regex`` matches the whole ``subject``, or None."""
-    if regex is None:
-        return None
-    found = regex.fullmatch(subject)
-    if found is None or found.lastgroup is None:
-        return None
-    return rules[int(found.lastgroup[1:])]
 
 
 class _Host:
     """The rules of one host glob: literal paths by lookup, the others in one expression."""
 
-    __slots__ = ("_others", "_paths", "_prefixes", "_regex")
+    __slots__ = ("_others", "_paths", "_prefixes")
 
     def __init__(self, rules: Iterable[IgnoreRule]) -> None:
         self._paths: dict[str, list[IgnoreRule]] = {}
@@ -201,8 +200,7 @@ class _Host:
             else:
                 others.append(rule)
         self._others = tuple(others)
-        self._regex = _regex(others, host=False)
-        # What each such path glob starts with, to skip the expression for other paths.
+        # What each such path glob starts with, to skip the globs for other paths.
         self._prefixes = tuple("" if r.path is None else r.path.split("*", 1)[0] for r in others)
 
     def match(self, port: int | None, path: str | None) -> IgnoreRule | None:
@@ -212,7 +210,21 @@ class _Host:
                     return rule
         if not self._prefixes or not (path or "").startswith(self._prefixes):
             return None
-        return _found(self._regex, f"{'' if port is None else port} {path or ''}", self._others)
+        return _first(self._others, port, path)
+
+
+def _first(
+    rules: Sequence[IgnoreRule], port: int | None, path: str | None, host: str | None = None
+) -> IgnoreRule | None:
+    """The first of ``rules`` whose port, path glob (and host glob, given ``host``) match."""
+    for rule in rules:
+        if rule.port is not None and rule.port != port:
+            continue
+        if host is not None and not _globbed(rule.host, host):
+            continue
+        if rule.path is None or _globbed(rule.path, path or ""):
+            return rule
+    return None
 
 
 _URLS_MAX = 1024
@@ -220,11 +232,11 @@ _URLS_MAX = 1024
 
 class IgnoreRules:
     """The rules in force, precompiled: :meth:`match` runs on every call the capture or a
-    replay sees, so it costs a dictionary lookup per host kind (named hosts, any host) and a
-    regular expression only where a glob needs one (host names ending like a wildcard rule's,
-    paths with ``*``)."""
+    replay sees, so it costs a dictionary lookup per host kind (named hosts, any host) and
+    glob comparisons only where a rule has a star (host names ending like a wildcard rule's,
+    paths starting like a path glob)."""
 
-    __slots__ = ("_any", "_hosts", "_suffixes", "_urls", "_wild", "_wild_regex", "rules")
+    __slots__ = ("_any", "_hosts", "_suffixes", "_urls", "_wild", "rules")
 
     def __init__(self, rules: Iterable[IgnoreRule]) -> None:
         self.rules: tuple[IgnoreRule, ...] = tuple(dict.fromkeys(rules))
@@ -243,8 +255,7 @@ class IgnoreRules:
         self._hosts = {host: _Host(group) for host, group in named.items()}
         self._any = _Host(anywhere) if anywhere else None
         self._wild = tuple(wild)
-        self._wild_regex = _regex(wild, host=True)
-        # What each wildcard host glob ends with, to skip its expression for other hosts.
+        # What each wildcard host glob ends with, to skip its glob for other hosts.
         self._suffixes = tuple(rule.host.rsplit("*", 1)[1] for rule in wild)
 
     def __bool__(self) -> bool:
@@ -268,8 +279,7 @@ class IgnoreRules:
             if found is not None:
                 return found
         if self._suffixes and host.endswith(self._suffixes):
-            subject = f"{host} {'' if port is None else port} {path or ''}"
-            return _found(self._wild_regex, subject, self._wild)
+            return _first(self._wild, port, path, host)
         return None
 
     def match_url(self, url: str) -> IgnoreRule | None:

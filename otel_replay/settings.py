@@ -342,7 +342,8 @@ def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
     try:
         return setting.parse(raw)
     except (ValueError, re.error) as exc:
-        raise ConfigError(f"{name}={raw!r} is invalid: {exc}") from None
+        shown = raw if len(raw) <= 200 else raw[:199] + "…"  # the error stays one short line
+        raise ConfigError(f"{name}={shown!r} is invalid: {exc}") from None
 
 
 _turned_off: set[str] = set()

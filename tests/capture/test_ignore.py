@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +186,32 @@ def test_background_calls_go_out_unrecorded_through_every_stack(
         (f"{standin.tools_url}/orders/A-1234", 0),
         (f"{standin.tools_url}/orders/B-2077", 1),
     ]
+
+
+def test_a_hostile_glob_costs_time_linear_in_the_url() -> None:
+    """Stars were a regular expression's ``.*``: ``*a*a*…*c`` against a long path of ``a``
+    backtracked for ever, in every call the capture or a replay made. Checked in a child (a
+    regular expression holds the GIL: no timer in this process would fire)."""
+    code = (
+        "from otel_replay._ignore import parse\n"
+        "rules = parse('-defaults,h/' + '*a' * 30 + '*c,' + '*' + 'a*' * 30 + 'c.io')\n"
+        "long = 'a' * 5000\n"
+        "assert rules.match('h', 443, '/' + long) is None\n"
+        "assert rules.match('h', 443, '/' + long + 'c').glob.startswith('h/*a*a')\n"
+        "assert rules.match(long + '.io', 443, '/') is None\n"
+        "assert rules.match(long + 'c.io', 443, '/') is not None\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, timeout=20, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_huge_bad_value_is_named_in_one_short_line() -> None:
+    value = ",".join(f"host{n}.example/p{n}/*" for n in range(20_000)) + ",exa$mple.com"
+    assert len(settings.load({"OTEL_REPLAY_IGNORE": value[:-13]}).ignore.rules) > 20_000
+    with pytest.raises(ConfigError) as info:
+        settings.load({"OTEL_REPLAY_IGNORE": value})
+    message = str(info.value)
+    assert message.startswith("OTEL_REPLAY_IGNORE='host0.example/p0/*,host1")
+    assert "'exa$mple.com' is not a host name glob" in message and len(message) < 400
