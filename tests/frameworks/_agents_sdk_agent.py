@@ -1,7 +1,7 @@
 """An order-desk agent in the OpenAI Agents SDK, its tools plain ``@function_tool`` functions
 with no otel-replay code.
 
-    python _agents_sdk_agent.py orders.sqlite chat|responses [bridge] [failing]
+    python _agents_sdk_agent.py orders.sqlite chat|responses [bridge] [failing] [session]
 
 ``chat`` runs the model over Chat Completions, ``responses`` over the Responses API. The SDK's
 own tracing is off (it would upload to OpenAI), unless ``bridge``: then its spans go to
@@ -9,6 +9,9 @@ OpenTelemetry only, through the official ``opentelemetry-instrumentation-openai-
 With ``failing`` the lookup raises (its warehouse is offline) and the SDK's failure handler
 makes the error the tool's output: the lookup declares a structured output, which that text
 bypasses, and the run's ``tool_error_formatter`` (application code) words the message.
+With ``session`` the conversation is kept by a ``SQLiteSession`` on a file beside the
+database that outlives the program, as a deployed agent's is: each run asks only its
+questions, a run on a session the file already holds goes on where the last one ended.
 
 Environment: STANDIN_URL, the stand-in model provider.
 """
@@ -27,6 +30,7 @@ from agents import (
     OpenAIResponsesModel,
     RunConfig,
     Runner,
+    SQLiteSession,
     ToolErrorFormatterArgs,
     function_tool,
     set_trace_processors,
@@ -40,6 +44,7 @@ DB = open_database(sys.argv[1])
 API = sys.argv[2]
 BRIDGE = "bridge" in sys.argv[3:]
 FAILING = "failing" in sys.argv[3:]
+SESSION = "session" in sys.argv[3:]
 
 
 class Refund(pydantic.BaseModel):
@@ -105,16 +110,19 @@ async def main() -> None:
     tools = [lookup_order_offline if FAILING else lookup_order, refund_order]
     agent = Agent(name="desk", instructions=SYSTEM, tools=tools, model=model())
     config = RunConfig(tool_error_formatter=word_the_failure)
+    session = SQLiteSession("desk-7", sys.argv[1] + ".sessions") if SESSION else None
     history: list[Any] = []
     for question in QUESTIONS:
         print(f"customer> {question}")
         asked = [*history, {"role": "user", "content": question}]
-        result = await Runner.run(agent, asked, run_config=config)
+        result = await Runner.run(agent, asked, run_config=config, session=session)
         for item in result.new_items:
             if item.type == "tool_call_output_item":
                 print(f"  [tool] -> {item.output}")
         print(f"agent> {result.final_output}")
-        history = result.to_input_list()
+        history = [] if session else result.to_input_list()
+    if session is not None:
+        print(f"[session] {len(await session.get_items())} items")
 
 
 if __name__ == "__main__":

@@ -142,3 +142,40 @@ def test_a_tool_failure_the_sdk_handled_replays_through_the_same_handler(
         "__main__.WarehouseOffline",
         None,
     ]
+
+
+def test_a_kept_session_replays_each_run_from_where_it_started(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A ``SQLiteSession`` on a file kept from run to run: each replay starts from the items
+    its recording read, whatever the session holds by then, and adds none."""
+    root = tmp_path_factory.mktemp("agents-session")
+    first, second = (
+        record(
+            root,
+            "_agents_sdk_agent.py",
+            f"r_agents_session_{n}",
+            "chat",
+            "session",
+            OTEL_REPLAY_WRITE_TOOLS="refund_order",
+        )
+        for n in (1, 2)
+    )
+    held = int(first.printed.splitlines()[-1].split()[1])
+    assert second.printed.splitlines()[-1] == f"[session] {2 * held} items"
+    sessions = root / "orders.sqlite.sessions"
+    before = sessions.read_bytes()
+    for recording in (first, second):
+        done = replay(recording)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.startswith(recording.printed)
+        assert "): identical" in done.stdout
+        assert refunds(recording.database) == 0
+    assert sessions.read_bytes() == before
+    reads = [
+        span["attributes"]
+        for span in spans(second)
+        if span["attributes"].get("replay.value.name") == "agents.session.get_items"
+    ]
+    first_read = min(reads, key=lambda attrs: attrs["replay.step.index"])
+    assert json.loads(first_read["replay.request.body"]) == {"session_id": "desk-7"}

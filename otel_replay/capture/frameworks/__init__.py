@@ -1,6 +1,7 @@
 """Framework tools as tool steps, with no code change: LangChain/LangGraph tools, OpenAI Agents
 SDK function tools, Pydantic AI function tools, smolagents and Haystack tools and MCP client
-``call_tool``; and what LangGraph checkpointers and stores read as checkpoint steps.
+``call_tool``; and what LangGraph checkpointers and stores and Agents SDK sessions read, as
+checkpoint steps.
 
 Each hook patches one framework module when it is imported (now, if it already is), and only
 while someone holds the hooks: the instrumentor (recording) or a replay installer (serving).
@@ -29,6 +30,7 @@ from otel_replay.capture.frameworks import (
     _langgraph_store,
     _mcp,
     _openai_agents,
+    _openai_agents_session,
     _pydantic_ai,
     _smolagents,
 )
@@ -52,6 +54,7 @@ _HOOKS = (
     _Hook("langgraph.checkpoint.base", _langgraph_checkpoint.patch),
     _Hook("langgraph.store.base", _langgraph_store.patch),
     _Hook("agents.run_internal.tool_execution", _openai_agents.patch),
+    _Hook("agents.memory.session", _openai_agents_session.patch),
     _Hook("mcp.client.session", _mcp.patch),
     _Hook("pydantic_ai.toolsets.function", _pydantic_ai.patch),
     _Hook("smolagents.tools", _smolagents.patch),
