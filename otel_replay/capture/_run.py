@@ -40,6 +40,7 @@ from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_gmtime, wall_ns
 from otel_replay.capture._handoff import handoff
+from otel_replay.capture._ids import separate
 from otel_replay.capture._vcs import code_version
 from otel_replay.step import RunEnd, RunFacts
 
@@ -219,6 +220,7 @@ def qualified_name(exc: BaseException) -> str:
 
 
 def _seed_everything(seed: int) -> None:
+    separate()  # OpenTelemetry's ids must not repeat with the application's randomness
     random.seed(seed)
     numpy = sys.modules.get("numpy")
     if numpy is not None:

@@ -168,6 +168,31 @@ def test_run_seeds_random_and_works_async() -> None:
     assert isinstance(failed["attributes"]["replay.seed"], int)
 
 
+def test_a_seeded_run_repeats_the_codes_randomness_not_opentelemetrys_ids(
+    client_module: ModuleType,
+) -> None:
+    """Seeding ``random`` for the code must not make span ids repeat (a recording and its
+    replay, or two runs with one seed, had the same ids after the first seeded block), and
+    the spans a run makes must not move the code's sequence on."""
+
+    def seeded(requests: int) -> float:
+        with client_module.Client(transport=_json_transport(client_module)) as client:
+            with otel_replay.run(name="seeded", seed=99):
+                for _ in range(requests):
+                    client.get(URL)
+                return random.random()
+
+    with CaptureKit() as kit:
+        drawn = [seeded(0), seeded(3), seeded(3)]
+        with otel_replay.run(name="after"):  # a root opened after the seeded blocks
+            pass
+        spans = kit.raw_spans()
+    assert drawn == [random.Random(99).random()] * 3
+    assert len(spans) == 3 + 3 + 3 + 1
+    assert len({span.context.span_id for span in spans}) == len(spans)
+    assert len({span.context.trace_id for span in spans if span.parent is None}) == 4
+
+
 def test_concurrent_threads_get_distinct_indices(client_module: ModuleType) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

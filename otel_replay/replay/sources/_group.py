@@ -78,11 +78,13 @@ class RunSummary:
 
 def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) -> list[SpanRun]:
     """The runs among ``spans``, oldest first (see the module's rules); a span seen twice
-    (same trace and span id, same content) counts once. ``idle_gap_ns`` 0 never splits lone
-    calls.
+    (same trace and span id, same content) counts once, and two different spans that share
+    their ids (the SDK drew them from the application's ``random``, which a seeded run made
+    repeat, before otel-replay gave it its own) are both kept: neither is lost.
+    ``idle_gap_ns`` 0 never splits lone calls.
 
     Raises GroupingError naming the span when a lone call that shares its process with other
-    calls has no start time, or when two different spans have the same trace and span id.
+    calls has no start time.
     """
     seen: dict[tuple[Any, Any], Span] = {}
     by_run: dict[str, list[Span]] = {}
@@ -91,13 +93,8 @@ def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) ->
     for span in spans:
         key = (span.get("trace_id"), span.get("span_id"))
         first = seen.setdefault(key, span)
-        if first is not span:
-            if _content(first) != _content(span):
-                raise GroupingError(
-                    f"spans {first.get('name')!r} and {span.get('name')!r} both have span id "
-                    f"{key[1]} in trace {key[0]}: one of them is not what was recorded"
-                )
-            continue
+        if first is not span and _content(first) == _content(span):
+            continue  # exported twice (a retry, two pipelines): one span
         run_id = attrs_of(span).get(A.REPLAY_RUN_ID)
         if isinstance(run_id, str) and run_id:
             by_run.setdefault(run_id, []).append(span)
