@@ -176,11 +176,11 @@ def test_a_seeded_run_repeats_the_codes_randomness_not_opentelemetrys_ids(
     the spans a run makes must not move the code's sequence on."""
 
     def seeded(requests: int) -> float:
-        with client_module.Client(transport=_json_transport(client_module)) as client:
-            with otel_replay.run(name="seeded", seed=99):
-                for _ in range(requests):
-                    client.get(URL)
-                return random.random()
+        transport = _json_transport(client_module)
+        with client_module.Client(transport=transport) as client, otel_replay.run("s", seed=99):
+            for _ in range(requests):
+                client.get(URL)
+            return random.random()
 
     with CaptureKit() as kit:
         drawn = [seeded(0), seeded(3), seeded(3)]
