@@ -19,8 +19,9 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     RecordedError(Exception)           a recorded exception whose class cannot be rebuilt
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
-    └── UnmatchedConnectionError(ConnectionError)  the same, below a library that expects
-                                                   connection errors (urllib3, aiohttp)
+    ├── UnmatchedConnectionError(ConnectionError)  the same, below a library that expects
+    │                                              connection errors (urllib3, aiohttp)
+    └── UnmatchedInPoolError(Exception)    the same, in a multiprocessing.Pool task
 
 Every store error names the thing it is about (path, run id, step index or hash) in its
 message, on one line.
@@ -44,6 +45,7 @@ __all__ = [
     "StoreNotWritableError",
     "ToolContractError",
     "UnmatchedConnectionError",
+    "UnmatchedInPoolError",
     "UnmatchedRequestError",
 ]
 
@@ -155,3 +157,12 @@ class UnmatchedConnectionError(UnmatchedRequestError, ConnectionError):
     ``aiohttp.ClientConnectionError``). Unlike its base, ``except Exception`` catches it, as
     the library's own callers would catch a refused connection; the replay still reports the
     request as unmatched. The message is the same."""
+
+
+class UnmatchedInPoolError(UnmatchedRequestError, Exception):
+    """Strict replay met a request that no recorded step matches, in a task of a
+    ``multiprocessing.Pool`` worker. The worker catches ``Exception`` around each task and
+    nothing else: its base alone would end the worker and leave the pool waiting forever for
+    the task's result. ``except Exception`` catches this one (an SDK may retry it first), and
+    the pool hands it to the caller; the replay still reports the request as unmatched. The
+    message is the same."""

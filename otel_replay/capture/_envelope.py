@@ -37,10 +37,11 @@ from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
+from otel_replay._workers import unmatched
 from otel_replay.capture._jsonable import restoring, shape_content_type, take_shape
 from otel_replay.capture._loaded import loaded_dotted_class
 from otel_replay.capture._run import current_run, qualified_name
-from otel_replay.errors import RecordedError, UnmatchedRequestError
+from otel_replay.errors import RecordedError
 from otel_replay.step import Step
 
 if TYPE_CHECKING:
@@ -382,7 +383,7 @@ class _Open:
                     f"otel-replay: write tool {call.name!r} has no recorded call to serve, and "
                     "a write tool never runs in replay"
                 )
-                refused = UnmatchedRequestError(message)
+                refused = unmatched(message)
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
 

@@ -26,6 +26,13 @@ SIGKILL ends nothing: its steps are then one trace whose root is missing (Jaeger
 
 Steps with a span current (a ``run()`` block's ``invoke_agent``, a tool step's span, another
 instrumentation's span) keep that parent: we never re-parent another instrumentation's spans.
+
+Worker processes (``_family``) continue their parent's trace: a worker's steps made outside
+any span nest under the root span that was open when the worker was forked or started (its
+*borrowed* burst), which the parent ends, until the worker goes idle; its later bursts open
+roots of its own. For multiprocessing's workers the parent opens its root before starting them
+(:func:`open_for_workers`), so that one run is one trace whichever process makes its steps; a
+root opened so and under which no process made a step is never ended, hence never exported.
 """
 
 from __future__ import annotations
@@ -44,16 +51,36 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+)
 from opentelemetry.util.types import Attributes
 
 from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_ns
-from otel_replay.capture._run import RunState, current_run, in_run_block
+from otel_replay._shared import SharedCells
+from otel_replay.capture._counter import allocate_cell
+from otel_replay.capture._run import RunState, current_run, in_run_block, tracer_in_use
 from otel_replay.capture._worker_exit import at_worker_exit
 
-__all__ = ["IDLE_GAP_NS", "StepTracer", "cut_off", "end_process_trace"]
+__all__ = [
+    "IDLE_GAP_NS",
+    "Borrowed",
+    "StepTracer",
+    "borrow",
+    "cut_off",
+    "end_process_trace",
+    "exiting",
+    "open_for_workers",
+]
 
 _EXIT_FLUSH_MS = 5000  # when OTEL_REPLAY_FLUSH_TIMEOUT_MS does not parse
 
@@ -64,14 +91,25 @@ model calls are split into runs, ``OTEL_REPLAY_SOURCE_IDLE_GAP_S``)."""
 
 @dataclass(slots=True)
 class _Burst:
-    """The open root span of a process run and the steps started under it."""
+    """The open root span of a process run and the steps started under it.
+
+    ``root`` is None for a burst borrowed from the parent process (its root is the parent's
+    to end). ``used``, for a root opened for worker processes, is the cell that their first
+    step under it marks: such a root is ended only if a step was made under it, here
+    (``stepped``) or in a worker."""
 
     run_id: str
-    root: Span
+    root: Span | None
     context: Context
     start_ns: int
     last_end_ns: int
     open: list[Span] = field(default_factory=list)
+    used: tuple[SharedCells, int] | None = None
+    stepped: bool = False
+
+    def borrowed(self) -> Borrowed:
+        """What a worker started now borrows of this burst."""
+        return Borrowed(trace.get_current_span(self.context).get_span_context(), self.used)
 
     def settle(self) -> bool:
         """Forget the steps that ended (their ends move ``last_end_ns``); True when none is
@@ -124,6 +162,29 @@ class _ProcessTrace:
         if span.is_recording():
             with self._lock:
                 burst.open.append(span)
+                if not burst.stepped and burst.used is not None:
+                    cells, cell = burst.used
+                    cells.add(cell)  # a worker's step: the parent's root is used
+                burst.stepped = True
+
+    def for_workers(self, tracer: Tracer) -> Borrowed | None:
+        """What the steps of workers started now outside any span nest under: the process
+        run's burst, opened if need be (see :func:`open_for_workers`)."""
+        burst = self.parent(tracer, None)
+        if burst is None:
+            return None
+        with self._lock:
+            if burst.used is None and not burst.stepped and burst.root is not None:
+                burst.used = allocate_cell()
+            return burst.borrowed()
+
+    def borrow(self, run_id: str, parent: Borrowed) -> None:
+        """Nest the steps of ``run_id`` made outside any span under ``parent`` (of the
+        process that started this one) until this process goes idle."""
+        now = wall_ns()
+        context = trace.set_span_in_context(NonRecordingSpan(parent.span), Context())
+        with self._lock:
+            self._burst = _Burst(run_id, None, context, now, now, used=parent.used)
 
     def block(self, span: Span) -> None:
         """Watch ``span``, a ``run()`` block's, until it ends."""
@@ -145,8 +206,13 @@ class _ProcessTrace:
             span.end()
 
     def forget(self) -> None:
-        """In a forked child: the parent ends its root; the child's steps open their own."""
-        self._burst = None
+        """In a forked child: the parent ends its root, under which the child's steps nest
+        until the child goes idle (then they open roots of their own)."""
+        burst = self._burst
+        if burst is not None:
+            now = wall_ns()
+            burst = _Burst(burst.run_id, None, burst.context, now, now, used=burst.used)
+        self._burst = burst
         self._lock = threading.Lock()
 
 
@@ -193,11 +259,23 @@ def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
 
 def _end(burst: _Burst, cause: str | None = None, steps_cut: bool = False) -> None:
     """End ``burst``'s root where its last step ended (now, if a step is still open: with a
-    ``cause``, that step, like ``steps_cut``, was cut off, which makes the burst an error)."""
+    ``cause``, that step, like ``steps_cut``, was cut off, which makes the burst an error).
+    A borrowed burst's root is not this process's to end; a root opened for workers under
+    which no process made a step is left unended (it is never exported)."""
+    root = burst.root
+    if root is None:
+        return
+    workers = False
+    if burst.used is not None and not burst.stepped:
+        cells, cell = burst.used
+        if not cells.get(cell):
+            return
+        workers = True  # whose steps' ends this process does not see: it ends now
     done = burst.settle()
     if cause and (steps_cut or not done):
-        _cut(burst.root, cause)
-    burst.root.end(end_time=max(burst.last_end_ns, burst.start_ns) if done else wall_ns())
+        _cut(root, cause)
+    ended = max(burst.last_end_ns, burst.start_ns) if done and not workers else wall_ns()
+    root.end(end_time=ended)
 
 
 def _cut(span: Span, cause: str) -> None:
@@ -215,11 +293,51 @@ def end_process_trace() -> None:
     _PROCESS.end()
 
 
+@dataclass(frozen=True, slots=True)
+class Borrowed:
+    """What a worker's steps made outside any span nest under: a span of the process that
+    started it, and the cell its first step there marks (the parent ends that span only if
+    someone made a step under it; None: it ends it anyway)."""
+
+    span: SpanContext
+    used: tuple[SharedCells, int] | None = None
+
+
+def open_for_workers() -> Borrowed | None:
+    """What the steps of worker processes started now (from the calling thread) nest under,
+    when no span is current there: the process run's root span, opened now if need be (one
+    opened so is ended only if a step is made under it). None when a span is current (the
+    workers inherit it), or when not recording."""
+    tracer = tracer_in_use()
+    if tracer is None or trace.get_current_span().get_span_context().is_valid:
+        return None
+    inner = tracer.inner if isinstance(tracer, StepTracer) else tracer
+    return _PROCESS.for_workers(inner)
+
+
+def borrow(run_id: str, parent: Borrowed) -> None:
+    """In a worker started fresh: nest the steps of ``run_id`` (its process run, its
+    parent's) made outside any span under ``parent``, until the worker goes idle."""
+    _PROCESS.borrow(run_id, parent)
+
+
+_exiting = False
+
+
+def exiting() -> bool:
+    """Whether the process has begun its exit flush (at exit, or at a multiprocessing
+    worker's end): the root span is ended and the processors feeding the store are being
+    flushed, on the thread that is exiting."""
+    return _exiting
+
+
 def _end_at_exit() -> None:
     """At exit, before the SDK's providers shut down: end the root span and push it into the
     store. The providers shut their processors down one after the other, OTLP's usually
     first, which may wait on a collector for its whole timeout; a process killed meanwhile
     would otherwise never store its root span."""
+    global _exiting  # noqa: PLW0603 - set once: the process is on its way out
+    _exiting = True
     _PROCESS.end()
     try:
         timeout_ms = int(settings.read("OTEL_REPLAY_FLUSH_TIMEOUT_MS"))

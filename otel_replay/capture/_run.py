@@ -6,15 +6,17 @@ async), with its own id, its own step counter starting at 0, an ``invoke_agent``
 ``random`` (and numpy, when imported) seeded with the recorded seed.
 
 Step order: ``replay.step.index`` is taken when a request is handed to the transport, from a
-counter owned by the run. Sequential code therefore numbers steps in program order. Concurrent
-requests (threads, ``asyncio.gather``) are numbered in the order they reach the transport,
-which can differ between executions; replay matches concurrent requests by content, so the
-index orders a report but is never what a replayed request is matched on.
+counter owned by the run (``_counter``; shared with the worker processes that continue the
+run, ``_family``). Sequential code therefore numbers steps in program order. Concurrent
+requests (threads, ``asyncio.gather``, worker processes) are numbered in the order they reach
+the transport, which can differ between executions; replay matches concurrent requests by
+content, so the index orders a report but is never what a replayed request is matched on.
 
 Facts: every step carries its run's :class:`~otel_replay.step.RunFacts` (one object per run),
 and a recorded ``run()`` block that exits hands the exporter a :class:`~otel_replay.step.RunEnd`
 (through the hand-off, behind the block's steps); the process run is ended at exit, with the
-application's failure if it failed (``_outcome``).
+application's failure if it failed (``_outcome``). A worker process never ends a run it
+inherited from the process that started it: that process does.
 
 Traces: a ``run()`` block's steps nest under its ``invoke_agent`` span; the process run's
 steps made outside any span nest under a root span per burst of work (``_process_trace``).
@@ -22,7 +24,6 @@ steps made outside any span nest under a root span per burst of work (``_process
 
 from __future__ import annotations
 
-import itertools
 import random
 import secrets
 import sys
@@ -39,6 +40,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_gmtime, wall_ns
+from otel_replay.capture._counter import StepCounter
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._ids import separate
 from otel_replay.capture._vcs import code_version
@@ -46,13 +48,17 @@ from otel_replay.step import RunEnd, RunFacts
 
 __all__ = [
     "RunState",
+    "continue_run",
     "current_run",
     "end_process_run",
     "in_run_block",
     "new_run_id",
+    "process_run",
     "qualified_name",
+    "recording",
     "run",
     "start_process_run",
+    "tracer_in_use",
     "use_parent_run",
     "use_recorded_seed",
     "use_tracer",
@@ -90,13 +96,23 @@ class RunState:
     start_ns: int = field(default_factory=wall_ns)
     # While replaying, every run recorded is a replay of the run being replayed.
     parent_run_id: str | None = field(default_factory=lambda: _parent_run)
-    _steps: itertools.count[int] = field(default_factory=itertools.count)
     _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    counter: StepCounter = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.counter = StepCounter(self.run_id)
 
     def next_step(self) -> int:
-        """The next ``replay.step.index``; atomic under the GIL, so safe across threads."""
-        return next(self._steps)
+        """The next ``replay.step.index``; safe across threads, and across the worker
+        processes that continue the run."""
+        return self.counter.next()
+
+    @property
+    def inherited(self) -> bool:
+        """This process continues a run another process began (it is a worker that process
+        forked or started), which that process ends."""
+        return self.counter.inherited
 
     def facts(self) -> RunFacts:
         """The run's facts, carried by each of its steps (the same object every time).
@@ -157,11 +173,40 @@ def start_process_run(run_id: str | None = None) -> RunState:
     return _process_run
 
 
+def process_run() -> RunState:
+    """The process run (begun now if it was not yet): steps outside any ``run()`` block."""
+    return _process_run if _process_run is not None else start_process_run()
+
+
+def continue_run(state: RunState) -> None:
+    """Make ``state``, a run another process began (a worker's parent), this process's run:
+    its steps outside any ``run()`` block belong to it, and ``OTEL_REPLAY_RUN_ID`` is the
+    other process's to claim, not this one's."""
+    global _process_run, _configured_id_claimed  # noqa: PLW0603 - the process run
+    if _process_run is not None and _tracer is not None:
+        from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
+
+        end_process_trace()
+    _process_run = state
+    _configured_id_claimed = True
+
+
+def recording() -> bool:
+    """True while the instrumentor records (its tracer is set)."""
+    return _tracer is not None
+
+
+def tracer_in_use() -> Tracer | None:
+    """The tracer ``run()`` blocks and steps start their spans with (None: not recording)."""
+    return _tracer
+
+
 def end_process_run(error_type: str | None) -> None:
     """Hand the exporter the process run's end (at exit), with how the application failed
-    (``error_type``; None: it did not). Nothing for a run that made no step."""
+    (``error_type``; None: it did not). Nothing for a run that made no step (in this process
+    or in a worker), nor for a run this process inherited (its parent ends it)."""
     state = _process_run
-    if state is None or state.mode == "off" or state._facts is None:
+    if state is None or state.mode == "off" or state.inherited or state.counter.peek() == 0:
         return
     handoff().post(RunEnd(state.run_id, wall_ns(), error_type))
 
@@ -304,7 +349,7 @@ class run:
             self._span.set_attribute("error.type", type(exc).__qualname__)
             self._span.set_status(Status(StatusCode.ERROR))
         self._span.end()
-        if self.state.mode != "off":
+        if self.state.mode != "off" and not self.state.inherited:
             # Queued behind every step the block handed off (a stream the block left open
             # ends later), so the exporter sees the end after the steps.
             end = RunEnd(self.run_id, wall_ns(), None if exc is None else qualified_name(exc))

@@ -29,7 +29,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
-from otel_replay.capture import package, transports
+from otel_replay.capture import _family, package, transports
 from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
@@ -103,6 +103,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         use_tracer(tracer)
         use_recorder(self.recorder)
+        _family.start()  # workers started fresh continue the current run
         attach(config.write_tools)  # framework tools (LangChain, Agents SDK, MCP) as steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so they run before their exit flush; the
@@ -150,6 +151,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             unwatch()
             detach()
         self.recorder = None
+        _family.stop()
         use_tracer(None)
         use_recorder(None)
 

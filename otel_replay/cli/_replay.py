@@ -387,8 +387,13 @@ def _result(
     ignored: Counter[str] = Counter()
     elapsed = 0.0
     error: str | None = None
+    # The program is its first process to load us; worker processes report their requests,
+    # not the program's end (events without a pid come from an older otel-replay).
+    first = next((e.get("pid") for e in events if e.get("type") == "start"), None)
     for event in events:
         kind = event.get("type")
+        if kind in ("end", "uncaught") and event.get("pid", first) != first:
+            continue
         if kind == "step":
             steps.append(ServedStep.from_json(event))
         elif kind == "network":

@@ -45,8 +45,12 @@ it overflows, so steps do not travel through it:
   status is unchanged. See :mod:`._sigterm`. SIGKILL cannot be handled: what was flushed
   before it is intact (the store's crash safety); steps not yet written (at most the last
   ``GATHER_S`` of them) and a step in flight are absent.
-- **fork.** A forked child starts with an empty hand-off and a writer and store of its own;
-  the parent writes what it held.
+- **Worker processes.** A forked child starts with an empty hand-off and a writer and store
+  of its own; the parent writes what it held. The child's store writes into the parent's
+  recording (each process into files of its own), so the runs it continues stay one run; a
+  worker multiprocessing starts fresh (spawn, forkserver) joins it through its ticket
+  (``otel_replay._workers``). A multiprocessing worker, which leaves through ``os._exit``,
+  writes what it holds at its end.
 """
 
 from otel_replay.export.exporter import ExporterStats, ReplaySpanExporter

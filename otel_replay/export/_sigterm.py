@@ -51,7 +51,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from otel_replay.capture._open_steps import cut_in_flight
-from otel_replay.capture._process_trace import cut_off
+from otel_replay.capture._process_trace import cut_off, exiting
 
 __all__ = ["install", "uninstall"]
 
@@ -213,7 +213,17 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         write_all()  # the steps first: they are what a replay needs
         helper = _helper
         dies = not callable(previous) and previous != signal.SIG_IGN
-        if dies and exporters and helper is not None and helper.usable and left() > 0:
+        # A process already in its exit flush (a Pool worker that Pool.terminate signals as
+        # it leaves) has ended its traces; flushing the providers again would wait on the
+        # lock that the interrupted flush holds, for the whole timeout.
+        if (
+            dies
+            and exporters
+            and helper is not None
+            and helper.usable
+            and left() > 0
+            and not exiting()
+        ):
             cause = signal.Signals(signum).name
             steps_cut = _cut_steps(cause, left() * CUT_SHARE)
             if helper.run(lambda: cut_off(cause, left(), steps_cut), left()):

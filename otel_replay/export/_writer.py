@@ -180,6 +180,11 @@ class Writer:
         return ready + len(self._spans) + parked + steps + spans
 
     @property
+    def opened(self) -> bool:
+        """The store has been opened (the first write was attempted)."""
+        return self._store is not None
+
+    @property
     def failing(self) -> bool:
         """The last attempt to write the store failed (it is being retried)."""
         return self._failing

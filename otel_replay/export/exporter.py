@@ -6,15 +6,18 @@ import atexit
 import logging
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
+from otel_replay._workers import add_part
 from otel_replay.capture._durable import register_flush
+from otel_replay.capture._family import inherited_runs
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._handoff import handoff as process_handoff
 from otel_replay.capture._process_trace import WORKER_EXIT_PRIORITY
@@ -25,7 +28,7 @@ from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
 from otel_replay.export._metrics import observe_drops
 from otel_replay.export._writer import Writer
-from otel_replay.store import Store
+from otel_replay.store import Store, new_recording_id
 
 __all__ = ["ExporterStats", "ReplaySpanExporter"]
 
@@ -103,10 +106,12 @@ class ReplaySpanExporter(SpanExporter):
         self._timeout = config.flush_timeout_ms / 1000
         self._sample_ok = config.sample_ok
         self._failures = Failures()
+        self._open: Callable[[], Store]
         if isinstance(store, Store):
             given = store
             self._where = given.location
             self._owns_store = False
+            self._recording = given.recording
             self._open = lambda: given
         else:
             # Anchored now: the store is opened on the writer's thread at the first write, by
@@ -115,12 +120,17 @@ class ReplaySpanExporter(SpanExporter):
             where = Store.anchor(store if store is not None else config.store)
             self._where = where
             self._owns_store = True
-            self._open = lambda: Store.open(where)
+            # Chosen now, not when the store opens: worker processes started before that
+            # write into this recording too.
+            self._recording = new_recording_id()
+            self._open = self._open_joined
         self._closed = False
         register_flush(self.force_flush)
         self._stuck_at: int | None = None  # the writer's cycle count when a wait timed out
         self._writer = self._start_writer()
         self._on_sigterm = config.handle_sigterm and _sigterm.install(self, self._timeout)
+        _LIVE.add(self)
+        add_part(PART, _ticket, _take_ticket)
         # For exporters whose provider is never shut down: write what is held at exit (the
         # provider's own atexit shutdown, when there is one, runs after this and finishes).
         atexit.register(self._flush_at_exit)
@@ -138,7 +148,7 @@ class ReplaySpanExporter(SpanExporter):
         self._consumer = self._handoff.attach()
         writer = Writer(
             self._consumer,
-            self._open,
+            self._open_store,
             self._where,
             owns_store=self._owns_store,
             failures=self._failures,
@@ -260,15 +270,56 @@ class ReplaySpanExporter(SpanExporter):
         if not self._closed:
             self._writer.barrier(self._timeout)
 
+    def _open_store(self) -> Store:
+        # Looked up when the writer opens the store: a worker started fresh may have joined
+        # another recording by then (``_join``).
+        return self._open()
+
+    def _open_joined(self) -> Store:
+        """This exporter's store, opened to write its recording (in a worker process, the
+        recording of the process that started it, and the runs inherited from it)."""
+        return Store.open(self._where, recording=self._recording, inherited_runs=inherited_runs())
+
+    def _join(self, recording: str) -> None:
+        """Write into ``recording``, the one of the process that started this one (a worker
+        started fresh), when nothing was written yet."""
+        if self._closed or self._writer.opened:
+            return
+        self._recording = recording
+        self._owns_store = True
+        self._open = self._open_joined
+
     def _after_fork_in_child(self) -> None:
         # The parent writes what it held; the child starts a writer of its own (the hand-off
-        # has already forgotten the parent's consumers) with a store of its own.
+        # has already forgotten the parent's consumers) with a store of its own, which
+        # writes into the parent's recording: the runs the child continues stay one run.
         if self._closed:
             return
-        where = self._where
         self._owns_store = True
-        self._open = lambda: Store.open(where)
+        self._open = self._open_joined
         self._writer = self._start_writer()
         # A multiprocessing worker leaves through os._exit, never atexit: write at its end.
         priority = WORKER_EXIT_PRIORITY - 10  # after the root span ended and was handed over
         at_worker_exit(self, ReplaySpanExporter._flush_at_exit, priority)
+
+
+PART = "recordings"
+"""The exporters' part of a worker's ticket."""
+
+_LIVE: weakref.WeakSet[ReplaySpanExporter] = weakref.WeakSet()
+
+
+def _ticket() -> list[tuple[str, str]] | None:
+    """The recordings a worker started fresh writes into: each live exporter's, by store."""
+    found = [(e._where, e._recording) for e in list(_LIVE) if not e._closed]
+    return found or None
+
+
+def _take_ticket(part: Any) -> None:
+    """In a worker started fresh: each exporter writing a store the parent writes joins the
+    parent's recording there."""
+    recordings = {str(where): str(recording) for where, recording in part}
+    for exporter in list(_LIVE):
+        recording = recordings.get(exporter._where)
+        if recording is not None:
+            exporter._join(recording)

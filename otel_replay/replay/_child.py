@@ -55,7 +55,8 @@ def start(config: Settings) -> ReplaySession:
 
     try:
         run = load_run(config.run or "", store=config.store)
-        report = open(config.report, "a", encoding="utf-8") if config.report else None  # noqa: SIM115
+        # Unbuffered, for appending: each event is one write, whichever process makes it.
+        report = open(config.report, "ab", buffering=0) if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:
         fatal(str(exc))
     session = ReplaySession(

@@ -20,6 +20,7 @@ import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
+from otel_replay._workers import add_part, remove_part
 from otel_replay.capture._envelope import use_server
 from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
@@ -31,6 +32,9 @@ from otel_replay.replay._transport import transport_classes
 from otel_replay.replay.transports import install as install_transports
 
 __all__ = ["install"]
+
+PART = "replay"
+"""The replay's part of a worker's ticket."""
 
 
 def install(session: ReplaySession) -> Callable[[], None]:
@@ -57,8 +61,11 @@ def install(session: ReplaySession) -> Callable[[], None]:
         guard.install()
     use_server(session)
     attach(settings.read("OTEL_REPLAY_WRITE_TOOLS"))  # framework tools served as steps
+    # Workers multiprocessing starts fresh serve from this session's account (``_ledger``).
+    add_part(PART, session.matcher.ledger.ticket, session.join)
 
     def undo() -> None:
+        remove_part(PART)
         detach()
         use_server(None)
         for client in wrapped:

@@ -14,12 +14,14 @@
    divergence report says how.
 
 Within a level the lowest-index step not served yet wins, so identical requests are answered
-in recorded order and concurrent requests match by content, not by arrival order. A tool call
-that names the model's tool call it answers (``gen_ai.tool.call.id``) takes the step recorded
-for that call first: a model turn asking for the same tool with the same arguments twice, run
-concurrently, gets each call its own result, whichever reaches the replay first. When every
-step with those exact bytes has been served, the last one is served again (``repeat``): a
-retried request gets the answer it got before. A position match never repeats.
+in recorded order and concurrent requests match by content, not by arrival order: threads,
+and worker processes too (the account of what was served, and of the requests to each
+endpoint, is one for the whole program: ``_ledger``). A tool call that names the model's tool
+call it answers (``gen_ai.tool.call.id``) takes the step recorded for that call first: a model
+turn asking for the same tool with the same arguments twice, run concurrently, gets each call
+its own result, whichever reaches the replay first. When every step with those exact bytes
+has been served, the last one is served again (``repeat``): a retried request gets the answer
+it got before. A position match never repeats.
 
 A response that kept coming while the program went on (a server-sent event stream open for a
 whole session, as MCP's HTTP transports hold one) is served in step with the run: each of its
@@ -33,8 +35,10 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,6 +48,7 @@ from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.capture.codecs import Codec, detect
 from otel_replay.errors import CodecError
 from otel_replay.replay._diff import json_paths_differing, parse_json, without_trace_context
+from otel_replay.replay._ledger import Ledger
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
 
 __all__ = ["VOLATILE_FIELDS", "Awaited", "Match", "MatchKind", "Matcher", "Near"]
@@ -170,21 +175,26 @@ def _request_conversation(live: _Live) -> str | None:
     return _conversation_key(llm.model, llm.system_instructions, llm.input_messages)
 
 
+WAIT_SLICE_S = 0.05
+"""How often a piece waiting for requests looks again at what was served: another process of
+the program may have served them (it cannot wake this one)."""
+
+
 class Matcher:
-    """Matches the requests of one replay against one recorded run; thread-safe."""
+    """Matches the requests of one replay against one recorded run; thread-safe, and
+    process-safe (see :attr:`ledger`)."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)  # notified when a step is served
-        self._last_asked = time.monotonic()  # the last request of the replay (matched or not)
         self._wakers: list[Callable[[], None]] = []
-        self._served: dict[int, int] = {}
+        self.ledger = Ledger(run)
+        """What was served, and the last request (matched or not), for every process."""
         self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
         self._by_endpoint: dict[str, list[RecordedStep]] = {}
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
         self._by_conversation: dict[str, list[RecordedStep]] | None = None
-        self._seen_per_endpoint: dict[str, int] = {}
         # Recorded bodies by their bytes: a request whose bytes equal a recording's has that
         # recording's hash, found in a dict lookup instead of a sha256 of the body.
         self._hash_of_body: dict[bytes, str] = {}
@@ -200,6 +210,7 @@ class Matcher:
             for step in run.steps
             if step.within is None and step.start_ns is not None
         )
+        _LIVE.add(self)
 
     def match(
         self,
@@ -215,28 +226,31 @@ class Matcher:
 
         ``body`` None asks for a ``hash`` match only: None, with nothing marked or counted,
         when there is none (then ask again with the body)."""
-        with self._lock:
-            endpoint: str | None = None
-            found = self._by_hash.get((request_hash, None)) or self._by_hash.get(
-                (request_hash, _target(method, url))
-            )
+        found = self._by_hash.get((request_hash, None)) or self._by_hash.get(
+            (request_hash, _target(method, url))
+        )
+        live = None
+        if not found:
+            if body is None:
+                return None
+            live = _read(method, url, body)  # parsed before the account is held
+        with self._lock, self.ledger.locked():
+            ledger = self.ledger
             result: Match | None
             if found:
                 endpoint = found[0].endpoint
                 result = self._take(found, "hash", call_id)
-            elif body is None:
-                return None
             else:
-                live = _read(method, url, body)
+                assert live is not None
                 endpoint = live.endpoint
                 result = self._by_content(live, call_id) or self._by_messages(live)
-            ordinal = self._seen_per_endpoint.get(endpoint, 0)
-            self._seen_per_endpoint[endpoint] = ordinal + 1
+            ordinal = ledger.seen(endpoint)
+            ledger.see(endpoint)
             if result is None:
                 result = self._by_position(endpoint, ordinal)
             if result is not None:
-                self._served[result.step.index] = self._served.get(result.step.index, 0) + 1
-            self._last_asked = time.monotonic()
+                ledger.serve(result.step.index)
+            ledger.asked()
             self._asked.notify_all()
             wakers = list(self._wakers)
         for wake in wakers:
@@ -258,19 +272,19 @@ class Matcher:
 
     def reached(self, steps: frozenset[int]) -> bool:
         """Whether every one of ``steps`` has been served."""
-        with self._lock:
-            return steps.issubset(self._served)
+        served = self.ledger.served
+        return all(served(index) for index in steps)
 
     def wait(self, steps: frozenset[int], timeout: float) -> None:
         """Block until every one of ``steps`` has been served, or ``timeout`` seconds, or the
         replay has asked for nothing for :data:`IDLE_S` (see :meth:`patience`)."""
         deadline = time.monotonic() + timeout
         with self._asked:
-            while not steps.issubset(self._served):
+            while not self.reached(steps):
                 left = self._patience(deadline)
                 if left <= 0:
                     return
-                self._asked.wait(left)
+                self._asked.wait(min(left, WAIT_SLICE_S))
 
     def patience(self, deadline: float) -> float:
         """Seconds a piece waiting for requests may still wait: until ``deadline``
@@ -281,7 +295,7 @@ class Matcher:
             return self._patience(deadline)
 
     def _patience(self, deadline: float) -> float:
-        return min(deadline, self._last_asked + IDLE_S) - time.monotonic()
+        return min(deadline, self.ledger.last_asked() + IDLE_S) - time.monotonic()
 
     def on_served(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Call ``wake`` (from whichever thread serves) after each served request; returns
@@ -301,13 +315,12 @@ class Matcher:
 
     def served_count(self, index: int) -> int:
         """How many times recorded step ``index`` has been served."""
-        with self._lock:
-            return self._served.get(index, 0)
+        return self.ledger.served(index)
 
     def unused(self) -> list[RecordedStep]:
         """Recorded steps no request has been answered with, in recorded order."""
-        with self._lock:
-            return [s for s in self.run.steps if s.index not in self._served]
+        served = self.ledger.served
+        return [s for s in self.run.steps if not served(s.index)]
 
     def nearest(self, method: str, url: str, body: bytes, count: int = 3) -> list[Near]:
         """The ``count`` recorded steps closest to a request, fewest differing fields first
@@ -322,12 +335,13 @@ class Matcher:
         return [near for _, _, near in ranked[:count]]
 
     def _take(self, steps: list[RecordedStep], how: MatchKind, call_id: str | None = None) -> Match:
+        served = self.ledger.served
         if call_id is not None:
             for step in steps:
-                if step.index not in self._served and _call_id(step) == call_id:
+                if not served(step.index) and _call_id(step) == call_id:
                     return Match(step, how)
         for step in steps:
-            if step.index not in self._served:
+            if not served(step.index):
                 return Match(step, how)
         return Match(steps[-1], how, repeat=True)
 
@@ -361,10 +375,16 @@ class Matcher:
 
     def _by_position(self, endpoint: str, ordinal: int) -> Match | None:
         steps = self._by_endpoint.get(endpoint, ())
+        served = self.ledger.served
         for step in steps[ordinal:]:
-            if step.index not in self._served:
+            if not served(step.index):
                 return Match(step, "position")
         return None
+
+    def _after_fork_in_child(self) -> None:
+        # A thread of the parent may have held the lock; the account itself is shared.
+        self._lock = threading.Lock()
+        self._asked = threading.Condition(self._lock)
 
 
 def _call_id(step: RecordedStep) -> Any:
@@ -407,3 +427,15 @@ def _attributes_as_request(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
     """A recorded step without bytes, shown through the request attributes it has."""
     model = attrs.get("gen_ai.request.model")
     return {"model": model} if model is not None else None
+
+
+_LIVE: weakref.WeakSet[Matcher] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for matcher in list(_LIVE):
+        matcher._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -6,6 +6,12 @@ the processes the replayed code starts to :meth:`ReplaySession.subprocess_starte
 has a report file (the CLI's child process), every event is appended to it as one JSON line
 as it happens, so the parent can show progress and still read everything up to a crash.
 
+The worker processes of the replayed program (forked, or started fresh by multiprocessing and
+given the account in their ticket: ``_ledger``) serve their requests from the same account and
+append their events to the same report, each event in one write, so lines never interleave.
+Requests are numbered in the order they came, across processes. The program's own start,
+end and uncaught exception are those of its first process: its events carry its pid.
+
 Background traffic is not the agent's: a call an ``OTEL_REPLAY_IGNORE`` rule matches, and under
 strict replay an OpenTelemetry export (made with instrumentation suppressed), is answered at
 once by otel-replay (:func:`otel_replay._ignore.status_for`), never compared, never counted as
@@ -17,8 +23,10 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -37,11 +45,11 @@ from otel_replay._ignore import (
     call_of,
     status_for,
 )
+from otel_replay._workers import unmatched
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
-from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
@@ -156,10 +164,11 @@ class ReplaySession:
         strict: bool = True,
         timing: Timing = "fast",
         redactor: Redactor | None = None,
-        report: IO[str] | None = None,
+        report: IO[bytes] | None = None,
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
     ) -> None:
+        """``report`` is a binary file opened for appending (each event one write)."""
         run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
@@ -178,7 +187,9 @@ class ReplaySession:
         self._answers: dict[tuple[int, bool | None], Answer] = {}
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
-        self._write({"type": "start"})  # the replay verb learns the program loaded us
+        # The replay verb learns the program loaded us; its first process is the program.
+        self._write({"type": "start", "pid": os.getpid()})
+        _LIVE.add(self)
 
     def answer(
         self,
@@ -340,7 +351,8 @@ class ReplaySession:
         """The replayed program is ending on ``exc``, which nothing caught."""
         with self._lock:
             self.result.agent = AgentStatus.raised(exc)
-            self._write({"type": "uncaught", "error": self.result.agent.error})
+            error = self.result.agent.error
+            self._write({"type": "uncaught", "error": error, "pid": os.getpid()})
 
     def subprocess_started(self, command: str) -> None:
         """The replayed code started a process (``command`` as one line); the user's
@@ -354,21 +366,34 @@ class ReplaySession:
         """Write the closing event (elapsed time) and stop writing."""
         with self._lock:
             self.result.elapsed_s = time.perf_counter() - self._started
-            self._write({"type": "end", "elapsed_s": self.result.elapsed_s})
+            self._write({"type": "end", "elapsed_s": self.result.elapsed_s, "pid": os.getpid()})
             self._report = None
 
+    def join(self, ticket: object) -> None:
+        """In a worker process started fresh, before it made any request: serve from the
+        account of the process that started it (its ticket), not one of its own."""
+        self.matcher.ledger.attach(ticket)
+
     def _record(self, step_at: Callable[..., ServedStep]) -> None:
-        """Append the step ``step_at(order=...)`` makes, numbered in arrival order."""
+        """Append the step ``step_at(order=...)`` makes, numbered in arrival order (in the
+        whole program's: worker processes share the numbers)."""
         with self._lock:
-            step = step_at(order=len(self._steps))
+            step = step_at(order=self.matcher.ledger.next_order())
             self._steps.append(step)
             if self._report is not None:
                 self._write(step.to_json())
 
     def _write(self, event: dict[str, object]) -> None:
         if self._report is not None:
-            self._report.write(json.dumps(event, ensure_ascii=False) + "\n")
+            line = json.dumps(event, ensure_ascii=False) + "\n"
+            # One write per event: the program's worker processes append to the same file.
+            self._report.write(line.encode("utf-8", "backslashreplace"))
             self._report.flush()
+
+    def _after_fork_in_child(self) -> None:
+        # A thread of the parent may have held the lock. The report file is shared (opened
+        # for appending), as is the matcher's account.
+        self._lock = threading.Lock()
 
     def _record_unmatched(self, method: str, url: str, body: bytes, request_hash: str) -> None:
         endpoint = endpoint_of_request(method, url, body)
@@ -388,7 +413,7 @@ class ReplaySession:
             )
         )
         if self.strict:
-            raise UnmatchedRequestError(self._unmatched_message(method, url, body))
+            raise unmatched(self._unmatched_message(method, url, body))
 
     def _unmatched_message(self, method: str, url: str, body: bytes) -> str:
         lines = [
@@ -407,3 +432,15 @@ class ReplaySession:
             step = candidate.step
             lines.append(f"  step {step.index} {step.endpoint}{state}: differs in {fields}")
         return "\n".join(lines)
+
+
+_LIVE: weakref.WeakSet[ReplaySession] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for session in list(_LIVE):
+        session._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

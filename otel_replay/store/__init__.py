@@ -22,6 +22,7 @@ brings it up to date from the bucket when the store is opened and on ``Store.ref
 Several machines can record into one bucket at once.
 """
 
+from otel_replay.store._format import new_recording_id
 from otel_replay.store._gc import Retention
 from otel_replay.store._types import GcReport, Progress, RunInfo, RunStatus, StepInfo, VerifyProblem
 from otel_replay.store.store import Store
@@ -35,4 +36,5 @@ __all__ = [
     "StepInfo",
     "Store",
     "VerifyProblem",
+    "new_recording_id",
 ]

@@ -6,16 +6,20 @@
     index.sqlite                  the index: a cache of the files below (``_index``)
     LOCK                          local stores: flushes share it, gc's sweep takes it alone
     objects/<aa>/<sha256>.pack    content shared by every run, named by its hash (``_pack``)
-    runs/<aa>/<run key>/<recording>-<first>-<last>.rec    a run's records (``_records``)
+    runs/<aa>/<run key>/<writer>-<first>-<last>.rec    a run's records (``_records``)
     pins/<run key>                the run is kept forever (the file holds the run's name)
     condemned                     remote stores: packs gc will delete unless used again
                                   (``_condemned``)
 
 A *run key* is the first 32 hex digits of the sha256 of the run id's bytes, so any id (NUL,
 newline, ``/``, ``..``, very long, not UTF-8) names a directory inside ``runs/`` and nothing
-else. A *recording* is what one open store (one recording process) wrote for one run id: a
-random 16-hex-digit id. Its records are numbered from 0 by flush; a file holds records
-``first`` to ``last`` (hexadecimal), and a merged file covers the files it replaces.
+else. A *recording* is what one recording process wrote for one run id, with the worker
+processes it forked or started (each writes as an open store of its own, into the same
+recording): a random 16-hex-digit id, which every record names. A *writer* is one open store:
+a random 16-hex-digit id too (the recording's own id for a store that began it, one of its
+own for a store that joined it). A writer's records are numbered from 0 by flush; a file
+holds records ``first`` to ``last`` (hexadecimal) of one writer, and a merged file covers the
+files it replaces.
 
 The files are the truth; the index is rebuilt from them. ``FORMAT`` is checked on every open.
 Version 2 is refused with a hint to run ``otel-replay migrate``; any other version is refused;
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 from dataclasses import dataclass
 
 from otel_replay.errors import StoreFormatError, StoreNotFoundError
@@ -44,6 +49,8 @@ __all__ = [
     "RecordName",
     "ensure_format",
     "id_bytes",
+    "is_recording_id",
+    "new_recording_id",
     "pack_path",
     "parse_pack_path",
     "parse_record_name",
@@ -65,6 +72,7 @@ PINS_DIR = "pins"
 
 _PACK_PATH = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{64})\.pack$")
 _RECORD_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8})-([0-9a-f]{8})\.rec$")
+_ID = re.compile(r"[0-9a-f]{16}")
 _IGNORED_IN_EMPTY_DIR = (".tmp-", ".DS_Store")
 
 
@@ -85,22 +93,32 @@ def run_dir(run_id: str) -> str:
     return f"{RUNS_DIR}/{key[:2]}/{key}"
 
 
-def record_path(run_id: str, recording: str, first: int, last: int) -> str:
-    """The path of a record file of ``recording`` holding records ``first`` to ``last``."""
-    return f"{run_dir(run_id)}/{recording}-{first:08x}-{last:08x}.rec"
+def record_path(run_id: str, writer: str, first: int, last: int) -> str:
+    """The path of a record file of ``writer`` holding records ``first`` to ``last``."""
+    return f"{run_dir(run_id)}/{writer}-{first:08x}-{last:08x}.rec"
+
+
+def new_recording_id() -> str:
+    """A fresh recording (or writer) id: 16 random hex digits."""
+    return secrets.token_hex(8)
+
+
+def is_recording_id(value: str) -> bool:
+    """Whether ``value`` is a recording (or writer) id as :func:`new_recording_id` makes."""
+    return _ID.fullmatch(value) is not None
 
 
 @dataclass(frozen=True, slots=True)
 class RecordName:
-    """A parsed record file name: its recording and the records it holds."""
+    """A parsed record file name: the writer and the records it holds."""
 
-    recording: str
+    writer: str
     first: int
     last: int
 
 
 def parse_record_name(name: str) -> RecordName | None:
-    """The recording and record range of a record file name, or None if it is not one."""
+    """The writer and record range of a record file name, or None if it is not one."""
     match = _RECORD_NAME.match(name)
     if match is None:
         return None

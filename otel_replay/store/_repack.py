@@ -4,7 +4,7 @@ Flushes write fast (zstd level 3), one pack per flush and one record file per ru
 Repacking copies the objects of small (or, for gc, mostly dead) packs into new packs at a high
 zstd level, in groups of :data:`GROUP_BYTES` so memory stays bounded, indexes them there, and
 only then deletes the packs the index no longer locates anything in: an object is never
-deleted here, only copied, so no lock is needed. Merging does the same for a recording's
+deleted here, only copied, so no lock is needed. Merging does the same for a writer's
 record files. A store closing merges what it wrote (within a deadline); ``compact`` merges
 everything; gc repacks what its sweep will thin out.
 """
@@ -138,24 +138,24 @@ def candidates(ctx: Context, listing: Listing, live: set[bytes] | None) -> list[
 def merge_records(
     ctx: Context, only: Mapping[str, list[str]] | None, deadline: float | None
 ) -> int:
-    """Merge each recording's record files into one (``only``: these files, by run id); the
-    number of files merged away. The merged file is published before the others go."""
+    """Merge each writer's record files of a run into one (``only``: these files, by run id);
+    the number of files merged away. The merged file is published before the others go."""
     groups: dict[tuple[str, str], list[str]] = {}
     if only is None:
         for rel in list_files(ctx.backend).records:
             directory, name = rel.rsplit("/", 1)
             parsed = parse_record_name(name)
             assert parsed is not None
-            groups.setdefault((directory, parsed.recording), []).append(rel)
+            groups.setdefault((directory, parsed.writer), []).append(rel)
     else:
         for paths in only.values():
             for rel in paths:
                 directory, name = rel.rsplit("/", 1)
                 parsed = parse_record_name(name)
                 assert parsed is not None
-                groups.setdefault((directory, parsed.recording), []).append(rel)
+                groups.setdefault((directory, parsed.writer), []).append(rel)
     merged = 0
-    for (directory, recording), paths in groups.items():
+    for (directory, writer), paths in groups.items():
         if len(paths) < 2 or (deadline is not None and time.monotonic() > deadline):
             continue
         ranges = [parse_record_name(p.rsplit("/", 1)[1]) for p in paths]
@@ -173,7 +173,7 @@ def merge_records(
             run_id = decode_record(frames.records[0]).run_id
         except RecordError:
             continue  # damage stays where verify finds it
-        rel = record_path(run_id, recording, first, last)
+        rel = record_path(run_id, writer, first, last)
         if rel.rsplit("/", 1)[0] != directory or rel in paths:
             continue
         ctx.backend.publish(rel, data, replace=True)
@@ -197,7 +197,7 @@ def merge_records(
 
 
 def compact(ctx: Context, *, progress: Progress | None = None) -> int:
-    """Repack every small pack and merge every recording's record files; the number of
+    """Repack every small pack and merge every writer's record files; the number of
     files merged away."""
     sync(ctx.index, ctx.backend)
     listing = list_files(ctx.backend)

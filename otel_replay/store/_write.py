@@ -7,17 +7,18 @@ fsynced; only then does one SQLite transaction index them. A process killed befo
 leaves files the index does not know yet: ``verify`` names them, a rebuild or a refresh reads
 them, gc removes the objects nobody references. Never an index row pointing at a missing file.
 
-Each open store is one *recording* per run id it writes (``_format``): its records are
-numbered by flush (a flush that failed is retried under the same numbers, replacing what it
-published), and a run id that another recording already used becomes a run of its own
-(``_rows.ensure_run``), so two recordings are never mixed.
+Each open store is one *writer* (``_format``): its records are numbered by flush (a flush
+that failed is retried under the same numbers, replacing what it published). It writes one
+*recording* per run id: its own, or the one it was opened to join (a worker process writing
+into the recording of the process that started it, in files of its own). A run id that another
+recording already used becomes a run of its own (``_rows.ensure_run``), so two recordings are
+never mixed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +31,7 @@ from otel_replay._canonical import sha256_tag
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _rows
 from otel_replay.store._condemned import read_condemned
-from otel_replay.store._format import pack_path, record_path
+from otel_replay.store._format import new_recording_id, pack_path, record_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._lock import StoreLock
@@ -256,8 +257,12 @@ class _RunPlan:
 
 
 class Session:
-    """One open store's writing side: its recording id, its runs' record numbers, the
-    digests it knows are stored, and the packs it wrote (for ``close`` to merge).
+    """One open store's writing side: its writer and recording ids, its runs' record
+    numbers, the digests it knows are stored, and the packs it wrote (for ``close`` to merge).
+
+    ``recording`` is the recording to write (default: a new one, under the writer's own id);
+    ``inherited`` names runs of it that another writer began and ends (:meth:`unended`
+    leaves them open).
 
     What the store already holds is reused, never stored again. In a local store a flush
     asks under the store lock, which gc's sweep takes alone. A remote store has no such
@@ -267,8 +272,17 @@ class Session:
     Not thread-safe: the store calls it under its lock.
     """
 
-    def __init__(self, backend: Backend, index: Index, lock: StoreLock) -> None:
-        self.recording = secrets.token_hex(8)
+    def __init__(
+        self,
+        backend: Backend,
+        index: Index,
+        lock: StoreLock,
+        recording: str | None = None,
+        inherited: Iterable[str] = (),
+    ) -> None:
+        self.writer = new_recording_id()
+        self.recording = recording or self.writer
+        self.inherited = frozenset(inherited)
         self.backend = backend
         self.index = index
         self.lock = lock
@@ -320,13 +334,16 @@ class Session:
                 del known[digest]
 
     def unended(self, pending: Pending) -> list[RunEnd]:
-        """An end for every run written or pending that was not ended: at its last step's
-        end (the run's last activity), else now."""
+        """An end for every run written or pending that was not ended (but the inherited
+        ones, which their own writer ends): at its last step's end (the run's last activity),
+        else now."""
         now = time.time_ns()
         ends = []
         for run_id in dict.fromkeys([*self.runs, *pending.runs()]):
             state = self.runs.get(run_id)
             if run_id in pending.ends or (state is not None and state.ended):
+                continue
+            if run_id in self.inherited:
                 continue
             last = max([s.end_ns for s in pending.steps.get(run_id, [])], default=0)
             last = max(last, state.last_ns if state is not None else 0)
@@ -362,7 +379,7 @@ class Session:
                 end=None if end is None else RunEndFact(end.end_ns, end.error_type),
                 name=state.name,
             )
-            rel = record_path(run_id, self.recording, state.seq, state.seq)
+            rel = record_path(run_id, self.writer, state.seq, state.seq)
             plans.append(
                 _RunPlan(run_id, state, entries, end, rel, frame_record(record, self._records_zstd))
             )

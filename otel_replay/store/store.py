@@ -22,7 +22,13 @@ from otel_replay.errors import (
 )
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _gc, _repack, _rows, _verify
-from otel_replay.store._format import INDEX_FILE, LOCK_FILE, ensure_format, pin_path
+from otel_replay.store._format import (
+    INDEX_FILE,
+    LOCK_FILE,
+    ensure_format,
+    is_recording_id,
+    pin_path,
+)
 from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, anchored, is_url
 from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index, OutdatedIndexError
@@ -103,6 +109,8 @@ class Store:
         *,
         remote: bool = False,
         read_only: bool = False,
+        recording: str | None = None,
+        inherited_runs: Iterable[str] = (),
     ) -> None:
         self._backend = backend
         self._index = index
@@ -117,7 +125,7 @@ class Store:
         """The retention policy :meth:`gc` applies."""
         self._lock = threading.RLock()
         self._pending = Pending()
-        self._session = Session(backend, index, self._lock_file)
+        self._session = Session(backend, index, self._lock_file, recording, inherited_runs)
         self._closed = False
 
     @staticmethod
@@ -145,6 +153,8 @@ class Store:
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         retention: Retention | None = None,
+        recording: str | None = None,
+        inherited_runs: Iterable[str] = (),
     ) -> Store:
         """Open (or create) the store at ``location``: a path or an fsspec URL.
 
@@ -154,6 +164,13 @@ class Store:
         local store that cannot be written opens read-only (its index opened immutable, or,
         when it has none, built in memory from the files).
 
+        ``recording`` is the recording this store writes (:attr:`recording`; default: a new
+        one). Several open stores may write one recording, each into files of its own: a
+        worker process writes its steps into the recording of the process that started it, so
+        that a run made by both is one run. ``inherited_runs`` are runs such a store writes
+        steps of but did not begin: :meth:`close` leaves their end to the store that began
+        them. ValueError when ``recording`` is not an id :attr:`recording` could hold.
+
         Raises StoreFormatError (unknown/other format, or a non-empty directory that is not a
         store), StoreNotFoundError (nothing there and ``create`` is False),
         StoreNotWritableError, or CorruptIndexError (damaged ``index.sqlite``).
@@ -161,6 +178,9 @@ class Store:
         where = str(location if location is not None else settings.read("OTEL_REPLAY_STORE"))
         where = where.removeprefix("file://")
         policy = retention or Retention.from_env()
+        if recording is not None and not is_recording_id(recording):
+            raise ValueError(f"not a recording id: {recording!r} (16 hex digits)")
+        inherited = tuple(inherited_runs)
         if is_url(where):
             remote = FsspecBackend(where, storage_options)
             try:
@@ -174,7 +194,14 @@ class Store:
                 (cache / "LOCATION").write_text(remote.location + "\n")
             except OSError as exc:
                 raise StoreNotWritableError(f"cannot write index cache {cache}: {exc}") from None
-            store = cls(remote, _open_index(cache / INDEX_FILE), policy, remote=True)
+            store = cls(
+                remote,
+                _open_index(cache / INDEX_FILE),
+                policy,
+                remote=True,
+                recording=recording,
+                inherited_runs=inherited,
+            )
             try:
                 store.refresh()
             except BaseException:
@@ -195,7 +222,7 @@ class Store:
         lost_index = not (local.root / INDEX_FILE).exists()
         index = _open_index(local.root / INDEX_FILE)
         lost_index = lost_index or index.rebuilt
-        store = cls(local, index, policy)
+        store = cls(local, index, policy, recording=recording, inherited_runs=inherited)
         if lost_index:  # a store whose index was deleted: its files say everything
             store.refresh()
         return store
@@ -233,6 +260,11 @@ class Store:
     def location(self) -> str:
         """Where the store is: a path or a URL."""
         return self._backend.location
+
+    @property
+    def recording(self) -> str:
+        """The recording this store writes (see :meth:`open`)."""
+        return self._session.recording
 
     # -- writing ---------------------------------------------------------------------------
 

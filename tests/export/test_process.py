@@ -13,7 +13,7 @@ import pytest
 
 from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, chat_request, subprocess_env
 
 SCRIPT = str(Path(__file__).with_name("_steps_script.py"))
 RUN_ID = "r_process_test"
@@ -116,6 +116,33 @@ def test_a_forked_child_records_into_the_store_too(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_goes_on_with_its_parents_run(tmp_path: Path) -> None:
+    # The child's steps are the run's (one recording, not r_forked@2), each with an index of
+    # its own though both processes record at once; the child's end does not end the run.
+    script = str(Path(__file__).with_name("_fork_run_script.py"))
+    proc = subprocess.run(
+        [sys.executable, script, str(tmp_path / "store")],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "store"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with Store.open(tmp_path / "store", create=False) as store:
+        assert [(r.run_id, r.step_count, r.status) for r in store.runs()] == [
+            ("r_forked", 13, "ok")
+        ]
+        steps = store.steps("r_forked")
+        assert [s.index for s in steps] == list(range(13))
+        asked = sorted(store.request_body(s) for s in steps)
+        expected = [("before", 2), ("child", 5), ("parent", 5), ("after", 1)]
+        assert asked == sorted(chat_request(f"{w} {i}") for w, n in expected for i in range(n))
+        assert store.verify() == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_forked_workers_leaving_through_os_exit_lose_nothing(
     standin: StandIn, tmp_path: Path
 ) -> None:
@@ -134,8 +161,33 @@ def test_forked_workers_leaving_through_os_exit_lose_nothing(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([200] * 6)
     with Store.open(tmp_path / "store", create=False) as store:
+        assert len(store.runs()) == 1  # the workers' steps are the parent's run
         steps = [s for run in store.runs() for s in store.steps(run.run_id)]
+        assert [s.index for s in steps] == list(range(7))
         urls = sorted(store.fixture(step).url for step in steps)
         assert [p for p in store.verify() if p.damage] == []
     expected = [f"{standin.tools_url}/orders/A-{n}" for n in ("0001", *range(1000, 1006))]
     assert urls == sorted(expected)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_workers_that_record_nothing_leave_no_trace(standin: StandIn, tmp_path: Path) -> None:
+    # The parent opens its process run's root span for the workers it starts; when neither
+    # they nor it record a step under it, it is never ended: no empty trace, no empty run.
+    script = str(Path(__file__).with_name("_pool_compute_agent.py"))
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, script, standin.tools_url],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "store"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([n * n for n in range(6)])
+    with Store.open(tmp_path / "store", create=False) as store:
+        (run,) = store.runs()  # the block's: the process run made no step, it is not there
+        assert (run.step_count, run.status) == (1, "ok")
+        names = sorted(span["name"] for span in store.spans(run.run_id))
+        assert names == ["GET", "invoke_agent lookup"]

@@ -1,0 +1,134 @@
+"""Worker processes: what a process hands the workers multiprocessing starts fresh, and what
+a ``Pool`` worker cannot let escape.
+
+A worker that multiprocessing forks (the ``fork`` start method, Linux's default before Python
+3.14) inherits its parent's whole state; the stages share what must stay one across processes
+(a run's step counter, a replay's account of served steps) through cells made before the
+fork (``_shared``) and their own ``os.register_at_fork`` hooks. A worker started fresh
+(``spawn``; ``forkserver``, Python 3.14's default on Linux, forks it from a server process
+that was itself spawned) inherits only the environment. What it needs from its parent travels
+in a *ticket*: each stage adds a part (:func:`add_part`) whose ``make`` runs in the parent
+while multiprocessing pickles the worker's start-up data (``spawn.get_preparation_data``),
+and whose ``accept`` runs in the worker before any of its code does (``spawn.prepare``). A
+ticket is plain data (descriptors travel as multiprocessing's own ``DupFd``), so a worker that
+does not load otel-replay ignores it. Processes started any other way (``subprocess``) get
+no ticket: each is a program of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import wrapt
+
+from otel_replay.errors import UnmatchedInPoolError, UnmatchedRequestError
+
+__all__ = ["add_part", "in_pool_worker", "remove_part", "unmatched"]
+
+_log = logging.getLogger("otel_replay")
+
+TICKET_KEY = "otel_replay"
+"""The key of the ticket in multiprocessing's start-up data (a dict of parts by name)."""
+
+_parts: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {}
+_hooked = False
+
+
+def add_part(name: str, make: Callable[[], Any], accept: Callable[[Any], None]) -> None:
+    """Put part ``name`` on the tickets of the workers started from now on: ``make()`` (in
+    the parent, while the start-up data is pickled; None: nothing to hand over) must return
+    plain picklable data, which the worker passes to ``accept`` before its code runs. A
+    part of the same name is replaced."""
+    global _hooked  # noqa: PLW0603 - multiprocessing is hooked once per process
+    _parts[name] = (make, accept)
+    if not _hooked:
+        _hooked = True
+        # When multiprocessing.spawn is imported (at once when it already is): importing it
+        # here would cost every recorded process what only some use.
+        wrapt.register_post_import_hook(_hook, "multiprocessing.spawn")
+
+
+def remove_part(name: str) -> None:
+    """Stop handing part ``name`` over (the stage that added it is going)."""
+    _parts.pop(name, None)
+
+
+class _Ticket:
+    """The ticket in a worker's start-up data: it becomes a dict of parts as it is pickled,
+    when multiprocessing passes the descriptors a part names along."""
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:
+        payload: dict[str, Any] = {}
+        for name, (make, _) in list(_parts.items()):
+            try:
+                value = make()
+            except Exception as exc:  # the worker starts without this part, never fails
+                _log.warning("otel-replay: cannot hand %s over to a worker process: %r", name, exc)
+                continue
+            if value is not None:
+                payload[name] = value
+        return (dict, (payload,))
+
+
+def _get_preparation_data(
+    wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+) -> Any:
+    data = wrapped(*args, **kwargs)
+    if _parts and isinstance(data, dict):
+        data[TICKET_KEY] = _Ticket()
+    return data
+
+
+def _prepare(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    data = args[0] if args else kwargs.get("data")
+    ticket = data.pop(TICKET_KEY, None) if isinstance(data, dict) else None
+    if isinstance(ticket, dict):
+        # Before the worker imports its parent's main module, which may record steps itself.
+        for name, value in ticket.items():
+            part = _parts.get(name)
+            if part is None:
+                continue
+            try:
+                part[1](value)
+            except Exception as exc:
+                _log.warning(
+                    "otel-replay: this worker process could not take over %s from the process "
+                    "that started it (%r); it records and replays on its own",
+                    name,
+                    exc,
+                )
+    return wrapped(*args, **kwargs)
+
+
+def _hook(module: ModuleType) -> None:
+    wrapt.wrap_function_wrapper(module, "get_preparation_data", _get_preparation_data)
+    wrapt.wrap_function_wrapper(module, "prepare", _prepare)
+
+
+def in_pool_worker() -> bool:
+    """True when called, at any depth, from a task of a ``multiprocessing.Pool`` worker.
+
+    Such a worker catches ``Exception`` around each task and nothing else: any other
+    exception ends the worker and leaves the pool waiting for the task's result forever."""
+    pool = sys.modules.get("multiprocessing.pool")
+    code = getattr(getattr(pool, "worker", None), "__code__", None)
+    if code is None:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def unmatched(message: str) -> UnmatchedRequestError:
+    """The error strict replay raises for a request it has no recorded step for: an
+    :class:`~otel_replay.errors.UnmatchedRequestError`, which SDKs do not catch, except in a
+    ``Pool`` task, where it is also an ``Exception`` so that the pool hands it to the caller
+    instead of hanging (:func:`in_pool_worker`)."""
+    return UnmatchedInPoolError(message) if in_pool_worker() else UnmatchedRequestError(message)

@@ -1,0 +1,215 @@
+"""An agent that hands model calls to worker processes records one run and replays it.
+
+Recorded under the real ``opentelemetry-instrument`` against the stand-in (the real openai
+SDK in the parent and in the workers), then replayed through the ``otel-replay`` CLI with the
+stand-in gone: ``ProcessPoolExecutor`` and ``multiprocessing.Pool``, under each start method
+(``fork``, Linux's default before Python 3.14; ``spawn``; ``forkserver``, 3.14's default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.standin import StandIn
+from otel_replay.store import Store
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+
+SCRIPT = str(Path(__file__).with_name("_workers_agent.py"))
+CLI = Path(sys.executable).parent / "otel-replay"
+GONE = "http://127.0.0.1:9"  # the discard port: nothing listens, and strict replay never asks
+RUN_ID = "r_workers"
+HELLO, THANKS = "Hello, I need help with my orders.", "Thanks, that is all."
+FIRST, CHANGED = "Where is my order A-1001?", "Where on earth is my order A-1001?"
+TOGETHER = {"What about A-1002?", "And A-1003?"}
+
+
+@dataclass(frozen=True)
+class Recording:
+    store: Path
+    kind: str
+    method: str
+    printed: str
+    received: int
+    elapsed_s: float
+
+
+def record(tmp_path: Path, kind: str, method: str, **env: str) -> Recording:
+    store = tmp_path / "store"
+    with StandIn(event_delay=0.001) as standin:
+        started = time.monotonic()
+        done = subprocess.run(
+            [str(INSTRUMENT), sys.executable, SCRIPT, kind, method],
+            cwd=ROOT,
+            env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN_ID, STANDIN_URL=standin.base_url)
+            | env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        elapsed = time.monotonic() - started
+        received = len(standin.received)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.endswith("workers: 2\n")  # two worker processes made requests
+    assert "kept apart" not in done.stderr  # no second recording of the run id
+    return Recording(store, kind, method, done.stdout, received, elapsed)
+
+
+def replay(recording: Recording, **env: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """``otel-replay replay RUN --json -- python agent …`` with the stand-in gone; the
+    process and the comparison it printed."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STANDIN_"))}
+    done = subprocess.run(
+        [
+            *(str(CLI), "replay", RUN_ID, "--store", str(recording.store), "--json", "--"),
+            *(sys.executable, SCRIPT, recording.kind, recording.method),
+        ],
+        env=clean | {"STANDIN_URL": GONE, "PYTHONPATH": str(ROOT)} | env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr or env, done.stderr
+    return done, json.loads(done.stdout)
+
+
+def questions(store: Store, run_id: str) -> list[str]:
+    """The question each step of the run asked, in step order."""
+    return [
+        json.loads(store.request_body(step))["messages"][0]["content"]
+        for step in store.steps(run_id)
+    ]
+
+
+def assert_one_run(store: Store, run_id: str, count: int) -> None:
+    """``run_id`` is one run of ``count`` steps, numbered 0 to count-1, ended by its
+    recorder, in one trace: every step span under the process run's root."""
+    assert [run.run_id for run in store.runs() if run.run_id.startswith(run_id)] == [run_id]
+    info = store.run(run_id)
+    assert (info.status, info.step_count) == ("ok", count)
+    steps = store.steps(run_id)
+    assert [step.index for step in steps] == list(range(count))
+    assert all(step.complete and step.status_code == 200 for step in steps)
+    spans = store.spans(run_id)
+    assert len({span["trace_id"] for span in spans}) == 1
+    roots = [span for span in spans if span["parent_span_id"] is None]
+    assert [root["name"] for root in roots] == ["invoke_agent _workers_agent.py"]
+    step_spans = [span for span in spans if "replay.step.index" in span["attributes"]]
+    assert sorted(s["attributes"]["replay.step.index"] for s in step_spans) == list(range(count))
+    assert {span["parent_span_id"] for span in step_spans} == {roots[0]["span_id"]}
+    assert [problem for problem in store.verify() if problem.damage] == []
+
+
+CASES = [
+    ("executor", "fork"),
+    ("pool", "fork"),
+    ("executor", "spawn"),
+    ("pool", "forkserver"),
+]
+
+
+@pytest.mark.parametrize(("kind", "method"), CASES)
+def test_the_workers_steps_are_one_run_and_replay_identically(
+    tmp_path: Path, kind: str, method: str
+) -> None:
+    recording = record(tmp_path, kind, method)
+    with Store.open(recording.store, create=False) as store:
+        assert_one_run(store, RUN_ID, 5)
+        asked = questions(store, RUN_ID)
+        # The parent's first call, then the worker's alone, then the two at once, then the
+        # parent's last: every request the stand-in got is a step.
+        assert (asked[0], asked[1], set(asked[2:4]), asked[4]) == (HELLO, FIRST, TOGETHER, THANKS)
+        assert recording.received == 5
+    listed = subprocess.run(
+        [str(CLI), "runs", "--json", "--store", str(recording.store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert [(r["run_id"], r["step_count"]) for r in json.loads(listed.stdout)] == [(RUN_ID, 5)]
+
+    done, report = replay(recording)
+    assert done.returncode == 0, done.stdout + done.stderr  # identical
+    assert done.stderr.startswith(recording.printed)  # --json: the agent's output on stderr
+    assert report["outcome"] == "identical"
+    assert (report["recorded_steps"], report["served"]) == (5, 5)
+    assert report["matched"] == {"hash": 5}
+    assert report["unused"] == [] and report["extra"] == []
+    assert sorted(step["order"] for step in report["steps"]) == list(range(5))
+    assert sorted(step["recorded"] for step in report["steps"]) == list(range(5))
+    assert report["network_attempts"] == []
+    # The replay is recorded as a run of its own: the workers' steps are in it too.
+    replayed = report["replay_run_id"]
+    assert replayed is not None
+    with Store.open(recording.store, create=False) as store:
+        assert_one_run(store, replayed, 5)
+        assert sorted(questions(store, replayed)) == sorted(questions(store, RUN_ID))
+        assert store.run(replayed).parent_run_id == RUN_ID
+
+
+@pytest.mark.parametrize(("kind", "method"), [("pool", "fork"), ("executor", "spawn")])
+def test_workers_started_before_the_first_step_are_in_its_trace(
+    tmp_path: Path, kind: str, method: str
+) -> None:
+    # No root span is open when the workers start: the parent opens the one their steps
+    # nest under (and ends it, as something was made under it).
+    recording = record(tmp_path, kind, method, AGENT_QUIET="1")
+    with Store.open(recording.store, create=False) as store:
+        assert_one_run(store, RUN_ID, 4)
+        assert questions(store, RUN_ID)[0] == FIRST
+    done, report = replay(recording, AGENT_QUIET="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (report["outcome"], report["served"], report["unused"]) == ("identical", 4, [])
+
+
+@pytest.mark.parametrize(("kind", "method"), [("executor", "fork"), ("pool", "forkserver")])
+def test_a_changed_worker_prompt_diverges_at_its_step(
+    tmp_path: Path, kind: str, method: str
+) -> None:
+    recording = record(tmp_path, kind, method)
+    done, report = replay(recording, AGENT_CHANGE="1")
+    assert done.returncode == 1, done.stdout + done.stderr  # diverged
+    first = report["first_divergence"]
+    assert (report["outcome"], first["kind"], first["step"]) == ("diverged", "changed", 1)
+    changed = [c for c in first["changes"] if c["replayed"] and CHANGED in json.dumps(c)]
+    assert changed and FIRST in json.dumps(changed)
+    # Every other request, the workers' included, was answered as recorded.
+    others = [step for step in report["steps"] if step["recorded"] != 1]
+    assert len(others) == 4 and all(step["how"] == "hash" for step in others)
+    assert report["unused"] == []
+
+
+def test_a_request_the_recording_lacks_in_a_pool_worker_ends_the_replay(tmp_path: Path) -> None:
+    # An unmatched request raises an error that SDKs do not catch (a BaseException); a Pool
+    # worker would die of it and the pool wait for its result forever.
+    recording = record(tmp_path, "pool", "fork")
+    done, report = replay(recording, AGENT_EXTRA="1")
+    assert done.returncode == 1, done.stdout + done.stderr  # diverged, not hung
+    assert report["outcome"] == "diverged"
+    assert [step["url"] for step in report["extra"]] == [f"{GONE}/tools/orders/A-9999"]
+    assert report["agent"]["error"].startswith("otel_replay.errors.UnmatchedInPoolError")
+
+
+def test_a_pool_that_terminates_its_workers_does_not_wait_for_the_flush_timeout(
+    tmp_path: Path,
+) -> None:
+    # Pool.__exit__ terminates the workers (SIGTERM) as they leave through their exit flush;
+    # the handler flushed the providers again, waiting on the lock the interrupted flush
+    # held: the whole OTEL_REPLAY_FLUSH_TIMEOUT_MS, for each worker.
+    recording = record(tmp_path, "pool", "fork", OTEL_REPLAY_FLUSH_TIMEOUT_MS="60000")
+    assert recording.elapsed_s < 30
+    with Store.open(recording.store, create=False) as store:
+        assert_one_run(store, RUN_ID, 5)
