@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import weakref
+from contextlib import AbstractContextManager
 from typing import Any
 
 from otel_replay._shared import SharedCells
@@ -28,7 +30,13 @@ __all__ = ["Ledger"]
 
 
 class Ledger:
-    """The account of one replay of ``run``; see the module."""
+    """The account of one replay of ``run``; see the module.
+
+    While the replaying process is alone (it has not forked nor started a worker) the account
+    is a list of its own, under a thread lock: a request costs no system call for it. Before
+    the process forks, or when a worker is given its :meth:`ticket`, the account moves into
+    shared cells, and stays there.
+    """
 
     def __init__(self, run: Run) -> None:
         self._steps = {step.index: slot for slot, step in enumerate(run.steps)}
@@ -40,55 +48,87 @@ class Ledger:
         layout = [[step.index, step.endpoint, step.request_hash] for step in run.steps]
         self.layout = hashlib.sha256(json.dumps([run.run_id, layout]).encode()).hexdigest()
         """What the cells mean: two replays of one run agree on it."""
-        self._cells = SharedCells(self._order + 1)
+        self._own: list[int] | None = [0] * (self._order + 1)
+        self._cells: SharedCells | None = None
+        self._guard = threading.Lock()  # the account while it is the process's own
         self.asked()
+        _LIVE.add(self)
 
-    @contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> AbstractContextManager[Any]:
         """Hold the account alone (other threads and processes wait)."""
-        with self._cells.locked():
-            yield
+        cells = self._cells
+        return self._guard if cells is None else cells.locked()
+
+    def _get(self, cell: int) -> int:
+        own = self._own
+        if own is not None:
+            return own[cell]
+        assert self._cells is not None
+        return self._cells.get(cell)
+
+    def _set(self, cell: int, value: int) -> None:
+        own = self._own
+        if own is not None:
+            own[cell] = value
+            return
+        assert self._cells is not None
+        self._cells.set(cell, value)
 
     def served(self, index: int) -> int:
         """How many times recorded step ``index`` was served."""
         slot = self._steps.get(index)
-        return 0 if slot is None else self._cells.get(slot)
+        return 0 if slot is None else self._get(slot)
 
     def serve(self, index: int) -> None:
         """Count one more serving of step ``index`` (under :meth:`locked`)."""
         slot = self._steps.get(index)
         if slot is not None:
-            self._cells.set(slot, self._cells.get(slot) + 1)
+            self._set(slot, self._get(slot) + 1)
 
     def seen(self, endpoint: str) -> int:
         """How many requests to ``endpoint`` came before (0 for an endpoint the recording
         lacks: no recorded step of it to take by position)."""
         cell = self._endpoints.get(endpoint)
-        return 0 if cell is None else self._cells.get(cell)
+        return 0 if cell is None else self._get(cell)
 
     def see(self, endpoint: str) -> None:
         """Count one more request to ``endpoint`` (under :meth:`locked`)."""
         cell = self._endpoints.get(endpoint)
         if cell is not None:
-            self._cells.set(cell, self._cells.get(cell) + 1)
+            self._set(cell, self._get(cell) + 1)
 
     def asked(self) -> None:
         """Note that the replay asked for something now (under :meth:`locked`, or before
         anyone shares the account)."""
-        self._cells.set(self._asked, time.monotonic_ns())
+        self._set(self._asked, time.monotonic_ns())
 
     def last_asked(self) -> float:
         """When the replay last asked for anything, in ``time.monotonic()`` seconds."""
-        return self._cells.get(self._asked) / 1e9
+        return self._get(self._asked) / 1e9
 
     def next_order(self) -> int:
         """The number of the next request of the replay, in the order they came."""
-        return self._cells.add(self._order)
+        with self.locked():
+            value = self._get(self._order)
+            self._set(self._order, value + 1)
+        return value
+
+    def share(self) -> SharedCells:
+        """The shared cells holding the account, made (and filled) the first time."""
+        with self._guard:
+            if self._cells is None:
+                assert self._own is not None
+                cells = SharedCells(len(self._own))
+                with cells.locked():
+                    for cell, value in enumerate(self._own):
+                        cells.set(cell, value)
+                self._cells, self._own = cells, None
+            return self._cells
 
     def ticket(self) -> dict[str, Any] | None:
         """What a worker started fresh needs to :meth:`attach` this account (call it while
         multiprocessing pickles the worker's start-up data)."""
-        handle = self._cells.handle()
+        handle = self.share().handle()
         return None if handle is None else {"cells": handle, "layout": self.layout}
 
     def attach(self, ticket: Any) -> None:
@@ -97,6 +137,28 @@ class Ledger:
         if not isinstance(ticket, dict) or ticket.get("layout") != self.layout:
             raise ValueError("the replay's account is of another run")
         cells = SharedCells.attach(ticket["cells"])
-        if cells.count != self._cells.count:
+        if cells.count != self._order + 1:
             raise ValueError("the replay's account is of another run")
-        self._cells = cells
+        with self._guard:
+            self._cells, self._own = cells, None
+
+    def _after_fork_in_child(self) -> None:
+        self._guard = threading.Lock()  # a thread of the parent may have held it
+
+
+_LIVE: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+def _before_fork() -> None:
+    # The child must see the very account the parent goes on with.
+    for ledger in list(_LIVE):
+        ledger.share()
+
+
+def _after_fork_in_child() -> None:
+    for ledger in list(_LIVE):
+        ledger._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
