@@ -97,19 +97,24 @@ def test_sigterm_with_the_applications_own_handler(
     _check_store(tmp_path / "store", printed, run_span=True, status="error")
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
-def test_a_forked_child_records_into_the_store_too(tmp_path: Path) -> None:
-    script = str(Path(__file__).with_name("_fork_script.py"))
+def _run_script(name: str, store: Path) -> None:
+    """Run the script ``name`` beside this file, recording into ``store``; it must succeed."""
+    script = str(Path(__file__).with_name(name))
     proc = subprocess.run(
-        [sys.executable, script, str(tmp_path / "store")],
+        [sys.executable, script, str(store)],
         cwd=ROOT,
-        env=subprocess_env(tmp_path / "store"),
+        env=subprocess_env(store),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_records_into_the_store_too(tmp_path: Path) -> None:
+    _run_script("_fork_script.py", tmp_path / "store")
     with Store.open(tmp_path / "store", create=False) as store:
         assert {r.run_id: r.step_count for r in store.runs()} == {"r_parent": 3, "r_child": 3}
         assert store.verify() == []
@@ -119,17 +124,7 @@ def test_a_forked_child_records_into_the_store_too(tmp_path: Path) -> None:
 def test_a_forked_child_goes_on_with_its_parents_run(tmp_path: Path) -> None:
     # The child's steps are the run's (one recording, not r_forked@2), each with an index of
     # its own though both processes record at once; the child's end does not end the run.
-    script = str(Path(__file__).with_name("_fork_run_script.py"))
-    proc = subprocess.run(
-        [sys.executable, script, str(tmp_path / "store")],
-        cwd=ROOT,
-        env=subprocess_env(tmp_path / "store"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    _run_script("_fork_run_script.py", tmp_path / "store")
     with Store.open(tmp_path / "store", create=False) as store:
         assert [(r.run_id, r.step_count, r.status) for r in store.runs()] == [
             ("r_forked", 13, "ok")
