@@ -60,6 +60,7 @@ __all__ = [
     "note_tool_calls",
     "perform",
     "perform_async",
+    "recorded_at",
     "serving",
     "tool_call",
     "use_recorder",
@@ -114,6 +115,10 @@ class Server(Protocol):
         ``request_hash`` the hash of their redacted form when already known; ``call_id`` the
         model's tool call it answers, when known); None when there is none and the call may
         run live. Raises UnmatchedRequestError in strict mode when there is none."""
+
+    def holds(self, url: str) -> bool:
+        """Whether the recording has any step at ``url`` (``checkpoint:langgraph.get_tuple``):
+        one made before such calls were steps has none."""
 
 
 _recorder: Recorder | None = None
@@ -270,6 +275,14 @@ def tool_call(
 def serving() -> bool:
     """Whether a replay answers steps now (what a step would change must not change)."""
     return _server is not None
+
+
+def recorded_at(kind: str, name: str) -> bool:
+    """Under replay, whether the recording has steps of ``kind`` named ``name`` at all (False:
+    it was made before such calls were steps, and a hook answers them as it did then);
+    True when not replaying."""
+    server = _server
+    return server is None or server.holds(address(kind, name)[1])
 
 
 def active() -> bool:

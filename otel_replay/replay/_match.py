@@ -313,6 +313,10 @@ class Matcher:
         """The ``request_hash`` a recorded step holds for exactly these bytes, or None."""
         return self._hash_of_body.get(body)
 
+    def holds(self, endpoint: str) -> bool:
+        """Whether the run has any step of ``endpoint``."""
+        return endpoint in self._by_endpoint
+
     def served_count(self, index: int) -> int:
         """How many times recorded step ``index`` has been served."""
         return self.ledger.served(index)

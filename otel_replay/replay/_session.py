@@ -273,6 +273,11 @@ class ReplaySession:
             effect if isinstance(effect, str) else None,
         )
 
+    def holds(self, url: str) -> bool:
+        """Whether the run has any step beyond HTTP at ``url`` (``tool:lookup_order``): one
+        recorded before such calls were steps has none."""
+        return self.matcher.holds(url)
+
     def _served_step(
         self,
         method: str,

@@ -4,6 +4,7 @@ in memory, ``otel_replay.replaying``): what the agent scripts do not show."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sqlite3
 import sys
@@ -412,3 +413,51 @@ def test_agents_sdk_tool_failures_replay_as_they_happened(tmp_path: Path) -> Non
     assert again == recorded.seen
     assert took < 0.5
     assert result.identical, result.first_divergence
+
+
+def checkpointed_agent() -> list[Any]:
+    """A LangGraph graph on an ``InMemorySaver`` whose node calls a tool, invoked twice on one
+    thread: the second invoke starts from the first's checkpoint."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class Stock(TypedDict):
+        sku: str
+        seen: list[int]
+
+    def count(state: Stock) -> dict[str, Any]:
+        found = read_stock.invoke({"sku": state["sku"]})
+        return {"seen": [*state.get("seen", []), found["in_stock"]]}
+
+    graph = StateGraph(Stock)
+    graph.add_node("count", count)
+    graph.add_edge(START, "count")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "stock-1"}}
+    return [app.invoke({"sku": "KB-101"}, config), app.invoke({"sku": "KB-102"}, config)]
+
+
+def test_a_recording_without_checkpoint_steps_replays_from_a_fresh_saver(tmp_path: Path) -> None:
+    """Runs recorded before a checkpointer's reads were steps have none: their replay answers
+    the reads from the replay's own saver (as a fresh in-memory one would), strict, identical."""
+    from otel_replay.replay.sources import load_run
+
+    RUNS.clear()
+    recorded = _record(tmp_path / "store", checkpointed_agent)
+    assert recorded.seen[1]["seen"] == [3, 3] and RUNS == ["read_stock"] * 2
+    run = load_run(recorded.run_id, store=str(recorded.store))
+    assert [s.kind for s in run.steps] == ["checkpoint", "tool", "checkpoint", "tool"]
+    older = dataclasses.replace(
+        run,
+        steps=tuple(
+            dataclasses.replace(step, index=n)
+            for n, step in enumerate(s for s in run.steps if s.kind != "checkpoint")
+        ),
+    )
+    for source in (run, older):
+        RUNS.clear()
+        with otel_replay.replaying(source) as result:
+            again = checkpointed_agent()
+        assert again == recorded.seen and RUNS == []
+        assert result.identical, result.first_divergence

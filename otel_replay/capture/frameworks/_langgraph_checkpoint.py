@@ -17,7 +17,8 @@ and would write its checkpoints into the user's store. So:
 * Under replay neither touches the user's store: the reads are matched with the recorded
   ones (and reported) and answered, and the writes kept, by the replay's own in-memory
   stand-in for the saver, which starts each thread from the state the recording read
-  (:mod:`._langgraph_shadow`).
+  (:mod:`._langgraph_shadow`). A recording made before these reads were steps has none: its
+  replay answers them from that stand-in alone, as a fresh in-memory saver would.
 
 Every saver class's own methods are wrapped: those defined before the hook (found among the
 subclasses of ``BaseCheckpointSaver``) and those defined after it. A saver method calling
@@ -35,7 +36,14 @@ from types import ModuleType
 from typing import Any
 
 from otel_replay import attributes as A
-from otel_replay.capture._envelope import Call, active, perform, perform_async, serving
+from otel_replay.capture._envelope import (
+    Call,
+    active,
+    perform,
+    perform_async,
+    recorded_at,
+    serving,
+)
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 from otel_replay.capture.frameworks._langgraph_shadow import MISSING, Shadow, shadow_of
 from otel_replay.capture.frameworks._langgraph_values import tagged, untagged
@@ -189,7 +197,9 @@ def _read(read: _Read) -> Callable[..., Any]:
         token = _inside.set(True)
         try:
             ways = _ways(read, instance, args, kwargs)
-            if ways is not None:
+            if ways is not None and not recorded_at(call.kind, call.name):
+                value = ways[0]()  # recorded before these reads were steps: the shadow alone
+            elif ways is not None:
                 value = perform(call, ways[0], _record, ways[1])
             elif read.many:
                 value = perform(call, lambda: list(wrapped(*args, **kwargs)), _record, _unused)
@@ -219,6 +229,8 @@ def _aread(read: _Read) -> Callable[..., Any]:
             token = _inside.set(True)
             try:
                 ways = _ways(read, instance, args, kwargs)
+                if ways is not None and not recorded_at(call.kind, call.name):
+                    return ways[0]()  # recorded before these reads were steps
                 if ways is not None:
                     return await perform_async(call, _awaitable(ways[0]), _record, ways[1])
                 return await perform_async(call, live, _record, _unused)

@@ -8,7 +8,8 @@ read is one ``checkpoint`` step named ``langgraph.store``: the reads are its arg
 (namespace, key, query, filter, paging), what they found its result (items as their
 ``dict()``, with ``otel_replay.store_item`` naming them). A batch of writes only is not a
 step. On replay the reads are served as recorded, so the agent recalls what its recording
-recalled, and the writes are dropped: a replay never adds to, changes or deletes a memory.
+recalled, and the writes are dropped: a replay never adds to, changes or deletes a memory. A
+recording made before these reads were steps has none: its replay reads the store live.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from types import ModuleType
 from typing import Any
 
 from otel_replay import attributes as A
-from otel_replay.capture._envelope import Call, active, perform, perform_async, serving
+from otel_replay.capture._envelope import (
+    Call,
+    active,
+    perform,
+    perform_async,
+    recorded_at,
+    serving,
+)
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
 
@@ -93,7 +101,10 @@ def _batch(put_op: type[Any]) -> Callable[..., Any]:
         if call is None:  # writes only
             return [None] * len(ops) if serving() else wrapped(ops)
         if serving():
-            found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+            if recorded_at(call.kind, call.name):
+                found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+            else:  # recorded before these reads were steps: read live, never written
+                found = list(wrapped([ops[i] for i in reads]))
             return _merged(len(ops), reads, found)
         results: list[Any] = []
 
@@ -118,7 +129,10 @@ def _abatch(put_op: type[Any]) -> Callable[..., Any]:
             if call is None:
                 return [None] * len(ops) if serving() else list(await wrapped(ops))
             if serving():
-                found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+                if recorded_at(call.kind, call.name):
+                    found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+                else:  # recorded before these reads were steps: read live, never written
+                    found = list(await wrapped([ops[i] for i in reads]))
                 return _merged(len(ops), reads, found)
             results: list[Any] = []
 

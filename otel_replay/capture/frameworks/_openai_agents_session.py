@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from otel_replay import attributes as A
-from otel_replay.capture._envelope import Call, active, perform_async, serving
+from otel_replay.capture._envelope import Call, active, perform_async, recorded_at, serving
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
 
@@ -85,11 +85,19 @@ def _read(method: str, empty: Any) -> Callable[..., Any]:
             unrecorded(_FRAMEWORK, exc)
             return wrapped(*args, **kwargs)
 
+        def run() -> Any:
+            return wrapped(*args, **kwargs)
+
         async def step() -> Any:
             token = _inside.set(True)
             try:
-                live = nothing if serving() else lambda: wrapped(*args, **kwargs)
-                return await perform_async(call, live, encode_exact, restore_body)
+                if not serving():
+                    return await perform_async(call, run, encode_exact, restore_body)
+                if recorded_at(call.kind, call.name):
+                    return await perform_async(call, nothing, encode_exact, restore_body)
+                # Recorded before these reads were steps: the items are read live, and
+                # pop_item, a write, removes nothing.
+                return await (run() if method == "get_items" else nothing())
             finally:
                 _inside.reset(token)
 
