@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import operator
 import os
 import sqlite3
 import sys
@@ -12,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForToolRun
@@ -22,6 +23,7 @@ from mcp.client.stdio import stdio_client
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from typing_extensions import TypedDict
 
 import otel_replay
 from tests.export._support import ROOT, Pipeline
@@ -461,3 +463,66 @@ def test_a_recording_without_checkpoint_steps_replays_from_a_fresh_saver(tmp_pat
             again = checkpointed_agent()
         assert again == recorded.seen and RUNS == []
         assert result.identical, result.first_divergence
+
+
+class Item(TypedDict):
+    sku: str
+    counts: Annotated[list[int], operator.add]
+
+
+class Order(TypedDict):
+    skus: list[str]
+    counts: Annotated[list[int], operator.add]
+    approved: bool
+
+
+def fanned_out_agent(checkpoints: Path) -> list[Any]:
+    """A LangGraph graph on a ``SqliteSaver`` file that ``Send``s each item to a subgraph
+    (whose checkpoint namespace carries a task id LangGraph draws anew each run), then pauses
+    on ``interrupt()`` and is resumed: what it returned, without the interrupt's own id."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import Command, Send, interrupt
+
+    def count(state: Item) -> dict[str, Any]:
+        return {"counts": [read_stock.invoke({"sku": state["sku"]})["in_stock"]]}
+
+    def approve(state: Order) -> dict[str, Any]:
+        return {"approved": bool(interrupt({"total": sum(state["counts"])}))}
+
+    item = StateGraph(Item)
+    item.add_node("count", count)
+    item.add_edge(START, "count")
+    order = StateGraph(Order)
+    order.add_node("item", item.compile())
+    order.add_node("approve", approve)
+    order.add_conditional_edges(
+        START, lambda state: [Send("item", {"sku": s, "counts": []}) for s in state["skus"]]
+    )
+    order.add_edge("item", "approve")
+    with SqliteSaver.from_conn_string(str(checkpoints)) as saver:
+        app = order.compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "order-9"}}
+        paused = app.invoke({"skus": ["A", "B", "C"], "counts": [], "approved": False}, config)
+        asked = [pause.value for pause in paused.pop("__interrupt__")]
+        done = app.invoke(Command(resume=True), config)
+        return [paused, asked, done, len(list(app.get_state_history(config)))]
+
+
+def test_subgraphs_sends_and_interrupts_on_a_kept_checkpoint_file_replay(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    checkpoints = tmp_path / "checkpoints.sqlite"
+    RUNS.clear()
+    first, second = (
+        _record(tmp_path / "store", lambda: fanned_out_agent(checkpoints)) for _ in range(2)
+    )
+    assert RUNS == ["read_stock"] * 6
+    assert second.seen[1] == [{"total": 18}]  # the second run went on with the first's counts
+    before = checkpoints.read_bytes()
+    for recorded in (first, second):
+        RUNS.clear()
+        with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
+            again = fanned_out_agent(checkpoints)
+        assert again == recorded.seen and RUNS == []
+        assert result.identical, result.first_divergence
+    assert checkpoints.read_bytes() == before

@@ -258,18 +258,27 @@ def _awaitable(answer: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
 
 def _config(config: Any) -> dict[str, Any] | None:
     """What of a ``RunnableConfig`` addresses a checkpoint: its thread and namespace, and
-    whether it names one checkpoint (``pinned``). Not which: checkpoint ids are drawn at
-    random, so a replay's differ from its recording's. The rest is the application's, or
-    LangGraph's own live objects."""
+    whether it names one checkpoint (``pinned``). Not which, nor a subgraph's task: checkpoint
+    ids are drawn at random, so a replay's differ from its recording's. The rest is the
+    application's, or LangGraph's own live objects."""
     if config is None:
         return None
     configurable = config.get("configurable") or {}
     found = {
         key: configurable[key] for key in ("thread_id", "checkpoint_ns") if key in configurable
     }
+    namespace = found.get("checkpoint_ns")
+    if isinstance(namespace, str) and namespace:
+        found["checkpoint_ns"] = _without_task_ids(namespace)
     if configurable.get("checkpoint_id"):
         found["pinned"] = True
     return found
+
+
+def _without_task_ids(namespace: str) -> str:
+    """A subgraph's namespace (``node:<task id>|inner:<task id>``) without its task ids,
+    which LangGraph derives from checkpoint ids: ``node|inner``."""
+    return "|".join(part.split(":", 1)[0] for part in namespace.split("|"))
 
 
 def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str) -> Any:
