@@ -57,6 +57,7 @@ __all__ = [
     "claim_tool_call",
     "current_call_key",
     "enclosing_step",
+    "named_call",
     "note_tool_calls",
     "perform",
     "perform_async",
@@ -269,6 +270,19 @@ def tool_call(
         attributes=attributes,
         effect=effect,
         content_keys=_TOOL_CONTENT_KEYS,
+    )
+
+
+def named_call(kind: str, name: str, arguments: bytes = _NO_ARGUMENTS, *, instant: bool) -> Call:
+    """The :class:`Call` of a ``value`` or ``checkpoint`` step named ``name``: its span is
+    ``{kind} {name}``, its name in ``replay.value.name``; matched by name, then arguments."""
+    return Call(
+        kind=kind,
+        name=name,
+        arguments=arguments,
+        span_name=f"{kind} {name}",
+        attributes={A.REPLAY_VALUE_NAME: name},
+        instant=instant,
     )
 
 

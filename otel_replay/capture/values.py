@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from otel_replay import attributes as A
-from otel_replay.capture._envelope import Call, perform
+from otel_replay.capture._envelope import named_call, perform
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body, restorer
 
 __all__ = ["checkpoint", "now", "side_effect", "uuid4"]
@@ -25,21 +24,10 @@ T = TypeVar("T")
 _NO_ARGUMENTS = b"{}"
 
 
-def _call(kind: str, name: str, arguments: bytes = _NO_ARGUMENTS, *, instant: bool) -> Call:
-    return Call(
-        kind=kind,
-        name=name,
-        arguments=arguments,
-        span_name=f"{kind} {name}",
-        attributes={A.REPLAY_VALUE_NAME: name},
-        instant=instant,
-    )
-
-
 def now() -> dt.datetime:
     """The current time as an aware datetime in the local zone; the recorded one on replay."""
     return perform(
-        _call("value", "now", instant=True),
+        named_call("value", "now", instant=True),
         lambda: dt.datetime.now().astimezone(),
         lambda value: encode_exact(value.isoformat()),
         lambda body: dt.datetime.fromisoformat(orjson.loads(body)),
@@ -49,7 +37,7 @@ def now() -> dt.datetime:
 def uuid4() -> uuid_module.UUID:
     """A random UUID; the recorded one on replay."""
     return perform(
-        _call("value", "uuid4", instant=True),
+        named_call("value", "uuid4", instant=True),
         uuid_module.uuid4,
         lambda value: encode_exact(str(value)),
         lambda body: uuid_module.UUID(orjson.loads(body)),
@@ -61,7 +49,7 @@ def side_effect(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T
     recorded value (restored to ``fn``'s annotated return type) or its recorded exception."""
     arguments = encode({"args": list(args), "kwargs": kwargs})
     value: T = perform(
-        _call("value", name, arguments, instant=False),
+        named_call("value", name, arguments, instant=False),
         lambda: fn(*args, **kwargs),
         encode_exact,
         restorer(fn),
@@ -73,7 +61,7 @@ def checkpoint(name: str, state: T) -> T:
     """Record ``state`` as the checkpoint ``name`` and return it; on replay, the recorded
     state (as ``state``'s type where it validates as one)."""
     value: T = perform(
-        _call("checkpoint", name, instant=True),
+        named_call("checkpoint", name, instant=True),
         lambda: state,
         encode_exact,
         lambda body: typing.cast(T, restore_body(body, type(state))),

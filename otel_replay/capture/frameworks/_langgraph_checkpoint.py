@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from otel_replay import attributes as A
 from otel_replay.capture._envelope import (
     Call,
     active,
+    named_call,
     perform,
     perform_async,
     recorded_at,
@@ -135,17 +135,6 @@ def _replayed_delta(
 # -- reads ------------------------------------------------------------------------------
 
 
-def _call(method: str, arguments: bytes) -> Call:
-    name = f"langgraph.{method}"
-    return Call(
-        kind="checkpoint",
-        name=name,
-        arguments=arguments,
-        span_name=f"checkpoint {name}",
-        attributes={A.REPLAY_VALUE_NAME: name},
-    )
-
-
 def _record(value: Any) -> bytes:
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
         value = value._asdict()
@@ -183,7 +172,9 @@ def _step_call(read: _Read, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Ca
     if _inside.get() or not active():
         return None
     try:
-        return _call(read.step, read.arguments(args, kwargs))
+        return named_call(
+            "checkpoint", f"langgraph.{read.step}", read.arguments(args, kwargs), instant=False
+        )
     except Exception as exc:
         unrecorded(_FRAMEWORK, exc)
         return None

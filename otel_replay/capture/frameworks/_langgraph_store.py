@@ -19,10 +19,10 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from otel_replay import attributes as A
 from otel_replay.capture._envelope import (
     Call,
     active,
+    named_call,
     perform,
     perform_async,
     recorded_at,
@@ -48,13 +48,7 @@ def patch(module: ModuleType) -> Callable[[], None]:
 
 
 def _call(reads: list[Any]) -> Call:
-    return Call(
-        kind="checkpoint",
-        name=_NAME,
-        arguments=encode([_read(op) for op in reads]),
-        span_name=f"checkpoint {_NAME}",
-        attributes={A.REPLAY_VALUE_NAME: _NAME},
-    )
+    return named_call("checkpoint", _NAME, encode([_read(op) for op in reads]), instant=False)
 
 
 def _read(op: Any) -> dict[str, Any]:

@@ -23,8 +23,14 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from otel_replay import attributes as A
-from otel_replay.capture._envelope import Call, active, perform_async, recorded_at, serving
+from otel_replay.capture._envelope import (
+    Call,
+    active,
+    named_call,
+    perform_async,
+    recorded_at,
+    serving,
+)
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
 
@@ -56,13 +62,7 @@ def _call(method: str, instance: Any, kwargs: dict[str, Any]) -> Call:
     arguments: dict[str, Any] = {"session_id": getattr(instance, "session_id", None)}
     if kwargs.get("limit") is not None:
         arguments["limit"] = kwargs["limit"]
-    return Call(
-        kind="checkpoint",
-        name=name,
-        arguments=encode(arguments),
-        span_name=f"checkpoint {name}",
-        attributes={A.REPLAY_VALUE_NAME: name},
-    )
+    return named_call("checkpoint", name, encode(arguments), instant=False)
 
 
 def _read(method: str, empty: Any) -> Callable[..., Any]:
