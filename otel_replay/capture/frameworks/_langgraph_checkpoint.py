@@ -30,7 +30,7 @@ tool's result would.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -143,13 +143,12 @@ def _record(value: Any) -> bytes:
     return encode_exact(tagged(value))
 
 
-def _ways(
-    read: _Read, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Callable[[], Any], Callable[[bytes], Any]] | None:
-    """Under replay, how the read is answered: from the replay's shadow alone (no recorded
-    read matched it), and from the recorded read's body; None when not replaying."""
-    if not serving():
-        return None
+def _replayed(
+    call: Call, read: _Read, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Under replay, the read's answer: the replay's shadow given the matched recorded read
+    (or, when none matched, the shadow alone); the shadow alone as well for a recording made
+    before these reads were steps."""
     shadow = shadow_of(instance)
 
     def own() -> Any:
@@ -159,7 +158,9 @@ def _ways(
         value = read.rebuild(untagged(restore_body(body)))
         return read.replayed(shadow, args, kwargs, value)
 
-    return own, recorded
+    if not recorded_at(call.kind, call.name):
+        return own()
+    return perform(call, own, _record, recorded)
 
 
 def _unused(body: bytes) -> Any:
@@ -187,11 +188,8 @@ def _read(read: _Read) -> Callable[..., Any]:
             return wrapped(*args, **kwargs)
         token = _inside.set(True)
         try:
-            ways = _ways(read, instance, args, kwargs)
-            if ways is not None and not recorded_at(call.kind, call.name):
-                value = ways[0]()  # recorded before these reads were steps: the shadow alone
-            elif ways is not None:
-                value = perform(call, ways[0], _record, ways[1])
+            if serving():
+                value = _replayed(call, read, instance, args, kwargs)
             elif read.many:
                 value = perform(call, lambda: list(wrapped(*args, **kwargs)), _record, _unused)
             else:
@@ -219,11 +217,8 @@ def _aread(read: _Read) -> Callable[..., Any]:
         async def step() -> Any:
             token = _inside.set(True)
             try:
-                ways = _ways(read, instance, args, kwargs)
-                if ways is not None and not recorded_at(call.kind, call.name):
-                    return ways[0]()  # recorded before these reads were steps
-                if ways is not None:
-                    return await perform_async(call, _awaitable(ways[0]), _record, ways[1])
+                if serving():
+                    return _replayed(call, read, instance, args, kwargs)
                 return await perform_async(call, live, _record, _unused)
             finally:
                 _inside.reset(token)
@@ -238,13 +233,6 @@ def _aread(read: _Read) -> Callable[..., Any]:
         return items()
 
     return wrapper
-
-
-def _awaitable(answer: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
-    async def answered() -> Any:
-        return answer()
-
-    return answered
 
 
 def _config(config: Any) -> dict[str, Any] | None:
