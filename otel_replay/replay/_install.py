@@ -12,12 +12,8 @@ the capture's recording included — runs unchanged on top of the replayed respo
 from __future__ import annotations
 
 import importlib
-import weakref
 from collections.abc import Callable
 from typing import Any
-
-import wrapt
-from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay import settings
 from otel_replay._workers import add_part, remove_part
@@ -40,7 +36,7 @@ PART = "replay"
 def install(session: ReplaySession) -> Callable[[], None]:
     """Route every httpx/httpx2, urllib3 and aiohttp request through ``session``; returns
     the undo function."""
-    wrapped: list[Any] = []
+    wrapped: list[tuple[type[Any], Any]] = []
     for name in CLIENT_MODULES:
         try:
             module = importlib.import_module(name)
@@ -48,8 +44,9 @@ def install(session: ReplaySession) -> Callable[[], None]:
             continue
         sync_cls, async_cls = transport_classes(module)
         for client, cls in ((module.Client, sync_cls), (module.AsyncClient, async_cls)):
-            wrapt.wrap_function_wrapper(client, "_transport_for_url", _chooser(session, cls))
-            wrapped.append(client)
+            choose = client._transport_for_url
+            client._transport_for_url = _chooser(session, cls, choose)
+            wrapped.append((client, choose))
     undo_transports = install_transports(session)  # urllib3 (requests, botocore), aiohttp
     guards: list[SocketGuard | AuditGuard | NetworkObserver] = []
     if session.strict:
@@ -68,8 +65,8 @@ def install(session: ReplaySession) -> Callable[[], None]:
         remove_part(PART)
         detach()
         use_server(None)
-        for client in wrapped:
-            unwrap(client, "_transport_for_url")
+        for client, choose in reversed(wrapped):
+            client._transport_for_url = choose
         wrapped.clear()
         undo_transports()
         for guard in reversed(guards):
@@ -79,14 +76,20 @@ def install(session: ReplaySession) -> Callable[[], None]:
     return undo
 
 
-def _chooser(session: ReplaySession, cls: type[Any]) -> Callable[..., Any]:
-    replacements: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+def _chooser(
+    session: ReplaySession, cls: type[Any], choose: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """A client's ``_transport_for_url`` that gives the replay transport in place of the
+    transport ``choose`` picks (one replay transport per original, made on first use). A plain
+    function, not a wrapper object: it runs on every request."""
+    # Each replacement holds its original (its fallback), so the keys could not be weak.
+    replacements: dict[Any, Any] = {}
 
-    def choose(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        original = wrapped(*args, **kwargs)
+    def _transport_for_url(client: Any, url: Any) -> Any:
+        original = choose(client, url)
         replacement = replacements.get(original)
         if replacement is None:
             replacement = replacements[original] = cls(session, original)
         return replacement
 
-    return choose
+    return _transport_for_url

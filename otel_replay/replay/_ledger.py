@@ -51,7 +51,7 @@ class Ledger:
         self._own: list[int] | None = [0] * (self._order + 1)
         self._cells: SharedCells | None = None
         self._guard = threading.Lock()  # the account while it is the process's own
-        self.asked()
+        self._own[self._asked] = time.monotonic_ns()
         _LIVE.add(self)
 
     def locked(self) -> AbstractContextManager[Any]:
@@ -85,22 +85,26 @@ class Ledger:
         if slot is not None:
             self._set(slot, self._get(slot) + 1)
 
-    def seen(self, endpoint: str) -> int:
-        """How many requests to ``endpoint`` came before (0 for an endpoint the recording
-        lacks: no recorded step of it to take by position)."""
+    def arrive(self, endpoint: str) -> int:
+        """Count one more request to ``endpoint`` and note that the replay asked for something
+        now (under :meth:`locked`); returns how many requests to it came before (0 for an
+        endpoint the recording lacks: no recorded step of it to take by position)."""
         cell = self._endpoints.get(endpoint)
-        return 0 if cell is None else self._get(cell)
-
-    def see(self, endpoint: str) -> None:
-        """Count one more request to ``endpoint`` (under :meth:`locked`)."""
-        cell = self._endpoints.get(endpoint)
-        if cell is not None:
-            self._set(cell, self._get(cell) + 1)
-
-    def asked(self) -> None:
-        """Note that the replay asked for something now (under :meth:`locked`, or before
-        anyone shares the account)."""
-        self._set(self._asked, time.monotonic_ns())
+        now = time.monotonic_ns()
+        own = self._own
+        if own is not None:  # the process's own account: no cells to go through
+            own[self._asked] = now
+            if cell is None:
+                return 0
+            before = own[cell]
+            own[cell] = before + 1
+            return before
+        self._set(self._asked, now)
+        if cell is None:
+            return 0
+        before = self._get(cell)
+        self._set(cell, before + 1)
+        return before
 
     def last_asked(self) -> float:
         """When the replay last asked for anything, in ``time.monotonic()`` seconds."""

@@ -41,7 +41,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
@@ -62,8 +62,7 @@ VOLATILE_FIELDS: frozenset[str] = frozenset(
 attempt (end-user ids, tracing metadata, cache keys), not what is asked."""
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
+class Match(NamedTuple):  # made for every replayed request: a tuple is quick to make
     """How a request was answered: the recorded step, the level that matched, and whether the
     step had already been served."""
 
@@ -188,7 +187,8 @@ class Matcher:
         self.run = run
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)  # notified when a step is served
-        self._wakers: list[Callable[[], None]] = []
+        self._waiting = 0  # threads waiting on it: a request notifies only when some do
+        self._wakers: tuple[Callable[[], None], ...] = ()
         self.ledger = Ledger(run)
         """What was served, and the last request (matched or not), for every process."""
         self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
@@ -244,18 +244,28 @@ class Matcher:
                 assert live is not None
                 endpoint = live.endpoint
                 result = self._by_content(live, call_id) or self._by_messages(live)
-            ordinal = ledger.seen(endpoint)
-            ledger.see(endpoint)
+            ordinal = ledger.arrive(endpoint)
             if result is None:
                 result = self._by_position(endpoint, ordinal)
             if result is not None:
                 ledger.serve(result.step.index)
-            ledger.asked()
-            self._asked.notify_all()
-            wakers = list(self._wakers)
+            if self._waiting:
+                self._asked.notify_all()
+            wakers = self._wakers
         for wake in wakers:
             wake()
         return result
+
+    def started_during(self, step: RecordedStep) -> bool:
+        """Whether the recording started a step another's response can wait for while
+        ``step``'s response came (see :meth:`awaited`)."""
+        start = step.start_ns
+        if start is None:
+            return False
+        end = start + max([step.duration_ns, *(at for _, at in step.chunks)])
+        starts = self._starts
+        first = bisect.bisect_right(starts, (start, math.inf))
+        return first < len(starts) and starts[first][0] < end
 
     def awaited(self, step: RecordedStep, at_ns: int) -> Awaited:
         """What the piece of ``step``'s response that came ``at_ns`` after its request waits
@@ -280,11 +290,15 @@ class Matcher:
         replay has asked for nothing for :data:`IDLE_S` (see :meth:`patience`)."""
         deadline = time.monotonic() + timeout
         with self._asked:
-            while not self.reached(steps):
-                left = self._patience(deadline)
-                if left <= 0:
-                    return
-                self._asked.wait(min(left, WAIT_SLICE_S))
+            self._waiting += 1
+            try:
+                while not self.reached(steps):
+                    left = self._patience(deadline)
+                    if left <= 0:
+                        return
+                    self._asked.wait(min(left, WAIT_SLICE_S))
+            finally:
+                self._waiting -= 1
 
     def patience(self, deadline: float) -> float:
         """Seconds a piece waiting for requests may still wait: until ``deadline``
@@ -301,11 +315,13 @@ class Matcher:
         """Call ``wake`` (from whichever thread serves) after each served request; returns
         the undo."""
         with self._lock:
-            self._wakers.append(wake)
+            self._wakers = (*self._wakers, wake)
 
         def undo() -> None:
             with self._lock:
-                self._wakers.remove(wake)
+                wakers = list(self._wakers)
+                wakers.remove(wake)
+                self._wakers = tuple(wakers)
 
         return undo
 

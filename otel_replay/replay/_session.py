@@ -28,9 +28,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import IO
+from typing import IO, NamedTuple
 
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
@@ -63,8 +63,7 @@ __all__ = ["Answer", "ReplaySession"]
 _HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):  # made for every replayed request: a tuple is quick to make
     """What the transport serves for one request.
 
     ``chunks`` are the body's pieces in recorded order and ``times`` when each is due (ns after
@@ -79,6 +78,14 @@ class Answer:
     times: tuple[int, ...]
     error_type: str | None
     awaits: tuple[Awaited, ...] = ()
+
+    @property
+    def whole(self) -> bytes | None:
+        """The body, when it is served in one piece at once with nothing after it (no
+        pacing, nothing awaited, no error); None otherwise."""
+        if len(self.chunks) > 1 or self.awaits or self.error_type is not None or any(self.times):
+            return None
+        return self.chunks[0] if self.chunks else b""
 
 
 def _wants_stream(step: RecordedStep, body: bytes) -> bool | None:
@@ -116,30 +123,28 @@ def _is_exception(error_type: str | None) -> bool:
 def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
     body = step.response_body
     chunks: list[bytes] = []
-    times: list[int] = []
-    awaits: list[Awaited] = []
+    ats: list[int] = []  # when each chunk came, ns after the request
     offset = 0
     for size, at in step.chunks:
         chunks.append(body[offset : offset + size])
-        times.append(at if timing == "recorded" else 0)
-        awaits.append(matcher.awaited(step, at))
+        ats.append(at)
         offset += size
     if offset < len(body):
         chunks.append(body[offset:])
-        times.append(step.duration_ns if timing == "recorded" else 0)
-        awaits.append(matcher.awaited(step, step.duration_ns))
-    awaits.append(matcher.awaited(step, step.duration_ns))
+        ats.append(step.duration_ns)
+    times = tuple(ats) if timing == "recorded" else (0,) * len(ats)
+    awaits: tuple[Awaited, ...] = ()
+    if matcher.started_during(step):
+        awaits = tuple(matcher.awaited(step, at) for at in (*ats, step.duration_ns))
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
-    headers = tuple((k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS)
+    headers = tuple([(k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS])
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
     error = step.error_type if _is_exception(step.error_type) and not step.complete else None
     if step.status_code is None and error is None:
         error = step.error_type or "TransportError"
-    if not any(a.steps for a in awaits):
-        awaits.clear()
-    return Answer(step.status_code, headers, tuple(chunks), tuple(times), error, tuple(awaits))
+    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits)
 
 
 _IGNORED = {
@@ -184,7 +189,6 @@ class ReplaySession:
         self._steps: list[ServedStep] = []
         self._network: list[str] = []
         self._subprocesses: list[str] = []
-        self._answers: dict[tuple[int, bool | None], Answer] = {}
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
         # The replay verb learns the program loaded us; its first process is the program.
@@ -219,11 +223,7 @@ class ReplaySession:
         step = self._served_step(method, url, body, request_hash, sent=True)
         if step is None:
             return None
-        key = (step.index, _wants_stream(step, body))
-        answer = self._answers.get(key)
-        if answer is None:
-            answer = self._answers[key] = _answer(_shaped(step, key[1]), self.timing, self.matcher)
-        return answer
+        return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the

@@ -30,13 +30,15 @@ keep the real pace. otel-replay's own records of the replay keep the real time
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 from otel_replay.settings import Clock, Timing
 
@@ -63,6 +65,7 @@ class World:
         self._traveller: Any = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._skipped_ns = 0  # what the skipped sleeps add to the monotonic clocks
+        self._outer: World | None = None  # the world current before this one started
         self._lock = threading.Lock()
 
     @property
@@ -81,7 +84,10 @@ class World:
 
     def stop(self) -> None:
         # A module imported during the replay bound our sleeps and clocks by name, and keeps
-        # them: once nothing is patched (see _skipping) they act as the real ones again.
+        # them: with no world current they act as the real ones.
+        global _current  # noqa: PLW0603
+        if _current is self:
+            _current = self._outer
         self._skipped_ns = 0
         patched, self._patched = self._patched, []
         for owner, name, original in reversed(patched):
@@ -89,11 +95,6 @@ class World:
         if self._travel is not None:
             self._travel.stop()
             self._travel = self._traveller = None
-
-    @property
-    def _skipping(self) -> bool:
-        """Sleeps are skipped while our replacements are in place (fast timing, started)."""
-        return bool(self._patched)
 
     def _advance(self, seconds: float) -> None:
         """Move the clocks on by a sleep skipped in the calling thread, unless it is shorter
@@ -110,66 +111,135 @@ class World:
                 traveller.shift(seconds)
 
     def _patch_sleeps_and_clocks(self) -> None:
-        real_sleep = time.sleep
-        real_async_sleep = asyncio.sleep
-
-        def sleep(seconds: float) -> None:
-            if self._skipping and seconds > 0 and math.isfinite(seconds):
-                self._advance(seconds)
-                seconds = 0
-            real_sleep(seconds)  # 0 still yields the GIL; a bad value fails as it would
-
-        async def async_sleep(delay: float, result: Any = None) -> Any:
-            if self._skipping and delay > 0 and math.isfinite(delay):
-                self._advance(delay)
-                delay = 0
-            return await real_async_sleep(delay, result)
-
-        replacements: dict[int, Any] = {id(real_sleep): sleep, id(real_async_sleep): async_sleep}
-        for name in ("monotonic", "perf_counter"):
-            real: Callable[[], float] = getattr(time, name)
-            real_ns: Callable[[], int] = getattr(time, f"{name}_ns")
-            replacements[id(real)] = self._seconds_clock(real)
-            replacements[id(real_ns)] = self._ns_clock(real_ns)
+        global _current  # noqa: PLW0603 - the one world the process's replacements serve
+        patches = _Patches.of_the_time_module()
+        self._outer, _current = _current, self
         # Besides the modules' own names, every name a module bound to them before the replay
         # began (``from time import sleep``, anyio's asyncio backend): later imports bind
         # ours.
-        self._replace_everywhere(replacements)
-
-    def _seconds_clock(self, real: Callable[[], float]) -> Callable[[], float]:
-        def clock() -> float:
-            skipped = self._skipped_ns
-            if skipped and not _ours(sys._getframe(1)):
-                return real() + skipped / 1e9
-            return real()
-
-        return clock
-
-    def _ns_clock(self, real: Callable[[], int]) -> Callable[[], int]:
-        def clock_ns() -> int:
-            skipped = self._skipped_ns
-            if skipped and not _ours(sys._getframe(1)):
-                return real() + skipped
-            return real()
-
-        return clock_ns
-
-    def _replace_everywhere(self, replacements: dict[int, Any]) -> None:
-        for module in list(sys.modules.values()):
-            names = getattr(module, "__dict__", None)
-            if not isinstance(names, dict):
+        for owner, name, original in patches.bindings():
+            try:
+                setattr(owner, name, patches.replacements[id(original)])
+            except (AttributeError, TypeError):  # a module that refuses: left as is
                 continue
-            for name, value in list(names.items()):
-                replacement = replacements.get(id(value))
-                if replacement is not None:
-                    try:
-                        setattr(module, name, replacement)
-                    except (AttributeError, TypeError):  # a module that refuses: left as is
-                        continue
-                    self._patched.append((module, name, value))
+            self._patched.append((owner, name, original))
 
 
 def _ours(frame: FrameType) -> bool:
     """True when ``frame`` runs otel-replay's own code, which reads the real clocks."""
     name = frame.f_globals.get("__name__")
     return isinstance(name, str) and name.startswith("otel_replay.")
+
+
+_current: World | None = None
+"""The world whose sleeps are skipped and whose clocks are moved, while one is started."""
+
+
+class _Patches:
+    """The process's replacements for one set of real sleeps and clocks, and where loaded
+    modules bind those real ones.
+
+    The replacements are made once and serve whichever world is current, so a name a module
+    bound to one during an earlier replay stays right in every later one (and real between
+    them). Where modules bind the real functions is remembered per module, so a session walks
+    the names of the modules it has not seen (or whose names were added to) only: walking
+    every loaded module's names at each session start evicted the CPU's caches, and the first
+    replayed request after it paid 130-200 µs.
+    """
+
+    _made: ClassVar[dict[tuple[int, ...], _Patches]] = {}
+
+    def __init__(self, reals: tuple[Callable[..., Any], ...]) -> None:
+        real_sleep, real_async_sleep, *clocks = reals
+        self._reals = reals  # held, so the ids below stay theirs
+        self.replacements: dict[int, Any] = {
+            id(real_sleep): _sleep(real_sleep),
+            id(real_async_sleep): _async_sleep(real_async_sleep),
+        }
+        for real, real_ns in zip(clocks[::2], clocks[1::2], strict=True):
+            self.replacements[id(real)] = _seconds_clock(real)
+            self.replacements[id(real_ns)] = _ns_clock(real_ns)
+        # module name -> (the module, its number of names then, the names bound to a real one)
+        self._seen: dict[str, tuple[weakref.ref[Any], int, tuple[str, ...]]] = {}
+
+    @classmethod
+    def of_the_time_module(cls) -> _Patches:
+        """The replacements for the sleeps and clocks ``time`` and ``asyncio`` hold now."""
+        reals = (
+            time.sleep,
+            asyncio.sleep,
+            time.monotonic,
+            time.monotonic_ns,
+            time.perf_counter,
+            time.perf_counter_ns,
+        )
+        key = tuple(map(id, reals))
+        made = cls._made.get(key)
+        if made is None:
+            made = cls._made[key] = cls(reals)
+        return made
+
+    def bindings(self) -> list[tuple[Any, str, Any]]:
+        """Every (module, name, real function) a loaded module binds now."""
+        found: list[tuple[Any, str, Any]] = []
+        replaced = self.replacements
+        for key, module in list(sys.modules.items()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            seen = self._seen.get(key)
+            if seen is not None and seen[0]() is module and seen[1] == len(names):
+                bound = seen[2]
+            else:
+                bound = tuple(name for name, value in list(names.items()) if id(value) in replaced)
+                with contextlib.suppress(TypeError):  # a stand-in object: walked every time
+                    self._seen[key] = (weakref.ref(module), len(names), bound)
+            for name in bound:
+                value = names.get(name)
+                if id(value) in replaced:
+                    found.append((module, name, value))
+        return found
+
+
+def _sleep(real: Callable[[float], None]) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        world = _current
+        if world is not None and seconds > 0 and math.isfinite(seconds):
+            world._advance(seconds)
+            seconds = 0
+        real(seconds)  # 0 still yields the GIL; a bad value fails as it would
+
+    return sleep
+
+
+def _async_sleep(real: Callable[..., Any]) -> Callable[..., Any]:
+    async def async_sleep(delay: float, result: Any = None) -> Any:
+        world = _current
+        if world is not None and delay > 0 and math.isfinite(delay):
+            world._advance(delay)
+            delay = 0
+        return await real(delay, result)
+
+    return async_sleep
+
+
+def _seconds_clock(real: Callable[[], float]) -> Callable[[], float]:
+    def clock() -> float:
+        world = _current
+        skipped = 0 if world is None else world._skipped_ns
+        if skipped and not _ours(sys._getframe(1)):
+            return real() + skipped / 1e9
+        return real()
+
+    return clock
+
+
+def _ns_clock(real: Callable[[], int]) -> Callable[[], int]:
+    def clock_ns() -> int:
+        world = _current
+        skipped = 0 if world is None else world._skipped_ns
+        if skipped and not _ours(sys._getframe(1)):
+            return real() + skipped
+        return real()
+
+    return clock_ns

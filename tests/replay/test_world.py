@@ -95,6 +95,35 @@ def test_names_bound_during_the_replay_are_real_again_after_it(tmp_path: Path) -
         sys.modules.pop("late_bound", None)
 
 
+def test_each_replay_finds_the_names_bound_since_the_last(tmp_path: Path) -> None:
+    # Where modules bind the real sleep is remembered from one replay to the next (walking
+    # every module's names at each start was slow): a module imported since, and a name a
+    # known module gained since, must still be found.
+    (tmp_path / "bound_between.py").write_text("from time import sleep\n")
+    real_clock = time.perf_counter
+    module = sys.modules[__name__]
+    with otel_replay.replaying(_run(LEAP)):
+        started = real_clock()
+        bound_sleep(2)
+        assert real_clock() - started < 0.5
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import bound_between  # type: ignore[import-not-found]
+
+        module.gained_sleep = time.sleep  # type: ignore[attr-defined]
+        with otel_replay.replaying(_run(LEAP)):
+            started = real_clock()
+            bound_sleep(2)
+            bound_between.sleep(2)
+            module.gained_sleep(2)  # type: ignore[attr-defined]
+            assert real_clock() - started < 0.5
+        assert bound_between.sleep is module.gained_sleep is time.sleep  # given back
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("bound_between", None)
+        vars(module).pop("gained_sleep", None)
+
+
 def test_recorded_timing_keeps_sleeps_and_a_live_clock_is_left_alone() -> None:
     with otel_replay.replaying(_run(LEAP), timing="recorded", clock="live"):
         started = time.monotonic()
