@@ -23,6 +23,14 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     │                                              connection errors (urllib3, aiohttp)
     └── UnmatchedInPoolError(Exception)    the same, in a multiprocessing.Pool task
 
+    RecordedValueError(BaseException)      a recorded step's value cannot be given back as what
+    │                                      its call returns (a malformed or hostile recording)
+    └── RecordedValueInPoolError(Exception)  the same, in a multiprocessing.Pool task
+
+The two BaseException trees stop the replayed program where the replay cannot go on: an SDK's
+retry loop, a framework's tool error handler or a graph's retry policy catches ``Exception``
+and would carry on past them.
+
 Every store error names the thing it is about (path, run id, step index or hash) in its
 message, on one line.
 """
@@ -37,6 +45,8 @@ __all__ = [
     "NetworkBlockedError",
     "OtelReplayError",
     "RecordedError",
+    "RecordedValueError",
+    "RecordedValueInPoolError",
     "RunNotFoundError",
     "SourceError",
     "StoreError",
@@ -166,3 +176,39 @@ class UnmatchedInPoolError(UnmatchedRequestError, Exception):
     the task's result. ``except Exception`` catches this one (an SDK may retry it first), and
     the pool hands it to the caller; the replay still reports the request as unmatched. The
     message is the same."""
+
+
+class RecordedValueError(BaseException):
+    """A recorded step's value cannot be given back as what its call returns: the recording
+    (an OTLP file from anywhere, a tampered store) holds, for a tool, a value, a checkpoint,
+    a store or a session read, a result that is not JSON, or not what the call must rebuild
+    (a checkpoint that is no checkpoint tuple, a store item without its key, session items
+    that are no list).
+
+    ``run_id`` is the recorded run, ``step_index`` the recorded step, ``step_name`` its kind
+    and name (``checkpoint langgraph.get_tuple``), ``what`` what is wrong with the value; the
+    message is ``run RUN step N (NAME): WHAT``, one line. The replay stops there: the
+    ``replay`` verb reports bad input (exit 2), ``replaying()`` raises it and its result's
+    outcome is ``bad_recording``. It derives from BaseException, as
+    :class:`UnmatchedRequestError` does, so that no framework's ``except Exception`` (a tool
+    error handler turning it into a message for the model, a retry policy) carries on with a
+    value the recording does not hold.
+    """
+
+    def __init__(self, run_id: str, step_index: int, step_name: str, what: str) -> None:
+        super().__init__(f"run {run_id} step {step_index} ({step_name}): {what}")
+        self.run_id, self.step_index, self.step_name, self.what = (
+            run_id,
+            step_index,
+            step_name,
+            what,
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str, str]]:
+        return type(self), (self.run_id, self.step_index, self.step_name, self.what)
+
+
+class RecordedValueInPoolError(RecordedValueError, Exception):
+    """:class:`RecordedValueError` in a task of a ``multiprocessing.Pool`` worker, which
+    catches ``Exception`` around each task and nothing else (its base alone would end the
+    worker and leave the pool waiting forever); the pool hands it to the caller."""

@@ -13,13 +13,17 @@ the matcher and the divergence report treat it as they treat HTTP:
 
 The replay installs a :class:`Server` (:func:`use_server`); while one is in charge every step
 is asked of it first, and only a step it has no answer for (non-strict replay) runs live.
-A write tool never runs live under replay. The capture, when the instrumentor is active
-(:func:`use_recorder`), records every step in both modes: a replay is a run of its own.
+A write tool never runs live under replay. A recorded answer that cannot be given back as
+what the call returns (not JSON, or not what its hook rebuilds: :class:`Unfit`) raises
+:class:`~otel_replay.errors.RecordedValueError` naming the step, told to the server first.
+The capture, when the instrumentor is active (:func:`use_recorder`), records every step in
+both modes: a replay is a run of its own.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import uuid
 from collections import OrderedDict, deque
@@ -37,11 +41,12 @@ from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
-from otel_replay._workers import unmatched
+from otel_replay._workers import in_pool_worker, unmatched
 from otel_replay.capture._jsonable import restoring, shape_content_type, take_shape
 from otel_replay.capture._loaded import loaded_dotted_class
 from otel_replay.capture._run import current_run, qualified_name
-from otel_replay.errors import RecordedError
+from otel_replay.capture._unfit import Unfit, first_line
+from otel_replay.errors import RecordedError, RecordedValueError, RecordedValueInPoolError
 from otel_replay.step import Step
 
 if TYPE_CHECKING:
@@ -120,6 +125,10 @@ class Server(Protocol):
     def holds(self, url: str) -> bool:
         """Whether the recording has any step at ``url`` (``checkpoint:langgraph.get_tuple``):
         one made before such calls were steps has none."""
+
+    def bad_value(self, error: RecordedValueError) -> None:
+        """A served step's recorded value could not be given back (``error`` is raised next):
+        the replay's verdict is bad input, whatever the program does with the error."""
 
 
 _recorder: Recorder | None = None
@@ -590,16 +599,40 @@ def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     opened.finish(served.body, served.error_type, served.shape)  # a replay's own run keeps it
     if served.error_type is not None:
         _raise_recorded(served.body, served.error_type)
-    with restoring(served.body, served.shape):
-        return restore(served.body)
+    try:
+        with restoring(served.body, served.shape):
+            return restore(served.body)
+    except Unfit as exc:
+        what = str(exc)
+    except json.JSONDecodeError as exc:  # orjson's too
+        what = f"the recorded value is not JSON ({first_line(exc)})"
+    except RecursionError:
+        what = "the recorded value is nested too deeply to rebuild"
+    except Exception as exc:  # whatever rebuilding it met: the recording is input
+        what = f"the recorded value cannot be rebuilt ({qualified_name(exc)}: {first_line(exc)})"
+        raise _bad_value(opened, served, what) from exc
+    raise _bad_value(opened, served, what) from None
+
+
+def _bad_value(opened: _Open, served: Served, what: str) -> RecordedValueError:
+    """The error that ends the replay at ``served``, told to the replay first. Inside a
+    ``Pool`` task it is also an ``Exception``, so that the pool hands it on (see errors)."""
+    kind = RecordedValueInPoolError if in_pool_worker() else RecordedValueError
+    call = opened.call
+    error = kind(served.run_id, served.index, f"{call.kind} {call.name}", what)
+    server = _server
+    if server is not None:
+        server.bad_value(error)
+    return error
 
 
 def perform(
     call: Call, live: Callable[[], T], encode: Callable[[T], bytes], restore: Callable[[bytes], T]
 ) -> T:
     """Make the step ``call``: served from the recording under replay (``restore`` turns the
-    recorded body into the value), else ``live()``, whose value ``encode`` records (it may
-    raise, as a contract check does). What the step raised is raised again."""
+    recorded body into the value; what it raises, :class:`Unfit` or another error, becomes a
+    :class:`~otel_replay.errors.RecordedValueError`), else ``live()``, whose value ``encode``
+    records (it may raise, as a contract check does). What the step raised is raised again."""
     opened = _Open(call)
     if opened.served is not None:
         return _served(opened, restore)

@@ -37,6 +37,7 @@ import enum
 import functools
 import inspect
 import itertools
+import json
 import math
 import pathlib
 import re
@@ -56,6 +57,7 @@ __all__ = [
     "content_type_shape",
     "encode",
     "encode_exact",
+    "parse_exact",
     "restore",
     "restore_body",
     "restorer",
@@ -456,15 +458,38 @@ def restore(value: Any, annotation: Any) -> Any:
 def restore_body(body: bytes, annotation: Any = None) -> Any:
     """The value an exact result ``body`` was written from: rebuilt from its shape when it
     is being restored with one (:func:`restoring`) that fits, else the parsed JSON restored
-    to ``annotation`` as :func:`restore` does."""
-    value = orjson.loads(body)
+    to ``annotation`` as :func:`restore` does. Raises ``json.JSONDecodeError`` when ``body`` is
+    not JSON (see :func:`parse_exact`)."""
+    value = parse_exact(body)
     served = _restoring.get()
     if served is not None and served[0] is body and len(served[1]) <= _MAX_SHAPE:
         try:
             return _shaped(value, orjson.loads(served[1]))
-        except (_Unshapeable, orjson.JSONDecodeError, RecursionError):
-            pass  # what fits the annotation, as a recording without a shape
+        except (_Unshapeable, ValueError, TypeError, RecursionError):
+            # A shape that does not fit (set members or keys that cannot be hashed too):
+            # what fits the annotation, as a recording without a shape.
+            pass
     return restore(value, annotation)
+
+
+# A number of 20 digits or more outside a string (a false match inside one costs only time).
+_BIG_INT = re.compile(rb"(?:^|[\[:,\s-])\d{20,}(?=$|[\]},\s])")
+
+
+def parse_exact(body: bytes) -> Any:
+    """The JSON ``body`` parsed with its integers exact: orjson reads one beyond 64 bits as a
+    float (``2**70 + 1`` came back as ``2**70``, a float), so a body holding such a number is
+    read by the standard library, whose limit on digits (4,300) keeps a huge one from costing
+    quadratic time. Raises ``json.JSONDecodeError`` (orjson's is one) when ``body`` is not
+    JSON, is nested too deeply (past 1,024 levels) or holds a number that huge."""
+    if _BIG_INT.search(body) is None:
+        return orjson.loads(body)
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:  # too many digits, too deep, not UTF-8
+        raise json.JSONDecodeError(str(exc)[:200] or type(exc).__name__, "", 0) from None
 
 
 def return_hint(function: Any) -> Any:

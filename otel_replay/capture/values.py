@@ -17,6 +17,7 @@ import orjson
 
 from otel_replay.capture._envelope import named_call, perform
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body, restorer
+from otel_replay.capture._unfit import Unfit, json_kind
 
 __all__ = ["checkpoint", "now", "side_effect", "uuid4"]
 
@@ -30,7 +31,7 @@ def now() -> dt.datetime:
         named_call("value", "now", instant=True),
         lambda: dt.datetime.now().astimezone(),
         lambda value: encode_exact(value.isoformat()),
-        lambda body: dt.datetime.fromisoformat(orjson.loads(body)),
+        _recorded_time,
     )
 
 
@@ -40,7 +41,7 @@ def uuid4() -> uuid_module.UUID:
         named_call("value", "uuid4", instant=True),
         uuid_module.uuid4,
         lambda value: encode_exact(str(value)),
-        lambda body: uuid_module.UUID(orjson.loads(body)),
+        _recorded_uuid,
     )
 
 
@@ -67,3 +68,26 @@ def checkpoint(name: str, state: T) -> T:
         lambda body: typing.cast(T, restore_body(body, type(state))),
     )
     return value
+
+
+def _recorded_time(body: bytes) -> dt.datetime:
+    text = orjson.loads(body)
+    try:
+        time = dt.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise Unfit(f"the recorded time is not an ISO 8601 text: {_what(text)}") from None
+    if time.tzinfo is None:  # now() gives an aware datetime, and code compares it with one
+        raise Unfit("the recorded time has no UTC offset")
+    return time
+
+
+def _recorded_uuid(body: bytes) -> uuid_module.UUID:
+    text = orjson.loads(body)
+    try:
+        return uuid_module.UUID(text)
+    except (AttributeError, TypeError, ValueError):
+        raise Unfit(f"the recorded uuid is not a UUID's text: {_what(text)}") from None
+
+
+def _what(value: Any) -> str:
+    return "a string that is not one" if isinstance(value, str) else json_kind(value)

@@ -10,11 +10,12 @@ starts it), so nothing CMD or its subprocesses do reaches the network; where nam
 unavailable it says so on one line and runs CMD with the in-process guards alone.
 ``--no-isolate`` asks for that without trying.
 
-Exit status (:data:`EXIT_STATUS`): 0 identical; 1 diverged; 2 bad input; 3 the agent failed
-(a non-zero exit status, a signal, an uncaught exception) without diverging; 70 a bug in
-otel-replay (``main``'s boundary); 128 + the signal when ``replay`` itself is stopped. The
-agent's own status is in the report and ``--json``, never passed through as ours: an agent that
-exits with 1 must not read as a divergence.
+Exit status (:data:`EXIT_STATUS`): 0 identical; 1 diverged; 2 bad input (a recorded step's
+value the program could not be given back included: one line names the run, the step and what
+is wrong); 3 the agent failed (a non-zero exit status, a signal, an uncaught exception)
+without diverging; 70 a bug in otel-replay (``main``'s boundary); 128 + the signal when
+``replay`` itself is stopped. The agent's own status is in the report and ``--json``, never
+passed through as ours: an agent that exits with 1 must not read as a divergence.
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
 from otel_replay.replay._background import without_background
 from otel_replay.replay._model import Run
-from otel_replay.replay._result import AgentStatus, Isolation, Outcome, ReplayResult, ServedStep
+from otel_replay.replay._result import (
+    AgentStatus,
+    BadValue,
+    Isolation,
+    Outcome,
+    ReplayResult,
+    ServedStep,
+)
 from otel_replay.replay.sources import (
     Limits,
     fetch,
@@ -67,8 +75,14 @@ from otel_replay.store import Store
 
 __all__ = ["EXIT_STATUS", "replay"]
 
-EXIT_STATUS: dict[Outcome, int] = {"identical": 0, "diverged": 1, "agent_failed": 3}
-"""The ``replay`` verb's exit status for each outcome (2: bad input, 70: a bug, as every verb)."""
+EXIT_STATUS: dict[Outcome, int] = {
+    "identical": 0,
+    "diverged": 1,
+    "bad_recording": 2,
+    "agent_failed": 3,
+}
+"""The ``replay`` verb's exit status for each outcome (2: bad input, as every verb, a recorded
+value the replay could not give back included; 70: a bug)."""
 
 _POLL_S = 0.05
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -150,6 +164,7 @@ def replay(
           was never requested, or a network attempt was refused (whatever the
           agent did after)
       2   bad input: unknown run, unreadable source, bad option
+          (a recorded value that cannot be given back too: one line names it)
       3   the agent failed without diverging: non-zero exit status, killed by a
           signal, or an uncaught exception
       70  a bug in otel-replay: one line, with where the traceback was written
@@ -173,6 +188,9 @@ def replay(
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
     kept = _kept(where, new_id, result.hooked)
+    if result.bad_value is not None and not as_json:
+        # The recording, not the program, is at fault: one line, as for any bad input.
+        raise CliError(printable(result.bad_value.describe()))
     if as_json:
         document = result.to_json()
         document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept.run_id)
@@ -387,6 +405,7 @@ def _result(
     ignored: Counter[str] = Counter()
     elapsed = 0.0
     error: str | None = None
+    bad: BadValue | None = None
     # The program is its first process to load us; worker processes report their requests,
     # not the program's end (events without a pid come from an older otel-replay).
     first = next((e.get("pid") for e in events if e.get("type") == "start"), None)
@@ -408,6 +427,11 @@ def _result(
             elapsed = float(event.get("elapsed_s", 0.0))
         elif kind == "uncaught":
             error = str(event.get("error"))
+        elif kind == "bad-value" and bad is None:  # from whichever process met it first
+            try:
+                bad = BadValue.from_json(event)
+            except (KeyError, TypeError, ValueError):
+                raise OtelReplayError("replay report: a bad-value event is damaged") from None
         elif kind == "isolation" and isolation is None:
             isolation = Isolation(
                 isolated=bool(event.get("isolated")),
@@ -420,6 +444,7 @@ def _result(
     result.hooked = any(event.get("type") == "start" for event in events)
     result.ignored = ignored
     result.agent = AgentStatus(code, error)
+    result.bad_value = bad
     result.live_network = live_network
     result.isolation = isolation or Isolation(False, reason="the launcher did not report")
     return result

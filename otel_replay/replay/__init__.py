@@ -3,10 +3,18 @@
 from otel_replay.replay._api import replaying
 from otel_replay.replay._diff import Change
 from otel_replay.replay._model import RecordedStep, Run
-from otel_replay.replay._result import AgentStatus, Divergence, Outcome, ReplayResult, ServedStep
+from otel_replay.replay._result import (
+    AgentStatus,
+    BadValue,
+    Divergence,
+    Outcome,
+    ReplayResult,
+    ServedStep,
+)
 
 __all__ = [
     "AgentStatus",
+    "BadValue",
     "Change",
     "Divergence",
     "Outcome",

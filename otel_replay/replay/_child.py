@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_parent_run, use_recorded_seed
-from otel_replay.errors import OtelReplayError
+from otel_replay.errors import OtelReplayError, RecordedValueError
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._world import World
@@ -73,24 +73,35 @@ def start(config: Settings) -> ReplaySession:
     use_recorded_seed(run.seed)
     use_parent_run(run.run_id)  # this execution is recorded as a replay of that run
     atexit.register(session.close)
-    _report_uncaught(session)
+    _report_uncaught(session, said_by_the_verb=report is not None)
     _session = session
     return session
 
 
-def _report_uncaught(session: ReplaySession) -> None:
+def _report_uncaught(session: ReplaySession, *, said_by_the_verb: bool) -> None:
     """Tell the report which exception ends the program, if one does, so the replay can say
     "the agent raised X" rather than only "exited with status 1"; the hook in place (Python's
-    traceback, or the program's own) still runs."""
+    traceback, or the program's own) still runs. But for a recorded value the replay could
+    not give back, Python's traceback through the program's code is not printed: the
+    recording is at fault, and that is one line (the ``replay`` verb's, ``said_by_the_verb``,
+    or this process's own)."""
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         try:
             session.uncaught(exc)
         finally:
-            previous(kind, exc, tb)
+            if not isinstance(exc, RecordedValueError) or previous is not sys.__excepthook__:
+                previous(kind, exc, tb)
+            elif not said_by_the_verb:
+                sys.stderr.write(f"otel-replay: cannot replay: {_escaped(str(exc))}\n")
 
     sys.excepthook = hook
+
+
+def _escaped(text: str) -> str:
+    """``text`` with what a terminal would act on escaped: a recorded run id is data."""
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 def bootstrap() -> None:

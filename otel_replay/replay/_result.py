@@ -17,14 +17,23 @@ from otel_replay.capture._run import qualified_name
 from otel_replay.replay._change import Change
 from otel_replay.replay._model import RecordedStep, Run
 
-__all__ = ["AgentStatus", "Divergence", "Isolation", "Outcome", "ReplayResult", "ServedStep"]
+__all__ = [
+    "AgentStatus",
+    "BadValue",
+    "Divergence",
+    "Isolation",
+    "Outcome",
+    "ReplayResult",
+    "ServedStep",
+]
 
 _MESSAGE_LIMIT = 300
 
-Outcome = Literal["identical", "diverged", "agent_failed"]
-"""What a replay came to: ``identical``; ``diverged`` (whatever the program did after); or
+Outcome = Literal["identical", "diverged", "agent_failed", "bad_recording"]
+"""What a replay came to: ``identical``; ``diverged`` (whatever the program did after);
 ``agent_failed``: every step as recorded, but the program failed (a non-zero exit status, a
-signal, an uncaught exception)."""
+signal, an uncaught exception); or ``bad_recording``: a recorded step's value could not be
+given back (:class:`BadValue`), whatever happened before or after."""
 
 
 @dataclass(slots=True)  # not frozen: a frozen one took 1.1 µs of each replayed request to make
@@ -115,6 +124,39 @@ class Divergence:
         if self.kind == "unused":
             return f"recorded step {self.step} was never requested"
         return f"step {self.step} differs from the recording"
+
+
+@dataclass(frozen=True, slots=True)
+class BadValue:
+    """A recorded step whose value the replay could not give back to the program (it raised
+    :class:`~otel_replay.errors.RecordedValueError` there): ``run_id`` and ``step`` name the
+    recorded step, ``name`` its kind and name (``checkpoint langgraph.get_tuple``), ``what``
+    what is wrong with its value."""
+
+    run_id: str
+    step: int
+    name: str
+    what: str
+
+    def describe(self) -> str:
+        """``run RUN step N (NAME): WHAT``, the error's own message."""
+        return f"run {self.run_id} step {self.step} ({self.name}): {self.what}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The report-file and ``--json`` form (see :meth:`from_json`)."""
+        return {
+            "run": self.run_id,
+            "step": self.step,
+            "name": self.name,
+            "what": self.what,
+            "message": self.describe(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BadValue:
+        """Rebuild it from its report-file form; raises KeyError/TypeError/ValueError when
+        damaged."""
+        return cls(str(data["run"]), int(data["step"]), str(data["name"]), str(data["what"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +275,9 @@ class ReplayResult:
         ``replay`` verb: False when none did, so nothing it sent could be seen)."""
         self.isolation: Isolation | None = None
         self.agent: AgentStatus = AgentStatus()
+        self.bad_value: BadValue | None = None
+        """The first recorded step whose value could not be given back, if one was met: the
+        replay stopped there (outcome ``bad_recording``)."""
         self.live_network: list[str] = []
         """Network operations a replay that is not strict let through, in order, every one,
         failed ones included (a name that did not resolve): never a divergence, always
@@ -296,13 +341,16 @@ class ReplayResult:
 
     @property
     def identical(self) -> bool:
-        """True when nothing diverged."""
-        return self.first_divergence is None and not self._network
+        """True when nothing diverged and every recorded value was given back."""
+        return self.first_divergence is None and not self._network and self.bad_value is None
 
     @property
     def outcome(self) -> Outcome:
-        """``diverged`` when not :attr:`identical`, else ``agent_failed`` when the program
+        """``bad_recording`` when a recorded value could not be given back, else
+        ``diverged`` when not :attr:`identical`, else ``agent_failed`` when the program
         failed, else ``identical``."""
+        if self.bad_value is not None:
+            return "bad_recording"
         if not self.identical:
             return "diverged"
         return "agent_failed" if self.agent.failed else "identical"
@@ -325,6 +373,7 @@ class ReplayResult:
             "outcome": self.outcome,
             "identical": self.identical,
             "agent": self.agent.to_json(),
+            "bad_value": None if self.bad_value is None else self.bad_value.to_json(),
             "recorded_steps": len(self.run.steps),
             "served": sum(1 for s in self._steps if s.recorded is not None),
             "matched": dict(self.matched()),

@@ -50,11 +50,12 @@ from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
+from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
-from otel_replay.replay._result import AgentStatus, ReplayResult, ServedStep
+from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult, ServedStep
 from otel_replay.replay.synth import synthesize
 from otel_replay.settings import Timing
 
@@ -358,6 +359,16 @@ class ReplaySession:
             self.result.agent = AgentStatus.raised(exc)
             error = self.result.agent.error
             self._write({"type": "uncaught", "error": error, "pid": os.getpid()})
+
+    def bad_value(self, error: RecordedValueError) -> None:
+        """A served step's recorded value could not be given back (``error`` is raised to the
+        program next): the first such step is the replay's verdict, whatever the program
+        does with the error."""
+        found = BadValue(error.run_id, error.step_index, error.step_name, error.what)
+        with self._lock:
+            if self.result.bad_value is None:
+                self.result.bad_value = found
+            self._write({"type": "bad-value", **found.to_json(), "pid": os.getpid()})
 
     def subprocess_started(self, command: str) -> None:
         """The replayed code started a process (``command`` as one line); the user's

@@ -45,6 +45,7 @@ from otel_replay.capture._envelope import (
     serving,
 )
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
+from otel_replay.capture._unfit import Unfit, json_kind
 from otel_replay.capture.frameworks._langgraph_shadow import MISSING, Shadow, shadow_of
 from otel_replay.capture.frameworks._langgraph_values import tagged, untagged
 from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
@@ -90,7 +91,7 @@ def _wrappers(tuple_class: type[Any]) -> dict[str, Callable[..., Any]]:
 
     get_tuple = _Read("get_tuple", _config_arguments, one, _replayed_get_tuple)
     listed = _Read("list", _list_arguments, many, _replayed_list, many=True)
-    delta = _Read("get_delta_channel_history", _delta_arguments, dict, _replayed_delta)
+    delta = _Read("get_delta_channel_history", _delta_arguments, _delta, _replayed_delta)
     wrappers = {
         "get_tuple": _read(get_tuple),
         "aget_tuple": _aread(get_tuple),
@@ -285,21 +286,70 @@ def _delta_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
 
 def _list_of(value: Any) -> list[Any]:
     if not isinstance(value, list):
-        raise TypeError(f"a recorded checkpoint list is not a list: {type(value).__name__}")
+        raise Unfit(
+            f"the recorded checkpoint list is not a list of checkpoints: {json_kind(value)}"
+        )
     return value
+
+
+def _delta(value: Any) -> dict[str, Any]:
+    """A recorded ``get_delta_channel_history``: each channel's history (an object)."""
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise Unfit("the recorded channel history is not an object of objects by channel")
+    return value
+
+
+# What LangGraph (and the replay's shadow saver) reads of every checkpoint without a default.
+_CHECKPOINT_OBJECTS = ("channel_values", "channel_versions", "versions_seen")
 
 
 def _checkpoint_tuple(tuple_class: type[Any], value: Any) -> Any:
     """A recorded checkpoint tuple (its fields as a dict) as the saver's ``CheckpointTuple``;
-    fields this LangGraph does not know are left out, those it lacks take their defaults."""
+    fields this LangGraph does not know are left out, those it lacks take their defaults.
+    Raises :class:`Unfit` naming what is missing or of the wrong kind: LangGraph would fail
+    on it later, deep in the graph's loop."""
     if not isinstance(value, dict):
-        raise TypeError(f"a recorded checkpoint is not a checkpoint tuple: {type(value).__name__}")
+        raise Unfit(f"the recorded checkpoint is not a checkpoint tuple: {json_kind(value)}")
     fields = {key: item for key, item in value.items() if key in tuple_class._fields}
-    if "pending_writes" in fields and isinstance(fields["pending_writes"], list):
-        fields["pending_writes"] = [
-            tuple(write) if isinstance(write, list) else write for write in fields["pending_writes"]
-        ]
+    for name in ("config", "checkpoint", "metadata"):
+        if name not in fields:
+            raise Unfit(f"the recorded checkpoint tuple has no {name}")
+        if not isinstance(fields[name], dict):
+            found = json_kind(fields[name])
+            raise Unfit(f"the recorded checkpoint tuple's {name} is not an object: {found}")
+    if not _is_config(fields["config"]):
+        raise Unfit("the recorded checkpoint's config has no configurable object")
+    checkpoint = fields["checkpoint"]
+    if not isinstance(checkpoint.get("id"), str):
+        raise Unfit("the recorded checkpoint has no id (a string)")
+    for name in _CHECKPOINT_OBJECTS:
+        if not isinstance(checkpoint.get(name), dict):
+            raise Unfit(f"the recorded checkpoint's {name} is not an object")
+    parent = fields.get("parent_config")
+    if parent is not None and not _is_config(parent):
+        raise Unfit("the recorded checkpoint's parent_config is neither null nor a config")
+    writes = fields.get("pending_writes")
+    if writes is not None:
+        if not isinstance(writes, list) or not all(_is_write(write) for write in writes):
+            raise Unfit(
+                "the recorded checkpoint's pending_writes are not a list of "
+                "[task id, channel, value]"
+            )
+        fields["pending_writes"] = [tuple(write) for write in writes]
     return tuple_class(**fields)
+
+
+def _is_config(config: Any) -> bool:
+    return isinstance(config, dict) and isinstance(config.get("configurable"), dict)
+
+
+def _is_write(write: Any) -> bool:
+    return (
+        isinstance(write, (list, tuple))
+        and len(write) == 3
+        and isinstance(write[0], str)
+        and isinstance(write[1], str)
+    )
 
 
 # -- writes -----------------------------------------------------------------------------

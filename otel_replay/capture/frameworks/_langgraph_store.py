@@ -29,6 +29,7 @@ from otel_replay.capture._envelope import (
     serving,
 )
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
+from otel_replay.capture._unfit import Unfit, json_kind
 from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
 
 __all__ = ["patch"]
@@ -75,12 +76,9 @@ def _prepared(
 
 
 def _merged(count: int, reads: list[int], found: list[Any]) -> list[Any]:
-    """The batch's results: what the reads found, in their places; ``None`` for the writes."""
+    """The batch's results: what the reads found (one each), in their places; ``None`` for
+    the writes."""
     results: list[Any] = [None] * count
-    if len(found) != len(reads):
-        raise ValueError(
-            f"the recorded store batch answered {len(found)} reads, this one asks {len(reads)}"
-        )
     for i, value in zip(reads, found, strict=True):
         results[i] = value
     return results
@@ -96,7 +94,7 @@ def _batch(put_op: type[Any]) -> Callable[..., Any]:
             return [None] * len(ops) if serving() else wrapped(ops)
         if serving():
             if recorded_at(call.kind, call.name):
-                found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+                found = perform(call, lambda: _nothing(ops, reads), _record, _restorer(ops, reads))
             else:  # recorded before these reads were steps: read live, never written
                 found = list(wrapped([ops[i] for i in reads]))
             return _merged(len(ops), reads, found)
@@ -106,7 +104,7 @@ def _batch(put_op: type[Any]) -> Callable[..., Any]:
             results.extend(wrapped(ops))
             return [results[i] for i in reads]
 
-        perform(call, live, _record, _restore)
+        perform(call, live, _record, _unused)
         return results
 
     return wrapper
@@ -124,7 +122,9 @@ def _abatch(put_op: type[Any]) -> Callable[..., Any]:
                 return [None] * len(ops) if serving() else list(await wrapped(ops))
             if serving():
                 if recorded_at(call.kind, call.name):
-                    found = perform(call, lambda: _nothing(ops, reads), _record, _restore)
+                    found = perform(
+                        call, lambda: _nothing(ops, reads), _record, _restorer(ops, reads)
+                    )
                 else:  # recorded before these reads were steps: read live, never written
                     found = list(await wrapped([ops[i] for i in reads]))
                 return _merged(len(ops), reads, found)
@@ -134,7 +134,7 @@ def _abatch(put_op: type[Any]) -> Callable[..., Any]:
                 results.extend(await wrapped(ops))
                 return [results[i] for i in reads]
 
-            await perform_async(call, live, _record, _restore)
+            await perform_async(call, live, _record, _unused)
             return results
 
         return batch()
@@ -161,20 +161,83 @@ def _tagged(value: Any) -> Any:
     return value
 
 
-def _restore(body: bytes) -> list[Any]:
-    found = restore_body(body)
-    if not isinstance(found, list):
-        raise TypeError(f"a recorded store batch is not a list: {type(found).__name__}")
-    return [_untagged(value) for value in found]
+def _unused(body: bytes) -> list[Any]:
+    raise AssertionError("a recorded batch is served only under replay")
+
+
+def _restorer(ops: list[Any], reads: list[int]) -> Callable[[bytes], list[Any]]:
+    """What turns the recorded answer to the reads ``ops[i] for i in reads`` back into what
+    each found (an ``Item`` or None for a get, ``SearchItem``s for a search, namespaces for a
+    listing); raises :class:`Unfit` naming the first that is not."""
+
+    def restored(body: bytes) -> list[Any]:
+        found = restore_body(body)
+        if not isinstance(found, list):
+            raise Unfit(f"the recorded store batch is not a list of results: {json_kind(found)}")
+        if len(found) != len(reads):
+            raise Unfit(
+                f"the recorded store batch answered {len(found)} reads, this one asks {len(reads)}"
+            )
+        return [
+            _found(type(ops[i]).__name__, at, value)
+            for at, (i, value) in enumerate(zip(reads, found, strict=True))
+        ]
+
+    return restored
+
+
+def _found(op: str, at: int, value: Any) -> Any:
+    """What the read ``op`` (``GetOp``...), the ``at``-th of its batch, found."""
+    where = f"result {at} ({op})"
+    if op == "GetOp":
+        return None if value is None else _item(value, where, search=False)
+    if not isinstance(value, list):
+        raise Unfit(f"the recorded {where} is not a list: {json_kind(value)}")
+    if op == "SearchOp":
+        return [_item(item, where, search=True) for item in value]
+    if op == "ListNamespacesOp":
+        if not all(_is_namespace(namespace) for namespace in value):
+            raise Unfit(f"the recorded {where} is not a list of namespaces")
+        return [tuple(namespace) for namespace in value]
+    return [_untagged(item) for item in value]  # a read this hook does not know yet
+
+
+def _is_namespace(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value)
+
+
+_ITEM_TEXTS = ("key", "created_at", "updated_at")
+
+
+def _item(value: Any, where: str, *, search: bool) -> Any:
+    """A recorded store item (``{otel_replay.store_item: its dict()}``) as LangGraph's
+    ``Item`` (``SearchItem`` when ``search``); ``where`` names its result in messages."""
+    fields = value.get(_ITEM) if isinstance(value, dict) and len(value) == 1 else None
+    if not isinstance(fields, dict):
+        raise Unfit(f"the recorded {where} holds {json_kind(value)} that is no store item")
+    for name in _ITEM_TEXTS:
+        if not isinstance(fields.get(name), str):
+            raise Unfit(f"a recorded store item of {where} has no {name} (a string)")
+    if not _is_namespace(fields.get("namespace")):
+        raise Unfit(f"a recorded store item of {where} has no namespace (strings)")
+    if not isinstance(fields.get("value"), dict):
+        raise Unfit(f"a recorded store item of {where} has no value (an object)")
+    score = fields.get("score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        raise Unfit(f"a recorded store item of {where} has a score that is no number")
+    from langgraph.store.base import Item, SearchItem  # noqa: PLC0415 - an item was recorded
+
+    made = {name: fields[name] for name in (*_ITEM_TEXTS, "value")}
+    made["namespace"] = tuple(fields["namespace"])
+    try:
+        return SearchItem(**made, score=score) if search else Item(**made)
+    except ValueError:  # a time that is not ISO 8601
+        raise Unfit(f"a recorded store item of {where} has a time that is not ISO 8601") from None
 
 
 def _untagged(value: Any) -> Any:
     if isinstance(value, list):
         return [_untagged(item) for item in value]
     if isinstance(value, dict) and len(value) == 1 and isinstance(value.get(_ITEM), dict):
-        from langgraph.store.base import Item, SearchItem  # noqa: PLC0415 - an item was recorded
-
-        fields = dict(value[_ITEM])
-        fields["namespace"] = tuple(fields.get("namespace") or ())
-        return SearchItem(**fields) if "score" in fields else Item(**fields)
+        return _item(value, "batch", search="score" in value[_ITEM])
     return value

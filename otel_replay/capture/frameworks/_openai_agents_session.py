@@ -32,6 +32,7 @@ from otel_replay.capture._envelope import (
     serving,
 )
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body
+from otel_replay.capture._unfit import Unfit, json_kind
 from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
 
 __all__ = ["patch"]
@@ -73,6 +74,8 @@ def _read(method: str, empty: Any) -> Callable[..., Any]:
         recording): the session is not asked, so it holds nothing."""
         return empty
 
+    restored = _items if method == "get_items" else _item
+
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if _inside.get() or not active():
             return wrapped(*args, **kwargs)
@@ -94,7 +97,7 @@ def _read(method: str, empty: Any) -> Callable[..., Any]:
                 if not serving():
                     return await perform_async(call, run, encode_exact, restore_body)
                 if recorded_at(call.kind, call.name):
-                    return await perform_async(call, nothing, encode_exact, restore_body)
+                    return await perform_async(call, nothing, encode_exact, restored)
                 # Recorded before these reads were steps: the items are read live, and
                 # pop_item, a write, removes nothing.
                 return await (run() if method == "get_items" else nothing())
@@ -104,6 +107,29 @@ def _read(method: str, empty: Any) -> Callable[..., Any]:
         return step()
 
     return wrapper
+
+
+def _items(body: bytes) -> list[Any]:
+    """Recorded ``get_items``: a list of items (objects), as the runner reads them."""
+    items = restore_body(body)
+    if not isinstance(items, list):
+        raise Unfit(f"the recorded session items are not a list: {json_kind(items)}")
+    for at, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise Unfit(
+                f"the recorded session item {at} is not an item (an object): {json_kind(item)}"
+            )
+    return items
+
+
+def _item(body: bytes) -> Any:
+    """Recorded ``pop_item``: the item removed (an object), or null for none."""
+    item = restore_body(body)
+    if item is not None and not isinstance(item, dict):
+        raise Unfit(
+            f"the recorded session item is neither an item (an object) nor null: {json_kind(item)}"
+        )
+    return item
 
 
 def _write(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
