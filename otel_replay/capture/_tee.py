@@ -9,6 +9,12 @@ classes, because httpx and httpx2 check them with ``isinstance``. It yields each
 as the transport produced it (no read-ahead), so streaming behaviour is untouched. The step is
 finished exactly once: on exhaustion (complete), on ``close()`` before exhaustion
 (incomplete), or on an exception from the transport (failed, then re-raised unchanged).
+
+A response tee is one pass over its stream, however often it is iterated: iterating it again
+goes on where the last iteration stopped, as a network stream does (the openai SDK drains
+``response.stream`` once more after the ``[DONE]`` event). A stream that starts over when
+iterated again (httpx's ``ByteStream``, an in-memory mock, a replay's recorded chunks) would
+otherwise hand the application the body twice and record it twice.
 """
 
 from __future__ import annotations
@@ -33,10 +39,14 @@ class _Tee:
 
 
 class _SyncTeeMixin(_Tee):
+    _pass: Iterator[bytes] | None = None  # the one pass over the stream, once begun
+
     def __iter__(self) -> Iterator[bytes]:
         step = self._step
+        if self._pass is None:
+            self._pass = iter(self._inner)
         try:
-            for chunk in self._inner:
+            for chunk in self._pass:
                 step.on_chunk(chunk)
                 yield chunk
         except GeneratorExit:
@@ -54,10 +64,14 @@ class _SyncTeeMixin(_Tee):
 
 
 class _AsyncTeeMixin(_Tee):
+    _pass: AsyncIterator[bytes] | None = None  # the one pass over the stream, once begun
+
     async def __aiter__(self) -> AsyncIterator[bytes]:
         step = self._step
+        if self._pass is None:
+            self._pass = self._inner.__aiter__()
         try:
-            async for chunk in self._inner:
+            async for chunk in self._pass:
                 step.on_chunk(chunk)
                 yield chunk
         except GeneratorExit:

@@ -85,6 +85,50 @@ def test_early_close_records_what_was_read(client_module: ModuleType, read: Any)
     assert "error.type" not in attrs
 
 
+def _drained_sync(module: ModuleType, transport: Any) -> tuple[list[bytes], list[bytes]]:
+    with module.Client(transport=transport) as client, client.stream("GET", URL) as response:
+        read, raw = [], response.iter_raw()  # held, as the SDK holds it, while it drains
+        for chunk in raw:
+            read.append(chunk)
+            if chunk == CHUNKS[-1]:
+                break
+        return read, list(response.stream)
+
+
+def _drained_async(module: ModuleType, transport: Any) -> tuple[list[bytes], list[bytes]]:
+    async def go() -> tuple[list[bytes], list[bytes]]:
+        async with (
+            module.AsyncClient(transport=transport) as client,
+            client.stream("GET", URL) as response,
+        ):
+            read, raw = [], response.aiter_raw()
+            async for chunk in raw:
+                read.append(chunk)
+                if chunk == CHUNKS[-1]:
+                    break
+            return read, [chunk async for chunk in response.stream]
+
+    return asyncio.run(go())
+
+
+def test_a_stream_iterated_again_goes_on_where_it_stopped(
+    client_module: ModuleType, read: Any
+) -> None:
+    """The openai SDK drains ``response.stream`` again after ``[DONE]``. Over a stream that
+    starts over when iterated again (a replay's recorded chunks, httpx's ByteStream, a mock),
+    the step recorded the body twice (a replayed stream then differed from its recording)."""
+    drained = _drained_sync if read is _read_sync else _drained_async
+    with CaptureKit() as kit:
+        seen, again = drained(client_module, _pick(scripted_transport(client_module, CHUNKS), read))
+        (span,) = kit.spans()
+    assert seen == CHUNKS and again == []  # one pass, as over the network
+    attrs = span["attributes"]
+    body = b"".join(CHUNKS)
+    assert attrs["replay.response.hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
+    assert attrs["replay.response.size"] == len(body)
+    assert attrs["replay.response.complete"] is True
+
+
 def test_error_mid_stream_is_recorded_and_reraised_unchanged(
     client_module: ModuleType, read: Any
 ) -> None:

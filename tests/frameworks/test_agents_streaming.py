@@ -9,10 +9,12 @@ stand-in gone.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
 from tests.frameworks._support import (
+    CLI,
     Recording,
     assert_a_changed_system_prompt_diverges_at_the_first_call,
     record,
@@ -40,7 +42,19 @@ def test_streamed_handed_off_and_parallel_runs_replay_identically(recorded: Reco
     assert "  [agent] triage\n  [agent] desk\n" in printed and "  [last agent] desk" in printed
     assert "'city': 'Paris'" in printed  # the weather, run beside the lookup
     # The order still "shipped", the same refund id, the stream's events and text as recorded.
-    replay_identically(recorded)
+    done = replay_identically(recorded)
+    # The replay's own run holds each streamed answer once, as recorded: the SDK iterates a
+    # response stream again after [DONE] (a replayed stream was then recorded twice).
+    replayed = done.stdout.rsplit("recorded as run ", 1)[1].split()[0]
+    compared = subprocess.run(
+        [str(CLI), "diff", recorded.run_id, replayed, "--store", str(recorded.store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    assert "identical: 14 steps" in compared.stdout
 
 
 def test_each_tool_call_is_one_step_the_handoff_none(recorded: Recording) -> None:
