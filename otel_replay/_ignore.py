@@ -28,6 +28,7 @@ them. Rules are precompiled: matching a call is a dictionary lookup, and a glob 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -324,9 +325,13 @@ def _rules(entries: Sequence[str]) -> IgnoreRules:
     return IgnoreRules(rules)
 
 
+@functools.lru_cache(maxsize=16)
 def parse(raw: str) -> IgnoreRules:
     """The rules an ``OTEL_REPLAY_IGNORE`` value asks for: :data:`DEFAULTS` plus its entries
-    (or its entries alone with ``-defaults``). Raises ValueError naming a bad entry."""
+    (or its entries alone with ``-defaults``). Raises ValueError naming a bad entry.
+
+    One value gives one (shared) rules object: settings are read at every replay's start,
+    and the rules' memo of the URLs they matched then outlives the replay."""
     return _rules([entry.strip() for entry in raw.split(",") if entry.strip()])
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -58,7 +60,7 @@ def replaying(
         recorded,
         strict=strict,
         timing=timing,
-        redactor=Redactor(config.redact),
+        redactor=_redactor(config.redact),
         live_read_tools=live_tools == "read",
         ignore=config.ignore,
     )
@@ -76,3 +78,11 @@ def replaying(
         world.stop()
         undo()
         session.close()
+
+
+@functools.lru_cache(maxsize=8)
+def _redactor(patterns: tuple[re.Pattern[bytes], ...]) -> Redactor:
+    """One redactor per set of patterns for all of the process's replays, as the capture keeps
+    one for the process: what it learned (secrets the requests sent, URLs it redacted)
+    outlives a replay, and the next one's first request does not redo it."""
+    return Redactor(patterns)

@@ -111,7 +111,7 @@ class World:
                 traveller.shift(seconds)
 
     def _patch_sleeps_and_clocks(self) -> None:
-        global _current  # noqa: PLW0603 - the one world the process's replacements serve
+        global _current  # the one world the process's replacements serve
         patches = _Patches.of_the_time_module()
         self._outer, _current = _current, self
         # Besides the modules' own names, every name a module bound to them before the replay
@@ -141,10 +141,11 @@ class _Patches:
 
     The replacements are made once and serve whichever world is current, so a name a module
     bound to one during an earlier replay stays right in every later one (and real between
-    them). Where modules bind the real functions is remembered per module, so a session walks
-    the names of the modules it has not seen (or whose names were added to) only: walking
-    every loaded module's names at each session start evicted the CPU's caches, and the first
-    replayed request after it paid 130-200 µs.
+    them). Finding where modules bind the real functions is the costly part of a replay's
+    start (a walk of every loaded module's names evicted the CPU's caches, and the first
+    replayed request after it paid 130-200 µs), so it is remembered: a start where no module
+    was loaded or replaced and none gained or lost a name since the last finds what that one
+    found (compared in C); otherwise only the modules that changed have their names walked.
     """
 
     _made: ClassVar[dict[tuple[int, ...], _Patches]] = {}
@@ -159,8 +160,14 @@ class _Patches:
         for real, real_ns in zip(clocks[::2], clocks[1::2], strict=True):
             self.replacements[id(real)] = _seconds_clock(real)
             self.replacements[id(real_ns)] = _ns_clock(real_ns)
-        # module name -> (the module, its number of names then, the names bound to a real one)
+        # module name -> (the module, how many names it had, those bound to a real function)
         self._seen: dict[str, tuple[weakref.ref[Any], int, tuple[str, ...]]] = {}
+        # The last walk: the loaded modules, the names of those that have some (and how many
+        # each had), and (module, its names, a name) wherever a real function was bound.
+        self._modules: list[Any] = []
+        self._names: list[dict[str, Any]] = []
+        self._lengths: list[int] = []
+        self._found: list[tuple[Any, dict[str, Any], str]] = []
 
     @classmethod
     def of_the_time_module(cls) -> _Patches:
@@ -181,24 +188,41 @@ class _Patches:
 
     def bindings(self) -> list[tuple[Any, str, Any]]:
         """Every (module, name, real function) a loaded module binds now."""
-        found: list[tuple[Any, str, Any]] = []
+        loaded = list(sys.modules.items())
+        modules = [module for _, module in loaded]
+        try:
+            unchanged = modules == self._modules and list(map(len, self._names)) == self._lengths
+        except Exception:  # an object standing in for a module compares as it likes
+            unchanged = False
+        if not unchanged:
+            self._walk(loaded)
+            self._modules = modules
         replaced = self.replacements
-        for key, module in list(sys.modules.items()):
+        found: list[tuple[Any, str, Any]] = []
+        for module, names, name in self._found:
+            value = names.get(name)
+            if id(value) in replaced:
+                found.append((module, name, value))
+        return found
+
+    def _walk(self, loaded: list[tuple[str, Any]]) -> None:
+        replaced = self.replacements
+        seen = self._seen
+        self._names, self._lengths, self._found = [], [], []
+        for key, module in loaded:
             names = getattr(module, "__dict__", None)
             if not isinstance(names, dict):
                 continue
-            seen = self._seen.get(key)
-            if seen is not None and seen[0]() is module and seen[1] == len(names):
-                bound = seen[2]
+            known = seen.get(key)
+            if known is not None and known[0]() is module and known[1] == len(names):
+                bound = known[2]
             else:
                 bound = tuple(name for name, value in list(names.items()) if id(value) in replaced)
                 with contextlib.suppress(TypeError):  # a stand-in object: walked every time
-                    self._seen[key] = (weakref.ref(module), len(names), bound)
-            for name in bound:
-                value = names.get(name)
-                if id(value) in replaced:
-                    found.append((module, name, value))
-        return found
+                    seen[key] = (weakref.ref(module), len(names), bound)
+            self._names.append(names)
+            self._lengths.append(len(names))
+            self._found.extend((module, names, name) for name in bound)
 
 
 def _sleep(real: Callable[[float], None]) -> Callable[[float], None]:
