@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from otel_replay.cli._format import one_line
+
 __all__ = [
     "ToolCall",
     "body_preview",
@@ -72,9 +74,11 @@ def _text(message: Any) -> str:
     return " ".join(t for p in _parts(message) if (t := _part_text(p)))
 
 
-def prompt_preview(messages: list[Any]) -> str:
+def prompt_preview(messages: list[Any], width: int | None = None) -> str:
     """The last user message's text, and ``[+N tool results]`` when tool results follow it
-    (the model's input in a tool loop); ``""`` when there is no user message."""
+    (the model's input in a tool loop); ``""`` when there is no user message. With ``width``,
+    one line of at most ``width`` characters: the text is cut, never the marker, which is
+    what tells a tool loop's steps from the first call on the same message."""
     text = ""
     results = 0
     for message in reversed(messages):
@@ -82,10 +86,12 @@ def prompt_preview(messages: list[Any]) -> str:
         if role == "user" and (text := _text(message)):
             break
         results += sum(p.get("type") == "tool_call_response" for p in _parts(message))
-    if results:
-        suffix = f"[+{results} tool result{'s' if results != 1 else ''}]"
-        return f"{text} {suffix}" if text else suffix
-    return text
+    if not results:
+        return text if width is None else one_line(text, width)
+    suffix = f"[+{results} tool result{'s' if results != 1 else ''}]"
+    if text and width is not None:
+        text = one_line(text, max(width - len(suffix) - 1, 1))
+    return f"{text} {suffix}" if text else suffix
 
 
 def tool_calls(messages: list[Any]) -> list[ToolCall]:

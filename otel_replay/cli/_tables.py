@@ -21,6 +21,7 @@ from otel_replay.cli._format import (
     printable,
     when,
 )
+from otel_replay.cli._messages import prompt_preview
 from otel_replay.cli._steps import StepView
 from otel_replay.store import Retention, RunInfo
 
@@ -178,6 +179,12 @@ def _step_status(view: StepView) -> Text:
     return text
 
 
+def _prompt(view: StepView) -> str:
+    if view.info.kind == "llm":
+        return prompt_preview(view.input_messages, PROMPT_WIDTH)
+    return one_line(view.prompt, PROMPT_WIDTH)
+
+
 def _cut(text: Text) -> Text:
     text.no_wrap = True
     text.overflow = "ellipsis"
@@ -200,7 +207,7 @@ def steps_table(views: list[StepView]) -> Table:
             Text(str(info.index)),
             Text(info.kind, style="magenta" if info.kind == "llm" else "blue"),
             _cut(_call(view)),
-            _cut(Text(one_line(view.prompt, PROMPT_WIDTH))),
+            _cut(Text(_prompt(view))),
             _cut(Text(one_line(view.response, RESPONSE_WIDTH))),
             Text(ms(info.end_ns - info.start_ns)),
             Text(ms(view.first_chunk_ns) if view.stream else ""),

@@ -77,6 +77,18 @@ def test_prompt_is_the_last_user_message_and_the_tool_results_after_it() -> None
     )
 
 
+def test_a_cut_prompt_keeps_its_tool_results_marker() -> None:
+    """In show's table a long message was cut before its marker, so the call answering a
+    tool result read like the call that asked for the tool."""
+    long = "It arrived broken, please refund order A-1234."
+    assert prompt_preview([_text("user", long)], 30) == "It arrived broken, please ref…"
+    cut = prompt_preview([_text("user", long), CALL, _result("tool")], 40)
+    assert cut == "It arrived broken, ple… [+1 tool result]" and len(cut) == 40
+    assert prompt_preview([_text("user", "q\n  x"), CALL, _result("tool")], 40) == (
+        "q x [+1 tool result]"
+    )
+
+
 def test_response_shows_tool_calls_then_text() -> None:
     assert (
         response_preview([CALL])
