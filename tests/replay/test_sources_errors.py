@@ -252,6 +252,55 @@ def test_two_different_spans_with_one_span_id_are_both_kept(
     assert [step.index for step in load_run(f"{path}#{SUPPORT}").steps] == list(range(9))
 
 
+def _elsewhere(document: dict[str, Any], process: str, mark: str, later_s: int) -> dict[str, Any]:
+    """``document``'s spans as another process exported them: its own service.instance.id,
+    trace and span ids (marked by the hex digit ``mark``), ``later_s`` seconds later."""
+    moved: dict[str, Any] = json.loads(json.dumps(document))
+    for resource_spans in moved["resourceSpans"]:
+        for attribute in resource_spans["resource"]["attributes"]:
+            if attribute["key"] == "service.instance.id":
+                attribute["value"] = {"stringValue": process}
+        for span in resource_spans["scopeSpans"][0]["spans"]:
+            span["traceId"] = mark * 32
+            for key in ("spanId", "parentSpanId"):
+                span[key] = mark + span[key][1:] if span.get(key) else ""
+            for key in ("startTimeUnixNano", "endTimeUnixNano"):
+                span[key] = str(int(span[key]) + later_s * 10**9)
+    return moved
+
+
+def test_two_programs_that_recorded_under_one_run_id_are_two_runs(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """A run id used by two programs (OTEL_REPLAY_RUN_ID kept, a re-run after a crash) holds
+    two recordings in a backend: the file was refused ('spans ... both claim step 0') with no
+    way to replay either. They are told apart as in the store: the id, then id@2. A worker
+    process's steps (the run's next indexes, under a trace of its own) stay in its run."""
+    first = collector_json(run_spans(recorded, SUPPORT))
+    worker = _elsewhere(first, "worker-process", "a", 1)
+    spans = worker["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    (last,) = [
+        s
+        for s in spans
+        if {"key": "replay.step.index", "value": {"intValue": "8"}} in s["attributes"]
+    ]
+    last["attributes"] = [
+        {"key": a["key"], "value": {"intValue": "9"}} if a["key"] == "replay.step.index" else a
+        for a in last["attributes"]
+    ]
+    worker["resourceSpans"][0]["scopeSpans"][0]["spans"] = [last]
+    again = _elsewhere(first, "another-process", "f", 60)
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in (again, worker, first)))
+    message = refused(str(path))
+    assert f"holds 2 runs; pick one with {path}#RUN_ID: {SUPPORT} (" in message
+    assert f"10 steps), {SUPPORT}@2 (" in message and "9 steps)" in message
+    older, newer = load_run(f"{path}#{SUPPORT}"), load_run(f"{path}#{SUPPORT}@2")
+    assert [s.index for s in older.steps] == list(range(10))
+    assert [s.index for s in newer.steps] == list(range(9))
+    assert newer.steps[0].start_ns - older.steps[0].start_ns == 60 * 10**9
+
+
 @pytest.mark.parametrize("status", ["0", "99", "1000", str(2**63 - 1)])
 def test_a_response_status_that_is_no_http_status_names_the_step(
     recorded: Recorded, tmp_path: Path, status: str

@@ -3,7 +3,11 @@
 The rules, in order:
 
 1. A span with ``replay.run.id`` belongs to that run; the other spans of its trace (an httpx
-   instrumentation's, say) are its neighbours, not steps.
+   instrumentation's, say) are its neighbours, not steps. Programs started apart that
+   recorded under one run id (``OTEL_REPLAY_RUN_ID`` shared, a re-run) are recordings of their
+   own, as in the store: spans of one process, or of one trace (a worker process's steps are
+   in its parent's trace), are one recording, and the recordings of an id are named ``<id>``,
+   ``<id>@2``, ``<id>@3`` in the order they started.
 2. A trace with no replay kit that holds GenAI model-call spans inside something else (an
    ``invoke_agent`` or workflow span, a web request's span: anything that is not itself the
    model call) is a run of its own, named by its trace id.
@@ -28,6 +32,7 @@ The rules, in order:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,12 +41,14 @@ from typing import Any
 
 from otel_replay import attributes as A
 from otel_replay.replay.sources._runs import (
+    SERVED_KINDS,
     Span,
     SpanRun,
     attrs_of,
     inference_steps,
     is_inference,
     span_start,
+    step_index,
     step_spans,
 )
 
@@ -90,6 +97,7 @@ def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) ->
     by_run: dict[str, list[Span]] = {}
     by_trace: dict[str, list[Span]] = {}
     kit_traces: set[str] = set()
+    kit_runs: set[str] = set()
     for span in spans:
         key = (span.get("trace_id"), span.get("span_id"))
         first = seen.setdefault(key, span)
@@ -98,6 +106,7 @@ def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) ->
         run_id = attrs_of(span).get(A.REPLAY_RUN_ID)
         if isinstance(run_id, str) and run_id:
             by_run.setdefault(run_id, []).append(span)
+            kit_runs.add(run_id)
             kit_traces.add(str(span.get("trace_id")))
         else:
             by_trace.setdefault(str(span.get("trace_id")), []).append(span)
@@ -111,7 +120,18 @@ def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) ->
             by_run.setdefault(trace_id, members)
     for run_id, members in _group_lone_calls(lone, idle_gap_ns).items():
         by_run.setdefault(run_id, members)
-    runs = [SpanRun(run_id, tuple(members)) for run_id, members in by_run.items()]
+    runs: list[SpanRun] = []
+    taken = set(by_run)
+    for run_id, members in by_run.items():
+        recordings = _recordings(members) if run_id in kit_runs else [members]
+        runs.append(SpanRun(run_id, tuple(recordings[0])))
+        number = 1
+        for recording in recordings[1:]:
+            number += 1
+            while f"{run_id}@{number}" in taken:
+                number += 1
+            taken.add(f"{run_id}@{number}")
+            runs.append(SpanRun(f"{run_id}@{number}", tuple(recording)))
     runs.sort(key=lambda run: (_earliest(run.spans), run.run_id))
     return runs
 
@@ -157,6 +177,53 @@ def _when(start_ns: int | None) -> str:
 
 def _earliest(spans: Sequence[Span]) -> int:
     return min((s for s in map(span_start, spans) if s is not None), default=0)
+
+
+def _recordings(spans: Sequence[Span]) -> list[list[Span]]:
+    """The spans of one run id by the recording that made them, oldest first.
+
+    Spans of one process (:func:`process_key`) or of one trace belong together. Such groups
+    whose steps share no index are one recording too: a worker process numbers its steps with
+    its parent's counter, and may have made them under spans of its own (no trace in common);
+    two recordings each number theirs from 0.
+    """
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = node = parent[parent[node]]
+        return node
+
+    for span in spans:
+        trace, process = (
+            root(f"trace {span.get('trace_id')}"),
+            root(process_key(span.get("resource"))),
+        )
+        parent[trace] = process
+    groups: dict[str, list[Span]] = {}
+    for span in spans:
+        groups.setdefault(root(f"trace {span.get('trace_id')}"), []).append(span)
+    recordings: list[tuple[list[Span], set[int]]] = []
+    for group in sorted(groups.values(), key=_earliest):
+        indices = _indices(group)
+        fits = next((r for r in recordings if not r[1] & indices), None)
+        if fits is None:
+            recordings.append((group, indices))
+        else:
+            fits[0].extend(group)
+            fits[1].update(indices)
+    return [members for members, _ in recordings]
+
+
+def _indices(spans: Sequence[Span]) -> set[int]:
+    """The step indexes ``spans`` claim (a bad one is left to the run's build to name)."""
+    found: set[int] = set()
+    for span in spans:
+        with contextlib.suppress(ValueError):
+            index, kind = step_index(span), attrs_of(span).get(A.REPLAY_STEP_KIND, "llm")
+            if index is not None and isinstance(kind, str) and kind in SERVED_KINDS:
+                found.add(index)
+    return found
 
 
 # -- lone calls --------------------------------------------------------------------------------
