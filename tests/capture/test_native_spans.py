@@ -26,7 +26,8 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint
 import otel_replay
 from examples.standin import StandIn
 from otel_replay.capture._calls import CALL_SPANS
-from otel_replay.replay.sources import load_run
+from otel_replay.replay.sources import import_runs, load_run, read_runs
+from otel_replay.store import Store
 from otel_replay.testing import CaptureKit
 from tests.export._support import Pipeline
 from tests.replay.conftest import collector_json
@@ -278,6 +279,20 @@ def test_openai_v2_every_attempt_is_a_step_and_replays_from_otlp(
     assert len(result.steps) == received
     assert [s.recorded for s in result.steps] == list(range(5))
     assert result.identical, result.first_divergence
+
+    # Imported, each answered attempt keeps its call's tokens (show and runs listed none).
+    with Store.open(tmp_path / "imported") as store:
+        import_runs(store, read_runs(source.read_bytes(), str(source)))
+        held = [(s.tokens_in, s.tokens_out) for s in store.steps(store.runs()[0].run_id)]
+    usage = [
+        (
+            c["attributes"].get("gen_ai.usage.input_tokens"),
+            c["attributes"].get("gen_ai.usage.output_tokens"),
+        )
+        for c in calls
+    ]
+    assert held == [usage[0], (None, None), (None, None), usage[1], usage[2]]
+    assert stream or all(tokens is not None for pair in held[3:] for tokens in pair)
 
 
 # -- a call that fails after its retries -------------------------------------------------------

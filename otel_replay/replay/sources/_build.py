@@ -29,7 +29,9 @@ class SourceRun:
     """A run rebuilt from a source, with what it was rebuilt from.
 
     ``spans`` are every span of the run (store span dicts); ``step_spans`` the one each step
-    came from, by step index (a step rebuilt from a fixture alone has none). ``in_store`` is
+    came from, by step index (a step rebuilt from a fixture alone has none), an attempt
+    beneath another instrumentation's call span carrying the call's GenAI attributes (its
+    model, and for the attempt that succeeded its tokens) as a model-call span of ours would. ``in_store`` is
     True when the source was the store itself.
     """
 
@@ -62,11 +64,12 @@ def build_run(
     if by_index is None:
         by_index = inference_steps(spans) if foreign else {}
     calls = {s.get("span_id"): s for s in spans.spans if is_inference(s)}
+    by_index = {index: _beneath_call(span, calls) for index, span in by_index.items()}
     steps: list[RecordedStep] = []
     for index in sorted(set(by_index) | set(fixtures)):
         span = by_index.get(index)
         try:
-            steps.append(build_step(index, _beneath_call(span, calls), fixtures.get(index)))
+            steps.append(build_step(index, span, fixtures.get(index)))
         except StepProblem as exc:
             name = f" ({span.get('name')})" if span is not None else ""
             raise SourceError(f"{where}: step {index}{name}: {exc}") from None
@@ -90,11 +93,11 @@ def build_run(
     return SourceRun(run, spans.spans, by_index, in_store)
 
 
-def _beneath_call(span: Span | None, calls: Mapping[Any, Span]) -> Span | None:
+def _beneath_call(span: Span, calls: Mapping[Any, Span]) -> Span:
     """An attempt span beneath another instrumentation's call span (``capture._calls``), with
     the call's GenAI attributes added as a model-call span of ours carries them."""
-    call = calls.get(span.get("parent_span_id")) if span is not None else None
-    if span is None or call is None or is_inference(span):
+    call = calls.get(span.get("parent_span_id"))
+    if call is None or is_inference(span):
         return span
     return {**span, "attributes": attempt_attributes(attrs_of(span), attrs_of(call))}
 
