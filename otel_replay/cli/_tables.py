@@ -71,8 +71,11 @@ def table(*headers: str) -> Table:
 
 
 def _status(run: RunInfo) -> Text:
+    """``ok``, ``incomplete``, or ``error (RuntimeError)``: the exception that ended it."""
     styles = {"ok": "green", "incomplete": "yellow"}
     text = Text(run.status, style=styles.get(run.status, "bold red"))
+    if run.error_type is not None:
+        text.append(f" ({printable(run.error_type)})", style="bold red")
     if run.pinned:
         text.append(", pinned", style="cyan")
     return text
@@ -130,8 +133,6 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     text.append(printable(run.run_id), style="bold")
     text.append("  ")
     text.append_text(_status(run))
-    if run.error_type is not None:
-        text.append(f" ({printable(run.error_type)})", style="bold red")
     text.append("  ")
     text.append_text(_mode(run))
     failed = f" ({run.error_steps} failed)" if run.error_steps else ""

@@ -40,7 +40,13 @@ def test_the_table_lists_every_run_newest_first(
     assert tokens_in is not None and tokens_in > 3000
     assert support[6] == f"{tokens_in:,} / {tokens_out:,}"
     assert support[7].endswith(" KB")
-    assert rows[ERRORS][2:6] == ["error", "record", "2 (2 failed)", "standin-error, standin-cut"]
+    # The run failed: with the exception that ended it, as README says (the table said "error").
+    assert rows[ERRORS][2:6] == [
+        "error (openai.APIConnectionError)",
+        "record",
+        "2 (2 failed)",
+        "standin-error, standin-cut",
+    ]
     # Neither failed call reported usage: no token count is shown, rather than "0 / 0".
     assert _usage(recorded, ERRORS) == (None, None) and rows[ERRORS][6].endswith("B")
     assert " / " not in " ".join(rows[ERRORS])
