@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_replay.capture._envelope import address
 from otel_replay.capture._run import qualified_name
 from otel_replay.replay._change import Change
 from otel_replay.replay._model import RecordedStep, Run
@@ -124,6 +125,18 @@ class Divergence:
         if self.kind == "unused":
             return f"recorded step {self.step} was never requested"
         return f"step {self.step} differs from the recording"
+
+    def __repr__(self) -> str:
+        # What ``assert result.identical, result.first_divergence`` shows in a test: the
+        # step, the call, and its first change.
+        line = self.describe()
+        if self.kind == "changed" and self.served is not None:
+            line += f" ({self.served.method} {self.served.url})"
+        if self.changes:
+            line += f": {self.changes[0].describe()}"
+            if len(self.changes) > 1:
+                line += f" (and {len(self.changes) - 1} more)"
+        return f"<Divergence: {line}>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +300,11 @@ class ReplayResult:
     def steps(self) -> list[ServedStep]:
         """The requests of the replay, in order."""
         return sorted(self._steps, key=lambda s: s.order)
+
+    def tool_calls(self, name: str) -> list[ServedStep]:
+        """The calls of tool ``name`` the replayed code made, in order (matched or not)."""
+        method, url = address("tool", name)
+        return [step for step in self.steps if step.method == method and step.url == url]
 
     @property
     def network_attempts(self) -> list[str]:

@@ -1,18 +1,104 @@
-"""The pytest plugin: a ``replay_capture`` fixture yielding a started :class:`CaptureKit`.
+"""The pytest plugin: recorded runs as regression tests, and a capture kit for instrumented code.
 
-Imports are deferred to the fixture, so merely having otel-replay installed costs a pytest
+* ``@pytest.mark.otel_replay(SOURCE, **options)`` runs the test inside
+  :func:`otel_replay.replaying` of ``SOURCE`` (a run id in the store, an OTLP file, a URL):
+  the test's model calls, tools and values are answered from the recording, with no network.
+  ``options`` are ``replaying()``'s (``store``, ``strict``, ``timing``, ``clock``,
+  ``live_tools``). A relative path is read from pytest's root directory, where it exists.
+* The ``replay_result`` fixture is that replay's :class:`~otel_replay.replay.ReplayResult`,
+  final once the test's body is done with it (every request it made is in it)::
+
+      @pytest.mark.otel_replay("r_20261121T090000_a1b2c3d4")
+      def test_no_refund_loop(replay_result):
+          run_agent()
+          assert replay_result.identical, replay_result.first_divergence
+          assert len(replay_result.tool_calls("search_docs")) <= 3
+
+  A recording that cannot be read fails the test's set-up with one line naming it.
+* The ``replay_capture`` fixture yields a started :class:`CaptureKit`: httpx and httpx2
+  instrumented by otel-replay into in-memory span and metric sinks.
+
+Imports are deferred to the fixtures, so merely having otel-replay installed costs a pytest
 session nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from otel_replay.replay import ReplayResult
     from otel_replay.testing._kit import CaptureKit
+
+MARKER = "otel_replay"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(source, *, store=None, strict=True, timing='fast', clock=None, "
+        "live_tools=None): run the test against a recorded run (otel_replay.replaying); "
+        "the replay_result fixture is what the replay found",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _otel_replay_marked(request: pytest.FixtureRequest) -> Iterator[ReplayResult | None]:
+    """The replay of a test marked ``otel_replay`` (None for the others)."""
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is None:
+        yield None
+        return
+    from otel_replay import replaying  # noqa: PLC0415
+    from otel_replay.errors import OtelReplayError  # noqa: PLC0415
+
+    source, options = _arguments(marker, request.config.rootpath)
+    problem: str | None
+    try:
+        replay = replaying(source, **options)
+        result = replay.__enter__()
+    except (OtelReplayError, OSError, TypeError) as exc:
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # failed outside the handler: one line, no chained traceback
+        pytest.fail(f"otel-replay: cannot replay {source!r}: {problem}", pytrace=False)
+    try:
+        yield result
+    finally:
+        replay.__exit__(None, None, None)
+
+
+@pytest.fixture
+def replay_result(_otel_replay_marked: ReplayResult | None) -> ReplayResult:
+    """What the replay of this test's ``@pytest.mark.otel_replay(SOURCE)`` recording found."""
+    if _otel_replay_marked is None:
+        pytest.fail(
+            "replay_result needs the test marked @pytest.mark.otel_replay(SOURCE)",
+            pytrace=False,
+        )
+    return _otel_replay_marked
+
+
+def _arguments(marker: pytest.Mark, root: Path) -> tuple[Any, dict[str, Any]]:
+    """The marker's source (a relative path that exists under ``root`` made absolute) and
+    ``replaying()`` options; a marker without exactly one source fails the test."""
+    if len(marker.args) != 1:
+        pytest.fail(
+            f"@pytest.mark.{MARKER} takes one source (a run id, a file, a URL), "
+            f"got {len(marker.args)}",
+            pytrace=False,
+        )
+    source = marker.args[0]
+    if isinstance(source, str | Path) and not Path(source).is_absolute():
+        rooted = root / source
+        if rooted.exists():
+            source = str(rooted)
+    return source, dict(marker.kwargs)
 
 
 @pytest.fixture
