@@ -31,8 +31,8 @@ class SourceRun:
     ``spans`` are every span of the run (store span dicts); ``step_spans`` the one each step
     came from, by step index (a step rebuilt from a fixture alone has none), an attempt
     beneath another instrumentation's call span carrying the call's GenAI attributes (its
-    model, and for the attempt that succeeded its tokens) as a model-call span of ours would. ``in_store`` is
-    True when the source was the store itself.
+    model, and for the attempt that succeeded its tokens) as a model-call span of ours would.
+    ``in_store`` is True when the source was the store itself.
     """
 
     run: Run
