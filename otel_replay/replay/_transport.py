@@ -79,12 +79,40 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     recorded match is sent to when the session is not strict.
     """
 
+    class WholeStream(module.SyncByteStream, module.AsyncByteStream):  # type: ignore[misc,name-defined]
+        """A body served in one piece at once."""
+
+        def __init__(self, body: bytes) -> None:
+            self._body = body
+
+        def __iter__(self) -> Iterator[bytes]:
+            # Once, as a network stream: read again (the openai SDK drains a stream after
+            # its last event), it has nothing more.
+            body, self._body = self._body, b""
+            if body:
+                yield body
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            body, self._body = self._body, b""
+            if body:
+                yield body
+
     class ChunkStream(module.SyncByteStream):  # type: ignore[misc,name-defined]
         def __init__(self, answer: Answer, request: Any, started: float, matcher: Matcher) -> None:
             self._answer, self._request, self._started = answer, request, started
             self._matcher = matcher
+            self._pieces: Iterator[bytes] | None = None
 
         def __iter__(self) -> Iterator[bytes]:
+            # One pass, as a network stream: iterated again, it goes on where it stopped. A
+            # for loop, unlike ``yield from``, leaves the pass open when this iteration is
+            # given up.
+            if self._pieces is None:
+                self._pieces = self._serve()
+            for piece in self._pieces:  # noqa: UP028 - yield from would close the pass
+                yield piece
+
+        def _serve(self) -> Iterator[bytes]:
             answer = self._answer
             for i, (chunk, due) in enumerate(zip(answer.chunks, answer.times, strict=True)):
                 if due:
@@ -103,8 +131,15 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
         def __init__(self, answer: Answer, request: Any, started: float, matcher: Matcher) -> None:
             self._answer, self._request, self._started = answer, request, started
             self._matcher = matcher
+            self._pieces: AsyncIterator[bytes] | None = None
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
+            if self._pieces is None:  # one pass, as ChunkStream's
+                self._pieces = self._serve()
+            async for piece in self._pieces:
+                yield piece
+
+        async def _serve(self) -> AsyncIterator[bytes]:
             answer = self._answer
             for i, (chunk, due) in enumerate(zip(answer.chunks, answer.times, strict=True)):
                 if due:
@@ -152,7 +187,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             if answer is None:
                 return _live(self.fallback, request).handle_request(request)
             if answer.whole is not None:
-                return respond(answer, request, module.ByteStream(answer.whole))
+                return respond(answer, request, WholeStream(answer.whole))
             return respond(
                 answer, request, ChunkStream(answer, request, started, self.session.matcher)
             )
@@ -182,7 +217,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             if answer is None:
                 return await _live(self.fallback, request).handle_async_request(request)
             if answer.whole is not None:
-                return respond(answer, request, module.ByteStream(answer.whole))
+                return respond(answer, request, WholeStream(answer.whole))
             return respond(
                 answer, request, AsyncChunkStream(answer, request, started, self.session.matcher)
             )
