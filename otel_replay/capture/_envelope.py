@@ -9,7 +9,10 @@ the matcher and the divergence report treat it as they treat HTTP:
 * its request body is the canonical JSON of its arguments (``{}`` for ``now``), redacted as
   any body is;
 * its response body is the canonical JSON of its result, or, when it raised,
-  ``{"message": …, "type": …}`` with the exception's qualified name as ``error.type``.
+  ``{"message": …, "type": …}`` with the exception's qualified name as ``error.type``;
+* a call that returned a result saying it failed (an MCP result with ``isError``) keeps its
+  result as the body, with ``error.type`` :data:`TOOL_ERROR`: the step failed, and its
+  replay gives the result back rather than raising.
 
 The replay installs a :class:`Server` (:func:`use_server`); while one is in charge every step
 is asked of it first, and only a step it has no answer for (non-strict replay) runs live.
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENVELOPE_KINDS",
+    "TOOL_ERROR",
     "Call",
     "Served",
     "Server",
@@ -78,6 +82,9 @@ _METHODS = {"tool": "TOOL", "value": "VALUE", "checkpoint": "CHECKPOINT"}
 _KEY_NAMESPACE = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
 _NO_ARGUMENTS = b"{}"
 _NO_ARGUMENTS_HASH = sha256_tag(_NO_ARGUMENTS)
+# The error.type of a call that answered with a failure instead of raising (the MCP semantic
+# conventions' value for a CallToolResult with isError): never a Python class's name.
+TOOL_ERROR = "tool_error"
 
 T = TypeVar("T")
 
@@ -474,7 +481,8 @@ class _Open:
             attrs[inline_key] = encode_body(body)
 
     def finish(self, body: bytes, error_type: str | None, shape: str | None = None) -> None:
-        """End the step with response ``body`` (``error_type``: what it raised; ``shape``:
+        """End the step with response ``body`` (``error_type``: what it raised, or
+        :data:`TOOL_ERROR` for a result that says it failed; ``shape``:
         of the value a served body was written from, else that of the body encode_exact
         wrote); once, whoever ends it (its call, or the SIGTERM handler's thread cutting it
         off)."""
@@ -492,21 +500,23 @@ class _Open:
         self, recorder: Recorder, body: bytes, error_type: str | None, shape: str | None = None
     ) -> None:
         """Record the step's end: response ``body`` (written with ``shape``, see
-        ``_jsonable``) or, with ``error_type``, what it raised."""
+        ``_jsonable``) or, with ``error_type``, what it raised (with :data:`TOOL_ERROR`: the
+        result that says it failed)."""
         self.done = True
         body = recorder.redactor.body(body)
         response_hash = sha256_tag(body)
+        returned = error_type is None or error_type == TOOL_ERROR
         attrs: dict[str, Any] = {
             A.REPLAY_RESPONSE_HASH: response_hash,
             A.REPLAY_RESPONSE_SIZE: len(body),
-            A.REPLAY_RESPONSE_COMPLETE: error_type is None,
+            A.REPLAY_RESPONSE_COMPLETE: returned,
         }
         headers: list[tuple[str, str]] = []
-        if shape is not None and error_type is None:
+        if shape is not None and returned:
             content_type = shape_content_type(shape)
             attrs[A.REPLAY_RESPONSE_CONTENT_TYPE] = content_type
             headers.append(("content-type", content_type))
-        if error_type is None:
+        if returned:
             self._content(body, A.REPLAY_RESPONSE_BODY, 1, attrs)
         elif recorder.inline_limit and len(body) <= recorder.inline_limit:
             attrs[A.REPLAY_RESPONSE_BODY] = encode_body(body)
@@ -597,7 +607,7 @@ def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     served = opened.served
     assert served is not None
     opened.finish(served.body, served.error_type, served.shape)  # a replay's own run keeps it
-    if served.error_type is not None:
+    if served.error_type is not None and served.error_type != TOOL_ERROR:
         _raise_recorded(served.body, served.error_type)
     try:
         with restoring(served.body, served.shape):
@@ -656,16 +666,31 @@ async def perform_async(
     live: Callable[[], Awaitable[T]],
     encode: Callable[[T], bytes],
     restore: Callable[[bytes], T],
+    *,
+    failed: Callable[[T], bool] | None = None,
 ) -> T:
-    """:func:`perform` for a coroutine."""
+    """:func:`perform` for a coroutine. A value ``failed`` says is a failure (a result with
+    an error flag) is recorded as the step's result with ``error.type`` :data:`TOOL_ERROR`,
+    and given back as a value under replay."""
     opened = _Open(call)
     if opened.served is not None:
         return _served(opened, restore)
     with opened.running():
         value = await live()
         body = encode(value)
-    opened.finish(body, None)
+    opened.finish(body, _failure(failed, value))
     return value
+
+
+def _failure(failed: Callable[[T], bool] | None, value: T) -> str | None:
+    """The ``error.type`` of a step that returned ``value``: :data:`TOOL_ERROR` when
+    ``failed`` says the value is a failure. Never raises: a check that fails records none."""
+    if failed is None:
+        return None
+    try:
+        return TOOL_ERROR if failed(value) else None
+    except Exception:
+        return None
 
 
 def _foreign_tool_span(call: Call) -> Span | None:

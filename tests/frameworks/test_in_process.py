@@ -23,9 +23,11 @@ from mcp.client.stdio import stdio_client
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from typing_extensions import TypedDict
 
 import otel_replay
+from otel_replay.store import Store
 from tests.export._support import ROOT, Pipeline
 from tests.frameworks._orders import open_database
 
@@ -266,6 +268,21 @@ def test_mcp_calls_replay_from_the_recording(mcp_run: Recorded) -> None:
     assert result.identical, result.first_divergence
     with sqlite3.connect(database) as db:
         assert db.execute("SELECT count(*) FROM refunds").fetchone()[0] == 0
+
+
+def test_an_mcp_result_flagged_is_error_is_a_failed_step_given_back_as_a_result(
+    mcp_run: Recorded,
+) -> None:
+    # The MCP semantic conventions: a CallToolResult with isError sets error.type tool_error.
+    missing = next(s for s in mcp_run.spans if s.attributes["replay.step.index"] == 1)
+    assert missing.attributes["error.type"] == "tool_error"
+    assert missing.status.status_code is StatusCode.ERROR
+    assert missing.attributes["replay.response.complete"] is True
+    assert '"isError":true' in missing.attributes["gen_ai.tool.call.result"]
+    with Store.open(mcp_run.store) as store:
+        assert [s.error_type for s in store.steps(mcp_run.run_id)] == [None, "tool_error", None]
+        assert store.run(mcp_run.run_id).error_steps == 1  # `runs` and `show` count it failed
+    # Served again as the result it was, not raised (test_mcp_calls_replay_from_the_recording).
 
 
 def test_a_framework_version_we_do_not_know_is_left_alone(

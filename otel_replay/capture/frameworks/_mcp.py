@@ -10,7 +10,9 @@ is validated anyway, so this moves that request earlier rather than adding one).
 
 The result, a ``CallToolResult`` (``isError`` results included), is recorded as its wire JSON
 (``model_dump(mode="json", by_alias=True, exclude_unset=True)``) and rebuilt on replay by the
-session's own result parser, so fields the server did not send stay unset. A JSON-RPC error is
+session's own result parser, so fields the server did not send stay unset. A result with
+``isError`` is a failed step: ``error.type`` ``tool_error``, as the MCP semantic conventions
+ask, the result still its body and given back on replay. A JSON-RPC error is
 recorded as the exception it raised. The SDK's ``MCP send tools/call`` client span, when the
 call runs, is a child of the step's ``execute_tool`` span, as an HTTP span is of a model call.
 
@@ -223,7 +225,7 @@ async def _step(
         return await live()
 
     try:
-        outcome = await perform_async(call, running, _recorded, restored)
+        outcome = await perform_async(call, running, _recorded, restored, failed=_is_error)
     finally:
         if not ran:
             _skip_request_id(session)
@@ -261,6 +263,13 @@ async def _listed(session: Any, name: str) -> _Listed:
         known = _listings.setdefault(session, {})
         known.setdefault(name, _UNLISTED)  # listed once: a tool the server hides stays unknown
     return known[name]
+
+
+def _is_error(outcome: Any) -> bool:
+    """Whether the server answered the call with a result flagged ``isError`` (the tool
+    failed, and said so in its result rather than as a JSON-RPC error)."""
+    result = outcome.result if isinstance(outcome, _Progressed) else outcome
+    return getattr(result, "is_error", getattr(result, "isError", None)) is True
 
 
 def _recorded(outcome: Any) -> bytes:
