@@ -29,6 +29,7 @@ import click
 from otel_replay import __version__
 from otel_replay.cli._common import CliError
 from otel_replay.cli._diff import diff
+from otel_replay.cli._export import export
 from otel_replay.cli._format import printable
 from otel_replay.cli._gc import gc
 from otel_replay.cli._import import import_
@@ -151,7 +152,7 @@ def cli() -> None:
     """
 
 
-for _command in (runs, show, diff, replay, verify, gc, pin, import_, migrate):
+for _command in (runs, show, diff, replay, export, verify, gc, pin, import_, migrate):
     cli.add_command(_command)
 
 

@@ -1,4 +1,5 @@
-"""Replay sources: the store, OTLP JSON or protobuf files, and OTLP JSON URLs, as Runs.
+"""Replay sources: the store, OTLP JSON or protobuf files, OTLP JSON URLs and bundle
+directories, as Runs.
 
 :func:`load_run` is the entry point; :func:`fetch` downloads a URL source once (the replay
 CLI downloads in the parent and hands the child a file, since the child may open no socket);

@@ -12,6 +12,7 @@ from otel_replay import settings
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._bundle import is_bundle, read_bundle
 from otel_replay.replay.sources._documents import documents
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._group import (
@@ -37,10 +38,11 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
 
     ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
     (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides; a path
-    or a ``file:`` URL of this host) or an http(s) URL answering OTLP JSON (Jaeger's
-    ``{"result": …}`` too). ``ref#RUN_ID`` picks one run of a source that holds several (by
-    run id, or by the trace id of any of its traces); without it such a source is an error
-    that lists them. Which spans make a run: :mod:`otel_replay.replay.sources._group`.
+    or a ``file:`` URL of this host), a bundle directory (``otel-replay export``) or an
+    http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}`` too). ``ref#RUN_ID`` picks
+    one run of a source that holds several (by run id, or by the trace id of any of its
+    traces); without it such a source is an error that lists them. Which spans make a run:
+    :mod:`otel_replay.replay.sources._group`.
 
     Raises SourceError (missing, truncated or corrupt source, nothing replayable, several runs
     and no selector) or StoreError (unknown run id, store missing or of an unknown format),
@@ -73,9 +75,11 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
         ref = _local(ref)
     path, selector = _split(ref)
     if path is not None:
-        if path.is_dir():
-            raise SourceError(f"{path} is a directory, not an OTLP file")
         limits = Limits.from_env()
+        if is_bundle(path):
+            return [_bundled(path, selector, limits)]
+        if path.is_dir():
+            raise SourceError(f"{path} is a directory, not an OTLP file or a bundle")
         try:
             data = read_file(path, limits)
         except OSError as exc:
@@ -111,6 +115,13 @@ def read_runs(
     if not grouped:
         raise SourceError(f"{source} has no replayable steps (no GenAI or replay step spans)")
     return [build_run(run, source) for run in grouped]
+
+
+def _bundled(path: Path, selector: str | None, limits: Limits) -> SourceRun:
+    run = read_bundle(path, limits)
+    if selector is not None and selector != run.run_id:
+        raise SourceError(f"{path} has no run {selector!r}; it holds {run.run_id!r}")
+    return SourceRun(run, ())
 
 
 def _ids(runs: list[SpanRun]) -> str:

@@ -1,0 +1,382 @@
+"""Golden bundles: one recorded run as a directory to check in and review (``otel-replay
+export RUN DIR``), and a replay source like a run id or an OTLP file.
+
+A bundle holds ``bundle.json`` (the format, the run's kit, and each step's facts, indented so
+a change reads as a diff) and ``steps/``, each step's exact request and response bodies as
+files of their own (``steps/3.request.json``, ``steps/3.response.sse``). Bodies keep their
+bytes: an unchanged program's requests match them by hash, as the store's do. Everything
+written is passed through the redaction rules again (the patterns of ``OTEL_REPLAY_REDACT``
+now, JSON credential values, credential headers), so a bundle made after a pattern was added
+holds nothing it names.
+
+A bundle is hostile input like any source: ``bundle.json`` is validated against its schema,
+body files are read only from ``steps/`` under the bundle (plain files, no links, names the
+format allows, within the source limits), and each request body must still have its
+recorded hash. Anything else is a SourceError naming the bundle and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from otel_replay._canonical import sha256_tag
+from otel_replay.capture._redact import Redactor
+from otel_replay.errors import SourceError
+from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay.sources._limits import Limits, read_file
+
+__all__ = ["MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
+
+MANIFEST = "bundle.json"
+FORMAT = "otel-replay bundle"
+VERSION = 1
+_STEPS = "steps"
+_BODY_NAME = re.compile(r"[0-9]{1,9}\.(?:request|response)\.(?:json|sse|txt|bin)")
+_SUFFIXES = {"application/json": "json", "text/event-stream": "sse", "text/": "txt"}
+
+_ATTRIBUTE = {
+    "anyOf": [
+        {"type": ["string", "number", "boolean"]},
+        {"type": "array", "items": {"type": ["string", "number", "boolean"]}},
+    ]
+}
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["format", "version", "run", "steps"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "version": {"type": "integer"},
+        "run": {
+            "type": "object",
+            "required": ["id"],
+            "properties": {
+                "id": {"type": "string", "minLength": 1, "maxLength": 256},
+                "commit": {"type": ["string", "null"]},
+                "seed": {"type": ["integer", "null"]},
+                "code_dirty": {"type": ["boolean", "null"]},
+                "start_ns": {"type": ["integer", "null"], "minimum": 0},
+                "resource": {"type": "object", "additionalProperties": _ATTRIBUTE},
+            },
+            "additionalProperties": False,
+        },
+        "steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["index", "kind", "endpoint", "method", "response", "fidelity"],
+                "properties": {
+                    "index": {"type": "integer", "minimum": 0},
+                    "kind": {"type": "string"},
+                    "endpoint": {"type": "string"},
+                    "method": {"type": "string"},
+                    "url": {"type": ["string", "null"]},
+                    "request": {"type": ["string", "null"]},
+                    "request_hash": {"type": ["string", "null"]},
+                    "status_code": {"type": ["integer", "null"]},
+                    "response_headers": {
+                        "type": "array",
+                        "items": {
+                            "type": "array",
+                            "prefixItems": [{"type": "string"}, {"type": "string"}],
+                            "minItems": 2,
+                            "maxItems": 2,
+                        },
+                    },
+                    "response": {"type": "string"},
+                    "fidelity": {"enum": ["exact", "semantic"]},
+                    "chunks": {
+                        "type": "array",
+                        "items": {
+                            "type": "array",
+                            "prefixItems": [
+                                {"type": "integer", "minimum": 0},
+                                {"type": "integer", "minimum": 0},
+                            ],
+                            "minItems": 2,
+                            "maxItems": 2,
+                        },
+                    },
+                    "complete": {"type": "boolean"},
+                    "error_type": {"type": ["string", "null"]},
+                    "provider": {"type": ["string", "null"]},
+                    "model": {"type": ["string", "null"]},
+                    "prompt_hash": {"type": ["string", "null"]},
+                    "tool_schema_version": {"type": ["string", "null"]},
+                    "duration_ns": {"type": "integer", "minimum": 0},
+                    "attributes": {"type": "object", "additionalProperties": _ATTRIBUTE},
+                    "within": {"type": ["integer", "null"]},
+                    "start_ns": {"type": ["integer", "null"]},
+                },
+                "additionalProperties": False,
+            },
+        },
+    },
+}
+
+
+def is_bundle(path: Path) -> bool:
+    """Whether ``path`` is a directory holding a bundle's manifest."""
+    return path.is_dir() and (path / MANIFEST).exists()
+
+
+def write_bundle(run: Run, directory: Path, redactor: Redactor) -> int:
+    """Write ``run`` as a bundle into ``directory`` (which must not exist, or be empty);
+    returns how many body files were written. Raises SourceError when ``directory`` holds
+    anything (nothing is overwritten) and OSError when it cannot be written."""
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise SourceError(f"{directory} already exists and is not an empty directory")
+    (directory / _STEPS).mkdir(parents=True, exist_ok=True)
+    steps: list[dict[str, Any]] = []
+    written = 0
+    for step in run.steps:
+        facts, bodies = _step_document(step, redactor)
+        for name, data in bodies.items():
+            (directory / _STEPS / name).write_bytes(data)
+            written += 1
+        steps.append(facts)
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "run": {
+            "id": run.run_id,
+            "commit": run.commit,
+            "seed": run.seed,
+            "code_dirty": run.code_dirty,
+            "start_ns": run.start_ns,
+            "resource": _attributes(run.resource, redactor),
+        },
+        "steps": steps,
+    }
+    text = json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    (directory / MANIFEST).write_text(text, encoding="utf-8")
+    return written
+
+
+def _step_document(
+    step: RecordedStep, redactor: Redactor
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A step's facts for the manifest, and its body files by name."""
+    headers = redactor.headers(
+        [(k.encode("latin-1"), v.encode("latin-1")) for k, v in step.response_headers]
+    )
+    suffix = _suffix(dict((k.lower(), v) for k, v in headers))
+    bodies: dict[str, bytes] = {}
+    request_name = request_hash = None
+    if step.request_body is not None:
+        request = redactor.body(step.request_body)
+        request_name = f"{step.index}.request.{'json' if _is_json(request) else 'bin'}"
+        bodies[request_name] = request
+        # Unchanged by redaction, the recorded hash stands; redacted again, the bytes'.
+        request_hash = step.request_hash if request is step.request_body else sha256_tag(request)
+    response_name = f"{step.index}.response.{suffix}"
+    response = redactor.body(step.response_body, stream=suffix == "sse")
+    bodies[response_name] = response
+    chunks = step.chunks
+    if response is not step.response_body and chunks:
+        chunks = _rechunked(step.response_body, chunks, response, redactor, suffix == "sse")
+    facts: dict[str, Any] = {
+        "index": step.index,
+        "kind": step.kind,
+        "endpoint": _text(step.endpoint, redactor),  # an HTTP call's holds its path
+        "method": step.method,
+        "url": None if step.url is None else redactor.url(step.url),
+        "request": None if request_name is None else f"{_STEPS}/{request_name}",
+        "request_hash": request_hash,
+        "status_code": step.status_code,
+        "response_headers": [list(pair) for pair in headers],
+        "response": f"{_STEPS}/{response_name}",
+        "fidelity": step.fidelity,
+        "chunks": [list(chunk) for chunk in chunks],
+        "complete": step.complete,
+        "error_type": step.error_type,
+        "provider": step.provider,
+        "model": step.model,
+        "prompt_hash": step.prompt_hash,
+        "tool_schema_version": step.tool_schema_version,
+        "duration_ns": step.duration_ns,
+        "attributes": _attributes(step.attributes, redactor),
+        "within": step.within,
+        "start_ns": step.start_ns,
+    }
+    return facts, bodies
+
+
+def _rechunked(
+    body: bytes,
+    chunks: tuple[tuple[int, int], ...],
+    redacted: bytes,
+    redactor: Redactor,
+    stream: bool,
+) -> tuple[tuple[int, int], ...]:
+    """``chunks`` of ``body`` as pieces of ``redacted``: each boundary moves to where the
+    redacted prefix before it ends; a boundary inside something redacted (the prefix does not
+    redact to a prefix of the whole) goes, its piece joining the next."""
+    out: list[tuple[int, int]] = []
+    end = start = 0
+    for size, at in chunks:
+        end += size
+        prefix = redactor.body(body[:end], stream=stream)
+        if end < len(body) and not redacted.startswith(prefix):
+            continue
+        stop = len(redacted) if end >= len(body) else len(prefix)
+        out.append((stop - start, at))
+        start = stop
+    if start < len(redacted):  # nothing recorded the rest's time: it came with the last
+        size, at = out.pop() if out else (0, 0)
+        out.append((size + len(redacted) - start, at))
+    return tuple(out)
+
+
+def _attributes(attributes: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """Span attributes as JSON, string values redacted again (the rules may have grown)."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            out[key] = _text(value, redactor)
+        elif isinstance(value, list | tuple):
+            out[key] = [_text(v, redactor) if isinstance(v, str) else v for v in value]
+        elif isinstance(value, bool | int | float):
+            out[key] = value
+    return out
+
+
+def _text(value: str, redactor: Redactor) -> str:
+    data = value.encode("utf-8", "surrogatepass")
+    redacted = redactor.body(data)
+    return value if redacted is data else redacted.decode("utf-8", "replace")
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+def _suffix(headers: Mapping[str, str]) -> str:
+    kind = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    for prefix, suffix in _SUFFIXES.items():
+        if kind.startswith(prefix):
+            return suffix
+    return "bin"
+
+
+def read_bundle(directory: Path, limits: Limits) -> Run:
+    """The run of the bundle at ``directory``. Raises SourceError naming the bundle (and
+    the file) when it is not one, is of another version, or anything in it is wrong."""
+    where = str(directory)
+    manifest_path = directory / MANIFEST
+    _plain_file(manifest_path, where)
+    try:
+        document = json.loads(read_file(manifest_path, limits))
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"{where}: {MANIFEST} is not JSON ({exc})") from None
+    if isinstance(document, dict) and document.get("format") == FORMAT:
+        version = document.get("version")
+        if version != VERSION:
+            raise SourceError(
+                f"{where}: a bundle of format version {version!r}; this otel-replay reads "
+                f"version {VERSION}"
+            )
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(_SCHEMA).iter_errors(document)
+    )
+    if error is not None:
+        at = "/".join(str(p) for p in error.absolute_path)[:200] or "the top"
+        message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
+        raise SourceError(f"{where}: {MANIFEST} is not a bundle manifest (at {at}: {message})")
+    facts = document["run"]
+    budget = [limits.max_bytes]
+    steps = tuple(_step(item, directory, limits, budget) for item in document["steps"])
+    indices = [step.index for step in steps]
+    if len(set(indices)) != len(indices):
+        raise SourceError(f"{where}: two steps of {MANIFEST} have one index")
+    return Run(
+        run_id=facts["id"],
+        source=where,
+        steps=tuple(sorted(steps, key=lambda s: s.index)),
+        commit=facts.get("commit"),
+        seed=facts.get("seed"),
+        code_dirty=facts.get("code_dirty"),
+        resource=_restored(facts.get("resource", {})),
+        start_ns=facts.get("start_ns"),
+    )
+
+
+def _step(
+    item: Mapping[str, Any], directory: Path, limits: Limits, budget: list[int]
+) -> RecordedStep:
+    index = item["index"]
+    request = None
+    if item.get("request") is not None:
+        request = _body(directory, item["request"], limits, budget)
+        recorded = item.get("request_hash")
+        if recorded is not None and sha256_tag(request) != recorded:
+            raise SourceError(
+                f"{directory}: {item['request']} does not have the hash step {index} recorded "
+                "(edited by hand? a request body must stay as it was sent)"
+            )
+    response = _body(directory, item["response"], limits, budget)
+    chunks = tuple((size, at) for size, at in item.get("chunks", ()))
+    if chunks and sum(size for size, _ in chunks) != len(response):
+        raise SourceError(f"{directory}: the chunks of step {index} do not add up to its response")
+    return RecordedStep(
+        index=index,
+        kind=item["kind"],
+        endpoint=item["endpoint"],
+        method=item["method"],
+        url=item.get("url"),
+        request_body=request,
+        request_hash=item.get("request_hash") or (None if request is None else sha256_tag(request)),
+        status_code=item.get("status_code"),
+        response_headers=tuple((k, v) for k, v in item.get("response_headers", ())),
+        response_body=response,
+        fidelity=item["fidelity"],
+        chunks=chunks,
+        complete=item.get("complete", True),
+        error_type=item.get("error_type"),
+        provider=item.get("provider"),
+        model=item.get("model"),
+        prompt_hash=item.get("prompt_hash"),
+        tool_schema_version=item.get("tool_schema_version"),
+        duration_ns=item.get("duration_ns", 0),
+        attributes=_restored(item.get("attributes", {})),
+        within=item.get("within"),
+        start_ns=item.get("start_ns"),
+    )
+
+
+def _body(directory: Path, name: str, limits: Limits, budget: list[int]) -> bytes:
+    """A body file named in the manifest, read only from ``steps/`` under the bundle."""
+    folder, _, file = name.partition("/")
+    if folder != _STEPS or not _BODY_NAME.fullmatch(file):
+        raise SourceError(f"{directory}: {name!r} is not a body file a bundle may name")
+    path = directory / _STEPS / file
+    _plain_file(path, str(directory))
+    data = read_file(path, Limits(budget[0], limits.max_line_bytes, limits.timeout_s))
+    budget[0] -= len(data)
+    return data
+
+
+def _plain_file(path: Path, where: str) -> None:
+    """SourceError unless ``path`` is a regular file (a link could reach anything)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        raise SourceError(f"{where}: cannot read {path.name}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise SourceError(f"{where}: {path.name} is not a plain file")
+
+
+def _restored(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes as a span holds them: sequences as tuples."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
