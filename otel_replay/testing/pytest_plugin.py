@@ -1,7 +1,8 @@
 """The pytest plugin: recorded runs as regression tests, and a capture kit for instrumented code.
 
 * ``@pytest.mark.otel_replay(SOURCE, **options)`` runs the test inside
-  :func:`otel_replay.replaying` of ``SOURCE`` (a run id in the store, an OTLP file, a URL):
+  :func:`otel_replay.replaying` of ``SOURCE`` (a run id in the store, a bundle directory
+  that ``otel-replay export`` wrote, an OTLP file, a URL):
   the test's model calls, tools and values are answered from the recording, with no network.
   ``options`` are ``replaying()``'s (``store``, ``strict``, ``timing``, ``clock``,
   ``live_tools``). A relative path is read from pytest's root directory, where it exists.
