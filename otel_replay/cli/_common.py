@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -28,6 +29,7 @@ __all__ = [
     "stderr_console",
     "stdout_console",
     "store_option",
+    "stored_ref",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -114,11 +116,37 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
         return matches[0]
     if not matches:
         raise RunNotFoundError(
-            f"no run {ref!r} in the store at {store.location} (list them with: otel-replay runs)"
+            f"no run {ref!r} in the store at {store.location} ({_where_to_look(ref)})"
         )
     shown = ", ".join(printable(run.run_id) for run in matches[:8])
     more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
     raise CliError(f"run prefix {ref!r} is ambiguous: it matches {shown}{more}")
+
+
+def _where_to_look(ref: str) -> str:
+    """What to do about a run the store lacks: a trace source (an OTLP file, a URL) is read
+    from the store once imported; anything else is a run id the listing shows."""
+    source = ref.partition("#")[0]
+    if source.startswith(("http://", "https://")) or os.path.isfile(source):
+        return (
+            f"{source} is a trace source, not a run: load its runs with: otel-replay import "
+            f"{source}"
+        )
+    return "list them with: otel-replay runs"
+
+
+def stored_ref(ref: str, store: str) -> str:
+    """``ref`` with a run prefix or ``latest`` resolved to the run id it names in ``store``;
+    a file (or anything with a ``/``) and a store that is not there are left to the loader,
+    which names them in its error."""
+    if Path(ref.partition("#")[0]).expanduser().exists() or "/" in ref.partition("#")[0]:
+        return ref
+    try:
+        opened = Store.open(store, create=False)
+    except OtelReplayError:
+        return ref
+    with opened:
+        return resolve_run(opened, ref).run_id
 
 
 def stdout_console() -> Console:
