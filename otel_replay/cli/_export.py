@@ -8,12 +8,10 @@ import click
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
-from otel_replay.cli._common import CliError, resolve_run, store_option
+from otel_replay.cli._common import CliError, store_option, stored_ref
 from otel_replay.cli._format import plural, printable
-from otel_replay.errors import OtelReplayError
 from otel_replay.replay.sources import is_url, load_run
 from otel_replay.replay.sources._bundle import write_bundle
-from otel_replay.store import Store
 
 __all__ = ["export"]
 
@@ -37,16 +35,7 @@ def export(run: str, directory: Path, store: str | None) -> None:
     """
     config = settings.load()
     where = store if store is not None else config.store
-    ref = run
-    if not (is_url(run) or Path(run).expanduser().exists()):
-        try:
-            opened = Store.open(where, create=False)
-        except OtelReplayError:
-            pass  # no store there: load_run says so, naming the run too
-        else:
-            with opened:
-                ref = resolve_run(opened, run).run_id
-    recorded = load_run(ref, store=where)
+    recorded = load_run(run if is_url(run) else stored_ref(run, where), store=where)
     try:
         files = write_bundle(recorded, directory, Redactor(config.redact))
     except OSError as exc:

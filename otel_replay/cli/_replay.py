@@ -43,10 +43,10 @@ from otel_replay.capture._run import new_run_id
 from otel_replay.cli._common import (
     CliError,
     emit,
-    resolve_run,
     stderr_console,
     stdout_console,
     store_option,
+    stored_ref,
 )
 from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._replay_report import render
@@ -245,14 +245,7 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
         path = scratch / "source.otlp"
         path.write_bytes(data)
         return f"{path}#{fragment}" if fragment else str(path), recorded
-    if not (Path(base).expanduser().exists() or "/" in base):
-        try:
-            opened = Store.open(store, create=False)
-        except OtelReplayError:
-            pass  # no store there: load_run says so, naming the ref too
-        else:
-            with opened:
-                ref = resolve_run(opened, ref).run_id
+    ref = stored_ref(ref, store)
     if "\0" in ref:
         raise CliError(
             f"cannot replay {printable(ref)}: the run id holds a NUL byte, which no "
