@@ -5,7 +5,8 @@ application went on (a retried rate limit, a price list that could not be fetche
 For a ``run()`` block that is the exception leaving the block; for the process run it is what
 ends the process: an exception the main thread did not catch, or ``sys.exit`` called there
 with a failing status. :func:`watch` notes either, and at exit ends the process run with it
-(``RunEnd.error_type``: the exception's qualified name, or ``exit status N``).
+(``RunEnd.error_type``: the exception's qualified name, or ``exit status N``); the process
+run's root span ends with it too (:func:`failure`, ``_failed``).
 
 Not seen: ``raise SystemExit(N)`` written out instead of ``sys.exit(N)``, ``os._exit`` and
 death by a signal, which runs no exit hook: the run is then not ended and stays
@@ -21,11 +22,12 @@ import threading
 from types import TracebackType
 from typing import Any, NoReturn
 
+from otel_replay.capture._failed import Failure
 from otel_replay.capture._run import end_process_run, qualified_name
 
-__all__ = ["unwatch", "watch"]
+__all__ = ["failure", "unwatch", "watch"]
 
-_failure: str | None = None
+_failure: Failure | None = None
 _previous_hook: Any = None
 _real_exit: Any = None
 
@@ -55,6 +57,12 @@ def unwatch() -> None:
     _previous_hook = _real_exit = None
 
 
+def failure() -> Failure | None:
+    """How the application failed, once it has (an uncaught exception, a failing
+    ``sys.exit`` on the main thread); None while it has not."""
+    return _failure
+
+
 def exit_failure(status: object) -> str | None:
     """What ``sys.exit(status)`` says of the run: None for success (None or 0), else
     ``exit status N`` (a message exits with status 1, as Python does)."""
@@ -65,17 +73,18 @@ def exit_failure(status: object) -> str | None:
 
 def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
     global _failure  # noqa: PLW0603 - what ended the process
-    _failure = qualified_name(value)
+    _failure = Failure(qualified_name(value), value)
     _previous_hook(kind, value, tb)
 
 
 def _exit(status: object = None, /) -> NoReturn:
     global _failure  # noqa: PLW0603 - what ended the process
     if threading.current_thread() is threading.main_thread():
-        _failure = exit_failure(status)
+        error_type = exit_failure(status)
+        _failure = None if error_type is None else Failure(error_type)
     _real_exit(status)
     raise AssertionError("unreachable")  # pragma: no cover - sys.exit raised
 
 
 def _at_exit() -> None:
-    end_process_run(_failure)
+    end_process_run(None if _failure is None else _failure.error_type)

@@ -18,6 +18,11 @@ The root span is opened by the first such step and ended, at the end of its last
   the store before the providers shut down: they shut their processors down in turn, and
   OTLP's, usually first, may wait on a collector for its whole timeout).
 
+A root ended at exit after the application failed (an uncaught exception, a failing
+``sys.exit``: ``_outcome``) ends as that failure (``error.type``, status ERROR: ``_failed``),
+as the run does in the store; roots of earlier bursts, ended when the process went idle,
+finished before the failure and stay as they were.
+
 A process about to die of a signal that runs no exit hook (SIGTERM's default action) ends its
 root through :func:`cut_off`, called by the exporter's SIGTERM handler, which also ends the
 ``run()`` blocks' spans still open and flushes the tracer providers. A process killed by
@@ -68,6 +73,8 @@ from otel_replay import settings
 from otel_replay._clock import wall_ns
 from otel_replay._shared import SharedCells
 from otel_replay.capture._counter import allocate_cell
+from otel_replay.capture._failed import Failure, mark_failed
+from otel_replay.capture._outcome import failure
 from otel_replay.capture._run import RunState, current_run, in_run_block, tracer_in_use
 from otel_replay.capture._worker_exit import at_worker_exit
 
@@ -96,7 +103,8 @@ class _Burst:
     ``root`` is None for a burst borrowed from the parent process (its root is the parent's
     to end). ``used``, for a root opened for worker processes, is the cell that their first
     step under it marks: such a root is ended only if a step was made under it, here
-    (``stepped``) or in a worker."""
+    (``stepped``) or in a worker. ``inherited``: the run is another process's (this one is
+    its worker), so how this process ends is not how the run ends."""
 
     run_id: str
     root: Span | None
@@ -106,6 +114,7 @@ class _Burst:
     open: list[Span] = field(default_factory=list)
     used: tuple[SharedCells, int] | None = None
     stepped: bool = False
+    inherited: bool = False
 
     def borrowed(self) -> Borrowed:
         """What a worker started now borrows of this burst."""
@@ -192,14 +201,17 @@ class _ProcessTrace:
             with self._lock:
                 self._blocks.add(span)
 
-    def end(self, cause: str | None = None, steps_cut: bool = False) -> None:
-        """End the current burst's root span, if there is one; with a ``cause`` (the process
-        is being cut off), also the ``run()`` blocks' spans still open (see :func:`cut_off`)."""
+    def end(
+        self, cause: str | None = None, steps_cut: bool = False, failed: Failure | None = None
+    ) -> None:
+        """End the current burst's root span, if there is one (as ``failed``, when the
+        application failed so); with a ``cause`` (the process is being cut off), also the
+        ``run()`` blocks' spans still open (see :func:`cut_off`)."""
         with self._lock:
             burst, self._burst = self._burst, None
             blocks = [span for span in self._blocks if span.is_recording()] if cause else []
         if burst is not None:
-            _end(burst, cause, steps_cut)
+            _end(burst, cause, steps_cut, failed)
         # Innermost first, as the blocks would have exited.
         for span in sorted(blocks, key=_start_of, reverse=True):
             _cut(span, cause or "")
@@ -254,12 +266,18 @@ def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
         start_time=start_ns,
     )
     context = trace.set_span_in_context(root, Context())
-    return _Burst(run.run_id, root, context, start_ns, start_ns)
+    return _Burst(run.run_id, root, context, start_ns, start_ns, inherited=run.inherited)
 
 
-def _end(burst: _Burst, cause: str | None = None, steps_cut: bool = False) -> None:
+def _end(
+    burst: _Burst,
+    cause: str | None = None,
+    steps_cut: bool = False,
+    failed: Failure | None = None,
+) -> None:
     """End ``burst``'s root where its last step ended (now, if a step is still open: with a
-    ``cause``, that step, like ``steps_cut``, was cut off, which makes the burst an error).
+    ``cause``, that step, like ``steps_cut``, was cut off, which makes the burst an error;
+    ``failed``: the application failed, which makes it one unless the run is inherited).
     A borrowed burst's root is not this process's to end; a root opened for workers under
     which no process made a step is left unended (it is never exported)."""
     root = burst.root
@@ -274,6 +292,8 @@ def _end(burst: _Burst, cause: str | None = None, steps_cut: bool = False) -> No
     done = burst.settle()
     if cause and (steps_cut or not done):
         _cut(root, cause)
+    elif failed is not None and not burst.inherited:
+        mark_failed(root, failed)
     ended = max(burst.last_end_ns, burst.start_ns) if done and not workers else wall_ns()
     root.end(end_time=ended)
 
@@ -338,7 +358,7 @@ def _end_at_exit() -> None:
     would otherwise never store its root span."""
     global _exiting  # noqa: PLW0603 - set once: the process is on its way out
     _exiting = True
-    _PROCESS.end()
+    _PROCESS.end(failed=failure())
     try:
         timeout_ms = int(settings.read("OTEL_REPLAY_FLUSH_TIMEOUT_MS"))
     except Exception:  # a bad value is reported where the exporter reads it

@@ -35,12 +35,13 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Tracer
 
 from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_gmtime, wall_ns
 from otel_replay.capture._counter import StepCounter
+from otel_replay.capture._failed import Failure, mark_failed
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._ids import separate
 from otel_replay.capture._vcs import code_version
@@ -284,7 +285,8 @@ class run:
     seed is drawn and recorded, so the run stays replayable (under replay, the recorded seed
     is used). The run id comes from ``run_id``,
     else ``OTEL_REPLAY_RUN_ID`` for the first top-level block, else it is generated. The
-    block's exception, if any, marks the span as an error and propagates unchanged. When it is
+    block's exception, if any, marks the span as the run's failure (``_failed``: ``error.type``
+    the exception's qualified name, as the run's end has it) and propagates unchanged. When it is
     recorded, its exit hands the exporter a :class:`~otel_replay.step.RunEnd`.
 
     When otel-replay is not instrumenting (disabled, or ``OTEL_REPLAY_MODE=off``) the block
@@ -346,8 +348,8 @@ class run:
         otel_context.detach(ctx_token)  # type: ignore[arg-type]
         _current.reset(run_token)
         if exc is not None:
-            self._span.set_attribute("error.type", type(exc).__qualname__)
-            self._span.set_status(Status(StatusCode.ERROR))
+            recording = self.state.mode != "off"
+            mark_failed(self._span, Failure(qualified_name(exc), exc), kit=recording)
         self._span.end()
         if self.state.mode != "off" and not self.state.inherited:
             # Queued behind every step the block handed off (a stream the block left open

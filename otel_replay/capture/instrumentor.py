@@ -34,6 +34,7 @@ from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
 from otel_replay.capture._envelope import use_recorder
+from otel_replay.capture._failed import describe_with
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._outcome import unwatch, watch
@@ -103,6 +104,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         use_tracer(tracer)
         use_recorder(self.recorder)
+        describe_with(self.recorder.redactor, content)  # a failed run's message (_failed)
         _family.start()  # workers started fresh continue the current run
         attach(config.write_tools)  # framework tools (LangChain, Agents SDK, MCP) as steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
@@ -154,6 +156,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         _family.stop()
         use_tracer(None)
         use_recorder(None)
+        describe_with(None, False)
 
 
 _durable_providers: weakref.WeakSet[Any] = weakref.WeakSet()

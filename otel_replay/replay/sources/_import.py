@@ -5,6 +5,9 @@ exact request and response bodies), with the facts its span and its run's spans 
 synthesised response is never stored as if it had been recorded: a semantic step goes in as its
 span alone and is synthesised again whenever it is loaded.
 
+A run is imported ended, as it ended: failed (``error (TYPE)`` in ``runs``) when its own span
+says the application failed, with that span's ``error.type``.
+
 Importing is idempotent: a run whose steps the store already holds (same span ids) is left
 as it is and reported ``present``. A different run under the same id is refused, and then
 nothing at all is imported.
@@ -68,11 +71,46 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
         )
     for loaded, fixtures, spans in planned:
         store.put(fixtures, spans, runs=[_run_facts(loaded)])
-        # An imported run is whole: it is closed, ended where its last span ended.
+        # An imported run is whole: it is closed, ended where its last span ended, failed
+        # as its own span says.
         ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
-        store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0)))
+        store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0), _error_type(loaded)))
     store.flush()
     return reports
+
+
+def _error_type(loaded: SourceRun) -> str | None:
+    """How the run failed, as the capture wrote it on the run's own span (``capture._failed``):
+    the ``error.type`` of the ``invoke_agent`` span of the run that ended last (a ``run()``
+    block's, or the process run's last root span), when its status is ERROR; None when the
+    run did not fail (a failed step the program got over fails no run)."""
+    run_id = loaded.run.run_id
+    own = [span for span in loaded.spans if _is_run_span(span, run_id)]
+    if not own:
+        return None
+    last = max(own, key=lambda span: _int_or_zero(span.get("end_ns")))
+    status = last.get("status")
+    if not isinstance(status, Mapping) or status.get("code") != "ERROR":
+        return None
+    error_type = attrs_of(last).get("error.type")
+    if isinstance(error_type, str) and error_type:
+        return error_type
+    message = status.get("message")
+    return message if isinstance(message, str) and message else "error"
+
+
+def _is_run_span(span: Mapping[str, Any], run_id: str) -> bool:
+    """A span the capture opens for a run itself (not for one of its steps)."""
+    attrs = attrs_of(span)
+    return (
+        attrs.get("gen_ai.operation.name") == "invoke_agent"
+        and attrs.get(A.REPLAY_RUN_ID) == run_id
+        and A.REPLAY_STEP_INDEX not in attrs
+    )
+
+
+def _int_or_zero(value: Any) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _already_there(store: Store, loaded: SourceRun) -> bool:
