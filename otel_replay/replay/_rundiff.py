@@ -27,6 +27,7 @@ from otel_replay.replay._diff import (
     request_changes,
     short_tag,
     value_at,
+    without_trace_context,
 )
 from otel_replay.replay._model import RecordedStep, Run
 
@@ -202,12 +203,27 @@ def _request_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
         changes = request_changes(a, Request(b.method, b.url or "", b.request_body))
         if not changes and a.request_hash != b.request_hash:
             # Bytes the request comparison sets aside (volatile fields, key order).
-            changes = _json_changes("body", a.request_body, b.request_body) or [
-                change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))
-            ]
+            changes = _set_aside_changes(a, b)
     if a.endpoint != b.endpoint:
         changes.insert(0, Change("endpoint", "changed", a.endpoint, b.endpoint))
     return changes
+
+
+def _set_aside_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """What differs in two requests the replay would take as the same: each JSON field (a
+    volatile one, such as ``user``), else the hash (key order, spacing). The trace context
+    an MCP client writes into each request is another in every run, never a change."""
+    old, new = parse_json(a.request_body), parse_json(b.request_body)
+    if old is not None and new is not None:
+        if not json_paths_differing(old, new):
+            pass  # equal as JSON: the bytes differ (key order, spacing)
+        else:
+            old, new = without_trace_context(old), without_trace_context(new)
+            return [
+                change(f"body {path}", value_at(old, path), value_at(new, path))
+                for path in json_paths_differing(old, new)
+            ]
+    return [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
 
 
 def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
