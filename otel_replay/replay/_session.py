@@ -59,7 +59,7 @@ from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult, Serv
 from otel_replay.replay.synth import synthesize
 from otel_replay.settings import Timing
 
-__all__ = ["Answer", "ReplaySession"]
+__all__ = ["Answer", "ReplaySession", "interruption"]
 
 _HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -119,6 +119,14 @@ def _is_exception(error_type: str | None) -> bool:
         return True
     builtin = getattr(builtins, error_type, None)
     return isinstance(builtin, type) and issubclass(builtin, BaseException)
+
+
+def interruption(error_type: str | None) -> KeyboardInterrupt | None:
+    """The interruption a step recorded in place of a response (Ctrl-C while the request was
+    on its way), raised again as itself: as a transport error the client would retry it."""
+    if error_type in ("KeyboardInterrupt", "builtins.KeyboardInterrupt"):
+        return KeyboardInterrupt()
+    return None
 
 
 def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:

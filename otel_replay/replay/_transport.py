@@ -24,7 +24,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
 from otel_replay.replay._match import Awaited, Matcher
-from otel_replay.replay._session import Answer, ReplaySession
+from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["transport_classes"]
 
@@ -61,8 +61,12 @@ async def _wait_async(matcher: Matcher, awaited: Awaited, started: float) -> Non
         undo()
 
 
-def _error(module: ModuleType, answer: Answer, request: Any) -> Exception:
-    """The transport error a step recorded, as the client library's own exception class."""
+def _error(module: ModuleType, answer: Answer, request: Any) -> BaseException:
+    """The transport error a step recorded, as the client library's own exception class (an
+    interruption as itself)."""
+    interrupted = interruption(answer.error_type)
+    if interrupted is not None:
+        return interrupted
     name = (answer.error_type or "TransportError").rsplit(".", 1)[-1]
     cls = getattr(module, name, None)
     if not (isinstance(cls, type) and issubclass(cls, module.TransportError)):

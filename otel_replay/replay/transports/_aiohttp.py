@@ -30,7 +30,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from otel_replay.capture.transports._aiohttp import REPLAY, Middleware, wrap_request
 from otel_replay.capture.transports._view import raw_headers
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
-from otel_replay.replay._session import Answer, ReplaySession
+from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["install"]
 
@@ -81,9 +81,14 @@ def _unmatched_class() -> type[Exception]:
     return UnmatchedAiohttpRequestError
 
 
-def _error(answer: Answer) -> Exception:
-    """The client error a step recorded, as the aiohttp class of that name when it is one."""
+def _error(answer: Answer) -> BaseException:
+    """The client error a step recorded, as the aiohttp class of that name when it is one (an
+    interruption as itself)."""
     import aiohttp  # noqa: PLC0415
+
+    interrupted = interruption(answer.error_type)
+    if interrupted is not None:
+        return interrupted
 
     name = (answer.error_type or "").rsplit(".", 1)[-1]
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"

@@ -34,7 +34,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from otel_replay.capture.transports._urllib3 import request_url
 from otel_replay.capture.transports._view import raw_headers
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
-from otel_replay.replay._session import Answer, ReplaySession
+from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["install"]
 
@@ -139,9 +139,14 @@ def _getresponse(session: ReplaySession) -> Callable[..., Any]:
     return getresponse
 
 
-def _transport_error(answer: Answer, conn: Any, url: str) -> Exception:
-    """The error a step recorded before any response, as urllib3 raised it."""
+def _transport_error(answer: Answer, conn: Any, url: str) -> BaseException:
+    """The error a step recorded before any response, as urllib3 raised it (an interruption
+    as itself)."""
     from urllib3 import exceptions  # noqa: PLC0415
+
+    interrupted = interruption(answer.error_type)
+    if interrupted is not None:
+        return interrupted
 
     name = (answer.error_type or "").rsplit(".", 1)[-1]
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
