@@ -107,6 +107,8 @@ class Served:
     shape: str | None = None
     effect: str | None = None
     """A tool step's ``replay.tool.effect`` as recorded, when known."""
+    order: int | None = None
+    """The replay's number for the call it answered (what :meth:`Server.ran_live` names)."""
 
 
 class Server(Protocol):
@@ -132,6 +134,10 @@ class Server(Protocol):
     def holds(self, url: str) -> bool:
         """Whether the recording has any step at ``url`` (``checkpoint:langgraph.get_tuple``):
         one made before such calls were steps has none."""
+
+    def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
+        """The read tool ``served`` matched ran live instead (``live_read_tools``) and
+        answered ``body`` (as recorded: its result, or what it raised, ``error_type``)."""
 
     def bad_value(self, error: RecordedValueError) -> None:
         """A served step's recorded value could not be given back (``error`` is raised next):
@@ -369,6 +375,7 @@ class _Open:
         "done",
         "index",
         "key",
+        "live",
         "owns_span",
         "recorder",
         "request_hash",
@@ -406,6 +413,7 @@ class _Open:
                 self.tracked = _InFlight(self)
                 self.recorder.open_steps.begin(self.tracked)
         self.served: Served | None = None
+        self.live: Served | None = None
         server = _server
         if server is not None:
             method, url = address(call.kind, call.name)
@@ -420,7 +428,8 @@ class _Open:
                 if self.served.effect == "write" and call.effect != "write":
                     self._take_write_effect()
                 if server.live_read_tools and call.kind == "tool" and call.effect == "read":
-                    self.served = None  # matched and reported; the tool runs live
+                    # Matched and reported; the tool runs live, and its answer is compared.
+                    self.live, self.served = self.served, None
             elif call.effect == "write":
                 message = (
                     f"otel-replay: write tool {call.name!r} has no recorded call to serve, and "
@@ -488,6 +497,10 @@ class _Open:
         off)."""
         written = take_shape(body)  # taken even unrecorded: it holds on to the body
         shape = shape or written
+        live, server = self.live, _server
+        if live is not None and server is not None:
+            self.live = None
+            server.ran_live(live, body, error_type)
         recorder = self.recorder
         if recorder is None or self.done:
             return

@@ -53,6 +53,7 @@ from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
 from otel_replay.replay._background import without_background
+from otel_replay.replay._change import Change
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import (
     AgentStatus,
@@ -61,6 +62,7 @@ from otel_replay.replay._result import (
     Outcome,
     ReplayResult,
     ServedStep,
+    changes_from_json,
 )
 from otel_replay.replay.sources import (
     Limits,
@@ -128,7 +130,8 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     type=click.Choice(["read"]),
     default=None,
     help="read: run read tools live against today's world (their recorded calls are still "
-    "matched and compared). Write tools never run.",
+    "matched; a live result that differs from the recorded one diverges at that step). Write "
+    "tools never run.",
 )
 @click.option(
     "--json",
@@ -392,6 +395,7 @@ def _result(
     """The comparison from the child's events and its exit status ``code``; ``isolation``
     None means the launcher ran and its event says how CMD was isolated."""
     steps: list[ServedStep] = []
+    ran_live: dict[int, tuple[Change, ...]] = {}
     network: list[str] = []
     live_network: list[str] = []
     subprocesses: list[str] = []
@@ -408,6 +412,11 @@ def _result(
             continue
         if kind == "step":
             steps.append(ServedStep.from_json(event))
+        elif kind == "step-live":  # after its step: the call ran live, here is its answer
+            try:
+                ran_live[int(event["order"])] = changes_from_json(event["changes"])
+            except (KeyError, TypeError, ValueError):
+                raise OtelReplayError("replay report: a step-live event is damaged") from None
         elif kind == "network":
             network.append(str(event.get("address")))
         elif kind == "network-live":
@@ -432,6 +441,7 @@ def _result(
                 loopback=bool(event.get("loopback")),
                 reason=event.get("reason"),
             )
+    steps = [s.ran_live(ran_live[s.order]) if s.order in ran_live else s for s in steps]
     result = ReplayResult(recorded, steps, network, subprocesses)
     result.elapsed_s = elapsed
     result.hooked = any(event.get("type") == "start" for event in events)

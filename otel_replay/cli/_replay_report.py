@@ -56,15 +56,17 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
     out: list[RenderableType] = []
     served = first.served
     if first.kind == "changed" and served is not None:
+        live = ", ran live" if served.live else ""
         title = Text(
             printable(
                 f"first divergence: step {first.step} ({served.endpoint}), "
-                f"request {served.order}, matched by {served.how}"
+                f"request {served.order}, matched by {served.how}{live}"
             )
         )
         out.append(title)
+        labels = ("recorded", "live    ") if served.live else ("recorded", "replayed")
         for change in first.changes[:_MAX_CHANGES]:
-            out.extend(change_lines(change))
+            out.extend(change_lines(change, labels))
         if len(first.changes) > _MAX_CHANGES:
             out.append(Text(f"  … {len(first.changes) - _MAX_CHANGES} more differences"))
         if served.repeat:
@@ -111,15 +113,17 @@ def change_lines(change: Change, labels: tuple[str, str] = ("recorded", "replaye
 def _steps_table(steps: list[ServedStep]) -> Table:
     steps_table = table("request", "step", "endpoint", "matched", "fidelity", "result")
     for step in steps:
+        # A matched call that ran live (--live-tools read) says so before how it compared.
+        ran = "live, " if step.live else ""
         if step.recorded is None:
             outcome = Text("live" if step.live else "no match", style="bold red")
         elif step.changes:
             fields = ", ".join(dict.fromkeys(category(c.field) for c in step.changes))
-            outcome = Text(f"differs: {fields}", style="yellow")
+            outcome = Text(f"{ran}differs: {fields}", style="yellow")
         elif step.repeat:
-            outcome = Text("repeated", style="yellow")
+            outcome = Text(f"{ran}repeated", style="yellow")
         else:
-            outcome = Text("identical", style="green")
+            outcome = Text(f"{ran}identical", style="green")
         steps_table.add_row(
             Text(str(step.order)),
             Text("-" if step.recorded is None else str(step.recorded)),

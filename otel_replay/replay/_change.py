@@ -109,8 +109,8 @@ def change(field: str, before: Any, after: Any) -> Change:
 
 def category(field: str) -> str:
     """The kind of a change's field, for one-word summaries: ``message 3`` → ``messages``,
-    ``tool lookup`` → ``tools``, ``body $.x`` → ``body``, ``argument $.x`` → ``arguments``;
-    others as they are."""
+    ``tool lookup`` → ``tools``, ``body $.x`` → ``body``, ``argument $.x`` → ``arguments``,
+    ``result $.x`` → ``result``; others as they are."""
     head = field.split(" (", 1)[0]
     if head.startswith("message "):
         return "messages"
@@ -120,4 +120,6 @@ def category(field: str) -> str:
         return "body"
     if head.startswith("argument "):
         return "arguments"
+    if head.startswith("result "):
+        return "result"
     return head

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from otel_replay.capture._envelope import address
@@ -26,6 +26,7 @@ __all__ = [
     "Outcome",
     "ReplayResult",
     "ServedStep",
+    "live_event",
 ]
 
 _MESSAGE_LIMIT = 300
@@ -44,7 +45,10 @@ class ServedStep:
     ``recorded`` is the index of the recorded step that answered it (None: no match, the
     request was refused in strict mode or went live otherwise); ``how`` is the match level
     (``hash``, ``canonical``, ``position``) or ``none``; ``changes`` what differs from the
-    recorded request (empty when identical).
+    recorded request (empty when identical) and, for a step that ran live, from the recorded
+    answer (``result $.path``, ``error``). ``live``: the call was not answered from the
+    recording (an unmatched request let through, or a read tool under ``--live-tools read``,
+    matched all the same).
     """
 
     order: int
@@ -61,8 +65,14 @@ class ServedStep:
 
     @property
     def identical(self) -> bool:
-        """The request equals its recorded one and was answered from the recording."""
+        """The request equals its recorded one and was answered from the recording, or, run
+        live, answered as recorded."""
         return self.recorded is not None and not self.changes and not self.repeat
+
+    def ran_live(self, changes: Iterable[Change]) -> ServedStep:
+        """This step once its call ran live: marked live, with ``changes`` (how its answer
+        differs from the recorded one) after its request's."""
+        return replace(self, live=True, changes=(*self.changes, *changes))
 
     def to_json(self) -> dict[str, Any]:
         """The report-file form (see :meth:`from_json`)."""
@@ -94,11 +104,20 @@ class ServedStep:
             recorded=None if data["recorded"] is None else int(data["recorded"]),
             repeat=bool(data["repeat"]),
             fidelity=data["fidelity"],
-            changes=tuple(
-                Change(c["field"], c["kind"], c["recorded"], c["replayed"]) for c in data["changes"]
-            ),
+            changes=changes_from_json(data["changes"]),
             live=bool(data.get("live", False)),
         )
+
+
+def changes_from_json(data: Iterable[Mapping[str, Any]]) -> tuple[Change, ...]:
+    """Changes from their report-file form; raises KeyError/TypeError when damaged."""
+    return tuple(Change(c["field"], c["kind"], c["recorded"], c["replayed"]) for c in data)
+
+
+def live_event(order: int, changes: Iterable[Change]) -> dict[str, Any]:
+    """The report-file event saying that request ``order`` ran live, its answer differing
+    from the recorded one by ``changes`` (applied with :meth:`ServedStep.ran_live`)."""
+    return {"type": "step-live", "order": order, "changes": [c.to_json() for c in changes]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +143,8 @@ class Divergence:
             )
         if self.kind == "unused":
             return f"recorded step {self.step} was never requested"
+        if self.served is not None and self.served.live:
+            return f"step {self.step} ran live and differs from the recording"
         return f"step {self.step} differs from the recording"
 
     def __repr__(self) -> str:

@@ -53,9 +53,16 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
+from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
-from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult, ServedStep
+from otel_replay.replay._result import (
+    AgentStatus,
+    BadValue,
+    ReplayResult,
+    ServedStep,
+    live_event,
+)
 from otel_replay.replay.synth import synthesize
 from otel_replay.settings import Timing
 
@@ -229,9 +236,10 @@ class ReplaySession:
         self._redactor.learn(headers, url)
         # Compared with, and reported beside, the recorded URL: redacted as the capture did.
         url = self._redactor.url(url)
-        step = self._served_step(method, url, body, request_hash, sent=True)
-        if step is None:
+        served = self._served_step(method, url, body, request_hash, sent=True)
+        if served is None:
             return None
+        step = served[0]
         return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
@@ -265,9 +273,10 @@ class ReplaySession:
         (``request_hash``: their hash when the capture computed it; ``call_id``: the model's
         tool call it answers); None or UnmatchedRequestError as :meth:`answer`."""
         body = self._redactor.body(body)
-        step = self._served_step(method, url, body, request_hash, call_id=call_id)
-        if step is None:
+        served = self._served_step(method, url, body, request_hash, call_id=call_id)
+        if served is None:
             return None
+        step, order = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
@@ -280,7 +289,26 @@ class ReplaySession:
             step.index,
             shape,
             effect if isinstance(effect, str) else None,
+            order,
         )
+
+    def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
+        """The read tool ``served`` matched ran live (``live_read_tools``) and answered
+        ``body`` (``error_type``: what it raised), before redaction: its step is marked live,
+        with what differs from the recorded answer as changes (``_live_result``), which make
+        the replay diverge there. In the report file: a ``step-live`` event naming the step
+        by its ``order``."""
+        if served.order is None:
+            return
+        body = self._redactor.body(body)
+        found = tuple(result_changes(served.body, served.error_type, body, error_type))
+        with self._lock:
+            steps = self._steps
+            for at in range(len(steps) - 1, -1, -1):  # the latest steps are the likeliest
+                if steps[at].order == served.order:
+                    steps[at] = steps[at].ran_live(found)
+                    break
+            self._write(live_event(served.order, found))
 
     def holds(self, url: str) -> bool:
         """Whether the run has any step beyond HTTP at ``url`` (``tool:lookup_order``): one
@@ -295,9 +323,10 @@ class ReplaySession:
         request_hash: str | None,
         sent: bool = False,
         call_id: str | None = None,
-    ) -> RecordedStep | None:
-        """The recorded step that answers the (redacted) request, the serving recorded; None
-        (recorded as live) or UnmatchedRequestError (strict) when none does.
+    ) -> tuple[RecordedStep, int] | None:
+        """The recorded step that answers the (redacted) request, with the order of the
+        serving recorded; None (recorded as live) or UnmatchedRequestError (strict) when none
+        does.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -322,7 +351,7 @@ class ReplaySession:
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
-        self._record(
+        order = self._record(
             partial(
                 ServedStep,
                 method=method,
@@ -336,7 +365,7 @@ class ReplaySession:
                 changes=changes,
             )
         )
-        return step
+        return step, order
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
@@ -398,14 +427,15 @@ class ReplaySession:
         account of the process that started it (its ticket), not one of its own."""
         self.matcher.ledger.attach(ticket)
 
-    def _record(self, step_at: Callable[..., ServedStep]) -> None:
+    def _record(self, step_at: Callable[..., ServedStep]) -> int:
         """Append the step ``step_at(order=...)`` makes, numbered in arrival order (in the
-        whole program's: worker processes share the numbers)."""
+        whole program's: worker processes share the numbers); its number."""
         with self._lock:
             step = step_at(order=self.matcher.ledger.next_order())
             self._steps.append(step)
             if self._report is not None:
                 self._write(step.to_json())
+            return step.order
 
     def _write(self, event: dict[str, object]) -> None:
         if self._report is not None:

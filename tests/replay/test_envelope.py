@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +26,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import ConfigError, ToolContractError, UnmatchedRequestError
+from otel_replay.replay._change import Change
 from otel_replay.store import Store
 from tests.cli._checks import run_cli
 from tests.export._support import Pipeline, echo_client
 from tests.replay.conftest import collector_json
 
 RUNS: dict[str, int] = {}
+PRICE = 129.0
 
 
 class OutOfStock(Exception):
@@ -50,7 +53,7 @@ def lookup_order(order_id: str, verbose: bool = False) -> Order:
     RUNS["lookup_order"] = RUNS.get("lookup_order", 0) + 1
     if order_id == "A-0000":
         raise OutOfStock(f"order {order_id} is out of stock")
-    return Order(order_id, 129.0, dt.datetime(2026, 11, 1, 9, 30, tzinfo=dt.timezone.utc))
+    return Order(order_id, PRICE, dt.datetime(2026, 11, 1, 9, 30, tzinfo=dt.timezone.utc))
 
 
 @otel_replay.tool(effect="write", name="refund")
@@ -308,3 +311,23 @@ def test_live_read_tools_run_and_write_tools_still_do_not(
     assert RUNS == {"lookup_order": 2}  # read tools ran live; the write tool did not
     assert again["refund"] == seen["refund"]
     assert result.identical, result.first_divergence
+    # Each live call is marked live and compared with its recorded answer (here: the same).
+    assert [(s.live, s.identical) for s in result.tool_calls("lookup_order")] == [(True, True)] * 2
+    assert [s.live for s in result.tool_calls("refund")] == [False]
+
+
+def test_a_live_read_tool_that_answers_otherwise_diverges_at_its_own_step(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, run_id, _, _ = recorded
+    monkeypatch.setattr(sys.modules[__name__], "PRICE", 139.0)  # today's data
+    with otel_replay.replaying(run_id, store=str(store), live_tools="read") as result:
+        agent()
+    first = result.first_divergence
+    assert first is not None and first.kind == "changed" and first.step == 2
+    assert first.describe() == "step 2 ran live and differs from the recording"
+    assert first.changes == (Change("result $.total", "changed", "129.0", "139.0"),)
+    changed, raised = result.tool_calls("lookup_order")
+    assert changed.live and changed.recorded == 2 and not changed.identical
+    assert raised.live and raised.identical  # raised OutOfStock again, as recorded
+    assert result.outcome == "diverged"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -54,6 +55,13 @@ def _replay(store: Path, database: Path, *flags: str) -> subprocess.CompletedPro
     )
 
 
+def _table(stdout: str) -> list[str]:
+    """The rows of the report's steps table."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("request   step"))
+    return [line for line in lines[start + 2 :] if re.match(r"\d+ +\d+ ", line)]
+
+
 def _refunds(database: Path) -> int:
     with sqlite3.connect(database) as db:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
@@ -77,7 +85,23 @@ def test_live_read_tools_see_today_and_the_report_says_where(
     done = _replay(store, database, "--live-tools", "read")
     assert done.returncode == 1, done.stdout + done.stderr
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
-    assert "first divergence: step 4 (openai.chat_completions)" in done.stdout
+    # The replay diverges where today's data came in, at the tool, not at the next model call.
+    assert "diverged — step 3 ran live and differs from the recording" in done.stdout
+    assert (
+        "first divergence: step 3 (tool:lookup_order), request 3, matched by hash, ran live\n"
+        "  result $.status: shipped → delivered\n"
+    ) in done.stdout
+    assert [line.split(None, 5)[2::3] for line in _table(done.stdout)] == [
+        ["value:uuid4", "identical"],
+        ["value:now", "identical"],
+        ["openai.chat_completions", "identical"],
+        ["tool:lookup_order", "live, differs: result"],
+        ["openai.chat_completions", "differs: prompt hash, messages"],
+        ["openai.chat_completions", "differs: prompt hash, messages"],
+        ["tool:refund_order", "identical"],  # a write tool: served, never live
+        ["openai.chat_completions", "differs: prompt hash, messages"],
+        ["checkpoint:closed", "identical"],
+    ]
     assert _refunds(database) == 0  # the write tool still did not run
 
 
