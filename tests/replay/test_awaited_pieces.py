@@ -55,10 +55,12 @@ RUN = Run(
 
 def test_a_piece_waits_for_the_request_it_came_after() -> None:
     seen: list[str] = []
+    first_piece = threading.Event()
     with otel_replay.replaying(RUN) as result, httpx.Client() as client:
 
         def ping() -> None:
-            time.sleep(0.3)
+            # The replay skips sleeps: an event, not a sleep, orders the ping after piece 1.
+            first_piece.wait(10)
             seen.append("ping")
             client.get("http://events.test/ping").read()
 
@@ -67,6 +69,7 @@ def test_a_piece_waits_for_the_request_it_came_after() -> None:
         with client.stream("GET", "http://events.test/events") as stream:
             for piece in stream.iter_raw():
                 seen.append(piece.decode())
+                first_piece.set()
         pinger.join()
     assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
     assert result.identical, result.first_divergence
