@@ -51,13 +51,21 @@ def _start(standin: StandIn, store: Path, sink: OtlpSink, *args: str) -> subproc
     python = [sys.executable, AGENT, standin.tools_url, *args]
     command = python if "--in-code" in args else [str(INSTRUMENT), *python]
     return subprocess.Popen(
-        command,
+        [sys.executable, "-c", _DEFAULT_HANGUP, *command],
         cwd=ROOT,
         env=_env(store, sink),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+# The agent starts as from a terminal, with SIGHUP's default disposition (kept across exec),
+# even where the test run itself ignores SIGHUP (started under nohup, as some CI runners are).
+_DEFAULT_HANGUP = (
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 @dataclass
