@@ -14,6 +14,7 @@ process); how many requests were numbered. The matcher changes them under :meth:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -45,14 +46,20 @@ class Ledger:
         self._endpoints = {endpoint: first + n for n, endpoint in enumerate(endpoints)}
         self._asked = first + len(endpoints)
         self._order = self._asked + 1
-        layout = [[step.index, step.endpoint, step.request_hash] for step in run.steps]
-        self.layout = hashlib.sha256(json.dumps([run.run_id, layout]).encode()).hexdigest()
-        """What the cells mean: two replays of one run agree on it."""
+        self._run = run
         self._own: list[int] | None = [0] * (self._order + 1)
         self._cells: SharedCells | None = None
         self._guard = threading.Lock()  # the account while it is the process's own
         self._own[self._asked] = time.monotonic_ns()
         _LIVE.add(self)
+
+    @functools.cached_property
+    def layout(self) -> str:
+        """What the cells mean: two replays of one run agree on it (made when a worker needs
+        it, not for every replay)."""
+        run = self._run
+        steps = [[step.index, step.endpoint, step.request_hash] for step in run.steps]
+        return hashlib.sha256(json.dumps([run.run_id, steps]).encode()).hexdigest()
 
     def locked(self) -> AbstractContextManager[Any]:
         """Hold the account alone (other threads and processes wait)."""
