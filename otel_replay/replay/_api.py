@@ -40,7 +40,8 @@ def replaying(
     the wall clock reads the recorded run's time (``clock``, default ``OTEL_REPLAY_CLOCK``:
     ``recorded``; ``live`` leaves it alone) and, under ``fast`` timing, sleeps return at once
     (see ``_world``). ``live_tools="read"`` runs read tools live (their recorded steps still
-    matched and compared); write tools never run.
+    matched and compared: a live result that differs from the recorded one is a divergence
+    at that step); write tools never run.
     The yielded result fills in as requests are served and is final once the block exits;
     when the block raises, ``result.agent.error`` names the exception (and ``result.outcome``
     is ``agent_failed`` if nothing diverged) before it propagates::
