@@ -53,7 +53,10 @@ def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json:
 
     RUN_A and RUN_B are each a run id, a unique prefix of one, or `latest` (the newest
     recording); a recording, a replay or a fork. Steps are aligned in order, so a step one
-    run inserted or left out shows as added or removed and the rest still line up. For each
+    run inserted or left out shows as added or removed and the rest still line up; the steps
+    a tool (or side effect) made inside it follow it, and where only one run made any (the
+    other served the tool from a recording, as a replay does) they are `inside`, not a
+    difference. For each
     pair: same, or what changed, field by field as the replay report names it (model,
     parameters, messages, tools, tool arguments, HTTP method, path, query and body fields),
     then the response (status, error, complete, body). Nothing in the store is changed.
@@ -90,7 +93,9 @@ def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[Renderable
         out.append(Text(f"identical: {plural(len(result.pairs), 'step')}", style="bold green"))
         return out
     out.extend(_first_divergence(first))
-    counts = ", ".join(f"{n} {status}" for status, n in result.counts().items())
+    counts = ", ".join(
+        f"{n} {status}" for status, n in result.counts().items() if n or status != "inside"
+    )
     out.append(Text(f"{plural(len(result.pairs), 'aligned step')}: {counts}"))
     return out
 
@@ -114,6 +119,12 @@ def _result(pair: StepPair) -> Text:
         return Text("same", style="green")
     if pair.status == "changed":
         return Text(f"changed: {', '.join(pair.fields())}", style="yellow")
+    if pair.status == "inside":
+        side, other = ("A", "B") if pair.a is not None else ("B", "A")
+        return Text(
+            f"inside step {pair.step.within} (only in {side}: {other} did not run its body)",
+            style="dim",
+        )
     only = "A" if pair.status == "removed" else "B"
     return Text(f"{pair.status} (only in {only})", style="bold red")
 

@@ -33,9 +33,12 @@ from otel_replay.replay._model import RecordedStep, Run
 
 __all__ = ["PairStatus", "RunDiff", "StepPair", "diff_runs", "step_changes"]
 
-PairStatus = Literal["same", "changed", "added", "removed"]
+PairStatus = Literal["same", "changed", "added", "removed", "inside"]
 """``same``: one step in both runs, alike. ``changed``: one step in both, not alike.
-``removed``: a step only run A has. ``added``: a step only run B has."""
+``removed``: a step only run A has. ``added``: a step only run B has. ``inside``: a step one
+run made inside a step both runs have (a tool, a side effect), where the other run made nothing
+inside it: that run served the step whole from a recording (a replay never runs a served tool's
+body), so what the body did is no difference."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +105,9 @@ class RunDiff:
 
     @property
     def first_divergence(self) -> StepPair | None:
-        """The first pair (in step order) that is not ``same``; None when identical."""
-        return next((p for p in self.pairs if p.status != "same"), None)
+        """The first pair (in step order) that is neither ``same`` nor ``inside``; None when
+        identical."""
+        return next((p for p in self.pairs if p.status not in ("same", "inside")), None)
 
     @property
     def identical(self) -> bool:
@@ -112,7 +116,13 @@ class RunDiff:
 
     def counts(self) -> dict[PairStatus, int]:
         """How many pairs have each status (every status present, zero or not)."""
-        out: dict[PairStatus, int] = {"same": 0, "changed": 0, "removed": 0, "added": 0}
+        out: dict[PairStatus, int] = {
+            "same": 0,
+            "changed": 0,
+            "removed": 0,
+            "added": 0,
+            "inside": 0,
+        }
         for pair in self.pairs:
             out[pair.status] += 1
         return out
@@ -132,9 +142,51 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
     """Align the steps of ``a`` and ``b`` and compare each pair (see the module docstring).
 
     Pure: reads only the runs' steps. Every step of each run appears in exactly one pair, in
-    its run's step order.
+    its run's step order, save that the steps made inside a step follow its pair: the runs'
+    outer steps are aligned, then, for each pair, the steps made inside each side (``inside``
+    when only one side made any).
     """
-    return RunDiff(a, b, tuple(_align(a.steps, b.steps)))
+    inner_a, inner_b = _inner(a.steps), _inner(b.steps)
+    return RunDiff(a, b, tuple(_align_level(inner_a[None], inner_b[None], inner_a, inner_b)))
+
+
+Inner = dict[int | None, list[RecordedStep]]
+"""Steps by the step they were made inside (None: none, the run's outer steps), in order."""
+
+
+def _inner(steps: Sequence[RecordedStep]) -> Inner:
+    """The steps under each step; a step whose ``within`` chain names a step the run lacks,
+    or goes round (a damaged source), counts as an outer step."""
+    parents = {step.index: step.within for step in steps}
+    out: Inner = {None: []}
+    for step in steps:
+        parent, seen = step.within, {step.index}
+        while parent is not None and parent in parents and parent not in seen:
+            seen.add(parent)
+            parent = parents[parent]
+        out.setdefault(step.within if parent is None else None, []).append(step)
+    return out
+
+
+def _align_level(
+    xs: Sequence[RecordedStep], ys: Sequence[RecordedStep], inner_a: Inner, inner_b: Inner
+) -> Iterator[StepPair]:
+    for pair in _align(xs, ys):
+        yield pair
+        kids_a = inner_a.get(pair.a.index, []) if pair.a is not None else []
+        kids_b = inner_b.get(pair.b.index, []) if pair.b is not None else []
+        if pair.a is not None and pair.b is not None and (not kids_a or not kids_b):
+            yield from (StepPair(s, None, "inside") for s in _below(kids_a, inner_a))
+            yield from (StepPair(None, s, "inside") for s in _below(kids_b, inner_b))
+        else:
+            yield from _align_level(kids_a, kids_b, inner_a, inner_b)
+
+
+def _below(steps: Sequence[RecordedStep], inner: Inner) -> Iterator[RecordedStep]:
+    """``steps`` and everything made inside them, depth first."""
+    for step in steps:
+        yield step
+        yield from _below(inner.get(step.index, []), inner)
 
 
 def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:

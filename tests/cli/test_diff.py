@@ -225,7 +225,7 @@ def test_json(invoke: Invoke, store: Path, recorded: Recorded) -> None:
     document = json.loads(result.stdout)
     assert document["a"]["run_id"] == SUPPORT and document["b"]["run_id"] == OTHER
     assert document["identical"] is False
-    assert document["counts"] == {"same": 7, "changed": 1, "removed": 1, "added": 0}
+    assert document["counts"] == {"same": 7, "changed": 1, "removed": 1, "added": 0, "inside": 0}
     pairs = document["pairs"]
     assert [(p["a"], p["b"], p["status"]) for p in pairs] == [
         (0, 0, "same"),
@@ -309,6 +309,6 @@ def test_a_read_only_store(store: Path, recorded: Recorded, tmp_path: Path) -> N
     assert (tmp_path / "status").read_text() == "1\n"
     document = json.loads((tmp_path / "diff.json").read_text())
     assert document["first_divergence"]["a"] == 2
-    assert document["counts"] == {"same": 7, "changed": 1, "removed": 1, "added": 0}
+    assert document["counts"] == {"same": 7, "changed": 1, "removed": 1, "added": 0, "inside": 0}
     assert (tmp_path / "same.txt").read_text().splitlines()[-1] == "identical: 9 steps"
     assert _files(store) == before

@@ -50,3 +50,74 @@ def test_what_else_differs_beside_the_trace_context_is_named() -> None:
     assert [(c.field, c.recorded, c.replayed) for c in pair.changes] == [
         ("body $.params.cursor", None, "2")
     ]
+
+
+def _step(index: int, kind: str, name: str, within: int | None = None) -> RecordedStep:
+    body = json.dumps({"call": name}).encode()
+    method, url = ("TOOL", f"tool:{name}") if kind == "tool" else ("GET", f"http://x.test/{name}")
+    return RecordedStep(
+        index=index,
+        kind=kind,
+        endpoint=url if kind == "tool" else f"GET /{name}",
+        method=method,
+        url=url,
+        request_body=body,
+        request_hash=sha256_tag(body),
+        status_code=200,
+        response_headers=(),
+        response_body=b'{"ok":true}',
+        fidelity="exact",
+        within=within,
+    )
+
+
+def test_what_a_tool_did_inside_is_no_difference_when_the_other_run_served_it() -> None:
+    # Recorded: the tool fetched two pages (steps 2 and 3, inside step 1). Its replay served
+    # the tool from the recording: the same tool step, nothing inside it.
+    recording = Run(
+        "r_a",
+        "test",
+        (
+            _step(0, "http", "first"),
+            _step(1, "tool", "lookup"),
+            _step(2, "http", "page-1", within=1),
+            _step(3, "http", "page-2", within=1),
+            _step(4, "http", "last"),
+        ),
+    )
+    replay = Run(
+        "r_b",
+        "test",
+        (_step(0, "http", "first"), _step(1, "tool", "lookup"), _step(2, "http", "last")),
+    )
+    result = diff_runs(recording, replay)
+    assert result.identical
+    assert [(p.a and p.a.index, p.b and p.b.index, p.status) for p in result.pairs] == [
+        (0, 0, "same"),
+        (1, 1, "same"),
+        (2, None, "inside"),
+        (3, None, "inside"),
+        (4, 2, "same"),
+    ]
+    assert result.counts()["inside"] == 2
+    backwards = diff_runs(replay, recording)
+    assert backwards.identical and backwards.counts()["inside"] == 2
+    # Both ran the tool's body: what it did inside is compared like any step.
+    changed = Run(
+        "r_c", "test", (*recording.steps[:3], _step(3, "http", "page-9", 1), recording.steps[4])
+    )
+    pairs = diff_runs(recording, changed).pairs
+    assert [p.status for p in pairs] == ["same", "same", "same", "changed", "same"]
+
+
+def test_a_damaged_within_chain_still_shows_every_step_once() -> None:
+    # Steps made inside a step the run lacks, or inside each other: outer steps.
+    steps = (
+        _step(0, "http", "a", within=7),
+        _step(1, "tool", "t", within=2),
+        _step(2, "tool", "u", within=1),
+        _step(3, "http", "b", within=1),
+    )
+    pairs = diff_runs(Run("r_a", "test", steps), Run("r_b", "test", steps)).pairs
+    assert sorted(p.a.index for p in pairs if p.a is not None) == [0, 1, 2, 3]
+    assert sorted(p.b.index for p in pairs if p.b is not None) == [0, 1, 2, 3]
