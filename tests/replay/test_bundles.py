@@ -17,9 +17,12 @@ import pytest
 
 import otel_replay
 from examples.support_agent import CONVERSATION, SupportAgent
+from otel_replay._canonical import sha256_tag
+from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
-from otel_replay.replay import RecordedStep
-from otel_replay.replay.sources import load_run
+from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay.sources import Limits, load_run
+from otel_replay.replay.sources._bundle import read_bundle, write_bundle
 from tests.replay.conftest import CLAUDE, ERRORS, SUPPORT, Recorded, assert_matches_wire
 
 CLI = Path(sys.executable).parent / "otel-replay"
@@ -206,3 +209,29 @@ def test_the_replay_verb_refuses_a_damaged_bundle_in_one_line(
         f"Error: {copy}: bundle.json is not a bundle manifest (at format: 'otel-replay "
         "bundle' was expected)"
     ]
+
+
+def test_odd_bodies_and_headers_export_and_read_back(tmp_path: Path) -> None:
+    # A body nested past what json reads, and a header value outside Latin-1 (an OTLP source
+    # can hold anything): exported as they are, not a traceback.
+    deep = b"[" * 100_000 + b"]" * 100_000
+    step = RecordedStep(
+        index=0,
+        kind="http",
+        endpoint="POST /deep",
+        method="POST",
+        url="http://x.test/deep",
+        request_body=deep,
+        request_hash=sha256_tag(deep),
+        status_code=200,
+        response_headers=(("content-type", "application/json"), ("x-note", "café ☕")),
+        response_body=b"{}",
+        fidelity="exact",
+    )
+    write_bundle(Run("r_odd", "test", (step,)), tmp_path / "odd", Redactor())
+    back = read_bundle(tmp_path / "odd", Limits.from_env())
+    assert back.steps[0].request_body == deep
+    assert back.steps[0].response_headers == (
+        ("content-type", "application/json"),
+        ("x-note", "café ?"),
+    )

@@ -164,8 +164,12 @@ def _step_document(
     step: RecordedStep, redactor: Redactor
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     """A step's facts for the manifest, and its body files by name."""
+    # Header text is Latin-1 on the wire; a source that held other characters gets "?".
     headers = redactor.headers(
-        [(k.encode("latin-1"), v.encode("latin-1")) for k, v in step.response_headers]
+        [
+            (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+            for k, v in step.response_headers
+        ]
     )
     suffix = _suffix(dict((k.lower(), v) for k, v in headers))
     bodies: dict[str, bytes] = {}
@@ -257,7 +261,7 @@ def _text(value: str, redactor: Redactor) -> str:
 def _is_json(data: bytes) -> bool:
     try:
         json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what json reads: a body all the same
         return False
     return True
 
