@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import inspect
 import sys
+from types import ModuleType
 
-__all__ = ["loaded_class", "loaded_dotted_class"]
+__all__ = ["loaded_class", "loaded_dotted_class", "module_class"]
 
 _MISSING = object()
 _MAX_NAME = 1024
@@ -48,3 +49,11 @@ def loaded_dotted_class(name: str) -> type | None:
         if found is not None:
             return found
     return None
+
+
+def module_class(module: ModuleType, name: str, base: type) -> type | None:
+    """The subclass of ``base`` that ``module`` holds as ``name`` (a transport error a
+    recording names, say ``ReadError`` of httpx); None otherwise. Looked up statically: a
+    module's lazy ``__getattr__`` (httpx2's ``main``, aiohttp's gunicorn workers) imports."""
+    found = inspect.getattr_static(module, name, None) if name else None
+    return found if isinstance(found, type) and issubclass(found, base) else None

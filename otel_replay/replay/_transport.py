@@ -22,6 +22,7 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay.capture._loaded import module_class
 from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
 from otel_replay.replay._match import Awaited, Matcher
 from otel_replay.replay._session import Answer, ReplaySession, interruption
@@ -68,9 +69,7 @@ def _error(module: ModuleType, answer: Answer, request: Any) -> BaseException:
     if interrupted is not None:
         return interrupted
     name = (answer.error_type or "TransportError").rsplit(".", 1)[-1]
-    cls = getattr(module, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, module.TransportError)):
-        cls = module.TransportError
+    cls = module_class(module, name, module.TransportError) or module.TransportError
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
     return cls(message, request=request)  # type: ignore[no-any-return]
 

@@ -4,7 +4,14 @@ it, and the replay said "diverged, already served" instead of ending as the prog
 
 from __future__ import annotations
 
+import asyncio
+import importlib.abc
+import sys
+from dataclasses import replace
+
+import aiohttp
 import httpx
+import httpx2
 import openai
 import pytest
 import requests
@@ -57,3 +64,75 @@ def test_every_http_stack_is_interrupted_again(client: str) -> None:
             httpx.post(url, content=b"{}")
         else:
             requests.post(url, data=b"{}", timeout=5)
+
+
+# error.type is recorded input: a name a module answers lazily (httpx2's deprecated "main"
+# imports httpx2._main with a warning; aiohttp's gunicorn workers import aiohttp.worker and
+# gunicorn) or a BaseException's name is still served as the client's own transport error.
+ODD_ERRORS = [
+    "httpx2.main",
+    "aiohttp.GunicornWebWorker",
+    "urllib3.exceptions.__getattr__",
+    "SystemExit",
+    "GeneratorExit",
+    "BaseException",
+    "asyncio.CancelledError",
+    "E" * 10_000,
+]
+
+
+class _ImportSpy(importlib.abc.MetaPathFinder):
+    """Notes every module the process asks for (and finds none itself)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        self.asked.append(name)
+
+
+async def _aiohttp_post(url: str) -> None:
+    async with aiohttp.ClientSession() as session, session.post(url, data=b"{}") as response:
+        await response.read()
+
+
+def _post(client: str, url: str) -> None:
+    if client == "httpx":
+        httpx.post(url, content=b"{}")
+    elif client == "httpx2":
+        httpx2.post(url, content=b"{}")
+    elif client == "requests":
+        requests.post(url, data=b"{}", timeout=5)
+    else:
+        asyncio.run(_aiohttp_post(url))
+
+
+@pytest.mark.parametrize(
+    ("client", "expected"),
+    [
+        ("httpx", httpx.TransportError),
+        ("httpx2", httpx2.TransportError),
+        ("requests", requests.ConnectionError),
+        ("aiohttp", aiohttp.ClientError),
+    ],
+)
+def test_an_odd_error_type_is_a_transport_error_and_imports_nothing(
+    client: str, expected: type[Exception]
+) -> None:
+    url = "http://tools.test/orders"
+    recorded = _run(url, b"{}", "http", "POST /orders")
+
+    def failing(error_type: str) -> Run:
+        return replace(recorded, steps=(replace(recorded.steps[0], error_type=error_type),))
+
+    with pytest.raises(expected), otel_replay.replaying(failing("ConnectionResetError")):
+        _post(client, url)  # the client's own first imports happen here, not under the spy
+    spy = _ImportSpy()
+    sys.meta_path.insert(0, spy)
+    try:
+        for error_type in ODD_ERRORS:
+            with pytest.raises(expected), otel_replay.replaying(failing(error_type)):
+                _post(client, url)
+    finally:
+        sys.meta_path.remove(spy)
+    assert spy.asked == []

@@ -27,6 +27,7 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay.capture._loaded import module_class
 from otel_replay.capture.transports._aiohttp import REPLAY, Middleware, wrap_request
 from otel_replay.capture.transports._view import raw_headers
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
@@ -92,10 +93,9 @@ def _error(answer: Answer) -> BaseException:
 
     name = (answer.error_type or "").rsplit(".", 1)[-1]
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
-    cls = getattr(aiohttp, name, None)
-    if isinstance(cls, type) and issubclass(cls, aiohttp.ClientError):
+    if cls := module_class(aiohttp, name, aiohttp.ClientError):
         try:
-            return cls(message)
+            return cls(message)  # type: ignore[no-any-return]
         except TypeError:  # a class that wants more than a message
             pass
     return aiohttp.ClientConnectionError(message)

@@ -31,6 +31,7 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay.capture._loaded import module_class
 from otel_replay.capture.transports._urllib3 import request_url
 from otel_replay.capture.transports._view import raw_headers
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
@@ -150,11 +151,10 @@ def _transport_error(answer: Answer, conn: Any, url: str) -> BaseException:
 
     name = (answer.error_type or "").rsplit(".", 1)[-1]
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
-    cls = getattr(exceptions, name, None)
-    if isinstance(cls, type) and issubclass(cls, exceptions.NewConnectionError):
-        return cls(conn, message)
-    if isinstance(cls, type) and issubclass(cls, exceptions.ReadTimeoutError):
-        return cls(None, url, message)  # type: ignore[arg-type]
+    if cls := module_class(exceptions, name, exceptions.NewConnectionError):
+        return cls(conn, message)  # type: ignore[no-any-return]
+    if cls := module_class(exceptions, name, exceptions.ReadTimeoutError):
+        return cls(None, url, message)  # type: ignore[no-any-return]
     return exceptions.ProtocolError(message)
 
 
