@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +44,11 @@ _STEPS = "steps"
 _BODY_NAME = re.compile(r"[0-9]{1,9}\.(?:request|response)\.(?:json|sse|txt|bin)")
 _SUFFIXES = {"application/json": "json", "text/event-stream": "sse", "text/": "txt"}
 
+# Bounds of the manifest's numbers: what a step index can name (a body file's name has at most
+# nine digits) and what a span's nanoseconds (int64 everywhere OTLP and SQLite keep them) hold.
+_INDEX: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": 999_999_999}
+_NS: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+
 _ATTRIBUTE = {
     "anyOf": [
         {"type": ["string", "number", "boolean"]},
@@ -60,9 +67,9 @@ _SCHEMA: dict[str, Any] = {
             "properties": {
                 "id": {"type": "string", "minLength": 1, "maxLength": 256},
                 "commit": {"type": ["string", "null"]},
-                "seed": {"type": ["integer", "null"]},
+                "seed": {"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**63 - 1},
                 "code_dirty": {"type": ["boolean", "null"]},
-                "start_ns": {"type": ["integer", "null"], "minimum": 0},
+                "start_ns": {"anyOf": [_NS, {"type": "null"}]},
                 "resource": {"type": "object", "additionalProperties": _ATTRIBUTE},
             },
             "additionalProperties": False,
@@ -73,14 +80,14 @@ _SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["index", "kind", "endpoint", "method", "response", "fidelity"],
                 "properties": {
-                    "index": {"type": "integer", "minimum": 0},
+                    "index": _INDEX,
                     "kind": {"type": "string"},
                     "endpoint": {"type": "string"},
                     "method": {"type": "string"},
                     "url": {"type": ["string", "null"]},
                     "request": {"type": ["string", "null"]},
                     "request_hash": {"type": ["string", "null"]},
-                    "status_code": {"type": ["integer", "null"]},
+                    "status_code": {"type": ["integer", "null"], "minimum": 100, "maximum": 999},
                     "response_headers": {
                         "type": "array",
                         "items": {
@@ -96,10 +103,7 @@ _SCHEMA: dict[str, Any] = {
                         "type": "array",
                         "items": {
                             "type": "array",
-                            "prefixItems": [
-                                {"type": "integer", "minimum": 0},
-                                {"type": "integer", "minimum": 0},
-                            ],
+                            "prefixItems": [_NS, _NS],
                             "minItems": 2,
                             "maxItems": 2,
                         },
@@ -110,10 +114,10 @@ _SCHEMA: dict[str, Any] = {
                     "model": {"type": ["string", "null"]},
                     "prompt_hash": {"type": ["string", "null"]},
                     "tool_schema_version": {"type": ["string", "null"]},
-                    "duration_ns": {"type": "integer", "minimum": 0},
+                    "duration_ns": _NS,
                     "attributes": {"type": "object", "additionalProperties": _ATTRIBUTE},
-                    "within": {"type": ["integer", "null"]},
-                    "start_ns": {"type": ["integer", "null"]},
+                    "within": {"anyOf": [_INDEX, {"type": "null"}]},
+                    "start_ns": {"anyOf": [_NS, {"type": "null"}]},
                 },
                 "additionalProperties": False,
             },
@@ -130,10 +134,31 @@ def is_bundle(path: Path) -> bool:
 def write_bundle(run: Run, directory: Path, redactor: Redactor) -> int:
     """Write ``run`` as a bundle into ``directory`` (which must not exist, or be empty);
     returns how many body files were written. Raises SourceError when ``directory`` holds
-    anything (nothing is overwritten) and OSError when it cannot be written."""
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+    anything (nothing is overwritten) and OSError when it cannot be written.
+
+    The bundle is written into a hidden sibling and renamed to ``directory`` once whole, so
+    a failed or interrupted export leaves nothing at ``directory`` that reads as a bundle
+    (only, if killed, a ``.NAME.*.partial`` sibling). A link to a directory is written
+    through: the bundle takes the place of the empty directory it points to."""
+    target = directory.resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise SourceError(f"{directory} already exists and is not an empty directory")
-    (directory / _STEPS).mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    staging.mkdir()
+    try:
+        written = _write_into(staging, run, redactor)
+        # Atomic, and it replaces only an empty directory: one that filled up meanwhile is
+        # left as it is (OSError, ENOTEMPTY).
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return written
+
+
+def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
+    (directory / _STEPS).mkdir()
     steps: list[dict[str, Any]] = []
     written = 0
     for step in run.steps:
@@ -281,7 +306,12 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
     manifest_path = directory / MANIFEST
     _plain_file(manifest_path, where)
     try:
-        document = json.loads(read_file(manifest_path, limits))
+        document = json.loads(read_file(manifest_path, limits), object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as exc:
+        raise SourceError(
+            f"{where}: {MANIFEST} has the key {exc.key!r} twice in one object "
+            "(a reviewer would read one, the replay the other)"
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise SourceError(f"{where}: {MANIFEST} is not JSON ({exc})") from None
     if isinstance(document, dict) and document.get("format") == FORMAT:
@@ -299,6 +329,7 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
         message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
         raise SourceError(f"{where}: {MANIFEST} is not a bundle manifest (at {at}: {message})")
     facts = document["run"]
+    _plain_directory(directory / _STEPS, where)
     budget = [limits.max_bytes]
     steps = tuple(_step(item, directory, limits, budget) for item in document["steps"])
     indices = [step.index for step in steps]
@@ -309,17 +340,22 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
         source=where,
         steps=tuple(sorted(steps, key=lambda s: s.index)),
         commit=facts.get("commit"),
-        seed=facts.get("seed"),
+        seed=_int(facts.get("seed")),
         code_dirty=facts.get("code_dirty"),
         resource=_restored(facts.get("resource", {})),
-        start_ns=facts.get("start_ns"),
+        start_ns=_int(facts.get("start_ns")),
     )
+
+
+def _int(value: float | None) -> int | None:
+    """A number the schema took as an integer (JSON's ``3.0`` is one) as an int."""
+    return None if value is None else int(value)
 
 
 def _step(
     item: Mapping[str, Any], directory: Path, limits: Limits, budget: list[int]
 ) -> RecordedStep:
-    index = item["index"]
+    index = int(item["index"])
     request = None
     if item.get("request") is not None:
         request = _body(directory, item["request"], limits, budget)
@@ -330,7 +366,7 @@ def _step(
                 "(edited by hand? a request body must stay as it was sent)"
             )
     response = _body(directory, item["response"], limits, budget)
-    chunks = tuple((size, at) for size, at in item.get("chunks", ()))
+    chunks = tuple((int(size), int(at)) for size, at in item.get("chunks", ()))
     if chunks and sum(size for size, _ in chunks) != len(response):
         raise SourceError(f"{directory}: the chunks of step {index} do not add up to its response")
     return RecordedStep(
@@ -341,7 +377,7 @@ def _step(
         url=item.get("url"),
         request_body=request,
         request_hash=item.get("request_hash") or (None if request is None else sha256_tag(request)),
-        status_code=item.get("status_code"),
+        status_code=_int(item.get("status_code")),
         response_headers=tuple((k, v) for k, v in item.get("response_headers", ())),
         response_body=response,
         fidelity=item["fidelity"],
@@ -352,10 +388,10 @@ def _step(
         model=item.get("model"),
         prompt_hash=item.get("prompt_hash"),
         tool_schema_version=item.get("tool_schema_version"),
-        duration_ns=item.get("duration_ns", 0),
+        duration_ns=int(item.get("duration_ns", 0)),
         attributes=_restored(item.get("attributes", {})),
-        within=item.get("within"),
-        start_ns=item.get("start_ns"),
+        within=_int(item.get("within")),
+        start_ns=_int(item.get("start_ns")),
     )
 
 
@@ -369,6 +405,37 @@ def _body(directory: Path, name: str, limits: Limits, budget: list[int]) -> byte
     data = read_file(path, Limits(budget[0], limits.max_line_bytes, limits.timeout_s))
     budget[0] -= len(data)
     return data
+
+
+class _DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members; _DuplicateKeyError for a key given twice (json keeps the
+    last one silently)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+    return document
+
+
+def _plain_directory(path: Path, where: str) -> None:
+    """SourceError unless ``path`` is a directory itself, not a link to one elsewhere."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return  # no bodies at all: a step that names one says which is missing
+    except OSError as exc:
+        raise SourceError(f"{where}: cannot read {path.name}/: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise SourceError(f"{where}: {path.name}/ is not a directory of the bundle (a link?)")
 
 
 def _plain_file(path: Path, where: str) -> None:

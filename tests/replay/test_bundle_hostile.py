@@ -1,0 +1,142 @@
+"""A bundle as hostile input and export as an operation that can fail half-way: a manifest
+that would read one way to a reviewer and another to the replay, numbers past what a run can
+hold, a ``steps/`` that leads elsewhere; an export that cannot finish leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from otel_replay._canonical import sha256_tag
+from otel_replay.capture._redact import Redactor
+from otel_replay.errors import SourceError
+from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay.sources import load_run
+from otel_replay.replay.sources._bundle import write_bundle
+
+CLI = Path(sys.executable).parent / "otel-replay"
+REQUEST = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+
+
+def _step(index: int, response: bytes) -> RecordedStep:
+    return RecordedStep(
+        index=index,
+        kind="http",
+        endpoint="POST /orders",
+        method="POST",
+        url="http://tools.test/orders",
+        request_body=REQUEST,
+        request_hash=sha256_tag(REQUEST),
+        status_code=200,
+        response_headers=(("content-type", "application/json"),),
+        response_body=response,
+        fidelity="exact",
+    )
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle of two steps, the second with a 64 KB response."""
+    path = tmp_path_factory.mktemp("source") / "bundle"
+    large = json.dumps({"text": "x" * 65536}).encode()
+    write_bundle(Run("r_base", "test", (_step(0, b"{}"), _step(1, large))), path, Redactor())
+    return path
+
+
+def _no_large_files() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
+
+
+def test_an_export_that_cannot_finish_leaves_nothing_behind(bundle: Path, tmp_path: Path) -> None:
+    # A file past the size limit fails the export half-way (EFBIG; Python ignores SIGXFSZ).
+    parent = tmp_path / "golden"
+    parent.mkdir()
+    target = parent / "refund-loop"
+    done = subprocess.run(
+        [str(CLI), "export", str(bundle), str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=_no_large_files,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"Error: cannot write {target}: File too large"]
+    assert list(parent.iterdir()) == []  # no half bundle, no staging directory
+    # The place is still free; through a link to an empty directory the bundle lands there.
+    (tmp_path / "elsewhere").mkdir()
+    target.symlink_to(tmp_path / "elsewhere")
+    again = subprocess.run(
+        [str(CLI), "export", str(bundle), str(target)], capture_output=True, text=True, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    assert target.is_symlink() and (tmp_path / "elsewhere" / "bundle.json").is_file()
+    assert [s.response_body for s in load_run(str(target)).steps] == [
+        s.response_body for s in load_run(str(bundle)).steps
+    ]
+
+
+def _manifest(edit: Callable[[dict[str, object]], None]) -> Callable[[Path], None]:
+    def damage(path: Path) -> None:
+        document = json.loads((path / "bundle.json").read_text())
+        edit(document)
+        (path / "bundle.json").write_text(json.dumps(document))
+
+    return damage
+
+
+def _steps_elsewhere(path: Path) -> None:
+    outside = path.parent / "outside"
+    shutil.move(path / "steps", outside)
+    (path / "steps").symlink_to(outside)
+
+
+def _version_twice(path: Path) -> None:
+    text = (path / "bundle.json").read_text()
+    (path / "bundle.json").write_text(text.replace('"version": 1,', '"version": 7, "version": 1,'))
+
+
+def _step_0(**facts: object) -> Callable[[Path], None]:
+    return _manifest(lambda d: d["steps"][0].update(facts))  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (_steps_elsewhere, "steps/ is not a directory of the bundle (a link?)"),
+        (_version_twice, "bundle.json has the key 'version' twice in one object"),
+        (_step_0(index=10**30), "at steps/0/index: 10000000000"),
+        (_step_0(start_ns=-1), "at steps/0/start_ns: -1 is less than the minimum of 0"),
+        (_step_0(duration_ns=2**63), "at steps/0/duration_ns: 9223372036854775808 is greater"),
+        (_step_0(status_code=10**30), "at steps/0/status_code: 10000000000"),
+        (_step_0(within=10**30), "at steps/0/within: 10000000000"),
+        (_manifest(lambda d: d["run"].update(start_ns=10**30)), "at run/start_ns: 10000000"),  # type: ignore[attr-defined]
+    ],
+    ids=["steps-link", "duplicate-key", "index", "start", "duration", "status", "within", "run"],
+)
+def test_a_hostile_manifest_is_refused(
+    bundle: Path, tmp_path: Path, damage: Callable[[Path], None], message: str
+) -> None:
+    copy = Path(shutil.copytree(bundle, tmp_path / "copy", symlinks=True))
+    damage(copy)
+    with pytest.raises(SourceError) as caught:
+        load_run(str(copy))
+    assert str(caught.value).startswith(f"{copy}: ")
+    assert message in str(caught.value)
+
+
+def test_integral_numbers_are_read_as_ints(bundle: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(bundle, tmp_path / "copy"))
+    _manifest(lambda d: d["run"].update(start_ns=5.0))(copy)  # type: ignore[attr-defined]
+    _step_0(index=0.0, duration_ns=7.0, status_code=200.0, chunks=[[2.0, 0.0]])(copy)
+    run = load_run(str(copy))
+    step = run.steps[0]
+    facts = (run.start_ns, step.index, step.duration_ns, step.status_code, step.chunks[0])
+    assert facts == (5, 0, 7, 200, (2, 0))
+    assert all(type(value) is int for value in (*facts[:4], *facts[4]))
