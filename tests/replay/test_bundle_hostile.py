@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from otel_replay.errors import SourceError
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import load_run
 from otel_replay.replay.sources._bundle import write_bundle
+from tests.replay.conftest import KEY, SUPPORT, Recorded
 
 CLI = Path(sys.executable).parent / "otel-replay"
 REQUEST = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
@@ -140,3 +142,47 @@ def test_integral_numbers_are_read_as_ints(bundle: Path, tmp_path: Path) -> None
     facts = (run.start_ns, step.index, step.duration_ns, step.status_code, step.chunks[0])
     assert facts == (5, 0, 7, 200, (2, 0))
     assert all(type(value) is int for value in (*facts[:4], *facts[4]))
+
+
+SECRET = "sk-proj-0123456789abcdefSECRET"
+
+
+def test_no_credential_a_run_holds_reaches_its_bundle(recorded: Recorded, tmp_path: Path) -> None:
+    # A stored run: the recording sent its key as "Authorization: Bearer …" (redacted then).
+    done = subprocess.run(
+        [str(CLI), "export", "--store", str(recorded.store), SUPPORT, str(tmp_path / "stored")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert KEY.encode() not in _every_byte(tmp_path / "stored")
+    # A run from an OTLP source another instrumentation wrote, which redacted nothing: the key
+    # in a JSON body, a URL's query, the endpoint, header and URL attributes, the resource.
+    body = json.dumps({"api_key": SECRET, "model": "m", "note": f"token {SECRET}"}).encode()
+    step = replace(
+        _step(0, b"{}"),
+        endpoint=f"POST /orders?key={SECRET}",
+        url=f"http://tools.test/orders?api_key={SECRET}",
+        request_body=body,
+        request_hash=sha256_tag(body),
+        response_headers=(("content-type", "application/json"), ("set-cookie", f"s={SECRET}")),
+        attributes={
+            "url.full": f"http://u:{SECRET}@tools.test/orders?api_key={SECRET}",
+            "url.query": f"api_key={SECRET}",
+            "http.request.header.authorization": (f"Bearer {SECRET}",),
+            "gen_ai.request.api_key": SECRET,
+            "note": f"sent with {SECRET}",
+        },
+    )
+    run = Run("r_foreign", "traces.jsonl", (step,), resource={"env.OPENAI_API_KEY": SECRET})
+    write_bundle(run, tmp_path / "foreign", Redactor())
+    assert SECRET.encode() not in _every_byte(tmp_path / "foreign")
+    back = load_run(str(tmp_path / "foreign")).steps[0]
+    assert back.url == "http://tools.test/orders?api_key=REDACTED"
+    assert back.attributes["http.request.header.authorization"] == ("REDACTED",)
+    assert json.loads(back.request_body or b"")["note"] == "token REDACTED"
+
+
+def _every_byte(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())

@@ -33,6 +33,7 @@ from otel_replay._canonical import sha256_tag
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay.sources import _bundle_redact as redact
 from otel_replay.replay.sources._limits import Limits, read_file
 
 __all__ = ["MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
@@ -158,6 +159,7 @@ def write_bundle(run: Run, directory: Path, redactor: Redactor) -> int:
 
 
 def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
+    redact.learn(run, redactor)
     (directory / _STEPS).mkdir()
     steps: list[dict[str, Any]] = []
     written = 0
@@ -176,7 +178,7 @@ def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
             "seed": run.seed,
             "code_dirty": run.code_dirty,
             "start_ns": run.start_ns,
-            "resource": _attributes(run.resource, redactor),
+            "resource": redact.attributes(run.resource, redactor),
         },
         "steps": steps,
     }
@@ -210,11 +212,11 @@ def _step_document(
     bodies[response_name] = response
     chunks = step.chunks
     if response is not step.response_body and chunks:
-        chunks = _rechunked(step.response_body, chunks, response, redactor, suffix == "sse")
+        chunks = redact.rechunked(step.response_body, chunks, response, redactor, suffix == "sse")
     facts: dict[str, Any] = {
         "index": step.index,
         "kind": step.kind,
-        "endpoint": _text(step.endpoint, redactor),  # an HTTP call's holds its path
+        "endpoint": redact.endpoint(step.endpoint, redactor),
         "method": step.method,
         "url": None if step.url is None else redactor.url(step.url),
         "request": None if request_name is None else f"{_STEPS}/{request_name}",
@@ -231,56 +233,11 @@ def _step_document(
         "prompt_hash": step.prompt_hash,
         "tool_schema_version": step.tool_schema_version,
         "duration_ns": step.duration_ns,
-        "attributes": _attributes(step.attributes, redactor),
+        "attributes": redact.attributes(step.attributes, redactor),
         "within": step.within,
         "start_ns": step.start_ns,
     }
     return facts, bodies
-
-
-def _rechunked(
-    body: bytes,
-    chunks: tuple[tuple[int, int], ...],
-    redacted: bytes,
-    redactor: Redactor,
-    stream: bool,
-) -> tuple[tuple[int, int], ...]:
-    """``chunks`` of ``body`` as pieces of ``redacted``: each boundary moves to where the
-    redacted prefix before it ends; a boundary inside something redacted (the prefix does not
-    redact to a prefix of the whole) goes, its piece joining the next."""
-    out: list[tuple[int, int]] = []
-    end = start = 0
-    for size, at in chunks:
-        end += size
-        prefix = redactor.body(body[:end], stream=stream)
-        if end < len(body) and not redacted.startswith(prefix):
-            continue
-        stop = len(redacted) if end >= len(body) else len(prefix)
-        out.append((stop - start, at))
-        start = stop
-    if start < len(redacted):  # nothing recorded the rest's time: it came with the last
-        size, at = out.pop() if out else (0, 0)
-        out.append((size + len(redacted) - start, at))
-    return tuple(out)
-
-
-def _attributes(attributes: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
-    """Span attributes as JSON, string values redacted again (the rules may have grown)."""
-    out: dict[str, Any] = {}
-    for key, value in attributes.items():
-        if isinstance(value, str):
-            out[key] = _text(value, redactor)
-        elif isinstance(value, list | tuple):
-            out[key] = [_text(v, redactor) if isinstance(v, str) else v for v in value]
-        elif isinstance(value, bool | int | float):
-            out[key] = value
-    return out
-
-
-def _text(value: str, redactor: Redactor) -> str:
-    data = value.encode("utf-8", "surrogatepass")
-    redacted = redactor.body(data)
-    return value if redacted is data else redacted.decode("utf-8", "replace")
 
 
 def _is_json(data: bytes) -> bool:
