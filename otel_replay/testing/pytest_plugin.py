@@ -25,6 +25,7 @@ session nothing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,8 +95,19 @@ def _arguments(marker: pytest.Mark, root: Path) -> tuple[Any, dict[str, Any]]:
             f"got {len(marker.args)}",
             pytrace=False,
         )
+    from otel_replay.replay import Run  # noqa: PLC0415
+
     source = marker.args[0]
-    if isinstance(source, str | Path) and not Path(source).is_absolute():
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if isinstance(source, bytes) or not isinstance(source, str | Run):
+        shown = repr(source) if len(repr(source)) <= 80 else repr(source)[:79] + "…"
+        pytest.fail(
+            f"@pytest.mark.{MARKER} takes a source (a run id, a path, a URL or a Run), "
+            f"got {type(source).__name__} {shown}",
+            pytrace=False,
+        )
+    if isinstance(source, str) and not Path(source).is_absolute():
         rooted = root / source
         if rooted.exists():
             source = str(rooted)

@@ -14,6 +14,10 @@ from pathlib import Path
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples.standin import StandIn
+from otel_replay._canonical import sha256_tag
+from otel_replay.capture._redact import Redactor
+from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay.sources._bundle import write_bundle
 from tests.export._support import Pipeline
 from tests.replay.conftest import collector_json
 
@@ -120,3 +124,87 @@ def test_a_marked_test_replays_its_recording_and_sees_what_it_found(tmp_path: Pa
     assert "1 failed, 2 passed, 2 errors" in out, out
     assert "During handling" not in out
     assert "PytestUnknownMarkWarning" not in out + session.stderr
+
+
+ODD_MARKERS = """
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+BUNDLE = {bundle!r}
+REQUEST = {request!r}
+
+
+@pytest.mark.otel_replay(42)
+def test_a_number(replay_result):
+    pass
+
+
+@pytest.mark.otel_replay(Path(BUNDLE))
+def test_a_path(replay_result):
+    httpx.post("http://tools.test/orders", content=REQUEST)
+    assert replay_result.identical, replay_result.first_divergence
+
+
+@pytest.mark.otel_replay(BUNDLE)
+class TestMarkedClass:
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_each(self, replay_result, n):
+        httpx.post("http://tools.test/orders", content=REQUEST)
+        assert replay_result.identical, replay_result.first_divergence
+
+
+@pytest.mark.otel_replay(BUNDLE)
+def test_unmatched(replay_result):
+    httpx.get("http://other.test/x")
+
+
+def test_after_them_the_world_is_live():
+    started = time.time()
+    time.sleep(0.05)
+    assert time.time() - started >= 0.04
+    assert abs(started - time.clock_gettime(time.CLOCK_REALTIME)) < 5
+"""
+
+
+def test_odd_markers_fail_their_own_set_up_and_the_session_goes_on(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    body = b'{"model":"gpt-4o-mini"}'
+    step = RecordedStep(
+        index=0,
+        kind="http",
+        endpoint="POST /orders",
+        method="POST",
+        url="http://tools.test/orders",
+        request_body=body,
+        request_hash=sha256_tag(body),
+        status_code=200,
+        response_headers=(("content-type", "application/json"),),
+        response_body=b"{}",
+        fidelity="exact",
+    )
+    write_bundle(Run("r_odd_markers", "test", (step,)), bundle, Redactor())
+    (tmp_path / "test_odd.py").write_text(ODD_MARKERS.format(bundle=str(bundle), request=body))
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q"],
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = session.stdout
+    assert (
+        "ERROR test_odd.py::test_a_number - Failed: @pytest.mark.otel_replay takes a source "
+        "(a run id, a path, a URL or a Run), got int 42"
+    ) in out, out
+    assert "AttributeError" not in out
+    for passed in ("test_a_path", "TestMarkedClass::test_each[1]", "TestMarkedClass::test_each[2]"):
+        assert f"PASSED test_odd.py::{passed}" in out, out
+    # An unmatched request (a BaseException) fails its test; the next runs in a live world.
+    assert "FAILED test_odd.py::test_unmatched - otel_replay.errors.UnmatchedRequestError" in out
+    assert "PASSED test_odd.py::test_after_them_the_world_is_live" in out, out
+    assert "1 failed, 4 passed, 1 error" in out, out
