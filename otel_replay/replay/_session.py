@@ -45,6 +45,7 @@ from otel_replay._ignore import (
     call_of,
     status_for,
 )
+from otel_replay._printable import printable
 from otel_replay._workers import unmatched
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._envelope import Served
@@ -485,7 +486,9 @@ class ReplaySession:
             state = f", served {used} time(s)" if used else ""
             step = candidate.step
             lines.append(f"  step {step.index} {step.endpoint}{state}: differs in {fields}")
-        return "\n".join(lines)
+        # The run id, the URL, endpoints and field paths may come from a hostile recording: the
+        # message reaches tracebacks and test reports, so none may drive the terminal.
+        return "\n".join(printable(line) for line in lines)
 
 
 _LIVE: weakref.WeakSet[ReplaySession] = weakref.WeakSet()
