@@ -11,6 +11,7 @@ from typing import Literal
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_recorded_seed
+from otel_replay.errors import ConfigError
 from otel_replay.replay._install import install
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, ReplayResult
@@ -50,6 +51,7 @@ def replaying(
             agent()
         assert result.identical, result.first_divergence
     """
+    _check_options(strict, timing, clock, live_tools)
     config = settings.load()
     if isinstance(run, Run):
         recorded = run
@@ -87,3 +89,18 @@ def _redactor(patterns: tuple[re.Pattern[bytes], ...]) -> Redactor:
     one for the process: what it learned (secrets the requests sent, URLs it redacted)
     outlives a replay, and the next one's first request does not redo it."""
     return Redactor(patterns)
+
+
+def _check_options(strict: object, timing: object, clock: object, live_tools: object) -> None:
+    """ConfigError naming an option whose value means nothing (``strict="yes"`` would
+    otherwise read as true, ``timing="slow"`` as fast)."""
+    allowed: tuple[tuple[str, object, tuple[object, ...]], ...] = (
+        ("strict", strict, (True, False)),
+        ("timing", timing, ("fast", "recorded")),
+        ("clock", clock, (None, "recorded", "live")),
+        ("live_tools", live_tools, (None, "read")),
+    )
+    for name, value, choices in allowed:
+        if not any(type(value) is type(c) and value == c for c in choices):
+            shown = ", ".join(repr(c) for c in choices)
+            raise ConfigError(f"replaying(): {name}={value!r} is not one of {shown}")

@@ -26,7 +26,8 @@ import pytest
 import examples.support_agent as support
 import otel_replay
 from examples.standin import StandIn
-from otel_replay.errors import UnmatchedRequestError
+from otel_replay.errors import ConfigError, UnmatchedRequestError
+from otel_replay.replay import Run
 from tests.export._support import Pipeline
 
 KEY = "sk-replaying-not-a-secret"
@@ -372,3 +373,17 @@ def test_a_streamed_request_body_replays_by_its_exact_bytes(record: Recording) -
     assert first is not None and first.step == 0
     assert [c.describe() for c in first.changes] == ["body $.reason: broken → late"]
     assert [s.how for s in changed.steps] == ["position"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("strict", "yes"), ("timing", "slow"), ("clock", "now"), ("live_tools", "write")],
+)
+def test_an_option_that_means_nothing_is_refused_naming_it(option: str, value: str) -> None:
+    options: dict[str, object] = {option: value}
+    with (
+        pytest.raises(ConfigError) as caught,
+        otel_replay.replaying(Run("r_x", "test", ()), **options),  # type: ignore[arg-type]
+    ):
+        pass
+    assert str(caught.value).startswith(f"replaying(): {option}={value!r} is not one of ")
