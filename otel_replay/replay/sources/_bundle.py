@@ -34,97 +34,16 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources import _bundle_redact as redact
+from otel_replay.replay.sources._bundle_schema import FORMAT, SCHEMA
 from otel_replay.replay.sources._limits import Limits, read_file
 
 __all__ = ["MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
 
 MANIFEST = "bundle.json"
-FORMAT = "otel-replay bundle"
 VERSION = 1
 _STEPS = "steps"
 _BODY_NAME = re.compile(r"[0-9]{1,9}\.(?:request|response)\.(?:json|sse|txt|bin)")
 _SUFFIXES = {"application/json": "json", "text/event-stream": "sse", "text/": "txt"}
-
-# Bounds of the manifest's numbers: what a step index can name (a body file's name has at most
-# nine digits) and what a span's nanoseconds (int64 everywhere OTLP and SQLite keep them) hold.
-_INDEX: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": 999_999_999}
-_NS: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
-
-_ATTRIBUTE = {
-    "anyOf": [
-        {"type": ["string", "number", "boolean"]},
-        {"type": "array", "items": {"type": ["string", "number", "boolean"]}},
-    ]
-}
-_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["format", "version", "run", "steps"],
-    "properties": {
-        "format": {"const": FORMAT},
-        "version": {"type": "integer"},
-        "run": {
-            "type": "object",
-            "required": ["id"],
-            "properties": {
-                "id": {"type": "string", "minLength": 1, "maxLength": 256},
-                "commit": {"type": ["string", "null"]},
-                "seed": {"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**63 - 1},
-                "code_dirty": {"type": ["boolean", "null"]},
-                "start_ns": {"anyOf": [_NS, {"type": "null"}]},
-                "resource": {"type": "object", "additionalProperties": _ATTRIBUTE},
-            },
-            "additionalProperties": False,
-        },
-        "steps": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["index", "kind", "endpoint", "method", "response", "fidelity"],
-                "properties": {
-                    "index": _INDEX,
-                    "kind": {"type": "string"},
-                    "endpoint": {"type": "string"},
-                    "method": {"type": "string"},
-                    "url": {"type": ["string", "null"]},
-                    "request": {"type": ["string", "null"]},
-                    "request_hash": {"type": ["string", "null"]},
-                    "status_code": {"type": ["integer", "null"], "minimum": 100, "maximum": 999},
-                    "response_headers": {
-                        "type": "array",
-                        "items": {
-                            "type": "array",
-                            "prefixItems": [{"type": "string"}, {"type": "string"}],
-                            "minItems": 2,
-                            "maxItems": 2,
-                        },
-                    },
-                    "response": {"type": "string"},
-                    "fidelity": {"enum": ["exact", "semantic"]},
-                    "chunks": {
-                        "type": "array",
-                        "items": {
-                            "type": "array",
-                            "prefixItems": [_NS, _NS],
-                            "minItems": 2,
-                            "maxItems": 2,
-                        },
-                    },
-                    "complete": {"type": "boolean"},
-                    "error_type": {"type": ["string", "null"]},
-                    "provider": {"type": ["string", "null"]},
-                    "model": {"type": ["string", "null"]},
-                    "prompt_hash": {"type": ["string", "null"]},
-                    "tool_schema_version": {"type": ["string", "null"]},
-                    "duration_ns": _NS,
-                    "attributes": {"type": "object", "additionalProperties": _ATTRIBUTE},
-                    "within": {"anyOf": [_INDEX, {"type": "null"}]},
-                    "start_ns": {"anyOf": [_NS, {"type": "null"}]},
-                },
-                "additionalProperties": False,
-            },
-        },
-    },
-}
 
 
 def is_bundle(path: Path) -> bool:
@@ -279,7 +198,7 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
                 f"version {VERSION}"
             )
     error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(_SCHEMA).iter_errors(document)
+        jsonschema.Draft202012Validator(SCHEMA).iter_errors(document)
     )
     if error is not None:
         at = "/".join(str(p) for p in error.absolute_path)[:200] or "the top"
