@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from otel_replay._forks import mend_in_child
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -39,8 +41,6 @@ __all__ = ["SharedCells"]
 _log = logging.getLogger("otel_replay")
 
 _CELL = struct.Struct("<q")
-
-_LIVE: weakref.WeakSet[SharedCells] = weakref.WeakSet()
 
 
 def _new_file(size: int) -> int:
@@ -92,7 +92,7 @@ class SharedCells:
         self._map = mmap.mmap(self._fd, size) if self._fd >= 0 else _private(size)
         self._lock = threading.Lock()
         weakref.finalize(self, _close, self._fd)
-        _LIVE.add(self)
+        mend_in_child(self)
 
     @classmethod
     def attach(cls, handle: Any) -> SharedCells:
@@ -159,12 +159,3 @@ class SharedCells:
         # A thread of the parent may have held the lock when it forked; the record lock is
         # not inherited, so only the thread lock needs making anew.
         self._lock = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    for cells in list(_LIVE):
-        cells._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

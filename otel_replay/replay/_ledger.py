@@ -24,6 +24,7 @@ import weakref
 from contextlib import AbstractContextManager
 from typing import Any
 
+from otel_replay._forks import mend_in_child
 from otel_replay._shared import SharedCells
 from otel_replay.replay._model import Run
 
@@ -52,6 +53,7 @@ class Ledger:
         self._guard = threading.Lock()  # the account while it is the process's own
         self._own[self._asked] = time.monotonic_ns()
         _LIVE.add(self)
+        mend_in_child(self)
 
     @functools.cached_property
     def layout(self) -> str:
@@ -166,10 +168,5 @@ def _before_fork() -> None:
         ledger.share()
 
 
-def _after_fork_in_child() -> None:
-    for ledger in list(_LIVE):
-        ledger._after_fork_in_child()
-
-
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork)

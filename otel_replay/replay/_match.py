@@ -35,16 +35,15 @@ from __future__ import annotations
 
 import bisect
 import math
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._forks import mend_in_child
 from otel_replay.capture.codecs import Codec, detect
 from otel_replay.errors import CodecError
 from otel_replay.replay._diff import json_paths_differing, parse_json, without_trace_context
@@ -210,7 +209,7 @@ class Matcher:
             for step in run.steps
             if step.within is None and step.start_ns is not None
         )
-        _LIVE.add(self)
+        mend_in_child(self)
 
     def match(
         self,
@@ -447,15 +446,3 @@ def _attributes_as_request(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
     """A recorded step without bytes, shown through the request attributes it has."""
     model = attrs.get("gen_ai.request.model")
     return {"model": model} if model is not None else None
-
-
-_LIVE: weakref.WeakSet[Matcher] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for matcher in list(_LIVE):
-        matcher._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

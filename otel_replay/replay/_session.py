@@ -26,7 +26,6 @@ import json
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
@@ -37,6 +36,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
+from otel_replay._forks import mend_in_child
 from otel_replay._ignore import (
     ANSWER_BODY,
     ANSWER_HEADERS,
@@ -210,7 +210,7 @@ class ReplaySession:
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
         # The replay verb learns the program loaded us; its first process is the program.
         self._write({"type": "start", "pid": os.getpid()})
-        _LIVE.add(self)
+        mend_in_child(self)
 
     def answer(
         self,
@@ -489,15 +489,3 @@ class ReplaySession:
         # The run id, the URL, endpoints and field paths may come from a hostile recording: the
         # message reaches tracebacks and test reports, so none may drive the terminal.
         return "\n".join(printable(line) for line in lines)
-
-
-_LIVE: weakref.WeakSet[ReplaySession] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for session in list(_LIVE):
-        session._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
