@@ -228,7 +228,21 @@ def test_odd_bodies_and_headers_export_and_read_back(tmp_path: Path) -> None:
         response_body=b"{}",
         fidelity="exact",
     )
-    write_bundle(Run("r_odd", "test", (step,)), tmp_path / "odd", Redactor())
+    value = RecordedStep(  # a value's answer: JSON with no content type
+        index=1,
+        kind="value",
+        endpoint="value:uuid4",
+        method="VALUE",
+        url="value:uuid4",
+        request_body=b"{}",
+        request_hash=sha256_tag(b"{}"),
+        status_code=None,
+        response_headers=(),
+        response_body=b'"42597804-4a0c-4417-a16d-fd744c1fd3e8"',
+        fidelity="exact",
+    )
+    write_bundle(Run("r_odd", "test", (step, value)), tmp_path / "odd", Redactor())
+    assert (tmp_path / "odd" / "steps" / "1.response.json").exists()
     back = read_bundle(tmp_path / "odd", Limits.from_env())
     assert back.steps[0].request_body == deep
     assert back.steps[0].response_headers == (

@@ -117,7 +117,7 @@ def _step_document(
             for k, v in step.response_headers
         ]
     )
-    suffix = _suffix(dict((k.lower(), v) for k, v in headers))
+    suffix = _suffix(dict((k.lower(), v) for k, v in headers), step.response_body)
     bodies: dict[str, bytes] = {}
     request_name = request_hash = None
     if step.request_body is not None:
@@ -167,8 +167,13 @@ def _is_json(data: bytes) -> bool:
     return True
 
 
-def _suffix(headers: Mapping[str, str]) -> str:
-    kind = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+def _suffix(headers: Mapping[str, str], body: bytes) -> str:
+    """A response file's suffix: by its content type, else (a tool's or a value's answer,
+    which has none) ``json`` when it parses as JSON."""
+    kind = headers.get("content-type")
+    if kind is None:
+        return "json" if _is_json(body) else "bin"
+    kind = kind.split(";", 1)[0].strip().lower()
     for prefix, suffix in _SUFFIXES.items():
         if kind.startswith(prefix):
             return suffix
