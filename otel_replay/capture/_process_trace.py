@@ -30,7 +30,12 @@ SIGKILL ends nothing: its steps are then one trace whose root is missing (Jaeger
 ``<trace-without-root-span>``), still whole, and still one run by ``replay.run.id``.
 
 Steps with a span current (a ``run()`` block's ``invoke_agent``, a tool step's span, another
-instrumentation's span) keep that parent: we never re-parent another instrumentation's spans.
+instrumentation's span) keep that parent. A GenAI span that another tracer of the same tracer
+provider starts with no parent (``gen_ai.operation.name`` among its start attributes: the
+anthropic SDK's call span, an official GenAI instrumentation's, the OpenAI Agents SDK bridge's
+workflow span) nests under the root as a step would (:func:`adopt_root`): it would otherwise be
+a trace of its own, its attempts' steps beneath it, and a run of three calls three traces.
+Other spans that start as roots (a web request's, the application's own) stay roots.
 
 Worker processes (``_family``) continue their parent's trace: a worker's steps made outside
 any span nest under the root span that was open when the worker was forked or started (its
@@ -82,6 +87,7 @@ __all__ = [
     "IDLE_GAP_NS",
     "Borrowed",
     "StepTracer",
+    "adopt_root",
     "borrow",
     "cut_off",
     "end_process_trace",
@@ -516,3 +522,33 @@ def _is_run_block(attributes: Mapping[str, Any] | None) -> bool:
         and A.REPLAY_RUN_ID in attributes
         and A.REPLAY_STEP_INDEX not in attributes
     )
+
+
+def adopt_root(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The instrumentor's wrapper of the SDK's ``Tracer.start_span``: a GenAI span another
+    tracer starts as a root, outside any ``run()`` block, starts under the process run's root
+    span instead (see the module). Every other span starts as the SDK starts it."""
+    context = args[1] if len(args) > 1 else kwargs.get("context")
+    attributes = args[3] if len(args) > 3 else kwargs.get("attributes")
+    if not attributes or "gen_ai.operation.name" not in attributes:
+        return wrapped(*args, **kwargs)  # the common case: no GenAI span
+    tracer = tracer_in_use()
+    if (
+        not isinstance(tracer, StepTracer)
+        or instance is tracer.inner
+        or getattr(instance, "span_processor", None)
+        is not getattr(tracer.inner, "span_processor", instance)  # another provider's
+        or trace.get_current_span(context).get_span_context().is_valid
+    ):
+        return wrapped(*args, **kwargs)
+    start_time = args[5] if len(args) > 5 else kwargs.get("start_time")
+    burst = _PROCESS.parent(tracer.inner, start_time)
+    if burst is None:
+        return wrapped(*args, **kwargs)
+    if len(args) > 1:
+        args = (args[0], burst.context, *args[2:])
+    else:
+        kwargs = {**kwargs, "context": burst.context}
+    span = wrapped(*args, **kwargs)
+    _PROCESS.track(burst, span)
+    return span
