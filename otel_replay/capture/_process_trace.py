@@ -110,7 +110,10 @@ class _Burst:
     to end). ``used``, for a root opened for worker processes, is the cell that their first
     step under it marks: such a root is ended only if a step was made under it, here
     (``stepped``) or in a worker. ``inherited``: the run is another process's (this one is
-    its worker), so how this process ends is not how the run ends."""
+    its worker), so how this process ends is not how the run ends. ``kit``: the run's kit,
+    not yet on a root that another instrumentation's span opened (see :func:`adopt_root`);
+    it goes on with the first step made under it, so a root under which no step was made
+    belongs to no run and the store never sees it."""
 
     run_id: str
     root: Span | None
@@ -121,6 +124,13 @@ class _Burst:
     used: tuple[SharedCells, int] | None = None
     stepped: bool = False
     inherited: bool = False
+    kit: dict[str, Any] | None = None
+
+    def take_kit(self) -> None:
+        """Put the run's kit on the root now, if it is not there yet."""
+        kit, self.kit = self.kit, None
+        if kit is not None and self.root is not None:
+            self.root.set_attributes(kit)
 
     def borrowed(self) -> Borrowed:
         """What a worker started now borrows of this burst."""
@@ -149,9 +159,10 @@ class _ProcessTrace:
         # The spans of the run() blocks still open, which only a cut-off ends for them.
         self._blocks: weakref.WeakSet[Span] = weakref.WeakSet()
 
-    def parent(self, tracer: Tracer, start_ns: int | None) -> _Burst | None:
-        """The burst a step starting now (or at ``start_ns``) nests under, opened if need be;
-        None when the step has a parent of its own or belongs to a ``run()`` block."""
+    def parent(self, tracer: Tracer, start_ns: int | None, step: bool = True) -> _Burst | None:
+        """The burst a step starting now (or at ``start_ns``) nests under, opened if need be
+        (by another instrumentation's span, not a ``step``: without the run's kit); None when
+        the step has a parent of its own or belongs to a ``run()`` block."""
         if trace.get_current_span().get_span_context().is_valid:
             return None
         if in_run_block():
@@ -167,20 +178,34 @@ class _ProcessTrace:
             ):
                 ended, burst = burst, None
             if burst is None:
-                burst = self._burst = _open(tracer, run, now)
+                burst = self._burst = _open(tracer, run, now, kit=step)
         if ended is not None:  # outside the lock: ending a span runs the span processors
             _end(ended)
         return burst
 
-    def track(self, burst: _Burst, span: Span) -> None:
-        """Watch ``span``, a step started under ``burst``, until it ends."""
+    def track(self, burst: _Burst, span: Span, step: bool = True) -> None:
+        """Watch ``span``, started under ``burst`` (a ``step``, or another
+        instrumentation's span), until it ends."""
         if span.is_recording():
             with self._lock:
                 burst.open.append(span)
-                if not burst.stepped and burst.used is not None:
+                if step and not burst.stepped and burst.used is not None:
                     cells, cell = burst.used
                     cells.add(cell)  # a worker's step: the parent's root is used
                 burst.stepped = True
+                if step and burst.kit is not None:
+                    burst.take_kit()
+
+    def step_within(self, context: Context | None) -> None:
+        """A step starts under a span of its own (``context``'s, else the current one): when
+        that span is in the trace of a root still without the run's kit, the root takes it."""
+        burst = self._burst
+        if burst is None or burst.kit is None or burst.root is None:
+            return  # the common case
+        trace_id = trace.get_current_span(context).get_span_context().trace_id
+        if trace_id == burst.root.get_span_context().trace_id:
+            with self._lock:
+                burst.take_kit()
 
     def for_workers(self, tracer: Tracer) -> Borrowed | None:
         """What the steps of workers started now outside any span nest under: the process
@@ -191,6 +216,7 @@ class _ProcessTrace:
         with self._lock:
             if burst.used is None and not burst.stepped and burst.root is not None:
                 burst.used = allocate_cell()
+            burst.take_kit()  # the workers' steps are the run's
             return burst.borrowed()
 
     def borrow(self, run_id: str, parent: Borrowed) -> None:
@@ -259,9 +285,9 @@ def _program() -> str:
     return path.parent.name if path.name == "__main__.py" and path.parent.name else path.name
 
 
-def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
+def _open(tracer: Tracer, run: RunState, start_ns: int, kit: bool = True) -> _Burst:
     name = _program()
-    attrs = run.attributes()
+    attrs = run.attributes() if kit else {}
     attrs["gen_ai.operation.name"] = "invoke_agent"
     attrs["gen_ai.agent.name"] = name
     root = tracer.start_span(
@@ -272,7 +298,9 @@ def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
         start_time=start_ns,
     )
     context = trace.set_span_in_context(root, Context())
-    return _Burst(run.run_id, root, context, start_ns, start_ns, inherited=run.inherited)
+    burst = _Burst(run.run_id, root, context, start_ns, start_ns, inherited=run.inherited)
+    burst.kit = None if kit else run.attributes()
+    return burst
 
 
 def _end(
@@ -299,7 +327,7 @@ def _end(
     if cause and (steps_cut or not done):
         _cut(root, cause)
     elif failed is not None and not burst.inherited:
-        mark_failed(root, failed)
+        mark_failed(root, failed, kit=burst.kit is None)
     ended = max(burst.last_end_ns, burst.start_ns) if done and not workers else wall_ns()
     root.end(end_time=ended)
 
@@ -463,10 +491,13 @@ class StepTracer(Tracer):
         set_status_on_exception: bool = True,
     ) -> Span:
         burst = None
-        if context is None and _is_step(attributes):
+        step = _is_step(attributes)
+        if step and context is None:
             burst = _PROCESS.parent(self.inner, start_time)
             if burst is not None:
                 context = burst.context
+        if step and burst is None:
+            _PROCESS.step_within(context)
         span = self.inner.start_span(
             name,
             context,
@@ -542,7 +573,7 @@ def adopt_root(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[
     ):
         return wrapped(*args, **kwargs)
     start_time = args[5] if len(args) > 5 else kwargs.get("start_time")
-    burst = _PROCESS.parent(tracer.inner, start_time)
+    burst = _PROCESS.parent(tracer.inner, start_time, step=False)
     if burst is None:
         return wrapped(*args, **kwargs)
     if len(args) > 1:
@@ -550,5 +581,5 @@ def adopt_root(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[
     else:
         kwargs = {**kwargs, "context": burst.context}
     span = wrapped(*args, **kwargs)
-    _PROCESS.track(burst, span)
+    _PROCESS.track(burst, span, step=False)
     return span

@@ -22,6 +22,7 @@ import otel_replay
 from otel_replay.capture import _process_trace
 from otel_replay.capture._run import current_run, start_process_run
 from otel_replay.testing import CaptureKit
+from tests.export._support import Pipeline
 
 URL = "http://tools.local/orders/A-1"
 
@@ -232,6 +233,8 @@ def test_a_genai_span_started_with_no_parent_nests_under_the_root(
     assert root.context is not None and block.context is not None
     (step,) = _steps(spans)
     assert _parent(step) == call.get_span_context().span_id
+    # The step, beneath the call, made the root its run's.
+    assert dict(root.attributes or {})["replay.run.id"] == current_run().run_id
     adopted = [s for s in spans if s.name == "sdk.call" and _parent(s) == root.context.span_id]
     assert [s.context.span_id for s in adopted if s.context] == [
         call.get_span_context().span_id,
@@ -246,3 +249,22 @@ def test_a_genai_span_started_with_no_parent_nests_under_the_root(
     assert other.get_span_context().trace_id != root.context.trace_id
     assert _parent(blocked) == block.context.span_id
     assert root.end_time == late.end_time
+
+
+def test_a_root_another_span_opened_is_a_runs_only_once_a_step_is_made_under_it(
+    client_module: ModuleType, tmp_path: Path
+) -> None:
+    genai = {"gen_ai.operation.name": "chat"}
+    with CaptureKit() as kit, _client(client_module) as client:
+        sdk = kit.tracer_provider.get_tracer("an.sdk")
+        sdk.start_span("sdk.call", attributes=genai).end()
+        start_process_run()  # ends that root: no step was made under it
+        sdk.start_span("sdk.call", attributes=genai).end()
+        client.get(URL)
+    first, second = sorted(_roots(kit.raw_spans()), key=lambda s: s.start_time or 0)
+    assert not any(k.startswith("replay.") for k in first.attributes or {})
+    assert dict(second.attributes or {})["replay.run.id"] == current_run().run_id
+    # A program whose GenAI spans made no step records no run.
+    with Pipeline(tmp_path / "store") as pipe:
+        pipe.provider.get_tracer("an.sdk").start_span("sdk.call", attributes=genai).end()
+    assert not (tmp_path / "store").exists()
