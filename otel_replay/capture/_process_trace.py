@@ -35,7 +35,9 @@ provider starts with no parent (``gen_ai.operation.name`` among its start attrib
 anthropic SDK's call span, an official GenAI instrumentation's, the OpenAI Agents SDK bridge's
 workflow span) nests under the root as a step would (:func:`adopt_root`): it would otherwise be
 a trace of its own, its attempts' steps beneath it, and a run of three calls three traces.
-Other spans that start as roots (a web request's, the application's own) stay roots.
+Other spans that start as roots (a web request's, the application's plain ones) stay roots.
+A root such a span opened takes the run's kit with the first step made under it: one under
+which no step was made belongs to no run.
 
 Worker processes (``_family``) continue their parent's trace: a worker's steps made outside
 any span nest under the root span that was open when the worker was forked or started (its
