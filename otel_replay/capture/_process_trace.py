@@ -566,11 +566,12 @@ def adopt_root(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[
     if not attributes or "gen_ai.operation.name" not in attributes:
         return wrapped(*args, **kwargs)  # the common case: no GenAI span
     tracer = tracer_in_use()
+    if not isinstance(tracer, StepTracer) or instance is tracer.inner:
+        return wrapped(*args, **kwargs)  # not recording, or a span of ours
+    ours = getattr(tracer.inner, "span_processor", None)  # None: not an SDK tracer
     if (
-        not isinstance(tracer, StepTracer)
-        or instance is tracer.inner
-        or getattr(instance, "span_processor", None)
-        is not getattr(tracer.inner, "span_processor", instance)  # another provider's
+        ours is None
+        or getattr(instance, "span_processor", None) is not ours  # another provider's
         or trace.get_current_span(context).get_span_context().is_valid
     ):
         return wrapped(*args, **kwargs)

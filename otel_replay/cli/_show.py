@@ -10,7 +10,7 @@ from otel_replay.cli._common import emit, open_store, resolve_run, stdout_consol
 from otel_replay.cli._format import json_text
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
-from otel_replay.cli._tables import NESTED_NOTE, run_header, steps_table
+from otel_replay.cli._tables import NESTED_NOTE, has_nested, run_header, steps_table
 
 __all__ = ["show"]
 
@@ -45,5 +45,5 @@ def show(run: str, store: str | None, as_json: bool) -> None:
         emit(console, "(no steps recorded)", style="dim")
         return
     emit(console, steps_table(views))
-    if any(view.within is not None for view in views):
+    if has_nested(views):
         emit(console, NESTED_NOTE, style="dim")

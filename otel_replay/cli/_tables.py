@@ -30,6 +30,7 @@ __all__ = [
     "PROMPT_WIDTH",
     "RESPONSE_WIDTH",
     "gc_table",
+    "has_nested",
     "run_header",
     "runs_table",
     "safe_text",
@@ -158,6 +159,11 @@ NESTED_NOTE = (
     "does not make it again"
 )
 """Said under a steps table that has a step made inside another."""
+
+
+def has_nested(views: list[StepView]) -> bool:
+    """Whether a step of ``views`` is marked as made inside another (:data:`NESTED_NOTE`)."""
+    return any(_depths(views).values())
 
 
 def _depths(views: list[StepView]) -> dict[int, int]:
