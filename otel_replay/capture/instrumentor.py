@@ -27,6 +27,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 from opentelemetry.instrumentation.utils import unwrap
+from opentelemetry.sdk import trace as sdk_trace
 
 from otel_replay import settings
 from otel_replay.capture import _family, package, transports
@@ -38,7 +39,7 @@ from otel_replay.capture._failed import describe_with
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._outcome import unwatch, watch
-from otel_replay.capture._process_trace import StepTracer
+from otel_replay.capture._process_trace import StepTracer, adopt_root
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
@@ -103,6 +104,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
+        # GenAI spans other instrumentations start as roots nest under the process run's.
+        wrapt.wrap_function_wrapper(sdk_trace, "Tracer.start_span", adopt_root)
         use_recorder(self.recorder)
         describe_with(self.recorder.redactor, content)  # a failed run's message (_failed)
         _family.start()  # workers started fresh continue the current run
@@ -152,6 +155,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self.recorder.open_steps.finish_all()
             unwatch()
             detach()
+            unwrap(sdk_trace.Tracer, "start_span")
         self.recorder = None
         _family.stop()
         use_tracer(None)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from otel_replay import attributes as A
 from otel_replay.capture.codecs import detect
 from otel_replay.cli._messages import (
     ToolCall,
@@ -52,6 +53,9 @@ class StepView:
     response: str = ""
     effect: str | None = None
     """A tool step's ``replay.tool.effect`` (read, write), when its span says."""
+    within: int | None = None
+    """The step whose body made this one (``replay.step.within``): a replay serves that step
+    whole and does not make this one again."""
 
     def to_json(self) -> dict[str, Any]:
         """Everything about the step, JSON-ready, messages parsed."""
@@ -84,6 +88,8 @@ class StepView:
         }
         if self.effect is not None:
             out["effect"] = self.effect
+        if self.within is not None:
+            out["within"] = self.within
         if info.kind == "llm":
             out["system_instructions"] = self.system_instructions
             out["input_messages"] = self.input_messages
@@ -150,6 +156,8 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
     view = StepView(info=info, method=attr("http.request.method"), url=attr("url.full"))
     effect = attr("replay.tool.effect")
     view.effect = effect if isinstance(effect, str) else None
+    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.fixture(info).within
+    view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
         view.first_chunk_ns = round(first_chunk * 1e9)
