@@ -34,8 +34,10 @@ _MESSAGE_LIMIT = 300
 Outcome = Literal["identical", "diverged", "agent_failed", "bad_recording"]
 """What a replay came to: ``identical``; ``diverged`` (whatever the program did after);
 ``agent_failed``: every step as recorded, but the program failed (a non-zero exit status, a
-signal, an uncaught exception); or ``bad_recording``: a recorded step's value could not be
-given back (:class:`BadValue`), whatever happened before or after."""
+signal, an uncaught exception), or it failed before its first request (a script that is not
+there, an import error at its top: nothing was compared); or ``bad_recording``: a recorded
+step's value could not be given back (:class:`BadValue`), whatever happened before or
+after."""
 
 
 @dataclass(slots=True)  # not frozen: a frozen one took 1.1 µs of each replayed request to make
@@ -384,12 +386,22 @@ class ReplayResult:
         return self.first_divergence is None and not self._network and self.bad_value is None
 
     @property
+    def failed_before_any_request(self) -> bool:
+        """The program failed before it made any request or network attempt (a script that
+        is not there, an import error at its top): its failure, not a divergence, is what
+        the replay found."""
+        return self.agent.failed and not self._steps and not self._network
+
+    @property
     def outcome(self) -> Outcome:
         """``bad_recording`` when a recorded value could not be given back, else
-        ``diverged`` when not :attr:`identical`, else ``agent_failed`` when the program
-        failed, else ``identical``."""
+        ``agent_failed`` when the program failed before any request, else ``diverged`` when
+        not :attr:`identical`, else ``agent_failed`` when the program failed, else
+        ``identical``."""
         if self.bad_value is not None:
             return "bad_recording"
+        if self.failed_before_any_request:
+            return "agent_failed"
         if not self.identical:
             return "diverged"
         return "agent_failed" if self.agent.failed else "identical"
