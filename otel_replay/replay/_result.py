@@ -17,6 +17,7 @@ from otel_replay.capture._envelope import address
 from otel_replay.capture._run import qualified_name
 from otel_replay.replay._change import Change
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._textdiff import excerpts
 
 __all__ = [
     "AgentStatus",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 _MESSAGE_LIMIT = 300
+# Changes that sum others up (a hash of the prompt, of the tool definitions): named after them.
+_DIGESTS = frozenset({"prompt hash", "tool schema version"})
+_MAX_NAMED = 5
 
 Outcome = Literal["identical", "diverged", "agent_failed", "bad_recording"]
 """What a replay came to: ``identical``; ``diverged`` (whatever the program did after);
@@ -150,16 +154,39 @@ class Divergence:
         return f"step {self.step} differs from the recording"
 
     def __repr__(self) -> str:
-        # What ``assert result.identical, result.first_divergence`` shows in a test: the
-        # step, the call, and its first change.
-        line = self.describe()
-        if self.kind == "changed" and self.served is not None:
-            line += f" ({self.served.method} {self.served.url})"
+        # What ``assert result.identical, result.first_divergence`` shows in a test, on one
+        # line: the step and its endpoint, then the change that says what changed (a
+        # message's text, not the prompt's hash, which only says that something did), then
+        # what else differs. pytest cuts the middle out of a repr past 240 characters (short
+        # of -vv), so the windows around a change are narrow.
+        served = self.served
+        if self.kind != "changed" or served is None:
+            return f"<Divergence: {self.describe()}>"
+        line = f"step {self.step} ({served.endpoint})" + (", ran live" if served.live else "")
+        if served.repeat and not self.changes:
+            line += ": requested again (it was already served)"
         if self.changes:
-            line += f": {self.changes[0].describe()}"
-            if len(self.changes) > 1:
-                line += f" (and {len(self.changes) - 1} more)"
+            first, *rest = sorted(self.changes, key=lambda c: c.field in _DIGESTS)
+            line += f": {_narrow(first)}"
+            if rest:
+                line += "; also differs: " + ", ".join(c.field for c in rest[:_MAX_NAMED])
+                if len(rest) > _MAX_NAMED:
+                    line += f" and {len(rest) - _MAX_NAMED} more"
         return f"<Divergence: {line}>"
+
+
+def _narrow(change: Change) -> str:
+    """``change`` on one line: a long text as a narrow window around its change, each side,
+    a line break as ``↵`` (pytest breaks the line at a ``\\n`` in a repr, and its summary
+    line would end before the change)."""
+    if change.kind == "changed" and not change.short:
+        recorded, replayed = (
+            (v or "").replace("\n", "↵") for v in (change.recorded, change.replayed)
+        )
+        windows = excerpts(recorded, replayed, context=16, width=40)
+        if windows is not None:
+            return f"{change.field}: {windows[0]} → {windows[1]}"
+    return change.describe()
 
 
 @dataclass(frozen=True, slots=True)
