@@ -59,18 +59,29 @@ def draw(
     )
 
 
+# uuid.uuid4 and uuid.uuid1 while held (their names, signatures and docstrings are the real
+# ones'). The caller is judged on every call: keep the way to the real function short.
 def uuid4() -> uuid_module.UUID:
-    if _holders and application_frame(sys._getframe(1)) and recorded_at("value", "uuid.uuid4"):
+    if _holders and _from_application() and recorded_at("value", "uuid.uuid4"):
         return draw("uuid.uuid4", REAL_UUID4)
     return REAL_UUID4()
 
 
 def uuid1(node: int | None = None, clock_seq: int | None = None) -> uuid_module.UUID:
-    if _holders and application_frame(sys._getframe(1)) and recorded_at("value", "uuid.uuid1"):
+    if _holders and _from_application() and recorded_at("value", "uuid.uuid1"):
         given = {"node": node, "clock_seq": clock_seq}
         arguments = canonical_json({k: v for k, v in given.items() if v is not None})
         return draw("uuid.uuid1", lambda: REAL_UUID1(node, clock_seq), arguments)
     return REAL_UUID1(node, clock_seq)
+
+
+def _from_application() -> bool:
+    """Whether the code that called ``uuid4``/``uuid1`` is the application's."""
+    try:
+        caller = sys._getframe(2)
+    except ValueError:  # called from C with no Python code below (an atexit callback)
+        return False
+    return application_frame(caller)
 
 
 functools.update_wrapper(uuid4, REAL_UUID4)
