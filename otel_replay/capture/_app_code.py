@@ -22,7 +22,8 @@ import os
 import re
 import site
 import sysconfig
-from types import FrameType, ModuleType
+from types import FrameType
+from typing import Any
 
 __all__ = ["application_file", "application_frame", "application_module"]
 
@@ -53,12 +54,14 @@ def application_frame(frame: FrameType) -> bool:
         frame = caller
 
 
-def application_module(module: ModuleType) -> bool:
-    """Whether ``module`` is the application's code (``__main__`` with no file included)."""
-    filename = getattr(module, "__file__", None)
+def application_module(names: dict[str, Any]) -> bool:
+    """Whether the module whose namespace is ``names`` is the application's code
+    (``__main__`` with no file included). Read from its namespace: a module's attribute
+    lookup may be a lazy loader's, which imports."""
+    filename = names.get("__file__")
     if isinstance(filename, str):
         return application_file(filename)
-    return getattr(module, "__name__", None) == "__main__"
+    return names.get("__name__") == "__main__"
 
 
 def application_file(filename: str) -> bool:

@@ -45,6 +45,9 @@ _lock = threading.Lock()
 _holders = 0
 # Where a real function was replaced by ours: (a module's names, the name, the real one).
 _replaced: list[tuple[dict[str, Any], str, Any]] = []
+# The loaded modules at the last hold, and the application's namespaces among them.
+_walked: list[Any] = []
+_found: list[dict[str, Any]] = []
 
 
 def draw(
@@ -100,14 +103,8 @@ def hold() -> None:
         if _holders > 1:
             return
         _replace(vars(uuid_module))
-        for module in list(sys.modules.values()):
-            names = getattr(module, "__dict__", None)
-            if isinstance(names, dict) and names is not vars(uuid_module):
-                try:
-                    if application_module(module):
-                        _replace(names)
-                except Exception:  # a stand-in object in sys.modules: left alone
-                    continue
+        for names in _application_namespaces():
+            _replace(names)
 
 
 def release() -> None:
@@ -122,6 +119,30 @@ def release() -> None:
             if names.get(name) is _OURS[real]:
                 names[name] = real
         _replaced.clear()
+
+
+def _application_namespaces() -> list[dict[str, Any]]:
+    """The namespaces of the application's loaded modules. Judging every loaded module is
+    the costly part of a hold (thousands of them under a framework), so it is remembered:
+    when no module was loaded or replaced since the last hold (compared in C), the last
+    hold's answer stands."""
+    global _walked, _found  # remembered for the next hold
+    modules = list(sys.modules.values())
+    try:
+        unchanged = modules == _walked
+    except Exception:  # an object standing in for a module compares as it likes
+        unchanged = False
+    if not unchanged:
+        found = []
+        for module in modules:
+            try:
+                names = vars(module)
+            except TypeError:  # a stand-in object with no namespace: left alone
+                continue
+            if names is not vars(uuid_module) and application_module(names):
+                found.append(names)
+        _walked, _found = modules, found
+    return _found
 
 
 def _replace(names: dict[str, Any]) -> None:

@@ -136,6 +136,23 @@ def test_a_name_bound_before_recording_began_is_rebound_while_recording(tmp_path
     assert result.identical, result.first_divergence
 
 
+def test_a_module_imported_between_two_holds_is_found_by_the_second(tmp_path: Path) -> None:
+    with Pipeline(tmp_path / "first"):
+        pass
+    (tmp_path / "late_agent.py").write_text("from uuid import uuid4\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import late_agent  # type: ignore[import-not-found]
+
+        assert late_agent.uuid4 is _uuids.REAL_UUID4
+        with Pipeline(tmp_path / "second"):
+            assert late_agent.uuid4 is _uuids.uuid4
+        assert late_agent.uuid4 is _uuids.REAL_UUID4
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("late_agent", None)
+
+
 @pytest.mark.parametrize(
     ("filename", "module_globals", "expected"),
     [
