@@ -30,7 +30,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.sdk import trace as sdk_trace
 
 from otel_replay import settings
-from otel_replay.capture import _family, package, transports
+from otel_replay.capture import _family, _uuids, package, transports
 from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
@@ -110,6 +110,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         describe_with(self.recorder.redactor, content)  # a failed run's message (_failed)
         _family.start()  # workers started fresh continue the current run
         attach(config.write_tools)  # framework tools (LangChain, Agents SDK, MCP) as steps
+        _uuids.hold()  # the application's own uuid.uuid4() draws as value steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so they run before their exit flush; the
         # process run's end (watch) after the streams still open have ended.
@@ -156,6 +157,7 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             unwatch()
             detach()
             unwrap(sdk_trace.Tracer, "start_span")
+            _uuids.release()
         self.recorder = None
         _family.stop()
         use_tracer(None)

@@ -17,6 +17,7 @@ from typing import Any
 
 from otel_replay import settings
 from otel_replay._workers import add_part, remove_part
+from otel_replay.capture import _uuids
 from otel_replay.capture._envelope import use_server
 from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
@@ -58,11 +59,13 @@ def install(session: ReplaySession) -> Callable[[], None]:
         guard.install()
     use_server(session)
     attach(settings.read("OTEL_REPLAY_WRITE_TOOLS"))  # framework tools served as steps
+    _uuids.hold()  # and the application's own uuid draws
     # Workers multiprocessing starts fresh serve from this session's account (``_ledger``).
     add_part(PART, session.matcher.ledger.ticket, session.join)
 
     def undo() -> None:
         remove_part(PART)
+        _uuids.release()
         detach()
         use_server(None)
         for client, choose in reversed(wrapped):

@@ -8,8 +8,9 @@ body reader is fed the recorded chunks one at a time, as a socket would feed the
 the application waits for data it gets the next chunk (paced under ``timing="recorded"``), so
 ``iter_any``, ``iter_chunks``, ``readline`` and ``read()`` see what they saw. Redirects,
 ``raise_for_status`` and the application's middlewares run as usual around it. A request the
-recording lacks raises an ``aiohttp.ClientConnectionError`` that is also an
-:class:`~otel_replay.errors.UnmatchedConnectionError` in strict mode. A background call
+recording lacks raises ``otel_replay.errors.UnmatchedAiohttpRequestError`` in strict mode: an
+``aiohttp.ClientConnectionError`` that is also an
+:class:`~otel_replay.errors.UnmatchedConnectionError`. A background call
 (``OTEL_REPLAY_IGNORE``; an OpenTelemetry exporter's under strict replay) gets the session's
 own answer the same way.
 """
@@ -27,10 +28,11 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay import errors
 from otel_replay.capture._loaded import module_class
 from otel_replay.capture.transports._aiohttp import REPLAY, Middleware, wrap_request
 from otel_replay.capture.transports._view import raw_headers
-from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
+from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["install"]
@@ -61,7 +63,7 @@ def _middleware(session: ReplaySession) -> Middleware:
             try:
                 answer = session.answer(request.method, url, body, None, headers)
             except UnmatchedRequestError as exc:
-                raise _unmatched_class()(str(exc)) from None
+                raise errors.UnmatchedAiohttpRequestError(str(exc)) from None
         if answer is None:
             return await handler(request)  # not strict: live
         if answer.status_code is None:
@@ -69,17 +71,6 @@ def _middleware(session: ReplaySession) -> Middleware:
         return await _response(request, answer)
 
     return serve
-
-
-@cache
-def _unmatched_class() -> type[Exception]:
-    import aiohttp  # noqa: PLC0415
-
-    class UnmatchedAiohttpRequestError(UnmatchedConnectionError, aiohttp.ClientConnectionError):
-        """An unmatched request in strict replay, as aiohttp's callers catch connection
-        errors."""
-
-    return UnmatchedAiohttpRequestError
 
 
 def _error(answer: Answer) -> BaseException:
