@@ -19,11 +19,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from otel_replay.replay._change import Change, category, change
+from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
     Request,
     json_paths_differing,
+    llm_changes,
     parse_json,
+    recorded_llm,
     request_changes,
     short_tag,
     value_at,
@@ -246,19 +248,40 @@ def _same_request(a: RecordedStep, b: RecordedStep) -> bool:
 
 
 def _request_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """A step without request bytes (another instrumentation's span) is compared through what
+    its span says, as the replay compares a request with it; never by a hash of bytes that
+    only one side has."""
     changes: list[Change]
     if _same_request(a, b):
         changes = []
-    elif b.request_body is None:  # B has no request bytes: only the hashes say anything
-        changes = [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
-    else:
+    elif b.request_body is not None:
         changes = request_changes(a, Request(b.method, b.url or "", b.request_body))
-        if not changes and a.request_hash != b.request_hash:
+        if not changes and a.request_body is not None and a.request_hash != b.request_hash:
             # Bytes the request comparison sets aside (volatile fields, key order).
             changes = _set_aside_changes(a, b)
+    elif a.request_body is not None:  # only A has bytes: B is compared as a recording is
+        turned = request_changes(b, Request(a.method, a.url or "", a.request_body))
+        changes = [_reversed(c) for c in turned]
+    elif a.request_hash is not None and b.request_hash is not None:  # ours, without bytes
+        changes = [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
+    else:
+        old, new = recorded_llm(a), recorded_llm(b)
+        changes = [] if old is None or new is None else llm_changes(old, new, a, partial=True)
     if a.endpoint != b.endpoint:
         changes.insert(0, Change("endpoint", "changed", a.endpoint, b.endpoint))
     return changes
+
+
+_OPPOSITE: dict[ChangeKind, ChangeKind] = {
+    "added": "removed",
+    "removed": "added",
+    "changed": "changed",
+}
+
+
+def _reversed(c: Change) -> Change:
+    """A change of B → A told as A → B."""
+    return Change(c.field, _OPPOSITE[c.kind], c.replayed, c.recorded)
 
 
 def _set_aside_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
@@ -289,7 +312,7 @@ def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     if a.response_body != b.response_body:
         changes.extend(
             _json_changes("response", a.response_body, b.response_body)
-            or [_body_change("response body", a.response_body, b.response_body)]
+            or [body_change("response body", a.response_body, b.response_body)]
         )
     return changes
 
@@ -304,14 +327,6 @@ def _json_changes(label: str, old: bytes | None, new: bytes | None) -> list[Chan
         change(f"{label} {path}", value_at(old_json, path), value_at(new_json, path))
         for path in json_paths_differing(old_json, new_json)
     ]
-
-
-def _body_change(label: str, old: bytes, new: bytes) -> Change:
-    """Two bodies as whole text (an SSE stream, plain text), or as sizes when not text."""
-    try:
-        return Change(label, "changed", old.decode(), new.decode())
-    except UnicodeDecodeError:
-        return Change(label, "changed", f"{len(old)} bytes", f"{len(new)} bytes")
 
 
 def _category(field: str) -> str:
