@@ -63,7 +63,18 @@ from otel_replay.replay._diff import (
 from otel_replay.replay._ledger import Ledger
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
 
-__all__ = ["VOLATILE_FIELDS", "Awaited", "Match", "MatchKind", "Matcher", "Near", "closeness"]
+__all__ = [
+    "VOLATILE_FIELDS",
+    "Awaited",
+    "Content",
+    "Match",
+    "MatchKind",
+    "Matcher",
+    "Near",
+    "closeness",
+    "content_of",
+    "recorded_content",
+]
 
 MatchKind = Literal["hash", "canonical", "messages", "closest", "position"]
 
@@ -172,50 +183,65 @@ Closeness = tuple[int, ...]
 two recorded requests apart by nothing."""
 
 
-def closeness(step: RecordedStep, live_llm: LlmRequest | None, live_json: Any) -> Closeness:
-    """How close ``step``'s request is to a live one, by content.
+@dataclass(frozen=True, slots=True)
+class Content:
+    """What :func:`closeness` reads of a request, read once: for a model call, its system
+    prompt (instructions, then the system turns it opens with, as canonical JSON of their
+    texts), its other messages (canonical JSON of :func:`normal_message`) and its tools;
+    for another call, its JSON body (None when not JSON)."""
 
-    A model call (``live_llm``, and the step's own model call), from most telling: how many
-    messages (system turns aside) the two have alike at the same place (a conversation's
-    history, tool call ids included, is its own), whether their system prompts are the same,
-    whether their tools are, how many characters the first message that differs (else the
-    system prompt) keeps at its two ends (an edit in one place), and how near their message
-    counts are. So a request of one of several concurrent conversations is closest to that
-    conversation's steps, whichever of them it changed. Another JSON request: the fewer
-    fields differ, the closer. Anything else: ``()``.
-    """
-    if live_llm is not None:
-        old = recorded_llm(step)
-        if old is None:
-            return ()
-        old_system, old_rest = _split_system(old)
-        new_system, new_rest = _split_system(live_llm)
-        pairs = list(zip(old_rest, new_rest, strict=False))
-        first = next(((a, b) for a, b in pairs if a != b), (old_system, new_system))
-        return (
-            sum(a == b for a, b in pairs),
-            int(old_system == new_system),
-            int(tool_schema_version(old) == tool_schema_version(live_llm)),
-            _ends_alike(*first),
-            -abs(len(old_rest) - len(new_rest)),
-        )
-    old_json = without_trace_context(parse_json(step.request_body))
-    if old_json is None or live_json is None:
-        return ()
-    return (-len(json_paths_differing(old_json, without_trace_context(live_json))),)
+    system: bytes | None
+    messages: tuple[bytes, ...] = ()
+    tools: str | None = None
+    body: Any = None
 
 
-def _split_system(llm: LlmRequest) -> tuple[bytes, list[bytes]]:
-    """A model call's system prompt (instructions, then the system turns it opens with) as
-    its texts' canonical JSON, and its other messages as canonical JSON of
-    :func:`normal_message`."""
+def content_of(llm: LlmRequest | None, body: Any) -> Content:
+    """The :class:`Content` of a request: ``llm`` the model call it makes (None: not one),
+    ``body`` its parsed JSON body."""
+    if llm is None:
+        return Content(None, body=without_trace_context(body))
     system = _texts(llm.system_instructions)
     messages = [normal_message(m) for m in llm.input_messages]
     opening = 0
     while opening < len(messages) and _role(messages[opening]) == "system":
         system.extend(_texts(messages[opening].get("parts")))
         opening += 1
-    return canonical_json(system), [canonical_json(m) for m in messages[opening:]]
+    rest = tuple(canonical_json(m) for m in messages[opening:])
+    return Content(canonical_json(system), rest, tool_schema_version(llm))
+
+
+def recorded_content(step: RecordedStep) -> Content:
+    """The :class:`Content` of a recorded step's request (from its span when it has no
+    bytes)."""
+    return content_of(recorded_llm(step), parse_json(step.request_body))
+
+
+def closeness(old: Content, new: Content) -> Closeness:
+    """How close request ``old`` is to ``new``, by content.
+
+    Model calls, from most telling: how many messages (system turns aside) the two have
+    alike at the same place (a conversation's history, tool call ids included, is its own),
+    whether their system prompts are the same, whether their tools are, how many characters
+    the first message that differs (else the system prompt) keeps at its two ends (an edit in
+    one place), and how near their message counts are. So a request of one of several
+    concurrent conversations is closest to that conversation's steps, whichever of them it
+    changed. Other JSON requests: the fewer fields differ, the closer. Anything else, or a
+    model call against another call: ``()``.
+    """
+    if old.system is not None and new.system is not None:
+        pairs = list(zip(old.messages, new.messages, strict=False))
+        first = next(((a, b) for a, b in pairs if a != b), (old.system, new.system))
+        return (
+            sum(a == b for a, b in pairs),
+            int(old.system == new.system),
+            int(old.tools == new.tools),
+            _ends_alike(*first),
+            -abs(len(old.messages) - len(new.messages)),
+        )
+    if old.system is None and new.system is None and old.body is not None and new.body is not None:
+        return (-len(json_paths_differing(old.body, new.body)),)
+    return ()
 
 
 def _ends_alike(a: bytes, b: bytes) -> int:
@@ -280,6 +306,7 @@ class Matcher:
         self._by_endpoint: dict[str, list[RecordedStep]] = {}
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
         self._by_conversation: dict[str, list[RecordedStep]] | None = None
+        self._contents: dict[int, Content] = {}  # by step index, read when first needed
         # Recorded bodies by their bytes: a request whose bytes equal a recording's has that
         # recording's hash, found in a dict lookup instead of a sha256 of the body.
         self._hash_of_body: dict[bytes, str] = {}
@@ -433,12 +460,12 @@ class Matcher:
         closest in content (:func:`closeness`) first, then those with the fewest differing
         fields."""
         live = _read(method, url, body)
-        llm = _live_llm(live)
+        content = content_of(_live_llm(live), live.parsed)
         ranked: list[tuple[bool, Closeness, int, int, Near]] = []
         for step in self.run.steps:
             fields = _fields_differing(step, method, live.path, live.parsed)
             same = step.endpoint == live.endpoint
-            near = closeness(step, llm, live.parsed) if same else ()
+            near = closeness(self._content(step), content) if same else ()
             ranked.append(
                 (not same, tuple(-n for n in near), len(fields), step.index, Near(step, fields))
             )
@@ -484,6 +511,12 @@ class Matcher:
         ]
         return self._take(candidates, "messages") if candidates else None
 
+    def _content(self, step: RecordedStep) -> Content:
+        content = self._contents.get(step.index)
+        if content is None:
+            content = self._contents[step.index] = recorded_content(step)
+        return content
+
     def _by_closeness(self, live: _Live, ordinal: int) -> Match | None:
         """The step not served yet of the live request's endpoint closest to it in content
         (:func:`closeness`); where content tells them apart by nothing, the ``ordinal``-th
@@ -494,8 +527,8 @@ class Matcher:
         later = [step for step in steps[ordinal:] if not served(step.index)]
         after = {step.index for step in later}
         if len(left) > 1:
-            llm = _live_llm(live)
-            scores = [closeness(step, llm, live.parsed) for step in left]
+            content = content_of(_live_llm(live), live.parsed)
+            scores = [closeness(self._content(step), content) for step in left]
             best = max(scores)
             if any(score != best for score in scores):
                 closest = [step for step, score in zip(left, scores, strict=True) if score == best]

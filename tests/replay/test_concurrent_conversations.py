@@ -11,6 +11,8 @@ and the conversations start in reverse order.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ from examples.standin import StandIn
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.sources import load_run
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
-from tests.replay.test_replay_cli import replay
+from tests.replay.test_replay_cli import CLI, replay
 
 AGENT = Path(__file__).with_name("_conversations_agent.py")
 DEAD = "http://127.0.0.1:9/v1"
@@ -95,3 +97,38 @@ def test_an_unmatched_request_names_its_own_conversation_first(store: Path) -> N
         f"  step {first.index} openai.chat_completions, served 1 time(s): "
         "differs in $.messages[1].content"
     )
+
+
+def _diff(store: Path, a: str, b: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLI), "diff", a, b, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def _replayed(store: Path, *options: str) -> str:
+    done = replay(store, RUN, sys.executable, str(AGENT), str(ROOT), DEAD, *options)
+    found = re.search(r"recorded as run (r_\S+)", done.stdout)
+    assert found is not None, done.stdout + done.stderr
+    return found.group(1)
+
+
+def test_diff_pairs_each_request_with_its_own_whatever_the_order(store: Path) -> None:
+    """Started in reverse order the replay is identical, and so says ``diff``; with
+    conversation 2 changed too, ``diff`` names its two steps and that change alone."""
+    same = _replayed(store, "reversed")
+    done = _diff(store, RUN, same)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "identical: 8 steps" in done.stdout
+
+    first, second = _conversation(store, "Where is my order A-2003?")
+    done = _diff(store, RUN, _replayed(store, "reversed", "change=2"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "8 aligned steps: 6 same, 2 changed, 0 removed, 0 added"
+    rows = [line.split() for line in done.stdout.splitlines() if "changed:" in line]
+    assert [row[0] for row in rows] == [str(first.index), str(second.index)]
+    assert f"  {CHANGE}" in done.stdout.splitlines()

@@ -179,12 +179,12 @@ def test_diff_of_an_imported_run_and_its_replay_is_identical(tmp_path: Path) -> 
             env={**os.environ, "COLUMNS": "200"},
         )  # fmt: skip
 
-    same = replayed()
+    same = replayed("reversed")
     for a, b in ((run_id, same), (same, run_id)):
         done = diff(a, b)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "identical: 8 steps" in done.stdout
-    done = diff(run_id, replayed("change=2"))
+    done = diff(run_id, replayed("change=2", "reversed"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "request hash" not in done.stdout and "prompt hash" not in done.stdout
     assert f"  {CHANGE}" in done.stdout.splitlines(), done.stdout
