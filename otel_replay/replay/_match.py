@@ -10,8 +10,8 @@
    same model asked the same conversation, role and text message by message, as the step's
    ``gen_ai.input.messages`` and ``gen_ai.system_instructions`` record it.
 4. ``closest``: the recorded step of that endpoint not served yet whose request is closest
-   in content (:func:`closeness`: for a model call, the same conversation: the longest shared
-   history, then the same system prompt and tools), so a changed request of one of several
+   in content (:func:`closeness`: for a model call, the same conversation: the most messages
+   alike, then the same system prompt and tools), so a changed request of one of several
    concurrent conversations is compared with its own conversation's step.
 5. ``position``: where content tells the steps left apart by nothing, the n-th request to an
    endpoint takes the n-th recorded step of that endpoint (or the next one not served yet).
