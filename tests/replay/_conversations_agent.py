@@ -21,19 +21,8 @@ import sys
 from typing import Any
 
 import openai
+from _concurrent_agent import TOOL  # beside this script, on its path
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "lookup_order",
-        "description": "Look up an order by id.",
-        "parameters": {
-            "type": "object",
-            "properties": {"order_id": {"type": "string"}},
-            "required": ["order_id"],
-        },
-    },
-}
 CUSTOMERS = ["Ana", "Bo", "Cy", "Di"]
 
 
