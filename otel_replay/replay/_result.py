@@ -116,8 +116,13 @@ class ServedStep:
 
 
 def changes_from_json(data: Iterable[Mapping[str, Any]]) -> tuple[Change, ...]:
-    """Changes from their report-file form; raises KeyError/TypeError when damaged."""
-    return tuple(Change(c["field"], c["kind"], c["recorded"], c["replayed"]) for c in data)
+    """Changes from their report-file form; raises KeyError/TypeError when damaged. A
+    "change" between two equal values is no change and is left out."""
+    return tuple(
+        Change(c["field"], c["kind"], c["recorded"], c["replayed"])
+        for c in data
+        if c["kind"] != "changed" or c["recorded"] != c["replayed"]
+    )
 
 
 def live_event(order: int, changes: Iterable[Change]) -> dict[str, Any]:
