@@ -37,6 +37,12 @@ it overflows, so steps do not travel through it:
   never backs up and drops because of it. ``shutdown()`` (run by the SDK at exit) writes
   everything, including steps whose span another instrumentation has not ended yet, and
   closes the store.
+- **Exit.** A remote store's client (s3fs) stops working once the interpreter has begun to
+  stop its thread pools, before ``atexit`` runs. So at exit the exporter writes what it holds
+  earlier, from a threading exit hook (``otel_replay._exit``), after the capture has ended the
+  process run and its root span; when no other thread may still record it also closes the
+  store then. What comes later (another thread's steps, the application's exit hooks) is
+  written by the ``atexit`` hooks and ``shutdown()``, which open the store again if need be.
 - **SIGTERM.** Python dies of SIGTERM without running ``atexit``, so the exporter installs a
   handler (``OTEL_REPLAY_HANDLE_SIGTERM=false`` turns it off) that writes everything held and
   then chains to the previous handler; when the signal would kill the process, it also ends

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_replay import attributes as A
@@ -63,15 +65,17 @@ class Barrier:
     """A message in the writer's queue, answered once everything before it is durable.
 
     ``parked``: also write parked steps now, with their spans as they are (for SIGTERM).
-    ``final``: the last message; the writer writes everything and stops.
+    ``close``: then close the store (if it is the writer's); a later write opens it again.
+    ``final``: the last message; the writer writes everything, closes the store and stops.
     """
 
-    __slots__ = ("done", "final", "ok", "parked")
+    __slots__ = ("close", "done", "final", "ok", "parked")
 
-    def __init__(self, *, parked: bool = False, final: bool = False) -> None:
+    def __init__(self, *, parked: bool = False, close: bool = False, final: bool = False) -> None:
         self.done = threading.Event()
         self.ok = False
-        self.parked = parked or final
+        self.parked = parked or close or final
+        self.close = close
         self.final = final
 
 
@@ -205,14 +209,17 @@ class Writer:
         """Write ``spans`` (encoded) with the next flush."""
         self._consumer.post(Spans(spans))
 
-    def barrier(self, timeout: float, *, parked: bool = False) -> bool:
-        """Wait until everything queued so far is durable; False on failure or timeout.
+    def barrier(self, timeout: float, *, parked: bool = False, close: bool = False) -> bool:
+        """Wait until everything queued so far is durable (see :class:`Barrier`); False on
+        failure or timeout.
 
         Safe in a signal handler: it posts without a lock and waits on an event of its own.
         """
         if not self._thread.is_alive():
             return False
-        return self._wait(Barrier(parked=parked), timeout)
+        if close:
+            self._merge_s = timeout / 2  # merging at close is optional: it never takes it all
+        return self._wait(Barrier(parked=parked, close=close), timeout)
 
     def stop(self, timeout: float) -> bool:
         """Write everything (parked steps too), close the store if it is ours, and stop."""
@@ -236,6 +243,10 @@ class Writer:
     # -- the thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
+        # The store's own requests (a remote store's, through aiohttp or urllib3) are not the
+        # application's: unsuppressed, the capture would record each write as a step, whose
+        # write would be recorded again. The context follows the calls onto fsspec's loop.
+        context.attach(context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
         final = False
         while not final:
             try:
@@ -266,6 +277,8 @@ class Writer:
         ok, release = self._persist(retry_now=bool(barriers))
         if final and not ok:
             release += self._give_up()
+        if ok and any(b.close for b in barriers):
+            self._close()
         for barrier in barriers:
             barrier.ok = ok
             barrier.done.set()
@@ -482,9 +495,12 @@ class Writer:
         return size
 
     def _close(self) -> None:
-        if self._store is not None and self._owns_store:
+        """Close the store if it is ours; a later write opens it again."""
+        store = self._store
+        if store is not None and self._owns_store:
+            self._store = None
             try:
-                self._store.close(timeout=self._merge_s)
+                store.close(timeout=self._merge_s)
             except Exception as exc:
                 self._failures.report(
                     "close", "closing the store at %s failed: %s", self._where, _one_line(exc)

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
+from otel_replay._exit import alone, before_shutdown
 from otel_replay._workers import add_part
 from otel_replay.capture._durable import register_flush
 from otel_replay.capture._family import inherited_runs
@@ -134,6 +135,8 @@ class ReplaySpanExporter(SpanExporter):
         # For exporters whose provider is never shut down: write what is held at exit (the
         # provider's own atexit shutdown, when there is one, runs after this and finishes).
         atexit.register(self._flush_at_exit)
+        # First, while a remote store's client still works (``otel_replay._exit``).
+        before_shutdown(self._flush_before_shutdown, 10)
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork_in_child)
 
@@ -269,6 +272,14 @@ class ReplaySpanExporter(SpanExporter):
     def _flush_at_exit(self) -> None:
         if not self._closed:
             self._writer.barrier(self._timeout)
+
+    def _flush_before_shutdown(self) -> None:
+        """At exit, while a remote store's client still works: write what is held. With no
+        other thread left, also steps whose span is still open, and close the store (merging
+        at close writes too); what comes later (the application's exit hooks) opens it again."""
+        if not self._closed:
+            final = alone()
+            self._writer.barrier(self._timeout, parked=final, close=final)
 
     def _open_store(self) -> Store:
         # Looked up when the writer opens the store: a worker started fresh may have joined
