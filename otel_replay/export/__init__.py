@@ -28,7 +28,11 @@ it overflows, so steps do not travel through it:
   ``export()``, and later puts do not wait again until the writer makes room.
 - **Failures are kept and retried.** A flush that fails leaves the batch in the store's
   buffer; the writer retries with back-off, ``export()`` returns FAILURE meanwhile, and the
-  failure is logged once (and its recovery once). Nothing raises into the application.
+  failure is logged once (and its recovery once). Nothing raises into the application. On a
+  full device (named so: ``no space left on the device holding the store at PATH``) each
+  attempt writes as much as fits, each run's earliest steps first, and gives their room in
+  the hand-off back; the rest is written as space frees. What the store still refuses at
+  shutdown is named in one line: how many steps of which runs, how many spans, and why.
 - **Flush points.** Each writer batch is one durable ``Store.flush``, started as soon as a
   step arrives. ``force_flush()`` returns once everything handed over before it is durable;
   so does ``export()`` while the writer keeps up, which makes ``TracerProvider.force_flush()``

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
 from otel_replay._exit import alone, before_shutdown
+from otel_replay._printable import printable
 from otel_replay._workers import add_part
 from otel_replay.capture._durable import register_flush
 from otel_replay.capture._family import inherited_runs
@@ -235,14 +236,19 @@ class ReplaySpanExporter(SpanExporter):
             _sigterm.uninstall(self)
         # Detach first: every step put before this is in our queue, ahead of the final barrier.
         self._handoff.detach(self._consumer)
-        ok = self._writer.stop(timeout)
+        writer = self._writer
+        ok = writer.stop(timeout)
         stats = self.stats()
-        if not ok or stats.failed:
+        # What the store still refused at the end, or what the writer, stuck, still holds.
+        left = writer.lost if ok or not writer.alive() else writer.unwritten()
+        if left.steps or left.spans:
             self._failures.report(
                 "shutdown",
-                "the replay exporter stopped with %d steps and spans not written to %s",
-                stats.pending + stats.failed,
+                "the replay exporter stopped with %s and %d spans not written to %s (%s)",
+                _steps_of_runs(left.steps),
+                left.spans,
                 self._where,
+                writer.error or "the store did not answer in time",
             )
         if stats.dropped:
             _log.warning(
@@ -312,6 +318,18 @@ class ReplaySpanExporter(SpanExporter):
         # A multiprocessing worker leaves through os._exit, never atexit: write at its end.
         priority = WORKER_EXIT_PRIORITY - 10  # after the root span ended and was handed over
         at_worker_exit(self, ReplaySpanExporter._flush_at_exit, priority)
+
+
+RUNS_NAMED = 5
+"""Runs named, at most, in the line that says what could not be written."""
+
+
+def _steps_of_runs(steps: dict[str, int]) -> str:
+    """``12 steps of runs r_a (10), r_b (2)``, naming the runs with most steps first."""
+    runs = sorted(steps.items(), key=lambda item: -item[1])
+    named = ", ".join(f"{printable(run_id)} ({count})" for run_id, count in runs[:RUNS_NAMED])
+    more = f" and {len(runs) - RUNS_NAMED} more" if len(runs) > RUNS_NAMED else ""
+    return f"{sum(steps.values())} steps of runs {named}{more}" if runs else "0 steps"
 
 
 PART = "recordings"
