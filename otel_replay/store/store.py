@@ -359,7 +359,7 @@ class Store:
                     else:
                         todo.pop()
             except BaseException:
-                left = todo.pop()
+                left = Pending()
                 for part in reversed(todo):
                     left.merge_back(part)
                 left.merge_back(self._pending)
