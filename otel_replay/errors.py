@@ -8,6 +8,7 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     ├── StoreError                     the fixture store cannot do what was asked
     │   ├── StoreNotFoundError(FileNotFoundError)   no store at that location (and create=False)
     │   ├── StoreNotWritableError(PermissionError)  the store location cannot be written
+    │   ├── StoreFullError                          no space left on the device holding it
     │   ├── StoreFormatError(ValueError)            unknown, newer or missing format version
     │   ├── CorruptBlobError(ValueError)            stored bytes fail their checksum or hash
     │   ├── CorruptIndexError                       index.sqlite cannot be read
@@ -55,6 +56,7 @@ __all__ = [
     "SourceError",
     "StoreError",
     "StoreFormatError",
+    "StoreFullError",
     "StoreNotFoundError",
     "StoreNotWritableError",
     "ToolContractError",
@@ -89,6 +91,13 @@ class StoreNotFoundError(StoreError, FileNotFoundError):
 
 class StoreNotWritableError(StoreError, PermissionError):
     """The store location (or a file inside it) cannot be created or written."""
+
+
+class StoreFullError(StoreError):
+    """The device holding the store (or a remote store's index cache) has no space left.
+
+    Nothing stored is lost: the write that failed so is retried once space is freed.
+    """
 
 
 class StoreFormatError(StoreError, ValueError):

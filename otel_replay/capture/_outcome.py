@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from otel_replay.capture._failed import Failure
 from otel_replay.capture._run import end_process_run, qualified_name
 
-__all__ = ["failure", "unwatch", "watch"]
+__all__ = ["end_at_exit", "failure", "unwatch", "watch"]
 
 _failure: Failure | None = None
 _previous_hook: Any = None
@@ -41,7 +41,7 @@ def watch() -> None:
     _previous_hook, _real_exit = sys.excepthook, sys.exit
     sys.excepthook = _excepthook
     sys.exit = _exit
-    atexit.register(_at_exit)
+    atexit.register(end_at_exit)
 
 
 def unwatch() -> None:
@@ -53,7 +53,7 @@ def unwatch() -> None:
         sys.excepthook = _previous_hook
     if sys.exit is _exit:
         sys.exit = _real_exit
-    atexit.unregister(_at_exit)
+    atexit.unregister(end_at_exit)
     _previous_hook = _real_exit = None
 
 
@@ -86,5 +86,6 @@ def _exit(status: object = None, /) -> NoReturn:
     raise AssertionError("unreachable")  # pragma: no cover - sys.exit raised
 
 
-def _at_exit() -> None:
+def end_at_exit() -> None:
+    """Hand over the process run's end, as the application ended (at exit)."""
     end_process_run(None if _failure is None else _failure.error_type)

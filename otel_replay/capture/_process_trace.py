@@ -16,7 +16,9 @@ The root span is opened by the first such step and ended, at the end of its last
   interpreter exits (an exit hook registered after the SDK's providers, so it runs before they
   flush; it also flushes the processors that feed the replay exporter, so the root span is in
   the store before the providers shut down: they shut their processors down in turn, and
-  OTLP's, usually first, may wait on a collector for its whole timeout).
+  OTLP's, usually first, may wait on a collector for its whole timeout). When no other thread
+  may still record, that is done earlier still, before the interpreter stops its thread pools
+  (``otel_replay._exit``), which a remote store's client needs.
 
 A root ended at exit after the application failed (an uncaught exception, a failing
 ``sys.exit``: ``_outcome``) ends as that failure (``error.type``, status ERROR: ``_failed``),
@@ -93,6 +95,7 @@ __all__ = [
     "borrow",
     "cut_off",
     "end_process_trace",
+    "exit_flush",
     "exiting",
     "open_for_workers",
 ]
@@ -392,9 +395,16 @@ def _end_at_exit() -> None:
     store. The providers shut their processors down one after the other, OTLP's usually
     first, which may wait on a collector for its whole timeout; a process killed meanwhile
     would otherwise never store its root span."""
+    exit_flush(final=True)
+
+
+def exit_flush(*, final: bool) -> None:
+    """Push every ended span into the processors that feed the store; ``final``: end the
+    process run's root span first (nothing more will be recorded)."""
     global _exiting  # noqa: PLW0603 - set once: the process is on its way out
-    _exiting = True
-    _PROCESS.end(failed=failure())
+    if final:
+        _exiting = True
+        _PROCESS.end(failed=failure())
     try:
         timeout_ms = int(settings.read("OTEL_REPLAY_FLUSH_TIMEOUT_MS"))
     except Exception:  # a bad value is reported where the exporter reads it

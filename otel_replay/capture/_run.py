@@ -202,13 +202,23 @@ def tracer_in_use() -> Tracer | None:
     return _tracer
 
 
+_ended: tuple[str, int] | None = None
+"""The process run and its step count when its end was handed over."""
+
+
 def end_process_run(error_type: str | None) -> None:
     """Hand the exporter the process run's end (at exit), with how the application failed
     (``error_type``; None: it did not). Nothing for a run that made no step (in this process
-    or in a worker), nor for a run this process inherited (its parent ends it)."""
+    or in a worker), nor for a run this process inherited (its parent ends it), nor again
+    for a run ended already unless it made steps since (the exit's two passes, ``_exit``)."""
+    global _ended  # noqa: PLW0603 - the process run's end
     state = _process_run
-    if state is None or state.mode == "off" or state.inherited or state.counter.peek() == 0:
+    if state is None or state.mode == "off" or state.inherited:
         return
+    made = state.counter.peek()
+    if made == 0 or _ended == (state.run_id, made):
+        return
+    _ended = (state.run_id, made)
     handoff().post(RunEnd(state.run_id, wall_ns(), error_type))
 
 

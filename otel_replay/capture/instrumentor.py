@@ -30,6 +30,7 @@ from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.sdk import trace as sdk_trace
 
 from otel_replay import settings
+from otel_replay._exit import alone, before_shutdown
 from otel_replay.capture import _family, _uuids, package, transports
 from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
@@ -38,8 +39,8 @@ from otel_replay.capture._envelope import use_recorder
 from otel_replay.capture._failed import describe_with
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
-from otel_replay.capture._outcome import unwatch, watch
-from otel_replay.capture._process_trace import StepTracer, adopt_root
+from otel_replay.capture._outcome import end_at_exit, unwatch, watch
+from otel_replay.capture._process_trace import StepTracer, adopt_root, exit_flush
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
@@ -116,6 +117,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # process run's end (watch) after the streams still open have ended.
         watch()
         atexit.register(self.recorder.open_steps.finish_all)
+        # The same, earlier: while a remote store's client still works (``_exit``).
+        before_shutdown(self._end_before_shutdown, 20)
         for name in package.CLIENT_MODULES:
             try:
                 module = importlib.import_module(name)
@@ -142,6 +145,19 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             from otel_replay.replay._child import start  # noqa: PLC0415
 
             start(config)
+
+    def _end_before_shutdown(self) -> None:
+        """What the exit hooks do (end the steps still open, hand over the process run's end,
+        end its root span, push the spans into the store), before the interpreter stops its
+        thread pools; only the push while another thread may still record."""
+        recorder = self.recorder
+        if recorder is None:
+            return
+        final = alone()
+        if final:
+            recorder.open_steps.finish_all()
+            end_at_exit()
+        exit_flush(final=final)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for module in self._wrapped:

@@ -28,7 +28,11 @@ it overflows, so steps do not travel through it:
   ``export()``, and later puts do not wait again until the writer makes room.
 - **Failures are kept and retried.** A flush that fails leaves the batch in the store's
   buffer; the writer retries with back-off, ``export()`` returns FAILURE meanwhile, and the
-  failure is logged once (and its recovery once). Nothing raises into the application.
+  failure is logged once (and its recovery once). Nothing raises into the application. On a
+  full device (named so: ``no space left on the device holding the store at PATH``) each
+  attempt writes as much as fits, each run's earliest steps first, and gives their room in
+  the hand-off back; the rest is written as space frees. What the store still refuses at
+  shutdown is named in one line: how many steps of which runs, how many spans, and why.
 - **Flush points.** Each writer batch is one durable ``Store.flush``, started as soon as a
   step arrives. ``force_flush()`` returns once everything handed over before it is durable;
   so does ``export()`` while the writer keeps up, which makes ``TracerProvider.force_flush()``
@@ -37,6 +41,12 @@ it overflows, so steps do not travel through it:
   never backs up and drops because of it. ``shutdown()`` (run by the SDK at exit) writes
   everything, including steps whose span another instrumentation has not ended yet, and
   closes the store.
+- **Exit.** A remote store's client (s3fs) stops working once the interpreter has begun to
+  stop its thread pools, before ``atexit`` runs. So at exit the exporter writes what it holds
+  earlier, from a threading exit hook (``otel_replay._exit``), after the capture has ended the
+  process run and its root span; when no other thread may still record it also closes the
+  store then. What comes later (another thread's steps, the application's exit hooks) is
+  written by the ``atexit`` hooks and ``shutdown()``, which open the store again if need be.
 - **SIGTERM.** Python dies of SIGTERM without running ``atexit``, so the exporter installs a
   handler (``OTEL_REPLAY_HANDLE_SIGTERM=false`` turns it off) that writes everything held and
   then chains to the previous handler; when the signal would kill the process, it also ends

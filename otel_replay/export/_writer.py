@@ -15,7 +15,9 @@ exits) is written with the steps queued before it. One batch is one ``Store.flus
 the wait short), so a burst is written in few large flushes and a quiet agent's step is
 durable within that time. When a flush fails the store keeps the
 batch and the writer retries with back-off; the bytes stay counted in the hand-off, whose bound
-then holds the application back instead of memory growing.
+then holds the application back instead of memory growing. On a full device the store writes
+what fits (:meth:`~otel_replay.store.Store.buffered` says what it kept): those steps count as
+written and their bytes are given back.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ import hashlib
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_replay import attributes as A
@@ -36,7 +41,7 @@ from otel_replay.capture._handoff import Consumer
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
 from otel_replay.step import RunEnd, Step
-from otel_replay.store import Store
+from otel_replay.store import Buffered, Store
 
 __all__ = ["Barrier", "Spans", "Writer"]
 
@@ -63,15 +68,17 @@ class Barrier:
     """A message in the writer's queue, answered once everything before it is durable.
 
     ``parked``: also write parked steps now, with their spans as they are (for SIGTERM).
-    ``final``: the last message; the writer writes everything and stops.
+    ``close``: then close the store (if it is the writer's); a later write opens it again.
+    ``final``: the last message; the writer writes everything, closes the store and stops.
     """
 
-    __slots__ = ("done", "final", "ok", "parked")
+    __slots__ = ("close", "done", "final", "ok", "parked")
 
-    def __init__(self, *, parked: bool = False, final: bool = False) -> None:
+    def __init__(self, *, parked: bool = False, close: bool = False, final: bool = False) -> None:
         self.done = threading.Event()
         self.ok = False
-        self.parked = parked or final
+        self.parked = parked or close or final
+        self.close = close
         self.final = final
 
 
@@ -91,13 +98,48 @@ class _Group:
 
     ``span`` is None when it is not recorded (sampled out) or was written with an earlier
     step; ``end_ns`` stands in for the end of a span that never ended (its last step's end).
-    ``size`` is what the steps count in the hand-off.
+    ``sizes`` are what the steps count in the hand-off.
     """
 
     steps: list[Step]
     span: ReadableSpan | None
     end_ns: int
-    size: int
+    sizes: list[int]
+
+
+@dataclass(slots=True)
+class _Unflushed:
+    """Put into the store, not durable yet: each run's steps' sizes in the hand-off (in the
+    order put), and how many spans."""
+
+    steps: dict[str, list[int]] = field(default_factory=dict)
+    spans: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.steps or self.spans)
+
+    def add(self, steps: list[Step], sizes: list[int], spans: int) -> None:
+        for step, size in zip(steps, sizes, strict=True):
+            self.steps.setdefault(step.run_id, []).append(size)
+        self.spans += spans
+
+    def settle(self, left: Buffered | None) -> tuple[int, int, int]:
+        """Forget what became durable, when the store still holds ``left`` (None: nothing):
+        (steps, spans, bytes) made durable. A store that wrote part of its buffer wrote
+        each run's earliest steps."""
+        steps = size = 0
+        for run_id, sizes in list(self.steps.items()):
+            keep = 0 if left is None else left.steps.get(run_id, 0)
+            done = sizes[: len(sizes) - keep]
+            steps += len(done)
+            size += sum(done)
+            if keep:
+                self.steps[run_id] = sizes[len(sizes) - keep :]
+            else:
+                del self.steps[run_id]
+        spans = self.spans - (0 if left is None else min(left.spans, self.spans))
+        self.spans -= spans
+        return steps, spans, size
 
 
 DISCARDED_MAX = 1024
@@ -154,7 +196,8 @@ class Writer:
         self._spans: list[dict[str, Any]] = []
         self._ends: list[RunEnd] = []
         # Put into the store, not yet durable.
-        self._unflushed = (0, 0, 0)  # steps, spans, bytes
+        self._unflushed = _Unflushed()
+        self._refused = 0  # bytes of steps the store refused, given back at the next flush
         self._failing = False
         self._merge_s = 0.0
         self._retry_at = 0.0
@@ -165,6 +208,11 @@ class Writer:
         """Spans made durable."""
         self.failed = 0
         """Steps and spans given up (invalid, or the store still failing at the end)."""
+        self.lost = Buffered({}, 0)
+        """Steps (how many of each run) and spans given up because the store still failed
+        at the end."""
+        self.error = ""
+        """The last failure to open or write the store, on one line (empty: none yet)."""
         self.flush_errors = 0
         """Store flushes (or opens) that failed; each was retried."""
         self.cycles = 0
@@ -174,10 +222,19 @@ class Writer:
     @property
     def pending(self) -> int:
         """Steps and spans taken from the queue and not durable yet."""
-        steps, spans, _ = self._unflushed
-        parked = sum(len(steps) for steps, _, _ in self._parked.values())
-        ready = sum(len(g.steps) + (g.span is not None) for g in self._groups)
-        return ready + len(self._spans) + parked + steps + spans
+        left = self.unwritten()
+        return sum(left.steps.values()) + left.spans
+
+    def unwritten(self) -> Buffered:
+        """Steps (how many of each run) and spans taken from the queue, not durable yet."""
+        groups = list(self._groups)
+        held = [step for steps, _, _ in list(self._parked.values()) for step, _ in steps]
+        held += [step for group in groups for step in group.steps]
+        steps = Counter(step.run_id for step in held)
+        for run_id, sizes in list(self._unflushed.steps.items()):
+            steps[run_id] += len(sizes)
+        spans = len(self._spans) + self._unflushed.spans + sum(g.span is not None for g in groups)
+        return Buffered(dict(steps), spans)
 
     @property
     def opened(self) -> bool:
@@ -205,14 +262,17 @@ class Writer:
         """Write ``spans`` (encoded) with the next flush."""
         self._consumer.post(Spans(spans))
 
-    def barrier(self, timeout: float, *, parked: bool = False) -> bool:
-        """Wait until everything queued so far is durable; False on failure or timeout.
+    def barrier(self, timeout: float, *, parked: bool = False, close: bool = False) -> bool:
+        """Wait until everything queued so far is durable (see :class:`Barrier`); False on
+        failure or timeout.
 
         Safe in a signal handler: it posts without a lock and waits on an event of its own.
         """
         if not self._thread.is_alive():
             return False
-        return self._wait(Barrier(parked=parked), timeout)
+        if close:
+            self._merge_s = timeout / 2  # merging at close is optional: it never takes it all
+        return self._wait(Barrier(parked=parked, close=close), timeout)
 
     def stop(self, timeout: float) -> bool:
         """Write everything (parked steps too), close the store if it is ours, and stop."""
@@ -236,6 +296,10 @@ class Writer:
     # -- the thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
+        # The store's own requests (a remote store's, through aiohttp or urllib3) are not the
+        # application's: unsuppressed, the capture would record each write as a step, whose
+        # write would be recorded again. The context follows the calls onto fsspec's loop.
+        context.attach(context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
         final = False
         while not final:
             try:
@@ -266,6 +330,8 @@ class Writer:
         ok, release = self._persist(retry_now=bool(barriers))
         if final and not ok:
             release += self._give_up()
+        if ok and any(b.close for b in barriers):
+            self._close()
         for barrier in barriers:
             barrier.ok = ok
             barrier.done.set()
@@ -301,7 +367,7 @@ class Writer:
             self._ready([(fixture, size)], span)
 
     def _ready(self, steps: list[tuple[Step, int]], span: Any) -> None:
-        group = _Group([s for s, _ in steps], None, steps[-1][0].end_ns, sum(n for _, n in steps))
+        group = _Group([s for s, _ in steps], None, steps[-1][0].end_ns, [n for _, n in steps])
         self._groups.append(group)
         if not isinstance(span, ReadableSpan) or run_id_of(span) is None:
             return  # a non-recording span (sampled out): the steps alone
@@ -326,7 +392,7 @@ class Writer:
 
     def _persist(self, *, retry_now: bool) -> tuple[bool, int]:
         """Put what is ready into the store and flush it: (durable?, bytes to release)."""
-        if not (self._groups or self._spans or self._ends or any(self._unflushed[:2])):
+        if not (self._groups or self._spans or self._ends or self._unflushed):
             return not self._failing, 0
         if not retry_now and time.monotonic() < self._retry_at:
             return False, 0
@@ -342,12 +408,11 @@ class Writer:
             store.flush()
             self._discard(store)
         except Exception as exc:
+            # A full device takes what fits: that part is durable, its room is given back.
+            _, _, size = self._settle(store.buffered())
             self._failed_attempt("write", exc)
-            return False, 0
-        done_steps, done_spans, size = self._unflushed
-        self._unflushed = (0, 0, 0)
-        self.steps += done_steps
-        self.spans += done_spans
+            return False, size
+        _, _, size = self._settle(None)
         if self._failing:
             self._failing = False
             self._retry_s = RETRY_MIN_S
@@ -379,7 +444,7 @@ class Writer:
         try:
             for span in self._spans:
                 if span.get("attributes", {}).get(A.REPLAY_RUN_ID) not in discarded:
-                    self._count(0, self._put_one(store, [], [span]), 0)
+                    self._unflushed.add([], [], self._put_one(store, [], [span]))
                 done += 1
         finally:
             del self._spans[:done]
@@ -412,15 +477,23 @@ class Writer:
         try:
             store.put(group.steps, spans)
         except ValueError:  # one of them is refused: find which, keep the others
-            steps = sum(self._put_one(store, [step], []) for step in group.steps)
-            self._count(steps, sum(self._put_one(store, [], [s]) for s in spans), group.size)
+            put = [self._put_one(store, [step], []) for step in group.steps]
+            steps = [step for step, ok in zip(group.steps, put, strict=True) if ok]
+            sizes = [size for size, ok in zip(group.sizes, put, strict=True) if ok]
+            spans_put = sum(self._put_one(store, [], [s]) for s in spans)
+            self._unflushed.add(steps, sizes, spans_put)
+            self._refused += sum(size for size, ok in zip(group.sizes, put, strict=True) if not ok)
         else:
-            self._count(len(group.steps), len(spans), group.size)
+            self._unflushed.add(group.steps, group.sizes, len(spans))
 
-    def _count(self, steps: int, spans: int, size: int) -> None:
-        """Note steps and spans put (and the bytes of the steps), durable at the next flush."""
-        old = self._unflushed
-        self._unflushed = (old[0] + steps, old[1] + spans, old[2] + size)
+    def _settle(self, left: Buffered | None) -> tuple[int, int, int]:
+        """Count what the store made durable (it still holds ``left``): (steps, spans, bytes
+        to give back to the hand-off, refused steps' too)."""
+        steps, spans, size = self._unflushed.settle(left)
+        self.steps += steps
+        self.spans += spans
+        size, self._refused = size + self._refused, 0
+        return steps, spans, size
 
     def _put_one(self, store: Store, fixtures: list[Step], spans: list[dict[str, Any]]) -> int:
         """Put one step or span: 1, or 0 when the store refuses it (counted and reported)."""
@@ -447,13 +520,13 @@ class Writer:
         # recovery message re-arms it).
         self.flush_errors += 1
         self._failing = True
+        self.error = f"{type(exc).__name__}: {_one_line(exc)}"
         self._failures.report(
             "store",
-            "cannot %s the store at %s (%s: %s); steps are kept and the write is retried",
+            "cannot %s the store at %s (%s); steps are kept and the write is retried",
             what,
             self._where,
-            type(exc).__name__,
-            _one_line(exc),
+            self.error,
         )
         self._retry_at = time.monotonic() + self._retry_s
         self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
@@ -463,32 +536,29 @@ class Writer:
             self.failed += dropped
 
     def _give_up(self) -> int:
-        """At the end, with the store still failing: count what is lost, free its bytes."""
-        steps, spans, size = self._unflushed
-        lost = steps + spans + len(self._spans)
-        for group in self._groups:
-            lost += len(group.steps) + (group.span is not None)
-            size += group.size
+        """At the end, with the store still failing: count what is lost (:attr:`lost`), and
+        free its bytes."""
+        left = self.unwritten()
+        self.lost = left
+        self.failed += sum(left.steps.values()) + left.spans
+        size = sum(sum(sizes) for sizes in self._unflushed.steps.values()) + self._refused
+        size += sum(sum(group.sizes) for group in self._groups)
         self._groups, self._spans = [], []
-        self._unflushed = (0, 0, 0)
-        if lost:
-            self.failed += lost
-            self._failures.report(
-                "lost",
-                "%d steps and spans could not be written to the store at %s",
-                lost,
-                self._where,
-            )
+        self._unflushed, self._refused = _Unflushed(), 0
         return size
 
     def _close(self) -> None:
-        if self._store is not None and self._owns_store:
+        """Close the store if it is ours; a later write opens it again."""
+        store = self._store
+        if store is not None and self._owns_store:
+            self._store = None
             try:
-                self._store.close(timeout=self._merge_s)
+                store.close(timeout=self._merge_s)
             except Exception as exc:
-                self._failures.report(
-                    "close", "closing the store at %s failed: %s", self._where, _one_line(exc)
-                )
+                if not self._failing:  # else what it could not write is named once, at the end
+                    self._failures.report(
+                        "close", "closing the store at %s failed: %s", self._where, _one_line(exc)
+                    )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -15,6 +15,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_replay import settings
+from otel_replay._exit import alone, before_shutdown
+from otel_replay._printable import printable
 from otel_replay._workers import add_part
 from otel_replay.capture._durable import register_flush
 from otel_replay.capture._family import inherited_runs
@@ -134,6 +136,8 @@ class ReplaySpanExporter(SpanExporter):
         # For exporters whose provider is never shut down: write what is held at exit (the
         # provider's own atexit shutdown, when there is one, runs after this and finishes).
         atexit.register(self._flush_at_exit)
+        # First, while a remote store's client still works (``otel_replay._exit``).
+        before_shutdown(self._flush_before_shutdown, 10)
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork_in_child)
 
@@ -232,14 +236,19 @@ class ReplaySpanExporter(SpanExporter):
             _sigterm.uninstall(self)
         # Detach first: every step put before this is in our queue, ahead of the final barrier.
         self._handoff.detach(self._consumer)
-        ok = self._writer.stop(timeout)
+        writer = self._writer
+        ok = writer.stop(timeout)
         stats = self.stats()
-        if not ok or stats.failed:
+        # What the store still refused at the end, or what the writer, stuck, still holds.
+        left = writer.lost if ok or not writer.alive() else writer.unwritten()
+        if left.steps or left.spans:
             self._failures.report(
                 "shutdown",
-                "the replay exporter stopped with %d steps and spans not written to %s",
-                stats.pending + stats.failed,
+                "the replay exporter stopped with %s and %d spans not written to %s (%s)",
+                _steps_of_runs(left.steps),
+                left.spans,
                 self._where,
+                writer.error or "the store did not answer in time",
             )
         if stats.dropped:
             _log.warning(
@@ -269,6 +278,14 @@ class ReplaySpanExporter(SpanExporter):
     def _flush_at_exit(self) -> None:
         if not self._closed:
             self._writer.barrier(self._timeout)
+
+    def _flush_before_shutdown(self) -> None:
+        """At exit, while a remote store's client still works: write what is held. With no
+        other thread left, also steps whose span is still open, and close the store (merging
+        at close writes too); what comes later (the application's exit hooks) opens it again."""
+        if not self._closed:
+            final = alone()
+            self._writer.barrier(self._timeout, parked=final, close=final)
 
     def _open_store(self) -> Store:
         # Looked up when the writer opens the store: a worker started fresh may have joined
@@ -301,6 +318,18 @@ class ReplaySpanExporter(SpanExporter):
         # A multiprocessing worker leaves through os._exit, never atexit: write at its end.
         priority = WORKER_EXIT_PRIORITY - 10  # after the root span ended and was handed over
         at_worker_exit(self, ReplaySpanExporter._flush_at_exit, priority)
+
+
+RUNS_NAMED = 5
+"""Runs named, at most, in the line that says what could not be written."""
+
+
+def _steps_of_runs(steps: dict[str, int]) -> str:
+    """``12 steps of runs r_a (10), r_b (2)``, naming the runs with most steps first."""
+    runs = sorted(steps.items(), key=lambda item: -item[1])
+    named = ", ".join(f"{printable(run_id)} ({count})" for run_id, count in runs[:RUNS_NAMED])
+    more = f" and {len(runs) - RUNS_NAMED} more" if len(runs) > RUNS_NAMED else ""
+    return f"{sum(steps.values())} steps of runs {named}{more}" if runs else "0 steps"
 
 
 PART = "recordings"

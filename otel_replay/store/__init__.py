@@ -24,10 +24,19 @@ Several machines can record into one bucket at once.
 
 from otel_replay.store._format import new_recording_id
 from otel_replay.store._gc import Retention
-from otel_replay.store._types import GcReport, Progress, RunInfo, RunStatus, StepInfo, VerifyProblem
+from otel_replay.store._types import (
+    Buffered,
+    GcReport,
+    Progress,
+    RunInfo,
+    RunStatus,
+    StepInfo,
+    VerifyProblem,
+)
 from otel_replay.store.store import Store
 
 __all__ = [
+    "Buffered",
     "GcReport",
     "Progress",
     "Retention",

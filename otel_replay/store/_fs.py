@@ -23,11 +23,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from otel_replay.errors import StoreError, StoreNotWritableError
+from otel_replay.errors import StoreError, StoreFullError, StoreNotWritableError
 
 T = TypeVar("T")
 
-__all__ = ["Backend", "FileInfo", "FsspecBackend", "LocalBackend", "is_url", "submit"]
+__all__ = ["NO_SPACE", "Backend", "FileInfo", "FsspecBackend", "LocalBackend", "is_url", "submit"]
 
 FileInfo = tuple[int, float]
 """``(size in bytes, modification time as Unix seconds)``."""
@@ -72,15 +72,24 @@ class Backend(Protocol):
     def delete_tree(self, rel: str) -> None: ...
 
 
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errnos of a full device (or a user's quota used up)."""
+
+
 @contextlib.contextmanager
-def _writing(path: object) -> Iterator[None]:
-    """Turn a failed write into StoreNotWritableError (permissions, read-only file system)
-    or StoreError, naming the path."""
+def _writing(path: object, store: str) -> Iterator[None]:
+    """Turn a failed write into StoreFullError (no space left on the device), into
+    StoreNotWritableError (permissions, read-only file system) or StoreError, naming the
+    path (and, for a full device, the store at ``store``)."""
     try:
         yield
     except PermissionError as exc:
         raise StoreNotWritableError(f"cannot write {path}: {exc.strerror or exc}") from None
     except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise StoreFullError(
+                f"no space left on the device holding the store at {store} (writing {path})"
+            ) from None
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise StoreNotWritableError(f"cannot write {path}: {exc.strerror}") from None
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -197,7 +206,7 @@ class LocalBackend:
             missing.append(path)
             path = path.parent
         for new in reversed(missing):
-            with _writing(new), contextlib.suppress(FileExistsError):
+            with _writing(new, self.location), contextlib.suppress(FileExistsError):
                 new.mkdir()
             self._dirty.add(new.parent)
 
@@ -208,7 +217,7 @@ class LocalBackend:
         """
         tmp, target = self._stage(rel, data)
         published = True
-        with _writing(target):
+        with _writing(target, self.location):
             try:
                 if replace:
                     os.replace(tmp, target)
@@ -247,7 +256,7 @@ class LocalBackend:
                 raise failure
             while staged:
                 tmp, target = staged[0]
-                with _writing(target):
+                with _writing(target, self.location):
                     os.replace(tmp, target)
                 staged.pop(0)
                 self._dirty.add(target.parent)
@@ -262,7 +271,7 @@ class LocalBackend:
         target = self.path(rel)
         self.makedirs(rel.rpartition("/")[0])
         tmp = target.with_name(f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
-        with _writing(target):
+        with _writing(target, self.location):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 view = memoryview(data)
@@ -283,12 +292,12 @@ class LocalBackend:
         fds: list[int] = []
         try:
             for directory in dirty:
-                with _writing(directory):
+                with _writing(directory, self.location):
                     try:
                         fds.append(os.open(directory, os.O_RDONLY))
                     except FileNotFoundError:
                         continue
-            with _writing(self.root):
+            with _writing(self.root, self.location):
                 _fsync_all(fds)
         finally:
             for fd in fds:
@@ -318,14 +327,14 @@ class LocalBackend:
     def delete(self, rel: str) -> None:
         """Remove a file (already gone is fine)."""
         path = self.path(rel)
-        with _writing(path), contextlib.suppress(FileNotFoundError):
+        with _writing(path, self.location), contextlib.suppress(FileNotFoundError):
             path.unlink()
         self._dirty.add(path.parent)
 
     def delete_tree(self, rel: str) -> None:
         """Remove a directory and everything under it (already gone is fine)."""
         base = self.path(rel)
-        with _writing(base):
+        with _writing(base, self.location):
             for dirpath, dirs, files in os.walk(base, topdown=False):
                 for name in files:
                     with contextlib.suppress(FileNotFoundError):
@@ -388,7 +397,7 @@ class FsspecBackend:
         """PUT the object (atomic on object stores); with ``replace=False`` an existing one
         is kept and False is returned."""
         path = self._path(rel)
-        with _writing(f"{self.location}/{rel}"):
+        with _writing(f"{self.location}/{rel}", self.location):
             if not replace and self.exists(rel):
                 return False
             self.fs.pipe_file(path, data)
@@ -426,10 +435,16 @@ class FsspecBackend:
 
     def delete(self, rel: str) -> None:
         """Remove the object (already gone is fine)."""
-        with _writing(f"{self.location}/{rel}"), contextlib.suppress(FileNotFoundError):
+        with (
+            _writing(f"{self.location}/{rel}", self.location),
+            contextlib.suppress(FileNotFoundError),
+        ):
             self.fs.rm_file(self._path(rel))
 
     def delete_tree(self, rel: str) -> None:
         """Remove every object under ``rel``."""
-        with _writing(f"{self.location}/{rel}"), contextlib.suppress(FileNotFoundError):
+        with (
+            _writing(f"{self.location}/{rel}", self.location),
+            contextlib.suppress(FileNotFoundError),
+        ):
             self.fs.rm(self._path(rel), recursive=True)

@@ -4,7 +4,9 @@ A plain schema a user can query by hand (``sqlite3 .otel-replay/index.sqlite``),
 (readers never block the writer) with ``synchronous=FULL`` (a committed flush survives power
 loss) and a 30 s busy timeout (several processes record into one store; their commits queue).
 One connection per thread. Every SQLite failure comes out as a store error naming the file:
-CorruptIndexError for a damaged file, StoreNotWritableError, or StoreError when locked.
+CorruptIndexError for a damaged file, StoreFullError when the device is full (SQLite says
+``database or disk is full``, or ``disk I/O error`` when it could not grow its WAL index),
+StoreNotWritableError, or StoreError when locked.
 
 The index can always be rebuilt from the files (``_sync``); the only thing it learns from
 elsewhere is ``pinned``, which mirrors the ``pins/`` marker files. A read-only store's index
@@ -14,17 +16,21 @@ is opened immutable, or, when it has none, built in memory.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from otel_replay.errors import CorruptIndexError, StoreError, StoreNotWritableError
+from otel_replay.errors import CorruptIndexError, StoreError, StoreFullError, StoreNotWritableError
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
 SCHEMA_VERSION = 8
 _BUSY_MS = 30_000
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10
+_LOW_SPACE = 1 << 20
+"""Free bytes under which an I/O error of SQLite's is taken for a full device."""
 
 SCHEMA = """
 CREATE TABLE runs (
@@ -102,10 +108,14 @@ class OutdatedIndexError(CorruptIndexError):
 
 class Index:
     """The index file at ``path`` (``":memory:"`` for a throw-away one); one SQLite
-    connection per thread. ``read_only`` opens an existing file immutable."""
+    connection per thread. ``read_only`` opens an existing file immutable. ``holder`` says
+    whose index it is, for messages (``the store at PATH``)."""
 
-    def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: Path | str, *, read_only: bool = False, holder: str | None = None
+    ) -> None:
         self.path = path
+        self.holder = holder or f"the index {path}"
         self.read_only = read_only
         self.rebuilt = False
         """Set by the store when this index replaced an outdated one."""
@@ -131,6 +141,11 @@ class Index:
             yield
         except sqlite3.OperationalError as exc:
             text = str(exc)
+            if self._no_space(exc):
+                raise StoreFullError(
+                    f"no space left on the device holding {self.holder} "
+                    f"(writing {self.path}: {text})"
+                ) from None
             if "readonly" in text or "unable to open" in text:
                 raise StoreNotWritableError(f"cannot write index {self.path}: {text}") from None
             if "locked" in text or "busy" in text:
@@ -140,6 +155,20 @@ class Index:
             raise self._corrupt(text) from None
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(str(exc)) from None
+
+    def _no_space(self, exc: sqlite3.Error) -> bool:
+        """Whether SQLite failed for want of space: SQLITE_FULL, or an I/O error (growing the
+        WAL index file) while the device has next to nothing free."""
+        code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+        primary = None if code is None else code & 0xFF
+        if primary == _SQLITE_FULL or "database or disk is full" in str(exc):
+            return True
+        if self._memory or not (primary == _SQLITE_IOERR or "disk I/O error" in str(exc)):
+            return False
+        try:
+            return shutil.disk_usage(Path(self.path).parent).free < _LOW_SPACE
+        except OSError:
+            return False
 
     def _corrupt(self, text: str) -> CorruptIndexError:
         return CorruptIndexError(
@@ -226,7 +255,8 @@ class Index:
             try:
                 yield Tx(conn)
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite rolls back by itself when the disk is full
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 

@@ -6,7 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["GcReport", "Progress", "RunInfo", "RunStatus", "StepInfo", "VerifyProblem"]
+__all__ = [
+    "Buffered",
+    "GcReport",
+    "Progress",
+    "RunInfo",
+    "RunStatus",
+    "StepInfo",
+    "VerifyProblem",
+]
 
 RunStatus = Literal["ok", "error", "incomplete"]
 """``incomplete``: the recorder never closed the run (it was killed, or is still recording);
@@ -14,6 +22,14 @@ RunStatus = Literal["ok", "error", "incomplete"]
 
 Progress = Callable[[int, int], None]
 """A progress callback: ``progress(done, total)``, called as work completes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Buffered:
+    """What was put and is not durable yet: how many steps of each run id, and spans."""
+
+    steps: dict[str, int]
+    spans: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,11 +172,11 @@ def checked(step: Step) -> Step:
 
 @dataclass(slots=True)
 class Pending:
-    """What waits for the next flush: steps, span entries (JSON), ends, facts and the bodies
+    """What waits for the next flush: steps, spans (encoded), ends, facts and the bodies
     they reference, by run id."""
 
     steps: dict[str, list[Step]] = field(default_factory=dict)
-    spans: dict[str, list[bytes]] = field(default_factory=dict)
+    spans: dict[str, list[EncodedSpan]] = field(default_factory=dict)
     ends: dict[str, RunEnd] = field(default_factory=dict)
     facts: dict[str, RunFacts] = field(default_factory=dict)
     bodies: dict[str, Bodies] = field(default_factory=dict)
@@ -195,7 +195,7 @@ class Pending:
 
     def add_span(self, span: EncodedSpan) -> None:
         """A span's record entry and its long strings."""
-        self.spans.setdefault(span.run_id, []).append(span.entry)
+        self.spans.setdefault(span.run_id, []).append(span)
         bodies = self._bodies(span.run_id)
         for string in span.strings:
             bodies.add(string.data, string.digest, (span.run_id, string.key))
@@ -219,6 +219,27 @@ class Pending:
     def runs(self) -> list[str]:
         """Every run id with something pending, in first-put order."""
         return list(dict.fromkeys([*self.steps, *self.spans, *self.ends, *self.facts]))
+
+    def split(self) -> tuple[Pending, Pending] | None:
+        """Two parts to write one after the other, about half of the steps and spans each,
+        with their bodies: the first takes each run's earliest steps (and spans, taken
+        alternately with them, as they were put), the second the rest and the runs' ends.
+        None when there is a single step or span."""
+        units: list[Step | EncodedSpan] = []
+        for run_id in self.runs():
+            steps, spans = self.steps.get(run_id, []), self.spans.get(run_id, [])
+            for pair in itertools.zip_longest(steps, spans):
+                units.extend(unit for unit in pair if unit is not None)
+        if len(units) < 2:
+            return None
+        first, rest = Pending(facts=dict(self.facts)), Pending(ends=self.ends, facts=self.facts)
+        for n, unit in enumerate(units):
+            part = first if n < len(units) // 2 else rest
+            if isinstance(unit, Step):
+                part.add_step(unit)
+            else:
+                part.add_span(unit)
+        return first, rest
 
     def merge_back(self, later: Pending) -> None:
         """Put ``later`` after what this holds (a failed flush keeps its batch)."""
@@ -375,7 +396,7 @@ class Session:
                 state.seq,
                 facts=None if state.facts_written else state.facts,
                 steps=entries,
-                spans=pending.spans.get(run_id, []),
+                spans=[span.entry for span in pending.spans.get(run_id, [])],
                 end=None if end is None else RunEndFact(end.end_ns, end.error_type),
                 name=state.name,
             )

@@ -18,6 +18,7 @@ from otel_replay.errors import (
     CorruptBlobError,
     RunNotFoundError,
     StoreError,
+    StoreFullError,
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
@@ -29,14 +30,28 @@ from otel_replay.store._format import (
     is_recording_id,
     pin_path,
 )
-from otel_replay.store._fs import Backend, FsspecBackend, LocalBackend, anchored, is_url
+from otel_replay.store._fs import (
+    NO_SPACE,
+    Backend,
+    FsspecBackend,
+    LocalBackend,
+    anchored,
+    is_url,
+)
 from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
 from otel_replay.store._records import Record, decode_records, step_from_entry
 from otel_replay.store._sync import sync
-from otel_replay.store._types import GcReport, Progress, RunInfo, StepInfo, VerifyProblem
+from otel_replay.store._types import (
+    Buffered,
+    GcReport,
+    Progress,
+    RunInfo,
+    StepInfo,
+    VerifyProblem,
+)
 from otel_replay.store._write import Pending, Session, checked, encode_span, step_bodies
 
 __all__ = ["Store"]
@@ -70,14 +85,15 @@ def _set_aside(index: Path) -> None:
             raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
 
 
-def _open_index(path: Path) -> Index:
-    """The index at ``path``; one made by an earlier otel-replay is set aside and started
-    afresh (``rebuilt`` is then True: the caller reads the files into it)."""
+def _open_index(path: Path, holder: str) -> Index:
+    """The index at ``path`` (of ``holder``, for messages); one made by an earlier
+    otel-replay is set aside and started afresh (``rebuilt`` is then True: the caller reads
+    the files into it)."""
     try:
-        return Index(path)
+        return Index(path, holder=holder)
     except OutdatedIndexError:
         _set_aside(path)
-    index = Index(path)
+    index = Index(path, holder=holder)
     index.rebuilt = True
     return index
 
@@ -193,10 +209,18 @@ class Store:
                 cache.mkdir(parents=True, exist_ok=True)
                 (cache / "LOCATION").write_text(remote.location + "\n")
             except OSError as exc:
+                if exc.errno in NO_SPACE:
+                    raise StoreFullError(
+                        f"no space left on the device holding the index cache {cache} of the "
+                        f"store at {remote.location}"
+                    ) from None
                 raise StoreNotWritableError(f"cannot write index cache {cache}: {exc}") from None
             store = cls(
                 remote,
-                _open_index(cache / INDEX_FILE),
+                _open_index(
+                    cache / INDEX_FILE,
+                    f"the index cache {cache} of the store at {remote.location}",
+                ),
                 policy,
                 remote=True,
                 recording=recording,
@@ -220,7 +244,7 @@ class Store:
             return store
         ensure_format(local, create=create)
         lost_index = not (local.root / INDEX_FILE).exists()
-        index = _open_index(local.root / INDEX_FILE)
+        index = _open_index(local.root / INDEX_FILE, f"the store at {local.location}")
         lost_index = lost_index or index.rebuilt
         store = cls(local, index, policy, recording=recording, inherited_runs=inherited)
         if lost_index:  # a store whose index was deleted: its files say everything
@@ -313,19 +337,43 @@ class Store:
         """Make everything put so far durable; on return it survives a crash or power loss.
 
         On failure (StoreError, StoreNotWritableError) the buffered items stay buffered and
-        the next flush retries them.
+        the next flush retries them. When the device is full (StoreFullError) it writes as
+        much as fits first, in parts (each run's earliest steps first): :meth:`buffered`
+        tells what is left.
         """
         with self._lock:
             self._check_writable()
             if not self._pending:
                 return
-            pending, self._pending = self._pending, Pending()
+            todo = [self._pending]  # a stack: the part to write next is last
+            self._pending = Pending()
             try:
-                self._session.write(pending)
+                while todo:
+                    try:
+                        self._session.write(todo[-1])
+                    except StoreFullError:
+                        halves = todo[-1].split()
+                        if halves is None:
+                            raise
+                        todo[-1:] = reversed(halves)
+                    else:
+                        todo.pop()
             except BaseException:
-                pending.merge_back(self._pending)
-                self._pending = pending
+                left = Pending()
+                for part in reversed(todo):
+                    left.merge_back(part)
+                left.merge_back(self._pending)
+                self._pending = left
                 raise
+
+    def buffered(self) -> Buffered:
+        """What was put and is not durable yet (what a failed :meth:`flush` left)."""
+        with self._lock:
+            pending = self._pending
+            return Buffered(
+                {run_id: len(steps) for run_id, steps in pending.steps.items() if steps},
+                sum(len(spans) for spans in pending.spans.values()),
+            )
 
     def compact(self, progress: Progress | None = None) -> int:
         """Merge the store's small packs and record files, recompressed at a high level;
@@ -530,7 +578,10 @@ class Store:
                         self._pending.ends[end.run_id] = end
                     self.flush()
                     deadline = None if timeout is None else time.monotonic() + timeout
-                    _repack.merge_session(self._gc_context(), self._session, deadline)
+                    try:
+                        _repack.merge_session(self._gc_context(), self._session, deadline)
+                    except StoreFullError as exc:  # the files stay as they are, all valid
+                        _log.info("otel-replay: what this store wrote stays unmerged: %s", exc)
             finally:
                 self._closed = True
                 self._index.close()
