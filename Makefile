@@ -67,8 +67,9 @@ test: lint types unit
 
 test-fast: lint types unit-fast
 
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2.0 says nothing about these pages.
 docs: $(VENV)/.installed
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) site .mypy_cache .ruff_cache .pytest_cache
