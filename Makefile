@@ -1,4 +1,4 @@
-# Two entry points for newcomers: `make demo` and `make test`. Each sets itself up.
+# Entry points: `make demo`, `make test`, `make test-fast`, `make docs`. Each sets itself up.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,13 +15,23 @@ MCP1_PACKAGES := mcp==1.30.0 langchain-mcp-adapters==0.3.2 httpx-sse==0.4.3
 S3RVER_PKG := tests/store/s3rver
 NODE_DIR := $(VENV)/node
 
-.PHONY: demo test lint types unit setup clean
+.PHONY: demo test test-fast lint types unit unit-fast docs setup clean
 
 setup: $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+# A venv with a current pip and nothing else (no setuptools), put in by the system's pip:
+# faster than ensurepip's old pip followed by an upgrade, and current pip resolves much faster.
+$(BIN)/pip:
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet --no-compile pip
+
+# The demo installs only what it runs (the `demo` extra), not the frameworks the tests drive;
+# it imports a small part of what it installs, so compiling it all up front is time lost.
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/pip
+	$(BIN)/pip install --quiet --no-compile -e ".[demo]"
+	touch $@
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/pip
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/pip install --quiet --no-deps --target $(LEGACY) $(LEGACY_OPENAI) distro tqdm
 	touch $@
@@ -45,7 +55,7 @@ $(NODE_DIR)/.installed: $(addprefix $(S3RVER_PKG)/,package.json package-lock.jso
 	touch $@
 
 # The demo needs only Python.
-demo: $(VENV)/.installed
+demo: $(VENV)/.demo-installed
 	$(BIN)/python examples/demo.py
 
 lint: setup
@@ -58,7 +68,17 @@ types: setup
 unit: setup
 	$(BIN)/python -m pytest
 
+# The tests marked slow (tests/conftest.py says which and why) are left out.
+unit-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
 test: lint types unit
 
+test-fast: lint types unit-fast
+
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2.0 says nothing about these pages.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) site .mypy_cache .ruff_cache .pytest_cache

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["RunEnd", "RunFacts", "Step"]
+__all__ = ["ENVELOPE_KINDS", "RunEnd", "RunFacts", "Step"]
+
+ENVELOPE_KINDS = ("tool", "value", "checkpoint")
+"""The kinds of step recorded above HTTP (``otel_replay.tool``, values, checkpoints)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,9 +46,13 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
         otel_replay.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
 
 
-def test_readme_documents_every_setting() -> None:
+def test_the_docs_document_every_setting_and_public_name() -> None:
     from otel_replay import settings
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    documented = set(re.findall(r"^\| `(OTEL_REPLAY_[A-Z_]+)` \|", readme, re.MULTILINE))
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    table = (docs / "configuration.md").read_text()
+    documented = set(re.findall(r"^\| `(OTEL_REPLAY_[A-Z_]+)` \|", table, re.MULTILINE))
     assert documented == {s.name for s in settings.SETTINGS}
+    api = (docs / "api.md").read_text()
+    named = set(re.findall(r"^\| `([A-Za-z_0-9]+)[(`]", api, re.MULTILINE))
+    assert named == set(otel_replay.__all__) - {"__version__"}

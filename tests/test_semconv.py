@@ -18,9 +18,9 @@ import otel_replay.attributes as generated
 
 REPO = Path(__file__).resolve().parent.parent
 SEMCONV = REPO / "semconv"
-DESIGN = REPO.parent / "shared" / "DESIGN.md"
+DOCS = REPO / "docs" / "attributes.md"
 
-# DESIGN.md's attribute table, copied so the check runs even where DESIGN.md is absent.
+# DESIGN.md's attribute table (the contract), also printed in docs/attributes.md.
 DESIGN_ATTRIBUTES = {
     "replay.run.id": "string",
     "replay.step.index": "int",
@@ -107,9 +107,11 @@ def _kind(attr: dict[str, Any]) -> str:
     return "enum" if isinstance(attr["type"], dict) else attr["type"]
 
 
-def _design_table() -> dict[str, str]:
-    rows = re.findall(r"^\|\s*`(replay\.[^`]+)`\s*\|\s*([a-z]+)\s*\|", DESIGN.read_text(), re.M)
-    return dict(rows)
+def _docs_tables() -> list[dict[str, str]]:
+    """The ``replay.*`` rows (key: type) of each table of docs/attributes.md, in order."""
+    tables = re.split(r"^## ", DOCS.read_text(), flags=re.M)[1:]
+    row = re.compile(r"^\|\s*`(replay\.[^`]+)`\s*\|\s*([a-z\[\]]+)\s*\|", re.M)
+    return [dict(row.findall(table)) for table in tables]
 
 
 # --- generator ------------------------------------------------------------------------------
@@ -175,10 +177,10 @@ def test_attribute_that_is_also_a_namespace_is_refused(tmp_path):
 # --- registry contents ------------------------------------------------------------------------
 
 
-def test_design_table_still_matches_the_copy_in_this_test():
-    if not DESIGN.is_file():
-        pytest.skip(f"{DESIGN} is absent; the hard-coded copy is checked instead")
-    assert _design_table() == DESIGN_ATTRIBUTES
+def test_the_docs_tables_are_the_contract_and_the_rest_of_the_registry():
+    contract, further = _docs_tables()
+    assert contract == DESIGN_ATTRIBUTES
+    assert further == EXTRA_ATTRIBUTES
 
 
 @pytest.mark.parametrize("key", sorted(DESIGN_ATTRIBUTES))

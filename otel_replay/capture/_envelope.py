@@ -50,7 +50,7 @@ from otel_replay.capture._loaded import loaded_dotted_class
 from otel_replay.capture._run import current_run, qualified_name
 from otel_replay.capture._unfit import Unfit, first_line
 from otel_replay.errors import RecordedError, RecordedValueError, RecordedValueInPoolError
-from otel_replay.step import Step
+from otel_replay.step import ENVELOPE_KINDS, Step
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
@@ -77,7 +77,6 @@ __all__ = [
     "use_server",
 ]
 
-ENVELOPE_KINDS = ("tool", "value", "checkpoint")
 _METHODS = {"tool": "TOOL", "value": "VALUE", "checkpoint": "CHECKPOINT"}
 _KEY_NAMESPACE = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
 _NO_ARGUMENTS = b"{}"

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from otel_replay import settings
 from otel_replay.cli._format import printable
+from otel_replay.cli.main import CliError
 from otel_replay.errors import OtelReplayError, RunNotFoundError, StoreNotFoundError
 from otel_replay.store import RunInfo, Store
 
@@ -39,12 +40,6 @@ PIPE_WIDTH = 220
 tables piped to grep or a file keep one row per line."""
 
 LATEST = "latest"
-
-
-class CliError(click.ClickException):
-    """A one-line error the user can act on; exit status 2 (bad input)."""
-
-    exit_code = 2
 
 
 def store_option(command: F) -> F:

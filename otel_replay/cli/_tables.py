@@ -3,14 +3,13 @@ recorded content (``[bold]`` in a prompt) prints as it is."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.cli._format import (
     ago,
     human_bytes,
@@ -22,8 +21,11 @@ from otel_replay.cli._format import (
     when,
 )
 from otel_replay.cli._messages import prompt_preview
-from otel_replay.cli._steps import StepView
+from otel_replay.step import ENVELOPE_KINDS
 from otel_replay.store import Retention, RunInfo
+
+if TYPE_CHECKING:  # the steps' views (and the codecs behind them) load only where used
+    from otel_replay.cli._steps import StepView
 
 __all__ = [
     "NESTED_NOTE",

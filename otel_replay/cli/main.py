@@ -12,36 +12,82 @@ The library raises; here, and only here, errors become one line on stderr and an
 
 ``replay`` adds its own outcomes (1: diverged, 3: the agent failed without diverging); each
 status means one thing in every verb.
+
+Each verb's module is imported only when that verb runs (``git`` and ``llm`` start the same
+way): ``--version``, ``--help`` and a verb's start-up pay for what that verb uses, not for
+every verb's imports. ``VERBS`` keeps each verb's one-line help, so ``--help`` lists them all
+without importing any.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sqlite3
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from otel_replay import __version__
-from otel_replay.cli._common import CliError
-from otel_replay.cli._diff import diff
-from otel_replay.cli._export import export
 from otel_replay.cli._format import printable
-from otel_replay.cli._gc import gc
-from otel_replay.cli._import import import_
-from otel_replay.cli._migrate import migrate
-from otel_replay.cli._pin import pin
-from otel_replay.cli._replay import replay
-from otel_replay.cli._runs import runs
-from otel_replay.cli._show import show
-from otel_replay.cli._verify import verify
 from otel_replay.errors import OtelReplayError
 
-__all__ = ["cli", "main"]
+__all__ = ["VERBS", "CliError", "Verb", "cli", "main"]
+
+
+@dataclass(frozen=True)
+class Verb:
+    """Where a verb's click command lives, and its one line for ``otel-replay --help``."""
+
+    module: str
+    command: str
+    summary: str
+
+
+VERBS: dict[str, Verb] = {
+    "diff": Verb(
+        "_diff",
+        "diff",
+        "Compare two runs of the store step by step, and name their first divergence.",
+    ),
+    "export": Verb(
+        "_export",
+        "export",
+        "Write RUN to DIR as a bundle: a directory to check in and review, which `replay` (and "
+        "`@pytest.mark.otel_replay`) take as a source.",
+    ),
+    "gc": Verb("_gc", "gc", "Remove expired runs and unreferenced blobs."),
+    "import": Verb("_import", "import_", "Load the runs of SOURCE into the store."),
+    "migrate": Verb("_migrate", "migrate", "Convert a version-2 store to format version 3."),
+    "pin": Verb("_pin", "pin", "Keep RUN forever: gc never removes a pinned run."),
+    "replay": Verb(
+        "_replay",
+        "replay",
+        "Re-execute CMD against the recorded RUN and report where it diverges.",
+    ),
+    "runs": Verb("_runs", "runs", "List the recorded runs, newest first."),
+    "show": Verb("_show", "show", "Show the steps of RUN in order."),
+    "verify": Verb(
+        "_verify",
+        "verify",
+        "Check the whole store: re-read every pack and record, re-hash every object and body, "
+        "compare the index with the files.",
+    ),
+}
+"""Every verb, by name; ``tests/cli/test_startup.py`` checks each summary against the
+verb's own help."""
+
+
+class CliError(click.ClickException):
+    """A one-line error the user can act on; exit status 2 (bad input)."""
+
+    exit_code = 2
+
 
 # Click 8.2+ raises this when a group runs without arguments; it prints the help.
 _NO_ARGS_IS_HELP = tuple(
@@ -79,7 +125,36 @@ def write_traceback(exc: BaseException) -> str | None:
 
 
 class _Boundary(click.Group):
-    """Runs a verb and turns what it raises into a one-line error and an exit status."""
+    """Runs a verb and turns what it raises into a one-line error and an exit status.
+
+    The verbs of ``VERBS`` are loaded when asked for (a command given to ``add_command`` is
+    listed and run too).
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*VERBS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        verb = VERBS.get(cmd_name)
+        if verb is None:
+            return super().get_command(ctx, cmd_name)
+        module = importlib.import_module(f"otel_replay.cli.{verb.module}")
+        command: click.Command = getattr(module, verb.command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The verbs and their summaries, cut as click cuts them, without importing a verb."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            verb = VERBS.get(name)
+            command = (
+                self.commands[name] if verb is None else click.Command(name, help=verb.summary)
+            )
+            rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, standalone_mode: bool = True, **extra: Any
@@ -150,10 +225,6 @@ def cli() -> None:
     fills the store (OTEL_REPLAY_STORE, default ./.otel-replay). These commands read and
     look after it. Every command takes --store.
     """
-
-
-for _command in (runs, show, diff, replay, export, verify, gc, pin, import_, migrate):
-    cli.add_command(_command)
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ def test_the_table_lists_every_run_newest_first(
     assert tokens_in is not None and tokens_in > 3000
     assert support[6] == f"{tokens_in:,} / {tokens_out:,}"
     assert support[7].endswith(" KB")
-    # The run failed: with the exception that ended it, as README says (the table said "error").
+    # The run failed: with the exception that ended it, as the docs say (the table said "error").
     assert rows[ERRORS][2:6] == [
         "error (openai.APIConnectionError)",
         "record",

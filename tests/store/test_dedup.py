@@ -183,8 +183,8 @@ def test_the_index_can_be_read_by_hand(tmp_path: Path) -> None:
         assert (root / str(path)).stat().st_size == size
     ((records,),) = _query(root, "SELECT COUNT(DISTINCT record) FROM steps")
     assert records == 2  # one record file per run, merged at close
-    # The README's query by hand (tokens per run of one provider) runs as printed there.
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    printed = re.search(r'sqlite3 \.otel-replay/index\.sqlite \\\n\s*"([^"]+)"', readme)
-    assert printed is not None, "the README shows an SQL query of the index"
+    # The docs' query by hand (tokens per run of one provider) runs as printed there.
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "store.md").read_text()
+    printed = re.search(r'sqlite3 \.otel-replay/index\.sqlite \\\n\s*"([^"]+)"', docs)
+    assert printed is not None, "docs/store.md shows an SQL query of the index"
     assert _query(root, printed[1]) == [("by-hand", 3, 33, 63)]
