@@ -16,6 +16,8 @@ __all__ = ["run_json", "runs"]
 
 
 MODES = ("record", "replay", "fork")
+TABLE_LIMIT = 50
+"""Runs the table shows by default: a screenful or two, and quick on a store of thousands."""
 
 
 def run_json(run: RunInfo) -> dict[str, Any]:
@@ -52,33 +54,43 @@ def run_json(run: RunInfo) -> dict[str, Any]:
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
 @click.option(
-    "-n", "--limit", type=click.IntRange(min=1), default=None, help="Show only the newest N runs."
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Show only the newest N runs (the table's default: {TABLE_LIMIT}).",
 )
+@click.option("--all", "show_all", is_flag=True, help="Show every run in the table.")
 @click.option(
     "--mode",
     type=click.Choice(MODES),
     default=None,
     help="Only recordings, only replays (otel-replay replay), or only forks.",
 )
-def runs(store: str | None, as_json: bool, limit: int | None, mode: str | None) -> None:
+def runs(
+    store: str | None, as_json: bool, limit: int | None, show_all: bool, mode: str | None
+) -> None:
     """List the recorded runs, newest first.
 
     For each run: its id, when it started (local time), status (ok; error when it or a step
     failed; incomplete when its recorder never closed it: killed, or still recording), its
     mode (a recording, or a replay or fork of the run named), steps, the models it called,
     tokens in/out and the bytes recorded. A run id recorded again by another process is
-    listed as its own run, ``<id>@<n>``.
+    listed as its own run, ``<id>@<n>``. The table shows the newest 50 unless ``--limit``
+    or ``--all`` says otherwise; ``--json`` gives every run unless ``--limit`` says otherwise.
     """
+    if show_all and limit is not None:
+        raise click.UsageError("--all and --limit cannot be used together")
     with open_store(store) as opened:
         found = sorted(opened.runs(), key=lambda r: (r.start_ns, r.run_id), reverse=True)
         location = opened.location
     if mode is not None:
         found = [run for run in found if run_mode(run) == mode]
     total = len(found)
-    found = found[:limit]
     if as_json:
-        click.echo(json_text([run_json(run) for run in found]))
+        click.echo(json_text([run_json(run) for run in found[:limit]]))
         return
+    found = found if show_all else found[: limit or TABLE_LIMIT]
     kind = "run" if mode is None else f"{mode} run"
     if not found:
         click.echo(f"No {kind}s in the store at {location} yet.")
@@ -86,4 +98,5 @@ def runs(store: str | None, as_json: bool, limit: int | None, mode: str | None) 
     console = stdout_console()
     emit(console, runs_table(found, time.time_ns()))
     shown = f"{len(found)} of " if len(found) < total else ""
-    emit(console, f"{shown}{plural(total, kind)} in {location}", style="dim")
+    more = " (--limit N or --all for more)" if len(found) < total and limit is None else ""
+    emit(console, f"{shown}{plural(total, kind)} in {location}{more}", style="dim")

@@ -10,6 +10,7 @@ from click.testing import Result
 
 from otel_replay.store import Store
 from tests.cli._recording import CLAUDE, ERRORS, SUPPORT, Recorded
+from tests.store._data import chat_bodies, fixture, span
 
 Invoke = Callable[..., Result]
 
@@ -102,3 +103,30 @@ def test_an_empty_store_says_so(invoke: Invoke, tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout == f"No runs in the store at {tmp_path / 'empty'} yet.\n"
     assert json.loads(invoke("runs", "--json", "--store", str(tmp_path / "empty")).stdout) == []
+
+
+def test_the_table_shows_the_newest_fifty_unless_asked_for_more(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    folder = tmp_path / "many"
+    with Store.open(folder) as opened:
+        for n in range(55):
+            run_id = f"r_many_{n:02d}"
+            request, response = chat_bodies(1, seed=n)[0]
+            step = fixture(run_id, 0, request, response, start_ns=(1_700_000_000 + n) * 10**9)
+            opened.put([step], [span(run_id, 0), span(run_id, None)])
+        opened.flush()
+
+    table = invoke("runs", "--store", str(folder)).stdout
+    assert list(_rows(table)) == [f"r_many_{n:02d}" for n in range(54, 4, -1)]
+    assert table.rstrip().endswith(f"50 of 55 runs in {folder} (--limit N or --all for more)")
+
+    every = invoke("runs", "--all", "--store", str(folder)).stdout
+    assert len(_rows(every)) == 55
+    assert every.rstrip().endswith(f"55 runs in {folder}")
+    assert len(json.loads(invoke("runs", "--json", "--store", str(folder)).stdout)) == 55
+    assert len(_rows(invoke("runs", "-n", "53", "--store", str(folder)).stdout)) == 53
+
+    both = invoke("runs", "--all", "-n", "3", "--store", str(folder))
+    assert both.exit_code == 2
+    assert "--all and --limit cannot be used together" in both.stderr
