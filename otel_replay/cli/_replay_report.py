@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from otel_replay.capture._effect import describe
 from otel_replay.cli._format import printable
 from otel_replay.cli._tables import safe_text, table
 from otel_replay.replay._change import Change, category
@@ -112,6 +113,10 @@ def change_lines(change: Change, labels: tuple[str, str] = ("recorded", "replaye
 
 def _steps_table(steps: list[ServedStep]) -> Table:
     steps_table = table("request", "step", "endpoint", "matched", "fidelity", "result")
+    # A tool's effect, and why (it decides whether a tool may run live), when there is one.
+    effects = any(step.effect is not None for step in steps)
+    if effects:
+        steps_table.add_column("effect")
     for step in steps:
         # A matched call that ran live (--live-tools read) says so before how it compared.
         ran = "live, " if step.live else ""
@@ -124,14 +129,18 @@ def _steps_table(steps: list[ServedStep]) -> Table:
             outcome = Text(f"{ran}repeated", style="yellow")
         else:
             outcome = Text(f"{ran}identical", style="green")
-        steps_table.add_row(
+        row = [
             Text(str(step.order)),
             Text("-" if step.recorded is None else str(step.recorded)),
             Text(step.endpoint),
             Text(step.how),
             Text(step.fidelity or "-"),
             outcome,
-        )
+        ]
+        if effects:
+            effect = step.effect and describe(step.effect, step.effect_reason)
+            row.append(Text(effect or ""))
+        steps_table.add_row(*row)
     return steps_table
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from otel_replay import attributes as A
 from otel_replay.capture.codecs import detect
 from otel_replay.cli._messages import (
     ToolCall,
@@ -52,6 +53,8 @@ class StepView:
     response: str = ""
     effect: str | None = None
     """A tool step's ``replay.tool.effect`` (read, write), when its span says."""
+    effect_reason: str | None = None
+    """Why it has that effect (``replay.tool.effect_reason``), when its span says."""
 
     def to_json(self) -> dict[str, Any]:
         """Everything about the step, JSON-ready, messages parsed."""
@@ -84,6 +87,7 @@ class StepView:
         }
         if self.effect is not None:
             out["effect"] = self.effect
+            out["effect_reason"] = self.effect_reason
         if info.kind == "llm":
             out["system_instructions"] = self.system_instructions
             out["input_messages"] = self.input_messages
@@ -148,8 +152,9 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
         return attribute(span, key) if span is not None else None
 
     view = StepView(info=info, method=attr("http.request.method"), url=attr("url.full"))
-    effect = attr("replay.tool.effect")
+    effect, reason = attr(A.REPLAY_TOOL_EFFECT), attr(A.REPLAY_TOOL_EFFECT_REASON)
     view.effect = effect if isinstance(effect, str) else None
+    view.effect_reason = reason if isinstance(reason, str) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
         view.first_chunk_ns = round(first_chunk * 1e9)

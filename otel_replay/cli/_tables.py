@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from otel_replay.capture._effect import describe
 from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.cli._format import (
     ago,
@@ -155,9 +156,10 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
 def _call(view: StepView) -> Text:
     if view.info.kind == "llm":
         return Text(view.info.model or view.info.provider or "?")
-    if view.info.kind in ENVELOPE_KINDS:  # tool:lookup_order -> lookup_order (write)
+    if view.info.kind in ENVELOPE_KINDS:  # tool:refund -> refund: write (declared nowhere)
         name = (view.url or "").partition(":")[2] or "?"
-        return Text(f"{name} ({view.effect})" if view.effect else name)
+        effect = view.effect and describe(view.effect, view.effect_reason)
+        return Text(f"{name}: {effect}" if effect else name)
     url = view.url or ""
     parts = urlsplit(url)
     shown = f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
