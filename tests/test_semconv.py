@@ -276,10 +276,14 @@ def test_enums_and_all():
         "ReplayModeValues",
         "ReplayStepKindValues",
         "ReplayToolEffectValues",
+        "ReplayToolEffectReasonValues",
         "ReplayFailureCategoryValues",
         "ReplayFailureSeverityValues",
     }
     assert [m.value for m in generated.ReplayToolEffectValues] == ENUMS["replay.tool.effect"]
+    assert [m.value for m in generated.ReplayToolEffectReasonValues] == ENUMS[
+        "replay.tool.effect_reason"
+    ]
     assert [m.value for m in generated.ReplayFailureCategoryValues] == ENUMS[
         "replay.failure.category"
     ]

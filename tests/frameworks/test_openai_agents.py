@@ -34,6 +34,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         f"r_agents_{api}",
         api,
         OTEL_REPLAY_WRITE_TOOLS="refund_order",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 
@@ -46,6 +47,7 @@ def bridged(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "chat",
         "bridge",
         OTEL_REPLAY_WRITE_TOOLS="refund_order",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 

@@ -47,7 +47,7 @@ class Order:
     placed: dt.datetime
 
 
-@otel_replay.tool
+@otel_replay.tool(effect="read")
 def lookup_order(order_id: str, verbose: bool = False) -> Order:
     """Get an order."""
     RUNS["lookup_order"] = RUNS.get("lookup_order", 0) + 1
@@ -291,15 +291,21 @@ def test_show_lists_tools_values_and_checkpoints(
     shown = run_cli("show", run_id, "--store", str(store), env={"COLUMNS": "250"})
     assert shown.exit_code == 0, shown.stderr
     rows = shown.stdout.splitlines()[3:]
-    assert re.search(r"^2\s+tool\s+lookup_order \(read\)\s+\{\"order_id\":\"A-1234\"", rows[2])
+    assert re.search(
+        r"^2\s+tool\s+lookup_order: read \(declared\)\s+\{\"order_id\":\"A-1234\"", rows[2]
+    )
     assert rows[2].rstrip().endswith(" ok")
     assert re.search(r"^3\s+value\s+read_config\s", rows[3])
     assert rows[4].rstrip().endswith("OutOfStock")
-    assert re.search(r"^5\s+tool\s+refund \(write\)", rows[5])
+    assert re.search(r"^5\s+tool\s+refund: write \(declared\)", rows[5])
     assert re.search(r"^6\s+checkpoint\s+done\s+\{\}\s+\{\"turns\":3\}", rows[6])
     listed = json.loads(run_cli("show", run_id, "--store", str(store), "--json").stdout)
     tools = [step for step in listed["steps"] if step["kind"] == "tool"]
-    assert [step.get("effect") for step in tools] == ["read", "read", "write"]
+    assert [(step.get("effect"), step.get("effect_reason")) for step in tools] == [
+        ("read", "declared"),
+        ("read", "declared"),
+        ("write", "declared"),
+    ]
 
 
 def test_live_read_tools_run_and_write_tools_still_do_not(
