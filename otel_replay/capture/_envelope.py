@@ -450,8 +450,9 @@ class _Open:
 
     def _take_effect(self, effect: ToolEffect) -> None:
         """The recording says this tool writes, whatever today's settings say (a replay run
-        without the ``OTEL_REPLAY_WRITE_TOOLS`` it was recorded with): it is a write tool, so
-        it never runs live, and the replay's own run records it as one."""
+        without the ``OTEL_REPLAY_WRITE_TOOLS`` it was recorded with): it is a write tool
+        (``effect``, reason ``recorded``), so it never runs live, and the replay's own run
+        records it as one."""
         self.call.effect = effect
         said = {A.REPLAY_TOOL_EFFECT: effect.effect, A.REPLAY_TOOL_EFFECT_REASON: effect.reason}
         self.call.attributes.update(said)
