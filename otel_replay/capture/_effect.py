@@ -48,6 +48,16 @@ class ToolEffect:
         return self.effect == "write"
 
 
+# The few effects there are, made once: a tool's effect is decided at each of its calls.
+_WRITE_SETTING = ToolEffect("write", "setting")
+_WRITE_DECLARED = ToolEffect("write", "declared")
+_WRITE_HINT = ToolEffect("write", "hint")
+_WRITE_DEFAULT = ToolEffect("write", "default")
+_WRITE_RECORDED = ToolEffect("write", "recorded")
+_READ_DECLARED = ToolEffect("read", "declared")
+_READ_HINT = ToolEffect("read", "hint")
+_READ_SETTING = ToolEffect("read", "setting")
+
 _NOTHING = re.compile(r"(?!)")
 _write_tools = _NOTHING
 _read_tools = _NOTHING
@@ -74,18 +84,18 @@ def effect_of(
     author ``declared`` and its server's ``readOnlyHint`` says ``read_only`` (None: not
     said)."""
     if any(_write_tools.match(name) for name in names):
-        return ToolEffect("write", "setting")
+        return _WRITE_SETTING
     if declared == "write":
-        return ToolEffect("write", "declared")
+        return _WRITE_DECLARED
     if read_only is False:
-        return ToolEffect("write", "hint")
+        return _WRITE_HINT
     if declared == "read":
-        return ToolEffect("read", "declared")
+        return _READ_DECLARED
     if read_only is True:
-        return ToolEffect("read", "hint")
+        return _READ_HINT
     if any(_read_tools.match(name) for name in names):
-        return ToolEffect("read", "setting")
-    return ToolEffect("write", "default")
+        return _READ_SETTING
+    return _WRITE_DEFAULT
 
 
 def in_replay(today: ToolEffect, recorded: object, recorded_reason: object) -> ToolEffect:
@@ -94,7 +104,7 @@ def in_replay(today: ToolEffect, recorded: object, recorded_reason: object) -> T
     other than ``default``."""
     if today.writes or recorded != "write" or recorded_reason == "default":
         return today
-    return ToolEffect("write", "recorded")
+    return _WRITE_RECORDED
 
 
 _WHY = {
