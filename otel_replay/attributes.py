@@ -314,9 +314,10 @@ Type: ``string``; stability: development.
 REPLAY_VALUE_NAME: Final[str] = "replay.value.name"
 """The name of a value or checkpoint step.
 
-Set on `value` steps (`now`, `uuid4`, or the name given to `side_effect`) and on `checkpoint`
-steps (the checkpoint's name). Replay matches such a step by this name, then by its position
-among the steps of that name.
+Set on `value` steps (`now`, `uuid4`, `uuid.uuid4` and `uuid.uuid1` for the application's own
+calls of the standard library's, or the name given to `side_effect`) and on `checkpoint` steps
+(the checkpoint's name). Replay matches such a step by this name, then by its position among the
+steps of that name.
 
 Type: ``string``; stability: development.
 """

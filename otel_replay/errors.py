@@ -20,7 +20,9 @@ The library raises; only the CLI turns these into one-line messages and exit cod
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
     ├── UnmatchedConnectionError(ConnectionError)  the same, below a library that expects
-    │                                              connection errors (urllib3, aiohttp)
+    │   │                                          connection errors (urllib3, aiohttp)
+    │   └── UnmatchedAiohttpRequestError(aiohttp.ClientConnectionError)  the same, from
+    │                                      aiohttp (made on first use: aiohttp is optional)
     └── UnmatchedInPoolError(Exception)    the same, in a multiprocessing.Pool task
 
     RecordedValueError(BaseException)      a recorded step's value cannot be given back as what
@@ -36,6 +38,8 @@ message, on one line.
 """
 
 from __future__ import annotations
+
+import threading
 
 __all__ = [
     "CodecError",
@@ -212,3 +216,35 @@ class RecordedValueInPoolError(RecordedValueError, Exception):
     """:class:`RecordedValueError` in a task of a ``multiprocessing.Pool`` worker, which
     catches ``Exception`` around each task and nothing else (its base alone would end the
     worker and leave the pool waiting forever); the pool hands it to the caller."""
+
+
+_AIOHTTP_ERROR = "UnmatchedAiohttpRequestError"
+_made_lock = threading.Lock()
+
+
+def __getattr__(name: str) -> type[UnmatchedConnectionError]:
+    """``UnmatchedAiohttpRequestError``, made on first use: it derives from
+    ``aiohttp.ClientConnectionError``, and importing this module must not import aiohttp.
+    Once made it is this module's attribute like any other, under that name."""
+    if name != _AIOHTTP_ERROR:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        import aiohttp  # noqa: PLC0415 - optional, and costly to import
+    except ImportError:
+        raise AttributeError(f"{__name__}.{name} needs aiohttp, which is not installed") from None
+    with _made_lock:
+        made: type[UnmatchedConnectionError] | None = globals().get(name)
+        if made is None:
+            made = type(
+                name,
+                (UnmatchedConnectionError, aiohttp.ClientConnectionError),
+                {
+                    "__module__": __name__,
+                    "__qualname__": name,
+                    "__doc__": "Strict replay met a request that no recorded step matches, "
+                    "in aiohttp, whose callers expect an ``aiohttp.ClientConnectionError`` "
+                    "(see :class:`UnmatchedConnectionError`). The message is the same.",
+                },
+            )
+            globals()[name] = made
+    return made

@@ -30,7 +30,14 @@ SIGKILL ends nothing: its steps are then one trace whose root is missing (Jaeger
 ``<trace-without-root-span>``), still whole, and still one run by ``replay.run.id``.
 
 Steps with a span current (a ``run()`` block's ``invoke_agent``, a tool step's span, another
-instrumentation's span) keep that parent: we never re-parent another instrumentation's spans.
+instrumentation's span) keep that parent. A GenAI span that another tracer of the same tracer
+provider starts with no parent (``gen_ai.operation.name`` among its start attributes: the
+anthropic SDK's call span, an official GenAI instrumentation's, the OpenAI Agents SDK bridge's
+workflow span) nests under the root as a step would (:func:`adopt_root`): it would otherwise be
+a trace of its own, its attempts' steps beneath it, and a run of three calls three traces.
+Other spans that start as roots (a web request's, the application's plain ones) stay roots.
+A root such a span opened takes the run's kit with the first step made under it: one under
+which no step was made belongs to no run.
 
 Worker processes (``_family``) continue their parent's trace: a worker's steps made outside
 any span nest under the root span that was open when the worker was forked or started (its
@@ -82,6 +89,7 @@ __all__ = [
     "IDLE_GAP_NS",
     "Borrowed",
     "StepTracer",
+    "adopt_root",
     "borrow",
     "cut_off",
     "end_process_trace",
@@ -104,7 +112,10 @@ class _Burst:
     to end). ``used``, for a root opened for worker processes, is the cell that their first
     step under it marks: such a root is ended only if a step was made under it, here
     (``stepped``) or in a worker. ``inherited``: the run is another process's (this one is
-    its worker), so how this process ends is not how the run ends."""
+    its worker), so how this process ends is not how the run ends. ``kit``: the run's kit,
+    not yet on a root that another instrumentation's span opened (see :func:`adopt_root`);
+    it goes on with the first step made under it, so a root under which no step was made
+    belongs to no run and the store never sees it."""
 
     run_id: str
     root: Span | None
@@ -115,6 +126,13 @@ class _Burst:
     used: tuple[SharedCells, int] | None = None
     stepped: bool = False
     inherited: bool = False
+    kit: dict[str, Any] | None = None
+
+    def take_kit(self) -> None:
+        """Put the run's kit on the root now, if it is not there yet."""
+        kit, self.kit = self.kit, None
+        if kit is not None and self.root is not None:
+            self.root.set_attributes(kit)
 
     def borrowed(self) -> Borrowed:
         """What a worker started now borrows of this burst."""
@@ -143,9 +161,10 @@ class _ProcessTrace:
         # The spans of the run() blocks still open, which only a cut-off ends for them.
         self._blocks: weakref.WeakSet[Span] = weakref.WeakSet()
 
-    def parent(self, tracer: Tracer, start_ns: int | None) -> _Burst | None:
-        """The burst a step starting now (or at ``start_ns``) nests under, opened if need be;
-        None when the step has a parent of its own or belongs to a ``run()`` block."""
+    def parent(self, tracer: Tracer, start_ns: int | None, step: bool = True) -> _Burst | None:
+        """The burst a step starting now (or at ``start_ns``) nests under, opened if need be
+        (by another instrumentation's span, not a ``step``: without the run's kit); None when
+        the step has a parent of its own or belongs to a ``run()`` block."""
         if trace.get_current_span().get_span_context().is_valid:
             return None
         if in_run_block():
@@ -161,20 +180,34 @@ class _ProcessTrace:
             ):
                 ended, burst = burst, None
             if burst is None:
-                burst = self._burst = _open(tracer, run, now)
+                burst = self._burst = _open(tracer, run, now, kit=step)
         if ended is not None:  # outside the lock: ending a span runs the span processors
             _end(ended)
         return burst
 
-    def track(self, burst: _Burst, span: Span) -> None:
-        """Watch ``span``, a step started under ``burst``, until it ends."""
+    def track(self, burst: _Burst, span: Span, step: bool = True) -> None:
+        """Watch ``span``, started under ``burst`` (a ``step``, or another
+        instrumentation's span), until it ends."""
         if span.is_recording():
             with self._lock:
                 burst.open.append(span)
-                if not burst.stepped and burst.used is not None:
+                if step and not burst.stepped and burst.used is not None:
                     cells, cell = burst.used
                     cells.add(cell)  # a worker's step: the parent's root is used
                 burst.stepped = True
+                if step and burst.kit is not None:
+                    burst.take_kit()
+
+    def step_within(self, context: Context | None) -> None:
+        """A step starts under a span of its own (``context``'s, else the current one): when
+        that span is in the trace of a root still without the run's kit, the root takes it."""
+        burst = self._burst
+        if burst is None or burst.kit is None or burst.root is None:
+            return  # the common case
+        trace_id = trace.get_current_span(context).get_span_context().trace_id
+        if trace_id == burst.root.get_span_context().trace_id:
+            with self._lock:
+                burst.take_kit()
 
     def for_workers(self, tracer: Tracer) -> Borrowed | None:
         """What the steps of workers started now outside any span nest under: the process
@@ -185,6 +218,7 @@ class _ProcessTrace:
         with self._lock:
             if burst.used is None and not burst.stepped and burst.root is not None:
                 burst.used = allocate_cell()
+            burst.take_kit()  # the workers' steps are the run's
             return burst.borrowed()
 
     def borrow(self, run_id: str, parent: Borrowed) -> None:
@@ -253,9 +287,9 @@ def _program() -> str:
     return path.parent.name if path.name == "__main__.py" and path.parent.name else path.name
 
 
-def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
+def _open(tracer: Tracer, run: RunState, start_ns: int, kit: bool = True) -> _Burst:
     name = _program()
-    attrs = run.attributes()
+    attrs = run.attributes() if kit else {}
     attrs["gen_ai.operation.name"] = "invoke_agent"
     attrs["gen_ai.agent.name"] = name
     root = tracer.start_span(
@@ -266,7 +300,9 @@ def _open(tracer: Tracer, run: RunState, start_ns: int) -> _Burst:
         start_time=start_ns,
     )
     context = trace.set_span_in_context(root, Context())
-    return _Burst(run.run_id, root, context, start_ns, start_ns, inherited=run.inherited)
+    burst = _Burst(run.run_id, root, context, start_ns, start_ns, inherited=run.inherited)
+    burst.kit = None if kit else run.attributes()
+    return burst
 
 
 def _end(
@@ -293,7 +329,7 @@ def _end(
     if cause and (steps_cut or not done):
         _cut(root, cause)
     elif failed is not None and not burst.inherited:
-        mark_failed(root, failed)
+        mark_failed(root, failed, kit=burst.kit is None)
     ended = max(burst.last_end_ns, burst.start_ns) if done and not workers else wall_ns()
     root.end(end_time=ended)
 
@@ -457,10 +493,13 @@ class StepTracer(Tracer):
         set_status_on_exception: bool = True,
     ) -> Span:
         burst = None
-        if context is None and _is_step(attributes):
+        step = _is_step(attributes)
+        if step and context is None:
             burst = _PROCESS.parent(self.inner, start_time)
             if burst is not None:
                 context = burst.context
+        if step and burst is None:
+            _PROCESS.step_within(context)
         span = self.inner.start_span(
             name,
             context,
@@ -516,3 +555,34 @@ def _is_run_block(attributes: Mapping[str, Any] | None) -> bool:
         and A.REPLAY_RUN_ID in attributes
         and A.REPLAY_STEP_INDEX not in attributes
     )
+
+
+def adopt_root(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The instrumentor's wrapper of the SDK's ``Tracer.start_span``: a GenAI span another
+    tracer starts as a root, outside any ``run()`` block, starts under the process run's root
+    span instead (see the module). Every other span starts as the SDK starts it."""
+    context = args[1] if len(args) > 1 else kwargs.get("context")
+    attributes = args[3] if len(args) > 3 else kwargs.get("attributes")
+    if not attributes or "gen_ai.operation.name" not in attributes:
+        return wrapped(*args, **kwargs)  # the common case: no GenAI span
+    tracer = tracer_in_use()
+    if not isinstance(tracer, StepTracer) or instance is tracer.inner:
+        return wrapped(*args, **kwargs)  # not recording, or a span of ours
+    ours = getattr(tracer.inner, "span_processor", None)  # None: not an SDK tracer
+    if (
+        ours is None
+        or getattr(instance, "span_processor", None) is not ours  # another provider's
+        or trace.get_current_span(context).get_span_context().is_valid
+    ):
+        return wrapped(*args, **kwargs)
+    start_time = args[5] if len(args) > 5 else kwargs.get("start_time")
+    burst = _PROCESS.parent(tracer.inner, start_time, step=False)
+    if burst is None:
+        return wrapped(*args, **kwargs)
+    if len(args) > 1:
+        args = (args[0], burst.context, *args[2:])
+    else:
+        kwargs = {**kwargs, "context": burst.context}
+    span = wrapped(*args, **kwargs)
+    _PROCESS.track(burst, span, step=False)
+    return span

@@ -27,9 +27,10 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 from opentelemetry.instrumentation.utils import unwrap
+from opentelemetry.sdk import trace as sdk_trace
 
 from otel_replay import settings
-from otel_replay.capture import _family, package, transports
+from otel_replay.capture import _family, _uuids, package, transports
 from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
@@ -39,7 +40,7 @@ from otel_replay.capture._failed import describe_with
 from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._outcome import unwatch, watch
-from otel_replay.capture._process_trace import StepTracer
+from otel_replay.capture._process_trace import StepTracer, adopt_root
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
@@ -104,11 +105,14 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             inline_limit=config.inline_limit if content else 0,
         )
         use_tracer(tracer)
+        # GenAI spans other instrumentations start as roots nest under the process run's.
+        wrapt.wrap_function_wrapper(sdk_trace, "Tracer.start_span", adopt_root)
         use_recorder(self.recorder)
         describe_with(self.recorder.redactor, content)  # a failed run's message (_failed)
         _family.start()  # workers started fresh continue the current run
         use_tool_lists(config.write_tools, config.read_tools)
         attach()  # framework tools (LangChain, Agents SDK, MCP) as steps
+        _uuids.hold()  # the application's own uuid.uuid4() draws as value steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so they run before their exit flush; the
         # process run's end (watch) after the streams still open have ended.
@@ -154,6 +158,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self.recorder.open_steps.finish_all()
             unwatch()
             detach()
+            unwrap(sdk_trace.Tracer, "start_span")
+            _uuids.release()
         self.recorder = None
         _family.stop()
         use_tracer(None)

@@ -18,6 +18,7 @@ import orjson
 from otel_replay.capture._envelope import named_call, perform
 from otel_replay.capture._jsonable import encode, encode_exact, restore_body, restorer
 from otel_replay.capture._unfit import Unfit, json_kind
+from otel_replay.capture._uuids import REAL_UUID4, draw
 
 __all__ = ["checkpoint", "now", "side_effect", "uuid4"]
 
@@ -37,12 +38,7 @@ def now() -> dt.datetime:
 
 def uuid4() -> uuid_module.UUID:
     """A random UUID; the recorded one on replay."""
-    return perform(
-        named_call("value", "uuid4", instant=True),
-        uuid_module.uuid4,
-        lambda value: encode_exact(str(value)),
-        _recorded_uuid,
-    )
+    return draw("uuid4", REAL_UUID4)
 
 
 def side_effect(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -79,14 +75,6 @@ def _recorded_time(body: bytes) -> dt.datetime:
     if time.tzinfo is None:  # now() gives an aware datetime, and code compares it with one
         raise Unfit("the recorded time has no UTC offset")
     return time
-
-
-def _recorded_uuid(body: bytes) -> uuid_module.UUID:
-    text = orjson.loads(body)
-    try:
-        return uuid_module.UUID(text)
-    except (AttributeError, TypeError, ValueError):
-        raise Unfit(f"the recorded uuid is not a UUID's text: {_what(text)}") from None
 
 
 def _what(value: Any) -> str:

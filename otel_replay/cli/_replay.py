@@ -192,7 +192,7 @@ def replay(
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
-    kept = _kept(where, new_id, result.hooked)
+    kept = _kept(where, new_id, result)
     if result.bad_value is not None and not as_json:
         # The recording, not the program, is at fault: one line, as for any bad input.
         raise CliError(printable(result.bad_value.describe()))
@@ -220,11 +220,13 @@ class _Kept:
         return f"not recorded ({self.why})"
 
 
-def _kept(store: str, run_id: str, hooked: bool) -> _Kept:
-    """Whether the program's recording of itself reached ``store`` as ``run_id``
-    (``hooked``: some process of it loaded otel-replay, so there was one to make)."""
-    if not hooked:
+def _kept(store: str, run_id: str, result: ReplayResult) -> _Kept:
+    """Whether the program's recording of itself reached ``store`` as ``run_id`` (when some
+    process of it loaded otel-replay and made a request, there was one to make)."""
+    if not result.hooked:
         return _Kept(None, "no process of the program loaded otel-replay")
+    if not result.steps:
+        return _Kept(None, "the program made no request")
     if Store.is_read_only(store):
         return _Kept(None, f"the store at {store} is read-only")
     try:

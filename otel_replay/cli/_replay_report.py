@@ -39,6 +39,9 @@ def _verdict(result: ReplayResult) -> Text:
     first = result.first_divergence
     if result.outcome == "identical":
         head.append("identical", style="bold green")
+    elif result.failed_before_any_request:
+        head.append("the agent failed before its first request", style="bold red")
+        head.append(f" — it {result.agent.describe()}")
     elif result.outcome == "agent_failed":
         head.append("identical steps, but the agent failed", style="bold red")
         head.append(f" — it {result.agent.describe()}")
@@ -214,7 +217,7 @@ def render(result: ReplayResult, *, kept: str) -> list[RenderableType]:
     steps = result.steps
     if steps:
         out.append(_steps_table(steps))
-    unused = result.unused
+    unused = [] if result.failed_before_any_request else result.unused  # all of them
     if unused:
         listed = _named([f"{s.index} ({s.endpoint})" for s in unused])
         out.append(Text(f"recorded steps never requested: {listed}"))

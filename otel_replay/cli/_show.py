@@ -10,7 +10,7 @@ from otel_replay.cli._common import emit, open_store, resolve_run, stdout_consol
 from otel_replay.cli._format import json_text
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
-from otel_replay.cli._tables import run_header, steps_table
+from otel_replay.cli._tables import NESTED_NOTE, has_nested, run_header, steps_table
 
 __all__ = ["show"]
 
@@ -30,7 +30,8 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     effect and why: `refund: write (declared nowhere)`), the prompt (last user message) and
     the response (text, or tool calls as name(arguments)), duration and time to first chunk
     in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when a response
-    was cut short).
+    was cut short). A step made inside another's body (an MCP call inside a LangChain tool, a
+    tool's HTTP request) is marked `└ KIND in N`, N the outer step.
     """
     with open_store(store) as opened:
         info = resolve_run(opened, run)
@@ -45,3 +46,5 @@ def show(run: str, store: str | None, as_json: bool) -> None:
         emit(console, "(no steps recorded)", style="dim")
         return
     emit(console, steps_table(views))
+    if has_nested(views):
+        emit(console, NESTED_NOTE, style="dim")

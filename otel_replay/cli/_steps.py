@@ -55,6 +55,9 @@ class StepView:
     """A tool step's ``replay.tool.effect`` (read, write), when its span says."""
     effect_reason: str | None = None
     """Why it has that effect (``replay.tool.effect_reason``), when its span says."""
+    within: int | None = None
+    """The step whose body made this one (``replay.step.within``): a replay serves that step
+    whole and does not make this one again."""
 
     def to_json(self) -> dict[str, Any]:
         """Everything about the step, JSON-ready, messages parsed."""
@@ -88,6 +91,8 @@ class StepView:
         if self.effect is not None:
             out["effect"] = self.effect
             out["effect_reason"] = self.effect_reason
+        if self.within is not None:
+            out["within"] = self.within
         if info.kind == "llm":
             out["system_instructions"] = self.system_instructions
             out["input_messages"] = self.input_messages
@@ -155,6 +160,8 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
     effect, reason = attr(A.REPLAY_TOOL_EFFECT), attr(A.REPLAY_TOOL_EFFECT_REASON)
     view.effect = effect if isinstance(effect, str) else None
     view.effect_reason = reason if isinstance(reason, str) else None
+    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.fixture(info).within
+    view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
         view.first_chunk_ns = round(first_chunk * 1e9)

@@ -27,9 +27,11 @@ from otel_replay.cli._steps import StepView
 from otel_replay.store import Retention, RunInfo
 
 __all__ = [
+    "NESTED_NOTE",
     "PROMPT_WIDTH",
     "RESPONSE_WIDTH",
     "gc_table",
+    "has_nested",
     "run_header",
     "runs_table",
     "safe_text",
@@ -153,6 +155,44 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     return safe_text(text)
 
 
+NESTED_NOTE = (
+    "└ in N: made inside step N, by its body; a replay gives step N's recorded answer and "
+    "does not make it again"
+)
+"""Said under a steps table that has a step made inside another."""
+
+
+def has_nested(views: list[StepView]) -> bool:
+    """Whether a step of ``views`` is marked as made inside another (:data:`NESTED_NOTE`)."""
+    return any(_depths(views).values())
+
+
+def _depths(views: list[StepView]) -> dict[int, int]:
+    """How deep each step is nested (0: an outer step), following ``within`` while it names a
+    step of the run (a chain that goes round counts as outer)."""
+    within = {view.info.index: view.within for view in views}
+    depths: dict[int, int] = {}
+    for index, first in within.items():
+        depth, parent, seen = 0, first, {index}
+        while parent is not None and parent in within and parent not in seen:
+            seen.add(parent)
+            depth, parent = depth + 1, within[parent]
+        depths[index] = depth if parent is None else 0
+    return depths
+
+
+def _kind(view: StepView, depth: int) -> Text:
+    """``tool``, or for a step made inside another, ``└ tool in 1`` indented by its depth."""
+    kind = view.info.kind
+    style = "magenta" if kind == "llm" else "blue"
+    if not depth:
+        return Text(kind, style=style)
+    text = Text("  " * (depth - 1) + "└ ", style="dim")
+    text.append(kind, style=style)
+    text.append(f" in {view.within}", style="dim")
+    return text
+
+
 def _call(view: StepView) -> Text:
     if view.info.kind == "llm":
         return Text(view.info.model or view.info.provider or "?")
@@ -204,11 +244,12 @@ def steps_table(views: list[StepView]) -> Table:
     # columns give way, each cell staying on one line, cut with an ellipsis.
     for column in (0, 1, 5, 6, 7, 8):
         rows.columns[column].no_wrap = True
+    depths = _depths(views)
     for view in views:
         info = view.info
         rows.add_row(
             Text(str(info.index)),
-            Text(info.kind, style="magenta" if info.kind == "llm" else "blue"),
+            _kind(view, depths.get(info.index, 0)),
             _cut(_call(view)),
             _cut(Text(_prompt(view))),
             _cut(Text(one_line(view.response, RESPONSE_WIDTH))),

@@ -3,6 +3,10 @@ that render a value for it.
 
 A change carries the whole values, never a cut: a long prompt changed past any prefix must
 still show the change (the report finds it with :mod:`otel_replay.replay._textdiff`).
+
+A change never shows two equal values: ``a → a`` would report a divergence the reader cannot
+see, and is a comparison that went wrong. :class:`Change` refuses one, and the builders here
+(:func:`change`, :func:`body_change`) render values that differ so that they read differently.
 """
 
 from __future__ import annotations
@@ -11,9 +15,19 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_replay._canonical import sha256_tag
 from otel_replay.replay._textdiff import excerpts, spot
 
-__all__ = ["SHORT", "Change", "ChangeKind", "category", "change", "preview", "whole"]
+__all__ = [
+    "SHORT",
+    "Change",
+    "ChangeKind",
+    "body_change",
+    "category",
+    "change",
+    "preview",
+    "whole",
+]
 
 ChangeKind = Literal["changed", "added", "removed"]
 
@@ -30,6 +44,10 @@ class Change:
     kind: ChangeKind
     recorded: str | None
     replayed: str | None
+
+    def __post_init__(self) -> None:
+        if self.kind == "changed" and self.recorded == self.replayed:
+            raise ValueError(f"{self.field!r}: a change needs two different values")
 
     @property
     def differs_at(self) -> int | None:
@@ -99,12 +117,30 @@ def whole(value: Any) -> str:
 
 
 def change(field: str, before: Any, after: Any) -> Change:
-    """The change of ``field`` from ``before`` to ``after`` (None: absent on that side)."""
+    """The change of ``field`` from ``before`` to ``after`` (None: absent on that side), two
+    values that differ. Values that read the same as text (``"1"`` and ``1``) are shown as
+    JSON, where their types tell them apart."""
     if before is None:
         return Change(field, "added", None, whole(after))
     if after is None:
         return Change(field, "removed", whole(before), None)
-    return Change(field, "changed", whole(before), whole(after))
+    old, new = whole(before), whole(after)
+    if old == new:
+        old, new = json.dumps(before, ensure_ascii=False), json.dumps(after, ensure_ascii=False)
+    return Change(field, "changed", old, new)
+
+
+def body_change(field: str, old: bytes, new: bytes) -> Change:
+    """Two different bodies whole: as text when both are UTF-8, else as their sizes (and
+    digests, when the sizes agree)."""
+    try:
+        return Change(field, "changed", old.decode(), new.decode())
+    except UnicodeDecodeError:
+        pass
+    before, after = f"{len(old)} bytes", f"{len(new)} bytes"
+    if before == after:
+        before, after = f"{before} {sha256_tag(old)[:19]}", f"{after} {sha256_tag(new)[:19]}"
+    return Change(field, "changed", before, after)
 
 
 def category(field: str) -> str:

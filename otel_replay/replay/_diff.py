@@ -9,6 +9,7 @@ compared by method, path, query and JSON body fields.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 from collections.abc import Mapping, Sequence
@@ -23,18 +24,23 @@ from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.capture._recorder import prompt_hash as capture_prompt_hash
 from otel_replay.capture.codecs import CODECS, Codec, LlmRequest
 from otel_replay.errors import CodecError
-from otel_replay.replay._change import Change, category, change, preview, whole
+from otel_replay.replay._change import Change, body_change, category, change, preview, whole
 from otel_replay.replay._model import RecordedStep
 
 __all__ = [
     "Change",
     "Request",
     "category",
+    "comparable_prompts",
     "json_paths_differing",
+    "llm_changes",
+    "normal_message",
     "parse_json",
     "preview",
+    "recorded_llm",
     "request_changes",
     "short_tag",
+    "tool_schema_version",
     "value_at",
     "without_trace_context",
 ]
@@ -100,12 +106,14 @@ def llm_changes(
     """The differences between two model calls in the user's terms.
 
     ``partial``: ``old`` was rebuilt from another instrumentation's span attributes, which
-    carry only ``gen_ai.request.*`` parameters (and may not say whether the call streamed);
-    only what they carry is compared.
+    carry only ``gen_ai.request.*`` parameters (and may not say whether the call streamed)
+    and write messages in their own way (``"name": null``, a tool call before the text, a
+    ``developer`` role); only what they carry is compared, and messages as what they say
+    (:func:`comparable_prompts`), never by a hash of how that producer wrote them.
     """
     changes: list[Change] = []
     if old.model != new.model:
-        changes.append(Change("model", "changed", old.model, new.model))
+        changes.append(change("model", old.model, new.model))
     old_params = {"gen_ai.request.stream": old.stream, **old.attributes}
     new_params = {"gen_ai.request.stream": new.stream, **new.attributes}
     if partial:
@@ -119,21 +127,24 @@ def llm_changes(
         if before != after:
             name = "parameter " + key.removeprefix("gen_ai.request.")
             changes.append(change(name, before, after))
-    old_prompt = recorded.prompt_hash or prompt_hash(old)
-    new_prompt = prompt_hash(new)
-    if old_prompt != new_prompt:
-        changes.append(
-            Change("prompt hash", "changed", short_tag(old_prompt), short_tag(new_prompt))
+    if not partial:
+        old_prompt = recorded.prompt_hash or prompt_hash(old)
+        new_prompt = prompt_hash(new)
+        if old_prompt != new_prompt:
+            changes.append(change("prompt hash", short_tag(old_prompt), short_tag(new_prompt)))
+        changes.extend(_prompt_changes(old.system_instructions, old.input_messages, new))
+    elif "gen_ai.input.messages" in recorded.attributes:
+        old_system, old_messages, new_system, new_messages = comparable_prompts(
+            old, new, system_known="gen_ai.system_instructions" in recorded.attributes
         )
-    if canonical_json(old.system_instructions) != canonical_json(new.system_instructions):
-        changes.append(
-            change(
-                "system instructions",
-                _text(old.system_instructions) or None,
-                _text(new.system_instructions) or None,
+        changes.extend(_prompt_changes(old_system, old_messages, new, new_system, new_messages))
+    elif recorded.prompt_hash is not None:
+        # Our own span without its bytes or its content: the hash is ours, computed as now.
+        new_prompt = prompt_hash(new)
+        if recorded.prompt_hash != new_prompt:
+            changes.append(
+                change("prompt hash", short_tag(recorded.prompt_hash), short_tag(new_prompt))
             )
-        )
-    changes.extend(_message_changes(old.input_messages, new.input_messages))
     old_tools = tool_schema_version(old)
     new_tools = tool_schema_version(new)
     # A span that does not record the tools offered (the official openai instrumentation's)
@@ -143,6 +154,106 @@ def llm_changes(
         changes.append(change("tool schema version", short_tag(old_tools), short_tag(new_tools)))
         changes.extend(_tool_changes(old.tool_definitions, new.tool_definitions))
     return changes
+
+
+def _prompt_changes(
+    old_system: list[Any],
+    old_messages: list[Any],
+    new: LlmRequest,
+    new_system: list[Any] | None = None,
+    new_messages: list[Any] | None = None,
+) -> list[Change]:
+    """System instructions, then messages: what differs between the two prompts."""
+    new_system = new.system_instructions if new_system is None else new_system
+    new_messages = new.input_messages if new_messages is None else new_messages
+    changes: list[Change] = []
+    if canonical_json(old_system) != canonical_json(new_system):
+        before, after = _text(old_system) or None, _text(new_system) or None
+        if before != after:
+            changes.append(change("system instructions", before, after))
+        else:  # the same text, parts of other kinds or fields
+            changes.extend(_paths_changes("system instructions", old_system, new_system))
+    changes.extend(_message_changes(old_messages, new_messages))
+    return changes
+
+
+_ROLES = {"developer": "system"}
+"""Roles that mean the same to a model call's prompt (OpenAI's ``developer`` is the system
+prompt of its newer models; the capture writes it ``system``)."""
+
+
+def normal_message(message: Any) -> Any:
+    """A GenAI message as it compares across producers: no field set to null, the role
+    named as the capture names it, empty text parts dropped, text parts before the others
+    (producers order a turn's text and its tool calls differently), a tool call's arguments
+    parsed when written as a JSON string."""
+    if not isinstance(message, Mapping):
+        return message
+    out = {k: v for k, v in message.items() if v is not None and k not in ("role", "parts")}
+    role = message.get("role")
+    out["role"] = _ROLES.get(role, role) if isinstance(role, str) else role
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        kept = [_normal_part(p) for p in parts if not _empty_text(p)]
+        out["parts"] = sorted(kept, key=lambda p: not (isinstance(p, Mapping) and _is_text(p)))
+    elif parts is not None:
+        out["parts"] = parts
+    return out
+
+
+def _normal_part(part: Any) -> Any:
+    if not isinstance(part, Mapping):
+        return part
+    out = {k: v for k, v in part.items() if v is not None}
+    arguments = out.get("arguments")
+    if out.get("type") == "tool_call" and isinstance(arguments, str):
+        with contextlib.suppress(ValueError):
+            out["arguments"] = json.loads(arguments)
+    if out.get("arguments") == "":
+        del out["arguments"]
+    return out
+
+
+def _is_text(part: Mapping[str, Any]) -> bool:
+    return part.get("type") == "text"
+
+
+def _empty_text(part: Any) -> bool:
+    return isinstance(part, Mapping) and _is_text(part) and not part.get("content")
+
+
+def comparable_prompts(
+    old: LlmRequest, new: LlmRequest, *, system_known: bool
+) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The system instructions and messages of a call rebuilt from another producer's span
+    (``old``) and of today's (``new``), in one form: messages as :func:`normal_message`
+    makes them; instructions kept apart on one side only moved to the head of its messages
+    as a ``system`` turn (the other side keeps them among its messages); message fields the
+    recorded messages never carry (a producer that does not record ``name``) set aside.
+    ``system_known``: the span records system instructions; without them, and without any
+    system turn among the recorded messages, the system prompt is unknown and not compared.
+    """
+    old_system = [_normal_part(p) for p in old.system_instructions if not _empty_text(p)]
+    new_system = [_normal_part(p) for p in new.system_instructions if not _empty_text(p)]
+    old_messages = [normal_message(m) for m in old.input_messages]
+    new_messages = [normal_message(m) for m in new.input_messages]
+    if not system_known and not any(_role(m) == "system" for m in old_messages):
+        new_system = []
+        new_messages = [m for m in new_messages if _role(m) != "system"]
+    if old_system and not new_system:
+        old_messages, old_system = [{"role": "system", "parts": old_system}, *old_messages], []
+    elif new_system and not old_system:
+        new_messages, new_system = [{"role": "system", "parts": new_system}, *new_messages], []
+    fields = {"role", "parts"}.union(*(m.keys() for m in old_messages if isinstance(m, Mapping)))
+    new_messages = [
+        {k: v for k, v in m.items() if k in fields} if isinstance(m, Mapping) else m
+        for m in new_messages
+    ]
+    return old_system, old_messages, new_system, new_messages
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
 
 
 def prompt_hash(llm: LlmRequest) -> str:
@@ -197,6 +308,13 @@ def _parse(codec: Codec, path: str, body: Mapping[str, Any]) -> LlmRequest | Non
         return codec.parse_request(path, body)
     except CodecError:
         return None
+
+
+def recorded_llm(step: RecordedStep) -> LlmRequest | None:
+    """The model call a recorded step made, from its bytes or (without them) its GenAI span
+    attributes; None for a step that is not a model call, or whose body its codec refuses."""
+    codec = _codec(step.endpoint)
+    return None if codec is None else _recorded_llm(codec, step)
 
 
 def _recorded_llm(codec: Codec, step: RecordedStep) -> LlmRequest | None:
@@ -294,14 +412,13 @@ def _message_changes(old: list[Any], new: list[Any]) -> list[Change]:
             continue
         pairs = min(i2 - i1, j2 - j1) if op == "replace" else 0
         for k in range(pairs):
-            changes.append(
-                Change(
-                    _message_field(j1 + k, old[i1 + k], new[j1 + k]),
-                    "changed",
-                    _message_line(old[i1 + k]),
-                    _message_line(new[j1 + k]),
-                )
-            )
+            a, b = old[i1 + k], new[j1 + k]
+            field = _message_field(j1 + k, a, b)
+            before, after = _message_line(a), _message_line(b)
+            if before != after:
+                changes.append(Change(field, "changed", before, after))
+            else:  # what differs does not show as role: text (a tool call's id, a field)
+                changes.extend(_paths_changes(field, a, b))
         for i in range(i1 + pairs, i2):
             changes.append(
                 Change(_message_field(i, old[i]), "removed", _message_line(old[i]), None)
@@ -309,6 +426,14 @@ def _message_changes(old: list[Any], new: list[Any]) -> list[Change]:
         for j in range(j1 + pairs, j2):
             changes.append(Change(_message_field(j, new[j]), "added", None, _message_line(new[j])))
     return changes
+
+
+def _paths_changes(field: str, old: Any, new: Any) -> list[Change]:
+    """``field $.path`` for each JSON path where ``old`` and ``new`` differ."""
+    return [
+        change(f"{field} {path}", value_at(old, path), value_at(new, path))
+        for path in json_paths_differing(old, new)
+    ]
 
 
 def _tool_name(tool: Any) -> str:
@@ -375,7 +500,5 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
                 change(f"{label} {path}", value_at(old_json, path), value_at(new_json, path))
             )
     else:
-        changes.append(
-            Change("body", "changed", f"{len(old_body)} bytes", f"{len(new.body)} bytes")
-        )
+        changes.append(body_change("body", old_body, new.body))
     return changes

@@ -17,6 +17,7 @@ from typing import Any
 
 from otel_replay import settings
 from otel_replay._workers import add_part, remove_part
+from otel_replay.capture import _uuids
 from otel_replay.capture._effect import use_tool_lists
 from otel_replay.capture._envelope import use_server
 from otel_replay.capture.frameworks import attach, detach
@@ -62,11 +63,13 @@ def install(session: ReplaySession) -> Callable[[], None]:
         settings.read("OTEL_REPLAY_WRITE_TOOLS"), settings.read("OTEL_REPLAY_READ_TOOLS")
     )
     attach()  # framework tools served as steps
+    _uuids.hold()  # and the application's own uuid draws
     # Workers multiprocessing starts fresh serve from this session's account (``_ledger``).
     add_part(PART, session.matcher.ledger.ticket, session.join)
 
     def undo() -> None:
         remove_part(PART)
+        _uuids.release()
         detach()
         use_server(None)
         for client, choose in reversed(wrapped):

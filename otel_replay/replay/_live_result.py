@@ -9,7 +9,7 @@ object or array, and ``error`` when it raised where it did not, or the other way
 
 from __future__ import annotations
 
-from otel_replay.replay._change import Change, change
+from otel_replay.replay._change import Change, body_change, change
 from otel_replay.replay._diff import json_paths_differing, parse_json, value_at
 
 __all__ = ["result_changes"]
@@ -32,9 +32,5 @@ def result_changes(
             for path in json_paths_differing(old, new)
         )
         return changes
-    changes.append(Change("result", "changed", _text(recorded), _text(live)))
+    changes.append(body_change("result", recorded, live))
     return changes
-
-
-def _text(body: bytes) -> str:
-    return body.decode("utf-8", errors="replace")

@@ -9,9 +9,14 @@
 3. ``messages``, for recorded steps without bytes (spans of another instrumentation): the
    same model asked the same conversation, role and text message by message, as the step's
    ``gen_ai.input.messages`` and ``gen_ai.system_instructions`` record it.
-4. ``position``: the n-th request to an endpoint takes the n-th recorded step of that
-   endpoint (or the next one not served yet). The request differs from the recording; the
-   divergence report says how.
+4. ``closest``: the recorded step of that endpoint not served yet whose request is closest
+   in content (:func:`closeness`: for a model call, the same conversation: the most messages
+   alike, then the same system prompt and tools), so a changed request of one of several
+   concurrent conversations is compared with its own conversation's step.
+5. ``position``: where content tells the steps left apart by nothing, the n-th request to an
+   endpoint takes the n-th recorded step of that endpoint (or the next one not served yet).
+
+At levels 4 and 5 the request differs from the recording; the divergence report says how.
 
 Within a level the lowest-index step not served yet wins, so identical requests are answered
 in recorded order and concurrent requests match by content, not by arrival order: threads,
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -44,15 +50,33 @@ from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._forks import mend_in_child
-from otel_replay.capture.codecs import Codec, detect
+from otel_replay.capture.codecs import Codec, LlmRequest, detect
 from otel_replay.errors import CodecError
-from otel_replay.replay._diff import json_paths_differing, parse_json, without_trace_context
+from otel_replay.replay._diff import (
+    json_paths_differing,
+    normal_message,
+    parse_json,
+    recorded_llm,
+    tool_schema_version,
+    without_trace_context,
+)
 from otel_replay.replay._ledger import Ledger
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
 
-__all__ = ["VOLATILE_FIELDS", "Awaited", "Match", "MatchKind", "Matcher", "Near"]
+__all__ = [
+    "VOLATILE_FIELDS",
+    "Awaited",
+    "Content",
+    "Match",
+    "MatchKind",
+    "Matcher",
+    "Near",
+    "closeness",
+    "content_of",
+    "recorded_content",
+]
 
-MatchKind = Literal["hash", "canonical", "messages", "position"]
+MatchKind = Literal["hash", "canonical", "messages", "closest", "position"]
 
 VOLATILE_FIELDS: frozenset[str] = frozenset(
     {"user", "metadata", "prompt_cache_key", "safety_identifier", "request_id"}
@@ -125,20 +149,24 @@ def _canonical_key(value: Any) -> str | None:
 
 
 def _texts(parts: Any) -> list[str]:
-    """The text contents of a list of GenAI message parts."""
+    """The text contents of a list of GenAI message parts, empty ones left out."""
     if not isinstance(parts, list):
         return []
     return [
         p["content"]
         for p in parts
-        if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("content"), str)
+        if isinstance(p, Mapping)
+        and p.get("type") == "text"
+        and isinstance(p.get("content"), str)
+        and p["content"]
     ]
 
 
 def _conversation_key(model: Any, system: Any, messages: Any) -> str | None:
     """What ``messages`` matching compares: the model, then role and texts message by message
     (system instructions first, as a ``system`` turn, so instrumentations that put them in
-    the history and those that keep them apart agree). None without messages."""
+    the history and those that keep them apart agree; roles as :func:`normal_message` names
+    them). None without messages."""
     if not isinstance(messages, list) or not messages:
         return None
     instructions = _texts(system)
@@ -146,8 +174,85 @@ def _conversation_key(model: Any, system: Any, messages: Any) -> str | None:
     for message in messages:
         if not isinstance(message, Mapping):
             return None
-        turns.append([message.get("role"), _texts(message.get("parts"))])
+        turns.append([normal_message(message)["role"], _texts(message.get("parts"))])
     return sha256_tag(canonical_json([model if isinstance(model, str) else None, turns]))
+
+
+Closeness = tuple[int, ...]
+"""How close a recorded request is to a live one; greater is closer, and equal values tell
+two recorded requests apart by nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """What :func:`closeness` reads of a request, read once: for a model call, its system
+    prompt (instructions, then the system turns it opens with, as canonical JSON of their
+    texts), its other messages (canonical JSON of :func:`normal_message`) and its tools;
+    for another call, its JSON body (None when not JSON)."""
+
+    system: bytes | None
+    messages: tuple[bytes, ...] = ()
+    tools: str | None = None
+    body: Any = None
+
+
+def content_of(llm: LlmRequest | None, body: Any) -> Content:
+    """The :class:`Content` of a request: ``llm`` the model call it makes (None: not one),
+    ``body`` its parsed JSON body."""
+    if llm is None:
+        return Content(None, body=without_trace_context(body))
+    system = _texts(llm.system_instructions)
+    messages = [normal_message(m) for m in llm.input_messages]
+    opening = 0
+    while opening < len(messages) and _role(messages[opening]) == "system":
+        system.extend(_texts(messages[opening].get("parts")))
+        opening += 1
+    rest = tuple(canonical_json(m) for m in messages[opening:])
+    return Content(canonical_json(system), rest, tool_schema_version(llm))
+
+
+def recorded_content(step: RecordedStep) -> Content:
+    """The :class:`Content` of a recorded step's request (from its span when it has no
+    bytes)."""
+    return content_of(recorded_llm(step), parse_json(step.request_body))
+
+
+def closeness(old: Content, new: Content) -> Closeness:
+    """How close request ``old`` is to ``new``, by content.
+
+    Model calls, from most telling: how many messages (system turns aside) the two have
+    alike at the same place (a conversation's history, tool call ids included, is its own),
+    whether their system prompts are the same, whether their tools are, how many characters
+    the first message that differs (else the system prompt) keeps at its two ends (an edit in
+    one place), and how near their message counts are. So a request of one of several
+    concurrent conversations is closest to that conversation's steps, whichever of them it
+    changed. Other JSON requests: the fewer fields differ, the closer. Anything else, or a
+    model call against another call: ``()``.
+    """
+    if old.system is not None and new.system is not None:
+        pairs = list(zip(old.messages, new.messages, strict=False))
+        first = next(((a, b) for a, b in pairs if a != b), (old.system, new.system))
+        return (
+            sum(a == b for a, b in pairs),
+            int(old.system == new.system),
+            int(old.tools == new.tools),
+            _ends_alike(*first),
+            -abs(len(old.messages) - len(new.messages)),
+        )
+    if old.system is None and new.system is None and old.body is not None and new.body is not None:
+        return (-len(json_paths_differing(old.body, new.body)),)
+    return ()
+
+
+def _ends_alike(a: bytes, b: bytes) -> int:
+    """How many bytes ``a`` and ``b`` share at their start and, after that, at their end."""
+    # Byte by byte is what is meant here: these are not paths.
+    head = len(os.path.commonprefix([a, b]))  # noqa: RUF071
+    return head + len(os.path.commonprefix([a[head:][::-1], b[head:][::-1]]))  # noqa: RUF071
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
 
 
 def _recorded_conversation(step: RecordedStep) -> str | None:
@@ -163,12 +268,19 @@ def _recorded_conversation(step: RecordedStep) -> str | None:
     )
 
 
-def _request_conversation(live: _Live) -> str | None:
+def _live_llm(live: _Live) -> LlmRequest | None:
+    """The model call a live request makes (None: not one, or one its codec refuses)."""
     if live.codec is None or not isinstance(live.parsed, Mapping):
         return None
     try:
-        llm = live.codec.parse_request(live.path, live.parsed)
+        return live.codec.parse_request(live.path, live.parsed)
     except CodecError:
+        return None
+
+
+def _request_conversation(live: _Live) -> str | None:
+    llm = _live_llm(live)
+    if llm is None:
         return None
     return _conversation_key(llm.model, llm.system_instructions, llm.input_messages)
 
@@ -194,6 +306,7 @@ class Matcher:
         self._by_endpoint: dict[str, list[RecordedStep]] = {}
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
         self._by_conversation: dict[str, list[RecordedStep]] | None = None
+        self._contents: dict[int, Content] = {}  # by step index, read when first needed
         # Recorded bodies by their bytes: a request whose bytes equal a recording's has that
         # recording's hash, found in a dict lookup instead of a sha256 of the body.
         self._hash_of_body: dict[bytes, str] = {}
@@ -245,7 +358,8 @@ class Matcher:
                 result = self._by_content(live, call_id) or self._by_messages(live)
             ordinal = ledger.arrive(endpoint)
             if result is None:
-                result = self._by_position(endpoint, ordinal)
+                assert live is not None
+                result = self._by_closeness(live, ordinal)
             if result is not None:
                 ledger.serve(result.step.index)
             if self._waiting:
@@ -342,16 +456,21 @@ class Matcher:
         return [s for s in self.run.steps if not served(s.index)]
 
     def nearest(self, method: str, url: str, body: bytes, count: int = 3) -> list[Near]:
-        """The ``count`` recorded steps closest to a request, fewest differing fields first
-        (same endpoint before others)."""
+        """The ``count`` recorded steps closest to a request: those of its endpoint first,
+        closest in content (:func:`closeness`) first, then those with the fewest differing
+        fields."""
         live = _read(method, url, body)
-        ranked: list[tuple[int, int, Near]] = []
+        content = content_of(_live_llm(live), live.parsed)
+        ranked: list[tuple[bool, Closeness, int, int, Near]] = []
         for step in self.run.steps:
             fields = _fields_differing(step, method, live.path, live.parsed)
             same = step.endpoint == live.endpoint
-            ranked.append((0 if same else 1, len(fields), Near(step, fields)))
-        ranked.sort(key=lambda item: (item[0], item[1], item[2].step.index))
-        return [near for _, _, near in ranked[:count]]
+            near = closeness(self._content(step), content) if same else ()
+            ranked.append(
+                (not same, tuple(-n for n in near), len(fields), step.index, Near(step, fields))
+            )
+        ranked.sort(key=lambda item: item[:4])
+        return [item[4] for item in ranked[:count]]
 
     def _take(self, steps: list[RecordedStep], how: MatchKind, call_id: str | None = None) -> Match:
         served = self.ledger.served
@@ -392,13 +511,30 @@ class Matcher:
         ]
         return self._take(candidates, "messages") if candidates else None
 
-    def _by_position(self, endpoint: str, ordinal: int) -> Match | None:
-        steps = self._by_endpoint.get(endpoint, ())
+    def _content(self, step: RecordedStep) -> Content:
+        content = self._contents.get(step.index)
+        if content is None:
+            content = self._contents[step.index] = recorded_content(step)
+        return content
+
+    def _by_closeness(self, live: _Live, ordinal: int) -> Match | None:
+        """The step not served yet of the live request's endpoint closest to it in content
+        (:func:`closeness`); where content tells them apart by nothing, the ``ordinal``-th
+        (or the next one not served yet), by position."""
+        steps = self._by_endpoint.get(live.endpoint, ())
         served = self.ledger.served
-        for step in steps[ordinal:]:
-            if not served(step.index):
-                return Match(step, "position")
-        return None
+        left = [step for step in steps if not served(step.index)]
+        later = [step for step in steps[ordinal:] if not served(step.index)]
+        after = {step.index for step in later}
+        if len(left) > 1:
+            content = content_of(_live_llm(live), live.parsed)
+            scores = [closeness(self._content(step), content) for step in left]
+            best = max(scores)
+            if any(score != best for score in scores):
+                closest = [step for step, score in zip(left, scores, strict=True) if score == best]
+                in_order = [step for step in closest if step.index in after] or closest
+                return Match(in_order[0], "closest")
+        return Match(later[0], "position") if later else None
 
     def _after_fork_in_child(self) -> None:
         # A thread of the parent may have held the lock; the account itself is shared.

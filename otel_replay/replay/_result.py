@@ -17,6 +17,7 @@ from otel_replay.capture._envelope import address
 from otel_replay.capture._run import qualified_name
 from otel_replay.replay._change import Change
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._textdiff import excerpts
 
 __all__ = [
     "AgentStatus",
@@ -30,12 +31,17 @@ __all__ = [
 ]
 
 _MESSAGE_LIMIT = 300
+# Changes that sum others up (a hash of the prompt, of the tool definitions): named after them.
+_DIGESTS = frozenset({"prompt hash", "tool schema version"})
+_MAX_NAMED = 5
 
 Outcome = Literal["identical", "diverged", "agent_failed", "bad_recording"]
 """What a replay came to: ``identical``; ``diverged`` (whatever the program did after);
 ``agent_failed``: every step as recorded, but the program failed (a non-zero exit status, a
-signal, an uncaught exception); or ``bad_recording``: a recorded step's value could not be
-given back (:class:`BadValue`), whatever happened before or after."""
+signal, an uncaught exception), or it failed before its first request (a script that is not
+there, an import error at its top: nothing was compared); or ``bad_recording``: a recorded
+step's value could not be given back (:class:`BadValue`), whatever happened before or
+after."""
 
 
 @dataclass(slots=True)  # not frozen: a frozen one took 1.1 µs of each replayed request to make
@@ -118,8 +124,13 @@ class ServedStep:
 
 
 def changes_from_json(data: Iterable[Mapping[str, Any]]) -> tuple[Change, ...]:
-    """Changes from their report-file form; raises KeyError/TypeError when damaged."""
-    return tuple(Change(c["field"], c["kind"], c["recorded"], c["replayed"]) for c in data)
+    """Changes from their report-file form; raises KeyError/TypeError when damaged. A
+    "change" between two equal values is no change and is left out."""
+    return tuple(
+        Change(c["field"], c["kind"], c["recorded"], c["replayed"])
+        for c in data
+        if c["kind"] != "changed" or c["recorded"] != c["replayed"]
+    )
 
 
 def live_event(order: int, changes: Iterable[Change]) -> dict[str, Any]:
@@ -156,16 +167,39 @@ class Divergence:
         return f"step {self.step} differs from the recording"
 
     def __repr__(self) -> str:
-        # What ``assert result.identical, result.first_divergence`` shows in a test: the
-        # step, the call, and its first change.
-        line = self.describe()
-        if self.kind == "changed" and self.served is not None:
-            line += f" ({self.served.method} {self.served.url})"
+        # What ``assert result.identical, result.first_divergence`` shows in a test, on one
+        # line: the step and its endpoint, then the change that says what changed (a
+        # message's text, not the prompt's hash, which only says that something did), then
+        # what else differs. pytest cuts the middle out of a repr past 240 characters (short
+        # of -vv), so the windows around a change are narrow.
+        served = self.served
+        if self.kind != "changed" or served is None:
+            return f"<Divergence: {self.describe()}>"
+        line = f"step {self.step} ({served.endpoint})" + (", ran live" if served.live else "")
+        if served.repeat and not self.changes:
+            line += ": requested again (it was already served)"
         if self.changes:
-            line += f": {self.changes[0].describe()}"
-            if len(self.changes) > 1:
-                line += f" (and {len(self.changes) - 1} more)"
+            first, *rest = sorted(self.changes, key=lambda c: c.field in _DIGESTS)
+            line += f": {_narrow(first)}"
+            if rest:
+                line += "; also differs: " + ", ".join(c.field for c in rest[:_MAX_NAMED])
+                if len(rest) > _MAX_NAMED:
+                    line += f" and {len(rest) - _MAX_NAMED} more"
         return f"<Divergence: {line}>"
+
+
+def _narrow(change: Change) -> str:
+    """``change`` on one line: a long text as a narrow window around its change, each side,
+    a line break as ``↵`` (pytest breaks the line at a ``\\n`` in a repr, and its summary
+    line would end before the change)."""
+    if change.kind == "changed" and not change.short:
+        recorded, replayed = (
+            (v or "").replace("\n", "↵") for v in (change.recorded, change.replayed)
+        )
+        windows = excerpts(recorded, replayed, context=16, width=40)
+        if windows is not None:
+            return f"{change.field}: {windows[0]} → {windows[1]}"
+    return change.describe()
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,12 +426,22 @@ class ReplayResult:
         return self.first_divergence is None and not self._network and self.bad_value is None
 
     @property
+    def failed_before_any_request(self) -> bool:
+        """The program failed before it made any request or network attempt (a script that
+        is not there, an import error at its top): its failure, not a divergence, is what
+        the replay found."""
+        return self.agent.failed and not self._steps and not self._network
+
+    @property
     def outcome(self) -> Outcome:
         """``bad_recording`` when a recorded value could not be given back, else
-        ``diverged`` when not :attr:`identical`, else ``agent_failed`` when the program
-        failed, else ``identical``."""
+        ``agent_failed`` when the program failed before any request, else ``diverged`` when
+        not :attr:`identical`, else ``agent_failed`` when the program failed, else
+        ``identical``."""
         if self.bad_value is not None:
             return "bad_recording"
+        if self.failed_before_any_request:
+            return "agent_failed"
         if not self.identical:
             return "diverged"
         return "agent_failed" if self.agent.failed else "identical"

@@ -1,10 +1,15 @@
 """Two recorded runs side by side: their steps aligned, and what differs, pair by pair.
 
-Steps are aligned in step order the way ``diff`` aligns lines: a step inserted or removed in
-one run shifts the rest without making them differ. Two steps are the same step when they
-have the same kind, method, endpoint and request hash; where runs disagree, steps are paired
-by kind and endpoint (the model call that took another prompt, the tool called with other
-arguments) and what is left over is a step only one run has.
+Two steps are the same step when they have the same kind, method, endpoint and request hash:
+the n-th such step of A is paired with the n-th of B, whatever their places (concurrent
+requests start in another order from one run to the next, and a replay matches them by
+content, so order alone is no difference). The steps left are aligned in step order the way
+``diff`` aligns lines: a step inserted or removed in one run shifts the rest without making
+them differ; steps are paired by kind and endpoint (the model call that took another prompt,
+the tool called with other arguments), the closest in content first where several could pair
+(a changed request of one of several conversations with that conversation's step), and what
+is left over is a step only one run has. Pairs are listed in A's order, a step only B has
+after the pair of the B step before it.
 
 A pair is compared with the replay's own comparison (:func:`request_changes`), so a diff
 speaks in the terms of the divergence report: model, parameters, messages, tools, arguments,
@@ -15,20 +20,24 @@ field by field, else the text whole, shown as the window around its change).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from otel_replay.replay._change import Change, category, change
+from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
     Request,
     json_paths_differing,
+    llm_changes,
     parse_json,
+    recorded_llm,
     request_changes,
     short_tag,
     value_at,
     without_trace_context,
 )
+from otel_replay.replay._match import closeness, recorded_content
 from otel_replay.replay._model import RecordedStep, Run
 
 __all__ = ["PairStatus", "RunDiff", "StepPair", "diff_runs", "step_changes"]
@@ -195,9 +204,23 @@ def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     return [*_request_changes(a, b), *_response_changes(a, b)]
 
 
-def _key(step: RecordedStep) -> tuple[str, str, str, str | None]:
-    """Steps with equal keys are the same step (their request bytes are the same)."""
+def _key(step: RecordedStep) -> tuple[str, str, str, str] | None:
+    """Steps with equal keys are the same step (their request bytes are the same); None
+    without a request hash."""
+    if step.request_hash is None:
+        return None
     return (step.kind, step.method.upper(), step.endpoint, step.request_hash)
+
+
+def _meaning(step: RecordedStep) -> tuple[str, str, bytes, tuple[bytes, ...]] | None:
+    """Model calls with equal meanings ask the same conversation (messages as
+    :func:`normal_message` makes them): the same step where one run has no request bytes
+    (another instrumentation's span) or they differ in what the conversation does not hold
+    (a parameter). None for any other step."""
+    content = recorded_content(step)
+    if content.system is None:
+        return None
+    return (step.kind, step.endpoint, content.system, content.messages)
 
 
 def _slot(step: RecordedStep) -> tuple[str, str]:
@@ -206,23 +229,74 @@ def _slot(step: RecordedStep) -> tuple[str, str]:
     return (step.kind, step.endpoint)
 
 
-def _align(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> Iterator[StepPair]:
-    keys_a, keys_b = [_key(s) for s in a], [_key(s) for s in b]
-    matcher = difflib.SequenceMatcher(a=keys_a, b=keys_b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            for x, y in zip(a[i1:i2], b[j1:j2], strict=True):
-                yield _pair(x, y)
+def _align(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> list[StepPair]:
+    pairs: list[StepPair] = []
+    left_a, left_b = _twins(a, b, _key, pairs)
+    left_a, left_b = _twins(left_a, left_b, _meaning, pairs)
+    pairs.extend(_align_block(left_a, left_b))
+    return _in_order(pairs, a, b)
+
+
+def _twins(
+    a: Sequence[RecordedStep],
+    b: Sequence[RecordedStep],
+    key: Callable[[RecordedStep], Hashable | None],
+    pairs: list[StepPair],
+) -> tuple[list[RecordedStep], list[RecordedStep]]:
+    """Pair the n-th step of A with the n-th of B that has the same ``key`` (None: a step
+    this key says nothing of), onto ``pairs``; the steps of each left unpaired, in order."""
+    same: dict[Hashable, deque[RecordedStep]] = {}
+    for y in b:
+        k = key(y)
+        if k is not None:
+            same.setdefault(k, deque()).append(y)
+    left_a: list[RecordedStep] = []
+    taken: set[int] = set()
+    for x in a:
+        k = key(x)
+        twins = same.get(k) if k is not None else None
+        if twins:
+            y = twins.popleft()
+            taken.add(y.index)
+            pairs.append(_pair(x, y))
         else:
-            yield from _align_block(a[i1:i2], b[j1:j2])
+            left_a.append(x)
+    return left_a, [y for y in b if y.index not in taken]
+
+
+def _in_order(
+    pairs: list[StepPair], a: Sequence[RecordedStep], b: Sequence[RecordedStep]
+) -> list[StepPair]:
+    """``pairs`` in A's order, a pair of B's step alone after the pair of the B step before
+    it (first when none is before it)."""
+    at_a = {step.index: place for place, step in enumerate(a)}
+    at_b = {step.index: place for place, step in enumerate(b)}
+    anchor: dict[int, int] = {}  # place in B -> place in A of its pair
+    for pair in pairs:
+        if pair.a is not None and pair.b is not None:
+            anchor[at_b[pair.b.index]] = at_a[pair.a.index]
+
+    def place(pair: StepPair) -> tuple[int, int, int]:
+        if pair.a is not None:
+            return (at_a[pair.a.index], 0, 0)
+        assert pair.b is not None
+        mine = at_b[pair.b.index]
+        before = max((p for p in anchor if p < mine), default=None)
+        return (-1 if before is None else anchor[before], 1, mine)
+
+    return sorted(pairs, key=place)
 
 
 def _align_block(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> Iterator[StepPair]:
-    """Steps of A and B that differ: paired by slot, then in order where the kinds agree."""
+    """Steps of A and B that differ: paired by slot (the closest in content first), then in
+    order where the kinds agree."""
     slots_a, slots_b = [_slot(s) for s in a], [_slot(s) for s in b]
     matcher = difflib.SequenceMatcher(a=slots_a, b=slots_b, autojunk=False)
-    for _op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
         xs, ys = a[i1:i2], b[j1:j2]
+        if op == "equal":
+            yield from _closest_pairs(xs, ys)
+            continue
         paired = 0
         while paired < min(len(xs), len(ys)) and xs[paired].kind == ys[paired].kind:
             yield _pair(xs[paired], ys[paired])
@@ -231,6 +305,25 @@ def _align_block(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> Iterat
             yield StepPair(x, None, "removed")
         for y in ys[paired:]:
             yield StepPair(None, y, "added")
+
+
+CLOSEST_MAX = 10_000
+"""Past this many candidate pairs (steps of A times steps of B) a block is paired in order:
+comparing each with each would take longer than the diff is worth."""
+
+
+def _closest_pairs(xs: Sequence[RecordedStep], ys: Sequence[RecordedStep]) -> Iterator[StepPair]:
+    """As many steps of one slot on each side: each of A's, in order, with the closest in
+    content of B's left (:func:`closeness`; the first of them on a tie)."""
+    if len(xs) * len(ys) > CLOSEST_MAX:
+        yield from (_pair(x, y) for x, y in zip(xs, ys, strict=True))
+        return
+    left = [(y, recorded_content(y)) for y in ys]
+    for x in xs:
+        mine = recorded_content(x)
+        scores = [closeness(mine, content) for _, content in left]
+        y, _ = left.pop(scores.index(max(scores)))
+        yield _pair(x, y)
 
 
 def _pair(a: RecordedStep, b: RecordedStep) -> StepPair:
@@ -246,19 +339,40 @@ def _same_request(a: RecordedStep, b: RecordedStep) -> bool:
 
 
 def _request_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """A step without request bytes (another instrumentation's span) is compared through what
+    its span says, as the replay compares a request with it; never by a hash of bytes that
+    only one side has."""
     changes: list[Change]
     if _same_request(a, b):
         changes = []
-    elif b.request_body is None:  # B has no request bytes: only the hashes say anything
-        changes = [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
-    else:
+    elif b.request_body is not None:
         changes = request_changes(a, Request(b.method, b.url or "", b.request_body))
-        if not changes and a.request_hash != b.request_hash:
+        if not changes and a.request_body is not None and a.request_hash != b.request_hash:
             # Bytes the request comparison sets aside (volatile fields, key order).
             changes = _set_aside_changes(a, b)
+    elif a.request_body is not None:  # only A has bytes: B is compared as a recording is
+        turned = request_changes(b, Request(a.method, a.url or "", a.request_body))
+        changes = [_reversed(c) for c in turned]
+    elif a.request_hash is not None and b.request_hash is not None:  # ours, without bytes
+        changes = [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
+    else:
+        old, new = recorded_llm(a), recorded_llm(b)
+        changes = [] if old is None or new is None else llm_changes(old, new, a, partial=True)
     if a.endpoint != b.endpoint:
         changes.insert(0, Change("endpoint", "changed", a.endpoint, b.endpoint))
     return changes
+
+
+_OPPOSITE: dict[ChangeKind, ChangeKind] = {
+    "added": "removed",
+    "removed": "added",
+    "changed": "changed",
+}
+
+
+def _reversed(c: Change) -> Change:
+    """A change of B → A told as A → B."""
+    return Change(c.field, _OPPOSITE[c.kind], c.replayed, c.recorded)
 
 
 def _set_aside_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
@@ -289,7 +403,7 @@ def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     if a.response_body != b.response_body:
         changes.extend(
             _json_changes("response", a.response_body, b.response_body)
-            or [_body_change("response body", a.response_body, b.response_body)]
+            or [body_change("response body", a.response_body, b.response_body)]
         )
     return changes
 
@@ -304,14 +418,6 @@ def _json_changes(label: str, old: bytes | None, new: bytes | None) -> list[Chan
         change(f"{label} {path}", value_at(old_json, path), value_at(new_json, path))
         for path in json_paths_differing(old_json, new_json)
     ]
-
-
-def _body_change(label: str, old: bytes, new: bytes) -> Change:
-    """Two bodies as whole text (an SSE stream, plain text), or as sizes when not text."""
-    try:
-        return Change(label, "changed", old.decode(), new.decode())
-    except UnicodeDecodeError:
-        return Change(label, "changed", f"{len(old)} bytes", f"{len(new)} bytes")
 
 
 def _category(field: str) -> str:

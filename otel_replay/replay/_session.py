@@ -79,7 +79,8 @@ class Answer(NamedTuple):  # made for every replayed request: a tuple is quick t
     ``chunks`` are the body's pieces in recorded order and ``times`` when each is due (ns after
     the request, zeros under ``fast`` timing). ``error_type`` set means: raise that transport
     error, before any response when ``status_code`` is None, after the chunks otherwise.
-    ``awaits`` says what each chunk, then the end, waits for (empty: nothing).
+    ``awaits`` says what each chunk, then the end, waits for (empty: nothing). ``complete``:
+    the recorded body reached its end (False: the program let the response go before it).
     """
 
     status_code: int | None
@@ -88,6 +89,7 @@ class Answer(NamedTuple):  # made for every replayed request: a tuple is quick t
     times: tuple[int, ...]
     error_type: str | None
     awaits: tuple[Awaited, ...] = ()
+    complete: bool = True
 
     @property
     def whole(self) -> bytes | None:
@@ -162,7 +164,7 @@ def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
     error = step.error_type if _is_exception(step.error_type) and not step.complete else None
     if step.status_code is None and error is None:
         error = step.error_type or "TransportError"
-    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits)
+    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
 
 
 _IGNORED = {

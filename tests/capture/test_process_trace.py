@@ -16,12 +16,13 @@ from typing import Any
 import httpx
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import otel_replay
 from otel_replay.capture import _process_trace
 from otel_replay.capture._run import current_run, start_process_run
 from otel_replay.testing import CaptureKit
+from tests.export._support import Pipeline
 
 URL = "http://tools.local/orders/A-1"
 
@@ -199,3 +200,71 @@ def test_the_root_is_exported_at_exit_after_its_steps(tmp_path: Path) -> None:
     assert {s["parent_id"] for s in steps} == {root["context"]["span_id"]}
     assert {s["context"]["trace_id"] for s in spans} == {root["context"]["trace_id"]}
     assert root["end_time"] == max(s["end_time"] for s in steps)
+
+
+def test_a_genai_span_started_with_no_parent_nests_under_the_root(
+    client_module: ModuleType,
+) -> None:
+    """Another instrumentation's call span with no parent (an SDK's own): it nests under the
+    process run's root, and the root ends where it ends. A span without GenAI attributes, one
+    with a parent, one of another tracer provider and one in a run() block keep theirs."""
+    genai = {"gen_ai.operation.name": "chat"}
+    with CaptureKit() as kit, _client(client_module) as client:
+        sdk = kit.tracer_provider.get_tracer("an.sdk")
+        elsewhere = TracerProvider().get_tracer("an.sdk")
+        with sdk.start_as_current_span("sdk.call", attributes=genai) as call:
+            client.get(URL)  # the step, beneath the call
+        plain = sdk.start_span("handle request")
+        plain.end()
+        with sdk.start_as_current_span("mine"):
+            child = sdk.start_span("sdk.call", attributes=genai)
+            child.end()
+        other = elsewhere.start_span("sdk.call", attributes=genai)
+        other.end()
+        with otel_replay.run(name="block"):
+            blocked = sdk.start_span("sdk.call", attributes=genai)
+            blocked.end()
+        late = sdk.start_span("sdk.call", attributes=genai)  # no step after it
+        late.end()
+    spans = kit.raw_spans()
+    roots = {s.name: s for s in _roots(spans)}
+    assert roots.keys() == {"invoke_agent pytest", "invoke_agent block"}
+    root, block = roots["invoke_agent pytest"], roots["invoke_agent block"]
+    assert root.context is not None and block.context is not None
+    (step,) = _steps(spans)
+    assert _parent(step) == call.get_span_context().span_id
+    # The step, beneath the call, made the root its run's.
+    assert dict(root.attributes or {})["replay.run.id"] == current_run().run_id
+    adopted = [s for s in spans if s.name == "sdk.call" and _parent(s) == root.context.span_id]
+    assert [s.context.span_id for s in adopted if s.context] == [
+        call.get_span_context().span_id,
+        late.get_span_context().span_id,
+    ]
+    assert {s.context.trace_id for s in (root, *adopted, step) if s.context} == {
+        root.context.trace_id
+    }
+    mine = next(s for s in spans if s.name == "mine")
+    assert plain.parent is None
+    assert mine.context is not None and _parent(child) == mine.context.span_id
+    assert other.get_span_context().trace_id != root.context.trace_id
+    assert _parent(blocked) == block.context.span_id
+    assert root.end_time == late.end_time
+
+
+def test_a_root_another_span_opened_is_a_runs_only_once_a_step_is_made_under_it(
+    client_module: ModuleType, tmp_path: Path
+) -> None:
+    genai = {"gen_ai.operation.name": "chat"}
+    with CaptureKit() as kit, _client(client_module) as client:
+        sdk = kit.tracer_provider.get_tracer("an.sdk")
+        sdk.start_span("sdk.call", attributes=genai).end()
+        start_process_run()  # ends that root: no step was made under it
+        sdk.start_span("sdk.call", attributes=genai).end()
+        client.get(URL)
+    first, second = sorted(_roots(kit.raw_spans()), key=lambda s: s.start_time or 0)
+    assert not any(k.startswith("replay.") for k in first.attributes or {})
+    assert dict(second.attributes or {})["replay.run.id"] == current_run().run_id
+    # A program whose GenAI spans made no step records no run.
+    with Pipeline(tmp_path / "store") as pipe:
+        pipe.provider.get_tracer("an.sdk").start_span("sdk.call", attributes=genai).end()
+    assert not (tmp_path / "store").exists()

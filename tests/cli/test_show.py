@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+import otel_replay
 from examples.support_agent import CONVERSATION
 from otel_replay._canonical import sha256_tag
 from tests.cli._checks import assert_bad_input
 from tests.cli._recording import CLAUDE, CLAUDE_PROMPT, ERRORS, SUPPORT, Recorded
+from tests.export._support import Pipeline
 
 Invoke = Callable[..., Result]
 
@@ -249,3 +251,38 @@ def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path)
     replayed = invoke("replay", str(trace), "--", sys.executable, "-c", "pass")
     assert replayed.exit_code == 1 and "tool:look" + escaped in replayed.stdout
     assert not _RAW.search(replayed.output), replayed.output
+
+
+def test_a_step_made_inside_another_is_marked_with_it(invoke: Invoke, tmp_path: Path) -> None:
+    """A tool whose body calls a tool that calls a tool: the inner steps are marked ``└ tool
+    in N`` (indented by depth), a note says what that means, and ``--json`` has ``within``."""
+
+    @otel_replay.tool(effect="read")
+    def stock(item: str) -> int:
+        return 3
+
+    @otel_replay.tool(effect="read")
+    def warehouse(item: str) -> dict[str, int]:
+        return {"stock": stock(item)}
+
+    @otel_replay.tool(effect="read")
+    def lookup(order_id: str) -> dict[str, int]:
+        return warehouse("headphones")
+
+    with Pipeline(tmp_path / "store") as pipe:
+        lookup("A-1")
+        otel_replay.now()
+        run_id = pipe.run.run_id
+    result = invoke("show", run_id, "--store", str(tmp_path / "store"))
+    assert result.exit_code == 0, result.output
+    rows = [row.split()[:6] for row in _steps(result.stdout)]
+    assert rows[:3] == [
+        ["0", "tool", "lookup", "(read)", '{"order_id":"A-1"}', '{"stock":3}'],
+        ["1", "└", "tool", "in", "0", "warehouse"],
+        ["2", "└", "tool", "in", "1", "stock"],
+    ]
+    assert rows[3][:3] == ["3", "value", "now"]  # an outer step again
+    assert "  └ tool in 1" in _steps(result.stdout)[2]  # one level deeper
+    assert result.stdout.splitlines()[-1].startswith("└ in N: made inside step N, by its body")
+    steps = _json(invoke, tmp_path / "store", run_id)["steps"]
+    assert [step.get("within") for step in steps] == [None, 0, 1, None]

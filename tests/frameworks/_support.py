@@ -81,10 +81,11 @@ def replay(recording: Recording, *flags: str, **env: str) -> subprocess.Complete
     )
 
 
-def replay_identically(recording: Recording) -> subprocess.CompletedProcess[str]:
-    """Replay ``recording`` and check it came out as recorded: exit 0, the same output first,
-    reported identical, no network attempt, no traceback, no refund written again."""
-    done = replay(recording)
+def replay_identically(recording: Recording, **env: str) -> subprocess.CompletedProcess[str]:
+    """Replay ``recording`` (with ``env``) and check it came out as recorded: exit 0, the same
+    output first, reported identical, no network attempt, no traceback, no refund written
+    again."""
+    done = replay(recording, **env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(recording.printed)
     assert f"replay of run {recording.run_id}" in done.stdout and "): identical" in done.stdout

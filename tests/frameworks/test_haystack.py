@@ -46,9 +46,10 @@ def test_the_agent_replays_identically_and_its_write_does_not_repeat(
     ) in printed
     assert '[tool] refund_order -> {"refund_id": "R-' in printed
     # "shipped" though the database now says "delivered", the same error text, the same
-    # refund id, the same number of streamed chunks.
+    # refund id, the same number of streamed chunks. The refund's uuid4() is a step within
+    # the write tool, which is served, not run: not requested again.
     done = replay_identically(recorded)
-    assert "12 requests, 12 served from 12 recorded steps" in done.stdout
+    assert "12 requests, 12 served from 13 recorded steps" in done.stdout
 
 
 def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) -> None:

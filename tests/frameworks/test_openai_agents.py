@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import ast
 import json
+from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
+from examples.otlp_sink import OtlpSink
 from tests.frameworks._support import (
     Recording,
     record,
@@ -39,7 +42,14 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest.fixture(scope="module")
-def bridged(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+def exported() -> Iterator[OtlpSink]:
+    """Every span the bridged recording exports over OTLP (the bridge's own included)."""
+    with OtlpSink() as sink:
+        yield sink
+
+
+@pytest.fixture(scope="module")
+def bridged(tmp_path_factory: pytest.TempPathFactory, exported: OtlpSink) -> Recording:
     return record(
         tmp_path_factory.mktemp("agents-bridge"),
         "_agents_sdk_agent.py",
@@ -48,6 +58,9 @@ def bridged(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "bridge",
         OTEL_REPLAY_WRITE_TOOLS="refund_order",
         OTEL_REPLAY_READ_TOOLS="lookup_order",
+        OTEL_TRACES_EXPORTER="replay,otlp",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+        OTEL_EXPORTER_OTLP_ENDPOINT=exported.grpc_endpoint,
     )
 
 
@@ -102,6 +115,31 @@ def test_the_sdks_own_execute_tool_span_is_enriched_not_doubled(bridged: Recordi
     assert refunds(bridged.database) == 0
     printed = bridged.printed.splitlines()[1].split("-> ", 1)[1]
     assert ast.literal_eval(printed)["status"] == "shipped"
+
+
+def test_a_bridged_run_is_one_trace_under_one_root_of_ours(
+    bridged: Recording, exported: OtlpSink
+) -> None:
+    spans = exported.spans()
+    assert len({s["trace_id"] for s in spans}) == 1
+    (root,) = [s for s in spans if s["parent_span_id"] is None]
+    assert (root["scope"], root["name"]) == ("otel_replay", "invoke_agent _agents_sdk_agent.py")
+    agents = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "invoke_agent"]
+    # Ours (the root), then the bridge's: a workflow span per Runner.run, beneath the root,
+    # and its agent span; none doubled.
+    assert Counter((s["scope"] == "otel_replay", s["name"]) for s in agents) == {
+        (True, "invoke_agent _agents_sdk_agent.py"): 1,
+        (False, "Agent workflow"): 2,
+        (False, "invoke_agent desk"): 2,
+    }
+    workflows = [s for s in agents if s["name"] == "Agent workflow"]
+    assert {s["parent_span_id"] for s in workflows} == {root["span_id"]}
+    steps = [
+        s["attributes"]["replay.step.index"]
+        for s in spans
+        if "replay.step.index" in s["attributes"]
+    ]
+    assert sorted(steps) == list(range(6))  # every step once: 4 model calls, 2 tools
 
 
 @pytest.fixture(scope="module")

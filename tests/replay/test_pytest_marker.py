@@ -29,12 +29,12 @@ import otel_replay
 def search_docs(query: str) -> list[str]:
     return [f"the page about {query}"]
 
-def run_agent(base_url: str, question: str = "Where is order A-1234?") -> str:
+def run_agent(base_url: str, question: str = "Where is order A-1234?", sign: str = "") -> str:
     client = openai.OpenAI(base_url=base_url, api_key="sk-marker-not-a-secret", max_retries=0)
     docs = search_docs(question) + search_docs("shipping times")
     reply = client.chat.completions.create(
         model="gpt-4o-mini",
-        messages=[{"role": "user", "content": question + "\\n" + "\\n".join(docs)}],
+        messages=[{"role": "user", "content": question + "\\n" + "\\n".join(docs) + sign}],
     )
     return reply.choices[0].message.content or ""
 """
@@ -56,6 +56,11 @@ def test_unchanged(replay_result):
 @pytest.mark.otel_replay(RUN, store=STORE)
 def test_changed_question(replay_result):
     run_agent(URL, question="Where is order B-9?")
+    assert replay_result.identical, replay_result.first_divergence
+
+@pytest.mark.otel_replay(RUN, store=STORE)
+def test_changed_prompt(replay_result):
+    run_agent(URL, sign="\\nThanks, Ann")
     assert replay_result.identical, replay_result.first_divergence
 
 @pytest.mark.otel_replay("export.json")
@@ -110,8 +115,15 @@ def test_a_marked_test_replays_its_recording_and_sees_what_it_found(tmp_path: Pa
     # A changed question is a divergence at the first tool call, shown with its change.
     assert "FAILED test_recorded.py::test_changed_question" in out, out
     assert (
-        "AssertionError: <Divergence: step 0 differs from the recording (TOOL "
-        "tool:search_docs): argument $.query: Where is order A-1234? → Where is order B-9?>"
+        "FAILED test_recorded.py::test_changed_question - AssertionError: <Divergence: step 0 "
+        "(tool:search_docs): argument $.query: Where is order A-1234? → Where is order B-9?>"
+    ) in out, out
+    # A changed prompt leads with the text that changed (on the summary's line), then the
+    # prompt's hash, which only says that something did.
+    assert (
+        "FAILED test_recorded.py::test_changed_prompt - AssertionError: <Divergence: step 2 "
+        "(openai.chat_completions): message 0: …shipping times → …shipping times↵Thanks, Ann; "
+        "also differs: prompt hash>"
     ) in out, out
     assert (
         "ERROR test_recorded.py::test_unmarked - Failed: replay_result needs the test marked "
@@ -121,7 +133,7 @@ def test_a_marked_test_replays_its_recording_and_sees_what_it_found(tmp_path: Pa
         "ERROR test_recorded.py::test_missing_run - Failed: otel-replay: cannot replay "
         "'r_20200101T000000_deadbeef'"
     ) in out
-    assert "1 failed, 2 passed, 2 errors" in out, out
+    assert "2 failed, 2 passed, 2 errors" in out, out
     assert "During handling" not in out
     assert "PytestUnknownMarkWarning" not in out + session.stderr
 

@@ -184,7 +184,7 @@ def test_a_changed_system_prompt_is_reported_field_by_field(
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "diverged — step 0 differs from the recording" in done.stdout
-    assert "first divergence: step 0 (openai.chat_completions), request 0, matched by position" in (
+    assert "first divergence: step 0 (openai.chat_completions), request 0, matched by closest" in (
         done.stdout
     )
     lines = done.stdout.splitlines()
@@ -233,7 +233,9 @@ def test_json_report_names_the_step_and_fields(agent_store: tuple[Path, str, str
     fields = [c["field"] for c in first["changes"]]
     assert fields == ["prompt hash", "system instructions (message 0)"]
     assert first["changes"][1]["replayed"] == "system: Be brief."
-    assert document["matched"] == {"hash": 3, "position": 6}
+    # Each model call is compared with the recorded one of its turn (the closest by content);
+    # the last one left, by position.
+    assert document["matched"] == {"hash": 3, "closest": 5, "position": 1}
     assert document["network_attempts"] == []
 
 

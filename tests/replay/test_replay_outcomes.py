@@ -187,6 +187,36 @@ def test_each_outcome_has_its_own_exit_status(
     assert document["identical"] is (outcome != "diverged")
 
 
+@pytest.mark.parametrize(
+    ("program", "failure"),
+    [
+        ("missing.py", "exited with status 2"),
+        (
+            "broken.py",
+            "raised ModuleNotFoundError: No module named 'no_such_module' and exited with status 1",
+        ),
+    ],
+)
+def test_a_program_that_never_started_is_the_agents_failure(
+    agent_store: AgentStore, tmp_path: Path, program: str, failure: str
+) -> None:
+    store, run, _ = agent_store
+    _script(tmp_path, "broken.py", "import no_such_module\n")
+    command = [sys.executable, str(tmp_path / program)]
+    done = replay(store, run, *command)
+    assert done.returncode == 3, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith(f"): the agent failed before its first request — it {failure}")
+    assert lines[-1] == f"the agent {failure}"
+    assert "never requested" not in done.stdout
+    assert "did not take it" not in done.stdout  # nothing said against the store
+    assert "not recorded (the program made no request)" in lines[-2]
+
+    document = _json(replay(store, run, *command, flags=["--json"]))
+    assert (document["outcome"], document["exit_code"]) == ("agent_failed", 3)
+    assert document["served"] == 0 and document["identical"] is False
+
+
 def test_an_agent_killed_by_a_signal_failed(agent_store: AgentStore, tmp_path: Path) -> None:
     store, run, _ = agent_store
     script = _run_agent_then(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")

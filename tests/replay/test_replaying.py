@@ -137,6 +137,11 @@ def test_a_block_that_raises_is_the_agent_failing(record: Recording) -> None:
     with otel_replay.replaying(run_id, store=store) as again:
         _ask(DEAD_URL, "Where is A-1?")
     assert again.outcome == "identical" and not again.agent.failed
+    # Raising before its first request, it failed; nothing of it was compared.
+    with pytest.raises(ImportError), otel_replay.replaying(run_id, store=store) as early:
+        raise ImportError("no module named agent_tools")
+    assert early.failed_before_any_request and early.outcome == "agent_failed"
+    assert not early.identical
 
 
 def test_a_replay_that_is_not_strict_counts_what_it_lets_through(record: Recording) -> None:

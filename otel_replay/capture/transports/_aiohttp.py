@@ -31,7 +31,15 @@ from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep
 from otel_replay.capture.transports._view import RequestView, raw_headers
 
-__all__ = ["CAPTURE", "REPLAY", "add_middleware", "instrument", "request_body", "wrap_request"]
+__all__ = [
+    "CAPTURE",
+    "REPLAY",
+    "add_middleware",
+    "closed_by_application",
+    "instrument",
+    "request_body",
+    "wrap_request",
+]
 
 CAPTURE = 0
 REPLAY = 1
@@ -219,7 +227,7 @@ class _TeeReader:
         super().set_exception(exc, *args)  # type: ignore[misc]
         step = _feeding.pop(id(self), None)
         if step is not None:
-            if exc is _closed_by_application():
+            if exc is closed_by_application():
                 step.finish(complete=False)  # released or closed before the end
             else:
                 step.fail(exc)
@@ -239,7 +247,7 @@ def _tee_class(reader: type[Any]) -> type[Any]:
 
 
 @cache
-def _closed_by_application() -> object:
+def closed_by_application() -> object:
     """The exception aiohttp puts into a response's reader when the application releases or
     closes the response early."""
     from aiohttp import client_reqrep  # noqa: PLC0415

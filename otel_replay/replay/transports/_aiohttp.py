@@ -8,8 +8,9 @@ body reader is fed the recorded chunks one at a time, as a socket would feed the
 the application waits for data it gets the next chunk (paced under ``timing="recorded"``), so
 ``iter_any``, ``iter_chunks``, ``readline`` and ``read()`` see what they saw. Redirects,
 ``raise_for_status`` and the application's middlewares run as usual around it. A request the
-recording lacks raises an ``aiohttp.ClientConnectionError`` that is also an
-:class:`~otel_replay.errors.UnmatchedConnectionError` in strict mode. A background call
+recording lacks raises ``otel_replay.errors.UnmatchedAiohttpRequestError`` in strict mode: an
+``aiohttp.ClientConnectionError`` that is also an
+:class:`~otel_replay.errors.UnmatchedConnectionError`. A background call
 (``OTEL_REPLAY_IGNORE``; an OpenTelemetry exporter's under strict replay) gets the session's
 own answer the same way.
 """
@@ -27,10 +28,16 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
+from otel_replay import errors
 from otel_replay.capture._loaded import module_class
-from otel_replay.capture.transports._aiohttp import REPLAY, Middleware, wrap_request
+from otel_replay.capture.transports._aiohttp import (
+    REPLAY,
+    Middleware,
+    closed_by_application,
+    wrap_request,
+)
 from otel_replay.capture.transports._view import raw_headers
-from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
+from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["install"]
@@ -61,7 +68,7 @@ def _middleware(session: ReplaySession) -> Middleware:
             try:
                 answer = session.answer(request.method, url, body, None, headers)
             except UnmatchedRequestError as exc:
-                raise _unmatched_class()(str(exc)) from None
+                raise errors.UnmatchedAiohttpRequestError(str(exc)) from None
         if answer is None:
             return await handler(request)  # not strict: live
         if answer.status_code is None:
@@ -69,17 +76,6 @@ def _middleware(session: ReplaySession) -> Middleware:
         return await _response(request, answer)
 
     return serve
-
-
-@cache
-def _unmatched_class() -> type[Exception]:
-    import aiohttp  # noqa: PLC0415
-
-    class UnmatchedAiohttpRequestError(UnmatchedConnectionError, aiohttp.ClientConnectionError):
-        """An unmatched request in strict replay, as aiohttp's callers catch connection
-        errors."""
-
-    return UnmatchedAiohttpRequestError
 
 
 def _error(answer: Answer) -> BaseException:
@@ -154,12 +150,25 @@ def _reader_class() -> type[Any]:
     from aiohttp import StreamReader  # noqa: PLC0415
 
     class ReplayReader(StreamReader):
-        """A body reader fed one recorded chunk each time a read waits for data."""
+        """A body reader fed one recorded chunk each time a read waits for data.
 
-        __slots__ = ("_otel_error", "_otel_pending", "_otel_started")
+        A response the program lets go before reading it all (a 429 it backs off on by its
+        status alone) is fed the rest of the recorded body, then its recorded end, as it lets
+        go: a socket delivers the body whether the program reads it or not, and every
+        recorded chunk came before the program let go in the recording. So what watches the
+        reader (the capture recording this replay) sees what was served, as it saw what the
+        server sent."""
+
+        __slots__ = ("_otel_complete", "_otel_error", "_otel_pending", "_otel_started")
+        _otel_complete: bool
         _otel_error: Exception | None
         _otel_pending: collections.deque[tuple[bytes, int]]
         _otel_started: float
+
+        def _otel_feed(self, chunk: bytes) -> None:
+            self.feed_data(chunk)
+            if self._http_chunk_splits is not None:
+                self.end_http_chunk_receiving()
 
         async def _wait(self, func_name: str) -> None:
             pending = self._otel_pending
@@ -169,14 +178,23 @@ def _reader_class() -> type[Any]:
                     delay = self._otel_started + due / 1e9 - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                self.feed_data(chunk)
-                if self._http_chunk_splits is not None:
-                    self.end_http_chunk_receiving()
+                self._otel_feed(chunk)
             elif self._otel_error is not None:
                 self.set_exception(self._otel_error)
                 raise self._otel_error
             else:
                 self.feed_eof()
+
+        def set_exception(self, exc: BaseException, *args: Any) -> None:
+            if exc is closed_by_application() and not self.is_eof():
+                pending = self._otel_pending
+                while pending:
+                    self._otel_feed(pending.popleft()[0])
+                if self._otel_error is not None:
+                    exc, args = self._otel_error, ()  # it came before the program let go
+                elif self._otel_complete:
+                    self.feed_eof()
+            super().set_exception(exc, *args)
 
     return ReplayReader
 
@@ -188,6 +206,7 @@ def _reader(answer: Answer, protocol: Any, loop: asyncio.AbstractEventLoop, chun
     )
     reader._otel_started = time.perf_counter()
     reader._otel_error = _error(answer) if answer.error_type is not None else None
+    reader._otel_complete = answer.complete
     if chunked:
         reader.begin_http_chunk_receiving()
     return reader

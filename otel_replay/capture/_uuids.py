@@ -1,0 +1,161 @@
+"""The application's own ``uuid.uuid4()`` and ``uuid.uuid1()`` as value steps, with no code
+change.
+
+While a recorder or a replay holds them (:func:`hold`), the ``uuid`` module's ``uuid4`` and
+``uuid1`` are ours. A call from the application's code (``_app_code``) is a value step named
+``uuid.uuid4`` (``uuid.uuid1``): recorded, and under replay given back from the recording, a
+draw the recording lacks being a divergence as for ``otel_replay.uuid4()``. A call from an
+installed package or the standard library (a framework's run ids, an SDK's idempotency keys)
+is the real one and never a step: judging the caller costs a dict lookup.
+
+Names the application's modules bound to the real functions before the hold (``from uuid
+import uuid4`` in a module imported before the instrumentor ran) are rebound to ours, and
+given back when the last holder lets go. A name bound while held keeps ours, which acts as
+the real function when no one holds it. A reference kept elsewhere before the hold (a
+dataclass field's ``default_factory=uuid4``) stays the real function.
+
+A replay of a recording that holds no such step (made before these draws were steps, or by
+code that never drew one) draws live, as that recording did.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import uuid as uuid_module
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from otel_replay._canonical import canonical_json
+from otel_replay.capture._app_code import application_frame, application_module
+from otel_replay.capture._envelope import named_call, perform, recorded_at
+from otel_replay.capture._jsonable import encode_exact
+from otel_replay.capture._unfit import Unfit, json_kind
+
+__all__ = ["REAL_UUID4", "draw", "hold", "release"]
+
+REAL_UUID4 = uuid_module.uuid4
+REAL_UUID1 = uuid_module.uuid1
+_NO_ARGUMENTS = b"{}"
+
+_lock = threading.Lock()
+_holders = 0
+# Where a real function was replaced by ours: (a module's names, the name, the real one).
+_replaced: list[tuple[dict[str, Any], str, Any]] = []
+# The loaded modules at the last hold, and the application's namespaces among them.
+_walked: list[Any] = []
+_found: list[dict[str, Any]] = []
+
+
+def draw(
+    name: str, live: Callable[[], uuid_module.UUID], arguments: bytes = _NO_ARGUMENTS
+) -> uuid_module.UUID:
+    """The value step ``name``: ``live()`` recorded, or the recorded uuid under replay."""
+    return perform(
+        named_call("value", name, arguments, instant=True),
+        live,
+        lambda value: encode_exact(str(value)),
+        _recorded_uuid,
+    )
+
+
+# uuid.uuid4 and uuid.uuid1 while held (their names, signatures and docstrings are the real
+# ones'). The caller is judged on every call: keep the way to the real function short.
+def uuid4() -> uuid_module.UUID:
+    if _holders and _from_application() and recorded_at("value", "uuid.uuid4"):
+        return draw("uuid.uuid4", REAL_UUID4)
+    return REAL_UUID4()
+
+
+def uuid1(node: int | None = None, clock_seq: int | None = None) -> uuid_module.UUID:
+    if _holders and _from_application() and recorded_at("value", "uuid.uuid1"):
+        given = {"node": node, "clock_seq": clock_seq}
+        arguments = canonical_json({k: v for k, v in given.items() if v is not None})
+        return draw("uuid.uuid1", lambda: REAL_UUID1(node, clock_seq), arguments)
+    return REAL_UUID1(node, clock_seq)
+
+
+def _from_application() -> bool:
+    """Whether the code that called ``uuid4``/``uuid1`` is the application's."""
+    try:
+        caller = sys._getframe(2)
+    except ValueError:  # called from C with no Python code below (an atexit callback)
+        return False
+    return application_frame(caller)
+
+
+functools.update_wrapper(uuid4, REAL_UUID4)
+functools.update_wrapper(uuid1, REAL_UUID1)
+_OURS: dict[Callable[..., uuid_module.UUID], Callable[..., uuid_module.UUID]] = {
+    REAL_UUID4: uuid4,
+    REAL_UUID1: uuid1,
+}
+
+
+def hold() -> None:
+    """Make the application's uuid draws steps, until as many :func:`release` calls."""
+    global _holders  # noqa: PLW0603 - one set of replacements per process
+    with _lock:
+        _holders += 1
+        if _holders > 1:
+            return
+        _replace(vars(uuid_module))
+        for names in _application_namespaces():
+            _replace(names)
+
+
+def release() -> None:
+    """Let go; the last holder to let go gives the real functions back where ours replaced
+    them."""
+    global _holders  # noqa: PLW0603 - one set of replacements per process
+    with _lock:
+        _holders = max(0, _holders - 1)
+        if _holders:
+            return
+        for names, name, real in reversed(_replaced):
+            if names.get(name) is _OURS[real]:
+                names[name] = real
+        _replaced.clear()
+
+
+def _application_namespaces() -> list[dict[str, Any]]:
+    """The namespaces of the application's loaded modules. Judging every loaded module is
+    the costly part of a hold (thousands of them under a framework), so it is remembered:
+    when no module was loaded or replaced since the last hold (compared in C), the last
+    hold's answer stands."""
+    global _walked, _found  # remembered for the next hold
+    modules = list(sys.modules.values())
+    try:
+        unchanged = modules == _walked
+    except Exception:  # an object standing in for a module compares as it likes
+        unchanged = False
+    if not unchanged:
+        found = []
+        for module in modules:
+            try:
+                names = vars(module)
+            except TypeError:  # a stand-in object with no namespace: left alone
+                continue
+            if names is not vars(uuid_module) and application_module(names):
+                found.append(names)
+        _walked, _found = modules, found
+    return _found
+
+
+def _replace(names: dict[str, Any]) -> None:
+    for name, value in list(names.items()):
+        if value is REAL_UUID4 or value is REAL_UUID1:
+            names[name] = _OURS[value]
+            _replaced.append((names, name, value))
+
+
+def _recorded_uuid(body: bytes) -> uuid_module.UUID:
+    text = orjson.loads(body)
+    try:
+        return uuid_module.UUID(text)
+    except (AttributeError, TypeError, ValueError):
+        what = "a string that is not one" if isinstance(text, str) else json_kind(text)
+        raise Unfit(f"the recorded uuid is not a UUID's text: {what}") from None
