@@ -118,8 +118,8 @@ _WHY = {
 
 
 def describe(effect: str, reason: str | None) -> str:
-    """``write (declared nowhere)``, ``read (OTEL_REPLAY_READ_TOOLS)``…: the effect and why;
+    """``write: declared nowhere``, ``read: OTEL_REPLAY_READ_TOOLS``…: the effect and why;
     the effect alone when the reason is not known (a step recorded before reasons were)."""
     if reason is None:
         return effect
-    return f"{effect} ({_WHY.get((effect, reason), reason)})"
+    return f"{effect}: {_WHY.get((effect, reason), reason)}"

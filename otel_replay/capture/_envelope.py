@@ -440,8 +440,8 @@ class _Open:
             elif call.effect is not None and call.effect.writes:
                 effect = describe(call.effect.effect, call.effect.reason)
                 message = (
-                    f"otel-replay: tool {call.name!r} is a {effect} and has no recorded call to "
-                    "serve; a write tool never runs in replay (OTEL_REPLAY_READ_TOOLS names the "
+                    f"otel-replay: tool {call.name!r} has no recorded call to serve, and a write "
+                    f"tool never runs in replay ({effect}; OTEL_REPLAY_READ_TOOLS names the "
                     "tools that only read)"
                 )
                 refused = unmatched(message)

@@ -196,10 +196,10 @@ def _kind(view: StepView, depth: int) -> Text:
 def _call(view: StepView) -> Text:
     if view.info.kind == "llm":
         return Text(view.info.model or view.info.provider or "?")
-    if view.info.kind in ENVELOPE_KINDS:  # tool:refund -> refund: write (declared nowhere)
+    if view.info.kind in ENVELOPE_KINDS:  # tool:refund -> refund (write: declared nowhere)
         name = (view.url or "").partition(":")[2] or "?"
         effect = view.effect and describe(view.effect, view.effect_reason)
-        return Text(f"{name}: {effect}" if effect else name)
+        return Text(f"{name} ({effect})" if effect else name)
     url = view.url or ""
     parts = urlsplit(url)
     shown = f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")

@@ -35,8 +35,9 @@ def _show(store: Path, run_id: str, *flags: str) -> str:
 
 
 def _shown_tools(store: Path, run_id: str) -> dict[str, str]:
-    """What ``show`` says of each tool (``name: effect (why)``), by tool name."""
-    shown = re.findall(r"^\s*\d+\s+tool\s+(\w+): (\w+ \([^)]*\))", _show(store, run_id), re.M)
+    """What ``show`` says of each tool whose effect has a reason (``name (effect: why)``), by
+    tool name."""
+    shown = re.findall(r"^\s*\d+\s+tool\s+(\w+) \((\w+: [^)]*)\)", _show(store, run_id), re.M)
     return dict(shown)
 
 
@@ -69,12 +70,12 @@ def test_an_undeclared_tool_is_a_write_and_never_runs_live(langgraph: Recording)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(langgraph.printed)
     assert _reported_tools(done.stdout) == [
-        ("tool:lookup_order", "identical", "write (declared nowhere)"),
-        ("tool:issue_refund", "identical", "write (declared nowhere)"),
+        ("tool:lookup_order", "identical", "write: declared nowhere"),
+        ("tool:issue_refund", "identical", "write: declared nowhere"),
     ]
     assert _shown_tools(langgraph.store, langgraph.run_id) == {
-        "lookup_order": "write (declared nowhere)",
-        "issue_refund": "write (declared nowhere)",
+        "lookup_order": "write: declared nowhere",
+        "issue_refund": "write: declared nowhere",
     }
 
 
@@ -86,13 +87,13 @@ def test_a_tool_the_setting_declares_a_read_runs_live_and_the_write_still_does_n
     assert done.returncode == 1, done.stdout + done.stderr  # today's read changed the run
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert _reported_tools(done.stdout) == [
-        ("tool:lookup_order", "live, differs: result", "read (OTEL_REPLAY_READ_TOOLS)"),
-        ("tool:issue_refund", "identical", "write (declared nowhere)"),
+        ("tool:lookup_order", "live, differs: result", "read: OTEL_REPLAY_READ_TOOLS"),
+        ("tool:issue_refund", "identical", "write: declared nowhere"),
     ]
     # The replay's own run records each tool's effect in it, and why.
     assert _shown_tools(langgraph.store, _replayed_run(done.stdout)) == {
-        "lookup_order": "read (OTEL_REPLAY_READ_TOOLS)",
-        "issue_refund": "write (declared nowhere)",
+        "lookup_order": "read: OTEL_REPLAY_READ_TOOLS",
+        "issue_refund": "write: declared nowhere",
     }
 
 
@@ -128,7 +129,9 @@ def test_a_recording_made_before_effects_had_reasons_replays_safely(
     with Store.open(old) as store:
         store.put(fixtures, spans)
     assert _shown_tools(old, langgraph.run_id) == {}  # no reason: the effect alone
-    assert re.search(r"^\s*\d+\s+tool\s+issue_refund: read\s", _show(old, langgraph.run_id), re.M)
+    assert re.search(
+        r"^\s*\d+\s+tool\s+issue_refund \(read\)\s", _show(old, langgraph.run_id), re.M
+    )
     listed = json.loads(_show(old, langgraph.run_id, "--json"))
     tools = [(s["effect"], s["effect_reason"]) for s in listed["steps"] if s["kind"] == "tool"]
     assert tools == [("read", None), ("read", None)]
@@ -137,8 +140,8 @@ def test_a_recording_made_before_effects_had_reasons_replays_safely(
     assert refunds(langgraph.database) == 0, "issue_refund ran live in a replay"
     assert done.returncode == 0, done.stdout + done.stderr
     assert _reported_tools(done.stdout) == [
-        ("tool:lookup_order", "identical", "write (declared nowhere)"),
-        ("tool:issue_refund", "identical", "write (declared nowhere)"),
+        ("tool:lookup_order", "identical", "write: declared nowhere"),
+        ("tool:issue_refund", "identical", "write: declared nowhere"),
     ]
 
 
@@ -165,7 +168,7 @@ def test_an_mcp_tool_runs_live_only_when_its_server_says_it_only_reads(mcp: Reco
     ]
     assert report["outcome"] == "diverged"  # lookup_order read today's "delivered"
     assert _shown_tools(mcp.store, mcp.run_id) == {
-        "lookup_order": "read (readOnlyHint true)",
-        "refund_order": "write (readOnlyHint false)",
-        "get_weather": "write (declared nowhere)",
+        "lookup_order": "read: readOnlyHint true",
+        "refund_order": "write: readOnlyHint false",
+        "get_weather": "write: declared nowhere",
     }

@@ -98,10 +98,10 @@ def test_live_read_tools_see_today_and_the_report_says_where(
         ["value:uuid4", "identical"],
         ["value:now", "identical"],
         ["openai.chat_completions", "identical"],
-        ["tool:lookup_order", "live, differs: result", "read (declared)"],
+        ["tool:lookup_order", "live, differs: result", "read: declared"],
         ["openai.chat_completions", "differs: prompt hash, messages"],
         ["openai.chat_completions", "differs: prompt hash, messages"],
-        ["tool:refund_order", "identical", "write (declared)"],  # served, never live
+        ["tool:refund_order", "identical", "write: declared"],  # served, never live
         ["openai.chat_completions", "differs: prompt hash, messages"],
         ["checkpoint:closed", "identical"],
     ]
