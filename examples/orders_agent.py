@@ -47,7 +47,7 @@ def open_database(path: str) -> sqlite3.Connection:
 DB = open_database(sys.argv[1] if len(sys.argv) > 1 else "orders.sqlite")
 
 
-@otel_replay.tool
+@otel_replay.tool(effect="read")  # only reads: replay --live-tools read may run it live
 def lookup_order(order_id: str) -> dict[str, Any]:
     """Get an order's status, item and total."""
     row = DB.execute(

@@ -35,6 +35,7 @@ __all__ = [
     "REPLAY_STEP_KIND",
     "REPLAY_STEP_WITHIN",
     "REPLAY_TOOL_EFFECT",
+    "REPLAY_TOOL_EFFECT_REASON",
     "REPLAY_TOOL_SCHEMA_VERSION",
     "REPLAY_VALUE_NAME",
     "ReplayFailureCategoryValues",
@@ -42,6 +43,7 @@ __all__ = [
     "ReplayModeValues",
     "ReplayStepKindValues",
     "ReplayToolEffectValues",
+    "ReplayToolEffectReasonValues",
 ]
 
 REPLAY_CODE_DIRTY: Final[str] = "replay.code.dirty"
@@ -289,6 +291,16 @@ Set on tool steps.
 Type: enum, values in :class:`ReplayToolEffectValues`; stability: development.
 """
 
+REPLAY_TOOL_EFFECT_REASON: Final[str] = "replay.tool.effect_reason"
+"""Why a tool step has its `replay.tool.effect`.
+
+Set on tool steps. A tool reads only when its author, its MCP server or `OTEL_REPLAY_READ_TOOLS`
+says so; any word that it writes outweighs those. Steps recorded before this attribute existed
+have none.
+
+Type: enum, values in :class:`ReplayToolEffectReasonValues`; stability: development.
+"""
+
 REPLAY_TOOL_SCHEMA_VERSION: Final[str] = "replay.tool.schema.version"
 """`sha256:<hex>` of the RFC 8785 canonical JSON of the tool definitions.
 
@@ -390,3 +402,22 @@ class ReplayToolEffectValues(str, Enum):
 
     WRITE = "write"
     """The tool has side effects; replay never runs it unless allowed."""
+
+
+class ReplayToolEffectReasonValues(str, Enum):
+    """Values of ``replay.tool.effect_reason`` (:data:`REPLAY_TOOL_EFFECT_REASON`)."""
+
+    DECLARED = "declared"
+    """The tool's author declared it (`@otel_replay.tool(effect=...)`)."""
+
+    HINT = "hint"
+    """The tool's MCP server said so (its `readOnlyHint` annotation)."""
+
+    SETTING = "setting"
+    """`OTEL_REPLAY_READ_TOOLS` or `OTEL_REPLAY_WRITE_TOOLS` names the tool."""
+
+    DEFAULT = "default"
+    """Nothing said the tool only reads, so it is taken to write."""
+
+    RECORDED = "recorded"
+    """The run this one replays recorded the tool as a write."""

@@ -288,8 +288,15 @@ SETTINGS: tuple[Setting, ...] = (
         "OTEL_REPLAY_WRITE_TOOLS",
         "",
         _names,
-        "comma-separated names or globs of framework tools that have side effects (never run "
-        "in replay)",
+        "comma-separated names or globs of tools that have side effects (never run in "
+        "replay); outweighs every word that a tool only reads",
+    ),
+    Setting(
+        "OTEL_REPLAY_READ_TOOLS",
+        "",
+        _names,
+        "comma-separated names or globs of framework tools that only read; a tool declared "
+        "nowhere is a write and never runs live",
     ),
     Setting(
         "OTEL_REPLAY_IGNORE",
@@ -326,6 +333,7 @@ class Settings:
     report: str | None
     live_read_tools: bool
     write_tools: tuple[str, ...]
+    read_tools: tuple[str, ...]
     ignore: IgnoreRules
 
 
@@ -395,5 +403,6 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         report=values["OTEL_REPLAY_REPORT"],
         live_read_tools=values["OTEL_REPLAY_LIVE_TOOLS"],
         write_tools=values["OTEL_REPLAY_WRITE_TOOLS"],
+        read_tools=values["OTEL_REPLAY_READ_TOOLS"],
         ignore=values["OTEL_REPLAY_IGNORE"],
     )

@@ -14,10 +14,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ENVELOPE_KINDS", "RunEnd", "RunFacts", "Step"]
+__all__ = ["ENVELOPE_KINDS", "RunEnd", "RunFacts", "Step", "describe_effect"]
 
 ENVELOPE_KINDS = ("tool", "value", "checkpoint")
 """The kinds of step recorded above HTTP (``otel_replay.tool``, values, checkpoints)."""
+
+_EFFECT_WHY = {
+    ("read", "hint"): "readOnlyHint true",
+    ("write", "hint"): "readOnlyHint false",
+    ("read", "setting"): "OTEL_REPLAY_READ_TOOLS",
+    ("write", "setting"): "OTEL_REPLAY_WRITE_TOOLS",
+    ("write", "default"): "declared nowhere",
+    ("write", "recorded"): "as recorded",
+}
+
+
+def describe_effect(effect: str, reason: str | None) -> str:
+    """``write: declared nowhere``, ``read: OTEL_REPLAY_READ_TOOLS``…: the effect and why;
+    the effect alone when the reason is not known (a step recorded before reasons were)."""
+    if reason is None:
+        return effect
+    return f"{effect}: {_EFFECT_WHY.get((effect, reason), reason)}"
 
 
 @dataclass(frozen=True, slots=True)

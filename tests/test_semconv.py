@@ -51,11 +51,13 @@ EXTRA_ATTRIBUTES = {
     "replay.response.chunk.times": "int[]",
     "replay.value.name": "string",
     "replay.step.within": "int",
+    "replay.tool.effect_reason": "string",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],
     "replay.step.kind": ["llm", "http", "tool", "value", "checkpoint"],
     "replay.tool.effect": ["read", "write"],
+    "replay.tool.effect_reason": ["declared", "hint", "setting", "default", "recorded"],
     "replay.failure.category": [
         "contract_violation",
         "environment_drift",
@@ -276,10 +278,14 @@ def test_enums_and_all():
         "ReplayModeValues",
         "ReplayStepKindValues",
         "ReplayToolEffectValues",
+        "ReplayToolEffectReasonValues",
         "ReplayFailureCategoryValues",
         "ReplayFailureSeverityValues",
     }
     assert [m.value for m in generated.ReplayToolEffectValues] == ENUMS["replay.tool.effect"]
+    assert [m.value for m in generated.ReplayToolEffectReasonValues] == ENUMS[
+        "replay.tool.effect_reason"
+    ]
     assert [m.value for m in generated.ReplayFailureCategoryValues] == ENUMS[
         "replay.failure.category"
     ]

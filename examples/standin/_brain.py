@@ -7,8 +7,9 @@ The rules, in order:
    weather, refund id, or the error the tool returned).
 2. Tools are offered (and `tool_choice` is not "none") -> tool calls decided from the latest
    user text, only for tools the request offers, several at once when several apply:
-     - "refund" / "money back" / "reimburse" + an order id -> `refund_order`
-       `{"order_id": "A-1234", "reason": ...}` (the id may come from an earlier user turn);
+     - "refund" / "money back" / "reimburse" + an order id -> `refund_order` (or
+       `issue_refund` when that is the one offered) `{"order_id": "A-1234", "reason": ...}`
+       (the id may come from an earlier user turn);
      - otherwise an order id like `A-1234` -> `lookup_order` `{"order_id": "A-1234"}`;
      - a known city, or "weather in <City>" -> `get_weather` `{"city": "Paris"}`.
 3. Otherwise a chatty answer (mentioning what the tools can do when tools are offered).
@@ -52,6 +53,7 @@ STRUCTURED_MODEL = "standin-structured"
 HANDOFF_PREFIX = "transfer_to_"
 OUTPUT_PREFIX = "final_result"
 _ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,8})\b", re.IGNORECASE)
+_REFUND_TOOLS = ("refund_order", "issue_refund")  # the first one offered is called
 _REFUND = re.compile(r"\b(refund|money back|reimburse|chargeback)", re.IGNORECASE)
 _WEATHER_IN = re.compile(r"\bweather\b.*?\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
 _CITY = re.compile(r"\b(" + "|".join(re.escape(c) for c in CITIES) + r")\b", re.IGNORECASE)
@@ -197,14 +199,15 @@ def _decide_tool_calls(prompt: Prompt, latest: int) -> tuple[ToolCall, ...]:
     calls: list[ToolCall] = []
     ids = list(dict.fromkeys(m.upper() for m in _ORDER_ID.findall(text)))
 
-    if _REFUND.search(text) and "refund_order" in offered:
+    refunder = next((name for name in _REFUND_TOOLS if name in offered), None)
+    if _REFUND.search(text) and refunder is not None:
         earlier = [m.text for m in prompt.messages[:latest] if m.role == "user"]
         for previous in reversed(earlier):
             if ids:
                 break
             ids = [m.upper() for m in _ORDER_ID.findall(previous)][-1:]
         reason = _refund_reason(text)
-        calls += [ToolCall("refund_order", {"order_id": i, "reason": reason}) for i in ids]
+        calls += [ToolCall(refunder, {"order_id": i, "reason": reason}) for i in ids]
     elif ids and "lookup_order" in offered:
         calls += [ToolCall("lookup_order", {"order_id": i}) for i in ids]
 
@@ -259,6 +262,7 @@ def _narration(calls: Sequence[ToolCall], rng: random.Random) -> str:
     what = {
         "lookup_order": "look up your order",
         "refund_order": "process that refund",
+        "issue_refund": "process that refund",
         "get_weather": "check the weather",
     }
     doing = " and ".join(dict.fromkeys(what.get(c.name, f"use {c.name}") for c in calls))

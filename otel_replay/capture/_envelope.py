@@ -45,12 +45,13 @@ from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
 from otel_replay._workers import in_pool_worker, unmatched
+from otel_replay.capture._effect import ToolEffect
 from otel_replay.capture._jsonable import restoring, shape_content_type, take_shape
 from otel_replay.capture._loaded import loaded_dotted_class
 from otel_replay.capture._run import current_run, qualified_name
 from otel_replay.capture._unfit import Unfit, first_line
 from otel_replay.errors import RecordedError, RecordedValueError, RecordedValueInPoolError
-from otel_replay.step import ENVELOPE_KINDS, Step
+from otel_replay.step import ENVELOPE_KINDS, Step, describe_effect
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
@@ -104,8 +105,9 @@ class Served:
     run_id: str
     index: int
     shape: str | None = None
-    effect: str | None = None
-    """A tool step's ``replay.tool.effect`` as recorded, when known."""
+    effect: ToolEffect | None = None
+    """A tool step's effect in this replay: the call's own, or the recording's word that it
+    writes (see ``_effect.in_replay``)."""
     order: int | None = None
     """The replay's number for the call it answered (what :meth:`Server.ran_live` names)."""
 
@@ -124,11 +126,13 @@ class Server(Protocol):
         body: bytes,
         request_hash: str | None = None,
         call_id: str | None = None,
+        effect: ToolEffect | None = None,
     ) -> Served | None:
         """The recorded answer to ``body`` (the canonical arguments as the call made them;
         ``request_hash`` the hash of their redacted form when already known; ``call_id`` the
-        model's tool call it answers, when known); None when there is none and the call may
-        run live. Raises UnmatchedRequestError in strict mode when there is none."""
+        model's tool call it answers, when known; ``effect`` a tool's, as the call has it);
+        None when there is none and the call may run live. Raises UnmatchedRequestError in
+        strict mode when there is none."""
 
     def holds(self, url: str) -> bool:
         """Whether the recording has any step at ``url`` (``checkpoint:langgraph.get_tuple``):
@@ -245,7 +249,7 @@ class Call:
     arguments: bytes
     span_name: str
     attributes: dict[str, Any] = field(default_factory=dict)
-    effect: str | None = None
+    effect: ToolEffect | None = None
     content_keys: tuple[str, str] | None = None
     """For tools: the GenAI attributes that carry the arguments and the result as text."""
     instant: bool = False
@@ -259,7 +263,7 @@ _TOOL_CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
 def tool_call(
     name: str,
     arguments: bytes,
-    effect: str,
+    effect: ToolEffect,
     *,
     description: str | None = None,
     schema_version: str | None = None,
@@ -273,7 +277,8 @@ def tool_call(
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
         "gen_ai.tool.type": "function",
-        A.REPLAY_TOOL_EFFECT: effect,
+        A.REPLAY_TOOL_EFFECT: effect.effect,
+        A.REPLAY_TOOL_EFFECT_REASON: effect.reason,
     }
     if schema_version is not None:
         attributes[A.REPLAY_TOOL_SCHEMA_VERSION] = schema_version
@@ -418,34 +423,40 @@ class _Open:
             method, url = address(call.kind, call.name)
             try:
                 call_id = call.attributes.get("gen_ai.tool.call.id")
-                self.served = server.serve(method, url, call.arguments, request_hash, call_id)
+                self.served = server.serve(
+                    method, url, call.arguments, request_hash, call_id, call.effect
+                )
             except BaseException as exc:
                 self.finish(_error_body(exc), qualified_name(exc))
                 raise
             if self.served is not None:
                 self.key = (self.served.run_id, self.served.index)
-                if self.served.effect == "write" and call.effect != "write":
-                    self._take_write_effect()
-                if server.live_read_tools and call.kind == "tool" and call.effect == "read":
+                if self.served.effect is not None and self.served.effect != call.effect:
+                    self._take_effect(self.served.effect)
+                if server.live_read_tools and call.effect is not None and not call.effect.writes:
                     # Matched and reported; the tool runs live, and its answer is compared.
                     self.live, self.served = self.served, None
-            elif call.effect == "write":
+            elif call.effect is not None and call.effect.writes:
+                effect = describe_effect(call.effect.effect, call.effect.reason)
                 message = (
-                    f"otel-replay: write tool {call.name!r} has no recorded call to serve, and "
-                    "a write tool never runs in replay"
+                    f"otel-replay: tool {call.name!r} has no recorded call to serve, and a write "
+                    f"tool never runs in replay ({effect}; OTEL_REPLAY_READ_TOOLS names the "
+                    "tools that only read)"
                 )
                 refused = unmatched(message)
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
 
-    def _take_write_effect(self) -> None:
+    def _take_effect(self, effect: ToolEffect) -> None:
         """The recording says this tool writes, whatever today's settings say (a replay run
-        without the ``OTEL_REPLAY_WRITE_TOOLS`` it was recorded with): it is a write tool, so
-        it never runs live, and the replay's own run records it as one."""
-        self.call.effect = "write"
-        self.call.attributes[A.REPLAY_TOOL_EFFECT] = "write"
+        without the ``OTEL_REPLAY_WRITE_TOOLS`` it was recorded with): it is a write tool
+        (``effect``, reason ``recorded``), so it never runs live, and the replay's own run
+        records it as one."""
+        self.call.effect = effect
+        said = {A.REPLAY_TOOL_EFFECT: effect.effect, A.REPLAY_TOOL_EFFECT_REASON: effect.reason}
+        self.call.attributes.update(said)
         if self.span is not None and self.owns_span:
-            self.span.set_attribute(A.REPLAY_TOOL_EFFECT, "write")
+            self.span.set_attributes(said)
 
     def _open(self, end_attrs: dict[str, Any]) -> Span:
         """Start the step's span: the run's and the call's attributes, the request's, and

@@ -35,6 +35,7 @@ from otel_replay.capture import _family, _uuids, package, transports
 from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
 from otel_replay.capture._durable import DurableFlush
+from otel_replay.capture._effect import use_tool_lists
 from otel_replay.capture._envelope import use_recorder
 from otel_replay.capture._failed import describe_with
 from otel_replay.capture._handoff import handoff
@@ -110,7 +111,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         use_recorder(self.recorder)
         describe_with(self.recorder.redactor, content)  # a failed run's message (_failed)
         _family.start()  # workers started fresh continue the current run
-        attach(config.write_tools)  # framework tools (LangChain, Agents SDK, MCP) as steps
+        use_tool_lists(config.write_tools, config.read_tools)
+        attach()  # framework tools (LangChain, Agents SDK, MCP) as steps
         _uuids.hold()  # the application's own uuid.uuid4() draws as value steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so they run before their exit flush; the

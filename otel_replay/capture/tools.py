@@ -2,7 +2,7 @@
 
 ::
 
-    @otel_replay.tool                      # effect="read"
+    @otel_replay.tool(effect="read")       # may run live under replay --live-tools read
     def lookup_order(order_id: str) -> Order: ...
 
     @otel_replay.tool(effect="write")
@@ -16,7 +16,8 @@ checked against the input schema before the body runs, the result against the ou
 after; a violation raises :class:`~otel_replay.errors.ToolContractError`, recorded as the
 step's ``error.type``. Under replay the body does not run: the recorded result comes back
 (restored to the annotated return type), or the recorded exception is raised again. A write
-tool never runs under replay.
+tool never runs under replay; a tool is a write unless declared ``effect="read"`` (or named in
+``OTEL_REPLAY_READ_TOOLS``): a bare ``@otel_replay.tool`` writes (see ``_effect``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from otel_replay.capture._contract import Contract, bound_arguments, contract_for
+from otel_replay.capture._effect import Effect, effect_of
 from otel_replay.capture._envelope import (
     Call,
     current_call_key,
@@ -38,7 +40,6 @@ from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 
 __all__ = ["Effect", "idempotency_key", "tool"]
 
-Effect = Literal["read", "write"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -49,7 +50,7 @@ def tool(fn: F, /) -> F: ...
 @overload
 def tool(
     *,
-    effect: Effect = "read",
+    effect: Effect | None = None,
     name: str | None = None,
     description: str | None = None,
     input_schema: Mapping[str, Any] | None = None,
@@ -61,7 +62,7 @@ def tool(
     fn: F | None = None,
     /,
     *,
-    effect: Effect = "read",
+    effect: Effect | None = None,
     name: str | None = None,
     description: str | None = None,
     input_schema: Mapping[str, Any] | None = None,
@@ -69,11 +70,15 @@ def tool(
 ) -> F | Callable[[F], F]:
     """Make ``fn`` (sync or async) a tool step; usable bare or with options.
 
+    ``effect="read"`` lets a replay run it live (``--live-tools read``); without it the tool
+    is a write, unless ``OTEL_REPLAY_READ_TOOLS`` names it, and ``OTEL_REPLAY_WRITE_TOOLS``
+    makes even a declared read a write.
+
     ``name`` defaults to the function's name and ``description`` to its docstring; the
     schemas default to the ones its type hints give (see ``_contract``). Raises ConfigError
     when a given schema is not a valid JSON Schema, ValueError for an unknown ``effect``.
     """
-    if effect not in ("read", "write"):
+    if effect not in ("read", "write", None):
         raise ValueError(f"effect must be 'read' or 'write', not {effect!r}")
 
     def decorate(function: F) -> F:
@@ -85,12 +90,12 @@ def tool(
     return decorate if fn is None else decorate(fn)
 
 
-def _wrap(function: F, contract: Contract, effect: Effect) -> F:
+def _wrap(function: F, contract: Contract, effect: Effect | None) -> F:
     def call_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
         return tool_call(
             contract.name,
             encode(bound_arguments(contract.signature, args, kwargs)),
-            effect,
+            effect_of(contract.name, declared=effect),
             description=contract.description,
             schema_version=contract.version,
         )

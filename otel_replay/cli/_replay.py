@@ -130,8 +130,10 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     type=click.Choice(["read"]),
     default=None,
     help="read: run read tools live against today's world (their recorded calls are still "
-    "matched; a live result that differs from the recorded one diverges at that step). Write "
-    "tools never run.",
+    "matched; a live result that differs from the recorded one diverges at that step). A tool "
+    'reads only when declared so (effect="read", an MCP readOnlyHint, OTEL_REPLAY_READ_TOOLS); '
+    "every other tool is a write, and write tools never run. The report's effect column says "
+    "why.",
 )
 @click.option(
     "--json",

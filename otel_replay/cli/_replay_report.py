@@ -20,6 +20,7 @@ from otel_replay.cli._tables import safe_text, table
 from otel_replay.replay._change import Change, category
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 from otel_replay.replay._textdiff import excerpts
+from otel_replay.step import describe_effect
 
 __all__ = ["change_lines", "render"]
 
@@ -115,6 +116,10 @@ def change_lines(change: Change, labels: tuple[str, str] = ("recorded", "replaye
 
 def _steps_table(steps: list[ServedStep]) -> Table:
     steps_table = table("request", "step", "endpoint", "matched", "fidelity", "result")
+    # A tool's effect, and why (it decides whether a tool may run live), when there is one.
+    effects = any(step.effect is not None for step in steps)
+    if effects:
+        steps_table.add_column("effect")
     for step in steps:
         # A matched call that ran live (--live-tools read) says so before how it compared.
         ran = "live, " if step.live else ""
@@ -127,14 +132,18 @@ def _steps_table(steps: list[ServedStep]) -> Table:
             outcome = Text(f"{ran}repeated", style="yellow")
         else:
             outcome = Text(f"{ran}identical", style="green")
-        steps_table.add_row(
+        row = [
             Text(str(step.order)),
             Text("-" if step.recorded is None else str(step.recorded)),
             Text(step.endpoint),
             Text(step.how),
             Text(step.fidelity or "-"),
             outcome,
-        )
+        ]
+        if effects:
+            effect = step.effect and describe_effect(step.effect, step.effect_reason)
+            row.append(Text(effect or ""))
+        steps_table.add_row(*row)
     return steps_table
 
 

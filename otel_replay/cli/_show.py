@@ -26,11 +26,12 @@ def show(run: str, store: str | None, as_json: bool) -> None:
 
     RUN is a run id, a unique prefix of one, or `latest` (the newest recording). The header
     gives the run's mode (record, or replay/fork of the run it re-executed). For each step:
-    index, kind, model (or method and URL of a plain HTTP call), the prompt (last user
-    message) and the response (text, or tool calls as name(arguments)), duration and time to
-    first chunk in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when
-    a response was cut short). A step made inside another's body (an MCP call inside a
-    LangChain tool, a tool's HTTP request) is marked `└ KIND in N`, N the outer step.
+    index, kind, model (or method and URL of a plain HTTP call; for a tool, its name, its
+    effect and why: `refund (write: declared nowhere)`), the prompt (last user message) and
+    the response (text, or tool calls as name(arguments)), duration and time to first chunk
+    in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when a response
+    was cut short). A step made inside another's body (an MCP call inside a LangChain tool, a
+    tool's HTTP request) is marked `└ KIND in N`, N the outer step.
     """
     with open_store(store) as opened:
         info = resolve_run(opened, run)

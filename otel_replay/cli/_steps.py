@@ -53,6 +53,8 @@ class StepView:
     response: str = ""
     effect: str | None = None
     """A tool step's ``replay.tool.effect`` (read, write), when its span says."""
+    effect_reason: str | None = None
+    """Why it has that effect (``replay.tool.effect_reason``), when its span says."""
     within: int | None = None
     """The step whose body made this one (``replay.step.within``): a replay serves that step
     whole and does not make this one again."""
@@ -88,6 +90,7 @@ class StepView:
         }
         if self.effect is not None:
             out["effect"] = self.effect
+            out["effect_reason"] = self.effect_reason
         if self.within is not None:
             out["within"] = self.within
         if info.kind == "llm":
@@ -154,8 +157,9 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
         return attribute(span, key) if span is not None else None
 
     view = StepView(info=info, method=attr("http.request.method"), url=attr("url.full"))
-    effect = attr("replay.tool.effect")
+    effect, reason = attr(A.REPLAY_TOOL_EFFECT), attr(A.REPLAY_TOOL_EFFECT_REASON)
     view.effect = effect if isinstance(effect, str) else None
+    view.effect_reason = reason if isinstance(reason, str) else None
     within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.fixture(info).within
     view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")

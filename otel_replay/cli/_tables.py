@@ -21,7 +21,7 @@ from otel_replay.cli._format import (
     when,
 )
 from otel_replay.cli._messages import prompt_preview
-from otel_replay.step import ENVELOPE_KINDS
+from otel_replay.step import ENVELOPE_KINDS, describe_effect
 from otel_replay.store import Retention, RunInfo
 
 if TYPE_CHECKING:  # the steps' views (and the codecs behind them) load only where used
@@ -197,9 +197,10 @@ def _kind(view: StepView, depth: int) -> Text:
 def _call(view: StepView) -> Text:
     if view.info.kind == "llm":
         return Text(view.info.model or view.info.provider or "?")
-    if view.info.kind in ENVELOPE_KINDS:  # tool:lookup_order -> lookup_order (write)
+    if view.info.kind in ENVELOPE_KINDS:  # tool:refund -> refund (write: declared nowhere)
         name = (view.url or "").partition(":")[2] or "?"
-        return Text(f"{name} ({view.effect})" if view.effect else name)
+        effect = view.effect and describe_effect(view.effect, view.effect_reason)
+        return Text(f"{name} ({effect})" if effect else name)
     url = view.url or ""
     parts = urlsplit(url)
     shown = f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")

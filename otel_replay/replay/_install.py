@@ -18,6 +18,7 @@ from typing import Any
 from otel_replay import settings
 from otel_replay._workers import add_part, remove_part
 from otel_replay.capture import _uuids
+from otel_replay.capture._effect import use_tool_lists
 from otel_replay.capture._envelope import use_server
 from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
@@ -58,7 +59,10 @@ def install(session: ReplaySession) -> Callable[[], None]:
     for guard in guards:
         guard.install()
     use_server(session)
-    attach(settings.read("OTEL_REPLAY_WRITE_TOOLS"))  # framework tools served as steps
+    use_tool_lists(
+        settings.read("OTEL_REPLAY_WRITE_TOOLS"), settings.read("OTEL_REPLAY_READ_TOOLS")
+    )
+    attach()  # framework tools served as steps
     _uuids.hold()  # and the application's own uuid draws
     # Workers multiprocessing starts fresh serve from this session's account (``_ledger``).
     add_part(PART, session.matcher.ledger.ticket, session.join)

@@ -54,7 +54,9 @@ class ServedStep:
     recorded request (empty when identical) and, for a step that ran live, from the recorded
     answer (``result $.path``, ``error``). ``live``: the call was not answered from the
     recording (an unmatched request let through, or a read tool under ``--live-tools read``,
-    matched all the same).
+    matched all the same). ``effect`` and ``effect_reason``: a tool call's effect in the
+    replay and why it has it (``write``, ``default``; see ``capture._effect``), None for other
+    calls.
     """
 
     order: int
@@ -68,6 +70,8 @@ class ServedStep:
     fidelity: str | None
     changes: tuple[Change, ...]
     live: bool = False
+    effect: str | None = None
+    effect_reason: str | None = None
 
     @property
     def identical(self) -> bool:
@@ -95,6 +99,8 @@ class ServedStep:
             "fidelity": self.fidelity,
             "changes": [c.to_json() for c in self.changes],
             "live": self.live,
+            "effect": self.effect,
+            "effect_reason": self.effect_reason,
         }
 
     @classmethod
@@ -112,6 +118,8 @@ class ServedStep:
             fidelity=data["fidelity"],
             changes=changes_from_json(data["changes"]),
             live=bool(data.get("live", False)),
+            effect=data.get("effect"),
+            effect_reason=data.get("effect_reason"),
         )
 
 

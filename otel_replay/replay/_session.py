@@ -48,6 +48,7 @@ from otel_replay._ignore import (
 from otel_replay._printable import printable
 from otel_replay._workers import unmatched
 from otel_replay.capture._bodies import is_sse
+from otel_replay.capture._effect import ToolEffect, in_replay
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
@@ -270,28 +271,29 @@ class ReplaySession:
         body: bytes,
         request_hash: str | None = None,
         call_id: str | None = None,
+        effect: ToolEffect | None = None,
     ) -> Served | None:
         """The recorded answer to a step beyond HTTP (a tool call, a value, a checkpoint),
         ``body`` its canonical arguments, redacted here as the capture redacts them
         (``request_hash``: their hash when the capture computed it; ``call_id``: the model's
-        tool call it answers); None or UnmatchedRequestError as :meth:`answer`."""
+        tool call it answers; ``effect``: a tool's, as the call has it, which the recording
+        may outweigh); None or UnmatchedRequestError as :meth:`answer`."""
         body = self._redactor.body(body)
-        served = self._served_step(method, url, body, request_hash, call_id=call_id)
+        served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order = served
+        step, order, effect = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
-        effect = step.attributes.get(A.REPLAY_TOOL_EFFECT)
         return Served(
             step.response_body,
             step.error_type,
             self.run.run_id,
             step.index,
             shape,
-            effect if isinstance(effect, str) else None,
+            effect,
             order,
         )
 
@@ -326,10 +328,11 @@ class ReplaySession:
         request_hash: str | None,
         sent: bool = False,
         call_id: str | None = None,
-    ) -> tuple[RecordedStep, int] | None:
+        effect: ToolEffect | None = None,
+    ) -> tuple[RecordedStep, int, ToolEffect | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
-        serving recorded; None (recorded as live) or UnmatchedRequestError (strict) when none
-        does.
+        serving recorded and the effect of a tool call (``effect``, the call's own) in the
+        replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -348,9 +351,14 @@ class ReplaySession:
         if match is None:
             match = self.matcher.match(method, url, body, request_hash, call_id)
         if match is None:
-            self._record_unmatched(method, url, body, request_hash)
+            self._record_unmatched(method, url, body, request_hash, effect)
             return None
         step = match.step
+        if effect is not None:
+            attrs = step.attributes
+            effect = in_replay(
+                effect, attrs.get(A.REPLAY_TOOL_EFFECT), attrs.get(A.REPLAY_TOOL_EFFECT_REASON)
+            )
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
@@ -366,9 +374,11 @@ class ReplaySession:
                 repeat=match.repeat,
                 fidelity=step.fidelity,
                 changes=changes,
+                effect=None if effect is None else effect.effect,
+                effect_reason=None if effect is None else effect.reason,
             )
         )
-        return step, order
+        return step, order, effect
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
@@ -452,7 +462,11 @@ class ReplaySession:
         # for appending), as is the matcher's account.
         self._lock = threading.Lock()
 
-    def _record_unmatched(self, method: str, url: str, body: bytes, request_hash: str) -> None:
+    def _record_unmatched(
+        self, method: str, url: str, body: bytes, request_hash: str, effect: ToolEffect | None
+    ) -> None:
+        """A request no recorded step answers: refused (strict), else it runs live, but for a
+        write tool (``effect``), which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
             partial(
@@ -466,7 +480,9 @@ class ReplaySession:
                 repeat=False,
                 fidelity=None,
                 changes=(),
-                live=not self.strict,
+                live=not self.strict and not (effect is not None and effect.writes),
+                effect=None if effect is None else effect.effect,
+                effect_reason=None if effect is None else effect.reason,
             )
         )
         if self.strict:

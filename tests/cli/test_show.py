@@ -277,7 +277,7 @@ def test_a_step_made_inside_another_is_marked_with_it(invoke: Invoke, tmp_path: 
     assert result.exit_code == 0, result.output
     rows = [row.split()[:6] for row in _steps(result.stdout)]
     assert rows[:3] == [
-        ["0", "tool", "lookup", "(read)", '{"order_id":"A-1"}', '{"stock":3}'],
+        ["0", "tool", "lookup", "(read:", "declared)", '{"order_id":"A-1"}'],
         ["1", "└", "tool", "in", "0", "warehouse"],
         ["2", "└", "tool", "in", "1", "stock"],
     ]

@@ -5,7 +5,10 @@ The first question runs the graph synchronously (``lookup_order``, a sync tool, 
 ``ToolNode`` and ``tool.invoke``), the second asynchronously (``refund_order``, an async tool,
 through ``tool.ainvoke``).
 
-    python _langgraph_agent.py orders.sqlite
+    python _langgraph_agent.py orders.sqlite [REFUND_TOOL]
+
+REFUND_TOOL names the refund tool (default ``refund_order``; the stand-in also calls
+``issue_refund``).
 
 Environment: STANDIN_URL, the stand-in model provider.
 """
@@ -31,13 +34,15 @@ def lookup_order(order_id: str) -> dict[str, Any]:
     return lookup(DB, order_id)
 
 
-@tool
 async def refund_order(order_id: str, reason: str) -> dict[str, Any]:
     """Refund an order in full."""
     return refund(DB, order_id, reason)
 
 
-TOOLS = [lookup_order, refund_order]
+refund_tool = tool(sys.argv[2] if len(sys.argv) > 2 else "refund_order")(refund_order)
+
+
+TOOLS = [lookup_order, refund_tool]
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ TOOLS = [
 ]
 
 
-@otel_replay.tool
+@otel_replay.tool(effect="read")
 def lookup_order(order_id: str) -> dict[str, Any]:
     return lookup(DB, order_id)
 

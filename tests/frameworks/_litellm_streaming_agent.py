@@ -52,7 +52,7 @@ TOOLS = [
 OPTIONS = {"tools": TOOLS, "stream": True, "stream_options": {"include_usage": True}}
 
 
-@otel_replay.tool
+@otel_replay.tool(effect="read")
 def lookup_order(order_id: str) -> dict[str, Any]:
     return lookup(DB, order_id)
 

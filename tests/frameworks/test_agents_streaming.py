@@ -33,6 +33,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         f"r_agents_streaming_{api}",
         api,
         OTEL_REPLAY_WRITE_TOOLS="refund_order",
+        OTEL_REPLAY_READ_TOOLS="lookup_order,get_weather",
     )
 
 

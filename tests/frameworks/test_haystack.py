@@ -30,6 +30,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "_haystack_agent.py",
         "r_haystack",
         OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 

@@ -32,6 +32,7 @@ from tests.export._support import ROOT, Pipeline
 from tests.frameworks._orders import open_database
 
 RUNS: list[str] = []
+LANGCHAIN_READS = "read_*,flaky_supplier,ship_and_report"  # inventory is declared nowhere
 
 
 @tool
@@ -127,6 +128,7 @@ def langchain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         tmp_path_factory.mktemp("langchain") / "store",
         langchain_agent,
         OTEL_REPLAY_WRITE_TOOLS="reserve_*",
+        OTEL_REPLAY_READ_TOOLS=LANGCHAIN_READS,
     )
     assert RUNS == [
         "read_stock",
@@ -142,17 +144,22 @@ def langchain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
 
 def test_langchain_tools_are_steps_with_effects_and_nesting(langchain: Recorded) -> None:
     steps = [
-        (t["gen_ai.tool.name"], t["replay.tool.effect"], t.get("replay.step.within"))
+        (
+            t["gen_ai.tool.name"],
+            t["replay.tool.effect"],
+            t["replay.tool.effect_reason"],
+            t.get("replay.step.within"),
+        )
         for t in langchain.tools()
     ]
     assert steps == [
-        ("read_stock", "read", None),
-        ("reserve_stock", "write", None),  # OTEL_REPLAY_WRITE_TOOLS=reserve_*
-        ("flaky_supplier", "read", None),
-        ("ship", "write", None),  # one step, the decorator's, with its declared effect
-        ("ship_and_report", "read", None),
-        ("ship", "write", 4),  # made inside ship_and_report's body
-        ("inventory", "read", None),
+        ("read_stock", "read", "setting", None),  # OTEL_REPLAY_READ_TOOLS=read_*,...
+        ("reserve_stock", "write", "setting", None),  # OTEL_REPLAY_WRITE_TOOLS=reserve_*
+        ("flaky_supplier", "read", "setting", None),
+        ("ship", "write", "declared", None),  # one step, the decorator's, its declared effect
+        ("ship_and_report", "read", "setting", None),
+        ("ship", "write", "declared", 4),  # made inside ship_and_report's body
+        ("inventory", "write", "default", None),  # declared nowhere
     ]
     tools = langchain.tools()
     assert tools[0]["gen_ai.tool.call.id"] == "call_1"
@@ -174,15 +181,23 @@ def test_a_named_write_tool_never_runs_while_read_tools_run_live(
 ) -> None:
     RUNS.clear()
     monkeypatch.setenv("OTEL_REPLAY_WRITE_TOOLS", "reserve_*")
+    monkeypatch.setenv("OTEL_REPLAY_READ_TOOLS", LANGCHAIN_READS)
     with otel_replay.replaying(langchain.run_id, store=str(langchain.store), live_tools="read"):
         langchain_agent()
     assert "read_stock" in RUNS and "reserve_stock" not in RUNS and "ship" not in RUNS
+    assert not any(run.startswith("inventory") for run in RUNS)  # declared nowhere: a write
     RUNS.clear()
-    # Not named where the replay runs: the recording's word that it writes is enough.
+    # Not named a writer where the replay runs, even (wrongly) named a reader: the
+    # recording's word that it writes is enough.
     monkeypatch.delenv("OTEL_REPLAY_WRITE_TOOLS")
-    with otel_replay.replaying(langchain.run_id, store=str(langchain.store), live_tools="read"):
+    monkeypatch.setenv("OTEL_REPLAY_READ_TOOLS", f"{LANGCHAIN_READS},reserve_*")
+    with otel_replay.replaying(
+        langchain.run_id, store=str(langchain.store), live_tools="read"
+    ) as result:
         langchain_agent()
     assert "read_stock" in RUNS and "reserve_stock" not in RUNS and "ship" not in RUNS
+    (reserved,) = result.tool_calls("reserve_stock")
+    assert (reserved.live, reserved.effect, reserved.effect_reason) == (False, "write", "recorded")
 
 
 def test_hooks_come_off_when_nobody_holds_them() -> None:
@@ -233,11 +248,14 @@ def mcp_run(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 
 
 def test_mcp_calls_are_steps_whose_effect_the_server_gave(mcp_run: Recorded) -> None:
-    effects = [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in mcp_run.tools()]
+    effects = [
+        (t["gen_ai.tool.name"], t["replay.tool.effect"], t["replay.tool.effect_reason"])
+        for t in mcp_run.tools()
+    ]
     assert effects == [
-        ("lookup_order", "read"),  # readOnlyHint: true
-        ("lookup_order", "read"),
-        ("refund_order", "write"),  # readOnlyHint: false, learnt from the hook's own listing
+        ("lookup_order", "read", "hint"),  # readOnlyHint: true
+        ("lookup_order", "read", "hint"),
+        ("refund_order", "write", "hint"),  # readOnlyHint: false, from the hook's own listing
     ]
     found, missing, refunded = mcp_run.seen
     assert found.structured_content["status"] == "shipped"
@@ -245,17 +263,46 @@ def test_mcp_calls_are_steps_whose_effect_the_server_gave(mcp_run: Recorded) -> 
     assert refunded.structured_content["status"] == "issued"
 
 
-def test_naming_a_writer_outranks_a_server_that_says_it_only_reads() -> None:
-    from otel_replay.capture.frameworks._effect import effect_of, use_write_tools
+@pytest.mark.parametrize(
+    ("name", "declared", "read_only", "expected"),
+    [
+        ("get_weather", None, None, ("write", "default")),  # declared nowhere: a write
+        ("get_weather", None, True, ("read", "hint")),
+        ("get_weather", None, False, ("write", "hint")),
+        ("get_weather", "read", None, ("read", "declared")),
+        ("get_weather", "write", None, ("write", "declared")),
+        ("read_stock", None, None, ("read", "setting")),  # OTEL_REPLAY_READ_TOOLS=read_*
+        ("read_stock", "write", None, ("write", "declared")),  # a word that it writes wins
+        ("read_stock", None, False, ("write", "hint")),
+        ("lookup_order", None, True, ("write", "setting")),  # OTEL_REPLAY_WRITE_TOOLS wins
+        ("lookup_order", "read", None, ("write", "setting")),  # over a declared read too
+        ("lookup_both", None, None, ("write", "setting")),  # named in both lists
+        ("Read_stock", None, None, ("write", "default")),  # names match case-sensitively
+    ],
+)
+def test_a_tool_reads_only_when_said_so_and_a_word_that_it_writes_wins(
+    name: str, declared: Any, read_only: bool | None, expected: tuple[str, str]
+) -> None:
+    from otel_replay.capture._effect import ToolEffect, effect_of, use_tool_lists
 
-    use_write_tools(("lookup_*",))
+    use_tool_lists(write=("lookup_*",), read=("read_*", "lookup_both"))
     try:
-        assert effect_of("lookup_order", read_only=True) == "write"  # the user's word wins
-        assert effect_of("refund_order", read_only=False) == "write"  # the server's word
-        assert effect_of("get_weather", read_only=True) == "read"
-        assert effect_of("get_weather") == "read"
+        assert effect_of(name, declared=declared, read_only=read_only) == ToolEffect(*expected)
     finally:
-        use_write_tools(())
+        use_tool_lists((), ())
+
+
+def test_a_recorded_write_outweighs_todays_read_unless_it_was_the_default() -> None:
+    from otel_replay.capture._effect import ToolEffect, in_replay
+
+    read = ToolEffect("read", "setting")
+    assert in_replay(read, "write", "setting") == ToolEffect("write", "recorded")
+    assert in_replay(read, "write", None) == ToolEffect("write", "recorded")  # an old run's
+    assert in_replay(read, "write", "default") == read  # nobody said it writes: today decides
+    assert in_replay(read, "read", "hint") == read
+    assert in_replay(read, None, None) == read
+    written = ToolEffect("write", "default")
+    assert in_replay(written, "read", "declared") == written  # a recorded read never loosens
 
 
 def test_mcp_calls_replay_from_the_recording(mcp_run: Recorded) -> None:
@@ -295,7 +342,7 @@ def test_a_framework_version_we_do_not_know_is_left_alone(
     monkeypatch.setattr(frameworks, "_warned", set())  # one warning per process: this one
     RUNS.clear()
     with caplog.at_level("WARNING", logger="otel_replay"):
-        frameworks.attach(())
+        frameworks.attach()
         try:
             assert hasattr(vars(BaseTool)["run"], "__wrapped__")  # LangChain is hooked
         finally:

@@ -28,6 +28,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "_langgraph_agent.py",
         "r_langgraph",
         OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 
@@ -66,7 +67,13 @@ def test_each_tool_call_is_one_tool_step_with_its_effect(recorded: Recording) ->
 def test_a_named_write_tool_never_runs_even_when_read_tools_run_live(
     recorded: Recording,
 ) -> None:
-    done = replay(recorded, "--live-tools", "read", OTEL_REPLAY_WRITE_TOOLS="refund_*")
+    done = replay(
+        recorded,
+        "--live-tools",
+        "read",
+        OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
+    )
     assert done.returncode == 1, done.stdout + done.stderr  # today's read changed the run
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert "network attempts: 0" in done.stdout
@@ -76,9 +83,9 @@ def test_a_named_write_tool_never_runs_even_when_read_tools_run_live(
 def test_a_tool_recorded_as_a_write_never_runs_though_the_replay_forgot_the_setting(
     recorded: Recording,
 ) -> None:
-    # Recorded with OTEL_REPLAY_WRITE_TOOLS=refund_*, replayed on a machine without it: the
-    # recording's word that refund_order writes is enough.
-    done = replay(recorded, "--live-tools", "read")
+    # Recorded with OTEL_REPLAY_WRITE_TOOLS=refund_*, replayed on a machine without it, that
+    # even says every tool only reads: the recording's word that refund_order writes is enough.
+    done = replay(recorded, "--live-tools", "read", OTEL_REPLAY_READ_TOOLS="*")
     assert '"status": "delivered"' in done.stdout  # read tools did run live
     assert refunds(recorded.database) == 0, "a tool recorded as a write ran in a replay"
     assert "network attempts: 0" in done.stdout

@@ -38,6 +38,7 @@ def commanded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "_langgraph_command_agent.py",
         "r_langgraph_command",
         OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 

@@ -119,7 +119,7 @@ def test_each_call_tool_is_one_step_and_the_session_is_http_steps(streamable: Re
     assert [(t["gen_ai.tool.name"], t["replay.tool.effect"]) for t in tools] == [
         ("lookup_order", "read"),  # readOnlyHint: true
         ("refund_order", "write"),  # readOnlyHint: false
-        ("get_weather", "read"),  # no hint, not named in OTEL_REPLAY_WRITE_TOOLS
+        ("get_weather", "write"),  # no hint, not named in OTEL_REPLAY_READ_TOOLS
     ]
     assert json.loads(tools[1]["gen_ai.tool.call.result"])["structuredContent"]["status"] == (
         "issued"

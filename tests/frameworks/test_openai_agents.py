@@ -37,6 +37,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         f"r_agents_{api}",
         api,
         OTEL_REPLAY_WRITE_TOOLS="refund_order",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 
@@ -56,6 +57,7 @@ def bridged(tmp_path_factory: pytest.TempPathFactory, exported: OtlpSink) -> Rec
         "chat",
         "bridge",
         OTEL_REPLAY_WRITE_TOOLS="refund_order",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
         OTEL_TRACES_EXPORTER="replay,otlp",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
         OTEL_EXPORTER_OTLP_ENDPOINT=exported.grpc_endpoint,

@@ -35,6 +35,7 @@ def _record(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Recording:
         f"r_pydantic_ai_{how}",
         *args,
         OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 
@@ -89,7 +90,13 @@ def test_a_changed_system_prompt_diverges_at_the_first_call(plain: Recording) ->
 
 
 def test_a_named_write_tool_never_runs_even_when_read_tools_run_live(plain: Recording) -> None:
-    done = replay(plain, "--live-tools", "read", OTEL_REPLAY_WRITE_TOOLS="refund_*")
+    done = replay(
+        plain,
+        "--live-tools",
+        "read",
+        OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
+    )
     assert done.returncode == 1, done.stdout + done.stderr  # today's read changed the run
     assert '"status":"delivered"' in done.stdout  # lookup_order read today's database
     assert "network attempts: 0" in done.stdout

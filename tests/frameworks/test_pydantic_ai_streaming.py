@@ -33,6 +33,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "_pydantic_ai_streaming_agent.py",
         "r_pydantic_ai_streaming",
         OTEL_REPLAY_WRITE_TOOLS="refund_order,file_ticket",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 

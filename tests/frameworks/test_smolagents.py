@@ -30,6 +30,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         "_smolagents_agent.py",
         "r_smolagents",
         OTEL_REPLAY_WRITE_TOOLS="refund_*",
+        OTEL_REPLAY_READ_TOOLS="lookup_order",
     )
 
 

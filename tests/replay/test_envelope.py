@@ -47,7 +47,7 @@ class Order:
     placed: dt.datetime
 
 
-@otel_replay.tool
+@otel_replay.tool(effect="read")
 def lookup_order(order_id: str, verbose: bool = False) -> Order:
     """Get an order."""
     RUNS["lookup_order"] = RUNS.get("lookup_order", 0) + 1
@@ -291,15 +291,21 @@ def test_show_lists_tools_values_and_checkpoints(
     shown = run_cli("show", run_id, "--store", str(store), env={"COLUMNS": "250"})
     assert shown.exit_code == 0, shown.stderr
     rows = shown.stdout.splitlines()[3:]
-    assert re.search(r"^2\s+tool\s+lookup_order \(read\)\s+\{\"order_id\":\"A-1234\"", rows[2])
+    assert re.search(
+        r"^2\s+tool\s+lookup_order \(read: declared\)\s+\{\"order_id\":\"A-1234\"", rows[2]
+    )
     assert rows[2].rstrip().endswith(" ok")
     assert re.search(r"^3\s+value\s+read_config\s", rows[3])
     assert rows[4].rstrip().endswith("OutOfStock")
-    assert re.search(r"^5\s+tool\s+refund \(write\)", rows[5])
+    assert re.search(r"^5\s+tool\s+refund \(write: declared\)", rows[5])
     assert re.search(r"^6\s+checkpoint\s+done\s+\{\}\s+\{\"turns\":3\}", rows[6])
     listed = json.loads(run_cli("show", run_id, "--store", str(store), "--json").stdout)
     tools = [step for step in listed["steps"] if step["kind"] == "tool"]
-    assert [step.get("effect") for step in tools] == ["read", "read", "write"]
+    assert [(step.get("effect"), step.get("effect_reason")) for step in tools] == [
+        ("read", "declared"),
+        ("read", "declared"),
+        ("write", "declared"),
+    ]
 
 
 def test_live_read_tools_run_and_write_tools_still_do_not(
@@ -314,6 +320,49 @@ def test_live_read_tools_run_and_write_tools_still_do_not(
     # Each live call is marked live and compared with its recorded answer (here: the same).
     assert [(s.live, s.identical) for s in result.tool_calls("lookup_order")] == [(True, True)] * 2
     assert [s.live for s in result.tool_calls("refund")] == [False]
+
+
+@otel_replay.tool
+def brand_new(order_id: str) -> str:
+    """A tool the recording never saw, declared nowhere: a write."""
+    RUNS["brand_new"] = RUNS.get("brand_new", 0) + 1
+    return order_id
+
+
+@otel_replay.tool(effect="read")
+def brand_new_read(order_id: str) -> str:
+    RUNS["brand_new_read"] = RUNS.get("brand_new_read", 0) + 1
+    return order_id
+
+
+def test_a_tool_the_recording_never_saw_runs_in_a_lax_replay_only_if_declared_a_read(
+    recorded: tuple[Path, str, dict[str, Any], list[Any]],
+) -> None:
+    store, run_id, _, _ = recorded
+    with otel_replay.replaying(run_id, store=str(store), strict=False) as result:
+        agent()
+        with pytest.raises(UnmatchedRequestError) as refused:
+            brand_new("A-1")
+        assert brand_new_read("A-2") == "A-2"
+    assert str(refused.value) == (
+        "otel-replay: tool 'brand_new' has no recorded call to serve, and a write tool never "
+        "runs in replay (write: declared nowhere; OTEL_REPLAY_READ_TOOLS names the tools that "
+        "only read)"
+    )
+    assert RUNS == {"brand_new_read": 1}
+    (new,), (read,) = result.tool_calls("brand_new"), result.tool_calls("brand_new_read")
+    assert (new.recorded, new.live, new.effect, new.effect_reason) == (
+        None,
+        False,
+        "write",
+        "default",
+    )
+    assert (read.recorded, read.live, read.effect, read.effect_reason) == (
+        None,
+        True,
+        "read",
+        "declared",
+    )
 
 
 def test_a_live_read_tool_that_answers_otherwise_diverges_at_its_own_step(

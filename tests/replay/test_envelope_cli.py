@@ -55,11 +55,13 @@ def _replay(store: Path, database: Path, *flags: str) -> subprocess.CompletedPro
     )
 
 
-def _table(stdout: str) -> list[str]:
-    """The rows of the report's steps table."""
+def _table(stdout: str) -> list[list[str]]:
+    """The rows of the report's steps table, each cell a string (the effect column is empty
+    but for tools)."""
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("request   step"))
-    return [line for line in lines[start + 2 :] if re.match(r"\d+ +\d+ ", line)]
+    rows = [line for line in lines[start + 2 :] if re.match(r"\d+ +\d+ ", line)]
+    return [re.split(r"\s{2,}", row.strip()) for row in rows]
 
 
 def _refunds(database: Path) -> int:
@@ -91,14 +93,15 @@ def test_live_read_tools_see_today_and_the_report_says_where(
         "first divergence: step 3 (tool:lookup_order), request 3, matched by hash, ran live\n"
         "  result $.status: shipped → delivered\n"
     ) in done.stdout
-    assert [line.split(None, 5)[2::3] for line in _table(done.stdout)] == [
+    # Each tool's effect, and why: declared by @otel_replay.tool(effect=...).
+    assert [[row[2], *row[5:]] for row in _table(done.stdout)] == [
         ["value:uuid4", "identical"],
         ["value:now", "identical"],
         ["openai.chat_completions", "identical"],
-        ["tool:lookup_order", "live, differs: result"],
+        ["tool:lookup_order", "live, differs: result", "read: declared"],
         ["openai.chat_completions", "differs: prompt hash, messages"],
         ["openai.chat_completions", "differs: prompt hash, messages"],
-        ["tool:refund_order", "identical"],  # a write tool: served, never live
+        ["tool:refund_order", "identical", "write: declared"],  # served, never live
         ["openai.chat_completions", "differs: prompt hash, messages"],
         ["checkpoint:closed", "identical"],
     ]

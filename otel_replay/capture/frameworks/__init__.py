@@ -9,7 +9,7 @@ A framework that is not installed costs nothing; a framework version whose shape
 not recognise is left alone, with one warning, and its tools run as they would without us.
 
 Each hook's module says where it cuts in and how results are recorded and given back;
-``_effect`` says which tools write (``OTEL_REPLAY_WRITE_TOOLS``, an MCP server's hint).
+``capture._effect`` says which tools only read (and may run live in a replay).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from otel_replay.capture.frameworks import (
     _pydantic_ai,
     _smolagents,
 )
-from otel_replay.capture.frameworks._effect import use_write_tools
 
 __all__ = ["attach", "detach"]
 
@@ -69,13 +68,12 @@ _awaiting: set[str] = set()
 _warned: set[str] = set()  # one warning per framework per process
 
 
-def attach(write_tools: tuple[str, ...] = ()) -> None:
+def attach() -> None:
     """Hold the hooks (nesting): patch the frameworks imported already, and the others when
-    they are. ``write_tools`` are names or globs of tools that have side effects."""
+    they are."""
     global _holders  # noqa: PLW0603 - one set of patches per process
     with _lock:
         _holders += 1
-        use_write_tools(write_tools)
         for hook in _HOOKS:
             module = sys.modules.get(hook.module)
             if module is not None:

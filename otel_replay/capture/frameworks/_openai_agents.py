@@ -45,10 +45,10 @@ from typing import Any
 import orjson
 
 from otel_replay.capture._contract import schema_version
+from otel_replay.capture._effect import effect_of
 from otel_replay.capture._envelope import Call, active, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact, restorer
 from otel_replay.capture.frameworks import _mcp
-from otel_replay.capture.frameworks._effect import effect_of
 from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
 __all__ = ["patch"]
@@ -120,7 +120,7 @@ def _call(tool: Any, kwargs: dict[str, Any]) -> Call:
     return tool_call(
         name,
         _arguments(kwargs.get("arguments")),
-        effect_of(name, _read_only(tool)),
+        effect_of(name, read_only=_read_only(tool)),
         description=description,
         schema_version=schema_version(name, description, tool.params_json_schema, None),
         call_id=getattr(kwargs.get("context"), "tool_call_id", None),

@@ -23,7 +23,8 @@ Output functions (an ``output_type`` that is a function, through ``ToolOutput``,
 ``NativeOutput``, ``PromptedOutput`` or ``TextOutput``) are tools too: Pydantic AI calls the
 function with the model's arguments for the run's output, through
 ``pydantic_ai._output.execute_output_function``, and that final call is a step of the same
-kind, named after the function (``OTEL_REPLAY_WRITE_TOOLS`` may name it or the output tool).
+kind, named after the function (``OTEL_REPLAY_READ_TOOLS`` or ``OTEL_REPLAY_WRITE_TOOLS`` may
+name it or the output tool).
 The calls Pydantic AI makes on partial output while streaming (``ctx.partial_output``) are not
 steps: how many there are depends on how the stream was cut and debounced, and Pydantic AI
 asks a function with side effects to skip them.
@@ -38,9 +39,9 @@ from types import ModuleType
 from typing import Any
 
 from otel_replay.capture._contract import schema_version
+from otel_replay.capture._effect import effect_of
 from otel_replay.capture._envelope import Call, active, perform_async, tool_call
 from otel_replay.capture._jsonable import encode, encode_exact, restorer
-from otel_replay.capture.frameworks._effect import effect_of
 from otel_replay.capture.frameworks._patch import unrecorded, wrap
 
 __all__ = ["patch"]
@@ -112,17 +113,17 @@ def _output_function(wrapped: Callable[..., Any], instance: Any, args: Any, kwar
 
 def _output_call(schema: Any, ctx: Any, arguments: Any) -> Call:
     """The step of output function ``schema.function`` called with ``arguments``, named after
-    the function; it writes when the function or the output tool the model called is named
-    a write tool."""
+    the function; the settings may name it by its name or by the output tool the model
+    called."""
     name = str(getattr(schema.function, "__name__", None) or schema.name)
     called = getattr(ctx, "tool_name", None)
-    writes = "write" in {effect_of(name), effect_of(called) if isinstance(called, str) else ""}
+    names = (name, called) if isinstance(called, str) else (name,)
     call_id = getattr(ctx, "tool_call_id", None)
     description = schema.description or None
     return tool_call(
         name,
         encode(arguments if arguments is not None else {}),
-        "write" if writes else "read",
+        effect_of(*names),
         description=description,
         schema_version=schema_version(name, description, schema.json_schema, None),
         call_id=call_id if isinstance(call_id, str) and call_id else None,
