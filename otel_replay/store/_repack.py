@@ -2,38 +2,69 @@
 
 Flushes write fast (zstd level 3), one pack per flush and one record file per run per flush.
 Repacking copies the objects of small (or, for gc, mostly dead) packs into new packs at a high
-zstd level, in groups of :data:`GROUP_BYTES` so memory stays bounded, indexes them there, and
-only then deletes the packs the index no longer locates anything in: an object is never
-deleted here, only copied, so no lock is needed. Merging does the same for a writer's
-record files. A store closing merges what it wrote (within a deadline); ``compact`` merges
+zstd level, in groups of :data:`GROUP_BYTES` so memory stays bounded, and indexes them there;
+merging does the same for a writer's record files. A store closing merges what it wrote
+(until a deadline: what is left is merged by the next gc or ``compact``); ``compact`` merges
 everything; gc repacks what its sweep will thin out.
+
+Crash safety, as a pack counts once its index row exists (dulwich, restic): a new file is
+published and fsynced before the transaction that indexes it, and a file is forgotten by the
+index (committed) before it is deleted. A process killed at any point therefore leaves at
+worst a file the index does not know that holds only copies of what other files hold: verify
+names it as a leftover, and the next gc (or ``compact``) removes it. Nothing is deleted that
+is not stored elsewhere, so no lock is needed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
-from otel_replay.store._format import pack_path, parse_pack_path, parse_record_name, record_path
+from otel_replay.store._format import (
+    RecordName,
+    pack_path,
+    parse_pack_path,
+    parse_record_name,
+    record_path,
+)
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index, Tx
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._pack import PackBuilder, PackError, entries, frame_compressor
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import RecordError, decode_record, merge_frames, read_frames
+from otel_replay.store._records import (
+    RecordError,
+    decode_record,
+    decode_records,
+    merge_frames,
+    read_frames,
+)
 from otel_replay.store._sync import Listing, list_files, read_pack_table, sync
 from otel_replay.store._types import Progress
 from otel_replay.store._write import Session
 
-__all__ = ["Context", "candidates", "compact", "merge_records", "merge_session", "repack"]
+__all__ = [
+    "Context",
+    "candidates",
+    "compact",
+    "covering",
+    "drop_moved",
+    "merge_records",
+    "merge_session",
+    "past",
+    "record_groups",
+    "repack",
+]
 
 SMALL_PACK = 4 << 20
 """Packs smaller than this are merged by repacking."""
 GROUP_BYTES = 16 << 20
 """Uncompressed bytes of objects per repacked pack (and held in memory at once)."""
+_BATCH = 500
+"""Paths per ``IN (...)`` query (SQLite allows 999 parameters at least)."""
 
 
 def repack_level(raw_bytes: int) -> int:
@@ -82,11 +113,19 @@ def drop(ctx: Context, tx: Tx, name: str, located: list[tuple[bytes, int]]) -> N
     ctx.tables.pop(name, None)
 
 
-def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: float | None) -> int:
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (``time.monotonic()``; None: none) has passed."""
+    return deadline is not None and time.monotonic() > deadline
+
+
+def repack(
+    ctx: Context, names: list[str], keep: set[bytes] | None, deadline: float | None
+) -> list[str]:
     """Copy the objects of packs ``names`` (only those in ``keep`` when given) into new
-    packs, indexed there; the number of objects copied. Stops early past ``deadline``."""
+    packs, indexed there; the packs gone through. Past ``deadline`` no
+    further pack is read (what was gathered is still written)."""
     group = PackBuilder(frame_bytes=1 << 20)
-    copied = 0
+    done: list[str] = []
 
     def seal() -> None:
         nonlocal group
@@ -99,6 +138,8 @@ def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: fl
         group = PackBuilder(frame_bytes=1 << 20)
 
     for name in names:
+        if past(deadline):
+            break
         for digest, _ in located_in(ctx, name):
             if keep is not None and digest not in keep:
                 continue
@@ -107,13 +148,11 @@ def repack(ctx: Context, names: list[str], keep: set[bytes] | None, deadline: fl
             except CorruptBlobError:
                 continue  # left where it is: verify names it, the sweep keeps its pack
             group.add(digest, kind, data)
-            copied += 1
             if group.raw_bytes >= GROUP_BYTES:
                 seal()
-                if deadline is not None and time.monotonic() > deadline:
-                    return copied
+        done.append(name)
     seal()
-    return copied
+    return done
 
 
 def candidates(ctx: Context, listing: Listing, live: set[bytes] | None) -> list[str]:
@@ -135,32 +174,106 @@ def candidates(ctx: Context, listing: Listing, live: set[bytes] | None) -> list[
     return dead + (small if len(small) > 1 else [])
 
 
+def record_groups(paths: Iterable[str]) -> dict[tuple[str, str], list[str]]:
+    """Record files by run directory and writer."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for rel in paths:
+        directory, name = rel.rsplit("/", 1)
+        parsed = parse_record_name(name)
+        assert parsed is not None
+        groups.setdefault((directory, parsed.writer), []).append(rel)
+    return groups
+
+
+def _range(rel: str) -> RecordName:
+    parsed = parse_record_name(rel.rsplit("/", 1)[1])
+    assert parsed is not None
+    return parsed
+
+
+def covering(paths: Iterable[str]) -> dict[str, str]:
+    """Of one writer's record files of a run, each whose range of records another one's
+    range holds (a merge cut off after its index commit leaves them beside the merged
+    file): file -> the widest such other file. By their names only."""
+    ranges = {rel: _range(rel) for rel in paths}
+    out: dict[str, str] = {}
+    wide: str | None = None
+    for rel in sorted(ranges, key=lambda r: (ranges[r].first, -ranges[r].last)):
+        if wide is not None and ranges[rel].last <= ranges[wide].last:
+            out[rel] = wide
+        else:
+            wide = rel
+    return out
+
+
+def _covered(ctx: Context, paths: list[str]) -> dict[str, str]:
+    """:func:`covering`, kept to the files whose every record the covering file, indexed
+    and intact, really holds."""
+    out: dict[str, str] = {}
+    held: dict[str, set[int] | None] = {}
+    for rel, wide in covering(paths).items():
+        if wide not in held:
+            held[wide] = None
+            with ctx.index.guard():
+                known = _rows.record_known(ctx.index.conn(), wide)
+            try:
+                decoded = decode_records(ctx.backend.read(wide)) if known else None
+            except FileNotFoundError:
+                decoded = None
+            if decoded is not None and not decoded.problems:
+                held[wide] = {record.seq for record in decoded.records}
+        seqs = held[wide]
+        inner = _range(rel)
+        if seqs is not None and seqs >= set(range(inner.first, inner.last + 1)):
+            out[rel] = wide
+    return out
+
+
+def _replace_records(ctx: Context, old: list[str], new: str) -> None:
+    """Point the index's steps from record files ``old`` to ``new`` (indexed), forget
+    ``old``, then delete them."""
+    with ctx.index.transaction() as tx:
+        row = tx.execute("SELECT id FROM records WHERE path = ?", (new,)).fetchone()
+        if row is None:
+            return  # not indexed: the old ones stay until it is
+        for at in range(0, len(old), _BATCH):
+            batch = old[at : at + _BATCH]
+            marks = ",".join("?" * len(batch))
+            tx.execute(
+                "UPDATE steps SET record = ? WHERE record IN "
+                f"(SELECT id FROM records WHERE path IN ({marks}))",
+                (row[0], *batch),
+            )
+            tx.execute(f"DELETE FROM records WHERE path IN ({marks})", tuple(batch))
+    for rel in old:
+        ctx.backend.delete(rel)
+    ctx.backend.sync()
+
+
 def merge_records(
     ctx: Context, only: Mapping[str, list[str]] | None, deadline: float | None
 ) -> int:
     """Merge each writer's record files of a run into one (``only``: these files, by run id);
-    the number of files merged away. The merged file is published before the others go."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    if only is None:
-        for rel in list_files(ctx.backend).records:
-            directory, name = rel.rsplit("/", 1)
-            parsed = parse_record_name(name)
-            assert parsed is not None
-            groups.setdefault((directory, parsed.writer), []).append(rel)
-    else:
-        for paths in only.values():
-            for rel in paths:
-                directory, name = rel.rsplit("/", 1)
-                parsed = parse_record_name(name)
-                assert parsed is not None
-                groups.setdefault((directory, parsed.writer), []).append(rel)
+    the number of files merged away. The merged file is published and indexed before the
+    others are forgotten and deleted; files a merge cut off left beside the merged one are
+    deleted first."""
+    listed = (
+        list_files(ctx.backend).records
+        if only is None
+        else [rel for rels in only.values() for rel in rels]
+    )
     merged = 0
-    for (directory, writer), paths in groups.items():
-        if len(paths) < 2 or (deadline is not None and time.monotonic() > deadline):
+    for group in record_groups(listed).values():
+        if len(group) < 2 or past(deadline):
             continue
-        ranges = [parse_record_name(p.rsplit("/", 1)[1]) for p in paths]
-        first = min(r.first for r in ranges if r is not None)
-        last = max(r.last for r in ranges if r is not None)
+        covered = _covered(ctx, group)
+        for wide in set(covered.values()):
+            _replace_records(ctx, [p for p, w in covered.items() if w == wide], wide)
+        merged += len(covered)
+        paths = [p for p in group if p not in covered]
+        if len(paths) < 2:
+            continue
+        ranges = [_range(p) for p in paths]
         try:
             frames = read_frames(b"".join(ctx.backend.read(p) for p in sorted(paths)))
         except FileNotFoundError:
@@ -173,25 +286,19 @@ def merge_records(
             run_id = decode_record(frames.records[0]).run_id
         except RecordError:
             continue  # damage stays where verify finds it
-        rel = record_path(run_id, writer, first, last)
-        if rel.rsplit("/", 1)[0] != directory or rel in paths:
+        rel = record_path(
+            run_id, ranges[0].writer, min(r.first for r in ranges), max(r.last for r in ranges)
+        )
+        if rel.rsplit("/", 1)[0] != paths[0].rsplit("/", 1)[0]:
             continue
         ctx.backend.publish(rel, data, replace=True)
         ctx.backend.sync()
         with ctx.index.transaction() as tx:
             row = tx.execute("SELECT run FROM records WHERE path = ?", (paths[0],)).fetchone()
-            if row is not None:
-                record = _rows.add_record(tx.conn, rel, row[0], len(data))
-                marks = ",".join("?" * len(paths))
-                tx.execute(
-                    "UPDATE steps SET record = ? WHERE record IN "
-                    f"(SELECT id FROM records WHERE path IN ({marks}))",
-                    (record, *paths),
-                )
-                tx.execute(f"DELETE FROM records WHERE path IN ({marks})", tuple(paths))
-        for old in paths:
-            ctx.backend.delete(old)
-        ctx.backend.sync()
+            if row is None:
+                continue  # not indexed (yet): the merged file is read by the next sync
+            _rows.add_record(tx.conn, rel, row[0], len(data))
+        _replace_records(ctx, paths, rel)
         merged += len(paths) - 1
     return merged
 
@@ -204,10 +311,10 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     names = candidates(ctx, listing, None)
     if names:
         repack(ctx, names, None, None)
-    # Indexed packs that locate nothing hold only copies (two writers raced to store the
-    # same objects): they go with the repacked ones.
+    # Indexed packs that locate nothing hold only copies (repacked, or two writers raced to
+    # store the same objects): they go with the repacked ones.
     listed = [n for rel in listing.packs if (n := parse_pack_path(rel)) is not None]
-    _drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
+    drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
     if progress:
         progress(1, 2)
     merged = merge_records(ctx, None, None)
@@ -217,15 +324,23 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     return (len(names) - 1 if names else 0) + merged
 
 
-def _drop_moved(ctx: Context, names: list[str]) -> None:
-    """Delete the packs ``names`` once the index locates none of their objects there (all
-    were copied elsewhere): nothing is lost, so no lock is needed."""
-    for name in names:
-        if located_in(ctx, name):
-            continue
-        ctx.backend.delete(pack_path(name))
-        with ctx.index.transaction() as tx:
+def drop_moved(ctx: Context, names: list[str]) -> None:
+    """Forget, then delete, those of the indexed packs ``names`` in which the index locates
+    no object (each was copied elsewhere). Forgotten first, in one transaction: killed before
+    the deletions, the store keeps files the index does not know that hold only copies (the
+    next gc removes them), never an index row naming a missing file."""
+    empty = [name for name in names if not located_in(ctx, name)]  # tables read once here
+    if not empty:
+        return
+    with ctx.index.transaction() as tx:
+        # Asked again in the transaction (from the tables read above): a sync elsewhere may
+        # have placed an object here meanwhile.
+        empty = [name for name in empty if _rows.pack_known(tx.conn, name)]
+        empty = [name for name in empty if not located_in(ctx, name)]
+        for name in empty:
             drop(ctx, tx, name, [])
+    for name in empty:
+        ctx.backend.delete(pack_path(name))
     ctx.backend.sync()
     ctx.reader.forget()
 
@@ -233,9 +348,10 @@ def _drop_moved(ctx: Context, names: list[str]) -> None:
 def merge_session(ctx: Context, session: Session, deadline: float | None) -> None:
     """At close: repack the packs one session wrote at a high level (so a store's size does
     not depend on how often it was flushed), and merge its record files, until ``deadline``
-    (``time.monotonic()``); whatever is left undone stays valid as it is."""
+    (``time.monotonic()``): no further pack or run is begun past it. What is left undone
+    stays valid as it is; the next gc or ``compact`` merges it."""
     if session.packs:
-        repack(ctx, session.packs, None, deadline)
-        _drop_moved(ctx, session.packs)
+        drop_moved(ctx, repack(ctx, session.packs, None, deadline))
     merge_records(ctx, {run_id: s.records for run_id, s in session.runs.items()}, deadline)
-    ctx.index.vacuum()
+    if not past(deadline):
+        ctx.index.vacuum()
