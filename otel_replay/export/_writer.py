@@ -57,6 +57,10 @@ WRITTEN_MAX = 4096
 """Span ids remembered as written, so a span shared by several steps is written once."""
 SPANS_MAX = 100_000
 """Spans from ``export()`` held while the store is failing; older ones are given up beyond."""
+MERGE_S = 1.0
+"""The most a shutdown spends, counted from its start, merging the packs and record files the
+session wrote (a tenth of the timeout when that is less). Merging only saves space: what a
+shutdown leaves, ``gc`` or ``compact`` merges later."""
 
 
 class Barrier:
@@ -156,7 +160,7 @@ class Writer:
         # Put into the store, not yet durable.
         self._unflushed = (0, 0, 0)  # steps, spans, bytes
         self._failing = False
-        self._merge_s = 0.0
+        self._merge_until = 0.0
         self._retry_at = 0.0
         self._retry_s = RETRY_MIN_S
         self.steps = 0
@@ -218,9 +222,10 @@ class Writer:
         """Write everything (parked steps too), close the store if it is ours, and stop."""
         if not self._thread.is_alive():
             return False
-        self._merge_s = timeout / 2  # merging at close is optional: it never takes it all
+        started = time.monotonic()
+        self._merge_until = started + min(MERGE_S, timeout / 10)
         ok = self._wait(Barrier(final=True), timeout)
-        self._thread.join(max(0.0, timeout))
+        self._thread.join(max(0.0, started + timeout - time.monotonic()))
         return ok
 
     def _wait(self, barrier: Barrier, timeout: float) -> bool:
@@ -484,7 +489,7 @@ class Writer:
     def _close(self) -> None:
         if self._store is not None and self._owns_store:
             try:
-                self._store.close(timeout=self._merge_s)
+                self._store.close(timeout=max(0.0, self._merge_until - time.monotonic()))
             except Exception as exc:
                 self._failures.report(
                     "close", "closing the store at %s failed: %s", self._where, _one_line(exc)

@@ -63,16 +63,25 @@ SMALL_PACK = 4 << 20
 """Packs smaller than this are merged by repacking."""
 GROUP_BYTES = 16 << 20
 """Uncompressed bytes of objects per repacked pack (and held in memory at once)."""
+SLICE_FILES = 256
+"""Record files of a run merged into one at most at a time: the memory and the time one merge
+takes stay bounded (a run flushed more often than this is merged in slices)."""
 _BATCH = 500
 """Paths per ``IN (...)`` query (SQLite allows 999 parameters at least)."""
+_RATES = ((19, 250_000), (9, 10_000_000), (3, 60_000_000))
+"""Bytes per second zstd compresses a store's JSON at these levels on one slow, busy core
+(low estimates): work with a deadline takes the best level it can finish before it."""
 
 
-def repack_level(raw_bytes: int) -> int:
-    """zstd level for a repacked pack of ``raw_bytes``: 19 (best, ~2 MB/s here) up to 1 MiB,
-    9 up to 16 MiB, 3 beyond."""
-    if raw_bytes <= 1 << 20:
-        return 19
-    return 9 if raw_bytes <= 16 << 20 else 3
+def repack_level(raw_bytes: int, deadline: float | None = None) -> int:
+    """zstd level for ``raw_bytes`` repacked or merged: 19 (best, and slow) up to 1 MiB, 9 up
+    to 16 MiB, 3 beyond; with a ``deadline`` (``time.monotonic()``), no better than it leaves
+    time for (1 once it has passed)."""
+    best = 19 if raw_bytes <= 1 << 20 else 9 if raw_bytes <= 16 << 20 else 3
+    if deadline is None:
+        return best
+    left = deadline - time.monotonic()
+    return next((lv for lv, rate in _RATES if lv <= best and raw_bytes <= left * rate), 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +97,30 @@ class Context:
     """The digests in each pack's table, by pack name (a pack's file never changes)."""
 
 
+def table_of(ctx: Context, name: str) -> list[bytes] | None:
+    """The digests in the table of indexed pack ``name`` (read once), or None when it is not
+    indexed or its table cannot be read."""
+    digests = ctx.tables.get(name)
+    if digests is not None:
+        return digests
+    with ctx.index.guard():
+        row = ctx.index.conn().execute("SELECT size FROM packs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return None
+    try:
+        table = read_pack_table(ctx.backend, pack_path(name), row[0])
+    except (PackError, OSError):
+        return None  # damaged or gone
+    digests = ctx.tables[name] = [entry.digest for entry in entries(table)]
+    return digests
+
+
 def located_in(ctx: Context, name: str) -> list[tuple[bytes, int]]:
     """(digest, size) of the objects the index locates in pack ``name``, looked up through
     the pack's own table (every indexed object when the table cannot be read)."""
-    conn = ctx.index.conn()
+    digests = table_of(ctx, name)
     with ctx.index.guard():
-        row = conn.execute("SELECT size FROM packs WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        return []  # not indexed: the index locates nothing there
-    digests = ctx.tables.get(name)
-    if digests is None:
-        try:
-            table = read_pack_table(ctx.backend, pack_path(name), row[0])
-            digests = ctx.tables[name] = [entry.digest for entry in entries(table)]
-        except (PackError, OSError):
-            pass  # damaged or gone: every object is looked at
-    with ctx.index.guard():
-        return _rows.pack_objects(conn, name, digests)
+        return _rows.pack_objects(ctx.index.conn(), name, digests)
 
 
 def drop(ctx: Context, tx: Tx, name: str, located: list[tuple[bytes, int]]) -> None:
@@ -130,7 +146,7 @@ def repack(
     def seal() -> None:
         nonlocal group
         if group.count:
-            pack = group.seal(frame_compressor(repack_level(group.raw_bytes)))
+            pack = group.seal(frame_compressor(repack_level(group.raw_bytes, deadline)))
             ctx.backend.publish(pack_path(pack.name), pack.data, replace=True)
             ctx.backend.sync()
             with ctx.index.transaction() as tx:
@@ -232,7 +248,7 @@ def _covered(ctx: Context, paths: list[str]) -> dict[str, str]:
 def _replace_records(ctx: Context, old: list[str], new: str) -> None:
     """Point the index's steps from record files ``old`` to ``new`` (indexed), forget
     ``old``, then delete them."""
-    with ctx.index.transaction() as tx:
+    with ctx.index.transaction(checked=False) as tx:  # no step points at ``old`` when deleted
         row = tx.execute("SELECT id FROM records WHERE path = ?", (new,)).fetchone()
         if row is None:
             return  # not indexed: the old ones stay until it is
@@ -253,10 +269,9 @@ def _replace_records(ctx: Context, old: list[str], new: str) -> None:
 def merge_records(
     ctx: Context, only: Mapping[str, list[str]] | None, deadline: float | None
 ) -> int:
-    """Merge each writer's record files of a run into one (``only``: these files, by run id);
-    the number of files merged away. The merged file is published and indexed before the
-    others are forgotten and deleted; files a merge cut off left beside the merged one are
-    deleted first."""
+    """Merge each writer's record files of a run into one, :data:`SLICE_FILES` at a time
+    (``only``: these files, by run id); the number of files merged away. Files a merge cut
+    off left beside the merged one go first. No slice is begun past ``deadline``."""
     listed = (
         list_files(ctx.backend).records
         if only is None
@@ -270,37 +285,45 @@ def merge_records(
         for wide in set(covered.values()):
             _replace_records(ctx, [p for p, w in covered.items() if w == wide], wide)
         merged += len(covered)
-        paths = [p for p in group if p not in covered]
-        if len(paths) < 2:
-            continue
-        ranges = [_range(p) for p in paths]
-        try:
-            frames = read_frames(b"".join(ctx.backend.read(p) for p in sorted(paths)))
-        except FileNotFoundError:
-            continue  # merged by someone else meanwhile
-        if frames.problems or not frames.records:
-            continue  # damage stays where verify finds it
-        raw = sum(len(record) for record in frames.records)
-        data = merge_frames(frames.records, repack_level(raw))
-        try:
-            run_id = decode_record(frames.records[0]).run_id
-        except RecordError:
-            continue  # damage stays where verify finds it
-        rel = record_path(
-            run_id, ranges[0].writer, min(r.first for r in ranges), max(r.last for r in ranges)
-        )
-        if rel.rsplit("/", 1)[0] != paths[0].rsplit("/", 1)[0]:
-            continue
-        ctx.backend.publish(rel, data, replace=True)
-        ctx.backend.sync()
-        with ctx.index.transaction() as tx:
-            row = tx.execute("SELECT run FROM records WHERE path = ?", (paths[0],)).fetchone()
-            if row is None:
-                continue  # not indexed (yet): the merged file is read by the next sync
-            _rows.add_record(tx.conn, rel, row[0], len(data))
-        _replace_records(ctx, paths, rel)
-        merged += len(paths) - 1
+        paths = sorted(p for p in group if p not in covered)  # by their first record
+        for at in range(0, len(paths), SLICE_FILES):
+            part = paths[at : at + SLICE_FILES]
+            if len(part) > 1 and not past(deadline):
+                merged += _merge_slice(ctx, part, deadline)
     return merged
+
+
+def _merge_slice(ctx: Context, paths: list[str], deadline: float | None) -> int:
+    """Merge record files ``paths`` (one writer's, of one run, in order) into one; the number
+    of files merged away. The merged file is published and indexed before the others are
+    forgotten and deleted."""
+    try:
+        frames = read_frames(b"".join(ctx.backend.read(p) for p in paths))
+    except FileNotFoundError:
+        return 0  # merged by someone else meanwhile
+    if frames.problems or not frames.records:
+        return 0  # damage stays where verify finds it
+    raw = sum(len(record) for record in frames.records)
+    data = merge_frames(frames.records, repack_level(raw, deadline))
+    try:
+        run_id = decode_record(frames.records[0]).run_id
+    except RecordError:
+        return 0  # damage stays where verify finds it
+    ranges = [_range(p) for p in paths]
+    rel = record_path(
+        run_id, ranges[0].writer, min(r.first for r in ranges), max(r.last for r in ranges)
+    )
+    if rel.rsplit("/", 1)[0] != paths[0].rsplit("/", 1)[0]:
+        return 0
+    ctx.backend.publish(rel, data, replace=True)
+    ctx.backend.sync()
+    with ctx.index.transaction() as tx:
+        row = tx.execute("SELECT run FROM records WHERE path = ?", (paths[0],)).fetchone()
+        if row is None:
+            return 0  # not indexed (yet): the merged file is read by the next sync
+        _rows.add_record(tx.conn, rel, row[0], len(data))
+    _replace_records(ctx, paths, rel)
+    return len(paths) - 1
 
 
 def compact(ctx: Context, *, progress: Progress | None = None) -> int:
@@ -329,19 +352,18 @@ def drop_moved(ctx: Context, names: list[str]) -> None:
     no object (each was copied elsewhere). Forgotten first, in one transaction: killed before
     the deletions, the store keeps files the index does not know that hold only copies (the
     next gc removes them), never an index row naming a missing file."""
-    empty = [name for name in names if not located_in(ctx, name)]  # tables read once here
-    if not empty:
+    tables = {name: table for name in names if (table := table_of(ctx, name)) is not None}
+    if not tables:
         return
-    with ctx.index.transaction() as tx:
-        # Asked again in the transaction (from the tables read above): a sync elsewhere may
-        # have placed an object here meanwhile.
-        empty = [name for name in empty if _rows.pack_known(tx.conn, name)]
-        empty = [name for name in empty if not located_in(ctx, name)]
+    with ctx.index.transaction(checked=False) as tx:  # no object points at the rows dropped
+        digests = [digest for table in tables.values() for digest in table]
+        holding = set(_rows.packs_of(tx.conn, digests).values())
+        empty = [name for name in tables if name not in holding]
         for name in empty:
             drop(ctx, tx, name, [])
+    # Not fsynced: a file a power cut brings back holds only copies, a leftover like those.
     for name in empty:
         ctx.backend.delete(pack_path(name))
-    ctx.backend.sync()
     ctx.reader.forget()
 
 

@@ -527,8 +527,9 @@ class Store:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, end the runs this store recorded, merge the packs and record files it
-        wrote (within ``timeout`` seconds when given; merging is never needed for
-        correctness), and close the index."""
+        wrote, and close the index. With ``timeout`` (seconds), no merging is begun once it
+        has passed, and each step's work is sized to the time left; what is left, gc or
+        :meth:`compact` merges (merging is never needed for correctness)."""
         with self._lock:
             if self._closed:
                 return

@@ -109,3 +109,24 @@ def test_a_merge_cut_short_leaves_a_valid_store(tmp_path: Path, monkeypatch) -> 
         assert len(list(root.rglob("*.pack"))) == 1
         assert [reopened.request_body(s) for s in reopened.steps("cut")] == [q for q, _ in pairs]
         assert [p for p in reopened.verify() if p.damage] == []
+
+
+def test_a_close_with_no_time_left_leaves_the_merging_to_gc(tmp_path: Path) -> None:
+    """``close(timeout=0)`` (a shutdown whose time is up) begins no merge: the flushes' packs
+    and record files stay as written, the store is intact, and gc merges them later."""
+    root = tmp_path / "s"
+    pairs = bodies("late", 8)
+    store = Store.open(root)
+    for index, (request, response) in enumerate(pairs):
+        store.put([fixture("late", index, request, response, start_ns=time.time_ns())])
+        store.flush()
+    store.close(timeout=0)
+    assert len(list(root.rglob("*.pack"))) == 8
+    assert len(list(root.rglob("*.rec"))) == 9  # one a flush, and the run's end
+    with Store.open(root) as reopened:
+        assert reopened.verify() == []
+        reopened.gc(now=time.time() + 2 * GRACE_S)
+        assert len(list(root.rglob("*.pack"))) == 1
+        assert len(list(root.rglob("*.rec"))) == 1
+        assert [reopened.request_body(s) for s in reopened.steps("late")] == [q for q, _ in pairs]
+        assert reopened.verify() == []
