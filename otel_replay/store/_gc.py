@@ -151,11 +151,10 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
             doomed[name] = [digest for digest, _ in located]
             freed += size
         if doomed:
-            # Every doomed object is forgotten at once, each pack's row kept until its file
-            # is gone. Killed on the way, no object the index locates has lost a chunk it
-            # references (a writer could reuse it), a sync does not read the files left
-            # back in (their packs are known), and verify sees packs that locate nothing:
-            # the next gc deletes them.
+            # Every doomed object is forgotten at once; each pack's row stays until its file
+            # is gone. Killed on the way, no located object lacks a chunk (a writer could
+            # reuse it), a sync does not read the files left back in (their packs are
+            # known), and the next gc deletes them.
             with ctx.index.transaction() as tx:
                 for name, digests in doomed.items():
                     _rows.drop_objects(tx.conn, name, digests)
@@ -222,8 +221,11 @@ def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
         if row is None:
             continue
         paths = _rows.run_records(conn, row.id)
-        with ctx.index.transaction() as tx:
-            tx.execute("DELETE FROM runs WHERE id = ?", (row.id,))
+        # Its rows, children first, unchecked: a cascade from a record row would read every
+        # step (steps have no index by record).
+        with ctx.index.transaction(checked=False) as tx:
+            for table, column in (("steps", "run"), ("records", "run"), ("runs", "id")):
+                tx.execute(f"DELETE FROM {table} WHERE {column} = ?", (row.id,))
         for rel in paths:
             ctx.backend.delete(rel)
             files += 1

@@ -51,10 +51,8 @@ __all__ = [
     "candidates",
     "compact",
     "covering",
-    "drop_moved",
     "merge_records",
     "merge_session",
-    "past",
     "record_groups",
     "repack",
 ]
@@ -129,7 +127,7 @@ def drop(ctx: Context, tx: Tx, name: str, located: list[tuple[bytes, int]]) -> N
     ctx.tables.pop(name, None)
 
 
-def past(deadline: float | None) -> bool:
+def _past(deadline: float | None) -> bool:
     """Whether ``deadline`` (``time.monotonic()``; None: none) has passed."""
     return deadline is not None and time.monotonic() > deadline
 
@@ -138,8 +136,8 @@ def repack(
     ctx: Context, names: list[str], keep: set[bytes] | None, deadline: float | None
 ) -> list[str]:
     """Copy the objects of packs ``names`` (only those in ``keep`` when given) into new
-    packs, indexed there; the packs gone through. Past ``deadline`` no
-    further pack is read (what was gathered is still written)."""
+    packs, indexed there; the packs gone through. No pack is begun past ``deadline`` (what
+    was gathered is still written)."""
     group = PackBuilder(frame_bytes=1 << 20)
     done: list[str] = []
 
@@ -154,7 +152,7 @@ def repack(
         group = PackBuilder(frame_bytes=1 << 20)
 
     for name in names:
-        if past(deadline):
+        if _past(deadline):
             break
         for digest, _ in located_in(ctx, name):
             if keep is not None and digest not in keep:
@@ -279,7 +277,7 @@ def merge_records(
     )
     merged = 0
     for group in record_groups(listed).values():
-        if len(group) < 2 or past(deadline):
+        if len(group) < 2 or _past(deadline):
             continue
         covered = _covered(ctx, group)
         for wide in set(covered.values()):
@@ -288,7 +286,7 @@ def merge_records(
         paths = sorted(p for p in group if p not in covered)  # by their first record
         for at in range(0, len(paths), SLICE_FILES):
             part = paths[at : at + SLICE_FILES]
-            if len(part) > 1 and not past(deadline):
+            if len(part) > 1 and not _past(deadline):
                 merged += _merge_slice(ctx, part, deadline)
     return merged
 
@@ -337,7 +335,7 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     # Indexed packs that locate nothing hold only copies (repacked, or two writers raced to
     # store the same objects): they go with the repacked ones.
     listed = [n for rel in listing.packs if (n := parse_pack_path(rel)) is not None]
-    drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
+    _drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
     if progress:
         progress(1, 2)
     merged = merge_records(ctx, None, None)
@@ -347,7 +345,7 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     return (len(names) - 1 if names else 0) + merged
 
 
-def drop_moved(ctx: Context, names: list[str]) -> None:
+def _drop_moved(ctx: Context, names: list[str]) -> None:
     """Forget, then delete, those of the indexed packs ``names`` in which the index locates
     no object (each was copied elsewhere). Forgotten first, in one transaction: killed before
     the deletions, the store keeps files the index does not know that hold only copies (the
@@ -373,7 +371,7 @@ def merge_session(ctx: Context, session: Session, deadline: float | None) -> Non
     (``time.monotonic()``): no further pack or run is begun past it. What is left undone
     stays valid as it is; the next gc or ``compact`` merges it."""
     if session.packs:
-        drop_moved(ctx, repack(ctx, session.packs, None, deadline))
+        _drop_moved(ctx, repack(ctx, session.packs, None, deadline))
     merge_records(ctx, {run_id: s.records for run_id, s in session.runs.items()}, deadline)
-    if not past(deadline):
+    if not _past(deadline):
         ctx.index.vacuum()
