@@ -5,8 +5,9 @@ with ``OTEL_TRACES_EXPORTER=replay`` and makes ``--calls`` chat completions thro
 openai SDK against the local stand-in (``examples/standin``), 20 turns per run. Printed: the
 recording's wall time, the time its tracer provider's shutdown took (the exporter writes
 what is left, closes the store, and merges what the session wrote within its budget) beside
-the shutdown timeout, the store's packs and record files, and the exit status and problems
-of ``otel-replay verify`` (0 and none expected) and of ``otel-replay gc`` after it.
+the shutdown timeout, the store's packs and record files (what the shutdown left for gc to
+merge), and the exit status, time and output of ``otel-replay verify`` (0 and no problem
+expected), ``gc`` (which merges what the shutdown left) and ``verify`` again.
 
     python bench/store_soak.py [--calls 20000] [--store DIR]
 """
@@ -45,10 +46,13 @@ def _env(store: Path) -> dict[str, str]:
     }
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def _cli(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``otel-replay ARGS``, and the seconds it took."""
+    started = time.monotonic()
+    done = subprocess.run(
         [str(BIN / "otel-replay"), *args], capture_output=True, text=True, check=False
     )
+    return done, time.monotonic() - started
 
 
 def main() -> None:
@@ -80,14 +84,10 @@ def main() -> None:
         print(f"store: {packs} packs, {records} record files")
         if child.stderr.strip():
             print("child stderr:", child.stderr.strip()[-2000:])
-        verify = _cli("verify", "--store", str(store))
-        print(f"verify: exit {verify.returncode}")
-        print(verify.stdout.strip()[-3000:], verify.stderr.strip()[-3000:])
-        gc = _cli("gc", "--store", str(store))
-        print(f"gc: exit {gc.returncode}: {gc.stdout.strip()[-500:]} {gc.stderr.strip()[-500:]}")
-        again = _cli("verify", "--store", str(store))
-        print(f"verify after gc: exit {again.returncode}")
-        print(again.stdout.strip()[-3000:], again.stderr.strip()[-3000:])
+        for title, verb in (("verify", "verify"), ("gc", "gc"), ("verify after gc", "verify")):
+            done, seconds = _cli(verb, "--store", str(store))
+            print(f"{title}: exit {done.returncode} in {seconds:.1f} s")
+            print(done.stdout.strip()[-3000:], done.stderr.strip()[-3000:])
 
 
 if __name__ == "__main__":
