@@ -8,7 +8,7 @@ import click
 
 from otel_replay import settings
 from otel_replay.cli._common import CliError, store_option
-from otel_replay.cli._format import plural
+from otel_replay.cli._format import plural, printable
 from otel_replay.store._fs import is_url
 from otel_replay.store._migrate import migrate as migrate_store
 
@@ -22,20 +22,30 @@ def migrate(ctx: click.Context, store: str | None) -> None:
     """Convert a version-2 store to format version 3.
 
     Every run, step, span and pin is carried over through the ordinary write path, into a
-    new store beside the old one; then the old store is renamed to STORE.v2-backup (kept:
-    delete it when you are sure) and the new one takes its place. A migration cut off is
-    safe: run it again. Exit status: 0 done; 1 done, but parts of the old store could not be
-    read (each is named; the backup keeps them); 2 bad input (no store, not version 2).
+    new store beside the old one; then the old store is renamed to STORE.v2-backup (kept
+    whole: delete it when you are sure) and the new one takes its place. A migration cut off
+    is safe: run it again. Exit status: 0 done; 1 done, but parts of the old store could not
+    be carried: each is named (every step the old index lists and the new store lacks, by run
+    and step, with the objects it lacks), and the backup still holds all of it; 2 bad input
+    (no store, not version 2).
     """
     where = store if store is not None else str(settings.read("OTEL_REPLAY_STORE"))
     if is_url(where):
         raise CliError(f"migrate converts local stores; {where} is a URL")
     result = migrate_store(Path(where).expanduser())
     for problem in result.problems:
-        click.echo(f"could not read: {problem}")
+        click.echo(f"not migrated: {printable(problem)}")
+    steps = plural(result.steps, "step")
+    if result.lost:
+        steps = f"{result.steps} of {plural(result.steps + result.lost, 'step')}"
     click.echo(
-        f"Migrated {plural(result.runs, 'run')} and {plural(result.steps, 'step')} to format "
-        f"version 3 in {where}; the version-2 store is kept at {result.backup}."
+        f"Migrated {plural(result.runs, 'run')} and {steps} to format version 3 in "
+        f"{printable(where)}; the version-2 store is kept at {printable(str(result.backup))}."
     )
     if result.problems:
+        click.echo(
+            f"Not everything could be carried ({plural(len(result.problems), 'problem')}, named "
+            "above); the version-2 store still holds all it held.",
+            err=True,
+        )
         ctx.exit(1)

@@ -39,7 +39,8 @@ def verify(ctx: click.Context, store: str | None, as_json: bool, rebuild_index: 
 
     Prints each damaged thing (pack file, object hash, run and step) on its own line, then
     notices that lose nothing: files the index does not know yet (a writer cut off before its
-    commit), temporary files, runs cut off mid-write. Exit status: 0 when nothing is damaged
+    commit), leftovers of a compaction or gc that was cut off (the next gc removes them),
+    temporary files, runs cut off mid-write. Exit status: 0 when nothing is damaged
     (notices or not), 1 when anything is, 2 when the store cannot be opened. Nothing is
     repaired or rewritten; --rebuild-index replaces only the index (a damaged or lost one),
     rebuilt from the files, keeping every readable step.

@@ -62,6 +62,10 @@ WRITTEN_MAX = 4096
 """Span ids remembered as written, so a span shared by several steps is written once."""
 SPANS_MAX = 100_000
 """Spans from ``export()`` held while the store is failing; older ones are given up beyond."""
+MERGE_S = 1.0
+"""The most a shutdown spends, counted from its start, merging the packs and record files the
+session wrote (a tenth of the timeout when that is less). Merging only saves space: what a
+shutdown leaves, ``gc`` or ``compact`` merges later."""
 
 
 class Barrier:
@@ -199,7 +203,7 @@ class Writer:
         self._unflushed = _Unflushed()
         self._refused = 0  # bytes of steps the store refused, given back at the next flush
         self._failing = False
-        self._merge_s = 0.0
+        self._merge_until = 0.0
         self._retry_at = 0.0
         self._retry_s = RETRY_MIN_S
         self.steps = 0
@@ -270,17 +274,18 @@ class Writer:
         """
         if not self._thread.is_alive():
             return False
-        if close:
-            self._merge_s = timeout / 2  # merging at close is optional: it never takes it all
+        if close:  # merging at close is optional: it takes a small part of the time, at most
+            self._merge_until = time.monotonic() + min(MERGE_S, timeout / 10)
         return self._wait(Barrier(parked=parked, close=close), timeout)
 
     def stop(self, timeout: float) -> bool:
         """Write everything (parked steps too), close the store if it is ours, and stop."""
         if not self._thread.is_alive():
             return False
-        self._merge_s = timeout / 2  # merging at close is optional: it never takes it all
+        started = time.monotonic()
+        self._merge_until = started + min(MERGE_S, timeout / 10)
         ok = self._wait(Barrier(final=True), timeout)
-        self._thread.join(max(0.0, timeout))
+        self._thread.join(max(0.0, started + timeout - time.monotonic()))
         return ok
 
     def _wait(self, barrier: Barrier, timeout: float) -> bool:
@@ -553,7 +558,7 @@ class Writer:
         if store is not None and self._owns_store:
             self._store = None
             try:
-                store.close(timeout=self._merge_s)
+                store.close(timeout=max(0.0, self._merge_until - time.monotonic()))
             except Exception as exc:
                 if not self._failing:  # else what it could not write is named once, at the end
                     self._failures.report(

@@ -32,7 +32,7 @@ from otel_replay import settings
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
 from otel_replay.store._condemned import read_condemned, write_condemned
-from otel_replay.store._format import parse_pack_path
+from otel_replay.store._format import pack_path, parse_pack_path
 from otel_replay.store._objects import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from otel_replay.store._read import MAX_DEPTH
@@ -129,7 +129,8 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
         if mark.unreadable:
             return _Swept(0, 0, 0)
         conn = ctx.index.conn()
-        packs = objects = freed = 0
+        doomed: dict[str, list[bytes]] = {}  # pack name -> the objects it locates
+        freed = 0
         condemned = (read_condemned(ctx.backend) or {}) if ctx.remote else {}
         still: dict[str, float] = {}
         for rel, (size, mtime) in listing.packs.items():
@@ -147,18 +148,28 @@ def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
                 if now - since < GRACE_S:
                     still[name] = since
                     continue
-            ctx.backend.delete(rel)
-            with ctx.index.transaction() as tx:
-                drop(ctx, tx, name, located)
-                _rows.count_sweep(tx.conn)
-            packs += 1
-            objects += len(located)
+            doomed[name] = [digest for digest, _ in located]
             freed += size
+        if doomed:
+            # Every doomed object is forgotten at once; each pack's row stays until its file
+            # is gone. Killed on the way, no located object lacks a chunk (a writer could
+            # reuse it), a sync does not read the files left back in (their packs are
+            # known), and the next gc deletes them.
+            with ctx.index.transaction() as tx:
+                for name, digests in doomed.items():
+                    _rows.drop_objects(tx.conn, name, digests)
+                _rows.count_sweep(tx.conn)
+            for name in doomed:
+                ctx.backend.delete(pack_path(name))
+            ctx.backend.sync()
+            with ctx.index.transaction(checked=False) as tx:  # they locate nothing now
+                for name in doomed:
+                    drop(ctx, tx, name, [])
         if ctx.remote and (still or condemned):
             write_condemned(ctx.backend, still)
         ctx.backend.sync()
         ctx.reader.forget()
-        return _Swept(packs, objects, freed)
+        return _Swept(len(doomed), sum(len(d) for d in doomed.values()), freed)
 
 
 def _holds_live(ctx: Context, name: str, live: set[bytes]) -> bool:
@@ -199,19 +210,26 @@ def _expired(runs: list[RunInfo], retention: Retention, now: float) -> list[RunI
 
 
 def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
-    """Delete the runs' record files, then their rows; the number of files deleted."""
+    """Forget the runs (their rows), then delete their record files; the number of files
+    deleted. Killed in between, a run's remaining files are read again by the next sync and
+    the run is removed again by the next gc (a writer's first files go first: what remains
+    keeps the run's end, so it expires as it did)."""
     files = 0
     conn = ctx.index.conn()
     for run_id in run_ids:
         row = _rows.run_row(conn, run_id)
         if row is None:
             continue
-        for rel in _rows.run_records(conn, row.id):
+        paths = _rows.run_records(conn, row.id)
+        # Its rows, children first, unchecked: a cascade from a record row would read every
+        # step (steps have no index by record).
+        with ctx.index.transaction(checked=False) as tx:
+            for table, column in (("steps", "run"), ("records", "run"), ("runs", "id")):
+                tx.execute(f"DELETE FROM {table} WHERE {column} = ?", (row.id,))
+        for rel in paths:
             ctx.backend.delete(rel)
             files += 1
         ctx.backend.sync()
-        with ctx.index.transaction() as tx:
-            tx.execute("DELETE FROM runs WHERE id = ?", (row.id,))
     return files
 
 

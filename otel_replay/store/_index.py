@@ -245,20 +245,31 @@ class Index:
             )
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """One write transaction (BEGIN IMMEDIATE), committed on success."""
+    def transaction(self, *, checked: bool = True) -> Iterator[Tx]:
+        """One write transaction (BEGIN IMMEDIATE), committed on success.
+
+        ``checked=False`` turns foreign keys off in it, for deleting rows no other row
+        references any more (the caller made sure): checking a pack's row against the
+        objects table, which has no index by pack, reads the whole table for each row.
+        """
         if self.read_only:
             raise StoreNotWritableError(f"cannot write index {self.path}: the store is read-only")
         conn = self.conn()
         with self.guard():
-            conn.execute("BEGIN IMMEDIATE")
+            if not checked:  # outside the transaction: inside it, the pragma does nothing
+                conn.execute("PRAGMA foreign_keys=OFF")
             try:
-                yield Tx(conn)
-            except BaseException:
-                if conn.in_transaction:  # SQLite rolls back by itself when the disk is full
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield Tx(conn)
+                except BaseException:
+                    if conn.in_transaction:  # SQLite rolls back by itself when the disk is full
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                if not checked:
+                    conn.execute("PRAGMA foreign_keys=ON")
 
     def vacuum(self) -> None:
         """Give the pages that deletions freed back to the file system."""

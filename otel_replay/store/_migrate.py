@@ -4,8 +4,10 @@ The version-2 store is read from its packs (``_v2``) and written into a new stor
 ``<store>.v3-new``, through the ordinary write path; then two renames swap them: the old
 store becomes ``<store>.v2-backup`` (kept, never deleted: the user removes it when sure) and
 the new one takes its place. A migration cut off before the swap leaves the old store as it
-was; one cut off between the renames is finished by running ``migrate`` again. Whatever the
-old store holds that cannot be read is reported, and every readable step is carried over.
+was; one cut off between the renames is finished by running ``migrate`` again. Every readable
+step is carried over, and everything that cannot be carried is named: each step version 2's
+index lists and the new store lacks (with the objects it lacks), each damaged pack or record.
+The old store is kept whole either way.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from otel_replay.errors import StoreError, StoreFormatError, StoreNotFoundError
 from otel_replay.step import RunEnd, RunFacts
 from otel_replay.store._format import FORMAT_FILE, read_format_version
-from otel_replay.store._v2 import read_v2
+from otel_replay.store._v2 import read_listing, read_v2
 from otel_replay.store.store import Store
 
 __all__ = ["Migration", "migrate"]
@@ -26,12 +28,14 @@ __all__ = ["Migration", "migrate"]
 @dataclass(frozen=True, slots=True)
 class Migration:
     """What ``migrate`` did: the runs and steps carried over, where the old store is kept,
-    and one line per thing of the old store that could not be read."""
+    the steps of the old store that could not be carried (``lost``; the old store's index
+    lists them), and one line per thing that could not be read or carried."""
 
     runs: int
     steps: int
     backup: Path
     problems: list[str] = field(default_factory=list)
+    lost: int = 0
 
 
 def _siblings(root: Path) -> tuple[Path, Path]:
@@ -59,11 +63,19 @@ def migrate(root: Path) -> Migration:
         raise StoreError(f"{backup} exists already: move it away, then migrate again")
     if new.exists():
         shutil.rmtree(new)  # an earlier attempt, cut off before the swap: it is rewritten
-    runs = steps = 0
-    problems: list[str] = []
+    runs = steps = lost = 0
+    listing = read_listing(root)
+    problems = (
+        []
+        if listing.problem is None
+        else [f"{listing.problem}: steps lost with a whole pack cannot be named"]
+    )
     with Store.open(new) as store:
-        for run in read_v2(root):
+        for run in read_v2(root, listing):
             problems.extend(run.problems)
+            lost += run.lost
+            if not (run.steps or run.spans):
+                continue  # nothing of it could be read: named in its problems
             facts = run.steps[0].run if run.steps and run.steps[0].run else RunFacts(run.run_id)
             store.put(run.steps, run.spans, runs=[facts])
             ends = [s.get("end_ns") for s in run.spans] + [s.end_ns for s in run.steps]
@@ -77,4 +89,4 @@ def migrate(root: Path) -> Migration:
             steps += len(run.steps)
     root.rename(backup)
     new.rename(root)
-    return Migration(runs, steps, backup, problems)
+    return Migration(runs, steps, backup, problems, lost)

@@ -162,21 +162,33 @@ def pack_known(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM packs WHERE name = ?", (name,)).fetchone() is not None
 
 
-def drop_pack(conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None) -> None:
-    """Forget a pack and the objects indexed in it (among ``digests``, as for
-    :func:`pack_objects`)."""
+def record_known(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the index lists the record file at ``path``."""
+    return conn.execute("SELECT 1 FROM records WHERE path = ?", (path,)).fetchone() is not None
+
+
+def drop_objects(conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None) -> None:
+    """Forget the objects indexed in pack ``name`` (among ``digests``, as for
+    :func:`pack_objects`), keeping the pack's row: a pack that locates nothing."""
     row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
     if row is None:
         return
     if digests is None:
         conn.execute("DELETE FROM objects WHERE pack = ?", (row[0],))
-    for at in range(0, len(digests or ()), _BATCH):
-        batch = (digests or [])[at : at + _BATCH]
+        return
+    for at in range(0, len(digests), _BATCH):
+        batch = digests[at : at + _BATCH]
         marks = ",".join("?" * len(batch))
         conn.execute(
             f"DELETE FROM objects WHERE digest IN ({marks}) AND pack = ?", (*batch, row[0])
         )
-    conn.execute("DELETE FROM packs WHERE id = ?", (row[0],))
+
+
+def drop_pack(conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None) -> None:
+    """Forget a pack and the objects indexed in it (among ``digests``, as for
+    :func:`pack_objects`)."""
+    drop_objects(conn, name, digests)
+    conn.execute("DELETE FROM packs WHERE name = ?", (name,))
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,13 +98,14 @@ class StepInfo:
 
 
 ProblemKind = Literal[
-    "pack", "object", "body", "record", "index", "unindexed", "temp", "incomplete"
+    "pack", "object", "body", "record", "index", "unindexed", "leftover", "temp", "incomplete"
 ]
 
 
-NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "temp", "incomplete"})
-"""Problem kinds that are worth saying but lose nothing: files a crashed writer left, runs
-cut off mid-write. Every other kind is damage."""
+NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "leftover", "temp", "incomplete"})
+"""Problem kinds that are worth saying but lose nothing: files a crashed writer left, copies
+a cut-off compaction or gc left (``leftover``: the next gc removes them), runs cut off
+mid-write. Every other kind is damage."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,12 @@ bytes of its sha256) and *records* (JSON: the steps of one flush, their bodies a
 numbers, and the spans, with long strings and hashes taken out and named by object). A step's
 provider, model and tokens were read from its span. This module reads all of it back, from
 the packs alone, and hands each run over as :class:`V2Run`; what it cannot read is named in
-the run's ``problems`` (or the whole read's, for a pack that names no run) and the rest is
-kept.
+the run's ``problems`` and the rest is kept.
+
+The packs alone cannot tell what is gone with a whole pack: the records in it. Version 2's
+index (``index.sqlite``) listed every step with the objects of its request, response and
+record; :func:`read_listing` reads it, and :func:`read_v2` names every step it lists that
+could not be carried, with the objects it lacks.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import zstandard
 
@@ -30,7 +35,7 @@ from otel_replay.errors import StoreFormatError
 from otel_replay.step import RunFacts, Step
 from otel_replay.store._format import read_format_version
 
-__all__ = ["V2Run", "read_v2"]
+__all__ = ["ListedRun", "ListedStep", "Listing", "V2Run", "read_listing", "read_v2"]
 
 _FOOTER = struct.Struct("<II8s")
 _MAGIC = b"ORPACK1\n"
@@ -46,13 +51,47 @@ class _Damaged(ValueError):
 @dataclass(slots=True)
 class V2Run:
     """One run of a version-2 store: its steps (bodies checked against their hashes), its
-    spans as version 2 gave them back, whether it was pinned, and what could not be read."""
+    spans as version 2 gave them back, whether it was pinned, and what could not be read
+    (``lost``: the steps its index lists that are not among ``steps``)."""
 
     run_id: str
     pinned: bool
     steps: list[Step] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    lost: int = 0
+    held: dict[int, set[int]] = field(default_factory=dict)
+    """The object numbers read, by stream id."""
+    failed: set[int] = field(default_factory=set)
+    """Steps whose record was read but which could not be rebuilt (named in ``problems``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListedStep:
+    """A step as version 2's index lists it: its stream, and the object numbers of its
+    request, response (None: no response) and record."""
+
+    stream: int
+    request: int
+    response: int | None
+    record: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListedRun:
+    """A run as version 2's index lists it: its id and its steps, by index."""
+
+    run_id: str
+    steps: dict[int, ListedStep]
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What version 2's index lists, by run directory name (None when it cannot be read:
+    ``problem`` says why)."""
+
+    runs: dict[str, ListedRun] | None
+    problem: str | None = None
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -247,7 +286,9 @@ def _run_facts(run_id: str, spans: list[dict[str, Any]]) -> RunFacts:
     )
 
 
-def _read_stream(run: V2Run, directory: Path, names: list[tuple[int, int, str]]) -> None:
+def _read_stream(
+    run: V2Run, directory: Path, stream_id: int, names: list[tuple[int, int, str]]
+) -> None:
     """Add one stream's steps and spans to ``run``; its packs: (first, last, file name)."""
     objects: dict[int, tuple[int, bytes]] = {}
     covered = -1
@@ -259,6 +300,7 @@ def _read_stream(run: V2Run, directory: Path, names: list[tuple[int, int, str]])
             objects.update(_pack_objects((directory / name).read_bytes()))
         except (_Damaged, OSError) as exc:
             run.problems.append(f"pack {directory / name}: {exc}")
+    run.held.setdefault(stream_id, set()).update(objects)
     stream = _Stream(objects)
     for oid in sorted(objects):
         kind, data = objects[oid]
@@ -279,10 +321,74 @@ def _read_stream(run: V2Run, directory: Path, names: list[tuple[int, int, str]])
                 run.steps.append(_step(run.run_id, entry, stream, by_index.get(entry.get("index"))))
             except (ValueError, LookupError, TypeError, _Damaged) as exc:
                 run.problems.append(f"run {run.run_id!r} step {entry.get('index')}: {exc}")
+                if isinstance(entry.get("index"), int):
+                    run.failed.add(entry["index"])
 
 
-def read_v2(root: Path) -> Iterator[V2Run]:
-    """Every run of the version-2 store at ``root``, read from its packs.
+def _dir_name(run_id: str) -> str:
+    """The name version 2 gave the directory of ``run_id``'s packs."""
+    quoted = quote(run_id, safe="-_~") or "%00"
+    if len(quoted) > 180:
+        quoted = f"{quoted[:120]}~{hashlib.sha256(run_id.encode()).hexdigest()[:16]}"
+    return quoted
+
+
+def read_listing(root: Path) -> Listing:
+    """What the index of the version-2 store at ``root`` lists (see :class:`Listing`)."""
+    where = root / "index.sqlite"
+    try:
+        conn = sqlite3.connect(f"file:{where.resolve().as_posix()}?immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        return Listing(None, f"{where} cannot be read ({exc})")
+    try:
+        runs: dict[str, ListedRun] = {}
+        by_num: dict[int, tuple[ListedRun, list[Any]]] = {}
+        for run_id, num, streams in conn.execute("SELECT id, num, streams FROM runs"):
+            listed = ListedRun(str(run_id), {})
+            runs[_dir_name(listed.run_id)] = listed
+            if num is not None:
+                by_num[int(num)] = (listed, json.loads(streams) if streams else [])
+        rows = conn.execute("SELECT key, stream, req_oid, resp_delta, rec_delta FROM steps")
+        for key, number, request, response, record in rows:
+            listed, streams = by_num[key >> 32]
+            listed.steps[key & 0xFFFFFFFF] = ListedStep(
+                streams[number][0],
+                request,
+                None if response is None else request + response,
+                request + record,
+            )
+    except (sqlite3.Error, ValueError, LookupError, TypeError) as exc:
+        return Listing(None, f"{where} cannot be read ({exc})")
+    finally:
+        conn.close()
+    return Listing(runs)
+
+
+def _lost(run: V2Run, listed: ListedRun) -> None:
+    """Name each step ``listed`` that ``run`` does not hold, with the objects it lacks."""
+    carried = {step.step_index for step in run.steps}
+    for index, step in sorted(listed.steps.items()):
+        if index in carried:
+            continue
+        run.lost += 1
+        if index in run.failed:
+            continue  # named when its record was read
+        held = run.held.get(step.stream, set())
+        parts = (("record", step.record), ("request", step.request), ("response", step.response))
+        missing = [
+            f"{what} (object {oid})" for what, oid in parts if oid is not None and oid not in held
+        ]
+        why = (
+            f"no pack of stream {step.stream:016x} holds its {', '.join(missing)}"
+            if missing
+            else "its record could not be read"
+        )
+        run.problems.append(f"run {listed.run_id!r} step {index}: {why}")
+
+
+def read_v2(root: Path, listing: Listing | None = None) -> Iterator[V2Run]:
+    """Every run of the version-2 store at ``root``, read from its packs; with ``listing``
+    (:func:`read_listing`), also each run it lists that has no packs left.
 
     StoreFormatError when ``root`` is not a version-2 store.
     """
@@ -291,18 +397,22 @@ def read_v2(root: Path) -> Iterator[V2Run]:
     if version != 2:
         raise StoreFormatError(f"{where} is format version {version}, not 2")
     pins = {p.name for p in (root / "pins").glob("*")}
-    for directory in sorted(p for p in (root / "packs").glob("*") if p.is_dir()):
+    listed = dict(listing.runs or {}) if listing is not None else {}
+    directories = {p.name: p for p in (root / "packs").glob("*") if p.is_dir()}
+    for name in sorted(set(directories) | set(listed)):
         streams: dict[int, list[tuple[int, int, str]]] = {}
-        for pack in directory.iterdir():
+        directory = directories.get(name, root / "packs" / name)
+        for pack in directory.iterdir() if name in directories else ():
             match = _PACK.match(pack.name)
             if match is not None:
                 streams.setdefault(int(match[1], 16), []).append(
                     (int(match[2], 16), int(match[3], 16), pack.name)
                 )
-        run = V2Run(unquote(directory.name), pinned=False)
-        for names in streams.values():
-            _read_stream(run, directory, names)
-        run.pinned = directory.name in pins  # a pin's file is named like the run's directory
+        known = listed.get(name)
+        run = V2Run(known.run_id if known else unquote(name), pinned=False)
+        for stream_id, names in streams.items():
+            _read_stream(run, directory, stream_id, names)
+        run.pinned = name in pins  # a pin's file is named like the run's directory
         for step in run.steps:
             step.run_id = run.run_id
         if run.steps or run.spans:
@@ -311,4 +421,6 @@ def read_v2(root: Path) -> Iterator[V2Run]:
                 step.run = facts
             run.steps.sort(key=lambda s: s.step_index)
             run.spans.sort(key=lambda s: s.get("start_ns") or 0)
+        if known is not None:
+            _lost(run, known)
         yield run

@@ -2,9 +2,9 @@
 
 Damage (a pack or record that fails its hash or checksum, an object that does not match its
 digest, a step whose body cannot be assembled, an index that points at a missing file) and
-notices (files the index does not know yet, temporary files a killed writer left, runs cut
-off mid-write) are both reported, each naming its thing; :attr:`VerifyProblem.damage` tells
-them apart.
+notices (files the index does not know yet, temporary files a killed writer left, copies a
+cut-off compaction or gc left, runs cut off mid-write) are both reported, each naming its
+thing; :attr:`VerifyProblem.damage` tells them apart.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from otel_replay.store._objects import ManifestError, decode_manifest
 from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame, entries
 from otel_replay.store._read import MAX_DEPTH, ObjectReader
 from otel_replay.store._records import Record, decode_records
+from otel_replay.store._repack import covering, record_groups
 from otel_replay.store._sync import list_files, read_pack_table
 from otel_replay.store._types import Progress, VerifyProblem
 
@@ -116,6 +117,87 @@ def _check_indexed(
         )
 
 
+def _locates_nothing(index: Index, backend: Backend, name: str, rel: str) -> bool:
+    """Whether the index locates none of the objects of pack ``name`` (at ``rel``) there."""
+    try:
+        table = entries(read_pack_table(backend, rel, backend.size(rel)))
+    except (PackError, OSError):
+        return False  # checked whole, and named
+    with index.guard():
+        return not _rows.pack_objects(index.conn(), name, [entry.digest for entry in table])
+
+
+def _gone_pack(index: Index, name: str) -> VerifyProblem:
+    """A pack the index lists whose file is missing: damage when the index locates objects
+    in it; else a leftover (they were all copied elsewhere first: nothing is missing)."""
+    with index.guard():
+        lost = len(_rows.pack_objects(index.conn(), name, None))
+    if lost:
+        return VerifyProblem(
+            "index", f"index lists pack {name} but its file is missing ({lost} objects)"
+        )
+    return VerifyProblem(
+        "leftover",
+        f"index lists pack {name}, whose file is gone, holding nothing (a compaction or gc "
+        "was cut off); the next gc forgets it",
+    )
+
+
+def _pack_problems(
+    index: Index, backend: Backend, reader: ObjectReader, name: str, rel: str, known: bool
+) -> list[VerifyProblem]:
+    """What one pack file holds wrong, or is worth a notice for."""
+    where = f"{backend.location}/{rel}"
+    if known and _locates_nothing(index, backend, name, rel):
+        # Garbage: its objects are not read (a chunk one of them references may be gone).
+        return [
+            VerifyProblem(
+                "leftover",
+                f"pack {where} holds nothing the index locates (copies of what other packs "
+                "hold, or what a gc that was cut off was removing); the next gc removes it",
+                rel,
+            )
+        ]
+    problems: list[VerifyProblem] = []
+    held = _check_pack(backend, reader, rel, problems)
+    if known:
+        return problems
+    with index.guard():
+        copies = bool(held) and _rows.existing(index.conn(), list(held)) == held
+    if copies:
+        problems.append(
+            VerifyProblem(
+                "leftover",
+                f"pack {where} holds only objects other packs hold (a compaction or gc was cut "
+                "off); the next gc removes it",
+                rel,
+            )
+        )
+    else:
+        problems.append(
+            VerifyProblem(
+                "unindexed",
+                f"pack {where} is not in the index (a writer was cut off before its commit, or "
+                "another process wrote it); `verify --rebuild-index` reads it",
+                rel,
+            )
+        )
+    return problems
+
+
+def _unknown_record(location: str, rel: str, covered_by: str | None) -> VerifyProblem:
+    """A record file the index does not list: a leftover when another file of its writer
+    holds its records (``covered_by``)."""
+    if covered_by is not None:
+        return VerifyProblem(
+            "leftover",
+            f"record file {location}/{rel} holds records that {covered_by} holds too (a merge "
+            "was cut off); the next gc removes it",
+            rel,
+        )
+    return VerifyProblem("unindexed", f"record file {location}/{rel} is not in the index", rel)
+
+
 def verify(
     index: Index, backend: Backend, reader: ObjectReader, progress: Progress | None = None
 ) -> list[VerifyProblem]:
@@ -150,20 +232,10 @@ def verify(
     for rel in sorted(listing.strays):
         problems.append(VerifyProblem("unindexed", f"stray file {backend.location}/{rel}", rel))
     on_disk = {parse_pack_path(rel): rel for rel in listing.packs}
-    for name in sorted(known_packs - set(on_disk)):
-        problems.append(VerifyProblem("index", f"index lists pack {name} but its file is missing"))
+    problems.extend(_gone_pack(index, name) for name in sorted(known_packs - set(on_disk)))
     for name, rel in sorted(on_disk.items(), key=lambda item: item[1]):
-        _check_pack(backend, reader, rel, problems)
-        if name not in known_packs:
-            problems.append(
-                VerifyProblem(
-                    "unindexed",
-                    f"pack {backend.location}/{rel} is not in the index (a writer was cut off "
-                    "before its commit, or another process wrote it); `verify --rebuild-index` "
-                    "reads it",
-                    rel,
-                )
-            )
+        assert name is not None
+        problems.extend(_pack_problems(index, backend, reader, name, rel, name in known_packs))
         done += 1
         if progress:
             progress(done, total)
@@ -171,6 +243,11 @@ def verify(
         problems.append(
             VerifyProblem("index", f"index lists record file {rel} but it is missing", rel)
         )
+    covered = {
+        rel: wide
+        for paths in record_groups(listing.records).values()
+        for rel, wide in covering(paths).items()
+    }
     for rel in sorted(listing.records):
         decoded = decode_records(backend.read(rel))
         for problem in decoded.problems:
@@ -178,11 +255,7 @@ def verify(
                 VerifyProblem("record", f"record file {backend.location}/{rel}: {problem}", rel)
             )
         if rel not in known_records:
-            problems.append(
-                VerifyProblem(
-                    "unindexed", f"record file {backend.location}/{rel} is not in the index", rel
-                )
-            )
+            problems.append(_unknown_record(backend.location, rel, covered.get(rel)))
         else:
             _check_indexed(decoded.records, indexed_steps, backend.location, rel, problems)
         done += 1
@@ -211,15 +284,21 @@ def verify(
         done += 1
         if progress:
             progress(done, total)
-    with index.guard():
-        for run in _rows.run_infos(conn):
-            if run.status == "incomplete":
-                problems.append(
-                    VerifyProblem(
-                        "incomplete",
-                        f"run {run.run_id!r} was not closed by its recorder (cut off, or still "
-                        f"recording): {run.step_count} steps stored",
-                        run_id=run.run_id,
-                    )
-                )
+    problems.extend(_incomplete(index))
     return problems
+
+
+def _incomplete(index: Index) -> list[VerifyProblem]:
+    """A notice for each run its recorder did not close."""
+    with index.guard():
+        runs = _rows.run_infos(index.conn())
+    return [
+        VerifyProblem(
+            "incomplete",
+            f"run {run.run_id!r} was not closed by its recorder (cut off, or still recording): "
+            f"{run.step_count} steps stored",
+            run_id=run.run_id,
+        )
+        for run in runs
+        if run.status == "incomplete"
+    ]

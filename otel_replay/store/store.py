@@ -28,6 +28,7 @@ from otel_replay.store._format import (
     LOCK_FILE,
     ensure_format,
     is_recording_id,
+    parse_record_name,
     pin_path,
 )
 from otel_replay.store._fs import (
@@ -483,8 +484,15 @@ class Store:
         row = self._row(run_id)
         with self._index.guard():
             paths = _rows.run_records(self._index.conn(), row.id)
-        records = [r for rel in paths for r in self._records(rel)]
-        records.sort(key=lambda r: r.seq)
+        # A record is read once, however many of its writer's files hold it (a merge cut
+        # off leaves the merged file beside the ones it merged until the next gc).
+        by_seq: dict[tuple[str, int], Record] = {}
+        for rel in paths:
+            name = parse_record_name(rel.rsplit("/", 1)[1])
+            writer = rel if name is None else name.writer
+            for record in self._records(rel):
+                by_seq.setdefault((writer, record.seq), record)
+        records = sorted(by_seq.values(), key=lambda r: r.seq)
         spans: list[dict[str, Any]] = []
         for record in records:
             for entry in record.spans:
@@ -567,8 +575,9 @@ class Store:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, end the runs this store recorded, merge the packs and record files it
-        wrote (within ``timeout`` seconds when given; merging is never needed for
-        correctness), and close the index."""
+        wrote, and close the index. With ``timeout`` (seconds), no merging is begun once it
+        has passed, and each step's work is sized to the time left; what is left, gc or
+        :meth:`compact` merges (merging is never needed for correctness)."""
         with self._lock:
             if self._closed:
                 return

@@ -78,13 +78,19 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
             assert [store.response_body(s) for s in stored] == [r for _, r in expected]
 
 
-def test_a_merge_cut_short_leaves_a_valid_store(tmp_path: Path, monkeypatch) -> None:
-    root = tmp_path / "s"
-    pairs = bodies("cut", 8)
+def _flushed_eight_times(root: Path, run_id: str) -> tuple[Store, list[tuple[bytes, bytes]]]:
+    """A store at ``root`` that recorded 8 steps of ``run_id``, one a flush (not closed)."""
+    pairs = bodies(run_id, 8)
     store = Store.open(root)
     for index, (request, response) in enumerate(pairs):
-        store.put([fixture("cut", index, request, response, start_ns=time.time_ns())])
+        store.put([fixture(run_id, index, request, response, start_ns=time.time_ns())])
         store.flush()
+    return store, pairs
+
+
+def test_a_merge_cut_short_leaves_a_valid_store(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "s"
+    store, pairs = _flushed_eight_times(root, "cut")
     deleted: list[str] = []
 
     def delete_once(rel: str) -> None:
@@ -109,3 +115,20 @@ def test_a_merge_cut_short_leaves_a_valid_store(tmp_path: Path, monkeypatch) -> 
         assert len(list(root.rglob("*.pack"))) == 1
         assert [reopened.request_body(s) for s in reopened.steps("cut")] == [q for q, _ in pairs]
         assert [p for p in reopened.verify() if p.damage] == []
+
+
+def test_a_close_with_no_time_left_leaves_the_merging_to_gc(tmp_path: Path) -> None:
+    """``close(timeout=0)`` (a shutdown whose time is up) begins no merge: the flushes' packs
+    and record files stay as written, the store is intact, and gc merges them later."""
+    root = tmp_path / "s"
+    store, pairs = _flushed_eight_times(root, "late")
+    store.close(timeout=0)
+    assert len(list(root.rglob("*.pack"))) == 8
+    assert len(list(root.rglob("*.rec"))) == 9  # one a flush, and the run's end
+    with Store.open(root) as reopened:
+        assert reopened.verify() == []
+        reopened.gc(now=time.time() + 2 * GRACE_S)
+        assert len(list(root.rglob("*.pack"))) == 1
+        assert len(list(root.rglob("*.rec"))) == 1
+        assert [reopened.request_body(s) for s in reopened.steps("late")] == [q for q, _ in pairs]
+        assert reopened.verify() == []

@@ -153,3 +153,53 @@ def test_only_version_2_is_migrated(tmp_path: Path) -> None:
     Store.open(tmp_path / "new").close()
     with pytest.raises(StoreFormatError, match="version 3"):
         migrate(tmp_path / "new")
+
+
+PACKS = sorted(str(p.relative_to(DATA / "v2-store")) for p in (DATA / "v2-store").rglob("*.pack"))
+
+
+@pytest.mark.parametrize("pack", PACKS)
+def test_a_missing_pack_costs_only_its_steps_and_names_each(tmp_path: Path, pack: str) -> None:
+    """With a whole pack gone (its records too), migrate names every step the old index
+    lists and the new store lacks (run, step, the objects it lacks), carries the others,
+    exits 1, and keeps the old store as it was."""
+    root = _copy(tmp_path)
+    (root / pack).unlink()
+    before = _tree(root)
+    done = _cli("migrate", "--store", str(root))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert _tree(tmp_path / "store.v2-backup") == before
+    expected = {(run["run_id"], step["index"]): step for run in EXPECTED for step in run["steps"]}
+    with Store.open(root, create=False) as store:
+        carried = {
+            (run.run_id, step["index"]): step
+            for run in store.runs()
+            for step in _as_listed(store, run.run_id)
+        }
+        assert [p for p in store.verify() if p.damage] == []
+    assert carried and all(expected[key] == step for key, step in carried.items())
+    named = {
+        (line.split("'")[1], int(line.split(" step ")[1].split(":")[0]))
+        for line in done.stdout.splitlines()
+        if line.startswith("not migrated: run ")
+    }
+    assert named == set(expected) - set(carried), done.stdout
+    stream = Path(pack).name.split("-", 1)[0]
+    assert all(
+        f"no pack of stream {stream} holds its record (object" in line
+        for line in done.stdout.splitlines()
+        if line.startswith("not migrated: ")
+    )
+    total = len(expected)
+    assert f"and {len(carried)} of {total} steps to format version 3" in done.stdout
+
+
+def test_an_old_index_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    """Without version 2's index, a step lost with a whole pack could not be named: the
+    migration carries everything readable and says so, with exit 1."""
+    root = _copy(tmp_path)
+    (root / "index.sqlite").unlink()
+    result = migrate(root)
+    assert (result.runs, result.steps) == (len(EXPECTED), sum(len(r["steps"]) for r in EXPECTED))
+    assert len(result.problems) == 1 and "index.sqlite cannot be read" in result.problems[0]
