@@ -134,12 +134,14 @@ def test_a_bridged_run_is_one_trace_under_one_root_of_ours(
     }
     workflows = [s for s in agents if s["name"] == "Agent workflow"]
     assert {s["parent_span_id"] for s in workflows} == {root["span_id"]}
-    steps = [
-        s["attributes"]["replay.step.index"]
+    steps = Counter(
+        (s["attributes"]["replay.step.index"], s["attributes"]["replay.step.kind"])
         for s in spans
         if "replay.step.index" in s["attributes"]
-    ]
-    assert sorted(steps) == list(range(6))  # every step once: 4 model calls, 2 tools
+    )
+    # Every step once: 4 model calls, 2 tools and the refund's uuid.uuid4() draw.
+    assert sorted(index for index, _ in steps) == list(range(7))
+    assert Counter(kind for _, kind in steps) == {"llm": 4, "tool": 2, "value": 1}
 
 
 @pytest.fixture(scope="module")
