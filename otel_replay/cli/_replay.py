@@ -5,10 +5,11 @@ CMD with replay mode in its environment and our ``sitecustomize`` first on ``PYT
 plain ``python agent.py`` replays too), follows the events the child appends to a report file
 (progress), and finally prints the comparison.
 
-A strict replay runs CMD in a network namespace of its own (:mod:`otel_replay.replay._isolate`
-starts it), so nothing CMD or its subprocesses do reaches the network; where namespaces are
-unavailable it says so on one line and runs CMD with the in-process guards alone.
-``--no-isolate`` asks for that without trying.
+A strict replay runs CMD in namespaces of its own under a seccomp filter
+(:mod:`otel_replay.replay._isolate` starts it), so nothing CMD or its subprocesses do reaches
+the network or the host's unix sockets; where namespaces are unavailable the filter alone
+refuses every connection, and where that is unavailable too one line says so and CMD runs with
+the in-process guards alone. ``--no-isolate`` asks for the filter alone without trying.
 
 Exit status (:data:`EXIT_STATUS`): 0 identical; 1 diverged; 2 bad input (a recorded step's
 value the program could not be given back included: one line names the run, the step and what
@@ -122,8 +123,9 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "--isolate/--no-isolate",
     default=True,
     show_default=True,
-    help="Strict replay runs CMD in a network namespace of its own (Linux), so neither CMD nor "
-    "anything it starts can reach the network. --no-isolate relies on in-process guards only.",
+    help="Strict replay runs CMD in namespaces of its own under a seccomp filter (Linux), so "
+    "neither CMD nor anything it starts can reach the network or the host's unix sockets. "
+    "--no-isolate: no namespaces; the filter refuses every connection, loopback included.",
 )
 @click.option(
     "--live-tools",
@@ -155,9 +157,10 @@ def replay(
     OTLP JSON or protobuf file, or an http(s) URL that returns OTLP JSON (add #RUN_ID to
     pick one run from a source that holds several). CMD runs with OTEL_REPLAY_MODE=replay:
     every httpx/httpx2 request is answered from the recording, and in strict mode no socket
-    opens: CMD runs in a network namespace of its own where the system allows one, and every
-    refused attempt and every process CMD starts is listed. The re-execution is recorded in
-    the store as a run of its own (mode replay, naming RUN as its parent).
+    opens: CMD runs in namespaces of its own under a seccomp filter where the system allows,
+    and every refused attempt (unix sockets included) and every process CMD starts is listed.
+    The re-execution is recorded in the store as a run of its own (mode replay, naming RUN as
+    its parent).
 
     \b
     Exit status:
@@ -185,8 +188,7 @@ def replay(
         new_id = new_run_id()
         env = _child_env(source, where, new_id, report, timing, strict)
         env["OTEL_REPLAY_LIVE_TOOLS"] = live_tools or ""
-        isolation = _isolation_wanted(strict=strict, isolate=isolate)
-        argv = _isolate.launcher(command) if isolation is None else list(command)
+        argv, isolation = _launch(command, strict=strict, isolate=isolate)
         code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
@@ -257,18 +259,18 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
     return ref, load_run(ref, store=store)
 
 
-def _isolation_wanted(*, strict: bool, isolate: bool) -> Isolation | None:
-    """None when CMD is to start through the isolating launcher; otherwise why not (with the
-    one-line notice printed when the system is what stands in the way)."""
+def _launch(
+    command: Sequence[str], *, strict: bool, isolate: bool
+) -> tuple[list[str], Isolation | None]:
+    """How CMD is started, and how it is isolated when known here (None: the launcher says,
+    in its event); the one-line notice is printed when the system is what stands in the way."""
     if not strict:
-        return Isolation(False, reason="--no-strict: unmatched requests go live")
-    if not isolate:
-        return Isolation(False, reason="--no-isolate")
+        return list(command), Isolation(False, reason="--no-strict: unmatched requests go live")
     reason = _isolate.unavailable()
     if reason is None:
-        return None
+        return _isolate.launcher(command, namespaces=isolate), None
     click.echo(_isolate.notice(reason), err=True)
-    return Isolation(False, reason=reason)
+    return list(command), Isolation(False, reason=reason)
 
 
 def _child_env(
@@ -440,6 +442,9 @@ def _result(
                 how=event.get("how"),
                 loopback=bool(event.get("loopback")),
                 reason=event.get("reason"),
+                private_proc=bool(event.get("private_proc")),
+                seccomp=bool(event.get("seccomp")),
+                seccomp_reason=event.get("seccomp_reason"),
             )
     steps = [s.ran_live(ran_live[s.order]) if s.order in ran_live else s for s in steps]
     result = ReplayResult(recorded, steps, network, subprocesses)
