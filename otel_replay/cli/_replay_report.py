@@ -168,15 +168,12 @@ def _isolation(isolation: Isolation | None, subprocesses: int) -> list[Renderabl
         return []
     if isolation.reason is not None and isolation.reason.startswith("--no-strict"):
         return [Text(f"not isolated ({isolation.reason})")]
-    filtered = (
-        "a seccomp filter refused, in every process, the unix sockets the replay did not make"
-    )
     if not isolation.isolated:
         if isolation.seccomp:
             return [
                 Text(
-                    f"not isolated ({isolation.reason}): no network namespace; {filtered}, "
-                    "and every IP connection (loopback included)"
+                    f"not isolated ({isolation.reason}): a seccomp filter refused every "
+                    "connection, loopback included, but to the replay's own unix sockets"
                 )
             ]
         text = f"not isolated ({isolation.reason}): only in-process guards applied"
@@ -194,7 +191,13 @@ def _isolation(isolation: Isolation | None, subprocesses: int) -> list[Renderabl
         )
     ]
     if isolation.seccomp:
-        out.append(Text(f"filtered: {filtered} itself", style="green"))
+        out.append(
+            Text(
+                "filtered: a seccomp filter refused, in every process, the unix sockets the "
+                "replay did not make itself",
+                style="green",
+            )
+        )
     else:
         out.append(
             Text(
