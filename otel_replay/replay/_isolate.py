@@ -125,8 +125,7 @@ def _unfiltered_notice(reason: str, *, isolated: bool) -> str:
     )
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _checked(result: int) -> None:
@@ -140,7 +139,7 @@ def _unshare(flags: int) -> None:
     if call is not None:
         call(flags)
         return
-    _checked(_libc().unshare(ctypes.c_int(flags)))
+    _checked(_LIBC.unshare(ctypes.c_int(flags)))
 
 
 def _write(path: str, text: str) -> None:
@@ -230,7 +229,7 @@ def isolate() -> dict[str, Any]:
 def _mount_proc() -> None:
     """In a new mount namespace of a process of a new PID namespace: a ``/proc`` of that
     PID namespace (and so of this network namespace) over the host's."""
-    libc = _libc()
+    libc = _LIBC
     # Slave first: a mount made here must not propagate to the host's (shared) root.
     _checked(libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_SLAVE), None))
     flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -288,7 +287,7 @@ def _fail(report: str | None, message: str) -> NoReturn:
 
 
 def _die_with_parent() -> None:
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _command(
@@ -429,9 +428,10 @@ def _exit_as(status: int) -> NoReturn:
         number = os.WTERMSIG(status)
         with contextlib.suppress(OSError, ValueError):
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's cannot be set
             signal.signal(number, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
-            os.kill(os.getpid(), number)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
+        os.kill(os.getpid(), number)
         os._exit(128 + number)
     os._exit(os.waitstatus_to_exitcode(status))
 
@@ -454,7 +454,7 @@ def _launch(
     netns, pidns = bool(event["isolated"]), bool(event.get("private_proc"))
     filter_reason = _seccomp.unavailable()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     child = os.fork()
     if child == 0:
         ours.close()

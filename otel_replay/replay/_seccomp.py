@@ -43,23 +43,39 @@ import stat
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 __all__ = ["Supervisor", "diagnostics", "install", "unavailable"]
 
 
-@dataclass(frozen=True)
 class _Arch:
-    """An architecture's audit id and the numbers of the system calls the filter names."""
+    """An architecture's audit id and the numbers of the system calls the filter names.
 
-    audit: int
-    socket: int
-    socketpair: int
-    connect: int
-    sendto: int
-    sendmsg: int
-    sendmmsg: int
-    seccomp: int
+    (Plain classes here, not dataclasses: the launcher starts every replay, and importing
+    ``dataclasses`` costs more than the rest of it.)
+    """
+
+    __slots__ = (
+        "audit",
+        "connect",
+        "seccomp",
+        "sendmmsg",
+        "sendmsg",
+        "sendto",
+        "socket",
+        "socketpair",
+    )
+
+    def __init__(self, audit: int, *numbers: int) -> None:
+        self.audit = audit
+        (
+            self.socket,
+            self.socketpair,
+            self.connect,
+            self.sendto,
+            self.sendmsg,
+            self.sendmmsg,
+            self.seccomp,
+        ) = numbers
 
 
 _ARCHES = {
@@ -96,8 +112,11 @@ _RESOLVE_IN_ROOT = 0x10
 _PIDFD_THREAD = os.O_EXCL  # Linux 6.9: a pidfd for a thread, not only a process
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("length", ctypes.c_size_t))
 
 
 def _check(result: int) -> int:
@@ -109,7 +128,7 @@ def _check(result: int) -> int:
 
 def _syscall(number: int, *args: int | ctypes.c_void_p | ctypes.Array[ctypes.c_char]) -> int:
     values = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
-    return _check(_libc().syscall(ctypes.c_long(number), *values))
+    return _check(_LIBC.syscall(ctypes.c_long(number), *values))
 
 
 def _arch() -> _Arch | None:
@@ -270,7 +289,7 @@ def install(*, netns: bool) -> int:
     filters = ctypes.create_string_buffer(code, len(code))
     fprog = struct.pack("=HxxxxxxQ", len(code) // 8, ctypes.addressof(filters))
     fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
-    _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+    _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
     return _syscall(
         arch.seccomp,
         _SECCOMP_SET_MODE_FILTER,
@@ -279,14 +298,13 @@ def install(*, netns: bool) -> int:
     )
 
 
-@dataclass(frozen=True)
 class _Call:
     """One notified system call: its id, the calling thread, the call's number and args."""
 
-    id: int
-    tid: int
-    nr: int
-    args: tuple[int, ...]
+    __slots__ = ("args", "id", "nr", "tid")
+
+    def __init__(self, call_id: int, tid: int, nr: int, args: tuple[int, ...]) -> None:
+        self.id, self.tid, self.nr, self.args = call_id, tid, nr, args
 
 
 class _Refused(Exception):
@@ -322,7 +340,6 @@ class Supervisor:
         self._root = root
         self._arch = _arch()
         self._lock = threading.Lock()
-        self._libc = _libc()
 
     def handle(self) -> None:
         """Receive one notification and answer it (connects in a thread of their own: one
@@ -337,7 +354,7 @@ class Supervisor:
 
     def _receive(self) -> _Call | None:
         buffer = ctypes.create_string_buffer(_NOTIF.size)  # the kernel wants it zeroed
-        if self._libc.ioctl(self._listener, ctypes.c_ulong(_NOTIF_RECV), buffer) < 0:
+        if _LIBC.ioctl(self._listener, ctypes.c_ulong(_NOTIF_RECV), buffer) < 0:
             return None  # the caller went away (ENOENT) or was interrupted
         call_id, tid, _flags, nr, _arch, _ip, *args = _NOTIF.unpack(buffer.raw)
         return _Call(call_id, tid, nr, tuple(args))
@@ -352,15 +369,13 @@ class Supervisor:
             result = -(exc.errno or errno.EIO)
         response = _RESPONSE.pack(call.id, max(result, 0), min(result, 0), 0)
         buffer = ctypes.create_string_buffer(response, len(response))
-        self._libc.ioctl(self._listener, ctypes.c_ulong(_NOTIF_SEND), buffer)
+        _LIBC.ioctl(self._listener, ctypes.c_ulong(_NOTIF_SEND), buffer)
 
     def _valid(self, call: _Call) -> bool:
         """Whether ``call`` is still waiting: its thread id still names its thread, so what
         was read through the id belongs to the caller."""
         value = ctypes.c_uint64(call.id)
-        answer = self._libc.ioctl(
-            self._listener, ctypes.c_ulong(_NOTIF_ID_VALID), ctypes.byref(value)
-        )
+        answer = _LIBC.ioctl(self._listener, ctypes.c_ulong(_NOTIF_ID_VALID), ctypes.byref(value))
         return bool(answer == 0)
 
     def _event(self, what: str) -> None:
@@ -396,20 +411,16 @@ class Supervisor:
                 return -errno.EINTR  # the caller is gone: the answer goes nowhere
             with self._target(call.tid, sock, address) as raw:
                 buffer = ctypes.create_string_buffer(raw, len(raw))
-                return _check(self._libc.connect(sock.fileno(), buffer, len(raw)))
+                return _check(_LIBC.connect(sock.fileno(), buffer, len(raw)))
 
     def _read(self, tid: int, pointer: int, length: int) -> bytes:
         """``length`` bytes of the thread's memory at ``pointer``."""
         if length == 0:
             return b""
-
-        class _Iovec(ctypes.Structure):
-            _fields_ = (("base", ctypes.c_void_p), ("length", ctypes.c_size_t))
-
         buffer = ctypes.create_string_buffer(length)
         local = _Iovec(ctypes.addressof(buffer), length)
         remote = _Iovec(pointer, length)
-        done = self._libc.process_vm_readv(
+        done = _LIBC.process_vm_readv(
             tid,
             ctypes.byref(local),
             ctypes.c_ulong(1),
@@ -519,13 +530,14 @@ class Supervisor:
         return False
 
 
-@dataclass(frozen=True)
 class _UnixSocket:
-    """A unix-domain socket as the kernel's socket diagnostics list it."""
+    """A unix-domain socket as the kernel's socket diagnostics list it: its inode, its name
+    (``sun_path``, abstract or not) and ``vfs``, the inode and device of its bound file."""
 
-    inode: int
-    name: bytes | None
-    vfs: tuple[int, int] | None  # the bound file's inode and device
+    __slots__ = ("inode", "name", "vfs")
+
+    def __init__(self, inode: int, name: bytes | None, vfs: tuple[int, int] | None) -> None:
+        self.inode, self.name, self.vfs = inode, name, vfs
 
 
 def diagnostics() -> socket.socket:

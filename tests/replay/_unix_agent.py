@@ -109,6 +109,17 @@ def names(path: str) -> None:
         attempt("names", name, lambda name=name: unix_send(name))  # type: ignore[misc]
 
 
+def families() -> None:
+    """A socket of a family that reaches past the namespace (``AF_VSOCK``: the hypervisor),
+    and an io_uring (whose requests no seccomp filter sees)."""
+    attempt("families", "vsock", lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM))
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    if LIBC.syscall(425, 4, params) < 0:
+        print("families io_uring blocked", ctypes.get_errno(), flush=True)
+    else:
+        print("families io_uring ESCAPED", flush=True)
+
+
 def proc(port: int, path: str) -> None:
     """How many of ``/proc``'s socket tables show the host's listeners, and which pids
     ``/proc`` lists."""
@@ -268,6 +279,8 @@ def main(argv: list[str]) -> None:
             attempt(way, dgram, lambda: datagram(dgram))
         elif way == "names":
             names(path)
+        elif way == "families":
+            families()
         elif way == "proc":
             proc(int(port), path)
         elif way in ("own", "own-tcp"):

@@ -840,6 +840,15 @@ def test_a_unix_socket_of_the_host_is_refused_by_any_name(
     assert done.returncode == 1
 
 
+@pytest.mark.skipif(SYS_CONNECT is None, reason="syscall numbers for x86-64 and arm64 only")
+def test_other_socket_families_and_io_uring_are_refused(recording: Recording) -> None:
+    done = replay(recording, Path(UNIX_AGENT), "0", "/none", "none", "/none", "families")
+    assert f"families vsock blocked {errno.EACCES}" in done.stderr
+    assert f"families io_uring blocked {errno.ENOSYS}" in done.stderr
+    assert _document(done)["network_attempts"] == ["socket(AF_VSOCK, SOCK_STREAM)"]
+    assert done.returncode == 1
+
+
 def test_proc_shows_none_of_the_hosts_sockets(
     recording: Recording, listener: Listener, unix_listener: UnixListener
 ) -> None:
