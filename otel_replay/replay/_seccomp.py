@@ -38,6 +38,7 @@ import ctypes
 import errno
 import json
 import os
+import queue
 import socket
 import stat
 import struct
@@ -339,18 +340,34 @@ class Supervisor:
         self._report = report
         self._root = root
         self._arch = _arch()
-        self._lock = threading.Lock()
+        self._connects: queue.SimpleQueue[_Call] = queue.SimpleQueue()
+        self._idle = 0  # connect workers waiting for one (guarded by _idle_lock)
+        self._idle_lock = threading.Lock()
+        self._report_lock = threading.Lock()
+        self._outside_lock = threading.Lock()  # one dump at a time on the one socket
 
     def handle(self) -> None:
-        """Receive one notification and answer it (connects in a thread of their own: one
-        may block, as it would have in the process)."""
+        """Receive one notification and answer it. Connects are answered by worker threads:
+        one may block (a listener's backlog full), as it would have in the process, and must
+        not hold up the others; a worker is started only when none is idle."""
         call = self._receive()
         if call is None or self._arch is None:
             return
-        if call.nr == self._arch.connect:
-            threading.Thread(target=self._answer, args=(call, self._connect), daemon=True).start()
-        else:
+        if call.nr != self._arch.connect:
             self._answer(call, self._refuse)
+            return
+        with self._idle_lock:
+            start = self._idle == 0
+            self._idle -= 0 if start else 1
+        if start:
+            threading.Thread(target=self._connect_worker, daemon=True).start()
+        self._connects.put(call)
+
+    def _connect_worker(self) -> None:
+        while True:
+            self._answer(self._connects.get(), self._connect)
+            with self._idle_lock:
+                self._idle += 1
 
     def _receive(self) -> _Call | None:
         buffer = ctypes.create_string_buffer(_NOTIF.size)  # the kernel wants it zeroed
@@ -382,7 +399,7 @@ class Supervisor:
         if not self._report:
             return
         line = json.dumps({"type": "network", "address": what, "by": "seccomp"}) + "\n"
-        with self._lock, open(self._report, "ab") as out:
+        with self._report_lock, open(self._report, "ab") as out:
             out.write(line.encode("utf-8", "backslashreplace"))
 
     # Refused outright: the arguments the filter saw decide; nothing is read or done.
@@ -491,7 +508,7 @@ class Supervisor:
         if self._outside is None:
             theirs = bool(ours)
         else:
-            with self._lock:
+            with self._outside_lock:
                 theirs = any(names(e) for e in _unix_sockets(self._outside))
         if theirs:
             raise _Refused(what)
