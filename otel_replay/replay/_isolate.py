@@ -45,7 +45,6 @@ import ctypes
 import errno
 import json
 import os
-import resource
 import select
 import signal
 import socket
@@ -78,7 +77,12 @@ _IFREQ = struct.Struct("16sH22x")
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x8, 0x4000, 0x80000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+# Passed on to CMD (looked up by name: the parent imports this module anywhere).
+_FORWARDED = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
 _STATUS = struct.Struct("=i")
 _GO = b"go"
 
@@ -125,9 +129,6 @@ def _unfiltered_notice(reason: str, *, isolated: bool) -> str:
     )
 
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
 def _checked(result: int) -> None:
     if result != 0:
         code = ctypes.get_errno()
@@ -139,7 +140,7 @@ def _unshare(flags: int) -> None:
     if call is not None:
         call(flags)
         return
-    _checked(_LIBC.unshare(ctypes.c_int(flags)))
+    _checked(_seccomp.libc().unshare(ctypes.c_int(flags)))
 
 
 def _write(path: str, text: str) -> None:
@@ -229,7 +230,7 @@ def isolate() -> dict[str, Any]:
 def _mount_proc() -> None:
     """In a new mount namespace of a process of a new PID namespace: a ``/proc`` of that
     PID namespace (and so of this network namespace) over the host's."""
-    libc = _LIBC
+    libc = _seccomp.libc()
     # Slave first: a mount made here must not propagate to the host's (shared) root.
     _checked(libc.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_SLAVE), None))
     flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -287,7 +288,7 @@ def _fail(report: str | None, message: str) -> NoReturn:
 
 
 def _die_with_parent() -> None:
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _seccomp.libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _command(
@@ -369,10 +370,9 @@ def _pid_namespace(
     if init[0] == 0:
         _init(command, report, channel, netns=netns, filtered=filtered)
     channel.close()
-    while True:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(init[0], 0)
-        os._exit(0)
+    # The init sends CMD's status itself; this one counts only if the init could not.
+    code = os.waitstatus_to_exitcode(os.waitpid(init[0], 0)[1])
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def _supervise(
@@ -425,6 +425,8 @@ def _exit_as(status: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     if os.WIFSIGNALED(status):
+        import resource  # noqa: PLC0415 - POSIX only; the parent imports this module anywhere
+
         number = os.WTERMSIG(status)
         with contextlib.suppress(OSError, ValueError):
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -454,7 +456,7 @@ def _launch(
     netns, pidns = bool(event["isolated"]), bool(event.get("private_proc"))
     filter_reason = _seccomp.unavailable()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _seccomp.libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     child = os.fork()
     if child == 0:
         ours.close()

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import json
 import os
 import queue
@@ -45,7 +46,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 
-__all__ = ["Supervisor", "diagnostics", "install", "unavailable"]
+__all__ = ["Supervisor", "diagnostics", "install", "libc", "unavailable"]
 
 
 class _Arch:
@@ -104,8 +105,6 @@ _NOTIF = struct.Struct("=QIIiIQ6Q")  # id, pid, flags, then seccomp_data: nr, ar
 _RESPONSE = struct.Struct("=QqiI")  # id, val, error, flags
 
 _MSG_FASTOPEN = 0x20000000
-_UNIX_KINDS = frozenset({socket.SOCK_STREAM, socket.SOCK_SEQPACKET})
-_TCP_PROTOCOLS = (0, socket.IPPROTO_TCP)
 _SOCKADDR_MAX = 128  # sizeof(struct sockaddr_storage): the kernel refuses longer addresses
 _SUN_PATH = 2  # offset of sun_path in struct sockaddr_un
 _RESOLVE_NO_MAGICLINKS = 0x02
@@ -113,7 +112,10 @@ _RESOLVE_IN_ROOT = 0x10
 _PIDFD_THREAD = os.O_EXCL  # Linux 6.9: a pidfd for a thread, not only a process
 
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library (loaded on first use: the parent imports these modules anywhere)."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 class _Iovec(ctypes.Structure):
@@ -129,7 +131,7 @@ def _check(result: int) -> int:
 
 def _syscall(number: int, *args: int | ctypes.c_void_p | ctypes.Array[ctypes.c_char]) -> int:
     values = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
-    return _check(_LIBC.syscall(ctypes.c_long(number), *values))
+    return _check(libc().syscall(ctypes.c_long(number), *values))
 
 
 def _arch() -> _Arch | None:
@@ -260,7 +262,7 @@ def program(arch: _Arch, *, netns: bool) -> bytes:
     asm.label("unix-kind")
     asm.load(_arg(1))
     asm.mask(0xF)  # without SOCK_NONBLOCK, SOCK_CLOEXEC
-    for kind in sorted(_UNIX_KINDS):
+    for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET):
         asm.jump(_JEQ, kind, "allow")
     asm.ret(_RET_USER_NOTIF)
     if not netns:
@@ -269,7 +271,7 @@ def program(arch: _Arch, *, netns: bool) -> bytes:
         asm.mask(0xF)
         asm.jump(_JEQ, socket.SOCK_STREAM, None, "notify")
         asm.load(_arg(2))
-        for protocol in _TCP_PROTOCOLS:
+        for protocol in (0, socket.IPPROTO_TCP):
             asm.jump(_JEQ, protocol, "allow")
     asm.label("notify")
     asm.ret(_RET_USER_NOTIF)
@@ -290,7 +292,7 @@ def install(*, netns: bool) -> int:
     filters = ctypes.create_string_buffer(code, len(code))
     fprog = struct.pack("=HxxxxxxQ", len(code) // 8, ctypes.addressof(filters))
     fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
-    _check(_LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+    _check(libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
     return _syscall(
         arch.seccomp,
         _SECCOMP_SET_MODE_FILTER,
@@ -371,7 +373,7 @@ class Supervisor:
 
     def _receive(self) -> _Call | None:
         buffer = ctypes.create_string_buffer(_NOTIF.size)  # the kernel wants it zeroed
-        if _LIBC.ioctl(self._listener, ctypes.c_ulong(_NOTIF_RECV), buffer) < 0:
+        if libc().ioctl(self._listener, ctypes.c_ulong(_NOTIF_RECV), buffer) < 0:
             return None  # the caller went away (ENOENT) or was interrupted
         call_id, tid, _flags, nr, _arch, _ip, *args = _NOTIF.unpack(buffer.raw)
         return _Call(call_id, tid, nr, tuple(args))
@@ -386,13 +388,13 @@ class Supervisor:
             result = -(exc.errno or errno.EIO)
         response = _RESPONSE.pack(call.id, max(result, 0), min(result, 0), 0)
         buffer = ctypes.create_string_buffer(response, len(response))
-        _LIBC.ioctl(self._listener, ctypes.c_ulong(_NOTIF_SEND), buffer)
+        libc().ioctl(self._listener, ctypes.c_ulong(_NOTIF_SEND), buffer)
 
     def _valid(self, call: _Call) -> bool:
         """Whether ``call`` is still waiting: its thread id still names its thread, so what
         was read through the id belongs to the caller."""
         value = ctypes.c_uint64(call.id)
-        answer = _LIBC.ioctl(self._listener, ctypes.c_ulong(_NOTIF_ID_VALID), ctypes.byref(value))
+        answer = libc().ioctl(self._listener, ctypes.c_ulong(_NOTIF_ID_VALID), ctypes.byref(value))
         return bool(answer == 0)
 
     def _event(self, what: str) -> None:
@@ -428,7 +430,7 @@ class Supervisor:
                 return -errno.EINTR  # the caller is gone: the answer goes nowhere
             with self._target(call.tid, sock, address) as raw:
                 buffer = ctypes.create_string_buffer(raw, len(raw))
-                return _check(_LIBC.connect(sock.fileno(), buffer, len(raw)))
+                return _check(libc().connect(sock.fileno(), buffer, len(raw)))
 
     def _read(self, tid: int, pointer: int, length: int) -> bytes:
         """``length`` bytes of the thread's memory at ``pointer``."""
@@ -437,7 +439,7 @@ class Supervisor:
         buffer = ctypes.create_string_buffer(length)
         local = _Iovec(ctypes.addressof(buffer), length)
         remote = _Iovec(pointer, length)
-        done = _LIBC.process_vm_readv(
+        done = libc().process_vm_readv(
             tid,
             ctypes.byref(local),
             ctypes.c_ulong(1),
