@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -88,6 +88,7 @@ EXIT_STATUS: dict[Outcome, int] = {
 value the replay could not give back included; 70: a bug)."""
 
 _POLL_S = 0.05
+_LAUNCHER_EVENTS = frozenset({"isolation", "launch-failed"})
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _STOP_GRACE_S = 10.0
 # The replayed process must not export its spans anywhere but the store: strict replay opens
@@ -188,8 +189,14 @@ def replay(
         new_id = new_run_id()
         env = _child_env(source, where, new_id, report, timing, strict)
         env["OTEL_REPLAY_LIVE_TOOLS"] = live_tools or ""
-        argv, isolation = _launch(command, strict=strict, isolate=isolate)
-        code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
+        # The launcher's own events (how CMD is isolated, what the filter refused) go to a file
+        # with no name, passed to it alone: CMD can neither erase nor forge them.
+        with tempfile.TemporaryFile(dir=scratch) as launcher_events:
+            argv, isolation = _launch(
+                command, strict=strict, isolate=isolate, events_fd=launcher_events.fileno()
+            )
+            private = launcher_events if isolation is None else None
+            code, events = _run_child(argv, env, report, private, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
     kept = _kept(where, new_id, result.hooked)
@@ -260,7 +267,7 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
 
 
 def _launch(
-    command: Sequence[str], *, strict: bool, isolate: bool
+    command: Sequence[str], *, strict: bool, isolate: bool, events_fd: int
 ) -> tuple[list[str], Isolation | None]:
     """How CMD is started, and how it is isolated when known here (None: the launcher says,
     in its event); the one-line notice is printed when the system is what stands in the way."""
@@ -268,7 +275,7 @@ def _launch(
         return list(command), Isolation(False, reason="--no-strict: unmatched requests go live")
     reason = _isolate.unavailable()
     if reason is None:
-        return _isolate.launcher(command, namespaces=isolate), None
+        return _isolate.launcher(command, namespaces=isolate, events_fd=events_fd), None
     click.echo(_isolate.notice(reason), err=True)
     return list(command), Isolation(False, reason=reason)
 
@@ -296,17 +303,30 @@ def _child_env(
 
 
 def _run_child(
-    command: Sequence[str], env: Mapping[str, str], report: Path, total: int, quiet: bool
+    command: Sequence[str],
+    env: Mapping[str, str],
+    report: Path,
+    launcher: IO[bytes] | None,
+    total: int,
+    quiet: bool,
 ) -> tuple[int, list[dict[str, Any]]]:
-    """Run CMD, following its report for progress; returns its exit status and the events."""
+    """Run CMD, following its report for progress; returns its exit status and the events
+    (``launcher``: the file the launcher writes its own events to, when it runs)."""
+    passed = () if launcher is None else (launcher.fileno(),)
     try:
         # With --json, stdout carries only the comparison: the program's output goes to stderr.
-        child = subprocess.Popen(list(command), env=dict(env), stdout=sys.stderr if quiet else None)
+        child = subprocess.Popen(
+            list(command), env=dict(env), stdout=sys.stderr if quiet else None, pass_fds=passed
+        )
     except OSError as exc:
         raise CliError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
     with _stopping_together(child):
         code = _follow(child, report, total, quiet)
-    events = _events(report)
+    events = _events(report.read_bytes(), f"replay report {report}")
+    if launcher is not None:  # what CMD wrote in the launcher's name does not count
+        launcher.seek(0)
+        ours = [e for e in events if e.get("type") not in _LAUNCHER_EVENTS]
+        events = ours + _events(launcher.read(), "the launcher's report")
     for event in events:
         if event.get("type") == "launch-failed":
             raise CliError(str(event.get("error")))
@@ -373,10 +393,11 @@ def _count_steps(data: bytes) -> int:
     return data.count(b'"type": "step"')
 
 
-def _events(report: Path) -> list[dict[str, Any]]:
-    """The events the child wrote. A last line cut short by a crash is dropped (the child's
-    exit status says it crashed); a damaged line anywhere else is an error."""
-    lines = report.read_bytes().split(b"\n")
+def _events(data: bytes, name: str) -> list[dict[str, Any]]:
+    """The events in ``data`` (JSON lines, from ``name``). A last line cut short by a crash is
+    dropped (the child's exit status says it crashed); a damaged line anywhere else is an
+    error."""
+    lines = data.split(b"\n")
     events: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -386,7 +407,7 @@ def _events(report: Path) -> list[dict[str, Any]]:
         except ValueError:
             if number == len(lines):
                 break
-            raise OtelReplayError(f"replay report {report} line {number} is damaged") from None
+            raise OtelReplayError(f"{name} line {number} is damaged") from None
         events.append(event)
     return events
 

@@ -76,6 +76,7 @@ _IFF_UP = 0x1
 _IFREQ = struct.Struct("16sH22x")
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x8, 0x4000, 0x80000
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 # Passed on to CMD (looked up by name: the parent imports this module anywhere).
 _FORWARDED = tuple(
@@ -96,10 +97,15 @@ def unavailable() -> str | None:
     return None
 
 
-def launcher(command: Sequence[str], *, namespaces: bool = True) -> list[str]:
+def launcher(
+    command: Sequence[str], *, namespaces: bool = True, events_fd: int | None = None
+) -> list[str]:
     """The command line that runs ``command`` isolated (``namespaces`` False: under the
-    seccomp filter alone)."""
+    seccomp filter alone). ``events_fd``: a file descriptor, passed to the launcher alone,
+    that takes its events instead of the report file."""
     flags = [] if namespaces else ["--no-namespaces"]
+    if events_fd is not None:
+        flags += ["--events-fd", str(events_fd)]
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), *flags, "--", *command]
 
 
@@ -271,16 +277,32 @@ def _forward_to(pid: list[int]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal sends it to CMD itself
 
 
-def _event(report: str | None, event: dict[str, Any]) -> None:
-    if report:
-        with open(report, "a", encoding="utf-8") as out:
-            out.write(json.dumps(event) + "\n")
+class _Events:
+    """Where the launcher's events go: a file descriptor the parent opened for it alone
+    (``--events-fd``; CMD cannot reach it, so it can neither erase nor forge them) or, without
+    one, the report file ``OTEL_REPLAY_REPORT`` names (or nowhere)."""
+
+    def __init__(self, fd: int | None, path: str | None) -> None:
+        self._fd = fd
+        self._path = path
+
+    def __bool__(self) -> bool:
+        return self._fd is not None or bool(self._path)
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Append ``event``, one line in one write."""
+        line = (json.dumps(event) + "\n").encode("utf-8", "backslashreplace")
+        if self._fd is not None:
+            os.write(self._fd, line)
+        elif self._path:
+            with open(self._path, "ab") as out:
+                out.write(line)
 
 
-def _fail(report: str | None, message: str) -> NoReturn:
+def _fail(report: _Events, message: str) -> NoReturn:
     # The parent prints the event as its one-line error; without a report, say it here.
     if report:
-        _event(report, {"type": "launch-failed", "error": message})
+        report.write({"type": "launch-failed", "error": message})
     else:
         sys.stderr.write(f"otel-replay: {message}\n")
         sys.stderr.flush()
@@ -292,7 +314,7 @@ def _die_with_parent() -> None:
 
 
 def _command(
-    command: list[str], report: str | None, channel: socket.socket, *, netns: bool, filtered: bool
+    command: list[str], report: _Events, channel: socket.socket, *, netns: bool, filtered: bool
 ) -> NoReturn:
     """Become CMD: install the filter, hand its other end to the launcher, wait for the
     launcher to be ready, exec."""
@@ -323,7 +345,7 @@ def _command(
 
 
 def _init(
-    command: list[str], report: str | None, channel: socket.socket, *, netns: bool, filtered: bool
+    command: list[str], report: _Events, channel: socket.socket, *, netns: bool, filtered: bool
 ) -> NoReturn:
     """Pid 1 of the replay's PID namespace: mount its ``/proc``, start CMD, pass signals on
     to it, reap orphans, and hand CMD's wait status to the launcher when it ends."""
@@ -352,7 +374,7 @@ def _init(
 
 
 def _pid_namespace(
-    command: list[str], report: str | None, channel: socket.socket, *, netns: bool, filtered: bool
+    command: list[str], report: _Events, channel: socket.socket, *, netns: bool, filtered: bool
 ) -> NoReturn:
     """Make the PID namespace and start its init; pass signals on to it until it ends.
 
@@ -449,7 +471,7 @@ def _notices(event: dict[str, Any], reason: str) -> list[str]:
 
 
 def _launch(
-    command: list[str], report: str | None, event: dict[str, Any], outside: socket.socket | None
+    command: list[str], report: _Events, event: dict[str, Any], outside: socket.socket | None
 ) -> NoReturn:
     """Start CMD (under the init when there is a PID namespace), record how it is isolated,
     supervise its filter until it ends, end as it did."""
@@ -464,33 +486,48 @@ def _launch(
         start(command, report, theirs, netns=netns, filtered=filter_reason is None)
     theirs.close()
     _forward_to([child])
+    # Unfiltered, it must not be driven by a process of the replay of the same user (ptrace,
+    # /proc/PID/mem, pidfd_getfd), as one without a PID namespace could otherwise.
+    _seccomp.libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     message, fds, _flags, _address = socket.recv_fds(ours, 4096, 1)
     if not message:  # the child failed before it could start CMD (and said why)
         _exit_as(os.waitpid(child, 0)[1])
     reason = str(json.loads(message)["reason"] or filter_reason)
     event.update(seccomp=bool(fds), seccomp_reason=None if fds else reason)
-    _event(report, event)
+    report.write(event)
     for line in _notices(event, reason):
         sys.stderr.write(line + "\n")
     sys.stderr.flush()
     supervisor = None
     if fds:
         supervisor = _seccomp.Supervisor(
-            fds[0], netns=netns, report=report, root=os.getpid(), outside=outside if netns else None
+            fds[0],
+            netns=netns,
+            report=report.write,
+            root=os.getpid(),
+            outside=outside if netns else None,
         )
     ours.send(_GO)
     _exit_as(_supervise(child, ours, supervisor, fds[0] if fds else -1))
 
 
 def main(argv: Sequence[str]) -> NoReturn:
-    """``_isolate.py [--no-namespaces] -- CMD…``: isolate, record how, run CMD, end as it
-    did."""
+    """``_isolate.py [--no-namespaces] [--events-fd N] -- CMD…``: isolate, record how, run
+    CMD, end as it did."""
     args = list(argv)
-    namespaces = args[:1] != ["--no-namespaces"]
-    if not namespaces:
-        args = args[1:]
+    namespaces, events_fd = True, None
+    while args and args[0] != "--":
+        option = args.pop(0)
+        if option == "--no-namespaces":
+            namespaces = False
+        elif option == "--events-fd" and args:
+            events_fd = int(args.pop(0))
+            os.set_inheritable(events_fd, False)  # CMD must not hold it
+        else:
+            args = [option, *args]
+            break
     command = args[1:] if args[:1] == ["--"] else args
-    report = os.environ.get("OTEL_REPLAY_REPORT")
+    report = _Events(events_fd, os.environ.get("OTEL_REPLAY_REPORT"))
     if not command:
         _fail(report, "the launcher needs a command")
     event: dict[str, Any] = {"type": "isolation", "isolated": False, "reason": "--no-isolate"}

@@ -22,8 +22,8 @@ code, ``curl``), the kernel consults the filter on these calls:
   without a network namespace; ``io_uring_setup(2)`` (its requests bypass seccomp): refused.
 * Any other architecture's calls (a 32-bit program on a 64-bit kernel): refused.
 
-Each refusal is appended to the replay report as a ``network`` event, like the in-process
-guards' refusals, so the report lists it. If the supervisor is gone, the calls it would have
+Each refusal becomes a ``network`` event of the replay report, like the in-process guards'
+refusals, so the report lists it. If the supervisor is gone, the calls it would have
 judged fail (``ENOSYS``): the filter fails closed.
 
 Needs Linux 5.6 (user notification, ``pidfd_getfd``, ``openat2``) on x86-64 or arm64;
@@ -37,7 +37,6 @@ import contextlib
 import ctypes
 import errno
 import functools
-import json
 import os
 import queue
 import socket
@@ -320,7 +319,7 @@ class _Refused(Exception):
 
 class Supervisor:
     """The filter's other end: judges each notified call (:meth:`handle`, when ``listener``
-    is readable) and answers it, appending each refusal to ``report`` (a path, or None).
+    is readable) and answers it, telling ``report`` of each refusal (a ``network`` event).
 
     ``netns``: the filtered processes run in this process's network namespace, made for
     them, and ``outside`` (from :func:`diagnostics`, made before) sees the host's sockets;
@@ -332,7 +331,7 @@ class Supervisor:
         listener: int,
         *,
         netns: bool,
-        report: str | None,
+        report: Callable[[dict[str, str]], None],
         root: int,
         outside: socket.socket | None,
     ) -> None:
@@ -398,11 +397,8 @@ class Supervisor:
         return bool(answer == 0)
 
     def _event(self, what: str) -> None:
-        if not self._report:
-            return
-        line = json.dumps({"type": "network", "address": what, "by": "seccomp"}) + "\n"
-        with self._report_lock, open(self._report, "ab") as out:
-            out.write(line.encode("utf-8", "backslashreplace"))
+        with self._report_lock:
+            self._report({"type": "network", "address": what, "by": "seccomp"})
 
     # Refused outright: the arguments the filter saw decide; nothing is read or done.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import json
 import os
 import socket
 import struct
@@ -118,6 +119,14 @@ def families() -> None:
         print("families io_uring blocked", ctypes.get_errno(), flush=True)
     else:
         print("families io_uring ESCAPED", flush=True)
+
+
+def tamper(path: str) -> None:
+    """Reach for the host's socket, then erase the report and forge how the replay ran."""
+    attempt("tamper", path, lambda: unix_send(path))
+    forged = {"type": "isolation", "isolated": True, "how": "forged", "seccomp": True}
+    with open(os.environ["OTEL_REPLAY_REPORT"], "w", encoding="utf-8") as report:
+        report.write(json.dumps(forged) + "\n")
 
 
 def proc(port: int, path: str) -> None:
@@ -281,6 +290,8 @@ def main(argv: list[str]) -> None:
             names(path)
         elif way == "families":
             families()
+        elif way == "tamper":
+            tamper(path)
         elif way == "proc":
             proc(int(port), path)
         elif way in ("own", "own-tcp"):

@@ -840,6 +840,36 @@ def test_a_unix_socket_of_the_host_is_refused_by_any_name(
     assert done.returncode == 1
 
 
+def test_the_program_can_neither_erase_nor_forge_what_the_launcher_reports(
+    recording: Recording, unix_listener: UnixListener
+) -> None:
+    """The report file is the program's to write; the launcher's events (how it was isolated,
+    what the filter refused) reach the parent through a file the program cannot reach."""
+    done = replay(recording, Path(UNIX_AGENT), *unix_listener.args(), "tamper")
+    assert unix_listener.drain() == (0, 0)
+    assert f"tamper {unix_listener.path} blocked {errno.EACCES}" in done.stderr
+    document = _document(done)
+    assert document["isolation"] == ISOLATION
+    assert document["network_attempts"] == [f"unix:{unix_listener.path}"]
+    assert done.returncode == 1
+
+
+def test_a_command_that_cannot_start_is_one_line(recording: Recording, tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-program")
+    done = subprocess.run(
+        [str(CLI), "replay", RUN, "--store", str(recording.store), "--", missing],
+        env=_env(recording.store),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"Error: cannot run {missing!r}: No such file or directory"
+    ], done.stderr
+
+
 @pytest.mark.skipif(SYS_CONNECT is None, reason="syscall numbers for x86-64 and arm64 only")
 def test_other_socket_families_and_io_uring_are_refused(recording: Recording) -> None:
     done = replay(recording, Path(UNIX_AGENT), "0", "/none", "none", "/none", "families")
@@ -949,3 +979,34 @@ def test_an_unprivileged_replay_reaches_no_unix_socket_of_the_host(
         "socket(AF_UNIX, SOCK_DGRAM)",
         *((path, name) if SYS_CONNECT is not None else ()),  # ctypes
     ]
+
+
+def test_no_process_of_the_replay_can_drive_the_supervisor() -> None:
+    """Without a PID namespace the supervisor (unfiltered) is a same-user process the replay
+    can name: it cannot be attached to, nor its memory opened."""
+    prefix, python, _uid = _unprivileged()
+    program = textwrap.dedent(
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        parent = os.getppid()
+        print('attach', libc.ptrace(16, parent, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
+        try:
+            open(f'/proc/{parent}/mem', 'rb').close()
+            print('mem opened')
+        except OSError as exc:
+            print('mem', exc.errno)
+        """
+    )
+    launch = [python, "-I", "-S", isolate_module.__file__, "--no-namespaces", "--"]
+    done = subprocess.run(
+        [*prefix, *launch, python, "-I", "-S", "-c", program],
+        env={"PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.splitlines() == [f"attach -1 {errno.EPERM}", f"mem {errno.EACCES}"], (
+        done.stdout + done.stderr
+    )
