@@ -348,7 +348,8 @@ class ReplayResult:
     @property
     def subprocesses(self) -> list[str]:
         """Command lines of the processes the replayed code started during a strict replay, in
-        order, every one. Without a network namespace each is a possible network escape."""
+        order, every one. With neither a network namespace nor the seccomp filter (see
+        :attr:`isolation`), each is a possible network escape."""
         return list(self._subprocesses)
 
     @property

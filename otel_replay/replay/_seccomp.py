@@ -224,7 +224,7 @@ def _arg(index: int) -> int:
     return 16 + 8 * index  # the low half of args[index] (little-endian)
 
 
-def program(arch: _Arch, *, netns: bool) -> bytes:
+def _program(arch: _Arch, *, netns: bool) -> bytes:
     """The filter (see the module's docstring); ``netns``: the process runs in a network
     namespace of its own, so IP sockets reach nothing outside and need no judging."""
     asm = _Asm()
@@ -287,7 +287,7 @@ def install(*, netns: bool) -> int:
     arch = _arch()
     if arch is None:
         raise OSError(errno.ENOSYS, "no seccomp filter for this architecture")
-    code = program(arch, netns=netns)
+    code = _program(arch, netns=netns)
     filters = ctypes.create_string_buffer(code, len(code))
     fprog = struct.pack("=HxxxxxxQ", len(code) // 8, ctypes.addressof(filters))
     fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
