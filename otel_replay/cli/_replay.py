@@ -5,10 +5,11 @@ CMD with replay mode in its environment and our ``sitecustomize`` first on ``PYT
 plain ``python agent.py`` replays too), follows the events the child appends to a report file
 (progress), and finally prints the comparison.
 
-A strict replay runs CMD in a network namespace of its own (:mod:`otel_replay.replay._isolate`
-starts it), so nothing CMD or its subprocesses do reaches the network; where namespaces are
-unavailable it says so on one line and runs CMD with the in-process guards alone.
-``--no-isolate`` asks for that without trying.
+A strict replay runs CMD in namespaces of its own under a seccomp filter
+(:mod:`otel_replay.replay._isolate` starts it), so nothing CMD or its subprocesses do reaches
+the network or the host's unix sockets; where namespaces are unavailable the filter alone
+refuses every connection, and where that is unavailable too one line says so and CMD runs with
+the in-process guards alone. ``--no-isolate`` asks for the filter alone without trying.
 
 Exit status (:data:`EXIT_STATUS`): 0 identical; 1 diverged; 2 bad input (a recorded step's
 value the program could not be given back included: one line names the run, the step and what
@@ -33,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -87,6 +88,7 @@ EXIT_STATUS: dict[Outcome, int] = {
 value the replay could not give back included; 70: a bug)."""
 
 _POLL_S = 0.05
+_LAUNCHER_EVENTS = frozenset({"isolation", "launch-failed"})
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _STOP_GRACE_S = 10.0
 # The replayed process must not export its spans anywhere but the store: strict replay opens
@@ -122,8 +124,9 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "--isolate/--no-isolate",
     default=True,
     show_default=True,
-    help="Strict replay runs CMD in a network namespace of its own (Linux), so neither CMD nor "
-    "anything it starts can reach the network. --no-isolate relies on in-process guards only.",
+    help="Strict replay runs CMD in namespaces of its own under a seccomp filter (Linux), so "
+    "neither CMD nor anything it starts can reach the network or the host's unix sockets. "
+    "--no-isolate: no namespaces; the filter refuses every connection, loopback included.",
 )
 @click.option(
     "--live-tools",
@@ -157,9 +160,10 @@ def replay(
     OTLP JSON or protobuf file, or an http(s) URL that returns OTLP JSON (add #RUN_ID to
     pick one run from a source that holds several). CMD runs with OTEL_REPLAY_MODE=replay:
     every httpx/httpx2 request is answered from the recording, and in strict mode no socket
-    opens: CMD runs in a network namespace of its own where the system allows one, and every
-    refused attempt and every process CMD starts is listed. The re-execution is recorded in
-    the store as a run of its own (mode replay, naming RUN as its parent).
+    opens: CMD runs in namespaces of its own under a seccomp filter where the system allows,
+    and every refused attempt (unix sockets included) and every process CMD starts is listed.
+    The re-execution is recorded in the store as a run of its own (mode replay, naming RUN as
+    its parent).
 
     \b
     Exit status:
@@ -187,9 +191,14 @@ def replay(
         new_id = new_run_id()
         env = _child_env(source, where, new_id, report, timing, strict)
         env["OTEL_REPLAY_LIVE_TOOLS"] = live_tools or ""
-        isolation = _isolation_wanted(strict=strict, isolate=isolate)
-        argv = _isolate.launcher(command) if isolation is None else list(command)
-        code, events = _run_child(argv, env, report, len(recorded.steps), as_json)
+        # The launcher's own events (how CMD is isolated, what the filter refused) go to a file
+        # with no name, passed to it alone: CMD can neither erase nor forge them.
+        with tempfile.TemporaryFile(dir=scratch) as launcher_events:
+            argv, isolation = _launch(
+                command, strict=strict, isolate=isolate, events_fd=launcher_events.fileno()
+            )
+            private = launcher_events if isolation is None else None
+            code, events = _run_child(argv, env, report, private, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
     status = EXIT_STATUS[result.outcome]
     kept = _kept(where, new_id, result)
@@ -261,18 +270,18 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
     return ref, load_run(ref, store=store)
 
 
-def _isolation_wanted(*, strict: bool, isolate: bool) -> Isolation | None:
-    """None when CMD is to start through the isolating launcher; otherwise why not (with the
-    one-line notice printed when the system is what stands in the way)."""
+def _launch(
+    command: Sequence[str], *, strict: bool, isolate: bool, events_fd: int
+) -> tuple[list[str], Isolation | None]:
+    """How CMD is started, and how it is isolated when known here (None: the launcher says,
+    in its event); the one-line notice is printed when the system is what stands in the way."""
     if not strict:
-        return Isolation(False, reason="--no-strict: unmatched requests go live")
-    if not isolate:
-        return Isolation(False, reason="--no-isolate")
+        return list(command), Isolation(False, reason="--no-strict: unmatched requests go live")
     reason = _isolate.unavailable()
     if reason is None:
-        return None
+        return _isolate.launcher(command, namespaces=isolate, events_fd=events_fd), None
     click.echo(_isolate.notice(reason), err=True)
-    return Isolation(False, reason=reason)
+    return list(command), Isolation(False, reason=reason)
 
 
 def _child_env(
@@ -298,17 +307,30 @@ def _child_env(
 
 
 def _run_child(
-    command: Sequence[str], env: Mapping[str, str], report: Path, total: int, quiet: bool
+    command: Sequence[str],
+    env: Mapping[str, str],
+    report: Path,
+    launcher: IO[bytes] | None,
+    total: int,
+    quiet: bool,
 ) -> tuple[int, list[dict[str, Any]]]:
-    """Run CMD, following its report for progress; returns its exit status and the events."""
+    """Run CMD, following its report for progress; returns its exit status and the events
+    (``launcher``: the file the launcher writes its own events to, when it runs)."""
+    passed = () if launcher is None else (launcher.fileno(),)
     try:
         # With --json, stdout carries only the comparison: the program's output goes to stderr.
-        child = subprocess.Popen(list(command), env=dict(env), stdout=sys.stderr if quiet else None)
+        child = subprocess.Popen(
+            list(command), env=dict(env), stdout=sys.stderr if quiet else None, pass_fds=passed
+        )
     except OSError as exc:
         raise CliError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
     with _stopping_together(child):
         code = _follow(child, report, total, quiet)
-    events = _events(report)
+    events = _events(report.read_bytes(), f"replay report {report}")
+    if launcher is not None:  # what CMD wrote in the launcher's name does not count
+        launcher.seek(0)
+        ours = [e for e in events if e.get("type") not in _LAUNCHER_EVENTS]
+        events = ours + _events(launcher.read(), "the launcher's report")
     for event in events:
         if event.get("type") == "launch-failed":
             raise CliError(str(event.get("error")))
@@ -375,10 +397,11 @@ def _count_steps(data: bytes) -> int:
     return data.count(b'"type": "step"')
 
 
-def _events(report: Path) -> list[dict[str, Any]]:
-    """The events the child wrote. A last line cut short by a crash is dropped (the child's
-    exit status says it crashed); a damaged line anywhere else is an error."""
-    lines = report.read_bytes().split(b"\n")
+def _events(data: bytes, name: str) -> list[dict[str, Any]]:
+    """The events in ``data`` (JSON lines, from ``name``). A last line cut short by a crash is
+    dropped (the child's exit status says it crashed); a damaged line anywhere else is an
+    error."""
+    lines = data.split(b"\n")
     events: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -388,7 +411,7 @@ def _events(report: Path) -> list[dict[str, Any]]:
         except ValueError:
             if number == len(lines):
                 break
-            raise OtelReplayError(f"replay report {report} line {number} is damaged") from None
+            raise OtelReplayError(f"{name} line {number} is damaged") from None
         events.append(event)
     return events
 
@@ -444,6 +467,9 @@ def _result(
                 how=event.get("how"),
                 loopback=bool(event.get("loopback")),
                 reason=event.get("reason"),
+                private_proc=bool(event.get("private_proc")),
+                seccomp=bool(event.get("seccomp")),
+                seccomp_reason=event.get("seccomp_reason"),
             )
     steps = [s.ran_live(ran_live[s.order]) if s.order in ran_live else s for s in steps]
     result = ReplayResult(recorded, steps, network, subprocesses)

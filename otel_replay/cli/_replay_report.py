@@ -178,22 +178,55 @@ def _each(prefix: str, items: Sequence[str], style: str, noun: str) -> list[Rend
 def _isolation(isolation: Isolation | None, subprocesses: int) -> list[RenderableType]:
     if isolation is None:
         return []
-    if isolation.isolated:
-        loopback = "its own loopback only" if isolation.loopback else "no interface up"
-        return [
+    if isolation.reason is not None and isolation.reason.startswith("--no-strict"):
+        return [Text(f"not isolated ({isolation.reason})")]
+    if not isolation.isolated:
+        if isolation.seccomp:
+            return [
+                Text(
+                    f"not isolated ({isolation.reason}): a seccomp filter refused every "
+                    "connection, loopback included, but to the replay's own unix sockets"
+                )
+            ]
+        text = f"not isolated ({isolation.reason}): only in-process guards applied"
+        if subprocesses:
+            text += f"; the {subprocesses} subprocess(es) listed could have reached the network"
+        return [Text(text, style="bold yellow")]
+    how = isolation.how or "network namespace"
+    loopback = "its own loopback only" if isolation.loopback else "no interface up"
+    out: list[RenderableType] = [
+        Text(
+            f"isolated: the program and every process it started ran in "
+            f"{'a ' if how.endswith('namespace') else ''}{how} of their own ({loopback}): "
+            "the network was out of reach",
+            style="green",
+        )
+    ]
+    if isolation.seccomp:
+        out.append(
             Text(
-                f"isolated: the program and every process it started ran in a {isolation.how} "
-                f"of their own ({loopback}): the network was out of reach",
+                "filtered: a seccomp filter refused, in every process, the unix sockets the "
+                "replay did not make itself",
                 style="green",
             )
-        ]
-    text = f"not isolated ({isolation.reason})"
-    if isolation.reason is not None and isolation.reason.startswith("--no-strict"):
-        return [Text(text)]
-    text += ": only in-process guards applied"
-    if subprocesses:
-        text += f"; the {subprocesses} subprocess(es) listed could have reached the network"
-    return [Text(text, style="bold yellow")]
+        )
+    else:
+        out.append(
+            Text(
+                f"not filtered ({isolation.seccomp_reason}): the program could reach the host's "
+                "unix sockets (Docker, ssh-agent, databases)",
+                style="bold yellow",
+            )
+        )
+    if not isolation.private_proc:
+        out.append(
+            Text(
+                "no PID namespace: its /proc showed the host's processes, and under "
+                "/proc/PID/net their sockets",
+                style="yellow",
+            )
+        )
+    return out
 
 
 def _attempts(refused: int, live: int) -> str:
@@ -235,8 +268,13 @@ def render(result: ReplayResult, *, kept: str) -> list[RenderableType]:
         out.append(Text(f"ignored background calls (OTEL_REPLAY_IGNORE): {listed}"))
     isolation = result.isolation
     subprocesses = result.subprocesses
-    contained = isolation is not None and isolation.isolated
-    label = "subprocess (no network: isolated)" if contained else "subprocess (possible escape)"
+    if isolation is not None and isolation.isolated:
+        label = "subprocess (no network: isolated)"
+    elif isolation is not None and isolation.seccomp:
+        label = "subprocess (no network: filtered)"
+    else:
+        label = "subprocess (possible escape)"
+    contained = label != "subprocess (possible escape)"
     out.extend(_each(label, subprocesses, "" if contained else "yellow", "subprocesses"))
     out.extend(_isolation(isolation, len(subprocesses)))
     served = sum(1 for s in steps if s.recorded is not None)

@@ -11,14 +11,16 @@ code, so they see those calls too. While a strict replay is active the hook refu
   without asking anyone);
 * ``ctypes.dlsym`` of libc's ``connect``, ``sendto``, ``sendmsg`` or ``sendmmsg``: a native
   call leaves no audit event, its symbol lookup does (a pointer resolved before the replay
-  started, or ``syscall``, is for the kernel's network namespace to stop).
+  started, or ``syscall``, is for the kernel to stop: the ``replay`` verb's namespaces and
+  seccomp filter).
 
 ``socket.bind`` is not refused: listening sends nothing, and agents legitimately serve
 metrics or health checks.
 
 Processes started (``subprocess.Popen``, ``os.system``, ``os.posix_spawn``, ``os.exec*``) are
 reported, not refused: agents legitimately spawn them (MCP stdio servers, for one). What a
-subprocess does is out of this process's sight; only the network namespace stops it.
+subprocess does is out of this process's sight; only the kernel stops it (namespaces, the
+seccomp filter).
 Processes otel-replay itself starts (``git`` for the commit) are not reported, nor the
 ``uname -p`` that the standard library's :mod:`platform` runs for the processor's name (SDKs
 put it in their user agent, so nearly every agent would list it; it reaches no network).

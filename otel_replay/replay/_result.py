@@ -295,18 +295,27 @@ class AgentStatus:
 
 @dataclass(frozen=True, slots=True)
 class Isolation:
-    """Whether the replayed command ran in a network namespace of its own.
+    """How the kernel kept the replayed command (and all it started) from the outside.
 
-    ``isolated``: the kernel gave it and everything it started no route out; ``how`` names the
-    namespaces (``network namespace``, ``user and network namespaces``) and ``loopback`` says
-    whether its private loopback was up. Otherwise ``reason`` says why not (``--no-isolate``,
-    ``unshare: Operation not permitted``…), and only the in-process guards applied.
+    ``isolated``: it ran in a network namespace of its own, so the network was out of route;
+    ``how`` names the namespaces (``network namespace``, ``user, network, PID and mount
+    namespaces``…), ``loopback`` says whether its private loopback was up and
+    ``private_proc`` whether its ``/proc`` showed its own processes only (else the host's,
+    and under ``/proc/PID/net`` their sockets). Otherwise ``reason`` says why not
+    (``--no-isolate``, ``unshare: Operation not permitted``…).
+
+    ``seccomp``: a seccomp filter refused every unix socket the replay did not make itself
+    and, without a network namespace, every IP connection (loopback included); otherwise
+    ``seccomp_reason`` says why there was none. Neither: only the in-process guards applied.
     """
 
     isolated: bool
     how: str | None = None
     loopback: bool = False
     reason: str | None = None
+    private_proc: bool = False
+    seccomp: bool = False
+    seccomp_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` form."""
@@ -315,6 +324,9 @@ class Isolation:
             "how": self.how,
             "loopback": self.loopback,
             "reason": self.reason,
+            "private_proc": self.private_proc,
+            "seccomp": self.seccomp,
+            "seccomp_reason": self.seccomp_reason,
         }
 
 
@@ -378,7 +390,8 @@ class ReplayResult:
     @property
     def subprocesses(self) -> list[str]:
         """Command lines of the processes the replayed code started during a strict replay, in
-        order, every one. Without a network namespace each is a possible network escape."""
+        order, every one. With neither a network namespace nor the seccomp filter (see
+        :attr:`isolation`), each is a possible network escape."""
         return list(self._subprocesses)
 
     @property

@@ -1,21 +1,25 @@
-"""Hermetic strict replay: every known way out, tried against a loopback listener that counts
-what it receives.
+"""Hermetic strict replay: every known way out, tried against listeners on the host that count
+what they receive.
 
 A small run (one HTTP tool call to the stand-in) is recorded; the stand-in is then gone. Each
 escape script first makes the recorded call (served from the recording), then tries its way
-out to a TCP and a UDP port of the test's :class:`Listener` on the host's loopback, under the
-real ``otel-replay replay RUN -- python script.py``. Whatever the script does, the listener
-must receive nothing: Python-level attempts are refused in-process (socket guard, audit hooks)
-and listed; native code and subprocesses meet the kernel, in the child's own network namespace,
-and the report says the run was isolated. The in-process API (``otel_replay.replaying``) is
-tried against the same listener, and so are the fallback without namespaces (made real with
-``unshare(1)``: a user namespace whose namespace limits are 0) and the user-namespace path
-(the launcher run as an unprivileged user).
+out to a TCP and a UDP port of the test's :class:`Listener` on the host's loopback, or to the
+unix sockets (a path, an abstract name, a datagram path) of its :class:`UnixListener`, under
+the real ``otel-replay replay RUN -- python script.py``. Whatever the script does, the
+listeners must receive nothing: Python-level attempts are refused in-process (socket guard,
+audit hooks) and listed; native code and subprocesses meet the kernel: the child's own network
+namespace, and the seccomp filter that refuses (and lists) every unix socket the replay did not
+make itself. The in-process API (``otel_replay.replaying``) is tried against the same listener,
+and so are the fallback without namespaces (made real with ``unshare(1)``: a user namespace
+whose namespace limits are 0), the fallback without seccomp (a filter that forbids seccomp
+itself), ``--no-isolate`` (the filter alone) and the user-namespace path (the launcher run as
+an unprivileged user). The replay's own sockets, processes and loopback keep working.
 """
 
 from __future__ import annotations
 
 import _socket
+import contextlib
 import ctypes
 import errno
 import json
@@ -43,10 +47,25 @@ from otel_replay.errors import NetworkBlockedError
 from tests.export._support import ROOT, Pipeline, subprocess_env
 
 CLI = Path(sys.executable).parent / "otel-replay"
+UNIX_AGENT = str(Path(__file__).with_name("_unix_agent.py"))
 RUN = "r_hermetic"
-ISOLATED = (
-    "isolated: the program and every process it started ran in a network namespace of their own"
+# Root keeps its file access: no user namespace for it.
+NAMESPACES = ("" if os.geteuid() == 0 else "user, ") + "network, PID and mount namespaces"
+ISOLATED = f"isolated: the program and every process it started ran in {NAMESPACES} of their own"
+FILTERED = (
+    "filtered: a seccomp filter refused, in every process, the unix sockets the replay did not "
+    "make itself"
 )
+ISOLATION = {
+    "isolated": True,
+    "how": NAMESPACES,
+    "loopback": True,
+    "reason": None,
+    "private_proc": True,
+    "seccomp": True,
+    "seccomp_reason": None,
+}
+SYS_CONNECT = {"x86_64": 42, "aarch64": 203}.get(platform.machine())
 
 
 class Listener:
@@ -100,6 +119,74 @@ class Listener:
 @pytest.fixture
 def listener() -> Iterator[Listener]:
     opened = Listener()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+class UnixListener:
+    """The host's unix sockets, as a daemon's (Docker's, ssh-agent's, a database's) would be:
+    a stream socket at a path, one with an abstract name, a datagram socket at a path. Anyone
+    may connect (mode 0777), so only the replay's own refusal keeps an unprivileged replay
+    out. :meth:`drain` counts what reached them, as :class:`Listener`'s does.
+    """
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="otel-replay-host-"))
+        self.directory.chmod(0o777)
+        self.path = str(self.directory / "daemon.sock")
+        self.dgram = str(self.directory / "log.sock")
+        self.name = f"otel-replay-host-{os.getpid()}-{id(self)}"
+        self.stream = socket.socket(socket.AF_UNIX)
+        self.stream.bind(self.path)
+        self.abstract = socket.socket(socket.AF_UNIX)
+        self.abstract.bind("\0" + self.name)
+        self.datagrams = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.datagrams.bind(self.dgram)
+        for sock in (self.stream, self.abstract):
+            sock.listen(64)
+        for sock in (self.stream, self.abstract, self.datagrams):
+            sock.setblocking(False)
+        for path in (self.path, self.dgram):
+            os.chmod(path, 0o777)
+        self.connections = 0
+        self.received = 0
+
+    def args(self, port: int = 0) -> list[str]:
+        """The listeners, as ``_unix_agent.py`` takes them after its URL."""
+        return [str(port), self.path, self.name, self.dgram]
+
+    def drain(self) -> tuple[int, int]:
+        """Every connection and byte received so far: ``(connections, bytes)``."""
+        for sock in (self.stream, self.abstract):
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except BlockingIOError:
+                    break
+                self.connections += 1
+                with conn:
+                    conn.settimeout(0.5)
+                    with contextlib.suppress(OSError):
+                        while data := conn.recv(65536):
+                            self.received += len(data)
+        while True:
+            try:
+                self.received += len(self.datagrams.recv(65536))
+            except BlockingIOError:
+                break
+        return self.connections, self.received
+
+    def close(self) -> None:
+        for sock in (self.stream, self.abstract, self.datagrams):
+            sock.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def unix_listener() -> Iterator[UnixListener]:
+    opened = UnixListener()
     try:
         yield opened
     finally:
@@ -321,12 +408,7 @@ def test_no_escape_reaches_the_listener(
     assert "ESCAPED" not in done.stderr  # --json: the program's own output went to stderr
     assert escape.evidence in done.stderr
     document = _document(done)
-    assert document["isolation"] == {
-        "isolated": True,
-        "how": "network namespace" if os.geteuid() == 0 else "user and network namespaces",
-        "loopback": True,
-        "reason": None,
-    }
+    assert document["isolation"] == ISOLATION
     served = [step["recorded"] for step in document["steps"]]
     assert served == [0]
     if escape.refused is not None:
@@ -368,6 +450,7 @@ def test_the_report_says_isolated_and_lists_each_escape(
     assert f"refused network access: 127.0.0.1:{listener.port} (2 times)" in report
     assert f"subprocess (no network: isolated): {sys.executable} -I -S -c" in report
     assert ISOLATED in report
+    assert FILTERED in report
     assert "network attempts: 2; subprocesses: 1; recorded as run " in report
     assert "not isolated" not in done.stderr
 
@@ -407,23 +490,50 @@ def test_no_list_is_cut_silently(recording: Recording, tmp_path: Path) -> None:
     assert document["subprocesses"] == [f"true {n}" for n in range(22)]
 
 
-def test_no_isolate_runs_with_the_in_process_guards_alone(
+@pytest.mark.skipif(SYS_CONNECT is None, reason="syscall numbers for x86-64 and arm64 only")
+def test_no_isolate_runs_under_the_seccomp_filter_alone(
     recording: Recording, listener: Listener, tmp_path: Path
 ) -> None:
-    body = """
-    import _socket, subprocess
-    subprocess.run(['true'])
-    _socket.socket().connect(('127.0.0.1', PORT))
-    """
+    """Without namespaces the kernel still refuses what the in-process guards cannot see: a
+    raw ``syscall(SYS_connect)`` and a subprocess's connect, each listed."""
+    body = (
+        _SOCKADDR
+        + f"""
+import _socket, subprocess, sys
+subprocess.run(['true'])
+subprocess.run([sys.executable, '-I', '-S', '-c', {_CONNECT!r}, str(PORT)])
+print('syscall', libc.syscall({SYS_CONNECT}, fd, ctypes.byref(address), 16), ctypes.get_errno())
+_socket.socket().connect(('127.0.0.1', PORT))
+"""
+    )
     script = escape_script(tmp_path, body)
     done = replay(recording, script, str(listener.port), "0", flags=("--json", "--no-isolate"))
     assert listener.drain() == (0, 0)
+    assert f"syscall -1 {errno.EACCES}" in done.stderr
+    assert "PermissionError" in done.stderr  # the subprocess's connect
     document = _document(done)
-    assert document["isolation"]["isolated"] is False
-    assert document["isolation"]["reason"] == "--no-isolate"
-    assert document["network_attempts"] == [f"127.0.0.1:{listener.port}"]
-    assert document["subprocesses"] == ["true"]
+    assert document["isolation"] == {
+        "isolated": False,
+        "how": None,
+        "loopback": False,
+        "reason": "--no-isolate",
+        "private_proc": False,
+        "seccomp": True,
+        "seccomp_reason": None,
+    }
+    assert document["network_attempts"] == [f"127.0.0.1:{listener.port}"] * 3
+    assert document["subprocesses"][0] == "true"
+    assert document["subprocesses"][1].startswith(f"{sys.executable} -I -S -c")
     assert "not isolated" not in done.stderr  # asked for: no notice
+    assert done.returncode == 1
+
+    text = replay(recording, script, str(listener.port), "0", flags=("--no-isolate",))
+    assert listener.drain() == (0, 0)
+    assert (
+        "not isolated (--no-isolate): a seccomp filter refused every connection, loopback "
+        "included, but to the replay's own unix sockets"
+    ) in text.stdout
+    assert "subprocess (no network: filtered): true" in text.stdout
 
 
 def _without_namespaces() -> list[str] | None:
@@ -453,29 +563,81 @@ def test_where_namespaces_are_unavailable_one_line_says_so(
     prefix = _without_namespaces()
     if prefix is None:
         pytest.skip("cannot make a place without namespaces here (unshare(1) and user namespaces)")
-    body = """
-    import _socket, subprocess
-    subprocess.run(['true'])
+    body = f"""
+    import _socket, subprocess, sys
+    subprocess.run([sys.executable, '-I', '-S', '-c', {_CONNECT!r}, str(PORT)])
     _socket.socket().connect(('127.0.0.1', PORT))
     """
     script = escape_script(tmp_path, body)
     done = replay(recording, script, str(listener.port), "0", flags=(), prefix=prefix)
-    assert listener.drain() == (0, 0)  # the in-process guards still refuse
+    assert listener.drain() == (0, 0)  # the in-process guards and the filter refuse
     assert done.returncode == 1, done.stdout + done.stderr
     notices = [line for line in done.stderr.splitlines() if "not isolated" in line]
     assert notices == [
         "otel-replay: replay not isolated (unshare: No space left on device, a namespace limit"
-        " is 0 or reached): only in-process guards apply; subprocesses and native code could"
-        " reach the network"
+        " is 0 or reached): a seccomp filter refuses its network connections instead, loopback"
+        " included"
     ]
     report = done.stdout
-    assert f"refused network access: 127.0.0.1:{listener.port}" in report
-    assert "subprocess (possible escape): true" in report
+    assert f"refused network access: 127.0.0.1:{listener.port} (2 times)" in report
+    assert f"subprocess (no network: filtered): {sys.executable} -I -S -c" in report
     assert (
-        "not isolated (unshare: No space left on device, a namespace limit is 0 or reached): "
-        "only in-process guards applied; the 1 subprocess(es) listed could have reached the "
-        "network"
+        "not isolated (unshare: No space left on device, a namespace limit is 0 or reached): a "
+        "seccomp filter refused every connection, loopback included, but to the replay's own unix "
+        "sockets"
     ) in report
+
+
+# Runs CMD under a seccomp filter that makes seccomp(2) fail with EPERM, as in a container whose
+# profile forbids it (no other way to be without seccomp on this kernel).
+_NO_SECCOMP = """
+import ctypes, os, struct, sys
+seccomp = {"x86_64": 317, "aarch64": 277}[os.uname().machine]
+code = [(0x20, 0, 0, 0), (0x15, 1, 0, seccomp), (0x06, 0, 0, 0x7FFF0000),
+        (0x06, 0, 0, 0x00050000 | 1)]
+filters = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *op) for op in code))
+fprog = struct.pack("=HxxxxxxQ", len(code), ctypes.addressof(filters))
+program = ctypes.create_string_buffer(fprog)
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no new privileges
+assert libc.prctl(22, 2, program, 0, 0) == 0, ctypes.get_errno()  # PR_SET_SECCOMP, filter
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(SYS_CONNECT is None, reason="filter written for x86-64 and arm64 only")
+@pytest.mark.parametrize("isolate", [True, False])
+def test_where_seccomp_is_unavailable_one_line_says_what_is_left(
+    recording: Recording, tmp_path: Path, isolate: bool
+) -> None:
+    wrapper = tmp_path / "no_seccomp.py"
+    wrapper.write_text(_NO_SECCOMP)
+    script = escape_script(tmp_path, "import subprocess\nsubprocess.run(['true'])")
+    flags = () if isolate else ("--no-isolate",)
+    done = replay(recording, script, "0", "0", flags=flags, prefix=[sys.executable, str(wrapper)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    reason = "seccomp: Operation not permitted"
+    notices = [line for line in done.stderr.splitlines() if line.startswith("otel-replay:")]
+    if isolate:
+        assert notices == [
+            f"otel-replay: no seccomp filter ({reason}): the replay could reach the host's unix "
+            "sockets (Docker, ssh-agent, databases)"
+        ]
+        assert ISOLATED in done.stdout
+        assert (
+            f"not filtered ({reason}): the program could reach the host's unix sockets (Docker, "
+            "ssh-agent, databases)"
+        ) in done.stdout
+    else:
+        assert notices == [
+            f"otel-replay: no seccomp filter ({reason}): only in-process guards apply; "
+            "subprocesses and native code could reach the network"
+        ]
+        assert "subprocess (possible escape): true" in done.stdout
+        assert (
+            "not isolated (--no-isolate): only in-process guards applied; the 1 subprocess(es) "
+            "listed could have reached the network"
+        ) in done.stdout
 
 
 def _python_for(uid: int) -> str | None:
@@ -495,20 +657,24 @@ def _python_for(uid: int) -> str | None:
     return None
 
 
+def _unprivileged() -> tuple[list[str], str, int]:
+    """How to run the launcher as a user without privileges: a command prefix, a Python that
+    user may run, and its uid (the test's own when it has no privileges to drop)."""
+    nobody = 65534
+    if os.geteuid() != 0:
+        return [], sys.executable, os.geteuid()
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv(1) to run as an unprivileged user")
+    python = _python_for(nobody)
+    if python is None:
+        pytest.skip("no Python this machine's unprivileged user may run")
+    return ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups"], python, nobody
+
+
 def test_an_unprivileged_user_gets_user_and_network_namespaces(listener: Listener) -> None:
     """The launcher as a user without privileges: its uid and gid map to themselves, files it
     writes are its own, and nothing reaches the host's loopback."""
-    nobody = 65534
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("needs setpriv(1) to run as an unprivileged user")
-        python = _python_for(nobody)
-        if python is None:
-            pytest.skip("no Python this machine's unprivileged user may run")
-        prefix = ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups"]
-        uid = nobody
-    else:
-        python, prefix, uid = sys.executable, [], os.geteuid()
+    prefix, python, uid = _unprivileged()
     program = textwrap.dedent(
         """
         import os, socket, sys
@@ -556,8 +722,11 @@ def test_an_unprivileged_user_gets_user_and_network_namespaces(listener: Listene
         {
             "type": "isolation",
             "isolated": True,
-            "how": "user and network namespaces",
+            "how": "user, network, PID and mount namespaces",
             "loopback": True,
+            "private_proc": True,
+            "seccomp": True,
+            "seccomp_reason": None,
         }
     ]
     lines = done.stdout.splitlines()
@@ -618,3 +787,226 @@ def test_processes_otel_replay_starts_itself_are_not_reported(recording: Recordi
         platform._uname_cache = None  # type: ignore[attr-defined]  # ask uname again
         platform.processor()  # runs uname -p on Linux
     assert result.subprocesses == []
+
+
+# Unix-domain sockets: files, not network; no network namespace keeps a connect(2) from
+# /run/docker.sock. The seccomp filter does, in every process, and lists each refusal.
+
+
+@pytest.mark.parametrize("way", ["python", "ctypes", "subprocess", "curl"])
+def test_no_unix_socket_of_the_host_is_reached(
+    way: str, recording: Recording, unix_listener: UnixListener
+) -> None:
+    if way == "ctypes" and SYS_CONNECT is None:
+        pytest.skip("syscall numbers for x86-64 and arm64 only")
+    if way == "curl" and shutil.which("curl") is None:
+        pytest.skip("needs curl")
+    done = replay(recording, Path(UNIX_AGENT), *unix_listener.args(), way)
+
+    assert unix_listener.drain() == (0, 0), done.stderr
+    path, name = unix_listener.path, unix_listener.name
+    assert f"{way} {path} blocked" in done.stderr
+    assert f"{way} @{name} blocked" in done.stderr
+    assert "ESCAPED" not in done.stderr
+    document = _document(done)
+    assert document["isolation"] == ISOLATION
+    assert document["network_attempts"] == [f"unix:{path}", f"unix:@{name}"]
+    assert document["identical"] is False
+    assert done.returncode == 1, done.stderr
+
+
+def test_a_unix_socket_of_the_host_is_refused_by_any_name(
+    recording: Recording, unix_listener: UnixListener
+) -> None:
+    """Relative, through a symbolic or a hard link, or a datagram sent to it: refused, and
+    each listed in the report."""
+    done = replay(recording, Path(UNIX_AGENT), *unix_listener.args(), "names", "datagram", flags=())
+    assert unix_listener.drain() == (0, 0), done.stderr
+    assert "ESCAPED" not in done.stdout  # no --json: the program's output is on stdout
+    assert f"names daemon.sock blocked {errno.EACCES}" in done.stdout
+    assert f"datagram {unix_listener.dgram} blocked {errno.EACCES}" in done.stdout
+    refused = [
+        line.removeprefix("refused network access: ")
+        for line in done.stdout.splitlines()
+        if line.startswith("refused network access: ")
+    ]
+    assert len(refused) == 4, done.stdout
+    assert refused[0] == "unix:daemon.sock"
+    assert refused[1].startswith("unix:/") and refused[1].endswith("/symbolic.sock")
+    assert refused[2].startswith("unix:/") and refused[2].endswith("/hard.sock")
+    assert refused[3] == "socket(AF_UNIX, SOCK_DGRAM)"
+    assert ISOLATED in done.stdout
+    assert FILTERED in done.stdout
+    assert done.returncode == 1
+
+
+def test_the_program_can_neither_erase_nor_forge_what_the_launcher_reports(
+    recording: Recording, unix_listener: UnixListener
+) -> None:
+    """The report file is the program's to write; the launcher's events (how it was isolated,
+    what the filter refused) reach the parent through a file the program cannot reach."""
+    done = replay(recording, Path(UNIX_AGENT), *unix_listener.args(), "tamper")
+    assert unix_listener.drain() == (0, 0)
+    assert f"tamper {unix_listener.path} blocked {errno.EACCES}" in done.stderr
+    document = _document(done)
+    assert document["isolation"] == ISOLATION
+    assert document["network_attempts"] == [f"unix:{unix_listener.path}"]
+    assert done.returncode == 1
+
+
+def test_a_command_that_cannot_start_is_one_line(recording: Recording, tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-program")
+    done = subprocess.run(
+        [str(CLI), "replay", RUN, "--store", str(recording.store), "--", missing],
+        env=_env(recording.store),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"Error: cannot run {missing!r}: No such file or directory"
+    ], done.stderr
+
+
+@pytest.mark.skipif(SYS_CONNECT is None, reason="syscall numbers for x86-64 and arm64 only")
+def test_other_socket_families_and_io_uring_are_refused(recording: Recording) -> None:
+    done = replay(recording, Path(UNIX_AGENT), "0", "/none", "none", "/none", "families")
+    assert f"families vsock blocked {errno.EACCES}" in done.stderr
+    assert f"families io_uring blocked {errno.ENOSYS}" in done.stderr
+    assert _document(done)["network_attempts"] == ["socket(AF_VSOCK, SOCK_STREAM)"]
+    assert done.returncode == 1
+
+
+def test_proc_shows_none_of_the_hosts_sockets(
+    recording: Recording, listener: Listener, unix_listener: UnixListener
+) -> None:
+    """``/proc/net/*`` shows the replay's network namespace; ``/proc/PID/net/*`` of the
+    host's processes would show the host's: the replay's ``/proc`` lists its own only."""
+    done = replay(recording, Path(UNIX_AGENT), *unix_listener.args(listener.port), "proc")
+    assert "proc tables showing the host's listeners: 0" in done.stderr
+    (pids,) = [line for line in done.stderr.splitlines() if line.startswith("proc pids: ")]
+    assert json.loads(pids.removeprefix("proc pids: "))[:2] == [1, 2]  # its init, then CMD
+    assert f"proc pid 1: {isolate_module.__file__}" in done.stderr
+    document = _document(done)
+    assert document["isolation"] == ISOLATION
+    assert document["network_attempts"] == []
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_the_replays_own_sockets_and_processes_keep_working(
+    recording: Recording, isolate: bool
+) -> None:
+    """The filter refuses only what is not the replay's: its unix sockets (path, abstract,
+    from another of its processes, asyncio's), socket pairs, a forkserver pool, its private
+    loopback (in a network namespace) work; a socket file nobody listens on says
+    ``ECONNREFUSED`` as before, and is not a network attempt."""
+    way = "own-tcp" if isolate else "own"
+    flags = ("--json",) if isolate else ("--json", "--no-isolate")
+    done = replay(recording, Path(UNIX_AGENT), "0", "/none", "none", "/none", way, flags=flags)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("own ")]
+    expected = [
+        "own path b'ping'",
+        "own abstract b'ping'",
+        f"own stale blocked {errno.ECONNREFUSED}",
+        "own socketpair b'pair'",
+        "own from a subprocess connected",
+        "own asyncio b'aio!'",
+        "own forkserver [1, 4, 9]",
+    ]
+    assert lines == expected + (["own loopback b'tcp'"] if isolate else []), done.stderr
+    document = _document(done)
+    assert document["network_attempts"] == []
+    assert document["isolation"]["seccomp"] is True
+    assert document["identical"] is True
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(SYS_CONNECT is None, reason="syscall numbers for x86-64 and arm64 only")
+def test_a_racing_thread_cannot_swap_a_host_socket_in(
+    recording: Recording, unix_listener: UnixListener
+) -> None:
+    """The supervisor reads the address once and connects with what it read: a thread that
+    rewrites the address between the replay's own socket and the host's while another
+    connects never gets the host's."""
+    done = replay(recording, Path(UNIX_AGENT), *unix_listener.args(), "race")
+    assert unix_listener.drain() == (0, 0), done.stderr
+    (race,) = [line for line in done.stderr.splitlines() if line.startswith("race ")]
+    own, refused = race.split()[1:3]
+    assert (own, refused) == ("True", "True"), done.stderr  # both addresses were met
+    attempts = _document(done)["network_attempts"]
+    assert attempts and set(attempts) == {f"unix:{unix_listener.path}"}
+
+
+def test_an_unprivileged_replay_reaches_no_unix_socket_of_the_host(
+    listener: Listener, unix_listener: UnixListener
+) -> None:
+    prefix, python, _uid = _unprivileged()
+    ways = ["python", "subprocess", "datagram", "proc"]
+    if SYS_CONNECT is not None:
+        ways.append("ctypes")
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chmod(scratch, 0o777)  # the unprivileged user writes here
+        report = Path(scratch) / "events.jsonl"
+        done = subprocess.run(
+            [
+                *prefix,
+                *(python, "-I", "-S", isolate_module.__file__, "--"),
+                *(python, "-I", "-S", UNIX_AGENT, "-", *unix_listener.args(listener.port)),
+                *ways,
+            ],
+            env={"PATH": os.environ.get("PATH", ""), "OTEL_REPLAY_REPORT": str(report)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        events = [json.loads(line) for line in report.read_text().splitlines()]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert unix_listener.drain() == (0, 0), done.stdout
+    assert listener.drain() == (0, 0)
+    assert "ESCAPED" not in done.stdout
+    assert "proc tables showing the host's listeners: 0" in done.stdout
+    assert events[0]["how"] == "user, network, PID and mount namespaces"
+    assert events[0]["seccomp"] is True
+    path, name = f"unix:{unix_listener.path}", f"unix:@{unix_listener.name}"
+    refused = [event["address"] for event in events[1:]]
+    assert refused == [
+        *(path, name),  # python
+        *(path, name),  # a subprocess
+        "socket(AF_UNIX, SOCK_DGRAM)",
+        *((path, name) if SYS_CONNECT is not None else ()),  # ctypes
+    ]
+
+
+def test_no_process_of_the_replay_can_drive_the_supervisor() -> None:
+    """Without a PID namespace the supervisor (unfiltered) is a same-user process the replay
+    can name: it cannot be attached to, nor its memory opened."""
+    prefix, python, _uid = _unprivileged()
+    program = textwrap.dedent(
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        parent = os.getppid()
+        print('attach', libc.ptrace(16, parent, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
+        try:
+            open(f'/proc/{parent}/mem', 'rb').close()
+            print('mem opened')
+        except OSError as exc:
+            print('mem', exc.errno)
+        """
+    )
+    launch = [python, "-I", "-S", isolate_module.__file__, "--no-namespaces", "--"]
+    done = subprocess.run(
+        [*prefix, *launch, python, "-I", "-S", "-c", program],
+        env={"PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.splitlines() == [f"attach -1 {errno.EPERM}", f"mem {errno.EACCES}"], (
+        done.stdout + done.stderr
+    )
