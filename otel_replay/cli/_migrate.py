@@ -33,6 +33,12 @@ def migrate(ctx: click.Context, store: str | None) -> None:
     if is_url(where):
         raise CliError(f"migrate converts local stores; {where} is a URL")
     result = migrate_store(Path(where).expanduser())
+    if result.resumed:
+        click.echo(
+            f"Finished a migration that was cut off: {printable(where)} is at format version 3; "
+            f"the version-2 store is kept at {printable(str(result.backup))}."
+        )
+        return
     for problem in result.problems:
         click.echo(f"not migrated: {printable(problem)}")
     steps = plural(result.steps, "step")

@@ -29,13 +29,15 @@ __all__ = ["Migration", "migrate"]
 class Migration:
     """What ``migrate`` did: the runs and steps carried over, where the old store is kept,
     the steps of the old store that could not be carried (``lost``; the old store's index
-    lists them), and one line per thing that could not be read or carried."""
+    lists them), and one line per thing that could not be read or carried. ``resumed``: a
+    migration cut off between its two renames was finished (nothing else was done)."""
 
     runs: int
     steps: int
     backup: Path
     problems: list[str] = field(default_factory=list)
     lost: int = 0
+    resumed: bool = False
 
 
 def _siblings(root: Path) -> tuple[Path, Path]:
@@ -51,7 +53,7 @@ def migrate(root: Path) -> Migration:
     new, backup = _siblings(root)
     if not root.exists() and new.is_dir() and backup.is_dir():
         new.rename(root)  # cut off between the two renames: finish the swap
-        return Migration(0, 0, backup, ["an interrupted migration was finished"])
+        return Migration(0, 0, backup, resumed=True)
     where = root / FORMAT_FILE
     try:
         version = read_format_version(where.read_bytes(), str(where))

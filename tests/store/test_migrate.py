@@ -147,6 +147,12 @@ def test_a_migration_cut_between_its_renames_is_finished(tmp_path: Path) -> None
     root.rename(tmp_path / "store.v3-new")  # as if cut off after the first rename
     again = migrate(root)
     assert again.backup == result.backup and _tree(root) == migrated
+    assert again.resumed and again.problems == []
+    root.rename(tmp_path / "store.v3-new")
+    done = _cli("migrate", "--store", str(root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Finished a migration that was cut off:")
+    assert "not migrated" not in done.stdout and _tree(root) == migrated
 
 
 def test_only_version_2_is_migrated(tmp_path: Path) -> None:
