@@ -4,11 +4,12 @@ A uuid the application puts in a prompt is a step of its run; the same call made
 framework for its own telemetry (a run id, an SDK's idempotency key) is not, or the run
 would have steps that differ from one execution to the next. Code is the application's unless
 its file lies in the standard library, in an installed package (under any ``site-packages``
-or ``dist-packages`` directory, the interpreter's purelib and platlib, the user site), or in
-otel-replay itself. So a script, ``python -m`` of a package in the working tree, a package
-installed in editable mode (its files stay in the tree), tests and notebook cells (ipykernel
-gives each a file of its own) are the application's; a package installed normally is not,
-even the application's own.
+or ``dist-packages`` directory, the interpreter's purelib and platlib, the user site, or any
+directory that pip installed it into, ``pip install --target``: a ``*.dist-info`` beside it
+whose ``RECORD`` lists it), or in otel-replay itself. So a script, ``python -m`` of a
+package in the working tree, a package installed in editable mode (its files stay in the
+tree), tests and notebook cells (ipykernel gives each a file of its own) are the
+application's; a package installed normally is not, even the application's own.
 
 Code with no file of its own (``python -c``, the REPL, ``exec``: ``<string>``) is judged by
 the module it runs in (its globals' ``__file__``; ``__main__`` without one is the
@@ -79,7 +80,38 @@ def _judge(filename: str) -> bool:
     if _INSTALLED.search(filename) or filename.startswith(roots):
         return False
     path = os.path.realpath(filename)
-    return not (_INSTALLED.search(path) or path.startswith(roots))
+    return not (_INSTALLED.search(path) or path.startswith(roots) or _pip_installed(path))
+
+
+def _pip_installed(path: str) -> bool:
+    """Whether a directory above ``path`` holds a ``*.dist-info`` whose ``RECORD`` lists the
+    top-level package (or module) ``path`` belongs to."""
+    parts = path.split(os.sep)
+    return any(
+        parts[depth + 1] in _installed_tops(os.sep.join(parts[: depth + 1]) or os.sep)
+        for depth in range(len(parts) - 1)
+    )
+
+
+_tops: dict[str, frozenset[str]] = {}
+
+
+def _installed_tops(directory: str) -> frozenset[str]:
+    """The first path parts of what the distributions installed into ``directory`` hold
+    (``openai``, ``six.py``), read once from their ``RECORD``."""
+    tops = _tops.get(directory)
+    if tops is None:
+        found: set[str] = set()
+        try:
+            with os.scandir(directory) as entries:
+                infos = [e.path for e in entries if e.name.endswith(".dist-info")]
+            for info in infos:
+                with open(os.path.join(info, "RECORD"), encoding="utf-8") as record:
+                    found.update(line.split("/", 1)[0].split(",", 1)[0] for line in record)
+        except (OSError, UnicodeDecodeError):
+            pass  # unreadable: nothing known installed here
+        tops = _tops[directory] = frozenset(found)
+    return tops
 
 
 def _library_roots() -> tuple[str, ...]:

@@ -184,3 +184,21 @@ def test_code_reached_through_a_link_into_site_packages_is_a_package(tmp_path: P
     (tmp_path / "vendor").symlink_to(installed)
     assert _app_code.application_file(str(tmp_path / "vendor" / "lib.py")) is False
     assert _app_code.application_file(str(tmp_path / "app.py")) is True
+
+
+def test_a_package_pip_installed_into_a_folder_of_its_own_is_a_package(tmp_path: Path) -> None:
+    """``pip install --target DIR`` (then PYTHONPATH=DIR): no site-packages in the path, but
+    the distribution's RECORD beside the package names it."""
+    target = tmp_path / "vendor"
+    (target / "sdk").mkdir(parents=True)
+    (target / "sdk" / "client.py").write_text("")
+    (target / "single.py").write_text("")
+    (target / "sdk-1.0.dist-info").mkdir()
+    (target / "sdk-1.0.dist-info" / "RECORD").write_text(
+        "sdk/__init__.py,sha256=x,0\nsdk/client.py,sha256=y,0\nsingle.py,,\n"
+    )
+    (target / "agent").mkdir()
+    (target / "agent" / "main.py").write_text("")
+    assert _app_code.application_file(str(target / "sdk" / "client.py")) is False
+    assert _app_code.application_file(str(target / "single.py")) is False
+    assert _app_code.application_file(str(target / "agent" / "main.py")) is True  # not listed
