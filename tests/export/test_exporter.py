@@ -100,9 +100,12 @@ def test_a_step_under_another_instrumentations_span_does_not_wait_for_it(
         # The step's facts are the capture's (the response's usage); the store never reads
         # them back out of telemetry. The call span is stored as it ended, beside the step's.
         assert step.tokens_in == 5
-        attempt, call = sorted(store.spans(run.run_id), key=lambda s: s["name"])
+        # The call span started with no parent: it nests under the process run's root.
+        attempt, call, root = sorted(store.spans(run.run_id), key=lambda s: s["name"])
         assert attempt["attributes"]["replay.request.hash"] == sha(body)
         assert call["attributes"]["gen_ai.usage.input_tokens"] == 42
+        assert root["name"] == "invoke_agent pytest"
+        assert call["parent_span_id"] == root["span_id"] and root["parent_span_id"] is None
 
 
 def test_two_steps_in_one_call_span_are_both_kept_and_the_call_span_once(
@@ -118,7 +121,7 @@ def test_two_steps_in_one_call_span_are_both_kept_and_the_call_span_once(
         (run,) = store.runs()
         assert [store.request_body(s) for s in store.steps(run.run_id)] == bodies
         names = sorted(s["name"] for s in store.spans(run.run_id))
-        assert names == ["POST", "POST", "chat gpt-4o-mini"]
+        assert names == ["POST", "POST", "chat gpt-4o-mini", "invoke_agent pytest"]
 
 
 def test_export_and_force_flush_return_once_durable(pipeline: Pipeline) -> None:

@@ -23,6 +23,8 @@ import pytest
 import otel_replay.replay._boot
 from examples.standin import StandIn
 from otel_replay.cli._replay import _kept
+from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay.sources import load_run
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
@@ -159,15 +161,26 @@ def test_the_summary_claims_a_recording_only_where_the_store_holds_it(
     agent_store: tuple[Path, str, str], tmp_path: Path
 ) -> None:
     store, run, _ = agent_store
-    assert _kept(str(store), run, hooked=True).describe() == f"recorded as run {run}"
-    assert _kept(str(store), "r_never", hooked=True).describe() == (
+    recorded = load_run(run, store=str(store))
+    served = ServedStep(
+        0, "POST", "http://x/v1", "POST /v1", "sha256:00", "hash", 0, False, None, ()
+    )
+    made_one = ReplayResult(recorded, [served], [])
+    made_none = ReplayResult(recorded, [], [])
+    unhooked = ReplayResult(recorded, [served], [])
+    unhooked.hooked = False
+    assert _kept(str(store), run, made_one).describe() == f"recorded as run {run}"
+    assert _kept(str(store), "r_never", made_one).describe() == (
         f"not recorded (the store at {store} did not take it)"
     )
     not_a_store = tmp_path / "file"
     not_a_store.write_text("x")
-    assert _kept(str(not_a_store), run, hooked=True).run_id is None
-    assert _kept(str(store), run, hooked=False).describe() == (
+    assert _kept(str(not_a_store), run, made_one).run_id is None
+    assert _kept(str(store), run, unhooked).describe() == (
         "not recorded (no process of the program loaded otel-replay)"
+    )
+    assert _kept(str(store), run, made_none).describe() == (
+        "not recorded (the program made no request)"
     )
 
 
