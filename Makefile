@@ -65,12 +65,16 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
+# One worker per core (pytest-xdist); a module's tests stay on one worker, so its fixtures
+# (a recorded agent, an S3 server) are made once.
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
+
 unit: setup
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 # The tests marked slow (tests/conftest.py says which and why) are left out.
 unit-fast: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test: lint types unit
 

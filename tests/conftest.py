@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,11 @@ import pytest
 from examples.standin import StandIn
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The CLI lays its tables out to COLUMNS when set; pytest-xdist's workers set 80. The tests
+# read the CLI's output as a pipe gives it, whoever runs them.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 SLOW = (
     "tests/frameworks/",  # the agent frameworks (LangGraph, LiteLLM, ...): seconds of imports each

@@ -26,11 +26,14 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint
 import otel_replay
 from examples.standin import StandIn
 from otel_replay.capture._calls import CALL_SPANS
+from otel_replay.capture._process_trace import _program
 from otel_replay.replay.sources import import_runs, load_run, read_runs
 from otel_replay.store import Store
 from otel_replay.testing import CaptureKit
 from tests.export._support import Pipeline
 from tests.replay.conftest import collector_json
+
+ROOT_SPAN = f"invoke_agent {_program()}"  # pytest, or python under xdist
 
 KEY = "sk-native-spans-not-a-secret"
 DEAD = "http://127.0.0.1:9"  # nothing listens there: a live request would fail
@@ -390,7 +393,7 @@ def test_the_store_keeps_every_attempt_and_the_call_span(tmp_path: Path) -> None
         store.close()
     names = sorted(s["name"] for s in stored)
     # The call span nests under the process run's root span, which the store keeps too.
-    assert names == ["POST", "POST", "anthropic.messages.create", "invoke_agent pytest"]
+    assert names == ["POST", "POST", "anthropic.messages.create", ROOT_SPAN]
     with (
         otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result,
         anthropic.Anthropic(base_url=DEAD, api_key=KEY, max_retries=1) as client,

@@ -25,6 +25,7 @@ from otel_replay.testing import CaptureKit
 from tests.export._support import Pipeline
 
 URL = "http://tools.local/orders/A-1"
+ROOT_SPAN = f"invoke_agent {_process_trace._program()}"  # pytest, or python under xdist
 
 
 def _client(module: ModuleType) -> Any:
@@ -65,7 +66,7 @@ def test_steps_outside_any_span_are_one_trace_under_the_process_run_root(
     attrs = dict(root.attributes or {})
     assert attrs["gen_ai.operation.name"] == "invoke_agent"
     assert attrs["replay.run.id"] == run_id and attrs["replay.mode"] == "record"
-    assert root.name == f"invoke_agent {attrs['gen_ai.agent.name']}" == "invoke_agent pytest"
+    assert root.name == f"invoke_agent {attrs['gen_ai.agent.name']}" == ROOT_SPAN
     # It spans its steps: from the first one's start (taken just before) to the last one's end.
     first = min(s.start_time or 0 for s in steps)
     assert root.start_time is not None and 0 <= first - root.start_time < 50_000_000
@@ -228,8 +229,8 @@ def test_a_genai_span_started_with_no_parent_nests_under_the_root(
         late.end()
     spans = kit.raw_spans()
     roots = {s.name: s for s in _roots(spans)}
-    assert roots.keys() == {"invoke_agent pytest", "invoke_agent block"}
-    root, block = roots["invoke_agent pytest"], roots["invoke_agent block"]
+    assert roots.keys() == {ROOT_SPAN, "invoke_agent block"}
+    root, block = roots[ROOT_SPAN], roots["invoke_agent block"]
     assert root.context is not None and block.context is not None
     (step,) = _steps(spans)
     assert _parent(step) == call.get_span_context().span_id

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 import otel_replay
 from otel_replay.capture._handoff import Handoff, handoff
+from otel_replay.capture._process_trace import _program
 from otel_replay.errors import StoreNotWritableError
 from otel_replay.export import ReplaySpanExporter
 from otel_replay.export._metrics import DROPPED_STEPS, observe_drops
@@ -32,6 +33,8 @@ from tests.export._support import (
     sha,
 )
 from tests.store._data import fixture
+
+ROOT_SPAN = f"invoke_agent {_program()}"  # pytest, or python under xdist
 
 
 def _post_chats(count: int, start: int = 0) -> list[bytes]:
@@ -104,7 +107,7 @@ def test_a_step_under_another_instrumentations_span_does_not_wait_for_it(
         attempt, call, root = sorted(store.spans(run.run_id), key=lambda s: s["name"])
         assert attempt["attributes"]["replay.request.hash"] == sha(body)
         assert call["attributes"]["gen_ai.usage.input_tokens"] == 42
-        assert root["name"] == "invoke_agent pytest"
+        assert root["name"] == ROOT_SPAN
         assert call["parent_span_id"] == root["span_id"] and root["parent_span_id"] is None
 
 
@@ -121,7 +124,7 @@ def test_two_steps_in_one_call_span_are_both_kept_and_the_call_span_once(
         (run,) = store.runs()
         assert [store.request_body(s) for s in store.steps(run.run_id)] == bodies
         names = sorted(s["name"] for s in store.spans(run.run_id))
-        assert names == ["POST", "POST", "chat gpt-4o-mini", "invoke_agent pytest"]
+        assert names == ["POST", "POST", "chat gpt-4o-mini", ROOT_SPAN]
 
 
 def test_export_and_force_flush_return_once_durable(pipeline: Pipeline) -> None:
