@@ -72,7 +72,9 @@ def test_the_changed_conversation_is_compared_with_its_own_steps(store: Path) ->
     report = json.loads(as_json.stdout)
     changed = [s for s in report["steps"] if s["changes"]]
     assert [s["recorded"] for s in changed] == [first.index, second.index]
-    assert all(s["how"] == "closest" for s in changed)
+    # The opening is asked while every opening is left, so content decides; the second turn
+    # may come last of all, when the one step left is served by position.
+    assert changed[0]["how"] == "closest" and changed[1]["how"] in ("closest", "position")
     for step in changed:
         prompt, only = step["changes"]
         assert prompt["field"] == "prompt hash"
