@@ -13,6 +13,7 @@ import time
 import openai
 
 started = time.time()
+real_start = os.times().elapsed  # real time, which replay leaves alone
 print("started", datetime.datetime.now(datetime.timezone.utc).isoformat())
 client = openai.OpenAI(base_url=os.environ["STANDIN_URL"] + "/v1", api_key="sk-x", max_retries=0)
 for attempt in range(3):
@@ -29,4 +30,5 @@ for attempt in range(3):
     break
 asyncio.run(asyncio.sleep(1.0))
 print("the wall clock moved past the back-off:", time.time() - started >= 3.0)
+print(f"real seconds: {os.times().elapsed - real_start:.2f}", file=sys.stderr)
 sys.stdout.flush()
