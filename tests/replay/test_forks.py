@@ -197,3 +197,55 @@ def test_replaying_takes_the_fork_options(recorded: tuple[Path, Path], tmp_path:
     late = otel_replay.replaying(RUN, store=str(store), override={8: "{}"}, live_from=4)
     with pytest.raises(ConfigError, match="--override 8: the step is not served"):
         late.__enter__()
+
+
+MARKED = """
+import pytest
+from tests.replay._fork_agent import run_agent
+
+STORE, RUN, BUNDLE, DB, DEAD = {store!r}, {run!r}, {bundle!r}, {db!r}, {dead!r}
+
+@pytest.mark.otel_replay(RUN, store=STORE, override={{8: "text:Done."}})
+def test_last_answer_overridden(replay_result):
+    assert run_agent(DB, DEAD)[-1] == "agent> Done."
+    assert replay_result.identical, replay_result.first_divergence
+
+@pytest.mark.otel_replay(RUN, store=STORE, override={{3: "text:Nope."}})
+def test_an_earlier_answer_changes_what_follows(replay_result):
+    run_agent(DB, DEAD)
+    assert replay_result.identical, replay_result.first_divergence
+
+@pytest.mark.otel_replay(BUNDLE)
+def test_the_exported_fork_is_a_source(replay_result):
+    assert run_agent(DB, DEAD)[-1] == "agent> Done."
+    assert replay_result.identical, replay_result.first_divergence
+"""
+
+
+def test_the_marker_takes_the_fork_options_and_a_fork_exports(
+    recorded: tuple[Path, Path], tmp_path: Path
+) -> None:
+    store, _ = recorded
+    fork_id = json.loads(_fork(recorded, "--override", "8=text:Done.").stdout)["replay_run_id"]
+    bundle = tmp_path / "golden"
+    assert _cli(store, "export", fork_id, str(bundle)).returncode == 0
+    tests = MARKED.format(
+        store=str(store), run=RUN, bundle=str(bundle), db=str(tmp_path / "db.sqlite"), dead=DEAD
+    )
+    (tmp_path / "test_marked.py").write_text(tests)
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-q"],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = session.stdout
+    assert "PASSED test_marked.py::test_last_answer_overridden" in out, out
+    assert "PASSED test_marked.py::test_the_exported_fork_is_a_source" in out, out
+    assert (
+        "FAILED test_marked.py::test_an_earlier_answer_changes_what_follows - AssertionError: "
+        "<Divergence: step 6 (openai.chat_completions)"
+    ) in out, out
