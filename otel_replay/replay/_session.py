@@ -170,17 +170,6 @@ def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
     return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
 
 
-class _Matched(NamedTuple):
-    """The step that answers a request (the fork's answer in place of the recorded one, when
-    it has one), the order of its serving, a tool call's effect in the replay, and what the
-    fork changed (None: nothing)."""
-
-    step: RecordedStep
-    order: int
-    effect: ToolEffect | None
-    forked: str | None
-
-
 _IGNORED = {
     status: Answer(status, ANSWER_HEADERS, (ANSWER_BODY,), (0,), None) for status in (200, 404)
 }
@@ -261,9 +250,9 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
             return None
-        step = served.step
-        if served.forked is not None and in_exchange():  # the capture's span of this exchange
-            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
+        step, forked = served[0], served[3]
+        if forked is not None and in_exchange():  # the capture's span of this exchange
+            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
         return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
@@ -357,7 +346,7 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> _Matched | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
         serving recorded and the effect of a tool call (``effect``, the call's own) in the
         replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
@@ -410,7 +399,7 @@ class ReplaySession:
                 forked=forked,
             )
         )
-        return _Matched(served, order, effect, forked)
+        return served, order, effect, forked
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
