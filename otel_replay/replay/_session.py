@@ -31,7 +31,7 @@ from dataclasses import replace
 from functools import partial
 from typing import IO, NamedTuple
 
-from opentelemetry import context
+from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay import attributes as A
@@ -50,14 +50,17 @@ from otel_replay._workers import unmatched
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._effect import ToolEffect, in_replay
 from otel_replay.capture._envelope import Served
+from otel_replay.capture._exchange import in_exchange
 from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._override import served_instead
 from otel_replay.replay._result import (
     AgentStatus,
     BadValue,
@@ -192,8 +195,10 @@ class ReplaySession:
         report: IO[bytes] | None = None,
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
+        fork: ForkPlan | None = None,
     ) -> None:
-        """``report`` is a binary file opened for appending (each event one write)."""
+        """``report`` is a binary file opened for appending (each event one write);
+        ``fork`` what this replay serves differently from the recording (``_fork``)."""
         run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
@@ -201,6 +206,8 @@ class ReplaySession:
         """The background calls answered without the recording (``OTEL_REPLAY_IGNORE``)."""
         self.live_read_tools = live_read_tools
         """Read tools run live; their recorded steps are still matched and reported."""
+        self.fork = fork if fork is not None else ForkPlan()
+        """The fork's plan, checked against ``run`` (empty: a plain replay)."""
         self.timing: Timing = timing
         self.matcher = Matcher(run)
         self._redactor = redactor or Redactor()
@@ -243,7 +250,9 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
             return None
-        step = served[0]
+        step, forked = served[0], served[3]
+        if forked is not None and in_exchange():  # the capture's span of this exchange
+            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
         return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
@@ -282,7 +291,7 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect = served
+        step, order, effect, forked = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
@@ -295,10 +304,18 @@ class ReplaySession:
             shape,
             effect,
             order,
+            forked,
         )
 
+    def runs_live(self, effect: ToolEffect | None) -> bool:
+        """Whether a tool call with ``effect`` runs live instead of being served: a read tool
+        under ``live_read_tools``, a write tool in a fork that allows writes."""
+        if effect is None:
+            return False
+        return self.fork.allow_writes if effect.writes else self.live_read_tools
+
     def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
-        """The read tool ``served`` matched ran live (``live_read_tools``) and answered
+        """The tool ``served`` matched ran live (:meth:`runs_live`) and answered
         ``body`` (``error_type``: what it raised), before redaction: its step is marked live,
         with what differs from the recorded answer as changes (``_live_result``), which make
         the replay diverge there. In the report file: a ``step-live`` event naming the step
@@ -329,7 +346,7 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None] | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
         serving recorded and the effect of a tool call (``effect``, the call's own) in the
         replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
@@ -362,6 +379,9 @@ class ReplaySession:
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
+        served, forked = step, None
+        if self.fork.overrides or self.fork.states:
+            served, forked = served_instead(self.fork, step)
         order = self._record(
             partial(
                 ServedStep,
@@ -376,9 +396,10 @@ class ReplaySession:
                 changes=changes,
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
+                forked=forked,
             )
         )
-        return step, order, effect
+        return served, order, effect, forked
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
@@ -480,7 +501,8 @@ class ReplaySession:
                 repeat=False,
                 fidelity=None,
                 changes=(),
-                live=not self.strict and not (effect is not None and effect.writes),
+                live=not self.strict
+                and not (effect is not None and effect.writes and not self.fork.allow_writes),
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
             )
