@@ -94,6 +94,13 @@ class Ledger:
         if slot is not None:
             self._set(slot, self._get(slot) + 1)
 
+    def give_back(self, index: int, endpoint: str) -> None:
+        """Undo one serving of step ``index`` and one request to ``endpoint`` (under
+        :meth:`locked`): the request got an injected fault instead (``_faults``)."""
+        for cell in (self._steps.get(index), self._endpoints.get(endpoint)):
+            if cell is not None:
+                self._set(cell, max(0, self._get(cell) - 1))
+
     def arrive(self, endpoint: str) -> int:
         """Count one more request to ``endpoint`` and note that the replay asked for something
         now (under :meth:`locked`); returns how many requests to it came before (0 for an

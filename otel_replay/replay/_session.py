@@ -26,7 +26,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import IO, NamedTuple
@@ -55,6 +55,8 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
+from otel_replay.replay._faults import Injector, injected_answer, injected_served
+from otel_replay.replay._fork import Fault
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
@@ -192,8 +194,10 @@ class ReplaySession:
         report: IO[bytes] | None = None,
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
+        faults: Mapping[int, Fault] | None = None,
     ) -> None:
-        """``report`` is a binary file opened for appending (each event one write)."""
+        """``report`` is a binary file opened for appending (each event one write);
+        ``faults``: a fork's injected faults by step (``_faults``)."""
         run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
@@ -203,6 +207,7 @@ class ReplaySession:
         """Read tools run live; their recorded steps are still matched and reported."""
         self.timing: Timing = timing
         self.matcher = Matcher(run)
+        self._injector = Injector(faults) if faults else None
         self._redactor = redactor or Redactor()
         self._report = report
         self._lock = threading.Lock()
@@ -243,8 +248,9 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
             return None
-        step = served[0]
-        return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
+        step, _, _, fault = served
+        answer = _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
+        return answer if fault is None else injected_answer(fault, step, answer)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the
@@ -282,12 +288,12 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect = served
+        step, order, effect, fault = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
-        return Served(
+        answer = Served(
             step.response_body,
             step.error_type,
             self.run.run_id,
@@ -296,6 +302,7 @@ class ReplaySession:
             effect,
             order,
         )
+        return answer if fault is None else injected_served(fault, step, answer)
 
     def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
         """The read tool ``served`` matched ran live (``live_read_tools``) and answered
@@ -329,10 +336,11 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None] | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, Fault | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
-        serving recorded and the effect of a tool call (``effect``, the call's own) in the
-        replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
+        serving recorded, the effect of a tool call (``effect``, the call's own) in the
+        replay and the fault injected in its place, if any; None (recorded as live) or
+        UnmatchedRequestError (strict) when none does.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -354,6 +362,9 @@ class ReplaySession:
             self._record_unmatched(method, url, body, request_hash, effect)
             return None
         step = match.step
+        fault = None if self._injector is None else self._injector.take(step.index)
+        if fault is not None:
+            self.matcher.give_back(step)
         if effect is not None:
             attrs = step.attributes
             effect = in_replay(
@@ -376,9 +387,10 @@ class ReplaySession:
                 changes=changes,
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
+                forked=None if fault is None else f"inject {fault.given}",
             )
         )
-        return step, order, effect
+        return step, order, effect, fault
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None

@@ -1,0 +1,117 @@
+"""``inject``: a fault served or raised at step N through the transport that made the call,
+the program's retry then served step N's recorded answer.
+
+One recording (``_faults_agent``: the real openai and anthropic SDKs, raw httpx sync and async,
+aiohttp, requests, a tool) replayed in-process with one fault at a time: the SDKs retry on
+their own, the agent retries everything else once, and the replay ends identical with both
+attempts of step N among its requests, the first one marked as the fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import otel_replay
+from examples.standin import StandIn
+from otel_replay.errors import InjectedToolError
+from otel_replay.replay.sources import load_run
+from tests.export._support import Pipeline
+from tests.replay._faults_agent import agent
+
+
+@dataclass(frozen=True)
+class Recorded:
+    store: str
+    run_id: str
+    base: str
+    seen: dict[str, Any]
+    steps: dict[str, int]
+    """The index of each call's step, by a short name."""
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
+    store = tmp_path_factory.mktemp("faults") / "store"
+    with StandIn(event_delay=0.001) as standin, Pipeline(store) as pipeline:
+        seen = agent(standin.base_url)
+        run_id = pipeline.run.run_id
+        base = standin.base_url
+    assert seen["failures"] == []
+    run = load_run(run_id, store=str(store))
+    names = {
+        ("openai.chat_completions", 0): "openai",
+        ("anthropic.messages", 0): "anthropic",
+        ("GET /tools/orders/A-1234", 0): "httpx",
+        ("openai.chat_completions", 1): "httpx-stream",
+        ("GET /tools/orders/A-2000", 0): "httpx-async",
+        ("GET /tools/orders/A-3000", 0): "aiohttp",
+        ("openai.chat_completions", 2): "aiohttp-stream",
+        ("GET /tools/orders/A-4000", 0): "requests",
+        ("tool:lookup", 0): "tool",
+    }
+    counts: dict[str, int] = {}
+    steps: dict[str, int] = {}
+    for step in run.steps:
+        nth = counts.get(step.endpoint, 0)
+        counts[step.endpoint] = nth + 1
+        steps[names[(step.endpoint, nth)]] = step.index
+    assert len(steps) == len(names)
+    yield Recorded(str(store), run_id, base, seen, steps)
+
+
+CASES = [
+    # (call, fault, what the agent caught before its retry: nothing when the SDK retried)
+    ("openai", "http:429", None),
+    ("openai", "timeout", None),
+    ("openai", "disconnect", None),
+    ("anthropic", "http:429", None),
+    ("anthropic", "stream-cut:60", "httpx2.RemoteProtocolError"),
+    ("httpx", "http:503", "httpx.HTTPStatusError"),
+    ("httpx", "timeout", "httpx.ReadTimeout"),
+    ("httpx", "disconnect", "httpx.RemoteProtocolError"),
+    ("httpx-stream", "stream-cut:40", "httpx.RemoteProtocolError"),
+    ("httpx-async", "timeout", "httpx.ReadTimeout"),
+    ("aiohttp", "http:429", "aiohttp.client_exceptions.ClientResponseError"),
+    ("aiohttp", "timeout", "aiohttp.client_exceptions.ServerTimeoutError"),
+    ("aiohttp", "disconnect", None),  # aiohttp itself sends an idempotent request again
+    ("aiohttp-stream", "stream-cut:40", "aiohttp.client_exceptions.ClientPayloadError"),
+    ("requests", "timeout", "requests.exceptions.ReadTimeout"),
+    ("requests", "disconnect", "requests.exceptions.ConnectionError"),
+    ("requests", "stream-cut:20", "requests.exceptions.ChunkedEncodingError"),
+    ("tool", "tool:error:out of stock", "otel_replay.errors.InjectedToolError"),
+]
+
+
+@pytest.mark.parametrize(("call", "fault", "caught"), CASES, ids=[f"{c}-{f}" for c, f, _ in CASES])
+def test_the_fault_is_met_where_the_call_was_made_and_the_retry_is_served(
+    recorded: Recorded, call: str, fault: str, caught: str | None
+) -> None:
+    index = recorded.steps[call]
+    with otel_replay.replaying(
+        recorded.run_id, store=recorded.store, inject={index: fault}
+    ) as result:
+        again = agent(recorded.base)
+    assert again["outputs"] == recorded.seen["outputs"]
+    assert again["failures"] == ([caught] if caught else [])
+    assert result.identical, result.first_divergence
+    attempts = [s for s in result.steps if s.recorded == index]
+    assert [s.forked for s in attempts] == [f"inject {fault}", None]
+    assert len(result.steps) == len(recorded.steps) + 1
+
+
+def test_a_fault_the_program_does_not_get_over_leaves_its_step_unused(recorded: Recorded) -> None:
+    index = recorded.steps["tool"]
+    with (
+        otel_replay.replaying(
+            recorded.run_id, store=recorded.store, inject={index: "tool:error"}
+        ) as result,
+        pytest.raises(InjectedToolError, match=f"at step {index}"),
+    ):
+        agent(recorded.base, retry=False)
+    assert result.outcome == "diverged"
+    divergence = result.first_divergence
+    assert divergence is not None and (divergence.kind, divergence.step) == ("unused", index)
