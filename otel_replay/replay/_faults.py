@@ -22,14 +22,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from otel_replay._canonical import canonical_json
-from otel_replay.capture._envelope import Served
+from otel_replay.capture._envelope import INJECTED_ERROR, Served
 from otel_replay.replay._fork import Fault
 from otel_replay.replay._model import RecordedStep
 
 if TYPE_CHECKING:
     from otel_replay.replay._session import Answer
 
-__all__ = ["TOOL_ERROR_TYPE", "Injector", "injected_answer", "injected_error", "injected_served"]
+__all__ = ["Injector", "injected_answer", "injected_error", "injected_served"]
 
 _PREFIX = "otel_replay.injected."
 _TIMEOUT = _PREFIX + "timeout"
@@ -59,8 +59,6 @@ _MESSAGES = {
     _DISCONNECT: "Server disconnected without sending a response.",
     _STREAM_CUT: "peer closed connection without sending complete message body",
 }
-
-TOOL_ERROR_TYPE = "otel_replay.errors.InjectedToolError"
 
 # Error bodies as the providers send them, by the ``type`` they give a status.
 _PROVIDER_TYPES = {
@@ -150,8 +148,8 @@ def injected_served(fault: Fault, step: RecordedStep, served: Served) -> Served:
     """What a tool call answered by ``step`` gets under a ``tool-error`` fault: the call
     raises :class:`~otel_replay.errors.InjectedToolError` with the fault's message."""
     message = fault.message or f"injected by otel-replay at step {step.index}"
-    body = canonical_json({"type": TOOL_ERROR_TYPE, "message": message})
-    return replace(served, body=body, error_type=TOOL_ERROR_TYPE, shape=None)
+    body = canonical_json({"type": INJECTED_ERROR, "message": message})
+    return replace(served, body=body, error_type=INJECTED_ERROR, shape=None)
 
 
 def _provider_error(step: RecordedStep, status: int) -> bytes:

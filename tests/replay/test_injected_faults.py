@@ -9,8 +9,12 @@ attempts of step N among its requests, the first one marked as the fault.
 
 from __future__ import annotations
 
+import json
+import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +23,9 @@ import otel_replay
 from examples.standin import StandIn
 from otel_replay.errors import InjectedToolError
 from otel_replay.replay.sources import load_run
+from tests.cli._checks import run_cli
 from tests.export._support import Pipeline
+from tests.replay import _faults_agent
 from tests.replay._faults_agent import agent
 
 
@@ -115,3 +121,47 @@ def test_a_fault_the_program_does_not_get_over_leaves_its_step_unused(recorded: 
     assert result.outcome == "diverged"
     divergence = result.first_divergence
     assert divergence is not None and (divergence.kind, divergence.step) == ("unused", index)
+
+
+def test_an_injected_tool_error_is_raised_even_where_read_tools_run_live(
+    recorded: Recorded,
+) -> None:
+    index = recorded.steps["tool"]
+    with otel_replay.replaying(
+        recorded.run_id, store=recorded.store, inject={index: "tool:error"}, live_tools="read"
+    ) as result:
+        again = agent(recorded.base)
+    assert again["failures"] == ["otel_replay.errors.InjectedToolError"]
+    assert result.identical, result.first_divergence
+
+
+def test_the_cli_injects_a_429_and_the_fork_records_both_attempts(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(recorded.store, store)  # the fork's recording goes in
+    index = recorded.steps["openai"]
+    done = run_cli(
+        "replay",
+        recorded.run_id,
+        "--store",
+        str(store),
+        "--inject",
+        f"{index}=http:429",
+        "--json",
+        "--",
+        sys.executable,
+        str(Path(_faults_agent.__file__)),
+        recorded.base,
+    )
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["outcome"] == "identical"
+    fork = load_run(report["replay_run_id"], store=str(store))
+    attempts = [s for s in fork.steps if s.endpoint == "openai.chat_completions"][:2]
+    assert [s.status_code for s in attempts] == [429, 200]
+    assert b"rate_limit_error" in attempts[0].response_body
+    assert (
+        attempts[1].response_body
+        == load_run(recorded.run_id, store=str(store)).steps[index].response_body
+    )
