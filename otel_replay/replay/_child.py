@@ -25,8 +25,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
-from otel_replay.capture._run import use_parent_run, use_recorded_seed
+from otel_replay.capture._run import use_fork, use_parent_run, use_recorded_seed
 from otel_replay.errors import OtelReplayError, RecordedValueError
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._world import World
@@ -55,6 +56,7 @@ def start(config: Settings) -> ReplaySession:
 
     try:
         run = load_run(config.run or "", store=config.store)
+        fork = ForkPlan.read(config.fork).check(run) if config.fork else None
         # Unbuffered, for appending: each event is one write, whichever process makes it.
         report = open(config.report, "ab", buffering=0) if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:
@@ -67,11 +69,14 @@ def start(config: Settings) -> ReplaySession:
         report=report,
         live_read_tools=config.live_read_tools,
         ignore=config.ignore,
+        fork=fork,
     )
     install(session)
     World(run.start_ns, config.clock, config.timing).start()  # for the process's life
     use_recorded_seed(run.seed)
     use_parent_run(run.run_id)  # this execution is recorded as a replay of that run
+    if fork is not None and not fork.empty:
+        use_fork(fork.fork_step(run))
     atexit.register(session.close)
     _report_uncaught(session, said_by_the_verb=report is not None)
     _session = session

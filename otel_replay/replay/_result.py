@@ -56,7 +56,8 @@ class ServedStep:
     recording (an unmatched request let through, or a read tool under ``--live-tools read``,
     matched all the same). ``effect`` and ``effect_reason``: a tool call's effect in the
     replay and why it has it (``write``, ``default``; see ``capture._effect``), None for other
-    calls.
+    calls. ``forked``: what a fork served here instead of the recorded answer
+    (``override @result.json``, ``inject http:429``; see ``_fork``), None when it did not.
     """
 
     order: int
@@ -72,12 +73,19 @@ class ServedStep:
     live: bool = False
     effect: str | None = None
     effect_reason: str | None = None
+    forked: str | None = None
 
     @property
     def identical(self) -> bool:
         """The request equals its recorded one and was answered from the recording, or, run
         live, answered as recorded."""
         return self.recorded is not None and not self.changes and not self.repeat
+
+    @property
+    def injected(self) -> bool:
+        """A fault the fork injected was served here in place of the recorded answer, which
+        is still to be served (to the program's retry: see ``_faults``)."""
+        return self.forked is not None and self.forked.startswith("inject ")
 
     def ran_live(self, changes: Iterable[Change]) -> ServedStep:
         """This step once its call ran live: marked live, with ``changes`` (how its answer
@@ -101,6 +109,7 @@ class ServedStep:
             "live": self.live,
             "effect": self.effect,
             "effect_reason": self.effect_reason,
+            "forked": self.forked,
         }
 
     @classmethod
@@ -120,6 +129,7 @@ class ServedStep:
             live=bool(data.get("live", False)),
             effect=data.get("effect"),
             effect_reason=data.get("effect_reason"),
+            forked=data.get("forked"),
         )
 
 
@@ -399,7 +409,7 @@ class ReplayResult:
         """Recorded steps no request was answered with, but those made inside a tool or side
         effect that was itself served from the recording (its body, and so they, did not
         run again)."""
-        used = {s.recorded for s in self._steps}
+        used = {s.recorded for s in self._steps if not s.injected}
         within = {s.index: s.within for s in self.run.steps}
 
         def covered(index: int) -> bool:

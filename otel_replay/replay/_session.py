@@ -26,12 +26,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from typing import IO, NamedTuple
 
-from opentelemetry import context
+from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay import attributes as A
@@ -50,16 +50,18 @@ from otel_replay._workers import unmatched
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._effect import ToolEffect, in_replay
 from otel_replay.capture._envelope import Served
+from otel_replay.capture._exchange import in_exchange
 from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import Injector, injected_answer, injected_served
-from otel_replay.replay._fork import Fault
+from otel_replay.replay._fork import Fault, ForkPlan
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._override import served_instead
 from otel_replay.replay._result import (
     AgentStatus,
     BadValue,
@@ -194,10 +196,10 @@ class ReplaySession:
         report: IO[bytes] | None = None,
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
-        faults: Mapping[int, Fault] | None = None,
+        fork: ForkPlan | None = None,
     ) -> None:
         """``report`` is a binary file opened for appending (each event one write);
-        ``faults``: a fork's injected faults by step (``_faults``)."""
+        ``fork`` what this replay serves differently from the recording (``_fork``)."""
         run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
@@ -205,9 +207,11 @@ class ReplaySession:
         """The background calls answered without the recording (``OTEL_REPLAY_IGNORE``)."""
         self.live_read_tools = live_read_tools
         """Read tools run live; their recorded steps are still matched and reported."""
+        self.fork = fork if fork is not None else ForkPlan()
+        """The fork's plan, checked against ``run`` (empty: a plain replay)."""
         self.timing: Timing = timing
         self.matcher = Matcher(run)
-        self._injector = Injector(faults) if faults else None
+        self._injector = Injector(self.fork.injections) if self.fork.injections else None
         self._redactor = redactor or Redactor()
         self._report = report
         self._lock = threading.Lock()
@@ -248,7 +252,9 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
             return None
-        step, _, _, fault = served
+        step, _, _, forked, fault = served
+        if forked is not None and in_exchange():  # the capture's span of this exchange
+            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
         answer = _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
         return answer if fault is None else injected_answer(fault, step, answer)
 
@@ -288,7 +294,7 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect, fault = served
+        step, order, effect, forked, fault = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
@@ -301,11 +307,19 @@ class ReplaySession:
             shape,
             effect,
             order,
+            forked,
         )
         return answer if fault is None else injected_served(fault, step, answer)
 
+    def runs_live(self, effect: ToolEffect | None) -> bool:
+        """Whether a tool call with ``effect`` runs live instead of being served: a read tool
+        under ``live_read_tools``, a write tool in a fork that allows writes."""
+        if effect is None:
+            return False
+        return self.fork.allow_writes if effect.writes else self.live_read_tools
+
     def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
-        """The read tool ``served`` matched ran live (``live_read_tools``) and answered
+        """The tool ``served`` matched ran live (:meth:`runs_live`) and answered
         ``body`` (``error_type``: what it raised), before redaction: its step is marked live,
         with what differs from the recorded answer as changes (``_live_result``), which make
         the replay diverge there. In the report file: a ``step-live`` event naming the step
@@ -336,11 +350,11 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None, Fault | None] | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None, Fault | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
         serving recorded, the effect of a tool call (``effect``, the call's own) in the
-        replay and the fault injected in its place, if any; None (recorded as live) or
-        UnmatchedRequestError (strict) when none does.
+        replay, what the fork changed there and the fault it injects in the step's place, if
+        any; None (recorded as live) or UnmatchedRequestError (strict) when none does.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -362,9 +376,6 @@ class ReplaySession:
             self._record_unmatched(method, url, body, request_hash, effect)
             return None
         step = match.step
-        fault = None if self._injector is None else self._injector.take(step.index)
-        if fault is not None:
-            self.matcher.give_back(step)
         if effect is not None:
             attrs = step.attributes
             effect = in_replay(
@@ -373,6 +384,13 @@ class ReplaySession:
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
+        served, forked = step, None
+        if self.fork.overrides or self.fork.states:
+            served, forked = served_instead(self.fork, step)
+        fault = None if self._injector is None else self._injector.take(step.index)
+        if fault is not None:  # served in place of the step, which its retry still gets
+            self.matcher.give_back(step)
+            forked = f"inject {fault.given}"
         order = self._record(
             partial(
                 ServedStep,
@@ -387,10 +405,10 @@ class ReplaySession:
                 changes=changes,
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
-                forked=None if fault is None else f"inject {fault.given}",
+                forked=forked,
             )
         )
-        return step, order, effect, fault
+        return served, order, effect, forked, fault
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
@@ -492,7 +510,8 @@ class ReplaySession:
                 repeat=False,
                 fidelity=None,
                 changes=(),
-                live=not self.strict and not (effect is not None and effect.writes),
+                live=not self.strict
+                and not (effect is not None and effect.writes and not self.fork.allow_writes),
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
             )

@@ -96,7 +96,7 @@ def agent(base: str, *, retry: bool = True) -> dict[str, Any]:
 
     def streamed_claude() -> str:
         with claude.messages.stream(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-4-6",
             max_tokens=64,
             messages=[{"role": "user", "content": "Where is A-2?"}],
         ) as stream:

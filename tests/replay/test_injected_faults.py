@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,10 +22,10 @@ import pytest
 
 import otel_replay
 from examples.standin import StandIn
+from otel_replay import attributes as A
 from otel_replay.errors import InjectedToolError
 from otel_replay.replay.sources import load_run
-from tests.cli._checks import run_cli
-from tests.export._support import Pipeline
+from tests.export._support import Pipeline, subprocess_env
 from tests.replay import _faults_agent
 from tests.replay._faults_agent import agent
 
@@ -141,25 +142,35 @@ def test_the_cli_injects_a_429_and_the_fork_records_both_attempts(
     store = tmp_path / "store"
     shutil.copytree(recorded.store, store)  # the fork's recording goes in
     index = recorded.steps["openai"]
-    done = run_cli(
-        "replay",
-        recorded.run_id,
-        "--store",
-        str(store),
-        "--inject",
-        f"{index}=http:429",
-        "--json",
-        "--",
-        sys.executable,
-        str(Path(_faults_agent.__file__)),
-        recorded.base,
+    env = {k: v for k, v in subprocess_env(store).items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "otel-replay"),
+            "replay",
+            recorded.run_id,
+            "--store",
+            str(store),
+            "--inject",
+            f"{index}=http:429",
+            "--json",
+            "--",
+            sys.executable,
+            _faults_agent.__file__,
+            recorded.base,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    assert done.exit_code == 0, done.output
+    assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["outcome"] == "identical"
     fork = load_run(report["replay_run_id"], store=str(store))
     attempts = [s for s in fork.steps if s.endpoint == "openai.chat_completions"][:2]
     assert [s.status_code for s in attempts] == [429, 200]
+    assert [s.attributes.get(A.REPLAY_FORK_CHANGE) for s in attempts] == ["inject http:429", None]
     assert b"rate_limit_error" in attempts[0].response_body
     assert (
         attempts[1].response_body
