@@ -63,6 +63,13 @@ async def _again_async(call: Callable[[], Awaitable[T]], failures: list[str] | N
 
 async def _async_calls(base: str, failures: list[str] | None) -> list[Any]:
     out: list[Any] = []
+    async with openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=KEY) as model:
+
+        async def streamed_answer() -> str:
+            stream = await model.chat.completions.create(**chat("Stream A-4?", stream=True))
+            return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+        out.append(await _again_async(streamed_answer, failures))
     async with httpx.AsyncClient() as http:
 
         async def order() -> Any:
@@ -89,20 +96,20 @@ async def _async_calls(base: str, failures: list[str] | None) -> list[Any]:
 def agent(base: str, *, retry: bool = True) -> dict[str, Any]:
     failures: list[str] | None = [] if retry else None
     out: list[Any] = []
-    model = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
-    answer = model.chat.completions.create(**chat("Where is A-1?"))
-    out.append(answer.choices[0].message.content)
-    claude = anthropic.Anthropic(base_url=base, api_key=KEY)
+    with openai.OpenAI(base_url=f"{base}/v1", api_key=KEY) as model:
+        answer = model.chat.completions.create(**chat("Where is A-1?"))
+        out.append(answer.choices[0].message.content)
+    with anthropic.Anthropic(base_url=base, api_key=KEY) as claude:
 
-    def streamed_claude() -> str:
-        with claude.messages.stream(
-            model="claude-sonnet-4-6",
-            max_tokens=64,
-            messages=[{"role": "user", "content": "Where is A-2?"}],
-        ) as stream:
-            return stream.get_final_text()
+        def streamed_claude() -> str:
+            with claude.messages.stream(
+                model="claude-sonnet-4-6",
+                max_tokens=64,
+                messages=[{"role": "user", "content": "Where is A-2?"}],
+            ) as stream:
+                return stream.get_final_text()
 
-    out.append(_again(streamed_claude, failures))
+        out.append(_again(streamed_claude, failures))
     with httpx.Client() as http:
         out.append(
             _again(

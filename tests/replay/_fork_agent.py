@@ -78,7 +78,9 @@ def run_agent(db_path: str, base_url: str) -> list[str]:
         for call in message.tool_calls or []:
             result = tools[call.function.name](**json.loads(call.function.arguments))
             said.append(f"{call.function.name} -> {json.dumps(result)}")
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+            )
         return message.content or ""
 
     turn()
