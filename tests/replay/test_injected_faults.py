@@ -10,6 +10,7 @@ attempts of step N among its requests, the first one marked as the fault.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from examples.standin import StandIn
 from otel_replay import attributes as A
 from otel_replay.errors import InjectedToolError
 from otel_replay.replay.sources import load_run
-from tests.export._support import Pipeline, subprocess_env
+from tests.export._support import ROOT, Pipeline, subprocess_env
 from tests.replay import _faults_agent
 from tests.replay._faults_agent import agent
 
@@ -179,3 +180,46 @@ def test_the_cli_injects_a_429_and_the_fork_records_both_attempts(
         attempts[1].response_body
         == load_run(recorded.run_id, store=str(store)).steps[index].response_body
     )
+
+
+MARKED = """
+import pytest
+from tests.replay._faults_agent import agent
+
+STORE, RUN, BASE, MODEL, TOOL = {store!r}, {run!r}, {base!r}, {model}, {tool}
+
+@pytest.mark.otel_replay(RUN, store=STORE, inject={{MODEL: "http:429"}})
+def test_rate_limited_the_agent_still_answers(replay_result):
+    assert agent(BASE)["failures"] == []
+    assert replay_result.identical, replay_result.first_divergence
+
+@pytest.mark.otel_replay(RUN, store=STORE, inject={{TOOL: "tool:error:out of stock"}})
+def test_a_tool_failure_without_retries(replay_result):
+    agent(BASE, retry=False)
+"""
+
+
+def test_the_pytest_marker_takes_inject(recorded: Recorded, tmp_path: Path) -> None:
+    tests = MARKED.format(
+        store=recorded.store,
+        run=recorded.run_id,
+        base=recorded.base,
+        model=recorded.steps["openai"],
+        tool=recorded.steps["tool"],
+    )
+    (tmp_path / "test_marked.py").write_text(tests)
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-q"],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = session.stdout
+    assert "PASSED test_marked.py::test_rate_limited_the_agent_still_answers" in out, out
+    assert (
+        "FAILED test_marked.py::test_a_tool_failure_without_retries - "
+        "otel_replay.errors.InjectedToolError: out of stock"
+    ) in out, out
