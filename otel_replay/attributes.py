@@ -77,7 +77,8 @@ REPLAY_FORK_CHANGE: Final[str] = "replay.fork.change"
 
 Set on the steps of a fork that `--override`, `--state` or `--inject` changed: `override` and
 the answer as given (`override @result.json`), `state` and the checkpoint's name, `inject` and
-the fault (`inject http:429`).
+the fault (`inject http:429`); `live` on a step that ran live (`--live-from`). A fork's other
+steps were served from the recording.
 
 Type: ``string``; stability: development.
 """

@@ -77,10 +77,9 @@ def run_agent(db_path: str, base_url: str) -> list[str]:
         messages.append(message.model_dump(exclude_none=True))
         for call in message.tool_calls or []:
             result = tools[call.function.name](**json.loads(call.function.arguments))
-            said.append(f"{call.function.name} -> {json.dumps(result)}")
-            messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
-            )
+            content = json.dumps(result)
+            said.append(f"{call.function.name} -> {content}")
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         return message.content or ""
 
     turn()
