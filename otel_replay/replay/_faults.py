@@ -3,8 +3,8 @@
 The session asks the :class:`Injector` about each step it matched. The first request step N
 answers gets the fault instead, and the step is given back to the matcher as not served: the
 program's retry matches step N by content, as any request does, and gets its recorded
-answer. Both attempts are requests of the replay (the first marked ``injected``) and of the
-fork's recording. A fault that has fired is spent; a program that does not retry leaves
+answer. Both attempts are requests of the replay (the first one's ``forked`` is ``inject
+FAULT``: :attr:`ServedStep.injected`) and steps of the fork's recording. A fault that has fired is spent; a program that does not retry leaves
 step N unused, which the replay reports.
 
 A transport fault travels to the replay transports as an :class:`Answer` whose
