@@ -1,11 +1,11 @@
 """Injected faults (``--inject N=FAULT``): what step N answers in place of its recording, once.
 
-The session asks the :class:`Injector` about each step it matched. The first request step N
-answers gets the fault instead, and the step is given back to the matcher as not served: the
-program's retry matches step N by content, as any request does, and gets its recorded
-answer. Both attempts are requests of the replay (the first one's ``forked`` is ``inject
-FAULT``: :attr:`ServedStep.injected`) and steps of the fork's recording. A fault that has fired is spent; a program that does not retry leaves
-step N unused, which the replay reports.
+The first request step N answers gets the fault instead (once in the whole program: the
+matcher's account says whether it fired, :meth:`Matcher.divert`), and the step counts as not
+served: the program's retry matches step N by content, as any request does, and gets its
+recorded answer. Both attempts are requests of the replay (the first one's ``forked`` is
+``inject FAULT``: :attr:`ServedStep.injected`) and steps of the fork's recording. A program
+that does not retry leaves step N unused, which the replay reports.
 
 A transport fault travels to the replay transports as an :class:`Answer` whose
 ``error_type`` is one of the markers below; each transport raises its library's own
@@ -16,8 +16,6 @@ other; a tool fault is the tool's call raising :class:`~otel_replay.errors.Injec
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -29,7 +27,7 @@ from otel_replay.replay._model import RecordedStep
 if TYPE_CHECKING:
     from otel_replay.replay._session import Answer
 
-__all__ = ["Injector", "injected_answer", "injected_error", "injected_served"]
+__all__ = ["injected_answer", "injected_error", "injected_served"]
 
 _PREFIX = "otel_replay.injected."
 _TIMEOUT = _PREFIX + "timeout"
@@ -79,24 +77,6 @@ def injected_error(error_type: str | None, library: str) -> tuple[str, str] | No
         return None
     message = f"{_MESSAGES[error_type]} (injected by otel-replay)"
     return _CLASSES[library][error_type], message
-
-
-class Injector:
-    """The faults of a fork still to fire, by recorded step index; thread-safe.
-
-    Each fires once, in this process: a worker process forked before a fault fired may
-    fire it again on its own."""
-
-    def __init__(self, faults: Mapping[int, Fault]) -> None:
-        self._pending = dict(faults)
-        self._lock = threading.Lock()
-
-    def take(self, index: int) -> Fault | None:
-        """The fault step ``index`` answers with now (spent from then on), or None."""
-        if index not in self._pending:  # read without the lock: most steps have none
-            return None
-        with self._lock:
-            return self._pending.pop(index, None)
 
 
 def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answer:

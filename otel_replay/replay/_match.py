@@ -369,11 +369,12 @@ class Matcher:
             wake()
         return result
 
-    def give_back(self, step: RecordedStep) -> None:
-        """``step``, just matched, was not served after all (an injected fault answered in
-        its place): the next request like it matches it as if this one never came."""
+    def divert(self, step: RecordedStep) -> bool:
+        """Whether the fault a fork injects at ``step``, just matched, fires now (once in the
+        whole program): if so, the step counts as not served, and the next request like this
+        one matches it as if this one never came."""
         with self._lock, self.ledger.locked():
-            self.ledger.give_back(step.index, step.endpoint)
+            return self.ledger.divert(step.index, step.endpoint)
 
     def started_during(self, step: RecordedStep) -> bool:
         """Whether the recording started a step another's response can wait for while

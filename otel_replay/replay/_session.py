@@ -56,7 +56,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
-from otel_replay.replay._faults import Injector, injected_answer, injected_served
+from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
@@ -211,7 +211,6 @@ class ReplaySession:
         """The fork's plan, checked against ``run`` (empty: a plain replay)."""
         self.timing: Timing = timing
         self.matcher = Matcher(run)
-        self._injector = Injector(self.fork.injections) if self.fork.injections else None
         self._redactor = redactor or Redactor()
         self._report = report
         self._lock = threading.Lock()
@@ -387,10 +386,11 @@ class ReplaySession:
         served, forked = step, None
         if self.fork.overrides or self.fork.states:
             served, forked = served_instead(self.fork, step)
-        fault = None if self._injector is None else self._injector.take(step.index)
-        if fault is not None:  # served in place of the step, which its retry still gets
-            self.matcher.give_back(step)
+        fault = self.fork.injections.get(step.index)
+        if fault is not None and self.matcher.divert(step):  # once: the retry gets the step
             forked = f"inject {fault.given}"
+        else:
+            fault = None
         order = self._record(
             partial(
                 ServedStep,

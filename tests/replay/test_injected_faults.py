@@ -10,6 +10,7 @@ attempts of step N among its requests, the first one marked as the fault.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import otel_replay
@@ -128,6 +130,30 @@ def test_a_fault_the_program_does_not_get_over_leaves_its_step_unused(recorded: 
     assert divergence is not None and (divergence.kind, divergence.step) == ("unused", index)
 
 
+def _met_the_fault(url: str) -> None:
+    try:
+        httpx.get(url)
+    except httpx.ReadTimeout:
+        os._exit(0)
+    os._exit(1)
+
+
+def test_a_fault_fires_once_in_the_whole_program(recorded: Recorded) -> None:
+    """A worker process meets the fault; the program's retry in its parent is served."""
+    index = recorded.steps["httpx"]
+    url = f"{recorded.base}/tools/orders/A-1234"
+    with otel_replay.replaying(
+        recorded.run_id, store=recorded.store, inject={index: "timeout"}
+    ) as result:
+        worker = multiprocessing.get_context("fork").Process(target=_met_the_fault, args=(url,))
+        worker.start()
+        worker.join()
+        assert worker.exitcode == 0
+        assert httpx.get(url).json() == recorded.seen["outputs"][2]
+    attempts = [s.forked for s in result.steps if s.recorded == index]
+    assert attempts == [None]  # the parent's own: the worker's is in its process
+
+
 def test_an_injected_tool_error_is_raised_even_where_read_tools_run_live(
     recorded: Recorded,
 ) -> None:
@@ -183,6 +209,7 @@ def test_the_cli_injects_a_429_and_the_fork_records_both_attempts(
 
 
 MARKED = """
+import httpx
 import pytest
 from tests.replay._faults_agent import agent
 
