@@ -450,9 +450,10 @@ class _Open:
             ):
                 effect = describe_effect(call.effect.effect, call.effect.reason)
                 message = (
-                    f"otel-replay: tool {call.name!r} has no recorded call to serve, and a write "
-                    f"tool never runs in replay ({effect}; OTEL_REPLAY_READ_TOOLS names the "
-                    "tools that only read)"
+                    f"otel-replay: tool {call.name!r} (step {self.index}) has no recorded call "
+                    "to serve, and a write tool never runs in replay or a fork without "
+                    f"--allow-writes ({effect}; OTEL_REPLAY_READ_TOOLS names the tools that "
+                    "only read)"
                 )
                 refused = unmatched(message)
                 self.finish(_error_body(refused), qualified_name(refused))

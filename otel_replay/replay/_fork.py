@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, cast
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json
@@ -31,10 +31,9 @@ from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import parsed_answer
 from otel_replay.replay.synth import ENDPOINTS
 
-__all__ = ["FAULT_KINDS", "Fault", "FaultKind", "ForkPlan", "Override", "State"]
+__all__ = ["Fault", "FaultKind", "ForkPlan", "Override", "State"]
 
 FaultKind = Literal["http", "timeout", "disconnect", "stream-cut", "tool-error"]
-FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 
 # Which step kinds take which faults: a transport fault needs a transport, a tool error a tool.
 _FAULTS_FOR: dict[str, frozenset[str]] = {

@@ -148,6 +148,30 @@ def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     assert forked[3] == "override text:In text." and forked[8] == "override @answer.json"
 
 
+def test_a_value_and_an_http_answer_are_overridden(recorded: tuple[Path, Path]) -> None:
+    store, _ = recorded
+    done = _fork(
+        recorded,
+        "--override",
+        '0="00000000-0000-4000-8000-000000000000"',
+        "--override",
+        '4=503:{"city": "Oslo"}',
+    )
+    assert done.returncode == 0, done.stderr  # every request as recorded: only answers changed
+    assert done.stderr.startswith("ticket 00000000-0000-4000-8000-000000000000\n")
+    assert "\nweather Oslo\n" in done.stderr
+    fork_id = json.loads(done.stdout)["replay_run_id"]
+    with Store.open(store, create=False) as opened:
+        weather = next(s for s in opened.steps(fork_id) if s.index == 4)
+        marks = {
+            s["attributes"].get("replay.step.index"): s["attributes"].get("replay.fork.change")
+            for s in opened.spans(fork_id)
+        }
+    assert weather.status_code == 503
+    assert marks[4] == 'override 503:{"city": "Oslo"}'  # on the HTTP step's own span
+    assert marks[0] == 'override "00000000-0000-4000-8000-000000000000"'
+
+
 def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -> None:
     _, database = recorded
     before = _refunds(database)
