@@ -56,7 +56,8 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
-from otel_replay.replay._fork import ForkPlan
+from otel_replay.replay._faults import injected_answer, injected_served
+from otel_replay.replay._fork import Fault, ForkPlan
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
@@ -250,10 +251,11 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
             return None
-        step, forked = served[0], served[3]
+        step, _, _, forked, fault = served
         if forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
-        return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
+        answer = _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
+        return answer if fault is None else injected_answer(fault, step, answer)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the
@@ -291,12 +293,12 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect, forked = served
+        step, order, effect, forked, fault = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
-        return Served(
+        answer = Served(
             step.response_body,
             step.error_type,
             self.run.run_id,
@@ -306,6 +308,7 @@ class ReplaySession:
             order,
             forked,
         )
+        return answer if fault is None else injected_served(fault, step, answer)
 
     def runs_live(self, effect: ToolEffect | None) -> bool:
         """Whether a tool call with ``effect`` runs live instead of being served: a read tool
@@ -346,10 +349,11 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None] | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None, Fault | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
-        serving recorded and the effect of a tool call (``effect``, the call's own) in the
-        replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
+        serving recorded, the effect of a tool call (``effect``, the call's own) in the
+        replay, what the fork changed there and the fault it injects in the step's place, if
+        any; None (recorded as live) or UnmatchedRequestError (strict) when none does.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -382,6 +386,11 @@ class ReplaySession:
         served, forked = step, None
         if self.fork.overrides or self.fork.states:
             served, forked = served_instead(self.fork, step)
+        fault = self.fork.injections.get(step.index)
+        if fault is not None and self.matcher.divert(step):  # once: the retry gets the step
+            forked = f"inject {fault.given}"
+        else:
+            fault = None
         order = self._record(
             partial(
                 ServedStep,
@@ -399,7 +408,7 @@ class ReplaySession:
                 forked=forked,
             )
         )
-        return served, order, effect, forked
+        return served, order, effect, forked, fault
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
