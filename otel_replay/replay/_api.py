@@ -31,6 +31,7 @@ def replaying(
     timing: Timing = "fast",
     clock: Clock | None = None,
     live_tools: Literal["read"] | None = None,
+    live_from: int | None = None,
 ) -> Iterator[ReplayResult]:
     """Serve every httpx/httpx2 request made inside the block from a recorded run.
 
@@ -66,6 +67,7 @@ def replaying(
         redactor=_redactor(config.redact),
         live_read_tools=live_tools == "read",
         ignore=config.ignore,
+        live_from=live_from,
     )
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)

@@ -55,6 +55,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
+from otel_replay.replay._live_from import LiveFrom
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
@@ -192,8 +193,10 @@ class ReplaySession:
         report: IO[bytes] | None = None,
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
+        live_from: int | None = None,
     ) -> None:
-        """``report`` is a binary file opened for appending (each event one write)."""
+        """``report`` is a binary file opened for appending (each event one write);
+        ``live_from``: the step from which the fork goes live (``_live_from``)."""
         run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
@@ -202,6 +205,7 @@ class ReplaySession:
         self.live_read_tools = live_read_tools
         """Read tools run live; their recorded steps are still matched and reported."""
         self.timing: Timing = timing
+        self.live_from = None if live_from is None else LiveFrom(live_from)
         self.matcher = Matcher(run)
         self._redactor = redactor or Redactor()
         self._report = report
@@ -351,7 +355,9 @@ class ReplaySession:
         if match is None:
             match = self.matcher.match(method, url, body, request_hash, call_id)
         if match is None:
-            self._record_unmatched(method, url, body, request_hash, effect)
+            self._record_unmatched(
+                method, url, body, request_hash, effect, self._goes_live(None, effect)
+            )
             return None
         step = match.step
         if effect is not None:
@@ -359,6 +365,7 @@ class ReplaySession:
             effect = in_replay(
                 effect, attrs.get(A.REPLAY_TOOL_EFFECT), attrs.get(A.REPLAY_TOOL_EFFECT_REASON)
             )
+        live = self._goes_live(match, effect)
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
@@ -374,11 +381,16 @@ class ReplaySession:
                 repeat=match.repeat,
                 fidelity=step.fidelity,
                 changes=changes,
+                live=live,
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
             )
         )
-        return step, order, effect
+        return None if live else (step, order, effect)
+
+    def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
+        """Whether a fork with a live point sends this call live (``_live_from``)."""
+        return self.live_from is not None and self.live_from.sends(match, effect)
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
@@ -463,10 +475,17 @@ class ReplaySession:
         self._lock = threading.Lock()
 
     def _record_unmatched(
-        self, method: str, url: str, body: bytes, request_hash: str, effect: ToolEffect | None
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        request_hash: str,
+        effect: ToolEffect | None,
+        live: bool,
     ) -> None:
-        """A request no recorded step answers: refused (strict), else it runs live, but for a
-        write tool (``effect``), which the capture refuses."""
+        """A request no recorded step answers: it runs ``live`` (a fork past its live point),
+        else it is refused (strict), else it runs live, but for a write tool (``effect``),
+        which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
             partial(
@@ -480,12 +499,12 @@ class ReplaySession:
                 repeat=False,
                 fidelity=None,
                 changes=(),
-                live=not self.strict and not (effect is not None and effect.writes),
+                live=live or (not self.strict and not (effect is not None and effect.writes)),
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
             )
         )
-        if self.strict:
+        if self.strict and not live:
             raise unmatched(self._unmatched_message(method, url, body))
 
     def _unmatched_message(self, method: str, url: str, body: bytes) -> str:
