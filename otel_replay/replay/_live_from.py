@@ -46,9 +46,11 @@ class WentLive:
 
     def describe(self, live_from: int) -> str:
         """One line: ``live from step 3 (request 3)``, or why it went live sooner."""
-        at = f"request {self.order}" + ("" if self.step is None else f", step {self.step}")
+        at = f"request {self.order}"
+        if self.step is not None:
+            at = f"step {self.step} ({at})"
         if not self.early:
-            return f"live from step {live_from} ({at})"
+            return f"live from {at}"
         return f"live from {at}, before step {live_from}: its request differs from the recording"
 
 

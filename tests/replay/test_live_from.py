@@ -1,0 +1,137 @@
+"""A fork live from step N (``replaying(..., live_from=N)``): the stand-in keeps running after
+the recording, and counting what it receives proves that no step before N reached it and
+every later one did.
+
+The support agent (the real openai SDK, httpx for its HTTP tools, a streamed last answer) is
+recorded once against the stand-in; every test replays it in-process against the same
+stand-in, its log of requests cleared first.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+import otel_replay
+from examples.standin import StandIn
+from examples.support_agent import CONVERSATION, SupportAgent
+from otel_replay.errors import NetworkBlockedError
+from otel_replay.replay import ReplayResult, Run
+from otel_replay.replay._live_from import went_live
+from otel_replay.replay.sources import load_run
+from tests.export._support import Pipeline
+
+RUN = "r_20261129T010000_11fe0001"
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    with StandIn(event_delay=0) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def recorded(standin: StandIn, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    """The store and the support agent's run, recorded once."""
+    store = tmp_path_factory.mktemp("live-from") / "store"
+    with Pipeline(store), otel_replay.run(name="support", seed=7, run_id=RUN):
+        _agent(standin)
+    return store, load_run(RUN, store=str(store))
+
+
+def _agent(standin: StandIn) -> None:
+    with (
+        openai.OpenAI(base_url=standin.openai_base_url, api_key="sk-test-not-a-secret") as client,
+        httpx.Client(base_url=standin.tools_url) as tools,
+    ):
+        agent = SupportAgent(client, tools, "gpt-4o-mini")
+        for number, question in enumerate(CONVERSATION, start=1):
+            agent.ask(question, stream=number == len(CONVERSATION))
+
+
+def _paths(run: Run, start: int) -> list[str]:
+    """The paths the recorded steps from ``start`` on requested, in order."""
+    return [httpx.URL(step.url or "").path for step in run.steps[start:]]
+
+
+@pytest.mark.parametrize("live_from", [0, 4, 8])
+def test_steps_before_n_never_reach_the_provider_and_every_later_one_does(
+    standin: StandIn, recorded: tuple[Path, Run], live_from: int
+) -> None:
+    store, run = recorded
+    assert len(run.steps) == 9  # model, tool, model; model, tool, model; model, tool, model
+    standin.clear()
+    with otel_replay.replaying(RUN, store=str(store), live_from=live_from) as result:
+        _agent(standin)
+    assert [r.path for r in standin.received] == _paths(run, live_from)
+    served = [(s.recorded, s.how, s.live) for s in result.steps[:live_from]]
+    assert served == [(index, "hash", False) for index in range(live_from)]
+    # Every later call went live, each still named by the recorded step it stands for.
+    assert [(s.recorded, s.live) for s in result.steps[live_from:]] == [
+        (index, True) for index in range(live_from, len(run.steps))
+    ]
+    assert result.network_attempts == []
+    assert result.live_network  # the live calls' own connections, counted
+    found = went_live(result.steps, live_from)
+    assert found is not None and (found.order, found.step, found.early) == (
+        live_from,
+        live_from,
+        False,
+    )
+    assert found.describe(live_from) == f"live from step {live_from} (request {live_from})"
+
+
+def test_the_last_step_live_answers_as_recorded(
+    standin: StandIn, recorded: tuple[Path, Run]
+) -> None:
+    """Live from the last step, the one request sent is the recorded one: identical."""
+    store, _ = recorded
+    with otel_replay.replaying(RUN, store=str(store), live_from=8) as result:
+        _agent(standin)
+    assert result.outcome == "identical", result.first_divergence
+    assert result.steps[-1].live and result.steps[-1].identical
+
+
+def test_a_network_attempt_before_the_live_point_is_refused_and_reported(
+    standin: StandIn, recorded: tuple[Path, Run]
+) -> None:
+    store, _ = recorded
+    address = (standin.host, standin.port)
+    with otel_replay.replaying(RUN, store=str(store), live_from=4) as result:
+        with pytest.raises(NetworkBlockedError):
+            socket.create_connection(address, timeout=5).close()
+        _agent(standin)
+        socket.create_connection(address, timeout=5).close()  # live now: let through
+    assert result.network_attempts == [f"{standin.host}:{standin.port}"]
+    assert result.outcome == "diverged"  # a refused attempt is a divergence, as in strict
+    assert result.live_network[-1] == f"{standin.host}:{standin.port}"
+
+
+def test_a_request_that_differs_before_the_live_point_goes_live_there(
+    standin: StandIn, recorded: tuple[Path, Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, run = recorded
+    monkeypatch.setenv("SUPPORT_SYSTEM_PROMPT", "You are Bob. Answer in one line.")
+    standin.clear()
+    with otel_replay.replaying(RUN, store=str(store), live_from=4) as result:
+        _agent(standin)
+    assert [r.path for r in standin.received] == _paths(run, 0)
+    first = result.steps[0]
+    assert first.live and first.recorded == 0 and first.how != "hash"
+    found = went_live(result.steps, 4)
+    assert found is not None and found.early
+    assert found.describe(4) == (
+        "live from step 0 (request 0), before step 4: its request differs from the recording"
+    )
+    assert _first_changes(result) == ["prompt hash", "system instructions (message 0)"]
+
+
+def _first_changes(result: ReplayResult) -> list[str]:
+    divergence = result.first_divergence
+    assert divergence is not None
+    return sorted(change.field for change in divergence.changes)
