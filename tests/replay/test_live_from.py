@@ -10,6 +10,7 @@ stand-in, its log of requests cleared first.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,6 +96,20 @@ def test_the_last_step_live_answers_as_recorded(
         _agent(standin)
     assert result.outcome == "identical", result.first_divergence
     assert result.steps[-1].live and result.steps[-1].identical
+
+
+def test_the_clock_reads_the_recorded_time_until_the_live_point(
+    standin: StandIn, recorded: tuple[Path, Run]
+) -> None:
+    store, run = recorded
+    assert run.start_ns is not None
+    started = time.time()
+    with otel_replay.replaying(RUN, store=str(store), live_from=8):
+        before = time.time()
+        _agent(standin)
+        after = time.time()
+    assert before == pytest.approx(run.start_ns / 1e9, abs=0.5) and before < started
+    assert after >= started
 
 
 def test_a_network_attempt_before_the_live_point_is_refused_and_reported(
