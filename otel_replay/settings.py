@@ -285,6 +285,13 @@ SETTINGS: tuple[Setting, ...] = (
         "(set by replay --live-tools read); write tools never run",
     ),
     Setting(
+        "OTEL_REPLAY_FORK",
+        "",
+        _text,
+        "replay mode: file holding the fork's plan (set by replay --override, --inject, "
+        "--state, --live-from, --allow-writes)",
+    ),
+    Setting(
         "OTEL_REPLAY_WRITE_TOOLS",
         "",
         _names,
@@ -332,6 +339,7 @@ class Settings:
     clock: Clock
     report: str | None
     live_read_tools: bool
+    fork: str | None
     write_tools: tuple[str, ...]
     read_tools: tuple[str, ...]
     ignore: IgnoreRules
@@ -402,6 +410,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         clock=values["OTEL_REPLAY_CLOCK"],
         report=values["OTEL_REPLAY_REPORT"],
         live_read_tools=values["OTEL_REPLAY_LIVE_TOOLS"],
+        fork=values["OTEL_REPLAY_FORK"],
         write_tools=values["OTEL_REPLAY_WRITE_TOOLS"],
         read_tools=values["OTEL_REPLAY_READ_TOOLS"],
         ignore=values["OTEL_REPLAY_IGNORE"],

@@ -49,12 +49,14 @@ from otel_replay.cli._common import (
     store_option,
     stored_ref,
 )
+from otel_replay.cli._fork import fork_options
 from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import _isolate
 from otel_replay.replay._background import without_background
 from otel_replay.replay._change import Change
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import (
     AgentStatus,
@@ -138,6 +140,7 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "every other tool is a write, and write tools never run. The report's effect column says "
     "why.",
 )
+@fork_options
 @click.option(
     "--json",
     "as_json",
@@ -152,6 +155,7 @@ def replay(
     strict: bool,
     isolate: bool,
     live_tools: str | None,
+    fork: ForkPlan,
     as_json: bool,
 ) -> None:
     """Re-execute CMD against the recorded RUN and report where it diverges.
@@ -186,11 +190,13 @@ def replay(
         recorded = without_background(recorded, ignore)  # as the program's session does
         if not recorded.steps:
             raise CliError(f"{recorded.source} has no replayable steps")
+        fork = fork.check(recorded)
         report = Path(scratch) / "events.jsonl"
         report.touch()
         new_id = new_run_id()
         env = _child_env(source, where, new_id, report, timing, strict)
         env["OTEL_REPLAY_LIVE_TOOLS"] = live_tools or ""
+        env["OTEL_REPLAY_FORK"] = "" if fork.empty else _written(fork, Path(scratch))
         # The launcher's own events (how CMD is isolated, what the filter refused) go to a file
         # with no name, passed to it alone: CMD can neither erase nor forge them.
         with tempfile.TemporaryFile(dir=scratch) as launcher_events:
@@ -268,6 +274,14 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
             "environment variable can carry to CMD"
         )
     return ref, load_run(ref, store=store)
+
+
+def _written(fork: ForkPlan, scratch: Path) -> str:
+    """The file in ``scratch`` that hands ``fork`` to CMD (an override may be larger than an
+    environment variable can hold)."""
+    path = scratch / "fork.json"
+    path.write_text(fork.to_json(), encoding="utf-8")
+    return str(path)
 
 
 def _launch(

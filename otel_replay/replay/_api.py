@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Literal
 
@@ -12,6 +12,7 @@ from otel_replay import settings
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_recorded_seed
 from otel_replay.errors import ConfigError
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
 from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, ReplayResult
@@ -31,7 +32,11 @@ def replaying(
     timing: Timing = "fast",
     clock: Clock | None = None,
     live_tools: Literal["read"] | None = None,
+    override: Mapping[int, object] | Iterable[str] | None = None,
+    inject: Mapping[int, str] | Iterable[str] | None = None,
+    state: Mapping[str, object] | Iterable[str] | None = None,
     live_from: int | None = None,
+    allow_writes: bool = False,
 ) -> Iterator[ReplayResult]:
     """Serve every httpx/httpx2 request made inside the block from a recorded run.
 
@@ -44,6 +49,12 @@ def replaying(
     (see ``_world``). ``live_tools="read"`` runs read tools live (their recorded steps still
     matched and compared: a live result that differs from the recorded one is a divergence
     at that step); write tools never run.
+
+    A fork changes the recording as the ``replay`` verb's flags of the same names do:
+    ``override={3: "@result.json"}`` (or ``"text:…"``, inline JSON, a JSON value),
+    ``inject={2: "http:429"}``, ``state={"after_search": {"docs": []}}``, ``live_from=5``,
+    ``allow_writes=True``; a step that does not exist or does not take what it is given
+    raises :class:`~otel_replay.errors.ConfigError` before the block runs.
     The yielded result fills in as requests are served and is final once the block exits;
     when the block raises, ``result.agent.error`` names the exception (and ``result.outcome``
     is ``agent_failed`` if nothing diverged) before it propagates::
@@ -60,6 +71,13 @@ def replaying(
         from otel_replay.replay.sources import load_run  # noqa: PLC0415 - import cycle
 
         recorded = load_run(run, store=store or config.store)
+    plan = ForkPlan.build(
+        override=override,
+        inject=inject,
+        state=state,
+        live_from=live_from,
+        allow_writes=allow_writes,
+    ).check(recorded)
     session = ReplaySession(
         recorded,
         strict=strict,
@@ -67,7 +85,7 @@ def replaying(
         redactor=_redactor(config.redact),
         live_read_tools=live_tools == "read",
         ignore=config.ignore,
-        live_from=live_from,
+        fork=plan,
     )
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)

@@ -27,6 +27,7 @@ from otel_replay import settings
 from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_parent_run, use_recorded_seed
 from otel_replay.errors import OtelReplayError, RecordedValueError
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._world import World
@@ -55,6 +56,7 @@ def start(config: Settings) -> ReplaySession:
 
     try:
         run = load_run(config.run or "", store=config.store)
+        fork = ForkPlan.read(config.fork).check(run) if config.fork else None
         # Unbuffered, for appending: each event is one write, whichever process makes it.
         report = open(config.report, "ab", buffering=0) if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:
@@ -67,6 +69,7 @@ def start(config: Settings) -> ReplaySession:
         report=report,
         live_read_tools=config.live_read_tools,
         ignore=config.ignore,
+        fork=fork,
     )
     install(session)
     world = World(run.start_ns, config.clock, config.timing)

@@ -56,7 +56,8 @@ class ServedStep:
     recording (an unmatched request let through, or a read tool under ``--live-tools read``,
     matched all the same). ``effect`` and ``effect_reason``: a tool call's effect in the
     replay and why it has it (``write``, ``default``; see ``capture._effect``), None for other
-    calls.
+    calls. ``forked``: what a fork served here instead of the recorded answer
+    (``override @result.json``, ``inject http:429``; see ``_fork``), None when it did not.
     """
 
     order: int
@@ -72,6 +73,7 @@ class ServedStep:
     live: bool = False
     effect: str | None = None
     effect_reason: str | None = None
+    forked: str | None = None
 
     @property
     def identical(self) -> bool:
@@ -101,6 +103,7 @@ class ServedStep:
             "live": self.live,
             "effect": self.effect,
             "effect_reason": self.effect_reason,
+            "forked": self.forked,
         }
 
     @classmethod
@@ -120,6 +123,7 @@ class ServedStep:
             live=bool(data.get("live", False)),
             effect=data.get("effect"),
             effect_reason=data.get("effect_reason"),
+            forked=data.get("forked"),
         )
 
 

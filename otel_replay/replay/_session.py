@@ -55,6 +55,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._live_from import LiveFrom
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
@@ -193,10 +194,10 @@ class ReplaySession:
         report: IO[bytes] | None = None,
         live_read_tools: bool = False,
         ignore: IgnoreRules = DEFAULT_RULES,
-        live_from: int | None = None,
+        fork: ForkPlan | None = None,
     ) -> None:
         """``report`` is a binary file opened for appending (each event one write);
-        ``live_from``: the step from which the fork goes live (``_live_from``)."""
+        ``fork`` what this replay serves differently from the recording (``_fork``)."""
         run = without_background(run, ignore)  # a recording's steps of ignored calls
         self.run = run
         self.strict = strict
@@ -204,8 +205,12 @@ class ReplaySession:
         """The background calls answered without the recording (``OTEL_REPLAY_IGNORE``)."""
         self.live_read_tools = live_read_tools
         """Read tools run live; their recorded steps are still matched and reported."""
+        self.fork = fork if fork is not None else ForkPlan()
+        """The fork's plan, checked against ``run`` (empty: a plain replay)."""
         self.timing: Timing = timing
+        live_from = self.fork.live_from
         self.live_from = None if live_from is None else LiveFrom(live_from)
+        """The fork's live point, when it has one (``_live_from``)."""
         self.matcher = Matcher(run)
         self._redactor = redactor or Redactor()
         self._report = report

@@ -5,7 +5,8 @@
   that ``otel-replay export`` wrote, an OTLP file, a URL):
   the test's model calls, tools and values are answered from the recording, with no network.
   ``options`` are ``replaying()``'s (``store``, ``strict``, ``timing``, ``clock``,
-  ``live_tools``). A relative path is read from pytest's root directory, where it exists.
+  ``live_tools``, and a fork's: ``override``, ``inject``, ``state``, ``live_from``,
+  ``allow_writes``). A relative path is read from pytest's root directory, where it exists.
 * The ``replay_result`` fixture is that replay's :class:`~otel_replay.replay.ReplayResult`,
   final once the test's body is done with it (every request it made is in it)::
 
@@ -43,7 +44,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(source, *, store=None, strict=True, timing='fast', clock=None, "
-        "live_tools=None): run the test against a recorded run (otel_replay.replaying); "
+        "live_tools=None, override=None, inject=None, state=None, live_from=None, "
+        "allow_writes=False): run the test against a recorded run (otel_replay.replaying); "
         "the replay_result fixture is what the replay found",
     )
 

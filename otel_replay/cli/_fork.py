@@ -1,0 +1,76 @@
+"""The ``replay`` verb's fork flags: ``--override``, ``--inject``, ``--state``,
+``--live-from``, ``--allow-writes``, gathered into one :class:`ForkPlan` argument."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from otel_replay.replay._fork import ForkPlan
+
+__all__ = ["fork_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS = (
+    click.option(
+        "--override",
+        multiple=True,
+        metavar="N=SPEC",
+        help="Step N answers SPEC instead of what was recorded: @FILE, text:TEXT or inline "
+        "JSON (a model step: a provider response body, served streamed or not as asked; a "
+        "tool: its result; a value or checkpoint: the value; an HTTP step: the body, "
+        "optionally after a status, 503:@body.json). Repeatable.",
+    ),
+    click.option(
+        "--inject",
+        multiple=True,
+        metavar="N=FAULT",
+        help="Step N fails with FAULT: http:STATUS[:BODY], timeout, disconnect, "
+        "stream-cut:BYTES or tool:error[:MESSAGE]. The program's retry is served from the "
+        "recording. Repeatable.",
+    ),
+    click.option(
+        "--state",
+        multiple=True,
+        metavar="NAME=SPEC",
+        help="checkpoint(NAME, ...) returns SPEC (@FILE, text:TEXT or inline JSON). Repeatable.",
+    ),
+    click.option(
+        "--live-from",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="N",
+        help="Serve steps before N from the recording, then go live: model and HTTP calls, "
+        "read tools and values.",
+    ),
+    click.option(
+        "--allow-writes",
+        is_flag=True,
+        help="Let write tools run (a fork never runs one otherwise).",
+    ),
+)
+
+
+def fork_options(command: F) -> F:
+    """Add the fork flags to ``command``, which receives them as one ``fork`` argument
+    (a :class:`ForkPlan`, not yet checked against the run; ConfigError on a bad flag)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        fork = ForkPlan.build(
+            override=kwargs.pop("override"),
+            inject=kwargs.pop("inject"),
+            state=kwargs.pop("state"),
+            live_from=kwargs.pop("live_from"),
+            allow_writes=kwargs.pop("allow_writes"),
+        )
+        return command(*args, fork=fork, **kwargs)
+
+    decorated: Callable[..., Any] = wrapper
+    for option in reversed(_OPTIONS):
+        decorated = option(decorated)
+    return decorated  # type: ignore[return-value]

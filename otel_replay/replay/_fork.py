@@ -1,0 +1,415 @@
+"""A fork's plan: what differs from the recording, and at which steps.
+
+``otel-replay replay RUN --override N=SPEC --inject N=FAULT --state NAME=SPEC --live-from N
+--allow-writes``, ``replaying(run, override=..., inject=..., state=..., live_from=...,
+allow_writes=...)`` and the pytest marker's options of the same names all become one
+:class:`ForkPlan` (:meth:`ForkPlan.build`), checked against the run before anything runs
+(:meth:`ForkPlan.check`). The ``replay`` verb hands it to the replayed process in a JSON file
+that ``OTEL_REPLAY_FORK`` names (:meth:`ForkPlan.to_json`), every ``@FILE`` already read.
+
+An override's SPEC is ``@FILE`` (the file's bytes), ``text:TEXT`` (for a model step an answer
+saying TEXT, elsewhere the text itself), or inline JSON; for an HTTP step it may start with a
+status, ``503:@body.json``. A FAULT is ``http:STATUS[:BODY]``, ``timeout``, ``disconnect``,
+``stream-cut:BYTES`` or ``tool:error[:MESSAGE]``. Every mistake is a
+:class:`~otel_replay.errors.ConfigError` of one line naming the flag and the step.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from otel_replay import attributes as A
+from otel_replay._canonical import canonical_json
+from otel_replay.errors import ConfigError
+from otel_replay.replay._model import RecordedStep, Run
+
+__all__ = ["FAULT_KINDS", "Fault", "FaultKind", "ForkPlan", "Override", "State"]
+
+FaultKind = Literal["http", "timeout", "disconnect", "stream-cut", "tool-error"]
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+
+# Which step kinds take which faults: a transport fault needs a transport, a tool error a tool.
+_FAULTS_FOR: dict[str, frozenset[str]] = {
+    "llm": frozenset({"http", "timeout", "disconnect", "stream-cut"}),
+    "http": frozenset({"http", "timeout", "disconnect", "stream-cut"}),
+    "tool": frozenset({"tool-error"}),
+}
+_STATUS = re.compile(r"([1-5][0-9][0-9]):")
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """Step ``step`` answers ``body`` instead of what was recorded.
+
+    ``text``: ``body`` is the UTF-8 of a ``text:`` shortcut (a model step answers with a
+    message saying it; a tool or value step returns it as a string; an HTTP step serves it).
+    Otherwise ``body`` is JSON (a provider response body, a tool result, a value) or, for an
+    HTTP step, any bytes. ``status``: an HTTP step's status (None: the recorded one).
+    ``given`` is the SPEC as the user wrote it, for messages.
+    """
+
+    step: int
+    body: bytes
+    text: bool = False
+    status: int | None = None
+    given: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault served or raised at step ``step`` in place of its answer.
+
+    ``http``: a response with ``status`` and ``body`` (None: an empty one); ``timeout``,
+    ``disconnect``: the transport's own error; ``stream-cut``: the recorded body cut after
+    ``cut_at`` bytes; ``tool-error``: the tool raises, with ``message`` when given.
+    """
+
+    step: int
+    kind: FaultKind
+    status: int | None = None
+    body: bytes | None = None
+    cut_at: int | None = None
+    message: str | None = None
+    given: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """``checkpoint(name, ...)`` returns ``body`` (JSON) instead of its state."""
+
+    name: str
+    body: bytes
+    given: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """Everything a fork changes; an empty plan is a plain replay.
+
+    ``overrides`` and ``injections`` by step index (``replay.step.index``), ``states`` by
+    checkpoint name; ``live_from``: from this step on, calls go live; ``allow_writes``: write
+    tools run.
+    """
+
+    overrides: Mapping[int, Override] = field(default_factory=dict)
+    injections: Mapping[int, Fault] = field(default_factory=dict)
+    states: Mapping[str, State] = field(default_factory=dict)
+    live_from: int | None = None
+    allow_writes: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """Nothing changes: the replay is not a fork."""
+        return not (
+            self.overrides
+            or self.injections
+            or self.states
+            or self.live_from is not None
+            or self.allow_writes
+        )
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        override: Iterable[str] | Mapping[int, object] | None = None,
+        inject: Iterable[str] | Mapping[int, str] | None = None,
+        state: Iterable[str] | Mapping[str, object] | None = None,
+        live_from: int | None = None,
+        allow_writes: bool = False,
+        base: Path | None = None,
+    ) -> ForkPlan:
+        """The plan from the CLI's strings (``"3=@result.json"``, one per flag) or from
+        mappings (``{3: "@result.json"}``; a value that is not a string is the JSON value
+        itself). ``@FILE`` is read from ``base`` (default: the working directory) now."""
+        overrides: dict[int, Override] = {}
+        for step, spec in _pairs("--override", override, _step_number):
+            if step in overrides:
+                raise ConfigError(f"--override: step {step} is given twice")
+            overrides[step] = _override(step, spec, base)
+        injections: dict[int, Fault] = {}
+        for step, spec in _pairs("--inject", inject, _step_number):
+            if step in injections:
+                raise ConfigError(f"--inject: step {step} is given twice")
+            if not isinstance(spec, str):
+                raise ConfigError(f"--inject {step}: the fault must be a string, not {spec!r}")
+            injections[step] = _fault(step, spec, base)
+        states: dict[str, State] = {}
+        for name, spec in _pairs("--state", state, _state_name):
+            if name in states:
+                raise ConfigError(f"--state: {name!r} is given twice")
+            body = _json_body(f"--state {name}", spec, base)
+            states[name] = State(name, body, spec if isinstance(spec, str) else "")
+        if live_from is not None and (type(live_from) is not int or live_from < 0):
+            raise ConfigError(f"--live-from {live_from!r}: expected a step number >= 0")
+        if type(allow_writes) is not bool:
+            raise ConfigError(f"allow_writes={allow_writes!r} is not True or False")
+        return cls(overrides, injections, states, live_from, allow_writes)
+
+    def check(self, run: Run) -> ForkPlan:
+        """This plan, once every step it names exists in ``run`` and takes what it is given;
+        raises ConfigError naming the first that does not."""
+        steps = {step.index: step for step in run.steps}
+        span = f"run {run.run_id} has steps {min(steps)}-{max(steps)}" if steps else "no steps"
+
+        def step_of(flag: str, index: int) -> RecordedStep:
+            found = steps.get(index)
+            if found is None:
+                raise ConfigError(f"{flag} {index}: no such step ({span})")
+            return found
+
+        if self.live_from is not None:
+            step_of("--live-from", self.live_from)
+        for index in sorted(set(self.overrides) & set(self.injections)):
+            raise ConfigError(f"step {index} is given to both --override and --inject")
+        for index, override in sorted(self.overrides.items()):
+            _fits_override(override, step_of("--override", index))
+            self._before_live("--override", index)
+        for index, fault in sorted(self.injections.items()):
+            step = step_of("--inject", index)
+            if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
+                raise ConfigError(
+                    f"--inject {index}={fault.given}: step {index} is a {step.kind} step "
+                    f"({step.endpoint}), which a {fault.kind} fault does not fit"
+                )
+            self._before_live("--inject", index)
+        named = {_checkpoint_name(s) for s in run.steps if s.kind == "checkpoint"}
+        for name in self.states:
+            if name not in named:
+                known = ", ".join(sorted(n for n in named if n)) or "none"
+                raise ConfigError(
+                    f"--state {name}: run {run.run_id} has no checkpoint of that name "
+                    f"(its checkpoints: {known})"
+                )
+        return self
+
+    def _before_live(self, flag: str, index: int) -> None:
+        if self.live_from is not None and index >= self.live_from:
+            raise ConfigError(
+                f"{flag} {index}: the step is not served from the recording "
+                f"(--live-from {self.live_from} runs it live)"
+            )
+
+    def fork_step(self, run: Run) -> int | None:
+        """The first step of ``run`` that does not come from the recording
+        (``replay.fork.step``); None for an empty plan, or for ``allow_writes`` alone
+        before any write tool step."""
+        firsts = [*self.overrides, *self.injections]
+        if self.live_from is not None:
+            firsts.append(self.live_from)
+        for step in run.steps:
+            if step.kind == "checkpoint" and _checkpoint_name(step) in self.states:
+                firsts.append(step.index)
+                break
+        if self.allow_writes:
+            writes = (s.index for s in run.steps if s.kind == "tool" and _writes(s))
+            firsts.extend(list(writes)[:1])
+        return min(firsts, default=None)
+
+    def to_json(self) -> str:
+        """The plan as one line of JSON (bodies in base64); :meth:`from_json` reads it."""
+        return json.dumps(
+            {
+                "overrides": [_encoded(o) for o in self.overrides.values()],
+                "injections": [_encoded(f) for f in self.injections.values()],
+                "states": [_encoded(s) for s in self.states.values()],
+                "live_from": self.live_from,
+                "allow_writes": self.allow_writes,
+            }
+        )
+
+    @classmethod
+    def read(cls, path: str) -> ForkPlan:
+        """The plan :meth:`to_json` wrote to the file at ``path``; ConfigError when it is
+        missing or damaged."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"OTEL_REPLAY_FORK: cannot read {path}: {exc.strerror}") from None
+        return cls.from_json(text)
+
+    @classmethod
+    def from_json(cls, text: str) -> ForkPlan:
+        """The plan :meth:`to_json` wrote; ConfigError when it is damaged."""
+        try:
+            data = json.loads(text)
+            overrides = [Override(**_decoded(o)) for o in data["overrides"]]
+            injections = [Fault(**_decoded(f)) for f in data["injections"]]
+            states = [State(**_decoded(s)) for s in data["states"]]
+            return cls(
+                {o.step: o for o in overrides},
+                {f.step: f for f in injections},
+                {s.name: s for s in states},
+                data["live_from"],
+                bool(data["allow_writes"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"OTEL_REPLAY_FORK is damaged ({exc})") from None
+
+
+def _pairs(
+    flag: str,
+    given: Iterable[str] | Mapping[Any, object] | None,
+    key: Any,
+) -> list[tuple[Any, object]]:
+    """``(key, spec)`` pairs from ``N=SPEC`` strings or a mapping, keys checked by ``key``."""
+    if given is None:
+        return []
+    if isinstance(given, Mapping):
+        return [(key(flag, k), v) for k, v in given.items()]
+    if isinstance(given, (str, bytes)):
+        given = [given] if isinstance(given, str) else [given.decode()]
+    pairs: list[tuple[Any, object]] = []
+    for item in given:
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
+        raw, _, spec = item.partition("=")
+        pairs.append((key(flag, raw.strip()), spec))
+    return pairs
+
+
+def _step_number(flag: str, raw: object) -> int:
+    if type(raw) is int:
+        number = raw
+    elif isinstance(raw, str) and raw.isdigit():
+        number = int(raw)
+    else:
+        raise ConfigError(f"{flag} {raw!r}: the step must be a number >= 0")
+    if number < 0:
+        raise ConfigError(f"{flag} {raw!r}: the step must be a number >= 0")
+    return number
+
+
+def _state_name(flag: str, raw: object) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise ConfigError(f"{flag} {raw!r}: expected a checkpoint name")
+    return raw
+
+
+def _read(what: str, spec: str, base: Path | None) -> bytes:
+    """The bytes ``@FILE`` names."""
+    path = Path(spec[1:]).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _json_body(what: str, spec: object, base: Path | None) -> bytes:
+    """A JSON value's bytes from a SPEC (``@FILE``, ``text:TEXT``, inline JSON) or a value."""
+    if not isinstance(spec, str):
+        try:
+            return canonical_json(spec)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{what}: {spec!r} is not a JSON value ({exc})") from None
+    if spec.startswith("text:"):
+        return canonical_json(spec[5:])
+    body = _read(what, spec, base) if spec.startswith("@") else spec.encode()
+    _must_be_json(what, spec, body)
+    return body
+
+
+def _must_be_json(what: str, spec: str, body: bytes) -> None:
+    try:
+        json.loads(body)
+    except ValueError:
+        shown = spec if len(spec) <= 60 else spec[:59] + "…"
+        raise ConfigError(
+            f"{what}={shown}: not JSON (give @FILE, text:TEXT or inline JSON)"
+        ) from None
+
+
+def _override(step: int, spec: object, base: Path | None) -> Override:
+    what = f"--override {step}"
+    if isinstance(spec, bytes):
+        return Override(step, spec)
+    if not isinstance(spec, str):
+        return Override(step, _json_body(what, spec, base))
+    status: int | None = None
+    rest = spec
+    matched = _STATUS.match(spec)
+    if matched is not None:
+        status, rest = int(matched.group(1)), spec[matched.end() :]
+    if rest.startswith("text:"):
+        return Override(step, rest[5:].encode(), text=True, status=status, given=spec)
+    body = _read(what, rest, base) if rest.startswith("@") else rest.encode()
+    return Override(step, body, status=status, given=spec)
+
+
+_FAULT_FORMS = "http:STATUS[:BODY], timeout, disconnect, stream-cut:BYTES or tool:error[:MESSAGE]"
+
+
+def _fault(step: int, spec: str, base: Path | None) -> Fault:
+    what = f"--inject {step}={spec}"
+    kind, _, rest = spec.partition(":")
+    if kind == "http":
+        status, _, body = rest.partition(":")
+        if not (status.isdigit() and 100 <= int(status) <= 599):
+            raise ConfigError(f"{what}: expected http:STATUS[:BODY] with STATUS 100-599")
+        data = _read(what, body, base) if body.startswith("@") else body.encode() or None
+        return Fault(step, "http", status=int(status), body=data, given=spec)
+    if spec in ("timeout", "disconnect"):
+        return Fault(step, cast(FaultKind, spec), given=spec)
+    if kind == "stream-cut":
+        if not rest.isdigit():
+            raise ConfigError(f"{what}: expected stream-cut:BYTES with BYTES a number >= 0")
+        return Fault(step, "stream-cut", cut_at=int(rest), given=spec)
+    if kind == "tool" and rest.partition(":")[0] == "error":
+        message = rest.partition(":")[2] or None
+        return Fault(step, "tool-error", message=message, given=spec)
+    raise ConfigError(f"{what}: unknown fault (expected {_FAULT_FORMS})")
+
+
+def _fits_override(override: Override, step: RecordedStep) -> None:
+    """ConfigError when ``override`` cannot answer ``step`` (by the step's kind)."""
+    what = f"--override {override.step}={override.given or '…'}"
+    if override.status is not None and step.kind != "http":
+        raise ConfigError(
+            f"{what}: only an HTTP step takes a status; step {step.index} is a "
+            f"{step.kind} step ({step.endpoint})"
+        )
+    if override.text or step.kind == "http":
+        return
+    try:
+        value = json.loads(override.body)
+    except ValueError:
+        raise ConfigError(
+            f"{what}: step {step.index} is a {step.kind} step ({step.endpoint}), whose answer "
+            "is JSON (give @FILE, text:TEXT or inline JSON)"
+        ) from None
+    if step.kind == "llm" and not isinstance(value, dict):
+        raise ConfigError(
+            f"{what}: step {step.index} is a model step ({step.endpoint}); give a provider "
+            "response body (a JSON object) or text:TEXT"
+        )
+
+
+def _checkpoint_name(step: RecordedStep) -> str:
+    return step.endpoint.partition(":")[2] if step.endpoint.startswith("checkpoint:") else ""
+
+
+def _writes(step: RecordedStep) -> bool:
+    return bool(step.attributes.get(A.REPLAY_TOOL_EFFECT, "write") != "read")
+
+
+def _encoded(item: Override | Fault | State) -> dict[str, object]:
+    data = {name: getattr(item, name) for name in item.__dataclass_fields__}
+    return {
+        k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v
+        for k, v in data.items()
+    }
+
+
+def _decoded(data: Mapping[str, object]) -> dict[str, Any]:
+    return {
+        k: base64.b64decode(cast(str, v)) if k == "body" and v is not None else v
+        for k, v in data.items()
+    }

@@ -1,0 +1,135 @@
+"""The fork plan: flags and keyword arguments parsed, checked against the run, handed on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from otel_replay.errors import ConfigError
+from otel_replay.replay._fork import Fault, ForkPlan, Override
+from otel_replay.replay._model import RecordedStep, Run
+
+
+def _step(index: int, kind: str, endpoint: str, effect: str | None = None) -> RecordedStep:
+    return RecordedStep(
+        index=index,
+        kind=kind,
+        endpoint=endpoint,
+        method="POST",
+        url=None,
+        request_body=b"{}",
+        request_hash=None,
+        status_code=200,
+        response_headers=(),
+        response_body=b"{}",
+        fidelity="exact",
+        attributes={} if effect is None else {"replay.tool.effect": effect},
+    )
+
+
+RUN = Run(
+    "r_plan",
+    "test",
+    (
+        _step(0, "value", "value:uuid4"),
+        _step(1, "llm", "openai.chat_completions"),
+        _step(2, "tool", "tool:lookup_order", "read"),
+        _step(3, "http", "GET /tools/weather"),
+        _step(4, "checkpoint", "checkpoint:after_search"),
+        _step(5, "tool", "tool:refund_order", "write"),
+    ),
+)
+
+
+def test_cli_strings_and_mappings_make_the_same_plan(tmp_path: Path) -> None:
+    (tmp_path / "result.json").write_text('{"status": "lost"}')
+    from_cli = ForkPlan.build(
+        override=["2=@result.json", "1=text:All done.", '4={"docs": []}', "3=503:@result.json"],
+        inject=["1=http:429"],
+        state=['after_search={"docs": []}'],
+        live_from=5,
+        base=tmp_path,
+    )
+    assert from_cli.overrides[2] == Override(2, b'{"status": "lost"}', given="@result.json")
+    assert from_cli.overrides[1] == Override(1, b"All done.", text=True, given="text:All done.")
+    assert from_cli.overrides[3].status == 503
+    assert from_cli.injections[1] == Fault(1, "http", status=429, given="http:429")
+    assert from_cli.states["after_search"].body == b'{"docs": []}'
+    from_python = ForkPlan.build(override={4: {"docs": []}}, state={"after_search": {"docs": []}})
+    assert json.loads(from_python.overrides[4].body) == {"docs": []}
+    assert from_python.states == {"after_search": from_python.states["after_search"]}
+    # Handed to the replayed process and read back whole.
+    assert ForkPlan.from_json(from_cli.to_json()) == from_cli
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "fields"),
+    [
+        ("http:503:down", "http", {"status": 503, "body": b"down"}),
+        ("timeout", "timeout", {}),
+        ("disconnect", "disconnect", {}),
+        ("stream-cut:120", "stream-cut", {"cut_at": 120}),
+        ("tool:error", "tool-error", {}),
+        ("tool:error:db is down", "tool-error", {"message": "db is down"}),
+    ],
+)
+def test_every_fault_parses(spec: str, kind: str, fields: dict[str, object]) -> None:
+    fault = ForkPlan.build(inject={2: spec}).injections[2]
+    assert fault == Fault(2, kind, given=spec, **fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"override": ["2=1", "2=2"]}, "--override: step 2 is given twice"),
+        ({"inject": ["1=timeout", "1=disconnect"]}, "--inject: step 1 is given twice"),
+        ({"override": ["x=1"]}, "--override 'x': the step must be a number >= 0"),
+        ({"override": ["3"]}, "--override '3': expected KEY=VALUE"),
+        ({"inject": ["1=http:42"]}, "--inject 1=http:42: expected http:STATUS[:BODY]"),
+        ({"inject": ["1=boom"]}, "--inject 1=boom: unknown fault"),
+        ({"inject": ["1=stream-cut:x"]}, "expected stream-cut:BYTES"),
+        ({"override": ["2=@missing.json"]}, "--override 2: cannot read"),
+        ({"state": ["s=not json"]}, "--state s=not json: not JSON"),
+        ({"live_from": -1}, "--live-from -1: expected a step number >= 0"),
+        ({"allow_writes": "yes"}, "allow_writes='yes' is not True or False"),
+    ],
+)
+def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ForkPlan.build(**options)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"override": ["9=1"]}, "--override 9: no such step (run r_plan has steps 0-5)"),
+        ({"live_from": 6}, "--live-from 6: no such step"),
+        ({"override": ["1=2"], "inject": ["1=timeout"]}, "step 1 is given to both"),
+        ({"inject": ["2=http:429"]}, "step 2 is a tool step (tool:lookup_order), which a http"),
+        ({"inject": ["1=tool:error"]}, "step 1 is a llm step"),
+        ({"inject": ["0=timeout"]}, "step 0 is a value step"),
+        ({"override": ["1=[1]"]}, "give a provider response body (a JSON object) or text:"),
+        ({"override": ["2=plain"]}, "whose answer is JSON"),
+        ({"override": ["2=503:{}"]}, "only an HTTP step takes a status"),
+        ({"override": ["5=1"], "live_from": 4}, "--override 5: the step is not served"),
+        ({"state": ["nowhere={}"]}, "no checkpoint of that name (its checkpoints: after_search)"),
+    ],
+)
+def test_a_plan_that_does_not_fit_the_run_is_refused(
+    options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=None) as caught:
+        ForkPlan.build(**options).check(RUN)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+
+
+def test_the_fork_step_is_the_first_that_differs() -> None:
+    assert ForkPlan().empty and ForkPlan().fork_step(RUN) is None
+    assert ForkPlan.build(override={3: "{}"}, inject={1: "timeout"}).fork_step(RUN) == 1
+    assert ForkPlan.build(state={"after_search": 1}).fork_step(RUN) == 4
+    assert ForkPlan.build(allow_writes=True).fork_step(RUN) == 5
+    assert ForkPlan.build(live_from=2, override={1: "{}"}).fork_step(RUN) == 1
