@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from otel_replay._forks import mend_in_child
 from otel_replay.capture._effect import ToolEffect
@@ -27,7 +28,9 @@ from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import Listener, SocketGuard
 from otel_replay.replay._match import Match
 from otel_replay.replay._observe import NetworkObserver
-from otel_replay.replay._result import ServedStep
+
+if TYPE_CHECKING:
+    from otel_replay.replay._result import ServedStep
 
 __all__ = ["LiveFrom", "LiveGuard", "WentLive", "went_live"]
 
@@ -52,6 +55,10 @@ class WentLive:
         if not self.early:
             return f"live from {at}"
         return f"live from {at}, before step {live_from}: its request differs from the recording"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        return {"request": self.order, "step": self.step, "early": self.early}
 
 
 class LiveFrom:

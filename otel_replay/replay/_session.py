@@ -220,6 +220,7 @@ class ReplaySession:
         self._subprocesses: list[str] = []
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
+        self.result.live_from = live_from
         # The replay verb learns the program loaded us; its first process is the program.
         self._write({"type": "start", "pid": os.getpid()})
         mend_in_child(self)

@@ -7,11 +7,13 @@ test replays it through the real command: the stand-in's log of requests says wh
 calls went live, the database's refunds table whether the write tool ran.
 
 Recorded steps: 0 ``value:uuid4``, 1 ``value:now``, 2 model, 3 ``tool:lookup_order`` (read),
-4 model, 5 model, 6 ``tool:refund_order`` (write), 7 model, 8 ``checkpoint:closed``.
+4 model, 5 model, 6 ``tool:refund_order`` (write; 7, the uuid drawn inside it, is served with
+it), 8 model, 9 ``checkpoint:closed``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import sqlite3
@@ -96,7 +98,7 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
     """From step 3 on: today's database is read, the model calls after it reach the stand-in
     (the one before does not), the write tool is still served, and the values before were."""
     done = _replay(recorded, "--live-from", "3")
-    assert [r.path for r in recorded.standin.received] == [CHAT] * 3  # steps 4, 5 and 7
+    assert [r.path for r in recorded.standin.received] == [CHAT] * 3  # steps 4, 5 and 8
     assert _ticket(done.stdout) == _ticket(recorded.printed)  # uuid4 and now: served
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert _refunds(recorded.database) == 0  # refund_order was served, not run
@@ -112,15 +114,19 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
 
 
 def test_live_from_the_start_draws_values_live(recorded: Recorded) -> None:
+    started = dt.datetime.now(dt.timezone.utc)
     done = _replay(recorded, "--live-from", "0")
     assert [r.path for r in recorded.standin.received] == [CHAT] * 4
-    assert _ticket(done.stdout) != _ticket(recorded.printed)  # a new uuid4, today's time
+    ticket, _, opened = _ticket(done.stdout).split()[1:]
+    recorded_ticket, _, recorded_opened = _ticket(recorded.printed).split()[1:]
+    assert ticket != recorded_ticket  # a new uuid4
+    assert dt.datetime.fromisoformat(opened) >= started > dt.datetime.fromisoformat(recorded_opened)
     assert _refunds(recorded.database) == 0
     assert "live from step 0 (request 0)" in done.stdout
 
 
 def test_a_live_from_step_that_does_not_exist_is_one_line(recorded: Recorded) -> None:
-    done = _replay(recorded, "--live-from", "9")
+    done = _replay(recorded, "--live-from", "10")
     assert done.returncode == 2
-    assert done.stderr.strip().count("\n") == 0 and "--live-from 9" in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "--live-from 10" in done.stderr
     assert recorded.standin.received == []
