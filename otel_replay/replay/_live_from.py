@@ -6,7 +6,7 @@ call that is not (it matches step N or a later one, or it differs from the recor
 ``closest`` or ``position`` match, or none) takes the fork live, from that call on and for
 good: model and HTTP calls are sent, read tools run and values are drawn live. A write tool
 is still served from the recording when its call matches (and refused when it does not);
-it runs only where the fork allows writes.
+it runs only where the fork allows writes (``allow_writes``).
 
 Live calls are still matched against the recording, never answered from it, so the report
 says which recorded step each one stands for and how its request differs.
@@ -62,10 +62,12 @@ class WentLive:
 
 
 class LiveFrom:
-    """The live point of one fork: step ``step`` (``ForkPlan.live_from``)."""
+    """The live point of one fork: step ``step`` (``ForkPlan.live_from``); past it, write
+    tools go live too when ``allow_writes``."""
 
-    def __init__(self, step: int) -> None:
+    def __init__(self, step: int, allow_writes: bool = False) -> None:
         self.step = step
+        self.allow_writes = allow_writes
         self._live = False
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
@@ -87,7 +89,7 @@ class LiveFrom:
     def sends(self, match: Match | None, effect: ToolEffect | None) -> bool:
         """Whether the call ``match`` answers (None: no recorded step does) goes live; the
         first call past the live point takes the fork live, telling the listeners before it
-        goes. ``effect``: a tool's; a write tool is never sent from here."""
+        goes. ``effect``: a tool's; a write tool is sent only if the fork allows writes."""
         listeners: list[Callable[[], None]] = []
         with self._lock:
             if not self._live:
@@ -97,7 +99,7 @@ class LiveFrom:
                 listeners, self._listeners = self._listeners, []
         for listener in listeners:  # the guards come off before the call reaches a socket
             listener()
-        return effect is None or not effect.writes
+        return effect is None or not effect.writes or self.allow_writes
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()

@@ -209,7 +209,7 @@ class ReplaySession:
         """The fork's plan, checked against ``run`` (empty: a plain replay)."""
         self.timing: Timing = timing
         live_from = self.fork.live_from
-        self.live_from = None if live_from is None else LiveFrom(live_from)
+        self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
         """The fork's live point, when it has one (``_live_from``)."""
         self.matcher = Matcher(run)
         self._redactor = redactor or Redactor()
@@ -490,8 +490,9 @@ class ReplaySession:
         live: bool,
     ) -> None:
         """A request no recorded step answers: it runs ``live`` (a fork past its live point),
-        else it is refused (strict), else it runs live, but for a write tool (``effect``),
-        which the capture refuses."""
+        else it is refused (strict, but for a write tool past a fork's live point, which the
+        capture refuses with its own error), else it runs live, but for a write tool
+        (``effect``), which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
             partial(
@@ -510,7 +511,7 @@ class ReplaySession:
                 effect_reason=None if effect is None else effect.reason,
             )
         )
-        if self.strict and not live:
+        if self.strict and not live and (self.live_from is None or not self.live_from.live):
             raise unmatched(self._unmatched_message(method, url, body))
 
     def _unmatched_message(self, method: str, url: str, body: bytes) -> str:

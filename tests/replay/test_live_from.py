@@ -21,7 +21,7 @@ import pytest
 import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
-from otel_replay.errors import NetworkBlockedError
+from otel_replay.errors import NetworkBlockedError, UnmatchedRequestError
 from otel_replay.replay import ReplayResult, Run
 from otel_replay.replay._live_from import went_live
 from otel_replay.replay.sources import load_run
@@ -150,3 +150,70 @@ def _first_changes(result: ReplayResult) -> list[str]:
     divergence = result.first_divergence
     assert divergence is not None
     return sorted(change.field for change in divergence.changes)
+
+
+# -- tools and values past the live point ------------------------------------------------------
+
+TOOLS_RUN = "r_20261129T010500_11fe0002"
+RUNS: dict[str, int] = {}
+
+
+@otel_replay.tool(effect="read")
+def stock(item: str) -> int:
+    """How many are in stock."""
+    RUNS["stock"] = RUNS.get("stock", 0) + 1
+    return 3
+
+
+@otel_replay.tool(effect="write")
+def reserve(item: str) -> str:
+    """Reserve one."""
+    RUNS["reserve"] = RUNS.get("reserve", 0) + 1
+    return f"reserved {item}"
+
+
+def _desk(item: str = "lamp") -> tuple[str, int, str]:
+    """Steps: 0 value:uuid4, 1 tool:stock (read), 2 tool:reserve (write)."""
+    ticket = str(otel_replay.uuid4())
+    return ticket, stock(item), reserve(item)
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, int, str]]:
+    store = tmp_path_factory.mktemp("live-from-tools") / "store"
+    with Pipeline(store), otel_replay.run(name="desk", run_id=TOOLS_RUN):
+        done = _desk()
+    RUNS.clear()
+    return store, done
+
+
+def test_past_the_live_point_values_and_read_tools_are_live_and_writes_served(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, (ticket, _, reserved) = desk
+    with otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=0) as result:
+        again = _desk()
+    assert again[0] != ticket  # drawn live
+    assert again[2] == reserved and RUNS == {"stock": 1}  # the write was served, not run
+    assert [(s.recorded, s.live) for s in result.steps] == [(0, True), (1, True), (2, False)]
+    assert result.identical, result.first_divergence  # asked as recorded, answered alike
+
+
+def test_a_write_the_recording_cannot_serve_past_the_live_point_is_refused(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, _ = desk
+    RUNS.clear()
+    with (
+        pytest.raises(UnmatchedRequestError, match="tool 'reserve' has no recorded call"),
+        otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=1) as result,
+    ):
+        _desk()
+        reserve("desk")  # a second reservation: the recording has none left to serve
+    assert RUNS == {"stock": 1}  # the read ran live; the write never ran
+    assert [(s.recorded, s.live) for s in result.steps] == [
+        (0, False),
+        (1, True),
+        (2, False),
+        (None, False),
+    ]
