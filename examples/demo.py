@@ -17,6 +17,9 @@
    delivered in the database, stop the stand-in and replay: the agent prints what it printed
    when recorded (the order still "shipped", the same ticket id and time) and the refund is
    not written again.
+6. What if: fork the support agent's run with a 429 injected at its first model call
+   (`--inject N=http:429`): the SDK retries, the retry is served from the recording, the
+   agent answers as recorded; then `otel-replay diff` of the recording against the fork.
 
 No API key, no network beyond loopback.
 """
@@ -24,6 +27,7 @@ No API key, no network beyond loopback.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -120,7 +124,7 @@ def _replay(store: str, run_id: str) -> int:
         print(f"demo: the changed prompt should have diverged (exit {code})", file=sys.stderr)
         return 1
     print("\ndemo: recorded, replayed identically, and the changed prompt diverged as reported.")
-    return _tools(store)
+    return _tools(store) or _what_if(store, run_id)
 
 
 def _tools(store: str) -> int:
@@ -160,6 +164,37 @@ def _tools(store: str) -> int:
         print(f"demo: the tools replay should be identical (exit {code})", file=sys.stderr)
         return code or 1
     print(f"\ndemo: the tools were served from the recording; still {after} refund(s).")
+    return 0
+
+
+def _what_if(store: str, run_id: str) -> int:
+    """Fork the support agent's run with the provider rate-limiting its first model call (an
+    injected 429): the SDK retries, the retry is served from the recording, and the agent
+    answers as recorded. Then diff the recording against the fork."""
+    shown = subprocess.run(
+        [str(Path(sys.executable).with_name("otel-replay")), "show", run_id, "--json"],
+        env=os.environ | {"OTEL_REPLAY_STORE": store},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    step = next(s["index"] for s in json.loads(shown.stdout)["steps"] if s["kind"] == "llm")
+    agent = ["--", sys.executable, str(ROOT / "examples" / "support_agent.py")]
+    print(f"\nWhat if the provider had rate-limited step {step}?")
+    code = _cli("replay", run_id, "--store", store, "--inject", f"{step}=http:429", *agent)
+    if code != 0:
+        print(f"demo: the agent should have got over the 429 (exit {code})", file=sys.stderr)
+        return code or 1
+    listed = subprocess.run(
+        [str(Path(sys.executable).with_name("otel-replay")), "runs", "--mode", "fork", "--json"],
+        env=os.environ | {"OTEL_REPLAY_STORE": store},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    fork = next(r["run_id"] for r in json.loads(listed.stdout) if r["parent_run_id"] == run_id)
+    _cli("diff", run_id, fork, "--store", store)  # exit 1: the fork has the 429 and the retry
+    print(f"\ndemo: forked run {run_id} with a 429 at step {step}; the agent got over it.")
     return 0
 
 

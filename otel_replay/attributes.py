@@ -14,6 +14,7 @@ __all__ = [
     "REPLAY_CODE_DIRTY",
     "REPLAY_FAILURE_CATEGORY",
     "REPLAY_FAILURE_SEVERITY",
+    "REPLAY_FORK_CHANGE",
     "REPLAY_FORK_STEP",
     "REPLAY_MODE",
     "REPLAY_PARENT_RUN_ID",
@@ -69,6 +70,17 @@ REPLAY_FAILURE_SEVERITY: Final[str] = "replay.failure.severity"
 Set on failed steps and runs.
 
 Type: enum, values in :class:`ReplayFailureSeverityValues`; stability: development.
+"""
+
+REPLAY_FORK_CHANGE: Final[str] = "replay.fork.change"
+"""What a fork served at this step instead of the recorded answer.
+
+Set on the steps of a fork that `--override`, `--state` or `--inject` changed: `override` and
+the answer as given (`override @result.json`), `state` and the checkpoint's name, `inject` and
+the fault (`inject http:429`); `live` on a step that ran live (`--live-from`). A fork's other
+steps were served from the recording.
+
+Type: ``string``; stability: development.
 """
 
 REPLAY_FORK_STEP: Final[str] = "replay.fork.step"

@@ -59,4 +59,11 @@ def test_demo_records_shows_verifies_and_replays(tmp_path: Path) -> None:
     assert len(tickets) == 2 and tickets[0] == tickets[1]
     assert re.search(r"6\s+6\s+tool:refund_order\s+hash\s+exact\s+identical", replayed)
     assert "which holds 1 refund(s)" in replayed and "still 1 refund(s)" in replayed
+    what_if = done.stdout.split("What if the provider had rate-limited step ", 1)[1]
+    step = what_if.split("?", 1)[0]
+    assert f"fork of run {run_id}:\n  step {step} (openai.chat_completions): inject http:429" in (
+        what_if
+    )
+    assert f"$ otel-replay diff {run_id} r_" in what_if
+    assert f"demo: forked run {run_id} with a 429 at step {step}" in what_if
     assert "Traceback" not in done.stderr

@@ -110,14 +110,17 @@ class Served:
     writes (see ``_effect.in_replay``)."""
     order: int | None = None
     """The replay's number for the call it answered (what :meth:`Server.ran_live` names)."""
+    forked: str | None = None
+    """What a fork served instead of the recorded answer (``replay.fork.change``)."""
 
 
 class Server(Protocol):
-    """What answers envelope steps under replay (the replay session). With
-    ``live_read_tools`` a read tool's recorded step is matched (and reported) but the tool
-    runs live."""
+    """What answers envelope steps under replay (the replay session). A tool it says
+    :meth:`runs_live` has its recorded step matched (and reported), but runs live."""
 
-    live_read_tools: bool
+    def runs_live(self, effect: ToolEffect | None) -> bool:
+        """Whether a tool call with ``effect`` runs live instead of being served (a read
+        tool under ``--live-tools read``, a write tool in a fork that allows writes)."""
 
     def serve(
         self,
@@ -139,12 +142,16 @@ class Server(Protocol):
         one made before such calls were steps has none."""
 
     def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
-        """The read tool ``served`` matched ran live instead (``live_read_tools``) and
+        """The tool ``served`` matched ran live instead (:meth:`runs_live`) and
         answered ``body`` (as recorded: its result, or what it raised, ``error_type``)."""
 
     def bad_value(self, error: RecordedValueError) -> None:
         """A served step's recorded value could not be given back (``error`` is raised next):
         the replay's verdict is bad input, whatever the program does with the error."""
+
+    def went_live(self) -> bool:
+        """Whether the replay is a fork past its live point (``--live-from``): a call it did
+        not serve runs live, and its step says so (``replay.fork.change`` ``live``)."""
 
 
 _recorder: Recorder | None = None
@@ -431,21 +438,28 @@ class _Open:
                 raise
             if self.served is not None:
                 self.key = (self.served.run_id, self.served.index)
+                if self.served.forked is not None:
+                    self._mark({A.REPLAY_FORK_CHANGE: self.served.forked})
                 if self.served.effect is not None and self.served.effect != call.effect:
                     self._take_effect(self.served.effect)
-                if server.live_read_tools and call.effect is not None and not call.effect.writes:
+                if server.runs_live(call.effect):
                     # Matched and reported; the tool runs live, and its answer is compared.
                     self.live, self.served = self.served, None
-            elif call.effect is not None and call.effect.writes:
+            elif (
+                call.effect is not None and call.effect.writes and not server.runs_live(call.effect)
+            ):
                 effect = describe_effect(call.effect.effect, call.effect.reason)
                 message = (
-                    f"otel-replay: tool {call.name!r} has no recorded call to serve, and a write "
-                    f"tool never runs in replay ({effect}; OTEL_REPLAY_READ_TOOLS names the "
-                    "tools that only read)"
+                    f"otel-replay: tool {call.name!r} (step {self.index}) has no recorded call "
+                    "to serve, and a write tool never runs in replay or a fork without "
+                    f"--allow-writes ({effect}; OTEL_REPLAY_READ_TOOLS names the tools that "
+                    "only read)"
                 )
                 refused = unmatched(message)
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
+            elif server.went_live():
+                self._mark({A.REPLAY_FORK_CHANGE: "live"})
 
     def _take_effect(self, effect: ToolEffect) -> None:
         """The recording says this tool writes, whatever today's settings say (a replay run
@@ -453,7 +467,12 @@ class _Open:
         (``effect``, reason ``recorded``), so it never runs live, and the replay's own run
         records it as one."""
         self.call.effect = effect
-        said = {A.REPLAY_TOOL_EFFECT: effect.effect, A.REPLAY_TOOL_EFFECT_REASON: effect.reason}
+        self._mark(
+            {A.REPLAY_TOOL_EFFECT: effect.effect, A.REPLAY_TOOL_EFFECT_REASON: effect.reason}
+        )
+
+    def _mark(self, said: dict[str, Any]) -> None:
+        """Put ``said`` on the step's span, open already or still to come."""
         self.call.attributes.update(said)
         if self.span is not None and self.owns_span:
             self.span.set_attributes(said)

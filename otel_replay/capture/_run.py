@@ -60,6 +60,7 @@ __all__ = [
     "run",
     "start_process_run",
     "tracer_in_use",
+    "use_fork",
     "use_parent_run",
     "use_recorded_seed",
     "use_tracer",
@@ -97,6 +98,8 @@ class RunState:
     start_ns: int = field(default_factory=wall_ns)
     # While replaying, every run recorded is a replay of the run being replayed.
     parent_run_id: str | None = field(default_factory=lambda: _parent_run)
+    # In a fork, the first step that did not come from the recording (replay.fork.step).
+    fork_step: int | None = field(default_factory=lambda: _fork_step)
     _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     counter: StepCounter = field(init=False, repr=False, compare=False)
@@ -151,6 +154,8 @@ class RunState:
             attrs[A.REPLAY_CODE_DIRTY] = facts.code_dirty
         if facts.parent_run_id is not None:
             attrs[A.REPLAY_PARENT_RUN_ID] = facts.parent_run_id
+        if self.mode == "fork" and self.fork_step is not None:
+            attrs[A.REPLAY_FORK_STEP] = self.fork_step
         return attrs
 
 
@@ -167,9 +172,10 @@ def start_process_run(run_id: str | None = None) -> RunState:
         from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
 
         end_process_trace()  # the run it was the root of is over
+    mode = settings.read("OTEL_REPLAY_MODE")
     _process_run = RunState(
         run_id=run_id or _claim_configured_id() or new_run_id(),
-        mode=settings.read("OTEL_REPLAY_MODE"),
+        mode="fork" if _forking and mode == "replay" else mode,
     )
     return _process_run
 
@@ -258,6 +264,18 @@ def use_parent_run(run_id: str | None) -> None:
     on names as its parent (``replay.parent.run.id``); None: runs are recordings again."""
     global _parent_run  # noqa: PLW0603 - set by the replay, read when a run starts
     _parent_run = run_id
+
+
+_forking = False
+_fork_step: int | None = None
+
+
+def use_fork(fork_step: int | None) -> None:
+    """While replaying a fork: every run recorded from now on is a fork (``replay.mode``
+    ``fork``) whose first step not from the recording is ``fork_step`` (``replay.fork.step``;
+    None when no recorded step is changed)."""
+    global _forking, _fork_step  # set by the replay, read when a run starts
+    _forking, _fork_step = True, fork_step
 
 
 def use_recorded_seed(seed: int | None) -> None:

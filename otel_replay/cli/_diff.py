@@ -13,6 +13,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from otel_replay import attributes as A
 from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
@@ -86,6 +87,7 @@ def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[Renderable
         Text("A: ").append_text(run_header(info_a, now)),
         Text("B: ").append_text(run_header(info_b, now)),
     ]
+    out.extend(_forked(result))
     if result.pairs:
         out.append(_pairs_table(result.pairs))
     first = result.first_divergence
@@ -97,6 +99,25 @@ def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[Renderable
         f"{n} {status}" for status, n in result.counts().items() if n or status != "inside"
     )
     out.append(Text(f"{plural(len(result.pairs), 'aligned step')}: {counts}"))
+    return out
+
+
+def _forked(result: RunDiff) -> list[RenderableType]:
+    """What a fork (either side) changed, step by step (``replay.fork.change``): the
+    differences that follow start there."""
+    out: list[RenderableType] = []
+    for side, steps in (("A", result.a.steps), ("B", result.b.steps)):
+        for step in steps:
+            change = step.attributes.get(A.REPLAY_FORK_CHANGE)
+            if isinstance(change, str):
+                out.append(
+                    Text(
+                        printable(
+                            f"changed in {side}: step {step.index} ({_call(step)}): {change}"
+                        ),
+                        style="cyan",
+                    )
+                )
     return out
 
 

@@ -1,5 +1,6 @@
-"""The ``replay`` verb's fork flags: ``--override``, ``--inject``, ``--state``,
-``--live-from``, ``--allow-writes``, gathered into one :class:`ForkPlan` argument."""
+"""The ``replay`` verb's fork flags (``--override``, ``--inject``, ``--state``,
+``--live-from``, ``--allow-writes``), gathered into one :class:`ForkPlan` argument, and the
+lines that open the report of a fork: what was changed at which step."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from rich.text import Text
 
+from otel_replay.cli._format import printable
 from otel_replay.replay._fork import ForkPlan
+from otel_replay.replay._model import Run
 
-__all__ = ["fork_options"]
+__all__ = ["fork_lines", "fork_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,3 +78,16 @@ def fork_options(command: F) -> F:
     for option in reversed(_OPTIONS):
         decorated = option(decorated)
     return decorated  # type: ignore[return-value]
+
+
+def fork_lines(fork: ForkPlan, run: Run) -> list[Text]:
+    """The report's opening for a fork of ``run``: each change and its step (none for a
+    plain replay)."""
+    if fork.empty:
+        return []
+    lines = [Text(f"fork of run {printable(run.run_id)}:", style="bold cyan")]
+    endpoints = {step.index: step.endpoint for step in run.steps}
+    for step, what in fork.changes(run):
+        where = "" if step is None else f"step {step} ({endpoints.get(step, '?')}): "
+        lines.append(Text(printable(f"  {where}{what}"), style="cyan"))
+    return lines

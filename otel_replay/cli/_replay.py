@@ -219,10 +219,11 @@ def replay(
     if as_json:
         document = result.to_json()
         document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept.run_id)
+        document["fork"] = [{"step": at, "change": what} for at, what in fork.changes(recorded)]
         click.echo(json_text(document))
     else:
         console = stdout_console()
-        for block in render(result, kept=kept.describe()):
+        for block in render(result, kept=kept.describe(), fork=fork):
             emit(console, block)
     sys.exit(status)
 

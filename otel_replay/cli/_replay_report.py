@@ -15,9 +15,11 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from otel_replay.cli._fork import fork_lines
 from otel_replay.cli._format import printable
 from otel_replay.cli._tables import safe_text, table
 from otel_replay.replay._change import Change, category
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
 from otel_replay.replay._textdiff import excerpts
 from otel_replay.step import describe_effect
@@ -120,6 +122,9 @@ def _steps_table(steps: list[ServedStep]) -> Table:
     effects = any(step.effect is not None for step in steps)
     if effects:
         steps_table.add_column("effect")
+    forked = any(step.forked is not None for step in steps)
+    if forked:  # a fork: what it served instead of the recorded answer
+        steps_table.add_column("changed")
     for step in steps:
         # A matched call that ran live (--live-tools read) says so before how it compared.
         ran = "live, " if step.live else ""
@@ -143,6 +148,8 @@ def _steps_table(steps: list[ServedStep]) -> Table:
         if effects:
             effect = step.effect and describe_effect(step.effect, step.effect_reason)
             row.append(Text(effect or ""))
+        if forked:
+            row.append(Text(step.forked or "", style="cyan"))
         steps_table.add_row(*row)
     return steps_table
 
@@ -248,10 +255,12 @@ def _live_point(result: ReplayResult) -> list[RenderableType]:
     return [Text(printable(line), style="cyan")]
 
 
-def render(result: ReplayResult, *, kept: str) -> list[RenderableType]:
+def render(
+    result: ReplayResult, *, kept: str, fork: ForkPlan | None = None
+) -> list[RenderableType]:
     """Everything ``otel-replay replay`` prints, in order (``kept``: where the re-execution
-    was recorded, as the summary ends)."""
-    out: list[RenderableType] = [_verdict(result)]
+    was recorded, as the summary ends; ``fork``: what a fork changed, said first)."""
+    out: list[RenderableType] = [*fork_lines(fork or ForkPlan(), result.run), _verdict(result)]
     if not result.hooked:
         out.append(
             Text(

@@ -12,7 +12,7 @@ from otel_replay.cli._format import iso_time, json_text, plural
 from otel_replay.cli._tables import runs_table
 from otel_replay.store import RunInfo
 
-__all__ = ["run_json", "runs"]
+__all__ = ["forks_under_parents", "run_json", "runs"]
 
 
 MODES = ("record", "replay", "fork")
@@ -48,6 +48,28 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "bytes": run.bytes,
         "models": list(run.models),
     }
+
+
+def forks_under_parents(found: list[RunInfo]) -> list[RunInfo]:
+    """``found`` in its order, but each fork whose parent is listed right under it (newest
+    fork first), so that a recording and its what-ifs read together."""
+    listed = {run.run_id for run in found}
+    forks: dict[str, list[RunInfo]] = {}
+    for run in found:
+        if run_mode(run) == "fork" and run.parent_run_id in listed and run.parent_run_id:
+            forks.setdefault(run.parent_run_id, []).append(run)
+    placed = {run.run_id for children in forks.values() for run in children}
+    ordered: list[RunInfo] = []
+
+    def place(run: RunInfo) -> None:
+        ordered.append(run)
+        for child in forks.pop(run.run_id, ()):
+            place(child)
+
+    for run in found:
+        if run.run_id not in placed:
+            place(run)
+    return ordered
 
 
 @click.command()
@@ -96,7 +118,7 @@ def runs(
         click.echo(f"No {kind}s in the store at {location} yet.")
         return
     console = stdout_console()
-    emit(console, runs_table(found, time.time_ns()))
+    emit(console, runs_table(forks_under_parents(found), time.time_ns()))
     shown = f"{len(found)} of " if len(found) < total else ""
     more = " (--limit N or --all for more)" if len(found) < total and limit is None else ""
     emit(console, f"{shown}{plural(total, kind)} in {location}{more}", style="dim")

@@ -58,6 +58,10 @@ class StepView:
     within: int | None = None
     """The step whose body made this one (``replay.step.within``): a replay serves that step
     whole and does not make this one again."""
+    forked: str | None = None
+    """In a fork: what it served here instead of the recorded answer, or ``live``
+    (``replay.fork.change``); ``served`` for a step served from the recording; None outside
+    forks."""
 
     def to_json(self) -> dict[str, Any]:
         """Everything about the step, JSON-ready, messages parsed."""
@@ -93,6 +97,8 @@ class StepView:
             out["effect_reason"] = self.effect_reason
         if self.within is not None:
             out["within"] = self.within
+        if self.forked is not None:
+            out["fork"] = self.forked
         if info.kind == "llm":
             out["system_instructions"] = self.system_instructions
             out["input_messages"] = self.input_messages
@@ -160,6 +166,9 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
     effect, reason = attr(A.REPLAY_TOOL_EFFECT), attr(A.REPLAY_TOOL_EFFECT_REASON)
     view.effect = effect if isinstance(effect, str) else None
     view.effect_reason = reason if isinstance(reason, str) else None
+    if attr(A.REPLAY_MODE) == "fork":
+        change = attr(A.REPLAY_FORK_CHANGE)
+        view.forked = change if isinstance(change, str) else "served"
     within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.fixture(info).within
     view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")

@@ -117,9 +117,12 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
         rows.columns[column].justify = "right"
     for column in (0, 1, 2):
         rows.columns[column].no_wrap = True
+    listed = {run.run_id for run in runs}
     for run in runs:
+        # A fork listed under its parent (``forks_under_parents``) is drawn as its branch.
+        branch = run.mode == "fork" and run.parent_run_id in listed
         rows.add_row(
-            Text(printable(run.run_id), style="bold"),
+            Text("└ " if branch else "", style="dim").append(printable(run.run_id), style="bold"),
             Text(when(run.start_ns, now_ns)),
             _status(run),
             _mode(run),
@@ -245,9 +248,13 @@ def steps_table(views: list[StepView]) -> Table:
     # columns give way, each cell staying on one line, cut with an ellipsis.
     for column in (0, 1, 5, 6, 7, 8):
         rows.columns[column].no_wrap = True
+    forked = any(view.forked is not None for view in views)
+    if forked:  # a fork: served from the recording, changed, or live
+        rows.add_column("fork", no_wrap=True)
     depths = _depths(views)
     for view in views:
         info = view.info
+        fork = [] if not forked else [_fork_cell(view.forked)]
         rows.add_row(
             Text(str(info.index)),
             _kind(view, depths.get(info.index, 0)),
@@ -258,8 +265,15 @@ def steps_table(views: list[StepView]) -> Table:
             Text(ms(view.first_chunk_ns) if view.stream else ""),
             Text(_tokens(info.tokens_in, info.tokens_out).replace(" / ", "/")),
             _step_status(view),
+            *fork,
         )
     return rows
+
+
+def _fork_cell(forked: str | None) -> Text:
+    if forked in (None, "served"):
+        return Text("served", style="dim")
+    return Text(printable(forked), style="green" if forked == "live" else "cyan")
 
 
 def gc_table(runs: list[RunInfo], retention: Retention, now_ns: int) -> Table:

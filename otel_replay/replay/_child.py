@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_replay import settings
 from otel_replay.capture._redact import Redactor
-from otel_replay.capture._run import use_parent_run, use_recorded_seed
+from otel_replay.capture._run import use_fork, use_parent_run, use_recorded_seed
 from otel_replay.errors import OtelReplayError, RecordedValueError
 from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
@@ -78,6 +78,8 @@ def start(config: Settings) -> ReplaySession:
         session.live_from.on_live(world.go_live)
     use_recorded_seed(run.seed)
     use_parent_run(run.run_id)  # this execution is recorded as a replay of that run
+    if fork is not None and not fork.empty:
+        use_fork(fork.fork_step(run))
     atexit.register(session.close)
     _report_uncaught(session, said_by_the_verb=report is not None)
     _session = session

@@ -22,17 +22,18 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, cast
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json
-from otel_replay.errors import ConfigError
+from otel_replay.errors import CodecError, ConfigError
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._override import parsed_answer
+from otel_replay.replay.synth import ENDPOINTS
 
-__all__ = ["FAULT_KINDS", "Fault", "FaultKind", "ForkPlan", "Override", "State"]
+__all__ = ["Fault", "FaultKind", "ForkPlan", "Override", "State"]
 
 FaultKind = Literal["http", "timeout", "disconnect", "stream-cut", "tool-error"]
-FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 
 # Which step kinds take which faults: a transport fault needs a transport, a tool error a tool.
 _FAULTS_FOR: dict[str, frozenset[str]] = {
@@ -60,6 +61,10 @@ class Override:
     status: int | None = None
     given: str = ""
 
+    def describe(self) -> str:
+        """``override @result.json``: what ``replay.fork.change`` and the report say."""
+        return f"override {self.given or 'value'}"
+
 
 @dataclass(frozen=True, slots=True)
 class Fault:
@@ -78,6 +83,10 @@ class Fault:
     message: str | None = None
     given: str = ""
 
+    def describe(self) -> str:
+        """``inject http:429``: what ``replay.fork.change`` and the report say."""
+        return f"inject {self.given or self.kind}"
+
 
 @dataclass(frozen=True, slots=True)
 class State:
@@ -86,6 +95,10 @@ class State:
     name: str
     body: bytes
     given: str = ""
+
+    def describe(self) -> str:
+        """``state after_search``: what ``replay.fork.change`` and the report say."""
+        return f"state {self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +224,24 @@ class ForkPlan:
             writes = (s.index for s in run.steps if s.kind == "tool" and _writes(s))
             firsts.extend(list(writes)[:1])
         return min(firsts, default=None)
+
+    def changes(self, run: Run) -> list[tuple[int | None, str]]:
+        """What the plan changes, in step order: ``(step, what)`` with ``what`` as
+        ``replay.fork.change`` says it (a state at the first checkpoint of its name; the
+        step None for what applies to no one step)."""
+        found: list[tuple[int | None, str]] = [
+            *((step, override.describe()) for step, override in self.overrides.items()),
+            *((step, fault.describe()) for step, fault in self.injections.items()),
+        ]
+        for name, state in self.states.items():
+            at = next((s.index for s in run.steps if _checkpoint_name(s) == name), None)
+            found.append((at, state.describe()))
+        if self.live_from is not None:
+            found.append((self.live_from, "live from here on"))
+        found.sort(key=lambda pair: -1 if pair[0] is None else pair[0])
+        if self.allow_writes:
+            found.append((None, "write tools run (--allow-writes)"))
+        return found
 
     def to_json(self) -> str:
         """The plan as one line of JSON (bodies in base64); :meth:`from_json` reads it."""
@@ -376,6 +407,11 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
             f"{what}: only an HTTP step takes a status; step {step.index} is a "
             f"{step.kind} step ({step.endpoint})"
         )
+    if step.kind == "llm" and step.endpoint not in ENDPOINTS:
+        raise ConfigError(
+            f"{what}: step {step.index} calls {step.endpoint}, whose answers otel-replay "
+            "cannot make"
+        )
     if override.text or step.kind == "http":
         return
     try:
@@ -385,11 +421,17 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
             f"{what}: step {step.index} is a {step.kind} step ({step.endpoint}), whose answer "
             "is JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
-    if step.kind == "llm" and not isinstance(value, dict):
+    if step.kind != "llm":
+        return
+    if not isinstance(value, dict):
         raise ConfigError(
             f"{what}: step {step.index} is a model step ({step.endpoint}); give a provider "
             "response body (a JSON object) or text:TEXT"
         )
+    try:
+        parsed_answer(step.endpoint, override.body)
+    except CodecError as exc:
+        raise ConfigError(f"{what}: not a {step.endpoint} response body ({exc})") from None
 
 
 def _checkpoint_name(step: RecordedStep) -> str:

@@ -31,7 +31,7 @@ from dataclasses import replace
 from functools import partial
 from typing import IO, NamedTuple
 
-from opentelemetry import context
+from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay import attributes as A
@@ -50,6 +50,7 @@ from otel_replay._workers import unmatched
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture._effect import ToolEffect, in_replay
 from otel_replay.capture._envelope import Served
+from otel_replay.capture._exchange import in_exchange
 from otel_replay.capture._jsonable import content_type_shape
 from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
@@ -60,6 +61,7 @@ from otel_replay.replay._live_from import LiveFrom
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._override import served_instead
 from otel_replay.replay._result import (
     AgentStatus,
     BadValue,
@@ -252,8 +254,12 @@ class ReplaySession:
         url = self._redactor.url(url)
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
+            if self.went_live() and in_exchange():  # the capture's span of this exchange
+                trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, "live")
             return None
-        step = served[0]
+        step, forked = served[0], served[3]
+        if forked is not None and in_exchange():  # the capture's span of this exchange
+            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
         return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
@@ -292,7 +298,7 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect = served
+        step, order, effect, forked = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
@@ -305,10 +311,22 @@ class ReplaySession:
             shape,
             effect,
             order,
+            forked,
         )
 
+    def went_live(self) -> bool:
+        """Whether this replay is a fork past its live point (``_live_from``)."""
+        return self.live_from is not None and self.live_from.live
+
+    def runs_live(self, effect: ToolEffect | None) -> bool:
+        """Whether a tool call with ``effect`` runs live instead of being served: a read tool
+        under ``live_read_tools``, a write tool in a fork that allows writes."""
+        if effect is None:
+            return False
+        return self.fork.allow_writes if effect.writes else self.live_read_tools
+
     def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
-        """The read tool ``served`` matched ran live (``live_read_tools``) and answered
+        """The tool ``served`` matched ran live (:meth:`runs_live`) and answered
         ``body`` (``error_type``: what it raised), before redaction: its step is marked live,
         with what differs from the recorded answer as changes (``_live_result``), which make
         the replay diverge there. In the report file: a ``step-live`` event naming the step
@@ -339,7 +357,7 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None] | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
         serving recorded and the effect of a tool call (``effect``, the call's own) in the
         replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
@@ -375,6 +393,9 @@ class ReplaySession:
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
+        served, forked = step, None
+        if not live and (self.fork.overrides or self.fork.states):
+            served, forked = served_instead(self.fork, step)
         order = self._record(
             partial(
                 ServedStep,
@@ -390,9 +411,10 @@ class ReplaySession:
                 live=live,
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
+                forked=forked,
             )
         )
-        return None if live else (step, order, effect)
+        return None if live else (served, order, effect, forked)
 
     def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
         """Whether a fork with a live point sends this call live (``_live_from``)."""
@@ -506,7 +528,11 @@ class ReplaySession:
                 repeat=False,
                 fidelity=None,
                 changes=(),
-                live=live or (not self.strict and not (effect is not None and effect.writes)),
+                live=live
+                or (
+                    not self.strict
+                    and not (effect is not None and effect.writes and not self.fork.allow_writes)
+                ),
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
             )

@@ -205,7 +205,10 @@ def test_a_write_the_recording_cannot_serve_past_the_live_point_is_refused(
     store, _ = desk
     RUNS.clear()
     with (
-        pytest.raises(UnmatchedRequestError, match="tool 'reserve' has no recorded call"),
+        pytest.raises(
+            UnmatchedRequestError,
+            match=r"tool 'reserve' \(step \d+\) has no recorded call.*--allow-writes",
+        ),
         otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=1) as result,
     ):
         _desk()

@@ -14,6 +14,7 @@ it), 8 model, 9 ``checkpoint:closed``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import sqlite3
@@ -110,7 +111,31 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
     assert all(result.startswith("live") for _, result in rows[7:]), rows
     # Today's database changed the answer: the replay diverges where the live read came in.
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "network attempts: 0" not in done.stdout  # the live calls' connections, counted
+    assert "network attempts: 1 (let through: live)" in done.stdout  # one kept-alive connect
+    # The fork is a run whose steps say which were served and which went live.
+    fork = re.search(r"recorded as run (\S+)", done.stdout)
+    assert fork is not None, done.stdout
+    shown = subprocess.run(
+        [str(CLI), "show", fork.group(1), "--store", str(recorded.store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    document = json.loads(shown.stdout)
+    assert document["run"]["mode"] == "fork"
+    marks = [(step["kind"], step.get("fork")) for step in document["steps"]]
+    assert marks == [
+        ("value", "served"),
+        ("value", "served"),
+        ("llm", "served"),
+        ("tool", "live"),
+        ("llm", "live"),
+        ("llm", "live"),
+        ("tool", "served"),  # the write tool
+        ("llm", "live"),
+        ("checkpoint", "live"),
+    ], marks
 
 
 def test_live_from_the_start_draws_values_live(recorded: Recorded) -> None:
