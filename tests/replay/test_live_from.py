@@ -220,3 +220,22 @@ def test_a_write_the_recording_cannot_serve_past_the_live_point_is_refused(
         (2, False),
         (None, False),
     ]
+
+
+def test_with_writes_allowed_a_write_past_the_live_point_runs(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, _ = desk
+    RUNS.clear()
+    with otel_replay.replaying(
+        TOOLS_RUN, store=str(store), live_from=1, allow_writes=True
+    ) as result:
+        _desk()
+        assert reserve("desk") == "reserved desk"
+    assert RUNS == {"stock": 1, "reserve": 2}  # each write ran once, the unrecorded one too
+    assert [(s.recorded, s.live) for s in result.steps] == [
+        (0, False),
+        (1, True),
+        (2, True),
+        (None, True),
+    ]
