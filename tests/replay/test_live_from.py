@@ -85,6 +85,11 @@ def test_steps_before_n_never_reach_the_provider_and_every_later_one_does(
         False,
     )
     assert found.describe(live_from) == f"live from step {live_from} (request {live_from})"
+    document = result.to_json()
+    assert (document["live_from"], document["went_live"]) == (
+        live_from,
+        {"request": live_from, "step": live_from, "early": False},
+    )
 
 
 def test_the_last_step_live_answers_as_recorded(
