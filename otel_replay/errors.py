@@ -18,6 +18,7 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     └── ToolContractError(ValueError)  a tool's arguments or result break its JSON Schema
 
     RecordedError(Exception)           a recorded exception whose class cannot be rebuilt
+    InjectedToolError(RuntimeError)    a tool failure a fork injected (--inject N=tool:error)
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
     ├── UnmatchedConnectionError(ConnectionError)  the same, below a library that expects
@@ -47,6 +48,7 @@ __all__ = [
     "ConfigError",
     "CorruptBlobError",
     "CorruptIndexError",
+    "InjectedToolError",
     "NetworkBlockedError",
     "OtelReplayError",
     "RecordedError",
@@ -161,6 +163,12 @@ class RecordedError(Exception):
     def __init__(self, type_name: str, message: str) -> None:
         super().__init__(f"{type_name}: {message}")
         self.type_name, self.message = type_name, message
+
+
+class InjectedToolError(RuntimeError):
+    """Raised from a tool's call, in place of its recorded result, by a fork that injects a
+    tool failure at its step (``--inject N=tool:error[:MESSAGE]``): what the tool raising
+    would do, for the program to handle as it handles its tools' errors."""
 
 
 class UnmatchedRequestError(BaseException):

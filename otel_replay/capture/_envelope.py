@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENVELOPE_KINDS",
+    "INJECTED_ERROR",
     "TOOL_ERROR",
     "Call",
     "Served",
@@ -85,6 +86,9 @@ _NO_ARGUMENTS_HASH = sha256_tag(_NO_ARGUMENTS)
 # The error.type of a call that answered with a failure instead of raising (the MCP semantic
 # conventions' value for a CallToolResult with isError): never a Python class's name.
 TOOL_ERROR = "tool_error"
+# The error.type of a tool failure a fork injects in place of the recorded answer
+# (``replay._faults``): raised at the call, never run live instead.
+INJECTED_ERROR = "otel_replay.errors.InjectedToolError"
 
 T = TypeVar("T")
 
@@ -442,7 +446,7 @@ class _Open:
                     self._mark({A.REPLAY_FORK_CHANGE: self.served.forked})
                 if self.served.effect is not None and self.served.effect != call.effect:
                     self._take_effect(self.served.effect)
-                if server.runs_live(call.effect):
+                if server.runs_live(call.effect) and self.served.error_type != INJECTED_ERROR:
                     # Matched and reported; the tool runs live, and its answer is compared.
                     self.live, self.served = self.served, None
             elif (

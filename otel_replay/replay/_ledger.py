@@ -9,7 +9,8 @@ itself and attaches them from its ticket (:meth:`Ledger.ticket`, :meth:`Ledger.a
 
 Per recorded step, how many times it was served; per recorded endpoint, how many requests it
 got; when the replay last asked for anything (``time.monotonic_ns``, one clock for every
-process); how many requests were numbered. The matcher changes them under :meth:`locked`.
+process); how many requests were numbered; per recorded step, whether a fault a fork injects
+there has fired (``_faults``). The matcher changes them under :meth:`locked`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ class Ledger:
         self._endpoints = {endpoint: first + n for n, endpoint in enumerate(endpoints)}
         self._asked = first + len(endpoints)
         self._order = self._asked + 1
+        self._fired = self._order + 1
+        self._size = self._fired + len(run.steps)
         self._run = run
-        self._own: list[int] | None = [0] * (self._order + 1)
+        self._own: list[int] | None = [0] * self._size
         self._cells: SharedCells | None = None
         self._guard = threading.Lock()  # the account while it is the process's own
         self._own[self._asked] = time.monotonic_ns()
@@ -93,6 +96,20 @@ class Ledger:
         slot = self._steps.get(index)
         if slot is not None:
             self._set(slot, self._get(slot) + 1)
+
+    def divert(self, index: int, endpoint: str) -> bool:
+        """Whether the fault injected at step ``index`` fires now: the first time it is asked,
+        in any process, when it also undoes one serving of the step and one request to
+        ``endpoint`` (the request gets the fault instead); False ever after (under
+        :meth:`locked`)."""
+        slot = self._steps.get(index)
+        if slot is None or self._get(self._fired + slot):
+            return False
+        self._set(self._fired + slot, 1)
+        for cell in (slot, self._endpoints.get(endpoint)):
+            if cell is not None:
+                self._set(cell, max(0, self._get(cell) - 1))
+        return True
 
     def arrive(self, endpoint: str) -> int:
         """Count one more request to ``endpoint`` and note that the replay asked for something
@@ -150,7 +167,7 @@ class Ledger:
         if not isinstance(ticket, dict) or ticket.get("layout") != self.layout:
             raise ValueError("the replay's account is of another run")
         cells = SharedCells.attach(ticket["cells"])
-        if cells.count != self._order + 1:
+        if cells.count != self._size:
             raise ValueError("the replay's account is of another run")
         with self._guard:
             self._cells, self._own = cells, None

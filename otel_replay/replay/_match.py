@@ -369,6 +369,13 @@ class Matcher:
             wake()
         return result
 
+    def divert(self, step: RecordedStep) -> bool:
+        """Whether the fault a fork injects at ``step``, just matched, fires now (once in the
+        whole program): if so, the step counts as not served, and the next request like this
+        one matches it as if this one never came."""
+        with self._lock, self.ledger.locked():
+            return self.ledger.divert(step.index, step.endpoint)
+
     def started_during(self, step: RecordedStep) -> bool:
         """Whether the recording started a step another's response can wait for while
         ``step``'s response came (see :meth:`awaited`)."""

@@ -82,6 +82,12 @@ class ServedStep:
         live, answered as recorded."""
         return self.recorded is not None and not self.changes and not self.repeat
 
+    @property
+    def injected(self) -> bool:
+        """A fault the fork injected was served here in place of the recorded answer, which
+        is still to be served (to the program's retry: see ``_faults``)."""
+        return self.forked is not None and self.forked.startswith("inject ")
+
     def ran_live(self, changes: Iterable[Change]) -> ServedStep:
         """This step once its call ran live: marked live, with ``changes`` (how its answer
         differs from the recorded one) after its request's."""
@@ -412,7 +418,7 @@ class ReplayResult:
         """Recorded steps no request was answered with, but those made inside a tool or side
         effect that was itself served from the recording (its body, and so they, did not
         run again)."""
-        used = {s.recorded for s in self._steps}
+        used = {s.recorded for s in self._steps if not s.injected}
         within = {s.index: s.within for s in self.run.steps}
 
         def covered(index: int) -> bool:

@@ -56,7 +56,8 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
-from otel_replay.replay._fork import ForkPlan
+from otel_replay.replay._faults import injected_answer, injected_served
+from otel_replay.replay._fork import Fault, ForkPlan
 from otel_replay.replay._live_from import LiveFrom
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
@@ -257,10 +258,11 @@ class ReplaySession:
             if self.went_live() and in_exchange():  # the capture's span of this exchange
                 trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, "live")
             return None
-        step, forked = served[0], served[3]
+        step, _, _, forked, fault = served
         if forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
-        return _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
+        answer = _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
+        return answer if fault is None else injected_answer(fault, step, answer)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the
@@ -298,12 +300,12 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect, forked = served
+        step, order, effect, forked, fault = served
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
-        return Served(
+        answer = Served(
             step.response_body,
             step.error_type,
             self.run.run_id,
@@ -313,6 +315,7 @@ class ReplaySession:
             order,
             forked,
         )
+        return answer if fault is None else injected_served(fault, step, answer)
 
     def went_live(self) -> bool:
         """Whether this replay is a fork past its live point (``_live_from``)."""
@@ -357,10 +360,11 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None] | None:
+    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None, Fault | None] | None:
         """The recorded step that answers the (redacted) request, with the order of the
-        serving recorded and the effect of a tool call (``effect``, the call's own) in the
-        replay; None (recorded as live) or UnmatchedRequestError (strict) when none does.
+        serving recorded, the effect of a tool call (``effect``, the call's own) in the
+        replay, what the fork changed there and the fault it injects in the step's place, if
+        any; None (recorded as live) or UnmatchedRequestError (strict) when none does.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -396,6 +400,11 @@ class ReplaySession:
         served, forked = step, None
         if not live and (self.fork.overrides or self.fork.states):
             served, forked = served_instead(self.fork, step)
+        fault = None if live else self.fork.injections.get(step.index)
+        if fault is not None and self.matcher.divert(step):  # once: the retry gets the step
+            forked = f"inject {fault.given}"
+        else:
+            fault = None
         order = self._record(
             partial(
                 ServedStep,
@@ -414,7 +423,7 @@ class ReplaySession:
                 forked=forked,
             )
         )
-        return None if live else (served, order, effect, forked)
+        return None if live else (served, order, effect, forked, fault)
 
     def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
         """Whether a fork with a live point sends this call live (``_live_from``)."""

@@ -24,6 +24,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay.capture._loaded import module_class
 from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
+from otel_replay.replay._faults import injected_error
 from otel_replay.replay._match import Awaited, Matcher
 from otel_replay.replay._session import Answer, ReplaySession, interruption
 
@@ -69,8 +70,11 @@ def _error(module: ModuleType, answer: Answer, request: Any) -> BaseException:
     if interrupted is not None:
         return interrupted
     name = (answer.error_type or "TransportError").rsplit(".", 1)[-1]
-    cls = module_class(module, name, module.TransportError) or module.TransportError
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
+    injected = injected_error(answer.error_type, "httpx")
+    if injected is not None:
+        name, message = injected
+    cls = module_class(module, name, module.TransportError) or module.TransportError
     return cls(message, request=request)  # type: ignore[no-any-return]
 
 

@@ -38,6 +38,7 @@ from otel_replay.capture.transports._aiohttp import (
 )
 from otel_replay.capture.transports._view import raw_headers
 from otel_replay.errors import UnmatchedRequestError
+from otel_replay.replay._faults import injected_error
 from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["install"]
@@ -89,6 +90,9 @@ def _error(answer: Answer) -> BaseException:
 
     name = (answer.error_type or "").rsplit(".", 1)[-1]
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
+    injected = injected_error(answer.error_type, "aiohttp")
+    if injected is not None:
+        name, message = injected
     if cls := module_class(aiohttp, name, aiohttp.ClientError):
         try:
             return cls(message)  # type: ignore[no-any-return]

@@ -35,6 +35,7 @@ from otel_replay.capture._loaded import module_class
 from otel_replay.capture.transports._urllib3 import request_url
 from otel_replay.capture.transports._view import raw_headers
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
+from otel_replay.replay._faults import injected_error
 from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["install"]
@@ -151,6 +152,13 @@ def _transport_error(answer: Answer, conn: Any, url: str) -> BaseException:
 
     name = (answer.error_type or "").rsplit(".", 1)[-1]
     message = f"replayed {answer.error_type or 'transport error'} (as recorded)"
+    injected = injected_error(answer.error_type, "urllib3")
+    if injected is not None:
+        name, message = injected
+        if name == "ProtocolError":  # the server closed the connection: no response
+            return exceptions.ProtocolError(
+                "Connection aborted.", http.client.RemoteDisconnected(message)
+            )
     if cls := module_class(exceptions, name, exceptions.NewConnectionError):
         return cls(conn, message)  # type: ignore[no-any-return]
     if cls := module_class(exceptions, name, exceptions.ReadTimeoutError):
