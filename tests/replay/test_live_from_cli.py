@@ -27,10 +27,9 @@ from pathlib import Path
 import pytest
 
 from examples.standin import StandIn
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import ROOT
+from tests.replay.test_envelope_cli import AGENT, CLI, record_orders
 
-AGENT = ROOT / "examples" / "orders_agent.py"
-CLI = Path(sys.executable).parent / "otel-replay"
 CHAT = "/v1/chat/completions"
 
 
@@ -44,22 +43,9 @@ class Recorded:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    root = tmp_path_factory.mktemp("orders-live")
-    store, database = root / "store", root / "orders.sqlite"
     with StandIn(event_delay=0) as standin:
-        done = subprocess.run(
-            [str(INSTRUMENT), sys.executable, str(AGENT), str(database)],
-            env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_orders", STANDIN_URL=standin.base_url),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        with sqlite3.connect(database) as db:
-            db.execute("UPDATE orders SET status = 'delivered'")
-            db.execute("DELETE FROM refunds")
-        yield Recorded(standin, store, database, done.stdout)
+        store, database, printed = record_orders(tmp_path_factory.mktemp("orders-live"), standin)
+        yield Recorded(standin, store, database, printed)
 
 
 def _replay(recorded: Recorded, *flags: str) -> subprocess.CompletedProcess[str]:
