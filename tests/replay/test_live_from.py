@@ -22,8 +22,7 @@ import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay.errors import NetworkBlockedError, UnmatchedRequestError
-from otel_replay.replay import ReplayResult, Run
-from otel_replay.replay._live_from import went_live
+from otel_replay.replay import ReplayResult, Run, WentLive
 from otel_replay.replay.sources import load_run
 from tests.export._support import Pipeline
 
@@ -78,12 +77,8 @@ def test_steps_before_n_never_reach_the_provider_and_every_later_one_does(
     ]
     assert result.network_attempts == []
     assert result.live_network  # the live calls' own connections, counted
-    found = went_live(result.steps, live_from)
-    assert found is not None and (found.order, found.step, found.early) == (
-        live_from,
-        live_from,
-        False,
-    )
+    found = result.went_live
+    assert found == WentLive(order=live_from, step=live_from, early=False)
     assert found.describe(live_from) == f"live from step {live_from} (request {live_from})"
     document = result.to_json()
     assert (document["live_from"], document["went_live"]) == (
@@ -143,8 +138,8 @@ def test_a_request_that_differs_before_the_live_point_goes_live_there(
     assert [r.path for r in standin.received] == _paths(run, 0)
     first = result.steps[0]
     assert first.live and first.recorded == 0 and first.how != "hash"
-    found = went_live(result.steps, 4)
-    assert found is not None and found.early
+    found = result.went_live
+    assert found == WentLive(order=0, step=0, early=True)
     assert found.describe(4) == (
         "live from step 0 (request 0), before step 4: its request differs from the recording"
     )
