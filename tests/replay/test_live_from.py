@@ -9,11 +9,14 @@ stand-in, its log of requests cleared first.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
+import anthropic
 import httpx
 import openai
 import pytest
@@ -239,3 +242,47 @@ def test_with_writes_allowed_a_write_past_the_live_point_runs(
         (2, True),
         (None, True),
     ]
+
+
+# -- async clients: anthropic (httpx2) and aiohttp --------------------------------------------
+
+ASYNC_RUN = "r_20261129T011000_11fe0003"
+
+
+async def _async_agent(standin: StandIn) -> None:
+    """Steps: 0 a model call, 1 an aiohttp GET of a tool, 2 a streamed model call."""
+    question = {"role": "user", "content": "Where is my order A-1234?"}
+    async with anthropic.AsyncAnthropic(
+        base_url=standin.anthropic_base_url, api_key="sk-test-not-a-secret"
+    ) as client:
+        first = await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=[question]
+        )
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{standin.tools_url}/orders/A-1234") as response,
+        ):
+            order = await response.text()
+        text = first.content[0].text if first.content[0].type == "text" else ""
+        async with client.messages.stream(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            messages=[
+                question,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": order},
+            ],
+        ) as stream:
+            await stream.until_done()
+
+
+def test_async_clients_go_live_after_the_served_steps(standin: StandIn, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with Pipeline(store), otel_replay.run(name="async", run_id=ASYNC_RUN):
+        asyncio.run(_async_agent(standin))
+    standin.clear()
+    with otel_replay.replaying(ASYNC_RUN, store=str(store), live_from=1) as result:
+        asyncio.run(_async_agent(standin))
+    assert [r.path for r in standin.received] == ["/tools/orders/A-1234", "/v1/messages"]
+    assert [(s.recorded, s.live) for s in result.steps] == [(0, False), (1, True), (2, True)]
+    assert result.outcome == "identical", result.first_divergence
