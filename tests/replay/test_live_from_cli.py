@@ -48,10 +48,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         yield Recorded(standin, store, database, printed)
 
 
-def _replay(recorded: Recorded, *flags: str) -> subprocess.CompletedProcess[str]:
+def _replay(
+    recorded: Recorded, *flags: str, program: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     recorded.standin.clear()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STANDIN_"))}
-    program = [sys.executable, str(AGENT), str(recorded.database)]
+    program = program or (sys.executable, str(AGENT), str(recorded.database))
     store = str(recorded.store)
     return subprocess.run(
         [str(CLI), "replay", "r_orders", "--store", store, *flags, "--", *program],
@@ -140,4 +142,12 @@ def test_a_live_from_step_that_does_not_exist_is_one_line(recorded: Recorded) ->
     done = _replay(recorded, "--live-from", "10")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--live-from 10" in done.stderr
+    assert recorded.standin.received == []
+
+
+def test_a_program_that_stops_before_the_live_point_never_goes_live(recorded: Recorded) -> None:
+    ticket_only = (sys.executable, "-c", "import otel_replay; otel_replay.uuid4()")
+    done = _replay(recorded, "--live-from", "3", program=ticket_only)
+    assert "never went live: no call reached step 3" in done.stdout, done.stdout
+    assert done.returncode == 1  # the recorded steps it never asked for
     assert recorded.standin.received == []
