@@ -145,9 +145,23 @@ def test_a_live_from_step_that_does_not_exist_is_one_line(recorded: Recorded) ->
     assert recorded.standin.received == []
 
 
-def test_a_program_that_stops_before_the_live_point_never_goes_live(recorded: Recorded) -> None:
-    ticket_only = (sys.executable, "-c", "import otel_replay; otel_replay.uuid4()")
-    done = _replay(recorded, "--live-from", "3", program=ticket_only)
-    assert "never went live: no call reached step 3" in done.stdout, done.stdout
-    assert done.returncode == 1  # the recorded steps it never asked for
+def test_before_the_live_point_the_network_is_refused_and_reported(recorded: Recorded) -> None:
+    """The program draws the ticket (step 0), then reaches for the stand-in with urllib, which
+    no replay transport serves, and stops: refused in-process, as no namespace stands in the
+    way, and the fork never goes live."""
+    url = f"{recorded.standin.tools_url}/orders/A-1234"
+    script = (
+        "import urllib.request, otel_replay\n"
+        "otel_replay.uuid4()\n"
+        "try:\n"
+        f"    urllib.request.urlopen({url!r}, timeout=5)\n"
+        "except OSError as exc:\n"
+        "    print('refused:', type(getattr(exc, 'reason', exc)).__name__)\n"
+    )
+    done = _replay(recorded, "--live-from", "3", program=(sys.executable, "-c", script))
     assert recorded.standin.received == []
+    assert "refused: NetworkBlockedError" in done.stdout, done.stdout + done.stderr
+    address = f"{recorded.standin.host}:{recorded.standin.port}"
+    assert f"refused network access: {address}" in done.stdout
+    assert "never went live: no call reached step 3" in done.stdout
+    assert done.returncode == 1
