@@ -156,8 +156,8 @@ class LiveGuard:
 
 def went_live(steps: Iterable[ServedStep], live_from: int) -> WentLive | None:
     """Where the fork whose replayed ``steps`` these are went live (its first live call the
-    rule would not have served: a read tool run live under ``--live-tools read`` before is
-    not it), or None if it never did."""
+    rule would not have served: a tool it matched before and ran live all the same, under
+    ``--live-tools read`` or ``--allow-writes``, is not it), or None if it never did."""
     for step in sorted(steps, key=lambda s: s.order):
         recorded = step.recorded
         served = recorded is not None and recorded < live_from and step.how in _BY_CONTENT

@@ -9,11 +9,14 @@ stand-in, its log of requests cleared first.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
+import anthropic
 import httpx
 import openai
 import pytest
@@ -22,8 +25,7 @@ import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay.errors import NetworkBlockedError, UnmatchedRequestError
-from otel_replay.replay import ReplayResult, Run
-from otel_replay.replay._live_from import went_live
+from otel_replay.replay import ReplayResult, Run, WentLive
 from otel_replay.replay.sources import load_run
 from tests.export._support import Pipeline
 
@@ -78,12 +80,8 @@ def test_steps_before_n_never_reach_the_provider_and_every_later_one_does(
     ]
     assert result.network_attempts == []
     assert result.live_network  # the live calls' own connections, counted
-    found = went_live(result.steps, live_from)
-    assert found is not None and (found.order, found.step, found.early) == (
-        live_from,
-        live_from,
-        False,
-    )
+    found = result.went_live
+    assert found == WentLive(order=live_from, step=live_from, early=False)
     assert found.describe(live_from) == f"live from step {live_from} (request {live_from})"
     document = result.to_json()
     assert (document["live_from"], document["went_live"]) == (
@@ -143,8 +141,8 @@ def test_a_request_that_differs_before_the_live_point_goes_live_there(
     assert [r.path for r in standin.received] == _paths(run, 0)
     first = result.steps[0]
     assert first.live and first.recorded == 0 and first.how != "hash"
-    found = went_live(result.steps, 4)
-    assert found is not None and found.early
+    found = result.went_live
+    assert found == WentLive(order=0, step=0, early=True)
     assert found.describe(4) == (
         "live from step 0 (request 0), before step 4: its request differs from the recording"
     )
@@ -244,3 +242,47 @@ def test_with_writes_allowed_a_write_past_the_live_point_runs(
         (2, True),
         (None, True),
     ]
+
+
+# -- async clients: anthropic (httpx2) and aiohttp --------------------------------------------
+
+ASYNC_RUN = "r_20261129T011000_11fe0003"
+
+
+async def _async_agent(standin: StandIn) -> None:
+    """Steps: 0 a model call, 1 an aiohttp GET of a tool, 2 a streamed model call."""
+    question = {"role": "user", "content": "Where is my order A-1234?"}
+    async with anthropic.AsyncAnthropic(
+        base_url=standin.anthropic_base_url, api_key="sk-test-not-a-secret"
+    ) as client:
+        first = await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=[question]
+        )
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{standin.tools_url}/orders/A-1234") as response,
+        ):
+            order = await response.text()
+        text = first.content[0].text if first.content[0].type == "text" else ""
+        async with client.messages.stream(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            messages=[
+                question,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": order},
+            ],
+        ) as stream:
+            await stream.until_done()
+
+
+def test_async_clients_go_live_after_the_served_steps(standin: StandIn, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with Pipeline(store), otel_replay.run(name="async", run_id=ASYNC_RUN):
+        asyncio.run(_async_agent(standin))
+    standin.clear()
+    with otel_replay.replaying(ASYNC_RUN, store=str(store), live_from=1) as result:
+        asyncio.run(_async_agent(standin))
+    assert [r.path for r in standin.received] == ["/tools/orders/A-1234", "/v1/messages"]
+    assert [(s.recorded, s.live) for s in result.steps] == [(0, False), (1, True), (2, True)]
+    assert result.outcome == "identical", result.first_divergence

@@ -27,10 +27,9 @@ from pathlib import Path
 import pytest
 
 from examples.standin import StandIn
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import ROOT
+from tests.replay.test_envelope_cli import AGENT, CLI, record_orders
 
-AGENT = ROOT / "examples" / "orders_agent.py"
-CLI = Path(sys.executable).parent / "otel-replay"
 CHAT = "/v1/chat/completions"
 
 
@@ -44,28 +43,17 @@ class Recorded:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    root = tmp_path_factory.mktemp("orders-live")
-    store, database = root / "store", root / "orders.sqlite"
     with StandIn(event_delay=0) as standin:
-        done = subprocess.run(
-            [str(INSTRUMENT), sys.executable, str(AGENT), str(database)],
-            env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_orders", STANDIN_URL=standin.base_url),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        with sqlite3.connect(database) as db:
-            db.execute("UPDATE orders SET status = 'delivered'")
-            db.execute("DELETE FROM refunds")
-        yield Recorded(standin, store, database, done.stdout)
+        store, database, printed = record_orders(tmp_path_factory.mktemp("orders-live"), standin)
+        yield Recorded(standin, store, database, printed)
 
 
-def _replay(recorded: Recorded, *flags: str) -> subprocess.CompletedProcess[str]:
+def _replay(
+    recorded: Recorded, *flags: str, program: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     recorded.standin.clear()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STANDIN_"))}
-    program = [sys.executable, str(AGENT), str(recorded.database)]
+    program = program or (sys.executable, str(AGENT), str(recorded.database))
     store = str(recorded.store)
     return subprocess.run(
         [str(CLI), "replay", "r_orders", "--store", store, *flags, "--", *program],
@@ -155,3 +143,25 @@ def test_a_live_from_step_that_does_not_exist_is_one_line(recorded: Recorded) ->
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--live-from 10" in done.stderr
     assert recorded.standin.received == []
+
+
+def test_before_the_live_point_the_network_is_refused_and_reported(recorded: Recorded) -> None:
+    """The program draws the ticket (step 0), then reaches for the stand-in with urllib, which
+    no replay transport serves, and stops: refused in-process, as no namespace stands in the
+    way, and the fork never goes live."""
+    url = f"{recorded.standin.tools_url}/orders/A-1234"
+    script = (
+        "import urllib.request, otel_replay\n"
+        "otel_replay.uuid4()\n"
+        "try:\n"
+        f"    urllib.request.urlopen({url!r}, timeout=5)\n"
+        "except OSError as exc:\n"
+        "    print('refused:', type(getattr(exc, 'reason', exc)).__name__)\n"
+    )
+    done = _replay(recorded, "--live-from", "3", program=(sys.executable, "-c", script))
+    assert recorded.standin.received == []
+    assert "refused: NetworkBlockedError" in done.stdout, done.stdout + done.stderr
+    address = f"{recorded.standin.host}:{recorded.standin.port}"
+    assert f"refused network access: {address}" in done.stdout
+    assert "never went live: no call reached step 3" in done.stdout
+    assert done.returncode == 1
