@@ -520,10 +520,10 @@ class ReplaySession:
         effect: ToolEffect | None,
         live: bool,
     ) -> None:
-        """A request no recorded step answers: it runs ``live`` (a fork past its live point),
-        else it is refused (strict, but for a write tool past a fork's live point, which the
-        capture refuses with its own error), else it runs live, but for a write tool
-        (``effect``), which the capture refuses."""
+        """A request no recorded step answers. It runs ``live`` when a fork past its live
+        point sends it; otherwise strict replay refuses it (a write tool past the live point
+        is left to the capture, which refuses it naming the tool), and a lax one lets it run,
+        but for a write tool (``effect``) the fork does not allow, which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
             partial(
@@ -546,7 +546,7 @@ class ReplaySession:
                 effect_reason=None if effect is None else effect.reason,
             )
         )
-        if self.strict and not live and (self.live_from is None or not self.live_from.live):
+        if self.strict and not live and not self.went_live():
             raise unmatched(self._unmatched_message(method, url, body))
 
     def _unmatched_message(self, method: str, url: str, body: bytes) -> str:
