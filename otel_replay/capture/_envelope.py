@@ -153,6 +153,10 @@ class Server(Protocol):
         """A served step's recorded value could not be given back (``error`` is raised next):
         the replay's verdict is bad input, whatever the program does with the error."""
 
+    def went_live(self) -> bool:
+        """Whether the replay is a fork past its live point (``--live-from``): a call it did
+        not serve runs live, and its step says so (``replay.fork.change`` ``live``)."""
+
 
 _recorder: Recorder | None = None
 _server: Server | None = None
@@ -458,6 +462,8 @@ class _Open:
                 refused = unmatched(message)
                 self.finish(_error_body(refused), qualified_name(refused))
                 raise refused
+            elif server.went_live():
+                self._mark({A.REPLAY_FORK_CHANGE: "live"})
 
     def _take_effect(self, effect: ToolEffect) -> None:
         """The recording says this tool writes, whatever today's settings say (a replay run

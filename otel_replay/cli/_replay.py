@@ -201,11 +201,16 @@ def replay(
         # with no name, passed to it alone: CMD can neither erase nor forge them.
         with tempfile.TemporaryFile(dir=scratch) as launcher_events:
             argv, isolation = _launch(
-                command, strict=strict, isolate=isolate, events_fd=launcher_events.fileno()
+                command,
+                strict=strict,
+                isolate=isolate,
+                live_from=fork.live_from,
+                events_fd=launcher_events.fileno(),
             )
             private = launcher_events if isolation is None else None
             code, events = _run_child(argv, env, report, private, len(recorded.steps), as_json)
     result = _result(recorded, events, isolation, code)
+    result.live_from = fork.live_from
     status = EXIT_STATUS[result.outcome]
     kept = _kept(where, new_id, result)
     if result.bad_value is not None and not as_json:
@@ -286,12 +291,18 @@ def _written(fork: ForkPlan, scratch: Path) -> str:
 
 
 def _launch(
-    command: Sequence[str], *, strict: bool, isolate: bool, events_fd: int
+    command: Sequence[str], *, strict: bool, isolate: bool, live_from: int | None, events_fd: int
 ) -> tuple[list[str], Isolation | None]:
     """How CMD is started, and how it is isolated when known here (None: the launcher says,
-    in its event); the one-line notice is printed when the system is what stands in the way."""
+    in its event); the one-line notice is printed when the system is what stands in the way.
+    A fork that goes live (``live_from``) gets neither namespaces nor the filter: its live
+    part needs the network and the host's sockets, and the in-process guards keep the part
+    before its live point from them."""
     if not strict:
         return list(command), Isolation(False, reason="--no-strict: unmatched requests go live")
+    if live_from is not None:
+        why = f"--live-from {live_from}: calls from step {live_from} on go live"
+        return list(command), Isolation(False, reason=why)
     reason = _isolate.unavailable()
     if reason is None:
         return _isolate.launcher(command, namespaces=isolate, events_fd=events_fd), None

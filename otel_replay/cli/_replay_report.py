@@ -187,6 +187,8 @@ def _isolation(isolation: Isolation | None, subprocesses: int) -> list[Renderabl
         return []
     if isolation.reason is not None and isolation.reason.startswith("--no-strict"):
         return [Text(f"not isolated ({isolation.reason})")]
+    if isolation.reason is not None and isolation.reason.startswith("--live-from"):
+        return [Text(f"not isolated ({isolation.reason}); before then in-process guards applied")]
     if not isolation.isolated:
         if isolation.seccomp:
             return [
@@ -236,9 +238,21 @@ def _isolation(isolation: Isolation | None, subprocesses: int) -> list[Renderabl
     return out
 
 
-def _attempts(refused: int, live: int) -> str:
-    """The summary's count: refused ones (strict), or those let through (--no-strict)."""
-    return f"{live} (let through: --no-strict)" if live and not refused else str(refused)
+def _attempts(refused: int, live: int, why: str) -> str:
+    """The summary's count: refused ones (strict), or those let through (``why``)."""
+    return f"{live} (let through: {why})" if live and not refused else str(refused)
+
+
+def _live_point(result: ReplayResult) -> list[RenderableType]:
+    """Where a fork with a live point went live, and how many calls were sent."""
+    if result.live_from is None:
+        return []
+    went = result.went_live
+    if went is None:
+        return [Text(f"never went live: no call reached step {result.live_from}", style="yellow")]
+    live = sum(1 for s in result.steps if s.live)
+    line = f"{went.describe(result.live_from)}: {live} call(s) sent live"
+    return [Text(printable(line), style="cyan")]
 
 
 def render(
@@ -255,6 +269,7 @@ def render(
                 style="bold red",
             )
         )
+    out.extend(_live_point(result))
     out.extend(_first_divergence(result))
     steps = result.steps
     if steps:
@@ -270,7 +285,8 @@ def render(
     attempts = result.network_attempts
     out.extend(_each("refused network access", attempts, "red", "refused attempts"))
     live = result.live_network
-    out.extend(_each("network access let through (--no-strict)", live, "yellow", "attempts"))
+    why = "--no-strict" if result.live_from is None else "live"
+    out.extend(_each(f"network access let through ({why})", live, "yellow", "attempts"))
     if result.ignored:
         calls = [f"{c} ({n} times)" if n > 1 else c for c, n in result.ignored.items()]
         listed = printable(_named(calls))
@@ -290,7 +306,7 @@ def render(
     summary = Text(
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "
-        f"{result.elapsed_s:.3f} s; network attempts: {_attempts(len(attempts), len(live))}; "
+        f"{result.elapsed_s:.3f} s; network attempts: {_attempts(len(attempts), len(live), why)}; "
         f"subprocesses: {len(subprocesses)}; {kept}"
     )
     out.append(summary)

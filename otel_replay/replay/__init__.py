@@ -2,6 +2,7 @@
 
 from otel_replay.replay._api import replaying
 from otel_replay.replay._diff import Change
+from otel_replay.replay._live_from import WentLive
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import (
     AgentStatus,
@@ -22,5 +23,6 @@ __all__ = [
     "ReplayResult",
     "Run",
     "ServedStep",
+    "WentLive",
     "replaying",
 ]

@@ -90,6 +90,8 @@ def replaying(
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)
     world.start()
+    if session.live_from is not None:
+        session.live_from.on_live(world.go_live)
     use_recorded_seed(recorded.seed)
     try:
         yield session.result

@@ -72,7 +72,10 @@ def start(config: Settings) -> ReplaySession:
         fork=fork,
     )
     install(session)
-    World(run.start_ns, config.clock, config.timing).start()  # for the process's life
+    world = World(run.start_ns, config.clock, config.timing)
+    world.start()  # for the process's life
+    if session.live_from is not None:
+        session.live_from.on_live(world.go_live)
     use_recorded_seed(run.seed)
     use_parent_run(run.run_id)  # this execution is recorded as a replay of that run
     if fork is not None and not fork.empty:

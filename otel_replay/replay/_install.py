@@ -24,6 +24,7 @@ from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
 from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
+from otel_replay.replay._live_from import LiveGuard
 from otel_replay.replay._observe import NetworkObserver
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._transport import transport_classes
@@ -50,8 +51,17 @@ def install(session: ReplaySession) -> Callable[[], None]:
             client._transport_for_url = _chooser(session, cls, choose)
             wrapped.append((client, choose))
     undo_transports = install_transports(session)  # urllib3 (requests, botocore), aiohttp
-    guards: list[SocketGuard | AuditGuard | NetworkObserver] = []
-    if session.strict:
+    guards: list[SocketGuard | AuditGuard | NetworkObserver | LiveGuard] = []
+    if session.live_from is not None:  # strict until the fork goes live
+        guards.append(
+            LiveGuard(
+                session.live_from,
+                session.network_attempt,
+                session.subprocess_started,
+                session.network_live,
+            )
+        )
+    elif session.strict:
         guards.append(SocketGuard(session.network_attempt))
         guards.append(AuditGuard(session.network_attempt, session.subprocess_started))
     else:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from otel_replay.capture._envelope import address
 from otel_replay.capture._run import qualified_name
 from otel_replay.replay._change import Change
+from otel_replay.replay._live_from import WentLive, went_live
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._textdiff import excerpts
 
@@ -380,6 +381,14 @@ class ReplayResult:
         """Network operations a replay that is not strict let through, in order, every one,
         failed ones included (a name that did not resolve): never a divergence, always
         reported."""
+        self.live_from: int | None = None
+        """The fork's live point (``--live-from``), None when it has none."""
+
+    @property
+    def went_live(self) -> WentLive | None:
+        """Where a fork with a live point went live (None: it has none, or never got
+        there); see ``_live_from``."""
+        return None if self.live_from is None else went_live(self._steps, self.live_from)
 
     @property
     def steps(self) -> list[ServedStep]:
@@ -505,6 +514,8 @@ class ReplayResult:
             "steps": [s.to_json() for s in self.steps],
             "network_attempts": self.network_attempts,
             "network_live": list(self.live_network),
+            "live_from": self.live_from,
+            "went_live": None if self.went_live is None else self.went_live.to_json(),
             "ignored": dict(self.ignored),
             "hooked": self.hooked,
             "subprocesses": self.subprocesses,

@@ -58,6 +58,7 @@ from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
+from otel_replay.replay._live_from import LiveFrom
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
@@ -210,6 +211,9 @@ class ReplaySession:
         self.fork = fork if fork is not None else ForkPlan()
         """The fork's plan, checked against ``run`` (empty: a plain replay)."""
         self.timing: Timing = timing
+        live_from = self.fork.live_from
+        self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
+        """The fork's live point, when it has one (``_live_from``)."""
         self.matcher = Matcher(run)
         self._redactor = redactor or Redactor()
         self._report = report
@@ -219,6 +223,7 @@ class ReplaySession:
         self._subprocesses: list[str] = []
         self._started = time.perf_counter()
         self.result = ReplayResult(run, self._steps, self._network, self._subprocesses)
+        self.result.live_from = live_from
         # The replay verb learns the program loaded us; its first process is the program.
         self._write({"type": "start", "pid": os.getpid()})
         mend_in_child(self)
@@ -250,6 +255,8 @@ class ReplaySession:
         url = self._redactor.url(url)
         served = self._served_step(method, url, body, request_hash, sent=True)
         if served is None:
+            if self.went_live() and in_exchange():  # the capture's span of this exchange
+                trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, "live")
             return None
         step, _, _, forked, fault = served
         if forked is not None and in_exchange():  # the capture's span of this exchange
@@ -309,6 +316,10 @@ class ReplaySession:
             forked,
         )
         return answer if fault is None else injected_served(fault, step, answer)
+
+    def went_live(self) -> bool:
+        """Whether this replay is a fork past its live point (``_live_from``)."""
+        return self.live_from is not None and self.live_from.live
 
     def runs_live(self, effect: ToolEffect | None) -> bool:
         """Whether a tool call with ``effect`` runs live instead of being served: a read tool
@@ -372,7 +383,9 @@ class ReplaySession:
         if match is None:
             match = self.matcher.match(method, url, body, request_hash, call_id)
         if match is None:
-            self._record_unmatched(method, url, body, request_hash, effect)
+            self._record_unmatched(
+                method, url, body, request_hash, effect, self._goes_live(None, effect)
+            )
             return None
         step = match.step
         if effect is not None:
@@ -380,13 +393,14 @@ class ReplaySession:
             effect = in_replay(
                 effect, attrs.get(A.REPLAY_TOOL_EFFECT), attrs.get(A.REPLAY_TOOL_EFFECT_REASON)
             )
+        live = self._goes_live(match, effect)
         changes = (
             () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
         )
         served, forked = step, None
-        if self.fork.overrides or self.fork.states:
+        if not live and (self.fork.overrides or self.fork.states):
             served, forked = served_instead(self.fork, step)
-        fault = self.fork.injections.get(step.index)
+        fault = None if live else self.fork.injections.get(step.index)
         if fault is not None and self.matcher.divert(step):  # once: the retry gets the step
             forked = f"inject {fault.given}"
         else:
@@ -403,12 +417,17 @@ class ReplaySession:
                 repeat=match.repeat,
                 fidelity=step.fidelity,
                 changes=changes,
+                live=live,
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
                 forked=forked,
             )
         )
-        return served, order, effect, forked, fault
+        return None if live else (served, order, effect, forked, fault)
+
+    def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
+        """Whether a fork with a live point sends this call live (``_live_from``)."""
+        return self.live_from is not None and self.live_from.sends(match, effect)
 
     def network_attempt(
         self, address: str, host: str | None = None, port: int | None = None
@@ -493,10 +512,18 @@ class ReplaySession:
         self._lock = threading.Lock()
 
     def _record_unmatched(
-        self, method: str, url: str, body: bytes, request_hash: str, effect: ToolEffect | None
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        request_hash: str,
+        effect: ToolEffect | None,
+        live: bool,
     ) -> None:
-        """A request no recorded step answers: refused (strict), else it runs live, but for a
-        write tool (``effect``), which the capture refuses."""
+        """A request no recorded step answers. It runs ``live`` when a fork past its live
+        point sends it; otherwise strict replay refuses it (a write tool past the live point
+        is left to the capture, which refuses it naming the tool), and a lax one lets it run,
+        but for a write tool (``effect``) the fork does not allow, which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
             partial(
@@ -510,13 +537,16 @@ class ReplaySession:
                 repeat=False,
                 fidelity=None,
                 changes=(),
-                live=not self.strict
-                and not (effect is not None and effect.writes and not self.fork.allow_writes),
+                live=live
+                or (
+                    not self.strict
+                    and not (effect is not None and effect.writes and not self.fork.allow_writes)
+                ),
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
             )
         )
-        if self.strict:
+        if self.strict and not live and not self.went_live():
             raise unmatched(self._unmatched_message(method, url, body))
 
     def _unmatched_message(self, method: str, url: str, body: bytes) -> str:

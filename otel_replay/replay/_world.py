@@ -65,6 +65,7 @@ class World:
         self._traveller: Any = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._skipped_ns = 0  # what the skipped sleeps add to the monotonic clocks
+        self._skipping = True  # False once live: sleeps take their time again
         self._outer: World | None = None  # the world current before this one started
         self._lock = threading.Lock()
 
@@ -92,6 +93,15 @@ class World:
         patched, self._patched = self._patched, []
         for owner, name, original in reversed(patched):
             setattr(owner, name, original)
+        if self._travel is not None:
+            self._travel.stop()
+            self._travel = self._traveller = None
+
+    def go_live(self) -> None:
+        """From now on the wall clock is the real one and sleeps take their time (a fork
+        gone live: ``_live_from``). The monotonic clocks keep what the skipped sleeps added:
+        they must never go back."""
+        self._skipping = False
         if self._travel is not None:
             self._travel.stop()
             self._travel = self._traveller = None
@@ -228,7 +238,7 @@ class _Patches:
 def _sleep(real: Callable[[float], None]) -> Callable[[float], None]:
     def sleep(seconds: float) -> None:
         world = _current
-        if world is not None and seconds > 0 and math.isfinite(seconds):
+        if world is not None and world._skipping and seconds > 0 and math.isfinite(seconds):
             world._advance(seconds)
             seconds = 0
         real(seconds)  # 0 still yields the GIL; a bad value fails as it would
@@ -239,7 +249,7 @@ def _sleep(real: Callable[[float], None]) -> Callable[[float], None]:
 def _async_sleep(real: Callable[..., Any]) -> Callable[..., Any]:
     async def async_sleep(delay: float, result: Any = None) -> Any:
         world = _current
-        if world is not None and delay > 0 and math.isfinite(delay):
+        if world is not None and world._skipping and delay > 0 and math.isfinite(delay):
             world._advance(delay)
             delay = 0
         return await real(delay, result)

@@ -21,25 +21,31 @@ AGENT = ROOT / "examples" / "orders_agent.py"
 CLI = Path(sys.executable).parent / "otel-replay"
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
-    """The store, the database (the order since delivered) and what the agent printed."""
-    root = tmp_path_factory.mktemp("orders")
+def record_orders(root: Path, standin: StandIn) -> tuple[Path, Path, str]:
+    """Record the order desk as run ``r_orders`` against ``standin``, then change its
+    database (the order since delivered, the refund gone): the store, the database and what
+    the agent printed."""
     store, database = root / "store", root / "orders.sqlite"
-    with StandIn(event_delay=0.001) as standin:
-        done = subprocess.run(
-            [str(INSTRUMENT), sys.executable, str(AGENT), str(database)],
-            env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_orders", STANDIN_URL=standin.base_url),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, str(AGENT), str(database)],
+        env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_orders", STANDIN_URL=standin.base_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(database) as db:
         db.execute("UPDATE orders SET status = 'delivered'")
         db.execute("DELETE FROM refunds")
     return store, database, done.stdout
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """The store, the database (the order since delivered) and what the agent printed."""
+    with StandIn(event_delay=0.001) as standin:
+        return record_orders(tmp_path_factory.mktemp("orders"), standin)
 
 
 def _replay(store: Path, database: Path, *flags: str) -> subprocess.CompletedProcess[str]:

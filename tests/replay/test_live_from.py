@@ -1,0 +1,288 @@
+"""A fork live from step N (``replaying(..., live_from=N)``): the stand-in keeps running after
+the recording, and counting what it receives proves that no step before N reached it and
+every later one did.
+
+The support agent (the real openai SDK, httpx for its HTTP tools, a streamed last answer) is
+recorded once against the stand-in; every test replays it in-process against the same
+stand-in, its log of requests cleared first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import anthropic
+import httpx
+import openai
+import pytest
+
+import otel_replay
+from examples.standin import StandIn
+from examples.support_agent import CONVERSATION, SupportAgent
+from otel_replay.errors import NetworkBlockedError, UnmatchedRequestError
+from otel_replay.replay import ReplayResult, Run, WentLive
+from otel_replay.replay.sources import load_run
+from tests.export._support import Pipeline
+
+RUN = "r_20261129T010000_11fe0001"
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    with StandIn(event_delay=0) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def recorded(standin: StandIn, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
+    """The store and the support agent's run, recorded once."""
+    store = tmp_path_factory.mktemp("live-from") / "store"
+    with Pipeline(store), otel_replay.run(name="support", seed=7, run_id=RUN):
+        _agent(standin)
+    return store, load_run(RUN, store=str(store))
+
+
+def _agent(standin: StandIn) -> None:
+    with (
+        openai.OpenAI(base_url=standin.openai_base_url, api_key="sk-test-not-a-secret") as client,
+        httpx.Client(base_url=standin.tools_url) as tools,
+    ):
+        agent = SupportAgent(client, tools, "gpt-4o-mini")
+        for number, question in enumerate(CONVERSATION, start=1):
+            agent.ask(question, stream=number == len(CONVERSATION))
+
+
+def _paths(run: Run, start: int) -> list[str]:
+    """The paths the recorded steps from ``start`` on requested, in order."""
+    return [httpx.URL(step.url or "").path for step in run.steps[start:]]
+
+
+@pytest.mark.parametrize("live_from", [0, 4, 8])
+def test_steps_before_n_never_reach_the_provider_and_every_later_one_does(
+    standin: StandIn, recorded: tuple[Path, Run], live_from: int
+) -> None:
+    store, run = recorded
+    assert len(run.steps) == 9  # model, tool, model; model, tool, model; model, tool, model
+    standin.clear()
+    with otel_replay.replaying(RUN, store=str(store), live_from=live_from) as result:
+        _agent(standin)
+    assert [r.path for r in standin.received] == _paths(run, live_from)
+    served = [(s.recorded, s.how, s.live) for s in result.steps[:live_from]]
+    assert served == [(index, "hash", False) for index in range(live_from)]
+    # Every later call went live, each still named by the recorded step it stands for.
+    assert [(s.recorded, s.live) for s in result.steps[live_from:]] == [
+        (index, True) for index in range(live_from, len(run.steps))
+    ]
+    assert result.network_attempts == []
+    assert result.live_network  # the live calls' own connections, counted
+    found = result.went_live
+    assert found == WentLive(order=live_from, step=live_from, early=False)
+    assert found.describe(live_from) == f"live from step {live_from} (request {live_from})"
+    document = result.to_json()
+    assert (document["live_from"], document["went_live"]) == (
+        live_from,
+        {"request": live_from, "step": live_from, "early": False},
+    )
+
+
+def test_the_last_step_live_answers_as_recorded(
+    standin: StandIn, recorded: tuple[Path, Run]
+) -> None:
+    """Live from the last step, the one request sent is the recorded one: identical."""
+    store, _ = recorded
+    with otel_replay.replaying(RUN, store=str(store), live_from=8) as result:
+        _agent(standin)
+    assert result.outcome == "identical", result.first_divergence
+    assert result.steps[-1].live and result.steps[-1].identical
+
+
+def test_the_clock_reads_the_recorded_time_until_the_live_point(
+    standin: StandIn, recorded: tuple[Path, Run]
+) -> None:
+    store, run = recorded
+    assert run.start_ns is not None
+    started = time.time()
+    with otel_replay.replaying(RUN, store=str(store), live_from=8):
+        before = time.time()
+        _agent(standin)
+        after = time.time()
+    assert before == pytest.approx(run.start_ns / 1e9, abs=0.5) and before < started
+    assert after >= started
+
+
+def test_a_network_attempt_before_the_live_point_is_refused_and_reported(
+    standin: StandIn, recorded: tuple[Path, Run]
+) -> None:
+    store, _ = recorded
+    address = (standin.host, standin.port)
+    with otel_replay.replaying(RUN, store=str(store), live_from=4) as result:
+        with pytest.raises(NetworkBlockedError):
+            socket.create_connection(address, timeout=5).close()
+        _agent(standin)
+        socket.create_connection(address, timeout=5).close()  # live now: let through
+    assert result.network_attempts == [f"{standin.host}:{standin.port}"]
+    assert result.outcome == "diverged"  # a refused attempt is a divergence, as in strict
+    assert result.live_network[-1] == f"{standin.host}:{standin.port}"
+
+
+def test_a_request_that_differs_before_the_live_point_goes_live_there(
+    standin: StandIn, recorded: tuple[Path, Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, run = recorded
+    monkeypatch.setenv("SUPPORT_SYSTEM_PROMPT", "You are Bob. Answer in one line.")
+    standin.clear()
+    with otel_replay.replaying(RUN, store=str(store), live_from=4) as result:
+        _agent(standin)
+    assert [r.path for r in standin.received] == _paths(run, 0)
+    first = result.steps[0]
+    assert first.live and first.recorded == 0 and first.how != "hash"
+    found = result.went_live
+    assert found == WentLive(order=0, step=0, early=True)
+    assert found.describe(4) == (
+        "live from step 0 (request 0), before step 4: its request differs from the recording"
+    )
+    assert _first_changes(result) == ["prompt hash", "system instructions (message 0)"]
+
+
+def _first_changes(result: ReplayResult) -> list[str]:
+    divergence = result.first_divergence
+    assert divergence is not None
+    return sorted(change.field for change in divergence.changes)
+
+
+# -- tools and values past the live point ------------------------------------------------------
+
+TOOLS_RUN = "r_20261129T010500_11fe0002"
+RUNS: dict[str, int] = {}
+
+
+@otel_replay.tool(effect="read")
+def stock(item: str) -> int:
+    """How many are in stock."""
+    RUNS["stock"] = RUNS.get("stock", 0) + 1
+    return 3
+
+
+@otel_replay.tool(effect="write")
+def reserve(item: str) -> str:
+    """Reserve one."""
+    RUNS["reserve"] = RUNS.get("reserve", 0) + 1
+    return f"reserved {item}"
+
+
+def _desk(item: str = "lamp") -> tuple[str, int, str]:
+    """Steps: 0 value:uuid4, 1 tool:stock (read), 2 tool:reserve (write)."""
+    ticket = str(otel_replay.uuid4())
+    return ticket, stock(item), reserve(item)
+
+
+@pytest.fixture(scope="module")
+def desk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, int, str]]:
+    store = tmp_path_factory.mktemp("live-from-tools") / "store"
+    with Pipeline(store), otel_replay.run(name="desk", run_id=TOOLS_RUN):
+        done = _desk()
+    RUNS.clear()
+    return store, done
+
+
+def test_past_the_live_point_values_and_read_tools_are_live_and_writes_served(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, (ticket, _, reserved) = desk
+    with otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=0) as result:
+        again = _desk()
+    assert again[0] != ticket  # drawn live
+    assert again[2] == reserved and RUNS == {"stock": 1}  # the write was served, not run
+    assert [(s.recorded, s.live) for s in result.steps] == [(0, True), (1, True), (2, False)]
+    assert result.identical, result.first_divergence  # asked as recorded, answered alike
+
+
+def test_a_write_the_recording_cannot_serve_past_the_live_point_is_refused(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, _ = desk
+    RUNS.clear()
+    with (
+        pytest.raises(
+            UnmatchedRequestError,
+            match=r"tool 'reserve' \(step \d+\) has no recorded call.*--allow-writes",
+        ),
+        otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=1) as result,
+    ):
+        _desk()
+        reserve("desk")  # a second reservation: the recording has none left to serve
+    assert RUNS == {"stock": 1}  # the read ran live; the write never ran
+    assert [(s.recorded, s.live) for s in result.steps] == [
+        (0, False),
+        (1, True),
+        (2, False),
+        (None, False),
+    ]
+
+
+def test_with_writes_allowed_a_write_past_the_live_point_runs(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, _ = desk
+    RUNS.clear()
+    with otel_replay.replaying(
+        TOOLS_RUN, store=str(store), live_from=1, allow_writes=True
+    ) as result:
+        _desk()
+        assert reserve("desk") == "reserved desk"
+    assert RUNS == {"stock": 1, "reserve": 2}  # each write ran once, the unrecorded one too
+    assert [(s.recorded, s.live) for s in result.steps] == [
+        (0, False),
+        (1, True),
+        (2, True),
+        (None, True),
+    ]
+
+
+# -- async clients: anthropic (httpx2) and aiohttp --------------------------------------------
+
+ASYNC_RUN = "r_20261129T011000_11fe0003"
+
+
+async def _async_agent(standin: StandIn) -> None:
+    """Steps: 0 a model call, 1 an aiohttp GET of a tool, 2 a streamed model call."""
+    question = {"role": "user", "content": "Where is my order A-1234?"}
+    async with anthropic.AsyncAnthropic(
+        base_url=standin.anthropic_base_url, api_key="sk-test-not-a-secret"
+    ) as client:
+        first = await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=[question]
+        )
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{standin.tools_url}/orders/A-1234") as response,
+        ):
+            order = await response.text()
+        text = first.content[0].text if first.content[0].type == "text" else ""
+        async with client.messages.stream(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            messages=[
+                question,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": order},
+            ],
+        ) as stream:
+            await stream.until_done()
+
+
+def test_async_clients_go_live_after_the_served_steps(standin: StandIn, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with Pipeline(store), otel_replay.run(name="async", run_id=ASYNC_RUN):
+        asyncio.run(_async_agent(standin))
+    standin.clear()
+    with otel_replay.replaying(ASYNC_RUN, store=str(store), live_from=1) as result:
+        asyncio.run(_async_agent(standin))
+    assert [r.path for r in standin.received] == ["/tools/orders/A-1234", "/v1/messages"]
+    assert [(s.recorded, s.live) for s in result.steps] == [(0, False), (1, True), (2, True)]
+    assert result.outcome == "identical", result.first_divergence
