@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import IO, NamedTuple
 
@@ -178,6 +178,20 @@ _IGNORED = {
 _IGNORED_HEAD = Answer(404, ANSWER_HEADERS, (), (), None)
 
 
+@dataclass(frozen=True)
+class _Serving:
+    """How the recording answers one call: the step served (a fork's override in its
+    place), the order of the serving recorded, a tool call's effect in the replay (the
+    call's own, which the recording may outweigh), what the fork changed there
+    (``replay.fork.change``) and the fault it injects in the step's place, if any."""
+
+    step: RecordedStep
+    order: int
+    effect: ToolEffect | None
+    forked: str | None
+    fault: Fault | None
+
+
 class ReplaySession:
     """Answers requests from ``run``.
 
@@ -258,9 +272,9 @@ class ReplaySession:
             if self.went_live() and in_exchange():  # the capture's span of this exchange
                 trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, "live")
             return None
-        step, _, _, forked, fault = served
-        if forked is not None and in_exchange():  # the capture's span of this exchange
-            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, forked)
+        step, fault = served.step, served.fault
+        if served.forked is not None and in_exchange():  # the capture's span of this exchange
+            trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
         answer = _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
         return answer if fault is None else injected_answer(fault, step, answer)
 
@@ -300,7 +314,7 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step, order, effect, forked, fault = served
+        step = served.step
         content_type = next(
             (v for k, v in step.response_headers if k.lower() == "content-type"), None
         )
@@ -311,11 +325,11 @@ class ReplaySession:
             self.run.run_id,
             step.index,
             shape,
-            effect,
-            order,
-            forked,
+            served.effect,
+            served.order,
+            served.forked,
         )
-        return answer if fault is None else injected_served(fault, step, answer)
+        return answer if served.fault is None else injected_served(served.fault, step, answer)
 
     def went_live(self) -> bool:
         """Whether this replay is a fork past its live point (``_live_from``)."""
@@ -360,11 +374,10 @@ class ReplaySession:
         sent: bool = False,
         call_id: str | None = None,
         effect: ToolEffect | None = None,
-    ) -> tuple[RecordedStep, int, ToolEffect | None, str | None, Fault | None] | None:
-        """The recorded step that answers the (redacted) request, with the order of the
-        serving recorded, the effect of a tool call (``effect``, the call's own) in the
-        replay, what the fork changed there and the fault it injects in the step's place, if
-        any; None (recorded as live) or UnmatchedRequestError (strict) when none does.
+    ) -> _Serving | None:
+        """How the recording answers the (redacted) request; None (recorded as live: an
+        unmatched call outside strict mode, or a fork past its live point) or
+        UnmatchedRequestError (strict) when it does not.
 
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
@@ -423,7 +436,7 @@ class ReplaySession:
                 forked=forked,
             )
         )
-        return None if live else (served, order, effect, forked, fault)
+        return None if live else _Serving(served, order, effect, forked, fault)
 
     def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
         """Whether a fork with a live point sends this call live (``_live_from``)."""
