@@ -57,17 +57,18 @@ def no_connections() -> Iterator[list[str]]:
         _WATCHING[0] = False
 
 
-Recording = Callable[[Callable[[str], Any]], tuple[str, str, Any]]
+Recording = Callable[..., tuple[str, str, Any]]
 
 
 @pytest.fixture
 def record(tmp_path: Path) -> Recording:
-    """``record(work)`` runs ``work(openai_base_url)`` against a fresh stand-in under the
-    recording pipeline; returns ``(store, run_id, work's result)``."""
+    """``record(work, event_delay=0.002)`` runs ``work(openai_base_url)`` against a fresh
+    stand-in (``event_delay``: seconds between its stream events) under the recording
+    pipeline; returns ``(store, run_id, work's result)``."""
 
-    def go(work: Callable[[str], Any]) -> tuple[str, str, Any]:
+    def go(work: Callable[[str], Any], event_delay: float = 0.002) -> tuple[str, str, Any]:
         store = tmp_path / "store"
-        with StandIn(event_delay=0.002) as standin, Pipeline(store) as pipe:
+        with StandIn(event_delay=event_delay) as standin, Pipeline(store) as pipe:
             result = work(standin.openai_base_url)
             run_id = pipe.run.run_id
         return str(store), run_id, result
@@ -306,18 +307,28 @@ def test_errors_are_replayed_as_recorded(record: Recording) -> None:
 
 def test_recorded_timing_paces_streams(record: Recording) -> None:
     def stream(url: str) -> float:
-        started = time.perf_counter()
-        _ask(url, "Tell me a long story about A-1.", stream=True)
-        return time.perf_counter() - started
+        """Seconds from the stream's first chunk to its last (the client's set-up aside)."""
+        with openai.OpenAI(base_url=url, api_key=KEY, max_retries=0) as client:
+            chunks = client.chat.completions.create(
+                **_chat("Tell me a long story about A-1.", stream=True)
+            )
+            rest = iter(chunks)
+            next(rest)
+            first = time.perf_counter()
+            for _ in rest:
+                pass
+            return time.perf_counter() - first
 
-    store, run_id, _ = record(stream)
+    store, run_id, _ = record(stream, event_delay=0.04)
     with otel_replay.replaying(run_id, store=store, timing="fast"):
         fast_s = stream(DEAD_URL)
     with otel_replay.replaying(run_id, store=store, timing="recorded") as result:
         paced_s = stream(DEAD_URL)
-    last_chunk_s = result.run.steps[0].chunks[-1][1] / 1e9
-    assert paced_s >= last_chunk_s * 0.9
-    assert fast_s < paced_s
+    chunks = result.run.steps[0].chunks
+    spread_s = (chunks[-1][1] - chunks[0][1]) / 1e9
+    assert spread_s > 0.25, spread_s
+    assert paced_s >= spread_s * 0.9
+    assert fast_s < spread_s / 2, (fast_s, spread_s)  # served from memory, not paced
 
 
 def test_the_recorded_seed_makes_the_code_draw_the_same_numbers(record: Recording) -> None:
