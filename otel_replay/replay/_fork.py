@@ -182,8 +182,9 @@ class ForkPlan:
         for index in sorted(set(self.overrides) & set(self.injections)):
             raise ConfigError(f"step {index} is given to both --override and --inject")
         for index, override in sorted(self.overrides.items()):
-            _fits_override(override, step_of("--override", index))
+            step = step_of("--override", index)
             self._before_live("--override", index)
+            _fits_override(override, step)
         for index, fault in sorted(self.injections.items()):
             step = step_of("--inject", index)
             if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
@@ -431,7 +432,7 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
     try:
         parsed_answer(step.endpoint, override.body)
     except CodecError as exc:
-        raise ConfigError(f"{what}: not a {step.endpoint} response body ({exc})") from None
+        raise ConfigError(f"{what}: not an {step.endpoint} response body ({exc})") from None
 
 
 def _checkpoint_name(step: RecordedStep) -> str:

@@ -113,6 +113,7 @@ def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> Non
         ({"inject": ["1=tool:error"]}, "step 1 is a llm step"),
         ({"inject": ["0=timeout"]}, "step 0 is a value step"),
         ({"override": ["1=[1]"]}, "give a provider response body (a JSON object) or text:"),
+        ({"override": ['1={"answer": "hi"}']}, "(it has no 'choices' list)"),
         ({"override": ["2=plain"]}, "whose answer is JSON"),
         ({"override": ["2=503:{}"]}, "only an HTTP step takes a status"),
         ({"override": ["5=1"], "live_from": 4}, "--override 5: the step is not served"),

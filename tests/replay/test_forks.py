@@ -194,6 +194,10 @@ def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -
         (("--inject", "2=timeout", "--inject", "2=timeout"), "--inject: step 2 is given twice"),
         (("--inject", "2=http:429"), "step 2 is a tool step (tool:lookup_order)"),
         (("--state", "nowhere={}"), "no checkpoint of that name (its checkpoints: after_search)"),
+        (
+            ("--override", '3={"type": "message", "content": [{"type": "text", "text": "Hi"}]}'),
+            "not an openai.chat_completions response body (it has no 'choices' list)",
+        ),
     ],
 )
 def test_a_bad_fork_is_one_line_and_exit_2(
