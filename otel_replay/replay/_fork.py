@@ -193,13 +193,21 @@ class ForkPlan:
                     f"({step.endpoint}), which a {fault.kind} fault does not fit"
                 )
             self._before_live("--inject", index)
-        named = {_checkpoint_name(s) for s in run.steps if s.kind == "checkpoint"}
+        named: dict[str, int] = {}  # each checkpoint name's first step
+        for s in run.steps:
+            if s.kind == "checkpoint":
+                named.setdefault(_checkpoint_name(s), s.index)
         for name in self.states:
             if name not in named:
                 known = ", ".join(sorted(n for n in named if n)) or "none"
                 raise ConfigError(
                     f"--state {name}: run {run.run_id} has no checkpoint of that name "
                     f"(its checkpoints: {known})"
+                )
+            if self.live_from is not None and named[name] >= self.live_from:
+                raise ConfigError(
+                    f"--state {name}: its checkpoint (step {named[name]}) is not served from "
+                    f"the recording (--live-from {self.live_from} runs it live)"
                 )
         return self
 

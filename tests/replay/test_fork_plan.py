@@ -118,6 +118,10 @@ def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> Non
         ({"override": ["2=503:{}"]}, "only an HTTP step takes a status"),
         ({"override": ["5=1"], "live_from": 4}, "--override 5: the step is not served"),
         ({"state": ["nowhere={}"]}, "no checkpoint of that name (its checkpoints: after_search)"),
+        (
+            {"state": ["after_search={}"], "live_from": 4},
+            "--state after_search: its checkpoint (step 4) is not served from the recording",
+        ),
     ],
 )
 def test_a_plan_that_does_not_fit_the_run_is_refused(

@@ -195,6 +195,10 @@ def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -
         (("--inject", "2=http:429"), "step 2 is a tool step (tool:lookup_order)"),
         (("--state", "nowhere={}"), "no checkpoint of that name (its checkpoints: after_search)"),
         (
+            ("--state", "after_search={}", "--live-from", "5"),
+            "--state after_search: its checkpoint (step 5) is not served from the recording",
+        ),
+        (
             ("--override", '3={"type": "message", "content": [{"type": "text", "text": "Hi"}]}'),
             "not an openai.chat_completions response body (it has no 'choices' list)",
         ),
