@@ -63,7 +63,7 @@ class Override:
 
     def describe(self) -> str:
         """``override @result.json``: what ``replay.fork.change`` and the report say."""
-        return f"override {self.given or 'value'}"
+        return f"override {_shown(self.given) or 'value'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class Fault:
 
     def describe(self) -> str:
         """``inject http:429``: what ``replay.fork.change`` and the report say."""
-        return f"inject {self.given or self.kind}"
+        return f"inject {_shown(self.given) or self.kind}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +189,7 @@ class ForkPlan:
             step = step_of("--inject", index)
             if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
                 raise ConfigError(
-                    f"--inject {index}={fault.given}: step {index} is a {step.kind} step "
+                    f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.kind)} "
                     f"({step.endpoint}), which a {fault.kind} fault does not fit"
                 )
             self._before_live("--inject", index)
@@ -361,9 +361,8 @@ def _must_be_json(what: str, spec: str, body: bytes) -> None:
     try:
         json.loads(body)
     except ValueError:
-        shown = spec if len(spec) <= 60 else spec[:59] + "…"
         raise ConfigError(
-            f"{what}={shown}: not JSON (give @FILE, text:TEXT or inline JSON)"
+            f"{what}={_shown(spec)}: not JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
 
 
@@ -410,11 +409,11 @@ def _fault(step: int, spec: str, base: Path | None) -> Fault:
 
 def _fits_override(override: Override, step: RecordedStep) -> None:
     """ConfigError when ``override`` cannot answer ``step`` (by the step's kind)."""
-    what = f"--override {override.step}={override.given or '…'}"
+    what = f"--override {override.step}={_shown(override.given) or '…'}"
     if override.status is not None and step.kind != "http":
         raise ConfigError(
-            f"{what}: only an HTTP step takes a status; step {step.index} is a "
-            f"{step.kind} step ({step.endpoint})"
+            f"{what}: only an HTTP step takes a status; step {step.index} is "
+            f"{_a(step.kind)} ({step.endpoint})"
         )
     if step.kind == "llm" and step.endpoint not in ENDPOINTS:
         raise ConfigError(
@@ -427,7 +426,7 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
         value = json.loads(override.body)
     except ValueError:
         raise ConfigError(
-            f"{what}: step {step.index} is a {step.kind} step ({step.endpoint}), whose answer "
+            f"{what}: step {step.index} is {_a(step.kind)} ({step.endpoint}), whose answer "
             "is JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
     if step.kind != "llm":
@@ -441,6 +440,17 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
         parsed_answer(step.endpoint, override.body)
     except CodecError as exc:
         raise ConfigError(f"{what}: not an {step.endpoint} response body ({exc})") from None
+
+
+def _shown(spec: str) -> str:
+    """``spec`` cut to 60 characters: an inline JSON body can be long, and it is echoed in
+    messages, the report and ``replay.fork.change``."""
+    return spec if len(spec) <= 60 else spec[:59] + "…"
+
+
+def _a(kind: str) -> str:
+    """``a model step``, ``an HTTP step``: a step kind as a message says it."""
+    return {"llm": "a model step", "http": "an HTTP step"}.get(kind, f"a {kind} step")
 
 
 def _checkpoint_name(step: RecordedStep) -> str:

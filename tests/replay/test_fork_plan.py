@@ -110,7 +110,7 @@ def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> Non
         ({"live_from": 6}, "--live-from 6: no such step"),
         ({"override": ["1=2"], "inject": ["1=timeout"]}, "step 1 is given to both"),
         ({"inject": ["2=http:429"]}, "step 2 is a tool step (tool:lookup_order), which a http"),
-        ({"inject": ["1=tool:error"]}, "step 1 is a llm step"),
+        ({"inject": ["1=tool:error"]}, "step 1 is a model step (openai.chat_completions)"),
         ({"inject": ["0=timeout"]}, "step 0 is a value step"),
         ({"override": ["1=[1]"]}, "give a provider response body (a JSON object) or text:"),
         ({"override": ['1={"answer": "hi"}']}, "(it has no 'choices' list)"),

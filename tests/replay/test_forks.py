@@ -148,6 +148,14 @@ def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     assert forked[3] == "override text:In text." and forked[8] == "override @answer.json"
 
 
+def test_a_long_inline_answer_is_named_by_its_start(recorded: tuple[Path, Path]) -> None:
+    inline = json.dumps(CHAT_BODY)
+    done = _fork(recorded, "--override", f"3={inline}")
+    assert "agent> From JSON.\n" in done.stderr
+    change = f"override {inline[:59]}…"
+    assert json.loads(done.stdout)["fork"] == [{"step": 3, "change": change}]
+
+
 def test_a_value_and_an_http_answer_are_overridden(recorded: tuple[Path, Path]) -> None:
     store, _ = recorded
     done = _fork(
