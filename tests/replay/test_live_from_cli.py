@@ -92,6 +92,8 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert _refunds(recorded.database) == 0  # refund_order was served, not run
     assert "live from step 3 (request 3)" in done.stdout
+    assert "live from step 3 (request 3): 5 call(s) sent live" in done.stdout
+    assert "9 requests, 4 served from 10 recorded steps;" in done.stdout
     rows = _rows(done.stdout)
     assert [result for _, result in rows[:3]] == ["identical"] * 3
     assert all(result.startswith("live") for _, result in rows[3:6]), rows
