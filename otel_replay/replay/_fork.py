@@ -41,7 +41,7 @@ _FAULTS_FOR: dict[str, frozenset[str]] = {
     "http": frozenset({"http", "timeout", "disconnect", "stream-cut"}),
     "tool": frozenset({"tool-error"}),
 }
-_STATUS = re.compile(r"([1-5][0-9][0-9]):")
+_STATUS = re.compile(r"([0-9]{3}):")
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +377,8 @@ def _override(step: int, spec: object, base: Path | None) -> Override:
     matched = _STATUS.match(spec)
     if matched is not None:
         status, rest = int(matched.group(1)), spec[matched.end() :]
+        if not 100 <= status <= 599:  # a typo, not a body that happens to start so
+            raise ConfigError(f"{what}={_shown(spec)}: expected STATUS:SPEC with STATUS 100-599")
     if rest.startswith("text:"):
         return Override(step, rest[5:].encode(), text=True, status=status, given=spec)
     body = _read(what, rest, base) if rest.startswith("@") else rest.encode()

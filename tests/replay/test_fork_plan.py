@@ -91,6 +91,7 @@ def test_every_fault_parses(spec: str, kind: str, fields: dict[str, object]) -> 
         ({"inject": ["1=boom"]}, "--inject 1=boom: unknown fault"),
         ({"inject": ["1=stream-cut:x"]}, "expected stream-cut:BYTES"),
         ({"override": ["2=@missing.json"]}, "--override 2: cannot read"),
+        ({"override": ["3=999:@error.json"]}, "--override 3=999:@error.json: expected STATUS:"),
         ({"state": ["s=not json"]}, "--state s=not json: not JSON"),
         ({"live_from": -1}, "--live-from -1: expected a step number >= 0"),
         ({"allow_writes": "yes"}, "allow_writes='yes' is not True or False"),

@@ -202,6 +202,7 @@ def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -
         (("--inject", "2=timeout", "--inject", "2=timeout"), "--inject: step 2 is given twice"),
         (("--inject", "2=http:429"), "step 2 is a tool step (tool:lookup_order)"),
         (("--state", "nowhere={}"), "no checkpoint of that name (its checkpoints: after_search)"),
+        (("--override", "4=999:@error.json"), "expected STATUS:SPEC with STATUS 100-599"),
         (
             ("--state", "after_search={}", "--live-from", "5"),
             "--state after_search: its checkpoint (step 5) is not served from the recording",
