@@ -129,6 +129,19 @@ def test_an_overridden_tool_result_reaches_the_program_and_the_fork_is_a_run(
     assert "first divergence: step 2 (tool:lookup_order): response" in diffed.stdout
 
 
+def test_a_fork_of_a_fork_is_drawn_under_its_own_parent(recorded: tuple[Path, Path]) -> None:
+    store, database = recorded
+    first = json.loads(_fork(recorded, "--override", "8=text:Once.").stdout)["replay_run_id"]
+    agent = [sys.executable, "-m", "tests.replay._fork_agent", str(database)]
+    flags = ["--store", str(store), "--json", "--override", "8=text:Twice."]
+    again = _cli(store, "replay", first, *flags, "--", *agent)
+    second = json.loads(again.stdout)["replay_run_id"]
+    runs = _cli(store, "runs").stdout.splitlines()
+    at = next(i for i, line in enumerate(runs) if line.startswith(f"└ {first}"))
+    assert runs[at + 1].startswith(f"  └ {second}"), runs  # one level further in
+    assert f"fork of {first}" in runs[at + 1]
+
+
 def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
