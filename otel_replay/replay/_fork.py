@@ -184,9 +184,11 @@ class ForkPlan:
         for index, override in sorted(self.overrides.items()):
             step = step_of("--override", index)
             self._before_live("--override", index)
+            self._reached("--override", step, steps)
             _fits_override(override, step)
         for index, fault in sorted(self.injections.items()):
             step = step_of("--inject", index)
+            self._reached("--inject", step, steps)
             if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
                 raise ConfigError(
                     f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.kind)} "
@@ -210,6 +212,21 @@ class ForkPlan:
                     f"the recording (--live-from {self.live_from} runs it live)"
                 )
         return self
+
+    def _reached(self, flag: str, step: RecordedStep, steps: Mapping[int, RecordedStep]) -> None:
+        """ConfigError when ``step`` was made inside a write tool's body, which the fork
+        serves whole (no --allow-writes): nothing would ever ask for the step."""
+        seen = {step.index}
+        tool = steps.get(step.within) if step.within is not None else None
+        while tool is not None and tool.index not in seen:
+            if _writes(tool) and not self.allow_writes:
+                raise ConfigError(
+                    f"{flag} {step.index}: the step is made inside step {tool.index} "
+                    f"({tool.endpoint}), a write tool the fork serves whole without running "
+                    f"it; change step {tool.index}, or add --allow-writes"
+                )
+            seen.add(tool.index)
+            tool = steps.get(tool.within) if tool.within is not None else None
 
     def _before_live(self, flag: str, index: int) -> None:
         if self.live_from is not None and index >= self.live_from:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,15 @@ def test_a_plan_that_does_not_fit_the_run_is_refused(
     with pytest.raises(ConfigError, match=None) as caught:
         ForkPlan.build(**options).check(RUN)  # type: ignore[arg-type]
     assert message in str(caught.value)
+
+
+def test_a_step_made_inside_a_write_tool_is_changed_only_when_the_tool_runs() -> None:
+    nested = replace(_step(6, "value", "value:uuid4"), within=5)
+    run = Run("r_nested", "test", (*RUN.steps, nested))
+    for options in ({"override": {6: '"0000"'}}, {"inject": {6: "timeout"}}):
+        with pytest.raises(ConfigError, match=r"made inside step 5 \(tool:refund_order\)"):
+            ForkPlan.build(**options).check(run)  # type: ignore[arg-type]
+    assert ForkPlan.build(override={6: '"0000"'}, allow_writes=True).check(run)
 
 
 def test_the_fork_step_is_the_first_that_differs() -> None:

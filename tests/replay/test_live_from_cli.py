@@ -128,6 +128,18 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
     ], marks
 
 
+def test_a_step_made_inside_a_write_tool_is_not_forked_alone(recorded: Recorded) -> None:
+    """Step 7, the uuid drawn inside refund_order, is served with it: an override there would
+    never be asked for, so it is refused before the program runs."""
+    done = _replay(recorded, "--override", '7="00000000-0000-0000-0000-000000000000"')
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        "Error: --override 7: the step is made inside step 6 (tool:refund_order), a write "
+        "tool the fork serves whole without running it; change step 6, or add --allow-writes"
+    )
+    assert recorded.standin.received == []
+
+
 def test_live_from_the_start_draws_values_live(recorded: Recorded) -> None:
     started = dt.datetime.now(dt.timezone.utc)
     done = _replay(recorded, "--live-from", "0")
