@@ -165,9 +165,10 @@ class ForkPlan:
             raise ConfigError(f"allow_writes={allow_writes!r} is not True or False")
         return cls(overrides, injections, states, live_from, allow_writes)
 
-    def check(self, run: Run) -> ForkPlan:
+    def check(self, run: Run, *, live_read_tools: bool = False) -> ForkPlan:
         """This plan, once every step it names exists in ``run`` and takes what it is given;
-        raises ConfigError naming the first that does not."""
+        raises ConfigError naming the first that does not. ``live_read_tools``: read tools
+        run (``--live-tools read``), so the steps made inside them are asked for."""
         steps = {step.index: step for step in run.steps}
         span = f"run {run.run_id} has steps {min(steps)}-{max(steps)}" if steps else "no steps"
 
@@ -184,17 +185,17 @@ class ForkPlan:
         for index, override in sorted(self.overrides.items()):
             step = step_of("--override", index)
             self._before_live("--override", index)
-            self._reached("--override", step, steps)
+            self._reached("--override", step, steps, live_read_tools)
             _fits_override(override, step)
         for index, fault in sorted(self.injections.items()):
             step = step_of("--inject", index)
-            self._reached("--inject", step, steps)
+            self._before_live("--inject", index)
+            self._reached("--inject", step, steps, live_read_tools)
             if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
                 raise ConfigError(
                     f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.kind)} "
                     f"({step.endpoint}), which a {fault.kind} fault does not fit"
                 )
-            self._before_live("--inject", index)
         named: dict[str, int] = {}  # each checkpoint name's first step
         for s in run.steps:
             if s.kind == "checkpoint":
@@ -213,17 +214,24 @@ class ForkPlan:
                 )
         return self
 
-    def _reached(self, flag: str, step: RecordedStep, steps: Mapping[int, RecordedStep]) -> None:
-        """ConfigError when ``step`` was made inside a write tool's body, which the fork
-        serves whole (no --allow-writes): nothing would ever ask for the step."""
+    def _reached(
+        self, flag: str, step: RecordedStep, steps: Mapping[int, RecordedStep], live_reads: bool
+    ) -> None:
+        """ConfigError when ``step`` was made inside the body of a tool the fork serves whole
+        (a write without --allow-writes, a read without --live-tools read): nothing would
+        ever ask for the step."""
         seen = {step.index}
         tool = steps.get(step.within) if step.within is not None else None
         while tool is not None and tool.index not in seen:
-            if _writes(tool) and not self.allow_writes:
+            writes = _writes(tool)
+            if not (self.allow_writes if writes else live_reads):
+                effect, flag_that_runs = (
+                    ("write", "--allow-writes") if writes else ("read", "--live-tools read")
+                )
                 raise ConfigError(
                     f"{flag} {step.index}: the step is made inside step {tool.index} "
-                    f"({tool.endpoint}), a write tool the fork serves whole without running "
-                    f"it; change step {tool.index}, or add --allow-writes"
+                    f"({tool.endpoint}), a {effect} tool the fork serves whole without "
+                    f"running it; change step {tool.index}, or add {flag_that_runs}"
                 )
             seen.add(tool.index)
             tool = steps.get(tool.within) if tool.within is not None else None

@@ -134,13 +134,17 @@ def test_a_plan_that_does_not_fit_the_run_is_refused(
     assert message in str(caught.value)
 
 
-def test_a_step_made_inside_a_write_tool_is_changed_only_when_the_tool_runs() -> None:
-    nested = replace(_step(6, "value", "value:uuid4"), within=5)
-    run = Run("r_nested", "test", (*RUN.steps, nested))
+def test_a_step_made_inside_a_tool_is_changed_only_when_the_tool_runs() -> None:
+    in_write = replace(_step(6, "value", "value:uuid4"), within=5)
+    in_read = replace(_step(7, "http", "GET /orders"), within=2)
+    run = Run("r_nested", "test", (*RUN.steps, in_write, in_read))
     for options in ({"override": {6: '"0000"'}}, {"inject": {6: "timeout"}}):
         with pytest.raises(ConfigError, match=r"made inside step 5 \(tool:refund_order\)"):
             ForkPlan.build(**options).check(run)  # type: ignore[arg-type]
     assert ForkPlan.build(override={6: '"0000"'}, allow_writes=True).check(run)
+    with pytest.raises(ConfigError, match=r"a read tool .* or add --live-tools read"):
+        ForkPlan.build(inject={7: "timeout"}).check(run)
+    assert ForkPlan.build(inject={7: "timeout"}).check(run, live_read_tools=True)
 
 
 def test_the_fork_step_is_the_first_that_differs() -> None:
