@@ -190,7 +190,7 @@ def replay(
         recorded = without_background(recorded, ignore)  # as the program's session does
         if not recorded.steps:
             raise CliError(f"{recorded.source} has no replayable steps")
-        fork = fork.check(recorded)
+        fork = fork.check(recorded, live_read_tools=live_tools == "read")
         report = Path(scratch) / "events.jsonl"
         report.touch()
         new_id = new_run_id()

@@ -302,7 +302,8 @@ def render(
     contained = label != "subprocess (possible escape)"
     out.extend(_each(label, subprocesses, "" if contained else "yellow", "subprocesses"))
     out.extend(_isolation(isolation, len(subprocesses)))
-    served = sum(1 for s in steps if s.recorded is not None)
+    # A call that ran live was matched to a recorded step but not answered from it.
+    served = sum(1 for s in steps if s.recorded is not None and not s.live)
     summary = Text(
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "

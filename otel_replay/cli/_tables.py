@@ -117,12 +117,16 @@ def runs_table(runs: list[RunInfo], now_ns: int) -> Table:
         rows.columns[column].justify = "right"
     for column in (0, 1, 2):
         rows.columns[column].no_wrap = True
-    listed = {run.run_id for run in runs}
+    depths: dict[str, int] = {}
     for run in runs:
-        # A fork listed under its parent (``forks_under_parents``) is drawn as its branch.
-        branch = run.mode == "fork" and run.parent_run_id in listed
+        # A fork listed under its parent (``forks_under_parents``) is drawn as its branch, a
+        # fork of a fork one step further in.
+        parent = run.parent_run_id if run.mode == "fork" else None
+        depth = depths[parent] + 1 if parent in depths else 0
+        depths[run.run_id] = depth
+        branch = "  " * (depth - 1) + "└ " if depth else ""
         rows.add_row(
-            Text("└ " if branch else "", style="dim").append(printable(run.run_id), style="bold"),
+            Text(branch, style="dim").append(printable(run.run_id), style="bold"),
             Text(when(run.start_ns, now_ns)),
             _status(run),
             _mode(run),

@@ -77,7 +77,7 @@ def replaying(
         state=state,
         live_from=live_from,
         allow_writes=allow_writes,
-    ).check(recorded)
+    ).check(recorded, live_read_tools=live_tools == "read")
     session = ReplaySession(
         recorded,
         strict=strict,

@@ -56,7 +56,8 @@ def start(config: Settings) -> ReplaySession:
 
     try:
         run = load_run(config.run or "", store=config.store)
-        fork = ForkPlan.read(config.fork).check(run) if config.fork else None
+        plan = ForkPlan.read(config.fork) if config.fork else None
+        fork = plan.check(run, live_read_tools=config.live_read_tools) if plan else None
         # Unbuffered, for appending: each event is one write, whichever process makes it.
         report = open(config.report, "ab", buffering=0) if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:

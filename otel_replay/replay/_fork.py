@@ -41,7 +41,7 @@ _FAULTS_FOR: dict[str, frozenset[str]] = {
     "http": frozenset({"http", "timeout", "disconnect", "stream-cut"}),
     "tool": frozenset({"tool-error"}),
 }
-_STATUS = re.compile(r"([1-5][0-9][0-9]):")
+_STATUS = re.compile(r"([0-9]{3}):")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Override:
 
     def describe(self) -> str:
         """``override @result.json``: what ``replay.fork.change`` and the report say."""
-        return f"override {self.given or 'value'}"
+        return f"override {_shown(self.given) or 'value'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class Fault:
 
     def describe(self) -> str:
         """``inject http:429``: what ``replay.fork.change`` and the report say."""
-        return f"inject {self.given or self.kind}"
+        return f"inject {_shown(self.given) or self.kind}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +165,10 @@ class ForkPlan:
             raise ConfigError(f"allow_writes={allow_writes!r} is not True or False")
         return cls(overrides, injections, states, live_from, allow_writes)
 
-    def check(self, run: Run) -> ForkPlan:
+    def check(self, run: Run, *, live_read_tools: bool = False) -> ForkPlan:
         """This plan, once every step it names exists in ``run`` and takes what it is given;
-        raises ConfigError naming the first that does not."""
+        raises ConfigError naming the first that does not. ``live_read_tools``: read tools
+        run (``--live-tools read``), so the steps made inside them are asked for."""
         steps = {step.index: step for step in run.steps}
         span = f"run {run.run_id} has steps {min(steps)}-{max(steps)}" if steps else "no steps"
 
@@ -182,17 +183,23 @@ class ForkPlan:
         for index in sorted(set(self.overrides) & set(self.injections)):
             raise ConfigError(f"step {index} is given to both --override and --inject")
         for index, override in sorted(self.overrides.items()):
-            _fits_override(override, step_of("--override", index))
+            step = step_of("--override", index)
             self._before_live("--override", index)
+            self._reached("--override", step, steps, live_read_tools)
+            _fits_override(override, step)
         for index, fault in sorted(self.injections.items()):
             step = step_of("--inject", index)
+            self._before_live("--inject", index)
+            self._reached("--inject", step, steps, live_read_tools)
             if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
                 raise ConfigError(
-                    f"--inject {index}={fault.given}: step {index} is a {step.kind} step "
+                    f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.kind)} "
                     f"({step.endpoint}), which a {fault.kind} fault does not fit"
                 )
-            self._before_live("--inject", index)
-        named = {_checkpoint_name(s) for s in run.steps if s.kind == "checkpoint"}
+        named: dict[str, int] = {}  # each checkpoint name's first step
+        for s in run.steps:
+            if s.kind == "checkpoint":
+                named.setdefault(_checkpoint_name(s), s.index)
         for name in self.states:
             if name not in named:
                 known = ", ".join(sorted(n for n in named if n)) or "none"
@@ -200,7 +207,34 @@ class ForkPlan:
                     f"--state {name}: run {run.run_id} has no checkpoint of that name "
                     f"(its checkpoints: {known})"
                 )
+            if self.live_from is not None and named[name] >= self.live_from:
+                raise ConfigError(
+                    f"--state {name}: its checkpoint (step {named[name]}) is not served from "
+                    f"the recording (--live-from {self.live_from} runs it live)"
+                )
         return self
+
+    def _reached(
+        self, flag: str, step: RecordedStep, steps: Mapping[int, RecordedStep], live_reads: bool
+    ) -> None:
+        """ConfigError when ``step`` was made inside the body of a tool the fork serves whole
+        (a write without --allow-writes, a read without --live-tools read): nothing would
+        ever ask for the step."""
+        seen = {step.index}
+        tool = steps.get(step.within) if step.within is not None else None
+        while tool is not None and tool.index not in seen:
+            writes = _writes(tool)
+            if not (self.allow_writes if writes else live_reads):
+                effect, flag_that_runs = (
+                    ("write", "--allow-writes") if writes else ("read", "--live-tools read")
+                )
+                raise ConfigError(
+                    f"{flag} {step.index}: the step is made inside step {tool.index} "
+                    f"({tool.endpoint}), a {effect} tool the fork serves whole without "
+                    f"running it; change step {tool.index}, or add {flag_that_runs}"
+                )
+            seen.add(tool.index)
+            tool = steps.get(tool.within) if tool.within is not None else None
 
     def _before_live(self, flag: str, index: int) -> None:
         if self.live_from is not None and index >= self.live_from:
@@ -352,9 +386,8 @@ def _must_be_json(what: str, spec: str, body: bytes) -> None:
     try:
         json.loads(body)
     except ValueError:
-        shown = spec if len(spec) <= 60 else spec[:59] + "…"
         raise ConfigError(
-            f"{what}={shown}: not JSON (give @FILE, text:TEXT or inline JSON)"
+            f"{what}={_shown(spec)}: not JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
 
 
@@ -369,6 +402,8 @@ def _override(step: int, spec: object, base: Path | None) -> Override:
     matched = _STATUS.match(spec)
     if matched is not None:
         status, rest = int(matched.group(1)), spec[matched.end() :]
+        if not 100 <= status <= 599:  # a typo, not a body that happens to start so
+            raise ConfigError(f"{what}={_shown(spec)}: expected STATUS:SPEC with STATUS 100-599")
     if rest.startswith("text:"):
         return Override(step, rest[5:].encode(), text=True, status=status, given=spec)
     body = _read(what, rest, base) if rest.startswith("@") else rest.encode()
@@ -401,11 +436,11 @@ def _fault(step: int, spec: str, base: Path | None) -> Fault:
 
 def _fits_override(override: Override, step: RecordedStep) -> None:
     """ConfigError when ``override`` cannot answer ``step`` (by the step's kind)."""
-    what = f"--override {override.step}={override.given or '…'}"
+    what = f"--override {override.step}={_shown(override.given) or '…'}"
     if override.status is not None and step.kind != "http":
         raise ConfigError(
-            f"{what}: only an HTTP step takes a status; step {step.index} is a "
-            f"{step.kind} step ({step.endpoint})"
+            f"{what}: only an HTTP step takes a status; step {step.index} is "
+            f"{_a(step.kind)} ({step.endpoint})"
         )
     if step.kind == "llm" and step.endpoint not in ENDPOINTS:
         raise ConfigError(
@@ -418,7 +453,7 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
         value = json.loads(override.body)
     except ValueError:
         raise ConfigError(
-            f"{what}: step {step.index} is a {step.kind} step ({step.endpoint}), whose answer "
+            f"{what}: step {step.index} is {_a(step.kind)} ({step.endpoint}), whose answer "
             "is JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
     if step.kind != "llm":
@@ -431,7 +466,18 @@ def _fits_override(override: Override, step: RecordedStep) -> None:
     try:
         parsed_answer(step.endpoint, override.body)
     except CodecError as exc:
-        raise ConfigError(f"{what}: not a {step.endpoint} response body ({exc})") from None
+        raise ConfigError(f"{what}: not an {step.endpoint} response body ({exc})") from None
+
+
+def _shown(spec: str) -> str:
+    """``spec`` cut to 60 characters: an inline JSON body can be long, and it is echoed in
+    messages, the report and ``replay.fork.change``."""
+    return spec if len(spec) <= 60 else spec[:59] + "…"
+
+
+def _a(kind: str) -> str:
+    """``a model step``, ``an HTTP step``: a step kind as a message says it."""
+    return {"llm": "a model step", "http": "an HTTP step"}.get(kind, f"a {kind} step")
 
 
 def _checkpoint_name(step: RecordedStep) -> str:

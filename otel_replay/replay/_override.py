@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from otel_replay._canonical import canonical_json
 from otel_replay.capture._bodies import is_sse
 from otel_replay.capture.codecs import CODECS
+from otel_replay.errors import CodecError
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.synth import synthesize
 
@@ -26,6 +27,13 @@ if TYPE_CHECKING:  # the plan's module checks overrides with parsed_answer
 __all__ = ["parsed_answer", "served_instead"]
 
 _OUTPUT = "gen_ai.output.messages"
+# The list each provider's response body answers in: the codecs parse leniently (capture must
+# not fail), so a body without it (another provider's, or none) is caught here.
+_ANSWERS = {
+    "openai.chat_completions": "choices",
+    "openai.responses": "output",
+    "anthropic.messages": "content",
+}
 _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
 
@@ -104,6 +112,9 @@ def parsed_answer(endpoint: str, body: bytes) -> dict[str, object]:
     if codec is None:
         return {}
     response = codec.parse_response(200, body, False)
+    key = _ANSWERS.get(endpoint)
+    if key is not None and not isinstance(json.loads(body).get(key), list):
+        raise CodecError(f"it has no {key!r} list")
     attributes: dict[str, object] = dict(response.attributes)
     if response.output_messages:
         attributes[_OUTPUT] = json.dumps(response.output_messages)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,7 @@ def test_every_fault_parses(spec: str, kind: str, fields: dict[str, object]) -> 
         ({"inject": ["1=boom"]}, "--inject 1=boom: unknown fault"),
         ({"inject": ["1=stream-cut:x"]}, "expected stream-cut:BYTES"),
         ({"override": ["2=@missing.json"]}, "--override 2: cannot read"),
+        ({"override": ["3=999:@error.json"]}, "--override 3=999:@error.json: expected STATUS:"),
         ({"state": ["s=not json"]}, "--state s=not json: not JSON"),
         ({"live_from": -1}, "--live-from -1: expected a step number >= 0"),
         ({"allow_writes": "yes"}, "allow_writes='yes' is not True or False"),
@@ -110,13 +112,18 @@ def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> Non
         ({"live_from": 6}, "--live-from 6: no such step"),
         ({"override": ["1=2"], "inject": ["1=timeout"]}, "step 1 is given to both"),
         ({"inject": ["2=http:429"]}, "step 2 is a tool step (tool:lookup_order), which a http"),
-        ({"inject": ["1=tool:error"]}, "step 1 is a llm step"),
+        ({"inject": ["1=tool:error"]}, "step 1 is a model step (openai.chat_completions)"),
         ({"inject": ["0=timeout"]}, "step 0 is a value step"),
         ({"override": ["1=[1]"]}, "give a provider response body (a JSON object) or text:"),
+        ({"override": ['1={"answer": "hi"}']}, "(it has no 'choices' list)"),
         ({"override": ["2=plain"]}, "whose answer is JSON"),
         ({"override": ["2=503:{}"]}, "only an HTTP step takes a status"),
         ({"override": ["5=1"], "live_from": 4}, "--override 5: the step is not served"),
         ({"state": ["nowhere={}"]}, "no checkpoint of that name (its checkpoints: after_search)"),
+        (
+            {"state": ["after_search={}"], "live_from": 4},
+            "--state after_search: its checkpoint (step 4) is not served from the recording",
+        ),
     ],
 )
 def test_a_plan_that_does_not_fit_the_run_is_refused(
@@ -125,6 +132,19 @@ def test_a_plan_that_does_not_fit_the_run_is_refused(
     with pytest.raises(ConfigError, match=None) as caught:
         ForkPlan.build(**options).check(RUN)  # type: ignore[arg-type]
     assert message in str(caught.value)
+
+
+def test_a_step_made_inside_a_tool_is_changed_only_when_the_tool_runs() -> None:
+    in_write = replace(_step(6, "value", "value:uuid4"), within=5)
+    in_read = replace(_step(7, "http", "GET /orders"), within=2)
+    run = Run("r_nested", "test", (*RUN.steps, in_write, in_read))
+    for options in ({"override": {6: '"0000"'}}, {"inject": {6: "timeout"}}):
+        with pytest.raises(ConfigError, match=r"made inside step 5 \(tool:refund_order\)"):
+            ForkPlan.build(**options).check(run)  # type: ignore[arg-type]
+    assert ForkPlan.build(override={6: '"0000"'}, allow_writes=True).check(run)
+    with pytest.raises(ConfigError, match=r"a read tool .* or add --live-tools read"):
+        ForkPlan.build(inject={7: "timeout"}).check(run)
+    assert ForkPlan.build(inject={7: "timeout"}).check(run, live_read_tools=True)
 
 
 def test_the_fork_step_is_the_first_that_differs() -> None:

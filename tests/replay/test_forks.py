@@ -129,6 +129,19 @@ def test_an_overridden_tool_result_reaches_the_program_and_the_fork_is_a_run(
     assert "first divergence: step 2 (tool:lookup_order): response" in diffed.stdout
 
 
+def test_a_fork_of_a_fork_is_drawn_under_its_own_parent(recorded: tuple[Path, Path]) -> None:
+    store, database = recorded
+    first = json.loads(_fork(recorded, "--override", "8=text:Once.").stdout)["replay_run_id"]
+    agent = [sys.executable, "-m", "tests.replay._fork_agent", str(database)]
+    flags = ["--store", str(store), "--json", "--override", "8=text:Twice."]
+    again = _cli(store, "replay", first, *flags, "--", *agent)
+    second = json.loads(again.stdout)["replay_run_id"]
+    runs = _cli(store, "runs").stdout.splitlines()
+    at = next(i for i, line in enumerate(runs) if line.startswith(f"└ {first}"))
+    assert runs[at + 1].startswith(f"  └ {second}"), runs  # one level further in
+    assert f"fork of {first}" in runs[at + 1]
+
+
 def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -146,6 +159,14 @@ def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     assert done.stderr.rstrip().endswith("agent> From JSON.")
     forked = {s["recorded"]: s["forked"] for s in json.loads(done.stdout)["steps"]}
     assert forked[3] == "override text:In text." and forked[8] == "override @answer.json"
+
+
+def test_a_long_inline_answer_is_named_by_its_start(recorded: tuple[Path, Path]) -> None:
+    inline = json.dumps(CHAT_BODY)
+    done = _fork(recorded, "--override", f"3={inline}")
+    assert "agent> From JSON.\n" in done.stderr
+    change = f"override {inline[:59]}…"
+    assert json.loads(done.stdout)["fork"] == [{"step": 3, "change": change}]
 
 
 def test_a_value_and_an_http_answer_are_overridden(recorded: tuple[Path, Path]) -> None:
@@ -194,6 +215,15 @@ def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -
         (("--inject", "2=timeout", "--inject", "2=timeout"), "--inject: step 2 is given twice"),
         (("--inject", "2=http:429"), "step 2 is a tool step (tool:lookup_order)"),
         (("--state", "nowhere={}"), "no checkpoint of that name (its checkpoints: after_search)"),
+        (("--override", "4=999:@error.json"), "expected STATUS:SPEC with STATUS 100-599"),
+        (
+            ("--state", "after_search={}", "--live-from", "5"),
+            "--state after_search: its checkpoint (step 5) is not served from the recording",
+        ),
+        (
+            ("--override", '3={"type": "message", "content": [{"type": "text", "text": "Hi"}]}'),
+            "not an openai.chat_completions response body (it has no 'choices' list)",
+        ),
     ],
 )
 def test_a_bad_fork_is_one_line_and_exit_2(

@@ -92,6 +92,8 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
     assert '"status": "delivered"' in done.stdout  # lookup_order read today's database
     assert _refunds(recorded.database) == 0  # refund_order was served, not run
     assert "live from step 3 (request 3)" in done.stdout
+    assert "live from step 3 (request 3): 5 call(s) sent live" in done.stdout
+    assert "9 requests, 4 served from 10 recorded steps;" in done.stdout
     rows = _rows(done.stdout)
     assert [result for _, result in rows[:3]] == ["identical"] * 3
     assert all(result.startswith("live") for _, result in rows[3:6]), rows
@@ -124,6 +126,18 @@ def test_live_from_a_read_tool(recorded: Recorded) -> None:
         ("llm", "live"),
         ("checkpoint", "live"),
     ], marks
+
+
+def test_a_step_made_inside_a_write_tool_is_not_forked_alone(recorded: Recorded) -> None:
+    """Step 7, the uuid drawn inside refund_order, is served with it: an override there would
+    never be asked for, so it is refused before the program runs."""
+    done = _replay(recorded, "--override", '7="00000000-0000-0000-0000-000000000000"')
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        "Error: --override 7: the step is made inside step 6 (tool:refund_order), a write "
+        "tool the fork serves whole without running it; change step 6, or add --allow-writes"
+    )
+    assert recorded.standin.received == []
 
 
 def test_live_from_the_start_draws_values_live(recorded: Recorded) -> None:
