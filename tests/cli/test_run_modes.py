@@ -65,8 +65,14 @@ def test_runs_says_each_runs_mode_and_parent(
     _with_reruns(store, recorded)
     result = invoke("runs", "--store", str(store))
     assert result.exit_code == 0, result.output
-    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("r_")}
-    assert list(rows) == [FORK, REPLAY, CLAUDE, ERRORS, SUPPORT]
+    rows = {
+        line.removeprefix("└ ").split()[0]: line
+        for line in result.stdout.splitlines()
+        if line.startswith(("r_", "└ r_"))
+    }
+    # Newest first, a fork drawn under the run it forked; a replay stands on its own.
+    assert list(rows) == [REPLAY, CLAUDE, ERRORS, SUPPORT, FORK]
+    assert rows[FORK].startswith("└ ")
     assert f"   fork of {SUPPORT}   " in rows[FORK]
     assert f"   replay of {SUPPORT}   " in rows[REPLAY]
     assert "   record   " in rows[SUPPORT]
