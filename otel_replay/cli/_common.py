@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from otel_replay import settings
 from otel_replay.cli._format import printable
@@ -154,7 +155,10 @@ def stdout_console() -> Console:
 
 
 def emit(console: Console, *objects: Any, **options: Any) -> None:
-    """``console.print``; on a pipe or file, without the spaces rich pads lines with."""
+    """``console.print``; on a pipe or file, without the spaces rich pads lines with. A
+    ``Text`` made ``no_wrap`` stays one line whatever the width."""
+    if any(isinstance(o, Text) and o.no_wrap for o in objects):
+        options.setdefault("soft_wrap", True)
     if console.is_terminal:
         console.print(*objects, **options)
         return

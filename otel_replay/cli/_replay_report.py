@@ -308,7 +308,8 @@ def render(
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "
         f"{result.elapsed_s:.3f} s; network attempts: {_attempts(len(attempts), len(live), why)}; "
-        f"subprocesses: {len(subprocesses)}; {kept}"
+        f"subprocesses: {len(subprocesses)}; {kept}",
+        no_wrap=True,  # one line, whatever its length: a script reads the run id off it
     )
     out.append(summary)
     agent = result.agent

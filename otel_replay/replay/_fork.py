@@ -196,6 +196,12 @@ class ForkPlan:
                     f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.kind)} "
                     f"({step.endpoint}), which a {fault.kind} fault does not fit"
                 )
+            size = None if step.response_body is None else len(step.response_body)
+            if fault.kind == "stream-cut" and size is not None and (fault.cut_at or 0) >= size:
+                raise ConfigError(
+                    f"--inject {index}={_shown(fault.given)}: step {index}'s recorded answer "
+                    f"is {size:,} bytes; a cut at or past its end cuts nothing"
+                )
         named: dict[str, int] = {}  # each checkpoint name's first step
         for s in run.steps:
             if s.kind == "checkpoint":

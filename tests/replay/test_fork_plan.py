@@ -114,6 +114,7 @@ def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> Non
         ({"inject": ["2=http:429"]}, "step 2 is a tool step (tool:lookup_order), which a http"),
         ({"inject": ["1=tool:error"]}, "step 1 is a model step (openai.chat_completions)"),
         ({"inject": ["0=timeout"]}, "step 0 is a value step"),
+        ({"inject": ["1=stream-cut:2"]}, "step 1's recorded answer is 2 bytes; a cut at or past"),
         ({"override": ["1=[1]"]}, "give a provider response body (a JSON object) or text:"),
         ({"override": ['1={"answer": "hi"}']}, "(it has no 'choices' list)"),
         ({"override": ["2=plain"]}, "whose answer is JSON"),
