@@ -25,6 +25,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -361,4 +363,19 @@ def run_spans(recorded: Recorded, *run_ids: str) -> tuple[ReadableSpan, ...]:
     """The recorded SDK spans of the given runs."""
     return tuple(
         s for s in recorded.raw if (s.attributes or {}).get("replay.run.id") in set(run_ids)
+    )
+
+
+def run_pytest(folder: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """A pytest session of its own in ``folder`` (one process: no xdist), its summary lines
+    uncut, the repository on the path; ``flags`` go before the tests."""
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    return subprocess.run(
+        [*command, "-rA", "-q", *flags],
+        cwd=folder,
+        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(Path(__file__).parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )

@@ -22,6 +22,7 @@ from otel_replay.errors import ConfigError
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay._fork_agent import run_agent
+from tests.replay.conftest import run_pytest
 
 CLI = Path(sys.executable).parent / "otel-replay"
 RUN = "r_forked"
@@ -287,15 +288,7 @@ def test_the_marker_takes_the_fork_options_and_a_fork_exports(
         store=str(store), run=RUN, bundle=str(bundle), db=str(tmp_path / "db.sqlite"), dead=DEAD
     )
     (tmp_path / "test_marked.py").write_text(tests)
-    session = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-q"],
-        cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    session = run_pytest(tmp_path)
     out = session.stdout
     assert "PASSED test_marked.py::test_last_answer_overridden" in out, out
     assert "PASSED test_marked.py::test_the_exported_fork_is_a_source" in out, out

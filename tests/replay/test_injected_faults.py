@@ -28,9 +28,10 @@ from examples.standin import StandIn
 from otel_replay import attributes as A
 from otel_replay.errors import InjectedToolError
 from otel_replay.replay.sources import load_run
-from tests.export._support import ROOT, Pipeline, subprocess_env
+from tests.export._support import Pipeline, subprocess_env
 from tests.replay import _faults_agent
 from tests.replay._faults_agent import agent
+from tests.replay.conftest import run_pytest
 
 
 @dataclass(frozen=True)
@@ -235,15 +236,7 @@ def test_the_pytest_marker_takes_inject(recorded: Recorded, tmp_path: Path) -> N
         tool=recorded.steps["tool"],
     )
     (tmp_path / "test_marked.py").write_text(tests)
-    session = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-q"],
-        cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    session = run_pytest(tmp_path)
     out = session.stdout
     assert "PASSED test_marked.py::test_rate_limited_the_agent_still_answers" in out, out
     assert (

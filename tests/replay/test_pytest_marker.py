@@ -5,8 +5,6 @@ does (its entry point), with the provider gone."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -19,7 +17,7 @@ from otel_replay.capture._redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources._bundle import write_bundle
 from tests.export._support import Pipeline
-from tests.replay.conftest import collector_json
+from tests.replay.conftest import collector_json, run_pytest
 
 AGENT = """
 import openai
@@ -99,15 +97,7 @@ def test_a_marked_test_replays_its_recording_and_sees_what_it_found(tmp_path: Pa
     (tmp_path / "export.json").write_text(json.dumps(collector_json(spans.get_finished_spans())))
 
     # The stand-in is gone: a request the recording does not answer could not be sent.
-    session = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-s", "-q"],
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "400"},  # the summary's lines uncut
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    session = run_pytest(tmp_path, "-s")
     out = session.stdout
     assert "PASSED test_recorded.py::test_unchanged" in out, out
     assert f"ANSWER {recorded_answer}" in out
@@ -199,15 +189,7 @@ def test_odd_markers_fail_their_own_set_up_and_the_session_goes_on(tmp_path: Pat
     )
     write_bundle(Run("r_odd_markers", "test", (step,)), bundle, Redactor())
     (tmp_path / "test_odd.py").write_text(ODD_MARKERS.format(bundle=str(bundle), request=body))
-    session = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q"],
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "400"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    session = run_pytest(tmp_path)
     out = session.stdout
     assert (
         "ERROR test_odd.py::test_a_number - Failed: @pytest.mark.otel_replay takes a source "
