@@ -12,8 +12,8 @@ import anthropic
 import httpx2
 import pytest
 
-from otel_replay.capture.codecs._types import LlmRequest, LlmResponse
-from otel_replay.capture.codecs.anthropic_messages import ANTHROPIC_MESSAGES
+from otel_replay.codecs import LlmRequest, LlmResponse
+from otel_replay.codecs.anthropic_messages import ANTHROPIC_MESSAGES
 from otel_replay.errors import CodecError
 
 MODEL = "claude-sonnet-4-6"

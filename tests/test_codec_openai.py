@@ -15,9 +15,9 @@ import httpx2
 import openai
 import pytest
 
-from otel_replay.capture.codecs._types import LlmRequest, LlmResponse
-from otel_replay.capture.codecs.openai_chat import OPENAI_CHAT
-from otel_replay.capture.codecs.openai_responses import OPENAI_RESPONSES
+from otel_replay.codecs import LlmRequest, LlmResponse
+from otel_replay.codecs.openai_chat import OPENAI_CHAT
+from otel_replay.codecs.openai_responses import OPENAI_RESPONSES
 from otel_replay.errors import CodecError
 
 # --- helpers ------------------------------------------------------------------------------

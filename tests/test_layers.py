@@ -2,8 +2,9 @@
 
 The rule, read from the package's source (imports under ``if TYPE_CHECKING:`` do not count):
 
-* ``capture`` and ``store`` import no other stage (only the shared modules: ``step``,
-  ``settings``, ``errors``, ``attributes``, ``_canonical``, ``_inline``);
+* ``capture`` and ``store`` import no other stage, only the shared modules: the homes of shared
+  concepts (``codecs``, ``redact``) and ``step``, ``settings``, ``errors``, ``attributes``,
+  ``_canonical``, ``_inline``…; any stage may import these, and they import no stage;
 * ``export`` imports ``capture`` (the hand-off) and ``store``, never ``replay``;
 * ``replay`` imports ``capture`` and ``store`` at import time, and ``export`` and the capture's
   instrumentor only inside its boot (a replayed process records itself);
@@ -30,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(otel_replay.__file__).parent
 
 STAGES = ("capture", "store", "export", "replay", "cli", "testing")
+HOMES = ("codecs", "redact")
+"""Packages that are the public home of a concept several stages share."""
 ALLOWED: dict[str, frozenset[str]] = {
     "capture": frozenset(),
     "store": frozenset(),
@@ -98,6 +101,11 @@ def _stage(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
 
 
+def _home(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in HOMES else None
+
+
 def test_the_rule_is_acyclic() -> None:
     done: set[str] = set()
     while len(done) < len(ALLOWED):
@@ -120,6 +128,28 @@ def test_stages_import_only_the_stages_before_them() -> None:
         ):
             continue
         wrong.append(f"{importer} imports {imported}" + (" (in a function)" if in_function else ""))
+    assert wrong == []
+
+
+def test_shared_modules_import_no_stage() -> None:
+    imports = _imports()
+    assert {_home(importer) for importer, _, _ in imports} >= set(HOMES)
+    wrong = [
+        f"{importer} imports {imported}"
+        for importer, imported, _ in imports
+        if _stage(importer) is None and _stage(imported)
+    ]
+    assert wrong == []
+
+
+def test_stages_import_a_home_by_its_public_face() -> None:
+    wrong = [
+        f"{importer} imports {imported}"
+        for importer, imported, _ in _imports()
+        if _home(imported)
+        and _home(importer) != _home(imported)
+        and any(part.startswith("_") for part in imported.split(".")[2:])
+    ]
     assert wrong == []
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import ToolContractError, UnmatchedRequestError
+from otel_replay.redact import Redactor
 
 __all__ = ["Failure", "describe_with", "mark_failed"]
 

@@ -37,11 +37,11 @@ from otel_replay.capture._envelope import enclosing_step
 from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._open_steps import OpenSteps
-from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import current_run
 from otel_replay.capture._step import OpenStep, request_body_attributes
-from otel_replay.capture.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect
+from otel_replay.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect
 from otel_replay.errors import CodecError
+from otel_replay.redact import Redactor
 from otel_replay.step import Step
 
 __all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "prompt_hash"]

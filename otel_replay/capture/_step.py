@@ -32,7 +32,7 @@ from otel_replay.capture._bodies import content_headers, decode_content, is_sse,
 from otel_replay.capture._calls import fill_in
 from otel_replay.capture._envelope import note_tool_calls
 from otel_replay.capture._run import qualified_name
-from otel_replay.capture.codecs import Codec, LlmRequest
+from otel_replay.codecs import Codec, LlmRequest
 from otel_replay.errors import CodecError
 from otel_replay.step import Step
 

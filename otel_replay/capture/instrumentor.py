@@ -43,10 +43,10 @@ from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._outcome import end_at_exit, unwatch, watch
 from otel_replay.capture._process_trace import StepTracer, adopt_root, exit_flush
 from otel_replay.capture._recorder import Recorder
-from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_tracer
 from otel_replay.capture.frameworks import attach, detach
 from otel_replay.errors import ConfigError
+from otel_replay.redact import Redactor
 
 __all__ = ["ReplayInstrumentor", "capture_content_enabled"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from otel_replay import settings
-from otel_replay.capture._redact import Redactor
 from otel_replay.cli._common import CliError, store_option, stored_ref
 from otel_replay.cli._format import plural, printable
+from otel_replay.redact import Redactor
 from otel_replay.replay.sources import is_url, load_run
 from otel_replay.replay.sources._bundle import write_bundle
 

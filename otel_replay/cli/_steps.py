@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from otel_replay import attributes as A
-from otel_replay.capture.codecs import detect
 from otel_replay.cli._messages import (
     ToolCall,
     body_preview,
@@ -25,6 +24,7 @@ from otel_replay.cli._messages import (
     response_preview,
     tool_calls,
 )
+from otel_replay.codecs import detect
 from otel_replay.errors import CodecError
 from otel_replay.step import Step
 from otel_replay.store import StepInfo, Store

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from typing import Literal
 
 from otel_replay import settings
-from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_recorded_seed
 from otel_replay.errors import ConfigError
+from otel_replay.redact import Redactor
 from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
 from otel_replay.replay._model import Run

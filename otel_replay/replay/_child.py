@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_replay import settings
-from otel_replay.capture._redact import Redactor
 from otel_replay.capture._run import use_fork, use_parent_run, use_recorded_seed
 from otel_replay.errors import OtelReplayError, RecordedValueError
+from otel_replay.redact import Redactor
 from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession

@@ -22,7 +22,7 @@ import orjson
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.capture._recorder import prompt_hash as capture_prompt_hash
-from otel_replay.capture.codecs import CODECS, Codec, LlmRequest
+from otel_replay.codecs import CODECS, Codec, LlmRequest
 from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, body_change, category, change, preview, whole
 from otel_replay.replay._model import RecordedStep

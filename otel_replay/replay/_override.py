@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from otel_replay._canonical import canonical_json
 from otel_replay.capture._bodies import is_sse
-from otel_replay.capture.codecs import CODECS
+from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.synth import synthesize

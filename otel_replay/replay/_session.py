@@ -52,8 +52,8 @@ from otel_replay.capture._effect import ToolEffect, in_replay
 from otel_replay.capture._envelope import Served
 from otel_replay.capture._exchange import in_exchange
 from otel_replay.capture._jsonable import content_type_shape
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import RecordedValueError
+from otel_replay.redact import Redactor
 from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import injected_answer, injected_served

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from otel_replay.capture._redact import REDACTED, Redactor
+from otel_replay.redact import REDACTED, Redactor
 
 
 @pytest.mark.parametrize(

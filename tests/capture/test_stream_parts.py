@@ -12,8 +12,8 @@ import openai
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture.codecs.anthropic_messages import ANTHROPIC_MESSAGES
-from otel_replay.capture.codecs.openai_chat import OPENAI_CHAT
+from otel_replay.codecs.anthropic_messages import ANTHROPIC_MESSAGES
+from otel_replay.codecs.openai_chat import OPENAI_CHAT
 from otel_replay.testing import CaptureKit
 from tests.test_codec_anthropic import (
     MESSAGE_STOP,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from otel_replay._canonical import sha256_tag
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
+from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import load_run
 from otel_replay.replay.sources._bundle import write_bundle

@@ -18,8 +18,8 @@ import pytest
 import otel_replay
 from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay._canonical import sha256_tag
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
+from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import Limits, load_run
 from otel_replay.replay.sources._bundle import read_bundle, write_bundle

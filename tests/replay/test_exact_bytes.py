@@ -9,8 +9,8 @@ import re
 import pytest
 
 from otel_replay._canonical import sha256_tag
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import UnmatchedRequestError
+from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay._session import ReplaySession
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from examples.standin import StandIn
 from otel_replay._canonical import sha256_tag
-from otel_replay.capture._redact import Redactor
+from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources._bundle import write_bundle
 from tests.export._support import Pipeline

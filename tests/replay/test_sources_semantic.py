@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from otel_replay.capture.codecs.openai_chat import OPENAI_CHAT as CHAT
+from otel_replay.codecs.openai_chat import OPENAI_CHAT as CHAT
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources import load_run, load_sources
 from tests.replay.conftest import (

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples.standin import StandIn
-from otel_replay.capture.codecs.openai_chat import OPENAI_CHAT
+from otel_replay.codecs.openai_chat import OPENAI_CHAT
 from otel_replay.replay._synth import synthesize
 
 TOOL = {

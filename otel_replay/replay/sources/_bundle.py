@@ -30,8 +30,8 @@ from typing import Any
 import jsonschema
 
 from otel_replay._canonical import sha256_tag
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
+from otel_replay.redact import Redactor
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources import _bundle_redact as redact
 from otel_replay.replay.sources._bundle_schema import FORMAT, SCHEMA

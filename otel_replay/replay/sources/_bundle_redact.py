@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from otel_replay.capture._redact import REDACTED, Redactor
+from otel_replay.redact import REDACTED, Redactor
 from otel_replay.replay._model import Run
 
 __all__ = ["attributes", "endpoint", "learn", "rechunked", "text"]

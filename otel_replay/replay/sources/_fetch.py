@@ -17,8 +17,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from otel_replay.capture._redact import Redactor
 from otel_replay.errors import SourceError
+from otel_replay.redact import Redactor
 from otel_replay.replay.sources._limits import Limits, read_bounded
 
 __all__ = ["fetch", "is_url", "shown"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from otel_replay import attributes as A
 from otel_replay.capture._envelope import ENVELOPE_KINDS
-from otel_replay.capture.codecs import INFERENCE_OPERATIONS
+from otel_replay.codecs import INFERENCE_OPERATIONS
 from otel_replay.replay.sources._spans import shown
 
 __all__ = [

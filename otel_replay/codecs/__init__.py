@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_replay.capture.codecs._types import Codec, LlmRequest, LlmResponse, Message, Part
-from otel_replay.capture.codecs.anthropic_messages import ANTHROPIC_MESSAGES
-from otel_replay.capture.codecs.openai_chat import OPENAI_CHAT
-from otel_replay.capture.codecs.openai_responses import OPENAI_RESPONSES
+from otel_replay.codecs._types import Codec, LlmRequest, LlmResponse, Message, Part
+from otel_replay.codecs.anthropic_messages import ANTHROPIC_MESSAGES
+from otel_replay.codecs.openai_chat import OPENAI_CHAT
+from otel_replay.codecs.openai_responses import OPENAI_RESPONSES
 
 __all__ = [
     "CODECS",

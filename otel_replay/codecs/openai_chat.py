@@ -23,12 +23,12 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._openai_chat_response import (
+from otel_replay.codecs._openai_chat_response import (
     assistant_parts,
     from_completion,
     from_stream,
 )
-from otel_replay.capture.codecs._openai_common import (
+from otel_replay.codecs._openai_common import (
     API_TYPE,
     MAX_TOKENS,
     OUTPUT_TYPE,
@@ -47,7 +47,7 @@ from otel_replay.capture.codecs._openai_common import (
     response_object,
     strip_path,
 )
-from otel_replay.capture.codecs._types import LlmRequest, LlmResponse, Message, Part
+from otel_replay.codecs._types import LlmRequest, LlmResponse, Message, Part
 
 __all__ = ["OPENAI_CHAT", "OpenAIChatCodec"]
 

@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._sse import SseEvent, parse_sse
-from otel_replay.capture.codecs._types import LlmResponse, Message, Part
+from otel_replay.codecs._sse import SseEvent, parse_sse
+from otel_replay.codecs._types import LlmResponse, Message, Part
 
 __all__ = ["OTHER_ERROR", "content_parts", "error_type_of", "message_response", "parse_stream"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._json import loads
-from otel_replay.capture.codecs._types import Part
+from otel_replay.codecs._json import loads
+from otel_replay.codecs._types import Part
 from otel_replay.errors import CodecError
 
 __all__ = [

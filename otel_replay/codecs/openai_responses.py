@@ -29,7 +29,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._openai_common import (
+from otel_replay.codecs._openai_common import (
     API_TYPE,
     CONVERSATION_ID,
     MAX_TOKENS,
@@ -49,12 +49,12 @@ from otel_replay.capture.codecs._openai_common import (
     response_object,
     strip_path,
 )
-from otel_replay.capture.codecs._openai_responses_response import (
+from otel_replay.codecs._openai_responses_response import (
     from_response,
     from_stream,
     item_parts,
 )
-from otel_replay.capture.codecs._types import LlmRequest, LlmResponse, Message, Part
+from otel_replay.codecs._types import LlmRequest, LlmResponse, Message, Part
 
 __all__ = ["OPENAI_RESPONSES", "OpenAIResponsesCodec"]
 

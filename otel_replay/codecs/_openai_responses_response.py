@@ -11,7 +11,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._openai_common import (
+from otel_replay.codecs._openai_common import (
     FINISH_REASONS,
     RESPONSE_ID,
     RESPONSE_MODEL,
@@ -22,8 +22,8 @@ from otel_replay.capture.codecs._openai_common import (
     put_str,
     usage_attributes,
 )
-from otel_replay.capture.codecs._sse import SseEvent, parse_sse
-from otel_replay.capture.codecs._types import LlmResponse, Message, Part
+from otel_replay.codecs._sse import SseEvent, parse_sse
+from otel_replay.codecs._types import LlmResponse, Message, Part
 
 __all__ = ["from_response", "from_stream", "item_parts"]
 

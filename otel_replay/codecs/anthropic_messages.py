@@ -36,15 +36,15 @@ from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._anthropic_messages_response import (
+from otel_replay.codecs._anthropic_messages_response import (
     OTHER_ERROR,
     content_parts,
     error_type_of,
     message_response,
     parse_stream,
 )
-from otel_replay.capture.codecs._json import loads
-from otel_replay.capture.codecs._types import Codec, LlmRequest, LlmResponse, Message
+from otel_replay.codecs._json import loads
+from otel_replay.codecs._types import Codec, LlmRequest, LlmResponse, Message
 from otel_replay.errors import CodecError
 
 __all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessagesCodec"]

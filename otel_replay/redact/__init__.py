@@ -22,15 +22,15 @@ import re
 from collections.abc import Iterable
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit, urlunsplit
 
-from otel_replay.capture._json_text import (
+from otel_replay.redact._json_text import (
     ANY_ESCAPE,
     HIDING_ESCAPE,
     credential_values,
     may_name_credentials,
     rewrite_escaped_strings,
 )
-from otel_replay.capture._secrets import Secrets
-from otel_replay.capture._stream_text import redact_stream
+from otel_replay.redact._secrets import Secrets
+from otel_replay.redact._stream_text import redact_stream
 
 __all__ = ["REDACTED", "Redactor"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from otel_replay.capture.codecs._openai_common import (
+from otel_replay.codecs._openai_common import (
     FINISH_REASONS,
     RESPONSE_ID,
     RESPONSE_MODEL,
@@ -25,8 +25,8 @@ from otel_replay.capture.codecs._openai_common import (
     put_str,
     usage_attributes,
 )
-from otel_replay.capture.codecs._sse import parse_sse
-from otel_replay.capture.codecs._types import LlmResponse, Message, Part
+from otel_replay.codecs._sse import parse_sse
+from otel_replay.codecs._types import LlmResponse, Message, Part
 
 __all__ = ["assistant_parts", "from_completion", "from_stream"]
 
