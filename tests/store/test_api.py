@@ -31,7 +31,7 @@ def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
         store.put([fixture("nested", 0, b"q", b"r")])
     with Store.open(root, create=False) as store:
         assert [r.run_id for r in store.runs()] == ["nested"]
-        assert store.request_body(("nested", 0)) == b"q"
+        assert store.request_body("nested", 0) == b"q"
 
 
 def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypatch) -> None:
@@ -47,7 +47,7 @@ def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypat
     assert list((tmp_path / "elsewhere").iterdir()) == []
     with Store.open(tmp_path / "rel", create=False) as store:
         assert [s.index for s in store.steps("moved")] == [0, 1]
-        assert store.response_body(("moved", 1)) == b"r1"
+        assert store.response_body("moved", 1) == b"r1"
         assert [p for p in store.verify() if p.damage] == []
 
 
@@ -71,7 +71,7 @@ def test_a_burst_in_one_flush(tmp_path: Path) -> None:
         store.put(fixture("burst", n, q, r) for n, (q, r) in enumerate(bodies))
         store.flush()
         assert store.run("burst").step_count == 1500
-        assert store.request_body(("burst", 1499)) == bodies[1499][0]
+        assert store.request_body("burst", 1499) == bodies[1499][0]
         assert [p for p in store.verify() if p.damage] == []
     assert len(list((tmp_path / "s").rglob("*.pack"))) == 1
 
