@@ -421,12 +421,12 @@ class Store:
             return _rows.step_infos(self._index.conn(), row)
 
     def _ref(self, step: StepInfo | str, index: int | None) -> _rows.StepRef:
-        if isinstance(step, StepInfo):
+        if isinstance(step, StepInfo) and index is None:
             run_id, index = step.run_id, step.index
-        elif index is None:
-            raise TypeError("a step is a StepInfo, or a run id and an index")
-        else:
+        elif isinstance(step, str) and index is not None:
             run_id = step
+        else:
+            raise TypeError(f"a step is a StepInfo, or a run id and an index, not {step!r}")
         row = self._row(run_id)
         with self._index.guard():
             ref = _rows.step_ref(self._index.conn(), row, index)

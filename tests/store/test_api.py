@@ -34,6 +34,23 @@ def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
         assert store.request_body("nested", 0) == b"q"
 
 
+def test_a_step_is_a_step_info_or_a_run_id_and_an_index(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r", 0, b"q0", b"r0"), fixture("r", 1, b"q1", b"r1")])
+        store.flush()
+        info = store.step("r", 1)
+        assert store.request_body(info) == store.request_body("r", 1) == b"q1"
+        assert store.response_body(info) == store.response_body("r", 1) == b"r1"
+        assert store.fixture(info) == store.fixture("r", 1)
+        for read in (store.request_body, store.response_body, store.fixture):
+            with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
+                read(("r", 1))  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
+                read("r")
+            with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
+                read(info, 0)
+
+
 def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypatch) -> None:
     # Its files were reached through the relative path: after the application changed its
     # directory, writing failed (or went into a directory of the same name elsewhere).
