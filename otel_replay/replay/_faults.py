@@ -86,7 +86,8 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
         status = fault.status or 500
         body = fault.body if fault.body is not None else _provider_error(step, status)
         headers = (("content-type", _content_type(body)),) if body else ()
-        return recorded._replace(
+        return replace(
+            recorded,
             status_code=status,
             headers=headers,
             chunks=(body,),
@@ -105,7 +106,8 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
             chunks.append(chunk[:left])
             times.append(due)
             left -= len(chunk)
-        return recorded._replace(
+        return replace(
+            recorded,
             chunks=tuple(chunks),
             times=tuple(times),
             error_type=_STREAM_CUT,
@@ -113,7 +115,8 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
             complete=False,
         )
     marker = _TIMEOUT if fault.kind == "timeout" else _DISCONNECT
-    return recorded._replace(
+    return replace(
+        recorded,
         status_code=None,
         headers=(),
         chunks=(),

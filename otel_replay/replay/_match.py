@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
@@ -85,7 +85,8 @@ VOLATILE_FIELDS: frozenset[str] = frozenset(
 attempt (end-user ids, tracing metadata, cache keys), not what is asked."""
 
 
-class Match(NamedTuple):  # made for every replayed request: a tuple is quick to make
+@dataclass(frozen=True, slots=True)
+class Match:
     """How a request was answered: the recorded step, the level that matched, and whether the
     step had already been served."""
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import IO, NamedTuple
+from typing import IO
 
 from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
@@ -78,7 +78,8 @@ __all__ = ["Answer", "ReplaySession", "interruption"]
 _HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
-class Answer(NamedTuple):  # made for every replayed request: a tuple is quick to make
+@dataclass(frozen=True, slots=True)
+class Answer:
     """What the transport serves for one request.
 
     ``chunks`` are the body's pieces in recorded order and ``times`` when each is due (ns after

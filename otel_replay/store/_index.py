@@ -225,14 +225,15 @@ class Index:
         return conn
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
         if version == 0 and not self.read_only:
             # Pages freed by gc and merges go back to the file system (``vacuum``).
             conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             if not self._memory:
                 conn.execute("PRAGMA journal_mode=WAL")
             with self.transaction() as tx:
-                if tx.execute("PRAGMA user_version").fetchone()[0] == 0:
+                (current,) = tx.execute("PRAGMA user_version").fetchone()
+                if current == 0:
                     tx.executescript_in_tx(SCHEMA)
                     tx.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION

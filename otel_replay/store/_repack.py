@@ -105,8 +105,9 @@ def table_of(ctx: Context, name: str) -> list[bytes] | None:
         row = ctx.index.conn().execute("SELECT size FROM packs WHERE name = ?", (name,)).fetchone()
     if row is None:
         return None
+    (size,) = row
     try:
-        table = read_pack_table(ctx.backend, pack_path(name), row[0])
+        table = read_pack_table(ctx.backend, pack_path(name), size)
     except (PackError, OSError):
         return None  # damaged or gone
     digests = ctx.tables[name] = [entry.digest for entry in entries(table)]
@@ -250,13 +251,14 @@ def _replace_records(ctx: Context, old: list[str], new: str) -> None:
         row = tx.execute("SELECT id FROM records WHERE path = ?", (new,)).fetchone()
         if row is None:
             return  # not indexed: the old ones stay until it is
+        (record,) = row
         for at in range(0, len(old), _BATCH):
             batch = old[at : at + _BATCH]
             marks = ",".join("?" * len(batch))
             tx.execute(
                 "UPDATE steps SET record = ? WHERE record IN "
                 f"(SELECT id FROM records WHERE path IN ({marks}))",
-                (row[0], *batch),
+                (record, *batch),
             )
             tx.execute(f"DELETE FROM records WHERE path IN ({marks})", tuple(batch))
     for rel in old:
@@ -319,7 +321,8 @@ def _merge_slice(ctx: Context, paths: list[str], deadline: float | None) -> int:
         row = tx.execute("SELECT run FROM records WHERE path = ?", (paths[0],)).fetchone()
         if row is None:
             return 0  # not indexed (yet): the merged file is read by the next sync
-        _rows.add_record(tx.conn, rel, row[0], len(data))
+        (run,) = row
+        _rows.add_record(tx.conn, rel, run, len(data))
     _replace_records(ctx, paths, rel)
     return len(paths) - 1
 

@@ -75,7 +75,7 @@ def existing(conn: sqlite3.Connection, digests: Sequence[bytes]) -> set[bytes]:
         part = digests[at : at + _CHUNK]
         marks = ",".join("?" * len(part))
         rows = conn.execute(f"SELECT digest FROM objects WHERE digest IN ({marks})", part)
-        found.update(bytes(row[0]) for row in rows)
+        found.update(bytes(digest) for (digest,) in rows)
     return found
 
 
@@ -90,7 +90,7 @@ def packs_of(conn: sqlite3.Connection, digests: Sequence[bytes]) -> dict[bytes, 
             f"WHERE digest IN ({marks})",
             part,
         )
-        found.update((bytes(row[0]), row[1]) for row in rows)
+        found.update((bytes(digest), pack) for digest, pack in rows)
     return found
 
 
@@ -112,7 +112,7 @@ def add_pack(conn: sqlite3.Connection, name: str, size: int, table: bytes, *, mo
         "INSERT OR IGNORE INTO packs (name, size, objects) VALUES (?, ?, ?)",
         (name, size, len(table) // ENTRY.size),
     )
-    pack_id = int(conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()[0])
+    (pack_id,) = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
     verb = "INSERT OR REPLACE" if move else "INSERT OR IGNORE"
     # The table's records are bound as they unpack, their fields in the table's order, the
     # pack the same for every row. In digest order: each page of the objects table is then
@@ -135,26 +135,34 @@ def pack_objects(
     """(digest, size) of the objects the index locates in pack ``name``: among ``digests``
     (the pack's own table, looked up by digest; in that order), or, when its file is gone (None), by
     scanning every object (there is no index by pack: it would cost a third of the file)."""
-    row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    pack = _pack_id(conn, name)
+    if pack is None:
         return []
     if digests is None:
-        rows = conn.execute("SELECT digest, size FROM objects WHERE pack = ?", (row[0],))
-        return [(bytes(r[0]), r[1]) for r in rows]
+        rows = conn.execute("SELECT digest, size FROM objects WHERE pack = ?", (pack,))
+        return [(bytes(digest), size) for digest, size in rows]
     sizes: dict[bytes, int] = {}
     for at in range(0, len(digests), _BATCH):
         batch = digests[at : at + _BATCH]
         marks = ",".join("?" * len(batch))
         sizes.update(
-            (bytes(r[0]), r[1])
-            for r in conn.execute(
+            (bytes(digest), size)
+            for digest, size in conn.execute(
                 f"SELECT digest, size FROM objects WHERE digest IN ({marks}) AND pack = ?",
-                (*batch, row[0]),
+                (*batch, pack),
             )
         )
     # In the pack's order (the order they were written): a repack keeps related objects
     # side by side, where zstd finds what they share.
     return [(digest, sizes[digest]) for digest in digests if digest in sizes]
+
+
+def _pack_id(conn: sqlite3.Connection, name: str) -> int | None:
+    row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return None
+    (pack,) = row
+    return int(pack)
 
 
 def pack_known(conn: sqlite3.Connection, name: str) -> bool:
@@ -170,18 +178,16 @@ def record_known(conn: sqlite3.Connection, path: str) -> bool:
 def drop_objects(conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None) -> None:
     """Forget the objects indexed in pack ``name`` (among ``digests``, as for
     :func:`pack_objects`), keeping the pack's row: a pack that locates nothing."""
-    row = conn.execute("SELECT id FROM packs WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    pack = _pack_id(conn, name)
+    if pack is None:
         return
     if digests is None:
-        conn.execute("DELETE FROM objects WHERE pack = ?", (row[0],))
+        conn.execute("DELETE FROM objects WHERE pack = ?", (pack,))
         return
     for at in range(0, len(digests), _BATCH):
         batch = digests[at : at + _BATCH]
         marks = ",".join("?" * len(batch))
-        conn.execute(
-            f"DELETE FROM objects WHERE digest IN ({marks}) AND pack = ?", (*batch, row[0])
-        )
+        conn.execute(f"DELETE FROM objects WHERE digest IN ({marks}) AND pack = ?", (*batch, pack))
 
 
 def drop_pack(conn: sqlite3.Connection, name: str, digests: Sequence[bytes] | None) -> None:
@@ -217,15 +223,16 @@ def ensure_run(
         (key, recording),
     ).fetchone()
     if row is not None:
+        found = _run_row(row)
         if facts is not None:
-            _set_facts(conn, row[0], facts)
-        return RunRow(row[0], _text(row[1]), row[2])
+            _set_facts(conn, found.id, facts)
+        return found
     if claimed is not None and not _name_taken(conn, claimed.name):
         name, number = claimed.name, claimed.number
     else:
-        number = conn.execute(
+        (number,) = conn.execute(
             "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE run_id = ?", (key,)
-        ).fetchone()[0]
+        ).fetchone()
         name = run_id if number == 1 else f"{run_id}@{number}"
         while _name_taken(conn, name):
             number += 1
@@ -291,7 +298,8 @@ def add_record(conn: sqlite3.Connection, path: str, run: int, size: int) -> int:
         "ON CONFLICT (path) DO UPDATE SET run = excluded.run, size = excluded.size",
         (path, run, size),
     )
-    return int(conn.execute("SELECT id FROM records WHERE path = ?", (path,)).fetchone()[0])
+    (record,) = conn.execute("SELECT id FROM records WHERE path = ?", (path,)).fetchone()
+    return int(record)
 
 
 def add_steps(
@@ -345,7 +353,7 @@ def _models(conn: sqlite3.Connection, run: int) -> tuple[str, ...]:
         "GROUP BY model ORDER BY MIN(step_index)",
         (run,),
     )
-    return tuple(row[0] for row in rows)
+    return tuple(model for (model,) in rows)
 
 
 def _status(ended: bool, error_type: str | None) -> RunStatus:
@@ -367,29 +375,51 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
     params: tuple[object, ...] = () if name is None else (id_param(name),)
     rows = conn.execute(_RUN_QUERY + where + "GROUP BY runs.id", params).fetchall()
     infos = []
-    for r in rows:
-        start = _bound(min, r[5], r[6]) or _bound(max, r[7])  # no steps, no start: its end
+    for (
+        run,
+        run_name,
+        recorded_id,
+        number,
+        mode,
+        started_ns,
+        first_step_ns,
+        ended_ns,
+        last_step_ns,
+        error_type,
+        error_steps,
+        commit,
+        code_dirty,
+        seed,
+        step_count,
+        tokens_in,
+        tokens_out,
+        size,
+        pinned,
+        parent,
+    ) in rows:
+        # no steps, no start: its end
+        start = _bound(min, started_ns, first_step_ns) or _bound(max, ended_ns)
         infos.append(
             RunInfo(
-                run_id=_text(r[1]),
-                recorded_id=_text(r[2]),
-                recording=r[3],
-                mode=r[4],
+                run_id=_text(run_name),
+                recorded_id=_text(recorded_id),
+                recording=number,
+                mode=mode,
                 start_ns=start,
-                end_ns=_bound(max, start, r[7], r[8]),
-                status=_status(r[7] is not None, r[9]),
-                error_type=r[9],
-                error_steps=r[10],
-                commit=r[11],
-                code_dirty=None if r[12] is None else bool(r[12]),
-                seed=r[13],
-                step_count=r[14],
-                tokens_in=r[15],
-                tokens_out=r[16],
-                bytes=r[17],
-                pinned=bool(r[18]),
-                models=_models(conn, r[0]),
-                parent_run_id=r[19],
+                end_ns=_bound(max, start, ended_ns, last_step_ns),
+                status=_status(ended_ns is not None, error_type),
+                error_type=error_type,
+                error_steps=error_steps,
+                commit=commit,
+                code_dirty=None if code_dirty is None else bool(code_dirty),
+                seed=seed,
+                step_count=step_count,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                bytes=size,
+                pinned=bool(pinned),
+                models=_models(conn, run),
+                parent_run_id=parent,
             )
         )
     infos.sort(key=lambda info: (info.start_ns, info.run_id))
@@ -403,16 +433,19 @@ def run_facts(conn: sqlite3.Connection, run: int) -> RunFacts | None:
         "WHERE id = ?",
         (run,),
     ).fetchone()
-    if row is None or row[1] is None:
+    if row is None:
+        return None
+    run_id, mode, seed, commit, code_dirty, started_ns, parent = row
+    if mode is None:
         return None
     return RunFacts(
-        run_id=_text(row[0]),
-        mode=row[1],
-        seed=row[2],
-        commit=row[3],
-        code_dirty=None if row[4] is None else bool(row[4]),
-        start_ns=row[5] or 0,
-        parent_run_id=row[6],
+        run_id=_text(run_id),
+        mode=mode,
+        seed=seed,
+        commit=commit,
+        code_dirty=None if code_dirty is None else bool(code_dirty),
+        start_ns=started_ns or 0,
+        parent_run_id=parent,
     )
 
 
@@ -421,29 +454,55 @@ def run_row(conn: sqlite3.Connection, name: str) -> RunRow | None:
     row = conn.execute(
         "SELECT id, name, number FROM runs WHERE name = ?", (id_param(name),)
     ).fetchone()
-    return None if row is None else RunRow(row[0], _text(row[1]), row[2])
+    return None if row is None else _run_row(row)
 
 
-def _step_info(name: str, r: Sequence[Any]) -> StepInfo:
+def _run_row(row: Sequence[Any]) -> RunRow:
+    """A run row read as ``SELECT id, name, number``."""
+    run, name, number = row
+    return RunRow(run, _text(name), number)
+
+
+def _step_info(name: str, row: Sequence[Any]) -> StepInfo:
+    """A step read as ``SELECT`` :data:`STEP_COLUMNS`."""
+    (
+        index,
+        kind,
+        provider,
+        model,
+        request,
+        request_size,
+        response,
+        response_size,
+        status_code,
+        error_type,
+        complete,
+        start_ns,
+        end_ns,
+        tokens_in,
+        tokens_out,
+        trace_id,
+        span_id,
+    ) = row
     return StepInfo(
         run_id=name,
-        index=r[0],
-        kind=r[1],
-        provider=r[2],
-        model=r[3],
-        request_hash=hash_tag(r[4]),
-        request_size=r[5],
-        response_hash=None if r[6] is None else hash_tag(r[6]),
-        response_size=r[7],
-        status_code=r[8],
-        error_type=r[9],
-        complete=bool(r[10]),
-        start_ns=r[11],
-        end_ns=r[12],
-        tokens_in=r[13],
-        tokens_out=r[14],
-        trace_id=int(r[15], 16),
-        span_id=int(r[16], 16),
+        index=index,
+        kind=kind,
+        provider=provider,
+        model=model,
+        request_hash=hash_tag(request),
+        request_size=request_size,
+        response_hash=None if response is None else hash_tag(response),
+        response_size=response_size,
+        status_code=status_code,
+        error_type=error_type,
+        complete=bool(complete),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        trace_id=int(trace_id, 16),
+        span_id=int(span_id, 16),
     )
 
 
@@ -473,13 +532,19 @@ def step_ref(conn: sqlite3.Connection, run: RunRow, index: int) -> StepRef | Non
         "JOIN records ON records.id = steps.record WHERE steps.run = ? AND step_index = ?",
         (run.id, index),
     ).fetchone()
-    return None if row is None else StepRef(_step_info(run.name, row), row[17])
+    if row is None:
+        return None
+    *step, record = row
+    return StepRef(_step_info(run.name, step), record)
 
 
 def sweeps(conn: sqlite3.Connection) -> int:
     """How many gc sweeps have removed objects from this store."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'sweeps'").fetchone()
-    return 0 if row is None else int(row[0])
+    if row is None:
+        return 0
+    (count,) = row
+    return int(count)
 
 
 def count_sweep(conn: sqlite3.Connection) -> None:
@@ -492,6 +557,5 @@ def count_sweep(conn: sqlite3.Connection) -> None:
 
 def run_records(conn: sqlite3.Connection, run: int) -> list[str]:
     """The record files of a run, by path."""
-    return [
-        r[0] for r in conn.execute("SELECT path FROM records WHERE run = ? ORDER BY path", (run,))
-    ]
+    rows = conn.execute("SELECT path FROM records WHERE run = ? ORDER BY path", (run,))
+    return [path for (path,) in rows]

@@ -117,8 +117,8 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     # another process's file published and indexed between the two reads would look gone,
     # and its steps or objects would be forgotten.
     with index.guard():
-        known_packs = {r[0] for r in conn.execute("SELECT name FROM packs")}
-        known_records = {r[0] for r in conn.execute("SELECT path FROM records")}
+        known_packs = {name for (name,) in conn.execute("SELECT name FROM packs")}
+        known_records = {path for (path,) in conn.execute("SELECT path FROM records")}
     listing = list_files(backend)
     on_disk_packs = {parse_pack_path(rel): rel for rel in listing.packs}
     lost: set[bytes] = set()

@@ -205,11 +205,11 @@ def verify(
     problems: list[VerifyProblem] = []
     conn = index.conn()
     with index.guard():
-        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        (check,) = conn.execute("PRAGMA quick_check").fetchone()
         if check != "ok":
             problems.append(VerifyProblem("index", f"index {index.path}: {check}"))
-        known_packs = {r[0] for r in conn.execute("SELECT name FROM packs")}
-        known_records = {r[0] for r in conn.execute("SELECT path FROM records")}
+        known_packs = {name for (name,) in conn.execute("SELECT name FROM packs")}
+        known_records = {path for (path,) in conn.execute("SELECT path FROM records")}
         steps = conn.execute(
             "SELECT runs.name, step_index, request_hash, response_hash "
             "FROM steps JOIN runs ON runs.id = steps.run ORDER BY runs.id, step_index"

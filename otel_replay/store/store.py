@@ -420,8 +420,13 @@ class Store:
         with self._index.guard():
             return _rows.step_infos(self._index.conn(), row)
 
-    def _ref(self, step: StepInfo | tuple[str, int]) -> _rows.StepRef:
-        run_id, index = (step.run_id, step.index) if isinstance(step, StepInfo) else step
+    def _ref(self, step: StepInfo | str, index: int | None) -> _rows.StepRef:
+        if isinstance(step, StepInfo) and index is None:
+            run_id, index = step.run_id, step.index
+        elif isinstance(step, str) and index is not None:
+            run_id = step
+        else:
+            raise TypeError(f"a step is a StepInfo, or a run id and an index, not {step!r}")
         row = self._row(run_id)
         with self._index.guard():
             ref = _rows.step_ref(self._index.conn(), row, index)
@@ -431,25 +436,25 @@ class Store:
 
     def step(self, run_id: str, index: int) -> StepInfo:
         """One step; RunNotFoundError when the run or the step does not exist."""
-        return self._ref((run_id, index)).info
+        return self._ref(run_id, index).info
 
     def body(self, digest: str) -> bytes:
         """The exact bytes stored under ``sha256:<hex>``, checked; CorruptBlobError when
         damaged or absent."""
         return self._reader.content(bytes.fromhex(digest.removeprefix("sha256:")))
 
-    def request_body(self, step: StepInfo | tuple[str, int]) -> bytes:
+    def request_body(self, step: StepInfo | str, index: int | None = None) -> bytes:
         """The exact request body of a step, checked against its sha256.
 
-        ``step`` is a StepInfo or ``(run_id, index)``. Raises CorruptBlobError naming the
+        The step is a StepInfo, or a run id and an index. Raises CorruptBlobError naming the
         blob when the stored bytes are damaged, RunNotFoundError for an unknown step.
         """
-        return self.body(self._ref(step).info.request_hash)
+        return self.body(self._ref(step, index).info.request_hash)
 
-    def response_body(self, step: StepInfo | tuple[str, int]) -> bytes:
+    def response_body(self, step: StepInfo | str, index: int | None = None) -> bytes:
         """The exact response body of a step (``b""`` when none was received); see
         :meth:`request_body`."""
-        info = self._ref(step).info
+        info = self._ref(step, index).info
         return b"" if info.response_hash is None else self.body(info.response_hash)
 
     def _records(self, rel: str) -> list[Record]:
@@ -461,10 +466,10 @@ class Store:
             raise CorruptBlobError(f"record file {self.location}/{rel}: {decoded.problems[0]}")
         return decoded.records
 
-    def fixture(self, step: StepInfo | tuple[str, int]) -> Step:
+    def fixture(self, step: StepInfo | str, index: int | None = None) -> Step:
         """The step as the capture handed it over: headers, timing, chunks, verified bodies
-        and its run's facts. Raises like :meth:`request_body`."""
-        ref = self._ref(step)
+        and its run's facts. Takes and raises like :meth:`request_body`."""
+        ref = self._ref(step, index)
         info = ref.info
         with self._index.guard():
             facts = _rows.run_facts(self._index.conn(), self._row(info.run_id).id)

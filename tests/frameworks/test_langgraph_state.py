@@ -196,7 +196,7 @@ def test_checkpoint_reads_are_steps_holding_the_thread_read(kept: KeptThread) ->
         "langgraph.list",  # get_state_history
     ]
     with Store.open(kept.second.store, create=False) as store:
-        first_read = (kept.second.run_id, reads[0]["replay.step.index"])
+        first_read = store.step(kept.second.run_id, reads[0]["replay.step.index"])
         asked, thread = store.request_body(first_read), store.response_body(first_read)
     assert json.loads(asked) == {"config": {"thread_id": "desk-7"}}
     # The second run began where the first ended: its first read is the first run's thread.
@@ -237,7 +237,7 @@ def test_a_kept_memory_store_replays_each_run_with_what_it_recalled(
     assert len(reads) == 2  # the recall, and the count after the note
     with Store.open(second.store, create=False) as store:
         recall = min(reads, key=lambda attrs: attrs["replay.step.index"])["replay.step.index"]
-        asked = json.loads(store.request_body((second.run_id, recall)))
-        (found,) = json.loads(store.response_body((second.run_id, recall)))
+        asked = json.loads(store.request_body(second.run_id, recall))
+        (found,) = json.loads(store.response_body(second.run_id, recall))
     assert asked[0]["SearchOp"]["namespace_prefix"] == ["customers", "A-1234"]
     assert [item["otel_replay.store_item"]["key"] for item in found] == ["note-0"]

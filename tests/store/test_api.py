@@ -31,7 +31,24 @@ def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
         store.put([fixture("nested", 0, b"q", b"r")])
     with Store.open(root, create=False) as store:
         assert [r.run_id for r in store.runs()] == ["nested"]
-        assert store.request_body(("nested", 0)) == b"q"
+        assert store.request_body("nested", 0) == b"q"
+
+
+def test_a_step_is_a_step_info_or_a_run_id_and_an_index(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s") as store:
+        store.put([fixture("r", 0, b"q0", b"r0"), fixture("r", 1, b"q1", b"r1")])
+        store.flush()
+        info = store.step("r", 1)
+        assert store.request_body(info) == store.request_body("r", 1) == b"q1"
+        assert store.response_body(info) == store.response_body("r", 1) == b"r1"
+        assert store.fixture(info) == store.fixture("r", 1)
+        for read in (store.request_body, store.response_body, store.fixture):
+            with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
+                read(("r", 1))  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
+                read("r")
+            with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
+                read(info, 0)
 
 
 def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypatch) -> None:
@@ -47,7 +64,7 @@ def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypat
     assert list((tmp_path / "elsewhere").iterdir()) == []
     with Store.open(tmp_path / "rel", create=False) as store:
         assert [s.index for s in store.steps("moved")] == [0, 1]
-        assert store.response_body(("moved", 1)) == b"r1"
+        assert store.response_body("moved", 1) == b"r1"
         assert [p for p in store.verify() if p.damage] == []
 
 
@@ -71,7 +88,7 @@ def test_a_burst_in_one_flush(tmp_path: Path) -> None:
         store.put(fixture("burst", n, q, r) for n, (q, r) in enumerate(bodies))
         store.flush()
         assert store.run("burst").step_count == 1500
-        assert store.request_body(("burst", 1499)) == bodies[1499][0]
+        assert store.request_body("burst", 1499) == bodies[1499][0]
         assert [p for p in store.verify() if p.damage] == []
     assert len(list((tmp_path / "s").rglob("*.pack"))) == 1
 

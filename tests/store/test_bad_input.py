@@ -77,7 +77,7 @@ def test_a_reassembled_body_that_does_not_hash_is_refused(tmp_path: Path) -> Non
                 (chunk,),
             )
         with pytest.raises(CorruptBlobError, match=r"sha256:[0-9a-f]{64}.*does not match"):
-            store.request_body(("run-x", 1))
+            store.request_body("run-x", 1)
         assert "body" in {p.kind for p in store.verify()}
 
 
@@ -175,9 +175,9 @@ def test_rebuild_keeps_every_step_whose_bodies_are_readable(tmp_path: Path) -> N
     (copy / "index.sqlite").unlink()
     with Store.rebuild(copy) as store:
         assert [s.index for s in store.steps("run-p")] == [0, 1, 2, 3]
-        assert [store.request_body(("run-p", n)) for n in (0, 1)] == [q for q, _ in pairs[:2]]
+        assert [store.request_body("run-p", n) for n in (0, 1)] == [q for q, _ in pairs[:2]]
         with pytest.raises(CorruptBlobError):
-            store.response_body(("run-p", 2))
+            store.response_body("run-p", 2)
         problems = store.verify()
         assert ("pack", str(packs[2].relative_to(copy))) in [(p.kind, p.path) for p in problems]
 

@@ -110,10 +110,10 @@ def test_threads_writing_into_one_store_and_into_two(tmp_path: Path) -> None:
             assert [store.request_body(s) for s in store.steps(f"t-{n}")] == [
                 q for q, _ in chat_bodies(15, n)
             ]
-        seeds = {store.request_body(("twice", 0)), store.request_body(("twice@2", 0))}
+        seeds = {store.request_body("twice", 0), store.request_body("twice@2", 0)}
         assert seeds == {chat_bodies(1, 10)[0][0], chat_bodies(1, 11)[0][0]}
         for name in ("twice", "twice@2"):
-            seed = 10 if store.request_body((name, 0)) == chat_bodies(1, 10)[0][0] else 11
+            seed = 10 if store.request_body(name, 0) == chat_bodies(1, 10)[0][0] else 11
             assert [store.response_body(s) for s in store.steps(name)] == [
                 r for _, r in chat_bodies(15, seed)
             ]

@@ -80,8 +80,8 @@ def test_hostile_run_ids_stay_inside_the_store_and_gc_keeps_what_it_must(tmp_pat
         for n, run_id in enumerate(HOSTILE_IDS):
             assert store.run(run_id).step_count == 2
             for index, (request, response) in enumerate(chat_bodies(2, n)):
-                assert store.request_body((run_id, index)) == request
-                assert store.response_body((run_id, index)) == response
+                assert store.request_body(run_id, index) == request
+                assert store.response_body(run_id, index) == response
             assert [s["attributes"]["replay.run.id"] for s in store.spans(run_id)] == [run_id] * 2
         report = store.gc(now=time.time() + 30 * DAY)
         assert (report.runs_removed, report.blobs_removed, report.files_removed) == ((), 0, 0)
@@ -95,8 +95,8 @@ def test_hostile_run_ids_stay_inside_the_store_and_gc_keeps_what_it_must(tmp_pat
         report = store.gc(now=time.time() + DAY)
         assert sorted(report.runs_removed) == sorted(set(HOSTILE_IDS) - {"..", "caf\udce9"})
         assert sorted(r.run_id for r in store.runs()) == sorted(["..", "caf\udce9"])
-        assert store.request_body(("..", 1)) == chat_bodies(2, 0)[1][0]
-        assert store.request_body(("caf\udce9", 1)) == chat_bodies(2, 7)[1][0]
+        assert store.request_body("..", 1) == chat_bodies(2, 0)[1][0]
+        assert store.request_body("caf\udce9", 1) == chat_bodies(2, 7)[1][0]
         assert [p for p in store.verify() if p.damage] == []
     assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
     with Store.rebuild(root) as store:  # the ids come back from the records, pins and all
@@ -168,7 +168,7 @@ def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
     with Store.open(root, create=False, retention=KEEP) as store:
         assert sorted(r.run_id for r in store.runs()) == sorted(ids)
         for n, run_id in enumerate(ids):
-            assert (store.request_body((run_id, 0)), store.response_body((run_id, 0))) == (
+            assert (store.request_body(run_id, 0), store.response_body(run_id, 0)) == (
                 _chat_step(n)
             )
         report = store.gc()
@@ -181,7 +181,7 @@ def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
         report = store.gc(now=time.time() + DAY)
         assert sorted(report.runs_removed) == sorted(set(ids) - {"..", "a/../../x"})
         assert sorted(r.run_id for r in store.runs()) == ["..", "a/../../x"]
-        assert store.request_body(("a/../../x", 0)) == _chat_step(ids.index("a/../../x"))[0]
+        assert store.request_body("a/../../x", 0) == _chat_step(ids.index("a/../../x"))[0]
         assert [p for p in store.verify() if p.damage] == []
     assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
 
@@ -372,15 +372,15 @@ def test_a_rebuild_keeps_the_names_and_pins_of_a_reused_ids_recordings(tmp_path:
     early.close()
     late.close()
     with Store.open(root) as store:
-        names = {r.run_id: store.request_body((r.run_id, 0)) for r in store.runs()}
+        names = {r.run_id: store.request_body(r.run_id, 0) for r in store.runs()}
         assert names == {"same": b"started second", "same@2": b"started first"}
         store.pin("same")
     with Store.rebuild(root) as store:
-        assert {r.run_id: store.request_body((r.run_id, 0)) for r in store.runs()} == names
+        assert {r.run_id: store.request_body(r.run_id, 0) for r in store.runs()} == names
         assert store.run("same").pinned and not store.run("same@2").pinned
     with Store.open(root, retention=NONE) as store:
         store.gc(now=time.time() + DAY)
-        assert [store.request_body((r.run_id, 0)) for r in store.runs()] == [b"started second"]
+        assert [store.request_body(r.run_id, 0) for r in store.runs()] == [b"started second"]
 
 
 def _frames_touched(store: Store, digest_tag: str | None) -> set[tuple[str, int]]:
@@ -445,11 +445,11 @@ def test_a_flipped_byte_in_a_frame_costs_only_the_bodies_that_use_the_frame(
             ):
                 if target in frames_used:
                     with pytest.raises(CorruptBlobError, match=rf"sha256:[0-9a-f]{{64}}.*{pack}"):
-                        read((run_id, index))
+                        read(run_id, index)
                 else:
-                    assert read((run_id, index)) == body
+                    assert read(run_id, index) == body
             if (run_id, index) not in damaged:
-                assert store.fixture((run_id, index)).request_body == request
+                assert store.fixture(run_id, index).request_body == request
         problems = store.verify()
         rel = f"objects/{pack[:2]}/{pack}.pack"
         assert any(p.kind == "pack" and p.path == rel for p in problems)
@@ -473,7 +473,7 @@ def test_a_read_only_store_is_read(tmp_path: Path, with_index: bool) -> None:
     check = (
         "import sys; from otel_replay.store import Store; s = Store.open(sys.argv[1]); "
         "body = sys.stdin.buffer.read(); "
-        "print(s.read_only, len(s.runs()), s.request_body(('ro-run', 2)) == body)"
+        "print(s.read_only, len(s.runs()), s.request_body('ro-run', 2) == body)"
     )
     script = " && ".join(
         [
@@ -627,7 +627,7 @@ def test_a_sync_forgets_nothing_another_process_writes_while_it_lists(
         store.refresh()
         monkeypatch.setattr(_sync, "list_files", real)
         assert {r.run_id: r.step_count for r in store.runs()} == {"a": 1, "b": 1}
-        assert store.request_body(("b", 0)) == pairs[1][0]
+        assert store.request_body("b", 0) == pairs[1][0]
         assert store.verify() == []
 
 

@@ -76,7 +76,7 @@ def test_two_machines_record_at_once_and_see_each_other(s3_bucket: Bucket, tmp_p
                 "from-b",
             }
         )
-        assert second.request_body(("from-a", 3)) == chat_bodies(4, seed=1)[3][0]
+        assert second.request_body("from-a", 3) == chat_bodies(4, seed=1)[3][0]
     finally:
         first.close()
         second.close()

@@ -48,7 +48,7 @@ def test_expired_runs_go_by_status_and_pins_keep_runs(tmp_path: Path) -> None:
         assert report.blobs_removed > 0 and report.compacted == 1  # two thirds dead: repacked
         assert [r.run_id for r in store.runs()] == ["ok-pinned"]
         assert len(list(root.rglob("*.rec"))) == 1 and store.verify() == []
-        assert store.request_body(("ok-pinned", 2)) == chat_bodies(3, len("ok-pinned"))[2][0]
+        assert store.request_body("ok-pinned", 2) == chat_bodies(3, len("ok-pinned"))[2][0]
 
 
 def test_dry_run_changes_nothing_and_reports_the_same(tmp_path: Path) -> None:

@@ -73,10 +73,10 @@ def test_fixture_comes_back_equal(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s") as store:
         store.put([original, fixture("run-b", 1, b"x", None)])
         store.flush()
-        assert store.fixture(("run-b", 0)) == original
+        assert store.fixture("run-b", 0) == original
         no_response = store.fixture(store.step("run-b", 1))
         assert no_response.response_hash is None and no_response.response_body == b""
-        assert store.response_body(("run-b", 1)) == b""
+        assert store.response_body("run-b", 1) == b""
 
 
 def test_spans_come_back_as_given(tmp_path: Path) -> None:
@@ -265,7 +265,7 @@ def test_what_a_record_leaves_out_comes_back(tmp_path: Path, change: dict[str, A
         store.put([given])
         store.flush()
     with Store.rebuild(tmp_path / "s") as store:
-        assert store.fixture(("run-c", 0)) == given
+        assert store.fixture("run-c", 0) == given
 
 
 def _sse(events: int) -> tuple[bytes, list[tuple[int, int]]]:
@@ -340,7 +340,7 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
         with opened as store:
             for step in steps:
                 # A fixture comes back whole, with its run's facts, whatever record held them.
-                assert store.fixture(("run-f", step.step_index)) == step
+                assert store.fixture("run-f", step.step_index) == step
             info = store.step("run-f", 0)
             assert (info.provider, info.model, info.tokens_in, info.tokens_out) == (
                 "openai",
