@@ -50,7 +50,7 @@ from urllib.parse import urlsplit
 
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._forks import mend_in_child
-from otel_replay.capture.codecs import Codec, LlmRequest, detect
+from otel_replay.codecs import Codec, LlmRequest, detect
 from otel_replay.errors import CodecError
 from otel_replay.replay._diff import (
     json_paths_differing,
