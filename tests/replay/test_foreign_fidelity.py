@@ -150,7 +150,11 @@ def test_a_changed_conversation_is_reported_at_its_own_step(
         == "  message 1: user: Where is my order A-2003? → user: Where is my parcel A-2003?"
     )
     assert not lines[at + 2].startswith("  ")  # the one change
-    assert "matched: closest 2, messages 6;" in done.stdout
+    # The changed conversation's second turn may come last of all: the one step left is
+    # served by position (tests/replay/test_concurrent_conversations.py says why).
+    assert re.search(
+        r"matched: (closest 2, messages 6|closest 1, messages 6, position 1);", done.stdout
+    )
 
 
 def test_diff_of_an_imported_run_and_its_replay_is_identical(tmp_path: Path) -> None:

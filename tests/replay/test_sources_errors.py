@@ -79,6 +79,16 @@ def test_truncated_pretty_document(recorded: Recorded, tmp_path: Path) -> None:
     assert message.startswith(f"{path}:") and "invalid or truncated JSON" in message
 
 
+@pytest.mark.parametrize("start", [b"\n\xbb", b"\n\xef\x01", b"\n\xbf"])
+def test_protobuf_cut_after_a_length_byte_like_a_byte_order_marks(
+    tmp_path: Path, start: bytes
+) -> None:
+    """A length byte that is also a byte of UTF-8's byte order mark is not whitespace."""
+    path = tmp_path / "trace.pb"
+    path.write_bytes(start)
+    assert refused(str(path)).startswith(f"{path} is neither OTLP JSON nor OTLP protobuf")
+
+
 @pytest.mark.parametrize("cut", [2, 7, 1000, -1])
 def test_truncated_protobuf(recorded: Recorded, tmp_path: Path, cut: int) -> None:
     data = otlp_request(run_spans(recorded, CLAUDE)).SerializeToString()

@@ -25,7 +25,8 @@ __all__ = ["Document", "documents"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _JSON_STARTS = frozenset(b"{[")
-_WHITESPACE = b" \t\r\n\xef\xbb\xbf"  # with a UTF-8 byte order mark
+_WHITESPACE = b" \t\r\n"
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark: a prefix, its bytes no whitespace
 _OTHER_SIGNALS = ("resourceMetrics", "resource_metrics", "resourceLogs", "resource_logs")
 
 
@@ -46,7 +47,7 @@ def documents(data: bytes, source: str, limits: Limits) -> list[Document]:
     """
     if data[:2] == _GZIP_MAGIC:
         data = gunzip(data, source, limits)
-    body = data.lstrip(_WHITESPACE)
+    body = data.removeprefix(_BOM).lstrip(_WHITESPACE)
     if not body:
         raise SourceError(f"{source} is empty: no OTLP trace data")
     # Protobuf trace data starts with 0x0a (a newline), and the length after it can be "{":
