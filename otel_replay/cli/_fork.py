@@ -12,8 +12,7 @@ import click
 from rich.text import Text
 
 from otel_replay.cli._format import printable
-from otel_replay.replay._fork import ForkPlan
-from otel_replay.replay._model import Run
+from otel_replay.replay import ForkPlan, Run
 
 __all__ = ["fork_lines", "fork_options"]
 

@@ -53,11 +53,9 @@ from otel_replay.cli._fork import fork_options
 from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
-from otel_replay.replay import _isolate
+from otel_replay.replay import ForkPlan, Run, _isolate
 from otel_replay.replay._background import without_background
 from otel_replay.replay._change import Change
-from otel_replay.replay._fork import ForkPlan
-from otel_replay.replay._model import Run
 from otel_replay.replay._result import (
     AgentStatus,
     BadValue,

@@ -2,6 +2,7 @@
 
 from otel_replay.replay._api import replaying
 from otel_replay.replay._diff import Change
+from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._live_from import WentLive
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import (
@@ -18,6 +19,7 @@ __all__ = [
     "BadValue",
     "Change",
     "Divergence",
+    "ForkPlan",
     "Outcome",
     "RecordedStep",
     "ReplayResult",
