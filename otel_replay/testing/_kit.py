@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
+from otel_replay.runs import start_process_run
 
 __all__ = ["CaptureKit"]
 
