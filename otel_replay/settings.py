@@ -245,14 +245,14 @@ CLI_CHANNEL: tuple[Setting, ...] = (
         "OTEL_REPLAY_STRICT",
         "true",
         _flag,
-        "replay mode: refuse unmatched requests and every socket (false: unmatched go live)",
+        "replay mode: refuse unmatched requests and every socket (set by replay --no-strict)",
     ),
     Setting(
         "OTEL_REPLAY_TIMING",
         "fast",
         _timing,
         "replay mode: fast (no delays: streams at once, sleeps return at once) or recorded "
-        "(stream chunks paced as recorded, sleeps kept)",
+        "(stream chunks paced as recorded, sleeps kept; set by replay --timing)",
     ),
     Setting(
         "OTEL_REPLAY_REPORT",

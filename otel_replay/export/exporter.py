@@ -44,10 +44,10 @@ WAIT_BACKLOG_MAX = 64
 class ExporterStats:
     """What a :class:`ReplaySpanExporter` has done so far.
 
-    ``dropped`` counts steps the capture hand-off refused because it stayed full for its
-    wait (process-wide); ``failed`` counts steps and spans given up
-    (refused by the store as invalid, or still unwritable at shutdown). Both are zero unless
-    something went wrong, and each kind is logged.
+    ``dropped`` counts steps the capture hand-off refused because it stayed full for its wait
+    (process-wide); ``failed`` counts steps and spans given up (refused by the store as
+    invalid, or still unwritable at shutdown). Both are zero unless something went wrong, and
+    each kind is logged.
     """
 
     steps: int
