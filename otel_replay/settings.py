@@ -1,8 +1,10 @@
 """Settings read from the environment, in one table.
 
-Every ``OTEL_REPLAY_*`` variable is declared once in :data:`SETTINGS` with its default, its
-parser and a one-line description. :func:`load` reads them all and reports a bad value as a
-:class:`~otel_replay.errors.ConfigError` that names the variable.
+Every ``OTEL_REPLAY_*`` variable a user sets is declared once in :data:`SETTINGS` with its
+default, its parser and a one-line description; :data:`CLI_CHANNEL` declares the ones the
+``replay`` verb sets for the process it replays. :func:`load` reads them all and reports a bad
+value as a :class:`~otel_replay.errors.ConfigError` that names the variable. Tuning values
+(hand-off size, source line and time bounds, idle gaps) are constants beside their code.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from otel_replay._ignore import parse as _ignore_rules
 from otel_replay.errors import ConfigError
 
 __all__ = [
+    "CLI_CHANNEL",
     "CLOCKS",
     "SETTINGS",
     "TIMINGS",
@@ -102,21 +105,7 @@ def _positive_int(raw: str) -> int:
 
 _MAX_DAYS = 36500
 """The longest duration a setting may name, 100 years: longer ones (1e300) overflow the
-nanosecond integers and timers they become."""
-
-
-def _seconds(raw: str) -> float:
-    value = float(raw.strip())
-    if not 0 < value <= _MAX_DAYS * 86400:
-        raise ValueError("expected a number of seconds > 0 (at most 100 years)")
-    return value
-
-
-def _gap_seconds(raw: str) -> float:
-    value = float(raw.strip())
-    if not 0 <= value <= _MAX_DAYS * 86400:
-        raise ValueError("expected a number of seconds >= 0 (at most 100 years)")
-    return value
+nanosecond integers they become."""
 
 
 def _live_tools(raw: str) -> bool:
@@ -178,18 +167,6 @@ SETTINGS: tuple[Setting, ...] = (
         "commit to record as vcs.ref.head.revision; else CI variables, else git",
     ),
     Setting(
-        "OTEL_REPLAY_HANDOFF_MAX_BYTES",
-        str(256 * 1024 * 1024),
-        _non_negative_int,
-        "bytes of fixtures the capture hand-off holds for the exporter before it counts drops",
-    ),
-    Setting(
-        "OTEL_REPLAY_HANDOFF_WAIT_MS",
-        "1000",
-        _non_negative_int,
-        "longest an application thread waits for room in a full hand-off before a step is dropped",
-    ),
-    Setting(
         "OTEL_REPLAY_FLUSH_TIMEOUT_MS",
         "10000",
         _non_negative_int,
@@ -227,19 +204,6 @@ SETTINGS: tuple[Setting, ...] = (
         "where the index of a remote (fsspec URL) store is kept; default ~/.cache/otel-replay",
     ),
     Setting(
-        "OTEL_REPLAY_STRICT",
-        "true",
-        _flag,
-        "replay mode: refuse unmatched requests and every socket (false: unmatched go live)",
-    ),
-    Setting(
-        "OTEL_REPLAY_TIMING",
-        "fast",
-        _timing,
-        "replay mode: fast (no delays: streams at once, sleeps return at once) or recorded "
-        "(stream chunks paced as recorded, sleeps kept)",
-    ),
-    Setting(
         "OTEL_REPLAY_CLOCK",
         "recorded",
         _clock,
@@ -251,45 +215,6 @@ SETTINGS: tuple[Setting, ...] = (
         str(256 * 1024 * 1024),
         _positive_int,
         "most bytes a trace source (file or download) may hold, counted after gunzip too",
-    ),
-    Setting(
-        "OTEL_REPLAY_SOURCE_MAX_LINE_BYTES",
-        str(64 * 1024 * 1024),
-        _positive_int,
-        "longest line a JSON-lines trace source may have",
-    ),
-    Setting(
-        "OTEL_REPLAY_SOURCE_TIMEOUT_S",
-        "120",
-        _seconds,
-        "most seconds downloading a trace source URL may take, in all",
-    ),
-    Setting(
-        "OTEL_REPLAY_SOURCE_IDLE_GAP_S",
-        "300",
-        _gap_seconds,
-        "trace sources: model calls that are traces of their own (no span around them) from one "
-        "process make one run until it idles this many seconds; 0 never splits",
-    ),
-    Setting(
-        "OTEL_REPLAY_REPORT",
-        "",
-        _text,
-        "replay mode: file the replayed process appends its replay events to (set by the CLI)",
-    ),
-    Setting(
-        "OTEL_REPLAY_LIVE_TOOLS",
-        "",
-        _live_tools,
-        "replay mode: 'read' runs read tools live instead of serving their recorded results "
-        "(set by replay --live-tools read); write tools never run",
-    ),
-    Setting(
-        "OTEL_REPLAY_FORK",
-        "",
-        _text,
-        "replay mode: file holding the fork's plan (set by replay --override, --inject, "
-        "--state, --live-from, --allow-writes)",
     ),
     Setting(
         "OTEL_REPLAY_WRITE_TOOLS",
@@ -313,6 +238,45 @@ SETTINGS: tuple[Setting, ...] = (
         "recorded nor compared; added to the known telemetry endpoints (-defaults drops them)",
     ),
 )
+"""The settings a user sets, each for a reason docs/configuration.md gives."""
+
+CLI_CHANNEL: tuple[Setting, ...] = (
+    Setting(
+        "OTEL_REPLAY_STRICT",
+        "true",
+        _flag,
+        "replay mode: refuse unmatched requests and every socket (set by replay --no-strict)",
+    ),
+    Setting(
+        "OTEL_REPLAY_TIMING",
+        "fast",
+        _timing,
+        "replay mode: fast (no delays: streams at once, sleeps return at once) or recorded "
+        "(stream chunks paced as recorded, sleeps kept; set by replay --timing)",
+    ),
+    Setting(
+        "OTEL_REPLAY_REPORT",
+        "",
+        _text,
+        "replay mode: file the replayed process appends its replay events to (set by the CLI)",
+    ),
+    Setting(
+        "OTEL_REPLAY_LIVE_TOOLS",
+        "",
+        _live_tools,
+        "replay mode: 'read' runs read tools live instead of serving their recorded results "
+        "(set by replay --live-tools read); write tools never run",
+    ),
+    Setting(
+        "OTEL_REPLAY_FORK",
+        "",
+        _text,
+        "replay mode: file holding the fork's plan (set by replay --override, --inject, "
+        "--state, --live-from, --allow-writes)",
+    ),
+)
+"""Not settings: the ``replay`` verb's channel to the process it replays (its options, and
+where to report), set by the verb, read by the replayed process; a user does not set them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,8 +290,6 @@ class Settings:
     inline_limit: int
     redact: tuple[re.Pattern[bytes], ...]
     commit: str | None
-    handoff_max_bytes: int
-    handoff_wait_ms: int
     flush_timeout_ms: int
     handle_sigterm: bool
     retain_ok_days: float
@@ -345,7 +307,7 @@ class Settings:
     ignore: IgnoreRules
 
 
-_BY_NAME = {setting.name: setting for setting in SETTINGS}
+_BY_NAME = {setting.name: setting for setting in (*SETTINGS, *CLI_CHANNEL)}
 
 
 def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
@@ -388,7 +350,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
     Raises ConfigError naming the variable when a value does not parse.
     """
-    values = {setting.name: read(setting.name, environ) for setting in SETTINGS}
+    values = {name: read(name, environ) for name in _BY_NAME}
     return Settings(
         store=values["OTEL_REPLAY_STORE"],
         mode=values["OTEL_REPLAY_MODE"],
@@ -397,8 +359,6 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         inline_limit=values["OTEL_REPLAY_INLINE_LIMIT"],
         redact=values["OTEL_REPLAY_REDACT"],
         commit=values["OTEL_REPLAY_COMMIT"],
-        handoff_max_bytes=values["OTEL_REPLAY_HANDOFF_MAX_BYTES"],
-        handoff_wait_ms=values["OTEL_REPLAY_HANDOFF_WAIT_MS"],
         flush_timeout_ms=values["OTEL_REPLAY_FLUSH_TIMEOUT_MS"],
         handle_sigterm=values["OTEL_REPLAY_HANDLE_SIGTERM"],
         retain_ok_days=values["OTEL_REPLAY_RETAIN_OK_DAYS"],

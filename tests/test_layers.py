@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import otel_replay
-from otel_replay.settings import SETTINGS
+from otel_replay.settings import CLI_CHANNEL, SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(otel_replay.__file__).parent
@@ -237,7 +237,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_importing_reads_no_settings() -> None:
     """Every ``OTEL_REPLAY_*`` variable invalid: importing still works (settings are read when
     something is instrumented, exported or replayed)."""
-    bogus = {setting.name: "bogus" for setting in SETTINGS}
+    bogus = {setting.name: "bogus" for setting in (*SETTINGS, *CLI_CHANNEL)}
     done = _python(
         "import otel_replay, otel_replay.export, otel_replay.capture.instrumentor\n"
         "from otel_replay import ReplayInstrumentor, ReplaySpanExporter, run\n"

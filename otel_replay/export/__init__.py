@@ -18,11 +18,11 @@ it overflows, so steps do not travel through it:
   Spans that do not come through the hand-off (the run's ``invoke_agent`` span, steps recorded
   before the exporter existed) arrive through ``export()`` as usual; a span that came through
   the hand-off is recognised there (it was *claimed* before it ended) and not written twice.
-- **Back-pressure, then counted drops.** The hand-off is bounded in bytes
-  (``OTEL_REPLAY_HANDOFF_MAX_BYTES``, 256 MiB) until a step is durable. When it is full, the
-  application thread waits for room up to ``OTEL_REPLAY_HANDOFF_WAIT_MS`` (1 s): a burst slows
-  to the store's pace instead of losing steps (the step's span then ends after the wait).
-  Only a store that stays stuck makes the wait time out; the step is then dropped, counted
+- **Back-pressure, then counted drops.** The hand-off is bounded in bytes (``MAX_BYTES``,
+  256 MiB) until a step is durable. When it is full, the application thread waits for room
+  up to ``WAIT_S`` (1 s): a burst slows to the store's pace instead of losing steps (the
+  step's span then ends after the wait). Only a store that stays stuck makes the wait time
+  out; the step is then dropped, counted
   (:meth:`ReplaySpanExporter.stats`, and the metric ``otel_replay.exporter.dropped_steps``)
   and logged, its span still reaches the store through
   ``export()``, and later puts do not wait again until the writer makes room.

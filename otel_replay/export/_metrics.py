@@ -51,5 +51,5 @@ def observe_drops(handoff: Handoff, meter_provider: MeterProvider | None = None)
         callbacks=[observe],
         unit="{step}",
         description="Recorded steps lost because the capture hand-off stayed full "
-        "(OTEL_REPLAY_HANDOFF_WAIT_MS); also ReplaySpanExporter.stats().dropped",
+        "past its wait; also ReplaySpanExporter.stats().dropped",
     )

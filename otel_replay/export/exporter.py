@@ -40,10 +40,10 @@ WAIT_BACKLOG_MAX = 64
 class ExporterStats:
     """What a :class:`ReplaySpanExporter` has done so far.
 
-    ``dropped`` counts steps the capture hand-off refused because it stayed full for
-    ``OTEL_REPLAY_HANDOFF_WAIT_MS`` (process-wide); ``failed`` counts steps and spans given up
-    (refused by the store as invalid, or still unwritable at shutdown). Both are zero unless
-    something went wrong, and each kind is logged.
+    ``dropped`` counts steps the capture hand-off refused because it stayed full for its wait
+    (process-wide); ``failed`` counts steps and spans given up (refused by the store as
+    invalid, or still unwritable at shutdown). Both are zero unless something went wrong, and
+    each kind is logged.
     """
 
     steps: int
@@ -99,8 +99,6 @@ class ReplaySpanExporter(SpanExporter):
             observe_drops(self._handoff, meter_provider)
         except Exception as exc:  # a metrics SDK problem must not stop recording
             _log.error("otel-replay: cannot report drops as a metric: %r", exc)
-        self._handoff.max_bytes = config.handoff_max_bytes
-        self._handoff.wait_s = config.handoff_wait_ms / 1000
         self._timeout = config.flush_timeout_ms / 1000
         self._sample_ok = config.sample_ok
         self._failures = Failures()

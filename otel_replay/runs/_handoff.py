@@ -42,7 +42,6 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from otel_replay import settings
 from otel_replay.step import Step
 
 __all__ = [
@@ -56,6 +55,14 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+MAX_BYTES = 256 * 1024 * 1024
+"""What the process hand-off holds before puts wait: room for a stalled store to catch up on
+thousands of steps, yet a small share of an agent host's memory."""
+
+WAIT_S = 1.0
+"""Longest a put waits for room in a full hand-off: a store's brief stall (a pack rotating, a
+remote round trip) costs a pause, a stuck store one pause, then drops."""
 
 ITEM_OVERHEAD = 4096
 """Bytes counted per step beyond its bodies: the span (its attributes often repeat the
@@ -137,7 +144,7 @@ class Handoff:
     ``max_bytes`` bounds what is held; ``wait_s`` is the longest a put waits for room.
     """
 
-    def __init__(self, max_bytes: int, wait_s: float = 1.0) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES, wait_s: float = WAIT_S) -> None:
         self.max_bytes = max_bytes
         self.wait_s = wait_s
         self._init_state()
@@ -301,20 +308,15 @@ _process_handoff_lock = threading.Lock()
 
 def handoff() -> Handoff:
     """The process-wide hand-off the capture puts into and the ``replay`` exporter drains,
-    made on first use (every call returns the same one).
-
-    It starts bounded by the default ``OTEL_REPLAY_HANDOFF_MAX_BYTES``, whatever the
-    environment says: the exporter applies ``OTEL_REPLAY_HANDOFF_MAX_BYTES`` and
-    ``OTEL_REPLAY_HANDOFF_WAIT_MS`` when it attaches, so this never reads (or fails on) a
-    setting.
-    """
+    made on first use (every call returns the same one), bounded by :data:`MAX_BYTES` and
+    :data:`WAIT_S`."""
     global _process_handoff  # noqa: PLW0603 - one per process, made on first use
     made = _process_handoff
     if made is None:
         with _process_handoff_lock:
             made = _process_handoff
             if made is None:
-                made = Handoff(settings.read("OTEL_REPLAY_HANDOFF_MAX_BYTES", {}))
+                made = Handoff()
                 _process_handoff = made
     return made
 

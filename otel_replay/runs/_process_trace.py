@@ -116,7 +116,7 @@ _EXIT_FLUSH_MS = 5000  # when OTEL_REPLAY_FLUSH_TIMEOUT_MS does not parse
 
 IDLE_GAP_NS = 300 * 10**9
 """Idle time after which a process run's next step opens a new trace (as a trace source's
-model calls are split into runs, ``OTEL_REPLAY_SOURCE_IDLE_GAP_S``)."""
+model calls are split into runs)."""
 
 
 @dataclass(slots=True)

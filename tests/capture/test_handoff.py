@@ -140,7 +140,6 @@ def test_posted_messages_reach_the_active_consumer_in_order_with_the_steps() -> 
 
 def test_the_process_handoff_is_made_once_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_handoff, "_process_handoff", None)
-    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_MAX_BYTES", "not a number")
     made = []
     start = threading.Barrier(8)
 
@@ -154,7 +153,7 @@ def test_the_process_handoff_is_made_once_on_first_use(monkeypatch: pytest.Monke
     for thread in threads:
         thread.join()
     assert len({id(h) for h in made}) == 1 and made[0] is _handoff.handoff()
-    assert made[0].max_bytes == 256 * 1024 * 1024, "the default: the exporter applies the setting"
+    assert (made[0].max_bytes, made[0].wait_s) == (256 * 1024 * 1024, 1.0)
 
 
 def test_a_step_ending_after_the_exporter_left_is_counted_and_logged_once(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import otel_replay
+from otel_replay.runs._handoff import handoff
 from tests.export._support import CHAT_URL, Pipeline, chat_request, echo_client
 
 HEADERS = {"content-type": "application/json"}
@@ -51,8 +52,8 @@ def test_a_burst_of_10000_steps_loses_nothing(
 def test_a_small_handoff_holds_the_application_back_instead_of_dropping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_MAX_BYTES", str(8 * 5000))  # about 8 steps
-    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_WAIT_MS", "30000")
+    monkeypatch.setattr(handoff(), "max_bytes", 8 * 5000)  # about 8 steps
+    monkeypatch.setattr(handoff(), "wait_s", 30.0)
     with Pipeline(tmp_path / "store") as pipe:
         run_id = _burst(pipe, 1000)
     _assert_everything_stored(pipe, run_id, 1000)

@@ -209,8 +209,8 @@ def test_a_store_that_cannot_be_opened_is_reported_never_raised(
 def test_a_full_handoff_applies_back_pressure_then_counts_drops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_MAX_BYTES", str(3 * 5000))  # ~3 small steps
-    monkeypatch.setenv("OTEL_REPLAY_HANDOFF_WAIT_MS", "100")
+    monkeypatch.setattr(handoff(), "max_bytes", 3 * 5000)  # ~3 small steps
+    monkeypatch.setattr(handoff(), "wait_s", 0.1)
     monkeypatch.setenv("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "200")
     store = Store.open(tmp_path / "store")
     real_flush = store.flush

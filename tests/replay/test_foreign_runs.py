@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources import load_run, load_sources
+from otel_replay.replay.sources import _group, load_run, load_sources
 from otel_replay.replay.sources._group import (
     GroupingError,
     describe,
@@ -218,8 +218,8 @@ def _each_span(documents: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 def test_a_process_idle_past_the_gap_makes_a_new_run(
     recorded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The last four calls moved ten minutes later: two runs (8 + 4 steps) by the default
-    gap of 300 s; one with the gap off, or longer."""
+    """The last four calls moved ten minutes later: two runs (8 + 4 steps) by the gap of
+    300 s; one with a longer gap."""
     documents = copy.deepcopy(_document_copy(recorded["threads_file"]))
     spans = sorted(_each_span(documents), key=lambda s: int(s["startTimeUnixNano"]))
     for span in spans[8:]:
@@ -229,10 +229,9 @@ def test_a_process_idle_past_the_gap_makes_a_new_run(
     runs = load_sources(str(path))
     assert [len(r.run.steps) for r in runs] == [8, 4]
     assert [r.run.run_id for r in runs] == [spans[0]["traceId"], spans[8]["traceId"]]
-    for gap in ("0", "601"):
-        monkeypatch.setenv("OTEL_REPLAY_SOURCE_IDLE_GAP_S", gap)
-        (whole,) = load_sources(str(path))
-        assert len(whole.run.steps) == 12
+    monkeypatch.setattr(_group, "IDLE_GAP_NS", 601 * 10**9)
+    (whole,) = load_sources(str(path))
+    assert len(whole.run.steps) == 12
 
 
 # -- the grouping rules, on span dicts ---------------------------------------------------------
@@ -254,8 +253,8 @@ def _call(trace: int, start_s: float, resource: dict[str, Any], **extra: Any) ->
     }
 
 
-def _sizes(spans: list[dict[str, Any]], gap_s: float = 300) -> list[int]:
-    return [len(run.spans) for run in group_runs(spans, idle_gap_ns=int(gap_s * 1e9))]
+def _sizes(spans: list[dict[str, Any]]) -> list[int]:
+    return [len(run.spans) for run in group_runs(spans)]
 
 
 @pytest.mark.parametrize(
@@ -284,15 +283,18 @@ def test_lone_calls_are_grouped_by_process(
     assert process_key(first) != process_key(second) or one_process
 
 
-def test_the_gap_is_idle_time_after_every_earlier_call_ended() -> None:
+def test_the_gap_is_idle_time_after_every_earlier_call_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     resource = {"service.instance.id": "a"}
     long_call = _call(1, 0, resource)
     long_call["end_ns"] += 1000 * 10**9  # a call that ran 1001 s
     spans = [long_call, _call(2, 10, resource), _call(3, 1200, resource)]
-    assert _sizes(spans) == [3]  # 1200 s starts 199 s after the long call ended
-    assert _sizes(spans, gap_s=100) == [2, 1]
     assert _sizes([_call(1, 0, resource), _call(2, 302, resource)]) == [1, 1]
     assert _sizes([_call(1, 0, resource), _call(2, 300, resource)]) == [2]
+    assert _sizes(spans) == [3]  # 1200 s starts 199 s after the long call ended
+    monkeypatch.setattr(_group, "IDLE_GAP_NS", 100 * 10**9)
+    assert _sizes(spans) == [2, 1]
 
 
 def test_a_trace_with_a_span_around_its_calls_is_a_run_of_its_own() -> None:

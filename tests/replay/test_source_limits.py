@@ -1,9 +1,11 @@
 """Hostile trace sources: gzip bombs, endless and trickling URLs, /dev/zero, huge lines.
 
 Each is met through the real ``otel-replay`` program: exit 2, one line naming the source and
-the setting that raises the bound, quickly, with memory bounded by the byte bound (measured
-as the child's peak resident size). URL sources are read in the parent, so their errors and
-the report name the URL, and an interrupted replay leaves no scratch directory behind.
+the bound (and the setting that raises the byte bound), quickly, with memory bounded by the
+byte bound (measured as the child's peak resident size). The line and time bounds are
+constants: their tests run the CLI in-process with the constant made small. URL sources are
+read in the parent, so their errors and the report name the URL, and an interrupted replay
+leaves no scratch directory behind.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from otel_replay.replay.sources import _limits
+from tests.cli._checks import run_cli
 from tests.replay.conftest import CLAUDE, SUPPORT, Recorded, collector_json, run_spans
 
 CLI = Path(sys.executable).parent / "otel-replay"
@@ -53,6 +57,15 @@ def cli(
     *lines, peak = done.stderr.rstrip("\n").split("\n")
     done.stderr = "\n".join(lines)
     return done, int(peak) // 1024
+
+
+def in_process(monkeypatch: pytest.MonkeyPatch, *args: str) -> subprocess.CompletedProcess[str]:
+    """``otel-replay ARGS`` run in-process (so a test may patch a constant), from a clean
+    ``OTEL_*`` environment."""
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    result = run_cli(*args)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def one_error_line(done: subprocess.CompletedProcess[str], *names: str) -> str:
@@ -187,19 +200,17 @@ def test_dev_zero_is_refused_at_the_bound(tmp_path: Path) -> None:
     assert peak < 16 + 150
 
 
-def test_a_line_past_the_line_bound_is_named(tmp_path: Path, recorded: Recorded) -> None:
+def test_a_line_past_the_line_bound_is_named(
+    tmp_path: Path, recorded: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = tmp_path / "trace.jsonl"
     line = document(recorded, CLAUDE)
     huge = b'{"resourceSpans": [], "padding": "' + b"x" * (2 * MiB) + b'"}'
     source.write_bytes(line + b"\n" + line + b"\n" + huge + b"\n")
-    done, _ = cli(
-        "import", str(source), "--store", str(tmp_path / "s"),
-        OTEL_REPLAY_SOURCE_MAX_LINE_BYTES=str(MiB),
-    )  # fmt: skip
-    one_error_line(
-        done, f"{source}:3: the line is longer than {MiB} bytes", "SOURCE_MAX_LINE_BYTES"
-    )
-    # Within the bound the same file imports.
+    monkeypatch.setattr(_limits, "MAX_LINE_BYTES", MiB)
+    done = in_process(monkeypatch, "import", str(source), "--store", str(tmp_path / "s"))
+    one_error_line(done, f"{source}:3: the line is longer than {MiB} bytes", "OTLP export")
+    # Within the bound (the real one) the same file imports.
     done, _ = cli("import", str(source), "--store", str(tmp_path / "s"))
     assert done.returncode == 0, done.stderr
     assert f"{CLAUDE}: imported" in done.stdout
@@ -225,16 +236,16 @@ def test_an_endless_url_stops_at_the_bound(tmp_path: Path, serve: Any) -> None:
 
 
 @pytest.mark.parametrize("where", ["body", "headers"])
-def test_a_trickling_url_stops_at_the_time_bound(tmp_path: Path, serve: Any, where: str) -> None:
+def test_a_trickling_url_stops_at_the_time_bound(
+    tmp_path: Path, serve: Any, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
     url = serve(trickle(head, b"{" * 100000) if where == "body" else trickle(b"", head))
+    monkeypatch.setattr(_limits, "TIMEOUT_S", 1.5)
     started = time.monotonic()
-    done, _ = cli(
-        "replay", url, "--store", str(tmp_path / "s"), "--", "true",
-        OTEL_REPLAY_SOURCE_TIMEOUT_S="1.5",
-    )  # fmt: skip
+    done = in_process(monkeypatch, "replay", url, "--store", str(tmp_path / "s"), "--", "true")
     elapsed = time.monotonic() - started
-    one_error_line(done, url, "took longer than 1.5 s", "SOURCE_TIMEOUT_S")
+    one_error_line(done, url, "took longer than 1.5 s", "download it, then give the file")
     assert 1.5 <= elapsed < 10
 
 

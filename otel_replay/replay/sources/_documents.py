@@ -124,7 +124,7 @@ def _lines(data: bytes, source: str, max_line_bytes: int) -> Iterator[tuple[int,
         if end - start > max_line_bytes:
             raise SourceError(
                 f"{source}:{number}: the line is longer than {max_line_bytes} bytes "
-                "(OTEL_REPLAY_SOURCE_MAX_LINE_BYTES raises the bound)"
+                "(a line holds one OTLP export request)"
             )
         line = data[start:end]
         if line.strip(_WHITESPACE):

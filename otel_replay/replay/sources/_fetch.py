@@ -2,8 +2,8 @@
 
 A URL is hostile input: it may answer without end, trickle a byte a second, or redirect
 elsewhere. The download stops at ``OTEL_REPLAY_SOURCE_MAX_BYTES`` and, counting connection,
-headers and body together, at ``OTEL_REPLAY_SOURCE_TIMEOUT_S``: a timer shuts the sockets of
-this download down when the time is up, so no single slow read can outlast it.
+headers and body together, at the source time bound: a timer shuts the sockets of this
+download down when the time is up, so no single slow read can outlast it.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def fetch(url: str, limits: Limits | None = None) -> bytes:
 def _late(target: str, limits: Limits) -> SourceError:
     return SourceError(
         f"{target}: the download took longer than {limits.timeout_s:g} s "
-        "(OTEL_REPLAY_SOURCE_TIMEOUT_S raises the bound)"
+        "(download it, then give the file)"
     )
 
 

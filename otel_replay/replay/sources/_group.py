@@ -23,8 +23,7 @@ The rules, in order:
      apart);
    * **burst**: a process's calls in start order, where a call that starts more than the
      idle gap after every earlier call of the process has ended begins a new run
-     (``OTEL_REPLAY_SOURCE_IDLE_GAP_S``, 300 s; 0 never splits: longer than an agent waits
-     for a tool or a model, shorter than the pause between a long-lived process's jobs).
+     (:data:`IDLE_GAP_NS`, 300 s, as a recording splits a process's run).
 
    Such a run is named by the trace id of its first call; the trace id of any of its calls
    selects it too.
@@ -53,7 +52,7 @@ from otel_replay.replay.sources._runs import (
 )
 
 __all__ = [
-    "DEFAULT_IDLE_GAP_NS",
+    "IDLE_GAP_NS",
     "GroupingError",
     "RunSummary",
     "describe",
@@ -63,8 +62,9 @@ __all__ = [
     "summary",
 ]
 
-DEFAULT_IDLE_GAP_NS = 300 * 10**9
-"""The idle gap that splits a process's lone calls into runs when no setting says."""
+IDLE_GAP_NS = 300 * 10**9
+"""The idle gap that splits a process's lone calls into runs: longer than an agent waits for a
+tool or a model, shorter than the pause between a long-lived process's jobs."""
 
 _LISTED = 20
 """Most runs an error message lists, so it stays one readable line."""
@@ -83,12 +83,11 @@ class RunSummary:
     steps: int
 
 
-def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) -> list[SpanRun]:
+def group_runs(spans: Iterable[Span]) -> list[SpanRun]:
     """The runs among ``spans``, oldest first (see the module's rules); a span seen twice
     (same trace and span id, same content) counts once, and two different spans that share
     their ids (the SDK drew them from the application's ``random``, which a seeded run made
     repeat, before otel-replay gave it its own) are both kept: neither is lost.
-    ``idle_gap_ns`` 0 never splits lone calls.
 
     Raises GroupingError naming the span when a lone call that shares its process with other
     calls has no start time.
@@ -118,7 +117,7 @@ def group_runs(spans: Iterable[Span], idle_gap_ns: int = DEFAULT_IDLE_GAP_NS) ->
             lone[trace_id] = members
         else:
             by_run.setdefault(trace_id, members)
-    for run_id, members in _group_lone_calls(lone, idle_gap_ns).items():
+    for run_id, members in _group_lone_calls(lone).items():
         by_run.setdefault(run_id, members)
     runs: list[SpanRun] = []
     taken = set(by_run)
@@ -272,9 +271,7 @@ def process_key(resource: Any) -> str:
     return json.dumps(key, sort_keys=True, default=str)
 
 
-def _group_lone_calls(
-    traces: Mapping[str, Sequence[Span]], idle_gap_ns: int
-) -> dict[str, list[Span]]:
+def _group_lone_calls(traces: Mapping[str, Sequence[Span]]) -> dict[str, list[Span]]:
     """The runs the lone-call ``traces`` (trace id to spans) make, by run id."""
     by_process: dict[str, list[_Call]] = {}
     for trace_id, spans in traces.items():
@@ -282,7 +279,7 @@ def _group_lone_calls(
         by_process.setdefault(process_key(call.root.get("resource")), []).append(call)
     runs: dict[str, list[Span]] = {}
     for calls in by_process.values():
-        for burst in _bursts(calls, idle_gap_ns):
+        for burst in _bursts(calls):
             runs[burst[0].trace_id] = [span for call in burst for span in call.spans]
     return runs
 
@@ -296,7 +293,7 @@ def _extent(trace_id: str, spans: Sequence[Span]) -> _Call:
     return _Call(trace_id, root, spans, start, max(ends, default=None))
 
 
-def _bursts(calls: list[_Call], idle_gap_ns: int) -> list[list[_Call]]:
+def _bursts(calls: list[_Call]) -> list[list[_Call]]:
     """``calls`` of one process in start order, cut where the process idled past the gap."""
     if len(calls) == 1:
         return [calls]
@@ -311,7 +308,7 @@ def _bursts(calls: list[_Call], idle_gap_ns: int) -> list[list[_Call]]:
     busy_until = 0
     for call in calls:
         start = call.start or 0
-        if not bursts or (idle_gap_ns > 0 and start - busy_until > idle_gap_ns):
+        if not bursts or start - busy_until > IDLE_GAP_NS:
             bursts.append([])
         bursts[-1].append(call)
         busy_until = max(busy_until, call.end if call.end is not None else start, start)

@@ -3,9 +3,8 @@ download time.
 
 A source is hostile input: a gzip bomb, ``/dev/zero``, a URL that trickles a byte a second.
 Every read here stops at its bound and raises a one-line :class:`SourceError` that names the
-source, the bound and the setting that raises it. The bounds come from the environment
-(``OTEL_REPLAY_SOURCE_MAX_BYTES``, ``…_MAX_LINE_BYTES``, ``…_TIMEOUT_S``); memory use is a
-small multiple of the byte bound.
+source and the bound. The byte bound is ``OTEL_REPLAY_SOURCE_MAX_BYTES`` (a user with a larger
+trace file raises it); memory use is a small multiple of it.
 """
 
 from __future__ import annotations
@@ -22,6 +21,14 @@ __all__ = ["Limits", "gunzip", "read_bounded", "read_file"]
 
 _BLOCK = 1 << 16
 
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest line of a JSON-lines source: a line is one OTLP export request, a batch of spans
+that exporters keep to a few MiB; a longer one is not a trace (a binary file, a runaway line)."""
+
+TIMEOUT_S = 120.0
+"""Longest a trace source download may take, in all: a trace API answers one trace in seconds;
+a larger source is better downloaded once and given as a file."""
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -33,12 +40,9 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        """The bounds the environment sets (ConfigError naming a bad variable)."""
-        return cls(
-            max_bytes=settings.read("OTEL_REPLAY_SOURCE_MAX_BYTES"),
-            max_line_bytes=settings.read("OTEL_REPLAY_SOURCE_MAX_LINE_BYTES"),
-            timeout_s=settings.read("OTEL_REPLAY_SOURCE_TIMEOUT_S"),
-        )
+        """The byte bound the environment sets (ConfigError naming a bad variable), and the
+        line and time bounds."""
+        return cls(settings.read("OTEL_REPLAY_SOURCE_MAX_BYTES"), MAX_LINE_BYTES, TIMEOUT_S)
 
     def too_large(self, source: str, what: str = "holds") -> SourceError:
         """The error for a source past :attr:`max_bytes`."""

@@ -66,7 +66,7 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     """Every run ``ref`` names (one when it names a run id or has a ``#RUN_ID``), with the
     spans each was rebuilt from. Raises like :func:`load_run`; never returns an empty list.
 
-    Files and URLs are read within the source limits (``OTEL_REPLAY_SOURCE_*``)."""
+    Files and URLs are read within the source limits (:class:`Limits`)."""
     if is_url(ref):
         url, _, wanted = ref.partition("#")
         limits = Limits.from_env()
@@ -98,13 +98,12 @@ def read_runs(
 
     Raises SourceError naming the source when the data is damaged, holds nothing replayable,
     has spans that cannot be grouped into runs, has no run ``selector``, or is past ``limits``
-    (default: from the environment); ConfigError for a bad ``OTEL_REPLAY_SOURCE_IDLE_GAP_S``.
+    (default: from the environment).
     """
     limits = limits if limits is not None else Limits.from_env()
-    gap_s: float = settings.read("OTEL_REPLAY_SOURCE_IDLE_GAP_S")
     spans = span_dicts(documents(data, source, limits))
     try:
-        grouped = group_runs(spans, idle_gap_ns=round(gap_s * 1e9))
+        grouped = group_runs(spans)
     except GroupingError as exc:
         raise SourceError(f"{source}: {exc}") from None
     if selector is not None:
