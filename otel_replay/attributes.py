@@ -306,9 +306,8 @@ Type: enum, values in :class:`ReplayToolEffectValues`; stability: development.
 REPLAY_TOOL_EFFECT_REASON: Final[str] = "replay.tool.effect_reason"
 """Why a tool step has its `replay.tool.effect`.
 
-Set on tool steps. A tool reads only when its author, its MCP server or `OTEL_REPLAY_READ_TOOLS`
-says so; any word that it writes outweighs those. Steps recorded before this attribute existed
-have none.
+Set on tool steps, always with `replay.tool.effect`. A tool reads only when its author, its MCP
+server or `OTEL_REPLAY_READ_TOOLS` says so; any word that it writes outweighs those.
 
 Type: enum, values in :class:`ReplayToolEffectReasonValues`; stability: development.
 """

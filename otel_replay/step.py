@@ -29,11 +29,8 @@ _EFFECT_WHY = {
 }
 
 
-def describe_effect(effect: str, reason: str | None) -> str:
-    """``write: declared nowhere``, ``read: OTEL_REPLAY_READ_TOOLS``…: the effect and why;
-    the effect alone when the reason is not known (a step recorded before reasons were)."""
-    if reason is None:
-        return effect
+def describe_effect(effect: str, reason: str) -> str:
+    """``write: declared nowhere``, ``read: OTEL_REPLAY_READ_TOOLS``…: the effect and why."""
     return f"{effect}: {_EFFECT_WHY.get((effect, reason), reason)}"
 
 

@@ -459,11 +459,11 @@ def _result(
     error: str | None = None
     bad: BadValue | None = None
     # The program is its first process to load us; worker processes report their requests,
-    # not the program's end (events without a pid come from an older otel-replay).
+    # not the program's end.
     first = next((e.get("pid") for e in events if e.get("type") == "start"), None)
     for event in events:
         kind = event.get("type")
-        if kind in ("end", "uncaught") and event.get("pid", first) != first:
+        if kind in ("end", "uncaught") and event.get("pid") != first:
             continue
         if kind == "step":
             steps.append(ServedStep.from_json(event))

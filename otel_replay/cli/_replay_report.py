@@ -151,8 +151,8 @@ def _steps_table(steps: list[ServedStep]) -> Table:
             outcome,
         ]
         if effects:
-            effect = step.effect and describe_effect(step.effect, step.effect_reason)
-            row.append(Text(effect or ""))
+            effect, reason = step.effect, step.effect_reason
+            row.append(Text(describe_effect(effect, reason) if effect and reason else ""))
         if forked:
             row.append(Text(step.forked or "", style="cyan"))
         steps_table.add_row(*row)

@@ -54,7 +54,7 @@ class StepView:
     effect: str | None = None
     """A tool step's ``replay.tool.effect`` (read, write), when its span says."""
     effect_reason: str | None = None
-    """Why it has that effect (``replay.tool.effect_reason``), when its span says."""
+    """Why it has that effect (``replay.tool.effect_reason``): set with ``effect``."""
     within: int | None = None
     """The step whose body made this one (``replay.step.within``): a replay serves that step
     whole and does not make this one again."""
@@ -164,8 +164,8 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
 
     view = StepView(info=info, method=attr("http.request.method"), url=attr("url.full"))
     effect, reason = attr(A.REPLAY_TOOL_EFFECT), attr(A.REPLAY_TOOL_EFFECT_REASON)
-    view.effect = effect if isinstance(effect, str) else None
-    view.effect_reason = reason if isinstance(reason, str) else None
+    if isinstance(effect, str) and isinstance(reason, str):  # a tool step's, always both
+        view.effect, view.effect_reason = effect, reason
     if attr(A.REPLAY_MODE) == "fork":
         change = attr(A.REPLAY_FORK_CHANGE)
         view.forked = change if isinstance(change, str) else "served"

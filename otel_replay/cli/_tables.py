@@ -206,8 +206,9 @@ def _call(view: StepView) -> Text:
         return Text(view.info.model or view.info.provider or "?")
     if view.info.kind in ENVELOPE_KINDS:  # tool:refund -> refund (write: declared nowhere)
         name = (view.url or "").partition(":")[2] or "?"
-        effect = view.effect and describe_effect(view.effect, view.effect_reason)
-        return Text(f"{name} ({effect})" if effect else name)
+        if view.effect and view.effect_reason:
+            return Text(f"{name} ({describe_effect(view.effect, view.effect_reason)})")
+        return Text(name)
     url = view.url or ""
     parts = urlsplit(url)
     shown = f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")

@@ -99,8 +99,8 @@ def effect_of(
 
 def in_replay(today: ToolEffect, recorded: object, recorded_reason: object) -> ToolEffect:
     """The effect a tool has in a replay: ``today``'s, unless the recording says it writes
-    (``recorded``, ``recorded_reason``: the step's attributes, None when absent) for a reason
-    other than ``default``."""
+    (``recorded``, ``recorded_reason``: the step's attributes, None on a step without them)
+    for a reason other than ``default``."""
     if today.writes or recorded != "write" or recorded_reason == "default":
         return today
     return _WRITE_RECORDED

@@ -10,8 +10,9 @@ of these a value was, so an exact result also carries its *shape*: where the val
 something a JSON parse does not give back, and what. The step stores it in its content type
 (:func:`shape_content_type`). Replay rebuilds the value from its JSON and shape, so a tool
 returning an ``Order`` (annotated or not), a tuple, a set of uuids or a NaN returns it again,
-not a dict, a list or ``None``. Without a shape (older recordings, or classes replay cannot
-find), the return annotation decides, through pydantic's validator.
+not a dict, a list or ``None``. Without a shape (a foreign trace's tool result, a shape too
+big to keep, or classes replay cannot find), the return annotation decides, through pydantic's
+validator.
 
 A shape is JSON: ``null`` (the JSON as it is), a leaf name (``"float"``: ``"NaN"``,
 ``"Infinity"`` or ``"-Infinity"`` text; ``"bytes"``: UTF-8 text; ``"bytes64"``: base64 text;

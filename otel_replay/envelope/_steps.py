@@ -148,7 +148,7 @@ class Server(Protocol):
 
     def holds(self, url: str) -> bool:
         """Whether the recording has any step at ``url`` (``checkpoint:langgraph.get_tuple``):
-        one made before such calls were steps has none."""
+        a foreign trace (no replay kit), or a run whose code made no such call, has none."""
 
     def ran_live(self, served: Served, body: bytes, error_type: str | None) -> None:
         """The tool ``served`` matched ran live instead (:meth:`runs_live`) and
@@ -335,8 +335,8 @@ def serving() -> bool:
 
 def recorded_at(kind: str, name: str) -> bool:
     """Under replay, whether the recording has steps of ``kind`` named ``name`` at all (False:
-    it was made before such calls were steps, and a hook answers them as it did then);
-    True when not replaying."""
+    a foreign trace, or a run whose code made no such call; the hook then answers the call
+    without the recording); True when not replaying."""
     server = _server
     return server is None or server.holds(address(kind, name)[1])
 

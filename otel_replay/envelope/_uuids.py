@@ -14,8 +14,8 @@ given back when the last holder lets go. A name bound while held keeps ours, whi
 the real function when no one holds it. A reference kept elsewhere before the hold (a
 dataclass field's ``default_factory=uuid4``) stays the real function.
 
-A replay of a recording that holds no such step (made before these draws were steps, or by
-code that never drew one) draws live, as that recording did.
+A replay of a recording that holds no such step (a foreign trace, or code that never drew
+one) draws live.
 """
 
 from __future__ import annotations

@@ -360,8 +360,8 @@ class ReplaySession:
             self._write(live_event(served.order, found))
 
     def holds(self, url: str) -> bool:
-        """Whether the run has any step beyond HTTP at ``url`` (``tool:lookup_order``): one
-        recorded before such calls were steps has none."""
+        """Whether the run has any step beyond HTTP at ``url`` (``tool:lookup_order``): a
+        foreign trace (no replay kit), or a run whose code made no such call, has none."""
         return self.matcher.holds(url)
 
     def _served_step(

@@ -505,8 +505,9 @@ def checkpointed_agent() -> list[Any]:
 
 
 def test_a_recording_without_checkpoint_steps_replays_from_a_fresh_saver(tmp_path: Path) -> None:
-    """Runs recorded before a checkpointer's reads were steps have none: their replay answers
-    the reads from the replay's own saver (as a fresh in-memory one would), strict, identical."""
+    """A run that holds no checkpoint steps (as a foreign trace holds none) has its replay
+    answer the reads from the replay's own saver (as a fresh in-memory one would), strict,
+    identical."""
     from otel_replay.replay.sources import load_run
 
     RUNS.clear()
@@ -514,14 +515,14 @@ def test_a_recording_without_checkpoint_steps_replays_from_a_fresh_saver(tmp_pat
     assert recorded.seen[1]["seen"] == [3, 3] and RUNS == ["read_stock"] * 2
     run = load_run(recorded.run_id, store=str(recorded.store))
     assert [s.kind for s in run.steps] == ["checkpoint", "tool", "checkpoint", "tool"]
-    older = dataclasses.replace(
+    without = dataclasses.replace(
         run,
         steps=tuple(
             dataclasses.replace(step, index=n)
             for n, step in enumerate(s for s in run.steps if s.kind != "checkpoint")
         ),
     )
-    for source in (run, older):
+    for source in (run, without):
         RUNS.clear()
         with otel_replay.replaying(source) as result:
             again = checkpointed_agent()

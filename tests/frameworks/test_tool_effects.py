@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -114,35 +113,31 @@ def test_a_tool_in_both_lists_is_a_write(langgraph: Recording) -> None:
     ]
 
 
-def test_a_recording_made_before_effects_had_reasons_replays_safely(
+def test_a_tool_span_without_its_effect_reason_is_refused(
     langgraph: Recording, tmp_path: Path
 ) -> None:
-    # As a recording made before: every tool "read" (the old default), no reason.
+    # As a pre-release otel-replay wrote it: replay.tool.effect, and no reason beside it.
     old = tmp_path / "old"
     with Store.open(langgraph.store, create=False) as store:
         fixtures = [store.fixture(info) for info in store.steps(langgraph.run_id)]
         spans = store.spans(langgraph.run_id)
     for span in spans:
-        attrs: dict[str, Any] = span["attributes"]
-        if attrs.pop("replay.tool.effect_reason", None) is not None:
-            attrs["replay.tool.effect"] = "read"
+        span["attributes"].pop("replay.tool.effect_reason", None)
     with Store.open(old) as store:
         store.put(fixtures, spans)
-    assert _shown_tools(old, langgraph.run_id) == {}  # no reason: the effect alone
-    assert re.search(
-        r"^\s*\d+\s+tool\s+issue_refund \(read\)\s", _show(old, langgraph.run_id), re.M
-    )
-    listed = json.loads(_show(old, langgraph.run_id, "--json"))
-    tools = [(s["effect"], s["effect_reason"]) for s in listed["steps"] if s["kind"] == "tool"]
-    assert tools == [("read", None), ("read", None)]
-    # Today's code decides: declared nowhere, issue_refund is a write however it was recorded.
     done = replay(dataclasses.replace(langgraph, store=old), "--live-tools", "read")
+    assert done.returncode == 2, done.stdout + done.stderr
     assert refunds(langgraph.database) == 0, "issue_refund ran live in a replay"
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert _reported_tools(done.stdout) == [
-        ("tool:lookup_order", "identical", "write: declared nowhere"),
-        ("tool:issue_refund", "identical", "write: declared nowhere"),
-    ]
+    (line,) = done.stderr.strip().splitlines()
+    assert re.search(
+        r"step \d+ \(execute_tool lookup_order\): the span has replay\.tool\.effect but no "
+        r"replay\.tool\.effect_reason: a pre-release otel-replay recorded it; record the run "
+        r"again$",
+        line,
+    ), line
+    # show says nothing of an effect it does not know the reason for.
+    assert _shown_tools(old, langgraph.run_id) == {}
+    assert re.search(r"^\s*\d+\s+tool\s+issue_refund\s", _show(old, langgraph.run_id), re.M)
 
 
 @pytest.fixture(scope="module")

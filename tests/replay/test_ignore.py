@@ -196,8 +196,8 @@ def test_a_socket_to_an_ignored_host_is_refused_but_not_counted(
 def test_a_recordings_steps_of_ignored_calls_are_set_aside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Recorded with no rule (an older otel-replay, or before the rule was added): the upload
-    is a step. Replayed with the rules, that step is neither served nor expected."""
+    """Recorded with no rule (before the rule was added): the upload is a step. Replayed
+    with the rules, that step is neither served nor expected."""
     monkeypatch.setenv("OTEL_REPLAY_IGNORE", "-defaults")
     store = tmp_path / "store"
     with StandIn(event_delay=0.001) as standin, Pipeline(store) as pipe:

@@ -17,8 +17,9 @@ and would write its checkpoints into the user's store. So:
 * Under replay neither touches the user's store: the reads are matched with the recorded
   ones (and reported) and answered, and the writes kept, by the replay's own in-memory
   stand-in for the saver, which starts each thread from the state the recording read
-  (:mod:`._langgraph_shadow`). A recording made before these reads were steps has none: its
-  replay answers them from that stand-in alone, as a fresh in-memory saver would.
+  (:mod:`._langgraph_shadow`). A recording with no such step (a foreign trace, or a run
+  that read no checkpoint) has its replay answer them from that stand-in alone, as a fresh
+  in-memory saver would.
 
 Every saver class's own methods are wrapped: those defined before the hook (found among the
 subclasses of ``BaseCheckpointSaver``) and those defined after it. A saver method calling
@@ -147,8 +148,8 @@ def _replayed(
     call: Call, read: _Read, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """Under replay, the read's answer: the replay's shadow given the matched recorded read
-    (or, when none matched, the shadow alone); the shadow alone as well for a recording made
-    before these reads were steps."""
+    (or, when none matched, the shadow alone); the shadow alone as well for a recording with
+    no such step (a foreign trace)."""
     shadow = shadow_of(instance)
 
     def own() -> Any:

@@ -9,7 +9,8 @@ read is one ``checkpoint`` step named ``langgraph.store``: the reads are its arg
 ``dict()``, with ``otel_replay.store_item`` naming them). A batch of writes only is not a
 step. On replay the reads are served as recorded, so the agent recalls what its recording
 recalled, and the writes are dropped: a replay never adds to, changes or deletes a memory. A
-recording made before these reads were steps has none: its replay reads the store live.
+recording with no such step (a foreign trace, or a run that read no memory) has its replay
+read the store live.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _batch(put_op: type[Any]) -> Callable[..., Any]:
         if serving():
             if recorded_at(call.kind, call.name):
                 found = perform(call, lambda: _nothing(ops, reads), _record, _restorer(ops, reads))
-            else:  # recorded before these reads were steps: read live, never written
+            else:  # no such step recorded (a foreign trace): read live, never written
                 found = list(wrapped([ops[i] for i in reads]))
             return _merged(len(ops), reads, found)
         results: list[Any] = []
@@ -124,7 +125,7 @@ def _abatch(put_op: type[Any]) -> Callable[..., Any]:
                     found = perform(
                         call, lambda: _nothing(ops, reads), _record, _restorer(ops, reads)
                     )
-                else:  # recorded before these reads were steps: read live, never written
+                else:  # no such step recorded (a foreign trace): read live, never written
                     found = list(await wrapped([ops[i] for i in reads]))
                 return _merged(len(ops), reads, found)
             results: list[Any] = []

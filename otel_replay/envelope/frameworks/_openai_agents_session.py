@@ -97,7 +97,7 @@ def _read(method: str, empty: Any) -> Callable[..., Any]:
                     return await perform_async(call, run, encode_exact, restore_body)
                 if recorded_at(call.kind, call.name):
                     return await perform_async(call, nothing, encode_exact, restored)
-                # Recorded before these reads were steps: the items are read live, and
+                # No such step recorded (a foreign trace): the items are read live, and
                 # pop_item, a write, removes nothing.
                 return await (run() if method == "get_items" else nothing())
             finally:

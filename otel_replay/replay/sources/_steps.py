@@ -47,12 +47,18 @@ def build_step(
 ) -> RecordedStep:
     """The step ``index`` of a run from its span dict and/or its fixture (at least one).
 
-    Raises StepProblem when the step's bytes are inconsistent with its hashes, or when it has
+    Raises StepProblem when the step's bytes are inconsistent with its hashes, when it has
     neither recorded bytes nor what a synthesised response needs (SourceError from the
-    synthesiser passes through).
+    synthesiser passes through), or when its span lacks a replay-kit attribute every
+    otel-replay recording carries.
     """
     attrs: Mapping[str, Any] = attrs_of(span) if span is not None else {}
     kind = str(attrs.get(A.REPLAY_STEP_KIND) or (fixture.kind if fixture else default_kind))
+    if A.REPLAY_TOOL_EFFECT in attrs and A.REPLAY_TOOL_EFFECT_REASON not in attrs:
+        raise StepProblem(
+            f"the span has {A.REPLAY_TOOL_EFFECT} but no {A.REPLAY_TOOL_EFFECT_REASON}: a "
+            "pre-release otel-replay recorded it; record the run again"
+        )
     url: str | None
     if kind in ENVELOPE_KINDS:
         method, url = _envelope_address(kind, attrs, fixture)
