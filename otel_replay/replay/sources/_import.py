@@ -182,7 +182,7 @@ def _fixture(facts: RunFacts, step: RecordedStep, span: Mapping[str, Any]) -> St
     llm = step.kind == "llm"
     return Step(
         run_id=facts.run_id,
-        step_index=step.index,
+        index=step.index,
         trace_id=int(str(span.get("trace_id")), 16),
         span_id=int(str(span.get("span_id")), 16),
         kind=step.kind,
