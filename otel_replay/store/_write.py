@@ -152,8 +152,7 @@ def step_bodies(steps: Iterable[Step]) -> dict[str, bytes]:
 def _check_hash(tag: str | None, body: bytes, what: str, step: Step) -> None:
     if tag != sha256_tag(body):
         raise ValueError(
-            f"run {step.run_id!r} step {step.index}: {what} hash {tag!r} does not match "
-            "the body"
+            f"run {step.run_id!r} step {step.index}: {what} hash {tag!r} does not match the body"
         )
 
 
