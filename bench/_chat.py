@@ -240,7 +240,7 @@ def conversation(
         fixtures.append(
             Step(
                 run_id=run_id,
-                step_index=index,
+                index=index,
                 trace_id=trace,
                 span_id=span_id,
                 kind="llm",

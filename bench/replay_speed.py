@@ -39,6 +39,7 @@ import vcr
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay import RecordedStep, Run
+from otel_replay.step import Step
 
 TARGET_RATIO_BARE = 1.2
 TARGET_SPEEDUP_CASSETTER = 2.0
@@ -83,16 +84,23 @@ def _interactions(count: int) -> list[tuple[bytes, bytes]]:
 def _run(interactions: Interactions) -> Run:
     steps = tuple(
         RecordedStep(
-            index=n,
-            kind="llm",
+            Step(
+                run_id="r_bench",
+                index=n,
+                trace_id=0,
+                span_id=0,
+                kind="llm",
+                method="POST",
+                url=URL,
+                request_headers=[],
+                request_body=request,
+                request_hash=sha256_tag(request),
+                status_code=200,
+                response_headers=list(HEADERS.items()),
+                response_body=response,
+                complete=True,
+            ),
             endpoint="openai.chat_completions",
-            method="POST",
-            url=URL,
-            request_body=request,
-            request_hash=sha256_tag(request),
-            status_code=200,
-            response_headers=tuple(HEADERS.items()),
-            response_body=response,
             fidelity="exact",
         )
         for n, (request, response) in enumerate(interactions)

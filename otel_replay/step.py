@@ -67,7 +67,7 @@ class Step:
     """
 
     run_id: str
-    step_index: int
+    index: int
     trace_id: int
     span_id: int
     kind: str

@@ -151,7 +151,7 @@ class Recorder:
             ctx = span.get_span_context()
             step = Step(
                 run_id=run.run_id,
-                step_index=index,
+                index=index,
                 trace_id=ctx.trace_id,
                 span_id=ctx.span_id,
                 kind=attrs[A.REPLAY_STEP_KIND],

@@ -112,7 +112,7 @@ def _forked(result: RunDiff) -> list[RenderableType]:
                 out.append(
                     Text(
                         printable(
-                            f"changed in {side}: step {step.index} ({_call(step)}): {change}"
+                            f"changed in {side}: step {step.step.index} ({_call(step)}): {change}"
                         ),
                         style="cyan",
                     )
@@ -124,11 +124,11 @@ def _call(step: RecordedStep, other: RecordedStep | None = None) -> str:
     """``openai.chat_completions gpt-4o-mini``, ``GET /tools/orders/A-1234``,
     ``tool:lookup_order``; with ``other`` (B's step of the pair), each part that differs as
     ``A → B`` (the model is the one the step's span names: a side without one shows none)."""
-    endpoint, model = step.endpoint, step.model if step.kind == "llm" else None
+    endpoint, model = step.endpoint, step.step.model if step.step.kind == "llm" else None
     if other is not None:
         if other.endpoint != endpoint:
             endpoint = f"{endpoint} → {other.endpoint}"
-        other_model = other.model if other.kind == "llm" else None
+        other_model = other.step.model if other.step.kind == "llm" else None
         if model and other_model and other_model != model:
             model = f"{model} → {other_model}"
     return f"{endpoint} {model}" if model else endpoint
@@ -142,7 +142,7 @@ def _result(pair: StepPair) -> Text:
     if pair.status == "inside":
         side, other = ("A", "B") if pair.a is not None else ("B", "A")
         return Text(
-            f"inside step {pair.step.within} (only in {side}: {other} did not run its body)",
+            f"inside step {pair.step.step.within} (only in {side}: {other} did not run its body)",
             style="dim",
         )
     only = "A" if pair.status == "removed" else "B"
@@ -156,9 +156,9 @@ def _pairs_table(pairs: tuple[StepPair, ...]) -> Table:
     for pair in pairs:
         call = _call(pair.a, pair.b) if pair.a is not None else _call(pair.step)
         pairs_table.add_row(
-            Text("-" if pair.a is None else str(pair.a.index)),
-            Text("-" if pair.b is None else str(pair.b.index)),
-            Text(pair.step.kind),
+            Text("-" if pair.a is None else str(pair.a.step.index)),
+            Text("-" if pair.b is None else str(pair.b.step.index)),
+            Text(pair.step.step.kind),
             Text(call),
             _result(pair),
         )
@@ -169,14 +169,14 @@ def _first_divergence(pair: StepPair) -> list[RenderableType]:
     step = pair.step
     where = f"({printable(_call(step))})"
     if pair.status == "removed":
-        return [Text(f"first divergence: step {step.index} {where} of A is not in B")]
+        return [Text(f"first divergence: step {step.step.index} {where} of A is not in B")]
     if pair.status == "added":
-        return [Text(f"first divergence: step {step.index} {where} of B is not in A")]
+        return [Text(f"first divergence: step {step.step.index} {where} of B is not in A")]
     assert pair.b is not None
-    other = "" if pair.b.index == step.index else f", step {pair.b.index} of B"
+    other = "" if pair.b.step.index == step.step.index else f", step {pair.b.step.index} of B"
     out: list[RenderableType] = [
         Text(
-            f"first divergence: step {step.index} {where}{other}: "
+            f"first divergence: step {step.step.index} {where}{other}: "
             + printable(", ".join(pair.fields()))
         )
     ]

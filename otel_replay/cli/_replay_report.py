@@ -281,7 +281,7 @@ def render(
         out.append(_steps_table(steps))
     unused = [] if result.failed_before_any_request else result.unused  # all of them
     if unused:
-        listed = _named([f"{s.index} ({s.endpoint})" for s in unused])
+        listed = _named([f"{s.step.index} ({s.endpoint})" for s in unused])
         out.append(Text(f"recorded steps never requested: {listed}"))
     extra = result.extra
     if extra:

@@ -585,7 +585,7 @@ class _Open:
             method, url = address(self.call.kind, self.call.name)
             step = Step(
                 run_id=self.run.run_id,
-                step_index=self.index,
+                index=self.index,
                 trace_id=ctx.trace_id,
                 span_id=ctx.span_id,
                 kind=self.call.kind,

@@ -17,8 +17,8 @@ __all__ = ["without_background"]
 
 
 def _background(step: RecordedStep, ignore: IgnoreRules) -> bool:
-    url = step.url
-    return url is not None and "://" in url and ignore.match_url(url) is not None
+    url = step.step.url
+    return "://" in url and ignore.match_url(url) is not None
 
 
 def without_background(run: Run, ignore: IgnoreRules) -> Run:

@@ -319,7 +319,7 @@ def recorded_llm(step: RecordedStep) -> LlmRequest | None:
 def _recorded_llm(codec: Codec, step: RecordedStep) -> LlmRequest | None:
     body = parse_json(step.request_body)
     if isinstance(body, Mapping):
-        path = urlsplit(step.url).path if step.url else ""
+        path = urlsplit(step.step.url).path if step.step.url else ""
         return _parse(codec, path, body)
     if step.request_body is not None:
         return None
@@ -478,10 +478,10 @@ def value_at(value: Any, path: str) -> Any:
 
 def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[Change]:
     changes: list[Change] = []
-    if recorded.method.upper() != new.method.upper():
-        changes.append(Change("method", "changed", recorded.method, new.method))
-    if recorded.url is not None:
-        old_url, new_url = urlsplit(recorded.url), urlsplit(new.url)
+    if recorded.step.method.upper() != new.method.upper():
+        changes.append(Change("method", "changed", recorded.step.method, new.method))
+    if recorded.step.url:
+        old_url, new_url = urlsplit(recorded.step.url), urlsplit(new.url)
         if old_url.path != new_url.path:
             changes.append(Change("path", "changed", old_url.path, new_url.path))
         if old_url.query != new_url.query:
@@ -490,7 +490,7 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
     if old_body is None or old_body == new.body:
         return changes
     # A tool's or a value's request body is its arguments.
-    label = "argument" if recorded.kind in ENVELOPE_KINDS else "body"
+    label = "argument" if recorded.step.kind in ENVELOPE_KINDS else "body"
     old_json = without_trace_context(parse_json(old_body))
     new_json = without_trace_context(new_json)
     if old_json is not None and new_json is not None:

@@ -130,7 +130,7 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
 def injected_served(fault: Fault, step: RecordedStep, served: Served) -> Served:
     """What a tool call answered by ``step`` gets under a ``tool-error`` fault: the call
     raises :class:`~otel_replay.errors.InjectedToolError` with the fault's message."""
-    message = fault.message or f"injected by otel-replay at step {step.index}"
+    message = fault.message or f"injected by otel-replay at step {step.step.index}"
     body = canonical_json({"type": INJECTED_ERROR, "message": message})
     return replace(served, body=body, error_type=INJECTED_ERROR, shape=None)
 
@@ -138,10 +138,10 @@ def injected_served(fault: Fault, step: RecordedStep, served: Served) -> Served:
 def _provider_error(step: RecordedStep, status: int) -> bytes:
     """The error body the step's provider sends with ``status`` (a model step; nothing for
     another HTTP step)."""
-    if step.kind != "llm":
+    if step.step.kind != "llm":
         return b""
     kind = _PROVIDER_TYPES.get(status, "api_error")
-    message = f"HTTP {status} injected by otel-replay at step {step.index}"
+    message = f"HTTP {status} injected by otel-replay at step {step.step.index}"
     if step.endpoint.startswith("anthropic."):
         return canonical_json({"type": "error", "error": {"type": kind, "message": message}})
     error = {"message": message, "type": kind, "param": None, "code": None}

@@ -169,7 +169,7 @@ class ForkPlan:
         """This plan, once every step it names exists in ``run`` and takes what it is given;
         raises ConfigError naming the first that does not. ``live_read_tools``: read tools
         run (``--live-tools read``), so the steps made inside them are asked for."""
-        steps = {step.index: step for step in run.steps}
+        steps = {step.step.index: step for step in run.steps}
         span = f"run {run.run_id} has steps {min(steps)}-{max(steps)}" if steps else "no steps"
 
         def step_of(flag: str, index: int) -> RecordedStep:
@@ -191,12 +191,12 @@ class ForkPlan:
             step = step_of("--inject", index)
             self._before_live("--inject", index)
             self._reached("--inject", step, steps, live_read_tools)
-            if fault.kind not in _FAULTS_FOR.get(step.kind, ()):
+            if fault.kind not in _FAULTS_FOR.get(step.step.kind, ()):
                 raise ConfigError(
-                    f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.kind)} "
+                    f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.step.kind)} "
                     f"({step.endpoint}), which a {fault.kind} fault does not fit"
                 )
-            size = None if step.response_body is None else len(step.response_body)
+            size = None if step.step.response_body is None else len(step.step.response_body)
             if fault.kind == "stream-cut" and size is not None and (fault.cut_at or 0) >= size:
                 raise ConfigError(
                     f"--inject {index}={_shown(fault.given)}: step {index}'s recorded answer "
@@ -204,8 +204,8 @@ class ForkPlan:
                 )
         named: dict[str, int] = {}  # each checkpoint name's first step
         for s in run.steps:
-            if s.kind == "checkpoint":
-                named.setdefault(_checkpoint_name(s), s.index)
+            if s.step.kind == "checkpoint":
+                named.setdefault(_checkpoint_name(s), s.step.index)
         for name in self.states:
             if name not in named:
                 known = ", ".join(sorted(n for n in named if n)) or "none"
@@ -226,21 +226,21 @@ class ForkPlan:
         """ConfigError when ``step`` was made inside the body of a tool the fork serves whole
         (a write without --allow-writes, a read without --live-tools read): nothing would
         ever ask for the step."""
-        seen = {step.index}
-        tool = steps.get(step.within) if step.within is not None else None
-        while tool is not None and tool.index not in seen:
+        seen = {step.step.index}
+        tool = steps.get(step.step.within) if step.step.within is not None else None
+        while tool is not None and tool.step.index not in seen:
             writes = _writes(tool)
             if not (self.allow_writes if writes else live_reads):
                 effect, flag_that_runs = (
                     ("write", "--allow-writes") if writes else ("read", "--live-tools read")
                 )
                 raise ConfigError(
-                    f"{flag} {step.index}: the step is made inside step {tool.index} "
+                    f"{flag} {step.step.index}: the step is made inside step {tool.step.index} "
                     f"({tool.endpoint}), a {effect} tool the fork serves whole without "
-                    f"running it; change step {tool.index}, or add {flag_that_runs}"
+                    f"running it; change step {tool.step.index}, or add {flag_that_runs}"
                 )
-            seen.add(tool.index)
-            tool = steps.get(tool.within) if tool.within is not None else None
+            seen.add(tool.step.index)
+            tool = steps.get(tool.step.within) if tool.step.within is not None else None
 
     def _before_live(self, flag: str, index: int) -> None:
         if self.live_from is not None and index >= self.live_from:
@@ -257,11 +257,11 @@ class ForkPlan:
         if self.live_from is not None:
             firsts.append(self.live_from)
         for step in run.steps:
-            if step.kind == "checkpoint" and _checkpoint_name(step) in self.states:
-                firsts.append(step.index)
+            if step.step.kind == "checkpoint" and _checkpoint_name(step) in self.states:
+                firsts.append(step.step.index)
                 break
         if self.allow_writes:
-            writes = (s.index for s in run.steps if s.kind == "tool" and _writes(s))
+            writes = (s.step.index for s in run.steps if s.step.kind == "tool" and _writes(s))
             firsts.extend(list(writes)[:1])
         return min(firsts, default=None)
 
@@ -274,7 +274,7 @@ class ForkPlan:
             *((step, fault.describe()) for step, fault in self.injections.items()),
         ]
         for name, state in self.states.items():
-            at = next((s.index for s in run.steps if _checkpoint_name(s) == name), None)
+            at = next((s.step.index for s in run.steps if _checkpoint_name(s) == name), None)
             found.append((at, state.describe()))
         if self.live_from is not None:
             found.append((self.live_from, "live from here on"))
@@ -443,30 +443,30 @@ def _fault(step: int, spec: str, base: Path | None) -> Fault:
 def _fits_override(override: Override, step: RecordedStep) -> None:
     """ConfigError when ``override`` cannot answer ``step`` (by the step's kind)."""
     what = f"--override {override.step}={_shown(override.given) or '…'}"
-    if override.status is not None and step.kind != "http":
+    if override.status is not None and step.step.kind != "http":
         raise ConfigError(
-            f"{what}: only an HTTP step takes a status; step {step.index} is "
-            f"{_a(step.kind)} ({step.endpoint})"
+            f"{what}: only an HTTP step takes a status; step {step.step.index} is "
+            f"{_a(step.step.kind)} ({step.endpoint})"
         )
-    if step.kind == "llm" and step.endpoint not in ENDPOINTS:
+    if step.step.kind == "llm" and step.endpoint not in ENDPOINTS:
         raise ConfigError(
-            f"{what}: step {step.index} calls {step.endpoint}, whose answers otel-replay "
+            f"{what}: step {step.step.index} calls {step.endpoint}, whose answers otel-replay "
             "cannot make"
         )
-    if override.text or step.kind == "http":
+    if override.text or step.step.kind == "http":
         return
     try:
         value = json.loads(override.body)
     except ValueError:
         raise ConfigError(
-            f"{what}: step {step.index} is {_a(step.kind)} ({step.endpoint}), whose answer "
-            "is JSON (give @FILE, text:TEXT or inline JSON)"
+            f"{what}: step {step.step.index} is {_a(step.step.kind)} ({step.endpoint}), whose "
+            "answer is JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
-    if step.kind != "llm":
+    if step.step.kind != "llm":
         return
     if not isinstance(value, dict):
         raise ConfigError(
-            f"{what}: step {step.index} is a model step ({step.endpoint}); give a provider "
+            f"{what}: step {step.step.index} is a model step ({step.endpoint}); give a provider "
             "response body (a JSON object) or text:TEXT"
         )
     try:

@@ -42,7 +42,7 @@ class Ledger:
     """
 
     def __init__(self, run: Run) -> None:
-        self._steps = {step.index: slot for slot, step in enumerate(run.steps)}
+        self._steps = {step.step.index: slot for slot, step in enumerate(run.steps)}
         endpoints = sorted({step.endpoint for step in run.steps})
         first = len(run.steps)
         self._endpoints = {endpoint: first + n for n, endpoint in enumerate(endpoints)}
@@ -63,7 +63,9 @@ class Ledger:
         """What the cells mean: two replays of one run agree on it (made when a worker needs
         it, not for every replay)."""
         run = self._run
-        steps = [[step.index, step.endpoint, step.request_hash] for step in run.steps]
+        steps = [
+            [step.step.index, step.endpoint, step.step.request_hash or None] for step in run.steps
+        ]
         return hashlib.sha256(json.dumps([run.run_id, steps]).encode()).hexdigest()
 
     def locked(self) -> AbstractContextManager[Any]:

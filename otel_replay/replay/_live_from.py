@@ -93,7 +93,11 @@ class LiveFrom:
         listeners: list[Callable[[], None]] = []
         with self._lock:
             if not self._live:
-                if match is not None and match.step.index < self.step and match.how in _BY_CONTENT:
+                if (
+                    match is not None
+                    and match.step.step.index < self.step
+                    and match.how in _BY_CONTENT
+                ):
                     return False
                 self._live = True
                 listeners, self._listeners = self._listeners, []

@@ -263,7 +263,7 @@ def _recorded_conversation(step: RecordedStep) -> str | None:
         return None
     system = attrs.get("gen_ai.system_instructions")
     return _conversation_key(
-        step.model or attrs.get("gen_ai.request.model"),
+        step.step.model or attrs.get("gen_ai.request.model"),
         parse_json(system.encode()) if isinstance(system, str) else None,
         parse_json(messages.encode()),
     )
@@ -312,16 +312,16 @@ class Matcher:
         # recording's hash, found in a dict lookup instead of a sha256 of the body.
         self._hash_of_body: dict[bytes, str] = {}
         for step in run.steps:
-            if step.request_hash is not None and step.request_body is not None:
-                key = (step.request_hash, _recorded_target(step))
+            if step.step.request_hash and step.request_body is not None:
+                key = (step.step.request_hash, _recorded_target(step))
                 self._by_hash.setdefault(key, []).append(step)
-                self._hash_of_body.setdefault(step.request_body, step.request_hash)
+                self._hash_of_body.setdefault(step.request_body, step.step.request_hash)
             self._by_endpoint.setdefault(step.endpoint, []).append(step)
         # (start, index) of the steps a response can wait for, in start order (awaited).
         self._starts: list[tuple[int, int]] = sorted(
-            (step.start_ns, step.index)
+            (step.step.start_ns, step.step.index)
             for step in run.steps
-            if step.within is None and step.start_ns is not None
+            if step.step.within is None and step.step.start_ns > 0
         )
         mend_in_child(self)
 
@@ -362,7 +362,7 @@ class Matcher:
                 assert live is not None
                 result = self._by_closeness(live, ordinal)
             if result is not None:
-                ledger.serve(result.step.index)
+                ledger.serve(result.step.step.index)
             if self._waiting:
                 self._asked.notify_all()
             wakers = self._wakers
@@ -375,15 +375,15 @@ class Matcher:
         whole program): if so, the step counts as not served, and the next request like this
         one matches it as if this one never came."""
         with self._lock, self.ledger.locked():
-            return self.ledger.divert(step.index, step.endpoint)
+            return self.ledger.divert(step.step.index, step.endpoint)
 
     def started_during(self, step: RecordedStep) -> bool:
         """Whether the recording started a step another's response can wait for while
         ``step``'s response came (see :meth:`awaited`)."""
-        start = step.start_ns
-        if start is None:
+        start = step.step.start_ns
+        if start <= 0:  # not known
             return False
-        end = start + max([step.duration_ns, *(at for _, at in step.chunks)])
+        end = start + max([step.duration_ns, *(at for _, at in step.step.chunks)])
         starts = self._starts
         first = bisect.bisect_right(starts, (start, math.inf))
         return first < len(starts) and starts[first][0] < end
@@ -392,8 +392,8 @@ class Matcher:
         """What the piece of ``step``'s response that came ``at_ns`` after its request waits
         for: the steps the recording started between the request and that piece, except
         those a tool's body made (a served tool makes none of them)."""
-        start = step.start_ns
-        if start is None or at_ns <= 0:
+        start = step.step.start_ns
+        if start <= 0 or at_ns <= 0:
             return Awaited(frozenset(), at_ns)
         # Each chunk of every streamed response asks this: a search, not a scan of the run.
         starts = self._starts
@@ -461,7 +461,7 @@ class Matcher:
     def unused(self) -> list[RecordedStep]:
         """Recorded steps no request has been answered with, in recorded order."""
         served = self.ledger.served
-        return [s for s in self.run.steps if not served(s.index)]
+        return [s for s in self.run.steps if not served(s.step.index)]
 
     def nearest(self, method: str, url: str, body: bytes, count: int = 3) -> list[Near]:
         """The ``count`` recorded steps closest to a request: those of its endpoint first,
@@ -475,7 +475,13 @@ class Matcher:
             same = step.endpoint == live.endpoint
             near = closeness(self._content(step), content) if same else ()
             ranked.append(
-                (not same, tuple(-n for n in near), len(fields), step.index, Near(step, fields))
+                (
+                    not same,
+                    tuple(-n for n in near),
+                    len(fields),
+                    step.step.index,
+                    Near(step, fields),
+                )
             )
         ranked.sort(key=lambda item: item[:4])
         return [item[4] for item in ranked[:count]]
@@ -484,10 +490,10 @@ class Matcher:
         served = self.ledger.served
         if call_id is not None:
             for step in steps:
-                if not served(step.index) and _call_id(step) == call_id:
+                if not served(step.step.index) and _call_id(step) == call_id:
                     return Match(step, how)
         for step in steps:
-            if not served(step.index):
+            if not served(step.step.index):
                 return Match(step, how)
         return Match(steps[-1], how, repeat=True)
 
@@ -520,9 +526,9 @@ class Matcher:
         return self._take(candidates, "messages") if candidates else None
 
     def _content(self, step: RecordedStep) -> Content:
-        content = self._contents.get(step.index)
+        content = self._contents.get(step.step.index)
         if content is None:
-            content = self._contents[step.index] = recorded_content(step)
+            content = self._contents[step.step.index] = recorded_content(step)
         return content
 
     def _by_closeness(self, live: _Live, ordinal: int) -> Match | None:
@@ -531,16 +537,16 @@ class Matcher:
         (or the next one not served yet), by position."""
         steps = self._by_endpoint.get(live.endpoint, ())
         served = self.ledger.served
-        left = [step for step in steps if not served(step.index)]
-        later = [step for step in steps[ordinal:] if not served(step.index)]
-        after = {step.index for step in later}
+        left = [step for step in steps if not served(step.step.index)]
+        later = [step for step in steps[ordinal:] if not served(step.step.index)]
+        after = {step.step.index for step in later}
         if len(left) > 1:
             content = content_of(_live_llm(live), live.parsed)
             scores = [closeness(self._content(step), content) for step in left]
             best = max(scores)
             if any(score != best for score in scores):
                 closest = [step for step, score in zip(left, scores, strict=True) if score == best]
-                in_order = [step for step in closest if step.index in after] or closest
+                in_order = [step for step in closest if step.step.index in after] or closest
                 return Match(in_order[0], "closest")
         return Match(later[0], "position") if later else None
 
@@ -564,18 +570,18 @@ def _target(method: str, url: str) -> str:
 
 def _recorded_target(step: RecordedStep) -> str | None:
     """:func:`_target` of a recorded step; None for a model call, whose body says it all."""
-    if step.kind == "llm":
+    if step.step.kind == "llm":
         return None
-    if step.url is None:  # no URL recorded: the endpoint's path, and no query
+    if not step.step.url:  # no URL recorded: the endpoint's path, and no query
         return f"{step.endpoint}?"
-    return _target(step.method, step.url)
+    return _target(step.step.method, step.step.url)
 
 
 def _fields_differing(step: RecordedStep, method: str, path: str, new: Any) -> tuple[str, ...]:
     fields: list[str] = []
-    if step.method.upper() != method.upper():
+    if step.step.method.upper() != method.upper():
         fields.append("method")
-    if step.url is not None and urlsplit(step.url).path != path:
+    if step.step.url and urlsplit(step.step.url).path != path:
         fields.append("path")
     old = parse_json(step.request_body)
     if old is None and step.request_body is None:

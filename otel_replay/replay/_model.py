@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from otel_replay.step import Step
+
 __all__ = ["Fidelity", "RecordedStep", "Run", "endpoint_of"]
 
 _ENVELOPE_PREFIXES = ("tool:", "value:", "checkpoint:")
@@ -41,43 +43,35 @@ def endpoint_of(method: str, url_or_path: str, codec: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RecordedStep:
-    """One recorded request and what came back.
+    """One recorded step as replay serves it: its :class:`Step` and what replay adds to it.
 
-    ``request_body`` is the exact (redacted) request body when the source has it, else None
-    (a span from another instrumentation). ``response_body`` is always set: the exact bytes
-    (``fidelity="exact"``) or synthesised ones (``"semantic"``). ``chunks`` are
-    ``(size, ns after the request was sent)`` pairs that add up to ``len(response_body)``; empty
-    means one chunk. ``error_type`` with ``status_code`` None is a transport error: replay
-    raises it again instead of answering.
+    ``step.response_body`` is always set: the exact bytes (``fidelity="exact"``) or synthesised
+    ones (``"semantic"``); ``step.chunks`` add up to its length (empty means one chunk).
+    ``step.error_type`` with ``step.status_code`` None is a transport error: replay raises it
+    again instead of answering. A fact the source lacks is left empty in ``step``: ``url`` and
+    ``request_hash`` "", ``start_ns`` 0 (``end_ns`` is then the duration), ids 0; and
+    ``request_known`` False when the source has no request body (a span from another
+    instrumentation). ``step.within`` is the tool (or side effect) step whose body made this
+    one: when that step is served from the recording, this one is not expected again.
     """
 
-    index: int
-    kind: str
+    step: Step
     endpoint: str
-    method: str
-    url: str | None
-    request_body: bytes | None
-    request_hash: str | None
-    status_code: int | None
-    response_headers: tuple[tuple[str, str], ...]
-    response_body: bytes
     fidelity: Fidelity
-    chunks: tuple[tuple[int, int], ...] = ()
-    complete: bool = True
-    error_type: str | None = None
-    provider: str | None = None
-    model: str | None = None
+    request_known: bool = True
     prompt_hash: str | None = None
     tool_schema_version: str | None = None
-    duration_ns: int = 0
     attributes: Mapping[str, Any] = field(default_factory=dict)
     """The step span's attributes as recorded (empty when the source had no span)."""
-    within: int | None = None
-    """The index of the tool (or side effect) step whose body made this step: when that step
-    is served from the recording, this one is not expected again."""
-    start_ns: int | None = None
-    """When the step started (Unix nanoseconds), when known: a response that was still coming
-    while later steps ran is served in step with them (see ``Matcher.awaited``)."""
+
+    @property
+    def request_body(self) -> bytes | None:
+        """The exact (redacted) request body, None when the source does not have it."""
+        return self.step.request_body if self.request_known else None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.step.end_ns - self.step.start_ns
 
 
 @dataclass(frozen=True, slots=True)

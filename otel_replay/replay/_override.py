@@ -11,8 +11,9 @@ the given body, with the given status when there is one.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from otel_replay._bodies import is_sse
 from otel_replay._canonical import canonical_json
@@ -41,10 +42,10 @@ _TEXT = "text/plain; charset=utf-8"
 def served_instead(plan: ForkPlan, step: RecordedStep) -> tuple[RecordedStep, str | None]:
     """The step to serve for ``step`` under ``plan`` and what the fork changed there
     (``override @result.json``, ``state after_search``), or ``step`` itself and None."""
-    override = plan.overrides.get(step.index)
+    override = plan.overrides.get(step.step.index)
     if override is not None:
         return _overridden(step, override), override.describe()
-    if plan.states and step.kind == "checkpoint":
+    if plan.states and step.step.kind == "checkpoint":
         state = plan.states.get(step.endpoint.partition(":")[2])
         if state is not None:
             return _answered(step, state.body), state.describe()
@@ -52,23 +53,29 @@ def served_instead(plan: ForkPlan, step: RecordedStep) -> tuple[RecordedStep, st
 
 
 def _overridden(step: RecordedStep, override: Override) -> RecordedStep:
-    if step.kind == "llm":
+    if step.step.kind == "llm":
         return _model_answer(step, override)
-    if step.kind == "http":
-        headers = step.response_headers
+    if step.step.kind == "http":
+        headers = step.step.response_headers
         if override.text:
-            headers = (*_without(headers, "content-type"), ("content-type", _TEXT))
-        status = override.status or step.status_code or 200
-        return replace(_answered(step, override.body), status_code=status, response_headers=headers)
+            headers = [*_without(headers, "content-type"), ("content-type", _TEXT)]
+        answered = _answered(step, override.body)
+        status = override.status or step.step.status_code or 200
+        return _served(answered, status_code=status, response_headers=headers)
     body = canonical_json(override.body.decode()) if override.text else override.body
     return _answered(step, body)
 
 
 def _answered(step: RecordedStep, body: bytes) -> RecordedStep:
     """``step`` answering ``body`` whole, at once and without error."""
-    return replace(
-        step, response_body=body, chunks=(), complete=True, error_type=None, status_code=200
+    return _served(
+        step, response_body=body, chunks=[], complete=True, error_type=None, status_code=200
     )
+
+
+def _served(recorded: RecordedStep, **changes: Any) -> RecordedStep:
+    """``recorded`` with ``changes`` made to its step."""
+    return replace(recorded, step=replace(recorded.step, **changes))
 
 
 def _model_answer(step: RecordedStep, override: Override) -> RecordedStep:
@@ -84,14 +91,16 @@ def _model_answer(step: RecordedStep, override: Override) -> RecordedStep:
         }
         attributes[_OUTPUT] = json.dumps([message])
         attributes["gen_ai.response.finish_reasons"] = ["stop"]
-        streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in step.response_headers)
+        streamed = any(
+            k.lower() == "content-type" and is_sse(v) for k, v in step.step.response_headers
+        )
         made = synthesize(step.endpoint, attributes, streamed)
-        headers, body, chunks = made.headers, made.body, made.chunks
+        headers, body, chunks = list(made.headers), made.body, list(made.chunks)
     else:
         attributes.update(parsed_answer(step.endpoint, override.body))
-        headers = (*_without(step.response_headers, "content-type"), ("content-type", _JSON))
-        body, chunks = override.body, ()
-    return replace(
+        headers = [*_without(step.step.response_headers, "content-type"), ("content-type", _JSON)]
+        body, chunks = override.body, []
+    served = _served(
         step,
         status_code=200,
         response_headers=headers,
@@ -99,9 +108,8 @@ def _model_answer(step: RecordedStep, override: Override) -> RecordedStep:
         chunks=chunks,
         complete=True,
         error_type=None,
-        fidelity="semantic",
-        attributes=attributes,
     )
+    return replace(served, fidelity="semantic", attributes=attributes)
 
 
 def parsed_answer(endpoint: str, body: bytes) -> dict[str, object]:
@@ -121,5 +129,5 @@ def parsed_answer(endpoint: str, body: bytes) -> dict[str, object]:
     return attributes
 
 
-def _without(headers: tuple[tuple[str, str], ...], name: str) -> tuple[tuple[str, str], ...]:
-    return tuple((k, v) for k, v in headers if k.lower() != name)
+def _without(headers: Sequence[tuple[str, str]], name: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers if k.lower() != name]

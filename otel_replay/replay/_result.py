@@ -419,7 +419,7 @@ class ReplayResult:
         effect that was itself served from the recording (its body, and so they, did not
         run again)."""
         used = {s.recorded for s in self._steps if not s.injected}
-        within = {s.index: s.within for s in self.run.steps}
+        within = {s.step.index: s.step.within for s in self.run.steps}
 
         def covered(index: int) -> bool:
             seen: set[int] = set()
@@ -431,7 +431,7 @@ class ReplayResult:
                 parent = within.get(parent)
             return False
 
-        return [s for s in self.run.steps if s.index not in used and not covered(s.index)]
+        return [s for s in self.run.steps if s.step.index not in used and not covered(s.step.index)]
 
     @property
     def extra(self) -> list[ServedStep]:
@@ -449,7 +449,7 @@ class ReplayResult:
                 return Divergence("changed", step.recorded, step, step.changes)
         unused = self.unused
         if unused:
-            return Divergence("unused", unused[0].index, None, ())
+            return Divergence("unused", unused[0].step.index, None, ())
         return None
 
     @property
@@ -509,7 +509,7 @@ class ReplayResult:
                 "request": None if first.served is None else first.served.order,
                 "changes": [c.to_json() for c in first.changes],
             },
-            "unused": [s.index for s in self.unused],
+            "unused": [s.step.index for s in self.unused],
             "extra": [s.to_json() for s in self.extra],
             "steps": [s.to_json() for s in self.steps],
             "network_attempts": self.network_attempts,

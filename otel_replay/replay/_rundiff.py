@@ -83,9 +83,9 @@ class StepPair:
         added or removed; ``differs_at``: offset of the first differing character)."""
         step = self.step
         return {
-            "a": None if self.a is None else self.a.index,
-            "b": None if self.b is None else self.b.index,
-            "kind": step.kind,
+            "a": None if self.a is None else self.a.step.index,
+            "b": None if self.b is None else self.b.step.index,
+            "kind": step.step.kind,
             "endpoint": step.endpoint,
             "b_endpoint": None
             if self.a is None or self.b is None or self.a.endpoint == self.b.endpoint
@@ -166,14 +166,14 @@ Inner = dict[int | None, list[RecordedStep]]
 def _inner(steps: Sequence[RecordedStep]) -> Inner:
     """The steps under each step; a step whose ``within`` chain names a step the run lacks,
     or goes round (a damaged source), counts as an outer step."""
-    parents = {step.index: step.within for step in steps}
+    parents = {step.step.index: step.step.within for step in steps}
     out: Inner = {None: []}
     for step in steps:
-        parent, seen = step.within, {step.index}
+        parent, seen = step.step.within, {step.step.index}
         while parent is not None and parent in parents and parent not in seen:
             seen.add(parent)
             parent = parents[parent]
-        out.setdefault(step.within if parent is None else None, []).append(step)
+        out.setdefault(step.step.within if parent is None else None, []).append(step)
     return out
 
 
@@ -182,8 +182,8 @@ def _align_level(
 ) -> Iterator[StepPair]:
     for pair in _align(xs, ys):
         yield pair
-        kids_a = inner_a.get(pair.a.index, []) if pair.a is not None else []
-        kids_b = inner_b.get(pair.b.index, []) if pair.b is not None else []
+        kids_a = inner_a.get(pair.a.step.index, []) if pair.a is not None else []
+        kids_b = inner_b.get(pair.b.step.index, []) if pair.b is not None else []
         if pair.a is not None and pair.b is not None and (not kids_a or not kids_b):
             yield from (StepPair(s, None, "inside") for s in _below(kids_a, inner_a))
             yield from (StepPair(None, s, "inside") for s in _below(kids_b, inner_b))
@@ -195,7 +195,7 @@ def _below(steps: Sequence[RecordedStep], inner: Inner) -> Iterator[RecordedStep
     """``steps`` and everything made inside them, depth first."""
     for step in steps:
         yield step
-        yield from _below(inner.get(step.index, []), inner)
+        yield from _below(inner.get(step.step.index, []), inner)
 
 
 def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
@@ -207,9 +207,9 @@ def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
 def _key(step: RecordedStep) -> tuple[str, str, str, str] | None:
     """Steps with equal keys are the same step (their request bytes are the same); None
     without a request hash."""
-    if step.request_hash is None:
+    if not step.step.request_hash:
         return None
-    return (step.kind, step.method.upper(), step.endpoint, step.request_hash)
+    return (step.step.kind, step.step.method.upper(), step.endpoint, step.step.request_hash)
 
 
 def _meaning(step: RecordedStep) -> tuple[str, str, bytes, tuple[bytes, ...]] | None:
@@ -220,13 +220,13 @@ def _meaning(step: RecordedStep) -> tuple[str, str, bytes, tuple[bytes, ...]] | 
     content = recorded_content(step)
     if content.system is None:
         return None
-    return (step.kind, step.endpoint, content.system, content.messages)
+    return (step.step.kind, step.endpoint, content.system, content.messages)
 
 
 def _slot(step: RecordedStep) -> tuple[str, str]:
     """Steps with equal slots are the same call made differently (another prompt, other
     arguments): the same kind, at the same endpoint or tool."""
-    return (step.kind, step.endpoint)
+    return (step.step.kind, step.endpoint)
 
 
 def _align(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> list[StepPair]:
@@ -257,11 +257,11 @@ def _twins(
         twins = same.get(k) if k is not None else None
         if twins:
             y = twins.popleft()
-            taken.add(y.index)
+            taken.add(y.step.index)
             pairs.append(_pair(x, y))
         else:
             left_a.append(x)
-    return left_a, [y for y in b if y.index not in taken]
+    return left_a, [y for y in b if y.step.index not in taken]
 
 
 def _in_order(
@@ -269,18 +269,18 @@ def _in_order(
 ) -> list[StepPair]:
     """``pairs`` in A's order, a pair of B's step alone after the pair of the B step before
     it (first when none is before it)."""
-    at_a = {step.index: place for place, step in enumerate(a)}
-    at_b = {step.index: place for place, step in enumerate(b)}
+    at_a = {step.step.index: place for place, step in enumerate(a)}
+    at_b = {step.step.index: place for place, step in enumerate(b)}
     anchor: dict[int, int] = {}  # place in B -> place in A of its pair
     for pair in pairs:
         if pair.a is not None and pair.b is not None:
-            anchor[at_b[pair.b.index]] = at_a[pair.a.index]
+            anchor[at_b[pair.b.step.index]] = at_a[pair.a.step.index]
 
     def place(pair: StepPair) -> tuple[int, int, int]:
         if pair.a is not None:
-            return (at_a[pair.a.index], 0, 0)
+            return (at_a[pair.a.step.index], 0, 0)
         assert pair.b is not None
-        mine = at_b[pair.b.index]
+        mine = at_b[pair.b.step.index]
         before = max((p for p in anchor if p < mine), default=None)
         return (-1 if before is None else anchor[before], 1, mine)
 
@@ -298,7 +298,7 @@ def _align_block(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> Iterat
             yield from _closest_pairs(xs, ys)
             continue
         paired = 0
-        while paired < min(len(xs), len(ys)) and xs[paired].kind == ys[paired].kind:
+        while paired < min(len(xs), len(ys)) and xs[paired].step.kind == ys[paired].step.kind:
             yield _pair(xs[paired], ys[paired])
             paired += 1
         for x in xs[paired:]:
@@ -335,7 +335,7 @@ def _same_request(a: RecordedStep, b: RecordedStep) -> bool:
     """The same request bytes (by the bytes, or by their hash where A has none)."""
     if a.request_body is not None:
         return a.request_body == b.request_body
-    return a.request_hash is not None and a.request_hash == b.request_hash
+    return bool(a.step.request_hash) and a.step.request_hash == b.step.request_hash
 
 
 def _request_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
@@ -346,15 +346,21 @@ def _request_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     if _same_request(a, b):
         changes = []
     elif b.request_body is not None:
-        changes = request_changes(a, Request(b.method, b.url or "", b.request_body))
-        if not changes and a.request_body is not None and a.request_hash != b.request_hash:
+        changes = request_changes(a, Request(b.step.method, b.step.url or "", b.request_body))
+        if (
+            not changes
+            and a.request_body is not None
+            and a.step.request_hash != b.step.request_hash
+        ):
             # Bytes the request comparison sets aside (volatile fields, key order).
             changes = _set_aside_changes(a, b)
     elif a.request_body is not None:  # only A has bytes: B is compared as a recording is
-        turned = request_changes(b, Request(a.method, a.url or "", a.request_body))
+        turned = request_changes(b, Request(a.step.method, a.step.url or "", a.request_body))
         changes = [_reversed(c) for c in turned]
-    elif a.request_hash is not None and b.request_hash is not None:  # ours, without bytes
-        changes = [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
+    elif a.step.request_hash and b.step.request_hash:  # ours, without bytes
+        changes = [
+            change("request hash", short_tag(a.step.request_hash), short_tag(b.step.request_hash))
+        ]
     else:
         old, new = recorded_llm(a), recorded_llm(b)
         changes = [] if old is None or new is None else llm_changes(old, new, a, partial=True)
@@ -389,21 +395,27 @@ def _set_aside_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
                 change(f"body {path}", value_at(old, path), value_at(new, path))
                 for path in json_paths_differing(old, new)
             ]
-    return [change("request hash", short_tag(a.request_hash), short_tag(b.request_hash))]
+    return [
+        change(
+            "request hash",
+            short_tag(a.step.request_hash or None),
+            short_tag(b.step.request_hash or None),
+        )
+    ]
 
 
 def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     changes: list[Change] = []
-    if a.status_code != b.status_code:
-        changes.append(change("response status", a.status_code, b.status_code))
-    if a.error_type != b.error_type:
-        changes.append(change("response error", a.error_type, b.error_type))
-    if a.complete != b.complete:
-        changes.append(change("response complete", a.complete, b.complete))
-    if a.response_body != b.response_body:
+    if a.step.status_code != b.step.status_code:
+        changes.append(change("response status", a.step.status_code, b.step.status_code))
+    if a.step.error_type != b.step.error_type:
+        changes.append(change("response error", a.step.error_type, b.step.error_type))
+    if a.step.complete != b.step.complete:
+        changes.append(change("response complete", a.step.complete, b.step.complete))
+    if a.step.response_body != b.step.response_body:
         changes.extend(
-            _json_changes("response", a.response_body, b.response_body)
-            or [body_change("response body", a.response_body, b.response_body)]
+            _json_changes("response", a.step.response_body, b.step.response_body)
+            or [body_change("response body", a.step.response_body, b.step.response_body)]
         )
     return changes
 

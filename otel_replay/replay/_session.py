@@ -118,11 +118,17 @@ def _shaped(step: RecordedStep, stream: bool | None) -> RecordedStep:
     """``step`` with its synthesised response re-made as a stream or not, when it differs."""
     if stream is None:  # recorded bytes: served as they came
         return step
-    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in step.response_headers)
+    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in step.step.response_headers)
     if streamed == stream:
         return step
     made = synthesize(step.endpoint, step.attributes, stream, duration_ns=step.duration_ns)
-    return replace(step, response_headers=made.headers, response_body=made.body, chunks=made.chunks)
+    reshaped = replace(
+        step.step,
+        response_headers=list(made.headers),
+        response_body=made.body,
+        chunks=list(made.chunks),
+    )
+    return replace(step, step=reshaped)
 
 
 def _is_exception(error_type: str | None) -> bool:
@@ -145,11 +151,11 @@ def interruption(error_type: str | None) -> KeyboardInterrupt | None:
 
 
 def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
-    body = step.response_body
+    body = step.step.response_body
     chunks: list[bytes] = []
     ats: list[int] = []  # when each chunk came, ns after the request
     offset = 0
-    for size, at in step.chunks:
+    for size, at in step.step.chunks:
         chunks.append(body[offset : offset + size])
         ats.append(at)
         offset += size
@@ -162,13 +168,21 @@ def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
         awaits = tuple(matcher.awaited(step, at) for at in (*ats, step.duration_ns))
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
-    headers = tuple([(k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS])
+    headers = tuple(
+        [(k, v) for k, v in step.step.response_headers if k.lower() not in _HOP_HEADERS]
+    )
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
-    error = step.error_type if _is_exception(step.error_type) and not step.complete else None
-    if step.status_code is None and error is None:
-        error = step.error_type or "TransportError"
-    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
+    error = (
+        step.step.error_type
+        if _is_exception(step.step.error_type) and not step.step.complete
+        else None
+    )
+    if step.step.status_code is None and error is None:
+        error = step.step.error_type or "TransportError"
+    return Answer(
+        step.step.status_code, headers, tuple(chunks), times, error, awaits, step.step.complete
+    )
 
 
 _IGNORED = {
@@ -315,14 +329,14 @@ class ReplaySession:
             return None
         step = served.step
         content_type = next(
-            (v for k, v in step.response_headers if k.lower() == "content-type"), None
+            (v for k, v in step.step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
         answer = Served(
-            step.response_body,
-            step.error_type,
+            step.step.response_body,
+            step.step.error_type,
             self.run.run_id,
-            step.index,
+            step.step.index,
             shape,
             served.effect,
             served.order,
@@ -412,7 +426,7 @@ class ReplaySession:
         served, forked = step, None
         if not live and (self.fork.overrides or self.fork.states):
             served, forked = served_instead(self.fork, step)
-        fault = None if live else self.fork.injections.get(step.index)
+        fault = None if live else self.fork.injections.get(step.step.index)
         if fault is not None and self.matcher.divert(step):  # once: the retry gets the step
             forked = f"inject {fault.given}"
         else:
@@ -425,7 +439,7 @@ class ReplaySession:
                 endpoint=step.endpoint,
                 request_hash=request_hash,
                 how=match.how,
-                recorded=step.index,
+                recorded=step.step.index,
                 repeat=match.repeat,
                 fidelity=step.fidelity,
                 changes=changes,
@@ -570,13 +584,13 @@ class ReplaySession:
         if near:
             lines.append("closest recorded requests:")
         for candidate in near:
-            used = self.matcher.served_count(candidate.step.index)
+            used = self.matcher.served_count(candidate.step.step.index)
             fields = ", ".join(candidate.fields[:8]) or "nothing (already served)"
             if len(candidate.fields) > 8:
                 fields += f", … {len(candidate.fields) - 8} more"
             state = f", served {used} time(s)" if used else ""
             step = candidate.step
-            lines.append(f"  step {step.index} {step.endpoint}{state}: differs in {fields}")
+            lines.append(f"  step {step.step.index} {step.endpoint}{state}: differs in {fields}")
         # The run id, the URL, endpoints and field paths may come from a hostile recording: the
         # message reaches tracebacks and test reports, so none may drive the terminal.
         return "\n".join(printable(line) for line in lines)

@@ -114,7 +114,7 @@ def _id_from(value: Any) -> str:
 def step_entry(step: Step) -> dict[str, Any]:
     """A step as its record states it (bodies by hex digest; ``within`` only when set)."""
     entry = {
-        "index": step.step_index,
+        "index": step.index,
         "kind": step.kind,
         "method": step.method,
         "url": step.url,
@@ -160,7 +160,7 @@ def step_from_entry(
     try:
         return Step(
             run_id=run_id,
-            step_index=_typed(entry["index"], int, "index"),
+            index=_typed(entry["index"], int, "index"),
             trace_id=int(entry["trace_id"], 16),
             span_id=int(entry["span_id"], 16),
             kind=_typed(entry["kind"], str, "kind"),

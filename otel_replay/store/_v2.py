@@ -237,7 +237,7 @@ def _step(run_id: str, entry: dict[str, Any], stream: _Stream, span: dict[str, A
     model = _attr(facts, "gen_ai.request.model") or _attr(facts, "gen_ai.response.model")
     return Step(
         run_id=run_id,
-        step_index=int(entry["index"]),
+        index=int(entry["index"]),
         trace_id=int(entry["trace_id"], 16),
         span_id=int(entry["span_id"], 16),
         kind=str(entry["kind"]),
@@ -366,7 +366,7 @@ def read_listing(root: Path) -> Listing:
 
 def _lost(run: V2Run, listed: ListedRun) -> None:
     """Name each step ``listed`` that ``run`` does not hold, with the objects it lacks."""
-    carried = {step.step_index for step in run.steps}
+    carried = {step.index for step in run.steps}
     for index, step in sorted(listed.steps.items()):
         if index in carried:
             continue
@@ -419,7 +419,7 @@ def read_v2(root: Path, listing: Listing | None = None) -> Iterator[V2Run]:
             facts = _run_facts(run.run_id, run.spans)
             for step in run.steps:
                 step.run = facts
-            run.steps.sort(key=lambda s: s.step_index)
+            run.steps.sort(key=lambda s: s.index)
             run.spans.sort(key=lambda s: s.get("start_ns") or 0)
         if known is not None:
             _lost(run, known)

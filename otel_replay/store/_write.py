@@ -152,21 +152,20 @@ def step_bodies(steps: Iterable[Step]) -> dict[str, bytes]:
 def _check_hash(tag: str | None, body: bytes, what: str, step: Step) -> None:
     if tag != sha256_tag(body):
         raise ValueError(
-            f"run {step.run_id!r} step {step.step_index}: {what} hash {tag!r} does not match "
-            "the body"
+            f"run {step.run_id!r} step {step.index}: {what} hash {tag!r} does not match the body"
         )
 
 
 def checked(step: Step) -> Step:
     """``step``, after checking its hashes against its bodies: the store never files bytes
     under a hash they do not have. ValueError otherwise."""
-    if not 0 <= step.step_index < 2**63:
-        raise ValueError(f"run {step.run_id!r}: step index {step.step_index} is out of range")
+    if not 0 <= step.index < 2**63:
+        raise ValueError(f"run {step.run_id!r}: step index {step.index} is out of range")
     _check_hash(step.request_hash, step.request_body, "request", step)
     if step.response_hash is not None:
         _check_hash(step.response_hash, step.response_body, "response", step)
     elif step.response_body:
-        raise ValueError(f"run {step.run_id!r} step {step.step_index}: a response without a hash")
+        raise ValueError(f"run {step.run_id!r} step {step.index}: a response without a hash")
     return step
 
 

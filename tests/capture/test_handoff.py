@@ -16,7 +16,7 @@ from otel_replay.step import RunEnd, Step
 def _fixture(span_id: int, size: int) -> Step:
     return Step(
         run_id="r",
-        step_index=span_id,
+        index=span_id,
         trace_id=1,
         span_id=span_id,
         kind="http",

@@ -37,7 +37,7 @@ def _put_run(store: Path, run_id: str, steps: list[Step], *, mode: str = "record
     parent = None if mode == "record" else SUPPORT
     facts = RunFacts(run_id, mode=mode, seed=7, parent_run_id=parent)
     renumbered = [
-        dataclasses.replace(step, run_id=run_id, run=facts, step_index=index)
+        dataclasses.replace(step, run_id=run_id, run=facts, index=index)
         for index, step in enumerate(steps)
     ]
     with Store.open(store, create=False) as opened:

@@ -113,7 +113,9 @@ def test_a_trace_of_the_official_instrumentation_is_imported_as_spans(
     )
     from_file = load_run(str(path))
     from_store = load_run(trace_id, store=str(target))
-    assert [s.response_body for s in from_store.steps] == [s.response_body for s in from_file.steps]
+    assert [s.step.response_body for s in from_store.steps] == [
+        s.step.response_body for s in from_file.steps
+    ]
     assert {s.fidelity for s in from_store.steps} == {"semantic"}
 
 

@@ -16,13 +16,14 @@ import httpx
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay import RecordedStep, Run
+from tests.replay._recorded import recorded_step
 
 START = 1_763_700_000 * 10**9
 SECOND = 10**9
 
 
 def _get(index: int, path: str, body: bytes, start_s: float, chunks: tuple = ()) -> RecordedStep:
-    return RecordedStep(
+    return recorded_step(
         index=index,
         kind="http",
         endpoint=f"GET {path}",

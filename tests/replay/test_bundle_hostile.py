@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import load_run
 from otel_replay.replay.sources._bundle import write_bundle
+from tests.replay._recorded import recorded_step
 from tests.replay.conftest import KEY, SUPPORT, Recorded
 
 CLI = Path(sys.executable).parent / "otel-replay"
@@ -28,7 +28,7 @@ REQUEST = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
 
 
 def _step(index: int, response: bytes) -> RecordedStep:
-    return RecordedStep(
+    return recorded_step(
         index=index,
         kind="http",
         endpoint="POST /orders",
@@ -79,8 +79,8 @@ def test_an_export_that_cannot_finish_leaves_nothing_behind(bundle: Path, tmp_pa
     )
     assert again.returncode == 0, again.stderr
     assert target.is_symlink() and (tmp_path / "elsewhere" / "bundle.json").is_file()
-    assert [s.response_body for s in load_run(str(target)).steps] == [
-        s.response_body for s in load_run(str(bundle)).steps
+    assert [s.step.response_body for s in load_run(str(target)).steps] == [
+        s.step.response_body for s in load_run(str(bundle)).steps
     ]
 
 
@@ -139,7 +139,13 @@ def test_integral_numbers_are_read_as_ints(bundle: Path, tmp_path: Path) -> None
     _step_0(index=0.0, duration_ns=7.0, status_code=200.0, chunks=[[2.0, 0.0]])(copy)
     run = load_run(str(copy))
     step = run.steps[0]
-    facts = (run.start_ns, step.index, step.duration_ns, step.status_code, step.chunks[0])
+    facts = (
+        run.start_ns,
+        step.step.index,
+        step.duration_ns,
+        step.step.status_code,
+        step.step.chunks[0],
+    )
     assert facts == (5, 0, 7, 200, (2, 0))
     assert all(type(value) is int for value in (*facts[:4], *facts[4]))
 
@@ -160,8 +166,12 @@ def test_no_credential_a_run_holds_reaches_its_bundle(recorded: Recorded, tmp_pa
     # A run from an OTLP source another instrumentation wrote, which redacted nothing: the key
     # in a JSON body, a URL's query, the endpoint, header and URL attributes, the resource.
     body = json.dumps({"api_key": SECRET, "model": "m", "note": f"token {SECRET}"}).encode()
-    step = replace(
-        _step(0, b"{}"),
+    step = recorded_step(
+        index=0,
+        kind="http",
+        method="POST",
+        response_body=b"{}",
+        status_code=200,
         endpoint=f"POST /orders?key={SECRET}",
         url=f"http://tools.test/orders?api_key={SECRET}",
         request_body=body,
@@ -179,7 +189,7 @@ def test_no_credential_a_run_holds_reaches_its_bundle(recorded: Recorded, tmp_pa
     write_bundle(run, tmp_path / "foreign", Redactor())
     assert SECRET.encode() not in _every_byte(tmp_path / "foreign")
     back = load_run(str(tmp_path / "foreign")).steps[0]
-    assert back.url == "http://tools.test/orders?api_key=REDACTED"
+    assert back.step.url == "http://tools.test/orders?api_key=REDACTED"
     assert back.attributes["http.request.header.authorization"] == ("REDACTED",)
     assert json.loads(back.request_body or b"")["note"] == "token REDACTED"
 

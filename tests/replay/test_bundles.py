@@ -23,6 +23,7 @@ from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import Limits, load_run
 from otel_replay.replay.sources._bundle import read_bundle, write_bundle
+from tests.replay._recorded import recorded_step
 from tests.replay.conftest import CLAUDE, ERRORS, SUPPORT, Recorded, assert_matches_wire
 
 CLI = Path(sys.executable).parent / "otel-replay"
@@ -77,17 +78,17 @@ def test_a_bundle_holds_the_recorded_bytes_and_reads_as_its_run(
 
 def _facts(step: RecordedStep) -> tuple[object, ...]:
     return (
-        step.index,
+        step.step.index,
         step.request_body,
-        step.request_hash,
-        step.status_code,
-        step.response_headers,
-        step.response_body,
-        step.chunks,
-        step.complete,
-        step.error_type,
+        step.step.request_hash,
+        step.step.status_code,
+        step.step.response_headers,
+        step.step.response_body,
+        step.step.chunks,
+        step.step.complete,
+        step.step.error_type,
         step.duration_ns,
-        step.start_ns,
+        step.step.start_ns,
     )
 
 
@@ -215,7 +216,7 @@ def test_odd_bodies_and_headers_export_and_read_back(tmp_path: Path) -> None:
     # A body nested past what json reads, and a header value outside Latin-1 (an OTLP source
     # can hold anything): exported as they are, not a traceback.
     deep = b"[" * 100_000 + b"]" * 100_000
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind="http",
         endpoint="POST /deep",
@@ -228,7 +229,7 @@ def test_odd_bodies_and_headers_export_and_read_back(tmp_path: Path) -> None:
         response_body=b"{}",
         fidelity="exact",
     )
-    value = RecordedStep(  # a value's answer: JSON with no content type
+    value = recorded_step(  # a value's answer: JSON with no content type
         index=1,
         kind="value",
         endpoint="value:uuid4",
@@ -245,7 +246,7 @@ def test_odd_bodies_and_headers_export_and_read_back(tmp_path: Path) -> None:
     assert (tmp_path / "odd" / "steps" / "1.response.json").exists()
     back = read_bundle(tmp_path / "odd", Limits.from_env())
     assert back.steps[0].request_body == deep
-    assert back.steps[0].response_headers == (
+    assert back.steps[0].step.response_headers == [
         ("content-type", "application/json"),
         ("x-note", "café ?"),
-    )
+    ]

@@ -14,12 +14,13 @@ from otel_replay.replay._change import Change, body_change, change
 from otel_replay.replay._diff import Request, request_changes
 from otel_replay.replay._live_result import result_changes
 from otel_replay.replay._model import RecordedStep
+from tests.replay._recorded import recorded_step
 
 URL = "http://llm.test/v1/chat/completions"
 
 
 def _step(body: bytes | None = None, **attributes: Any) -> RecordedStep:
-    return RecordedStep(
+    return recorded_step(
         index=0,
         kind="llm",
         endpoint="openai.chat_completions",

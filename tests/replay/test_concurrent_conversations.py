@@ -58,9 +58,11 @@ def test_the_changed_conversation_is_compared_with_its_own_steps(store: Path) ->
     done = replay(store, RUN, sys.executable, str(AGENT), str(ROOT), DEAD, "change=2", "reversed")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert f"diverged — step {first.index} differs from the recording" in lines[1]
+    assert f"diverged — step {first.step.index} differs from the recording" in lines[1]
     at = lines.index(next(x for x in lines if x.startswith("first divergence:")))
-    assert lines[at].startswith(f"first divergence: step {first.index} (openai.chat_completions")
+    assert lines[at].startswith(
+        f"first divergence: step {first.step.index} (openai.chat_completions"
+    )
     assert lines[at].endswith("matched by closest")
     assert lines[at + 1].startswith("  prompt hash: sha256:")
     assert lines[at + 2] == f"  {CHANGE}"
@@ -71,7 +73,7 @@ def test_the_changed_conversation_is_compared_with_its_own_steps(store: Path) ->
     )  # fmt: skip
     report = json.loads(as_json.stdout)
     changed = [s for s in report["steps"] if s["changes"]]
-    assert [s["recorded"] for s in changed] == [first.index, second.index]
+    assert [s["recorded"] for s in changed] == [first.step.index, second.step.index]
     # The opening is asked while every opening is left, so content decides; the second turn
     # may come last of all, when the one step left is served by position.
     assert changed[0]["how"] == "closest" and changed[1]["how"] in ("closest", "position")
@@ -96,7 +98,7 @@ def test_an_unmatched_request_names_its_own_conversation_first(store: Path) -> N
     lines = done.stderr.splitlines()
     at = lines.index("closest recorded requests:")
     assert lines[at + 1] == (
-        f"  step {first.index} openai.chat_completions, served 1 time(s): "
+        f"  step {first.step.index} openai.chat_completions, served 1 time(s): "
         "differs in $.messages[1].content"
     )
 
@@ -132,5 +134,5 @@ def test_diff_pairs_each_request_with_its_own_whatever_the_order(store: Path) ->
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "8 aligned steps: 6 same, 2 changed, 0 removed, 0 added"
     rows = [line.split() for line in done.stdout.splitlines() if "changed:" in line]
-    assert [row[0] for row in rows] == [str(first.index), str(second.index)]
+    assert [row[0] for row in rows] == [str(first.step.index), str(second.step.index)]
     assert f"  {CHANGE}" in done.stdout.splitlines()

@@ -11,8 +11,9 @@ import pytest
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.redact import Redactor
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
 from otel_replay.replay._session import ReplaySession
+from tests.replay._recorded import recorded_step
 
 URL = "http://llm.test/v1/chat/completions"
 KEY = b"sk-live-0123456789"
@@ -20,7 +21,7 @@ KEY = b"sk-live-0123456789"
 
 def _run(*bodies: bytes) -> Run:
     steps = tuple(
-        RecordedStep(
+        recorded_step(
             index=n,
             kind="llm",
             endpoint="openai.chat_completions",

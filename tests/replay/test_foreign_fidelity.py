@@ -141,10 +141,10 @@ def test_a_changed_conversation_is_reported_at_its_own_step(
         "change=2", "reversed",
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"diverged — step {first.index} differs from the recording" in done.stdout
+    assert f"diverged — step {first.step.index} differs from the recording" in done.stdout
     lines = done.stdout.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("first divergence:"))
-    assert re.match(rf"first divergence: step {first.index} \(.*matched by closest", lines[at])
+    assert re.match(rf"first divergence: step {first.step.index} \(.*matched by closest", lines[at])
     assert (
         lines[at + 1]
         == "  message 1: user: Where is my order A-2003? → user: Where is my parcel A-2003?"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,15 @@ import pytest
 from otel_replay.errors import ConfigError
 from otel_replay.replay._fork import Fault, ForkPlan, Override
 from otel_replay.replay._model import RecordedStep, Run
+from tests.replay._recorded import recorded_step
 
 
-def _step(index: int, kind: str, endpoint: str, effect: str | None = None) -> RecordedStep:
-    return RecordedStep(
+def _step(
+    index: int, kind: str, endpoint: str, effect: str | None = None, within: int | None = None
+) -> RecordedStep:
+    return recorded_step(
         index=index,
+        within=within,
         kind=kind,
         endpoint=endpoint,
         method="POST",
@@ -136,8 +139,8 @@ def test_a_plan_that_does_not_fit_the_run_is_refused(
 
 
 def test_a_step_made_inside_a_tool_is_changed_only_when_the_tool_runs() -> None:
-    in_write = replace(_step(6, "value", "value:uuid4"), within=5)
-    in_read = replace(_step(7, "http", "GET /orders"), within=2)
+    in_write = _step(6, "value", "value:uuid4", within=5)
+    in_read = _step(7, "http", "GET /orders", within=2)
     run = Run("r_nested", "test", (*RUN.steps, in_write, in_read))
     for options in ({"override": {6: '"0000"'}}, {"inject": {6: "timeout"}}):
         with pytest.raises(ConfigError, match=r"made inside step 5 \(tool:refund_order\)"):

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from otel_replay._canonical import sha256_tag
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
 from otel_replay.replay._session import ReplaySession
+from tests.replay._recorded import recorded_step
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here"),
@@ -25,7 +26,7 @@ SAME = b'{"model": "m", "messages": [{"role": "user", "content": "same question"
 
 def _run(count: int, body: bytes = SAME) -> Run:
     steps = tuple(
-        RecordedStep(
+        recorded_step(
             index=n,
             kind="llm",
             endpoint="openai.chat_completions",

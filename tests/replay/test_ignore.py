@@ -84,7 +84,7 @@ def recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str
 
 def test_only_the_agents_calls_are_recorded(recorded: tuple[Path, str]) -> None:
     run = load_run(recorded[1], store=str(recorded[0]))
-    assert [(s.method, s.url.rsplit("/", 2)[-2:]) for s in run.steps] == [
+    assert [(s.step.method, s.step.url.rsplit("/", 2)[-2:]) for s in run.steps] == [
         ("GET", ["orders", "A-1234"]),
         ("GET", ["orders", "B-2077"]),
     ]

@@ -81,7 +81,7 @@ def test_the_agents_sdk_trace_upload_is_not_a_step(agents_sdk: tuple[Path, str])
         "tool:lookup_order",
         "openai.chat_completions",
     ]
-    assert not [s for s in run.steps if "traces/ingest" in s.url]
+    assert not [s for s in run.steps if "traces/ingest" in s.step.url]
 
 
 def test_the_agents_sdk_agent_replays_identically_with_its_upload_answered(
@@ -184,7 +184,7 @@ def test_the_otlp_http_exporter_is_never_a_step_and_its_export_arrives(
     assert chat["attributes"]["replay.step.index"] == 0
     assert {r.signal for r in sink.requests()} >= {"traces", "metrics"}
     run = load_run("r_requests", store=str(store))
-    assert [(s.method, s.endpoint) for s in run.steps] == [("POST", "openai.chat_completions")]
+    assert [(s.step.method, s.endpoint) for s in run.steps] == [("POST", "openai.chat_completions")]
 
     again = replay(store, "r_requests", sys.executable, str(SCRIPT), "requests", STANDIN_URL=GONE)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -70,7 +70,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     for step in run.steps:
         nth = counts.get(step.endpoint, 0)
         counts[step.endpoint] = nth + 1
-        steps[names[(step.endpoint, nth)]] = step.index
+        steps[names[(step.endpoint, nth)]] = step.step.index
     assert len(steps) == len(names)
     yield Recorded(str(store), run_id, base, seen, steps)
 
@@ -200,12 +200,12 @@ def test_the_cli_injects_a_429_and_the_fork_records_both_attempts(
     assert report["outcome"] == "identical"
     fork = load_run(report["replay_run_id"], store=str(store))
     attempts = [s for s in fork.steps if s.endpoint == "openai.chat_completions"][:2]
-    assert [s.status_code for s in attempts] == [429, 200]
+    assert [s.step.status_code for s in attempts] == [429, 200]
     assert [s.attributes.get(A.REPLAY_FORK_CHANGE) for s in attempts] == ["inject http:429", None]
-    assert b"rate_limit_error" in attempts[0].response_body
+    assert b"rate_limit_error" in attempts[0].step.response_body
     assert (
-        attempts[1].response_body
-        == load_run(recorded.run_id, store=str(store)).steps[index].response_body
+        attempts[1].step.response_body
+        == load_run(recorded.run_id, store=str(store)).steps[index].step.response_body
     )
 
 

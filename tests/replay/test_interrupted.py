@@ -18,14 +18,15 @@ import requests
 
 import otel_replay
 from otel_replay._canonical import sha256_tag
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
+from tests.replay._recorded import recorded_step
 
 BASE = "http://127.0.0.1:9/v1"  # nothing listens there
 REQUEST = b'{"messages":[{"role":"user","content":"hi"}],"model":"gpt-4o-mini"}'
 
 
 def _run(url: str, body: bytes, kind: str, endpoint: str) -> Run:
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind=kind,
         endpoint=endpoint,
@@ -123,7 +124,14 @@ def test_an_odd_error_type_is_a_transport_error_and_imports_nothing(
     recorded = _run(url, b"{}", "http", "POST /orders")
 
     def failing(error_type: str) -> Run:
-        return replace(recorded, steps=(replace(recorded.steps[0], error_type=error_type),))
+        return replace(
+            recorded,
+            steps=(
+                replace(
+                    recorded.steps[0], step=replace(recorded.steps[0].step, error_type=error_type)
+                ),
+            ),
+        )
 
     with pytest.raises(expected), otel_replay.replaying(failing("ConnectionResetError")):
         _post(client, url)  # the client's own first imports happen here, not under the spy

@@ -14,9 +14,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from examples.standin import StandIn
 from otel_replay._canonical import sha256_tag
 from otel_replay.redact import Redactor
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
 from otel_replay.replay.sources._bundle import write_bundle
 from tests.export._support import Pipeline
+from tests.replay._recorded import recorded_step
 from tests.replay.conftest import collector_json, run_pytest
 
 AGENT = """
@@ -174,7 +175,7 @@ def test_after_them_the_world_is_live():
 def test_odd_markers_fail_their_own_set_up_and_the_session_goes_on(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     body = b'{"model":"gpt-4o-mini"}'
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind="http",
         endpoint="POST /orders",

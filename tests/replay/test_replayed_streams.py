@@ -12,7 +12,8 @@ import pytest
 
 import otel_replay
 from otel_replay._canonical import sha256_tag
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
+from tests.replay._recorded import recorded_step
 
 URL = "http://llm.test/v1/chat/completions"
 REQUEST = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"stream":true}'
@@ -24,7 +25,7 @@ def _run(streamed: bool) -> Run:
     body = b"".join(EVENTS) if streamed else WHOLE
     chunks = tuple((len(e), 1000 * (n + 1)) for n, e in enumerate(EVENTS)) if streamed else ()
     kind = "text/event-stream" if streamed else "application/json"
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind="llm",
         endpoint="openai.chat_completions",

@@ -324,7 +324,7 @@ def test_recorded_timing_paces_streams(record: Recording) -> None:
         fast_s = stream(DEAD_URL)
     with otel_replay.replaying(run_id, store=store, timing="recorded") as result:
         paced_s = stream(DEAD_URL)
-    chunks = result.run.steps[0].chunks
+    chunks = result.run.steps[0].step.chunks
     spread_s = (chunks[-1][1] - chunks[0][1]) / 1e9
     assert spread_s > 0.25, spread_s
     assert paced_s >= spread_s * 0.9

@@ -10,8 +10,9 @@ import httpx
 
 import otel_replay
 from otel_replay._canonical import sha256_tag
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
 from otel_replay.settings import Timing
+from tests.replay._recorded import recorded_step
 
 URL = "http://llm.test/v1/events"
 REQUEST = b'{"stream": "please"}'
@@ -22,7 +23,7 @@ LATE_NS = 300_000_000
 
 def _run() -> Run:
     sizes = [len(c) for c in CHUNKS]
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind="http",
         endpoint="POST /v1/events",

@@ -7,6 +7,7 @@ import json
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._rundiff import diff_runs
+from tests.replay._recorded import recorded_step
 
 
 def _mcp_post(meta: dict[str, str], **params: object) -> RecordedStep:
@@ -14,7 +15,7 @@ def _mcp_post(meta: dict[str, str], **params: object) -> RecordedStep:
     message = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}
     message["params"].update(params)  # type: ignore[attr-defined]
     body = json.dumps(message).encode()
-    return RecordedStep(
+    return recorded_step(
         index=0,
         kind="http",
         endpoint="POST /mcp",
@@ -55,7 +56,7 @@ def test_what_else_differs_beside_the_trace_context_is_named() -> None:
 def _step(index: int, kind: str, name: str, within: int | None = None) -> RecordedStep:
     body = json.dumps({"call": name}).encode()
     method, url = ("TOOL", f"tool:{name}") if kind == "tool" else ("GET", f"http://x.test/{name}")
-    return RecordedStep(
+    return recorded_step(
         index=index,
         kind=kind,
         endpoint=url if kind == "tool" else f"GET /{name}",
@@ -92,7 +93,7 @@ def test_what_a_tool_did_inside_is_no_difference_when_the_other_run_served_it() 
     )
     result = diff_runs(recording, replay)
     assert result.identical
-    assert [(p.a and p.a.index, p.b and p.b.index, p.status) for p in result.pairs] == [
+    assert [(p.a and p.a.step.index, p.b and p.b.step.index, p.status) for p in result.pairs] == [
         (0, 0, "same"),
         (1, 1, "same"),
         (2, None, "inside"),
@@ -119,5 +120,5 @@ def test_a_damaged_within_chain_still_shows_every_step_once() -> None:
         _step(3, "http", "b", within=1),
     )
     pairs = diff_runs(Run("r_a", "test", steps), Run("r_b", "test", steps)).pairs
-    assert sorted(p.a.index for p in pairs if p.a is not None) == [0, 1, 2, 3]
-    assert sorted(p.b.index for p in pairs if p.b is not None) == [0, 1, 2, 3]
+    assert sorted(p.a.step.index for p in pairs if p.a is not None) == [0, 1, 2, 3]
+    assert sorted(p.b.step.index for p in pairs if p.b is not None) == [0, 1, 2, 3]

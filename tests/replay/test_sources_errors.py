@@ -259,7 +259,7 @@ def test_two_different_spans_with_one_span_id_are_both_kept(
     assert len(load_run(f"{path}#{SUPPORT}").steps) == 9  # the same spans twice: one run
     spans[3]["spanId"] = spans[2]["spanId"]
     path.write_text(json.dumps(document))
-    assert [step.index for step in load_run(f"{path}#{SUPPORT}").steps] == list(range(9))
+    assert [step.step.index for step in load_run(f"{path}#{SUPPORT}").steps] == list(range(9))
 
 
 def _elsewhere(document: dict[str, Any], process: str, mark: str, later_s: int) -> dict[str, Any]:
@@ -306,9 +306,9 @@ def test_two_programs_that_recorded_under_one_run_id_are_two_runs(
     assert f"holds 2 runs; pick one with {path}#RUN_ID: {SUPPORT} (" in message
     assert f"10 steps), {SUPPORT}@2 (" in message and "9 steps)" in message
     older, newer = load_run(f"{path}#{SUPPORT}"), load_run(f"{path}#{SUPPORT}@2")
-    assert [s.index for s in older.steps] == list(range(10))
-    assert [s.index for s in newer.steps] == list(range(9))
-    assert newer.steps[0].start_ns - older.steps[0].start_ns == 60 * 10**9
+    assert [s.step.index for s in older.steps] == list(range(10))
+    assert [s.step.index for s in newer.steps] == list(range(9))
+    assert newer.steps[0].step.start_ns - older.steps[0].step.start_ns == 60 * 10**9
 
 
 @pytest.mark.parametrize("status", ["0", "99", "1000", str(2**63 - 1)])

@@ -36,23 +36,23 @@ def step_facts(run: Run) -> list[tuple[Any, ...]]:
     """What must not depend on the source a run was rebuilt from."""
     return [
         (
-            s.index,
-            s.kind,
+            s.step.index,
+            s.step.kind,
             s.endpoint,
-            s.method,
+            s.step.method,
             s.request_body,
-            s.request_hash,
-            s.status_code,
-            s.response_body,
+            s.step.request_hash,
+            s.step.status_code,
+            s.step.response_body,
             s.fidelity,
-            s.complete,
-            s.error_type,
-            s.provider,
-            s.model,
+            s.step.complete,
+            s.step.error_type,
+            s.step.provider,
+            s.step.model,
             s.prompt_hash,
             s.tool_schema_version,
-            [size for size, _ in s.chunks] if len(s.chunks) > 1 else None,
-            content_type(s.response_headers),
+            [size for size, _ in s.step.chunks] if len(s.step.chunks) > 1 else None,
+            content_type(s.step.response_headers),
         )
         for s in run.steps
     ]
@@ -75,9 +75,9 @@ def test_store_run_is_what_crossed_the_wire(recorded: Recorded, store: Path) -> 
     assert run.seed == 7 and run.commit and run.code_dirty is not None
     assert run.source == f"store {store}"
     streamed = run.steps[-1]
-    assert len(streamed.chunks) > 1
-    assert sum(size for size, _ in streamed.chunks) == len(streamed.response_body)
-    assert [t for _, t in streamed.chunks] == sorted(t for _, t in streamed.chunks)
+    assert len(streamed.step.chunks) > 1
+    assert sum(size for size, _ in streamed.step.chunks) == len(streamed.step.response_body)
+    assert [t for _, t in streamed.step.chunks] == sorted(t for _, t in streamed.step.chunks)
     assert run.resource.get("telemetry.sdk.name") == "opentelemetry"
 
 
@@ -85,8 +85,8 @@ def test_store_run_of_anthropic_stream(recorded: Recorded, store: Path) -> None:
     run = load_run(CLAUDE, store=str(store))
     assert_matches_wire(run, recorded)
     (step,) = run.steps
-    assert step.endpoint == "anthropic.messages" and step.provider == "anthropic"
-    assert content_type(step.response_headers) == "text/event-stream"
+    assert step.endpoint == "anthropic.messages" and step.step.provider == "anthropic"
+    assert content_type(step.step.response_headers) == "text/event-stream"
 
 
 def _jsonl(encode: Callable[..., Any]) -> Callable[[Recorded], bytes]:

@@ -41,11 +41,13 @@ def test_trace_of_the_official_openai_instrumentation_replays_semantically(
         run.steps, recorded.exchanges["official"], (False, True), strict=True
     ):
         assert step.fidelity == "semantic"
-        assert step.kind == "llm" and step.endpoint == "openai.chat_completions"
-        assert step.request_body is None and step.request_hash is None
-        assert step.status_code == 200 and step.model == "gpt-4o-mini"
+        assert step.step.kind == "llm" and step.endpoint == "openai.chat_completions"
+        assert step.request_body is None and step.step.request_hash == ""
+        assert step.step.status_code == 200 and step.step.model == "gpt-4o-mini"
         # The answer the application read then is the answer it reads now.
-        assert output_of(step.response_body, False) == output_of(bytes(exchange.response), streamed)
+        assert output_of(step.step.response_body, False) == output_of(
+            bytes(exchange.response), streamed
+        )
 
 
 def test_steps_over_the_inline_limit_are_semantic_from_otlp_and_exact_from_the_store(
@@ -57,10 +59,14 @@ def test_steps_over_the_inline_limit_are_semantic_from_otlp_and_exact_from_the_s
     (semantic,) = load_run(str(path)).steps
     assert semantic.fidelity == "semantic"
     assert semantic.request_body is None
-    assert semantic.request_hash == load_run(LARGE, store=str(store)).steps[0].request_hash
-    assert output_of(semantic.response_body, False) == output_of(bytes(exchange.response), False)
+    assert (
+        semantic.step.request_hash == load_run(LARGE, store=str(store)).steps[0].step.request_hash
+    )
+    assert output_of(semantic.step.response_body, False) == output_of(
+        bytes(exchange.response), False
+    )
     (exact,) = load_run(LARGE, store=str(store)).steps
-    assert exact.fidelity == "exact" and exact.response_body == bytes(exchange.response)
+    assert exact.fidelity == "exact" and exact.step.response_body == bytes(exchange.response)
 
 
 def test_errors_keep_their_type_and_a_transport_error_has_no_response(
@@ -70,13 +76,13 @@ def test_errors_keep_their_type_and_a_transport_error_has_no_response(
     path.write_text(json.dumps(collector_json(run_spans(recorded, ERRORS))))
     for run in (load_run(str(path)), load_run(ERRORS, store=str(store))):
         rate_limited, cut, refused = run.steps
-        assert rate_limited.status_code == 429 and rate_limited.error_type
-        assert rate_limited.response_body == bytes(recorded.exchanges[ERRORS][0].response)
-        assert cut.status_code == 200 and not cut.complete
-        assert cut.response_body == bytes(recorded.exchanges[ERRORS][1].response)
-        assert refused.kind == "http" and refused.status_code is None
-        assert refused.error_type is not None and "ConnectError" in refused.error_type
-        assert refused.response_body == b"" and refused.fidelity == "exact"
+        assert rate_limited.step.status_code == 429 and rate_limited.step.error_type
+        assert rate_limited.step.response_body == bytes(recorded.exchanges[ERRORS][0].response)
+        assert cut.step.status_code == 200 and not cut.step.complete
+        assert cut.step.response_body == bytes(recorded.exchanges[ERRORS][1].response)
+        assert refused.step.kind == "http" and refused.step.status_code is None
+        assert refused.step.error_type is not None and "ConnectError" in refused.step.error_type
+        assert refused.step.response_body == b"" and refused.fidelity == "exact"
 
 
 def _strip(document: Any, *keys: str) -> Any:

@@ -9,13 +9,14 @@ import pytest
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import UnmatchedRequestError
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
+from tests.replay._recorded import recorded_step
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202e"
 
 
 def test_a_hostile_recording_is_named_escaped_in_the_unmatched_request_error() -> None:
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind="http",
         endpoint=f"GET /orders{HOSTILE}",

@@ -15,13 +15,14 @@ import pytest
 import otel_replay
 from otel_replay import errors
 from otel_replay._canonical import sha256_tag
-from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay import Run
+from tests.replay._recorded import recorded_step
 
 URL = "http://other.test/x"
 
 
 def _run() -> Run:
-    step = RecordedStep(
+    step = recorded_step(
         index=0,
         kind="http",
         endpoint="POST /orders",

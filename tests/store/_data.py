@@ -108,7 +108,7 @@ def fixture(
     start = start_ns + index * 10**9
     return Step(
         run_id=run_id,
-        step_index=index,
+        index=index,
         trace_id=0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0,
         span_id=1000 + index,
         kind=kind,

@@ -43,7 +43,7 @@ def _as_listed(store: Store, run_id: str) -> list[dict[str, Any]]:
         step = store.fixture(info)
         out.append(
             {
-                "index": step.step_index,
+                "index": step.index,
                 "kind": step.kind,
                 "method": step.method,
                 "url": step.url,
@@ -74,7 +74,7 @@ def test_the_reader_gives_back_what_version_2_held() -> None:
     for expected in EXPECTED:
         run = runs[expected["run_id"]]
         assert run.problems == [] and run.pinned == expected["pinned"]
-        assert [s.step_index for s in run.steps] == [s["index"] for s in expected["steps"]]
+        assert [s.index for s in run.steps] == [s["index"] for s in expected["steps"]]
         for step, want in zip(run.steps, expected["steps"], strict=True):
             assert (step.request_hash, step.response_hash) == (
                 want["request_hash"],

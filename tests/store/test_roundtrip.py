@@ -293,7 +293,7 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
     steps = [
         Step(
             run_id="run-f",
-            step_index=0,
+            index=0,
             trace_id=(1 << 128) - 1,
             span_id=(1 << 64) - 1,
             kind="llm",
@@ -318,7 +318,7 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
         ),
         Step(
             run_id="run-f",
-            step_index=7,  # indexes need not be dense
+            index=7,  # indexes need not be dense
             trace_id=1,
             span_id=2,
             kind="http",
@@ -340,7 +340,7 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
         with opened as store:
             for step in steps:
                 # A fixture comes back whole, with its run's facts, whatever record held them.
-                assert store.fixture("run-f", step.step_index) == step
+                assert store.fixture("run-f", step.index) == step
             info = store.step("run-f", 0)
             assert (info.provider, info.model, info.tokens_in, info.tokens_out) == (
                 "openai",

@@ -69,7 +69,7 @@ def build_run(
     for index in sorted(set(by_index) | set(fixtures)):
         span = by_index.get(index)
         try:
-            steps.append(build_step(index, span, fixtures.get(index)))
+            steps.append(build_step(spans.run_id, index, span, fixtures.get(index)))
         except StepProblem as exc:
             name = f" ({span.get('name')})" if span is not None else ""
             raise SourceError(f"{where}: step {index}{name}: {exc}") from None

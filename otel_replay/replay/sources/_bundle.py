@@ -36,6 +36,7 @@ from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources import _bundle_redact as redact
 from otel_replay.replay.sources._bundle_schema import FORMAT, SCHEMA
 from otel_replay.replay.sources._limits import Limits, read_file
+from otel_replay.step import Step
 
 __all__ = ["MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
 
@@ -114,47 +115,50 @@ def _step_document(
     headers = redactor.headers(
         [
             (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
-            for k, v in step.response_headers
+            for k, v in step.step.response_headers
         ]
     )
-    suffix = _suffix(dict((k.lower(), v) for k, v in headers), step.response_body)
+    suffix = _suffix(dict((k.lower(), v) for k, v in headers), step.step.response_body)
     bodies: dict[str, bytes] = {}
     request_name = request_hash = None
     if step.request_body is not None:
         request = redactor.body(step.request_body)
-        request_name = f"{step.index}.request.{'json' if _is_json(request) else 'bin'}"
+        request_name = f"{step.step.index}.request.{'json' if _is_json(request) else 'bin'}"
         bodies[request_name] = request
         # Unchanged by redaction, the recorded hash stands; redacted again, the bytes'.
-        request_hash = step.request_hash if request is step.request_body else sha256_tag(request)
-    response_name = f"{step.index}.response.{suffix}"
-    response = redactor.body(step.response_body, stream=suffix == "sse")
+        recorded_hash = step.step.request_hash or None
+        request_hash = recorded_hash if request is step.request_body else sha256_tag(request)
+    response_name = f"{step.step.index}.response.{suffix}"
+    response = redactor.body(step.step.response_body, stream=suffix == "sse")
     bodies[response_name] = response
-    chunks = step.chunks
-    if response is not step.response_body and chunks:
-        chunks = redact.rechunked(step.response_body, chunks, response, redactor, suffix == "sse")
+    chunks = step.step.chunks
+    if response is not step.step.response_body and chunks:
+        chunks = redact.rechunked(
+            step.step.response_body, chunks, response, redactor, suffix == "sse"
+        )
     facts: dict[str, Any] = {
-        "index": step.index,
-        "kind": step.kind,
+        "index": step.step.index,
+        "kind": step.step.kind,
         "endpoint": redact.endpoint(step.endpoint, redactor),
-        "method": step.method,
-        "url": None if step.url is None else redactor.url(step.url),
+        "method": step.step.method,
+        "url": redactor.url(step.step.url) if step.step.url else None,
         "request": None if request_name is None else f"{_STEPS}/{request_name}",
         "request_hash": request_hash,
-        "status_code": step.status_code,
+        "status_code": step.step.status_code,
         "response_headers": [list(pair) for pair in headers],
         "response": f"{_STEPS}/{response_name}",
         "fidelity": step.fidelity,
         "chunks": [list(chunk) for chunk in chunks],
-        "complete": step.complete,
-        "error_type": step.error_type,
-        "provider": step.provider,
-        "model": step.model,
+        "complete": step.step.complete,
+        "error_type": step.step.error_type,
+        "provider": step.step.provider,
+        "model": step.step.model,
         "prompt_hash": step.prompt_hash,
         "tool_schema_version": step.tool_schema_version,
         "duration_ns": step.duration_ns,
         "attributes": redact.attributes(step.attributes, redactor),
-        "within": step.within,
-        "start_ns": step.start_ns,
+        "within": step.step.within,
+        "start_ns": step.step.start_ns or None,
     }
     return facts, bodies
 
@@ -212,14 +216,14 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
     facts = document["run"]
     _plain_directory(directory / _STEPS, where)
     budget = [limits.max_bytes]
-    steps = tuple(_step(item, directory, limits, budget) for item in document["steps"])
-    indices = [step.index for step in steps]
+    steps = tuple(_step(facts["id"], item, directory, limits, budget) for item in document["steps"])
+    indices = [step.step.index for step in steps]
     if len(set(indices)) != len(indices):
         raise SourceError(f"{where}: two steps of {MANIFEST} have one index")
     return Run(
         run_id=facts["id"],
         source=where,
-        steps=tuple(sorted(steps, key=lambda s: s.index)),
+        steps=tuple(sorted(steps, key=lambda s: s.step.index)),
         commit=facts.get("commit"),
         seed=_int(facts.get("seed")),
         code_dirty=facts.get("code_dirty"),
@@ -234,7 +238,7 @@ def _int(value: float | None) -> int | None:
 
 
 def _step(
-    item: Mapping[str, Any], directory: Path, limits: Limits, budget: list[int]
+    run_id: str, item: Mapping[str, Any], directory: Path, limits: Limits, budget: list[int]
 ) -> RecordedStep:
     index = int(item["index"])
     request = None
@@ -247,32 +251,41 @@ def _step(
                 "(edited by hand? a request body must stay as it was sent)"
             )
     response = _body(directory, item["response"], limits, budget)
-    chunks = tuple((int(size), int(at)) for size, at in item.get("chunks", ()))
+    chunks = [(int(size), int(at)) for size, at in item.get("chunks", ())]
     if chunks and sum(size for size, _ in chunks) != len(response):
         raise SourceError(f"{directory}: the chunks of step {index} do not add up to its response")
-    return RecordedStep(
+    start = _int(item.get("start_ns")) or 0
+    step = Step(
+        run_id=run_id,
         index=index,
+        trace_id=0,
+        span_id=0,
         kind=item["kind"],
-        endpoint=item["endpoint"],
         method=item["method"],
-        url=item.get("url"),
-        request_body=request,
-        request_hash=item.get("request_hash") or (None if request is None else sha256_tag(request)),
+        url=item.get("url") or "",
+        request_headers=[],
+        request_body=request or b"",
+        request_hash=item.get("request_hash") or ("" if request is None else sha256_tag(request)),
         status_code=_int(item.get("status_code")),
-        response_headers=tuple((k, v) for k, v in item.get("response_headers", ())),
+        response_headers=[(k, v) for k, v in item.get("response_headers", ())],
         response_body=response,
-        fidelity=item["fidelity"],
         chunks=chunks,
         complete=item.get("complete", True),
         error_type=item.get("error_type"),
         provider=item.get("provider"),
         model=item.get("model"),
+        within=_int(item.get("within")),
+        start_ns=start,
+        end_ns=start + int(item.get("duration_ns", 0)),
+    )
+    return RecordedStep(
+        step,
+        endpoint=item["endpoint"],
+        fidelity=item["fidelity"],
+        request_known=request is not None,
         prompt_hash=item.get("prompt_hash"),
         tool_schema_version=item.get("tool_schema_version"),
-        duration_ns=int(item.get("duration_ns", 0)),
         attributes=_restored(item.get("attributes", {})),
-        within=_int(item.get("within")),
-        start_ns=_int(item.get("start_ns")),
     )
 
 

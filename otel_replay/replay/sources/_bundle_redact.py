@@ -10,7 +10,7 @@ another instrumentation that was not (``url.full`` with ``?api_key=…``, an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from otel_replay.redact import REDACTED, Redactor
@@ -30,8 +30,8 @@ def learn(run: Run, redactor: Redactor) -> None:
             if value.startswith(_URL_STARTS):
                 redactor.learn((), value)
     for step in run.steps:
-        pairs = [(_bytes(k), _bytes(v)) for k, v in step.response_headers]
-        redactor.learn(pairs, step.url or "")
+        pairs = [(_bytes(k), _bytes(v)) for k, v in step.step.response_headers]
+        redactor.learn(pairs, step.step.url or "")
         redactor.learn((), step.endpoint.partition(" ")[2])
 
 
@@ -66,11 +66,11 @@ def text(value: str, redactor: Redactor) -> str:
 
 def rechunked(
     body: bytes,
-    chunks: tuple[tuple[int, int], ...],
+    chunks: Sequence[tuple[int, int]],
     redacted: bytes,
     redactor: Redactor,
     stream: bool,
-) -> tuple[tuple[int, int], ...]:
+) -> list[tuple[int, int]]:
     """``chunks`` of ``body`` as pieces of ``redacted``: each boundary moves to where the
     redacted prefix before it ends; a boundary inside something redacted (the prefix does not
     redact to a prefix of the whole) goes, its piece joining the next."""
@@ -87,7 +87,7 @@ def rechunked(
     if start < len(redacted):  # nothing recorded the rest's time: it came with the last
         size, at = out.pop() if out else (0, 0)
         out.append((size + len(redacted) - start, at))
-    return tuple(out)
+    return out
 
 
 def _attribute(key: str, value: str, redactor: Redactor) -> str:

@@ -143,9 +143,9 @@ def _fixtures(loaded: SourceRun) -> list[Step]:
     facts = _run_facts(loaded)
     out = []
     for step in loaded.run.steps:
-        span = loaded.step_spans.get(step.index)
+        span = loaded.step_spans.get(step.step.index)
         if span is not None and _recorded(step):
-            out.append(_fixture(facts, step, span))
+            out.append(_stored(facts, step, span))
     return out
 
 
@@ -164,30 +164,32 @@ def _run_facts(loaded: SourceRun) -> RunFacts:
     )
 
 
-def _recorded(step: RecordedStep) -> bool:
+def _recorded(recorded: RecordedStep) -> bool:
     """True when the step's request and response are both the recorded bytes."""
+    step = recorded.step
     return (
-        step.fidelity == "exact"
-        and step.request_body is not None
-        and step.request_hash is not None
+        recorded.fidelity == "exact"
+        and recorded.request_known
+        and bool(step.request_hash)
         and (step.status_code is not None or step.error_type is not None)
     )
 
 
-def _fixture(facts: RunFacts, step: RecordedStep, span: Mapping[str, Any]) -> Step:
-    assert step.request_body is not None and step.request_hash is not None
+def _stored(facts: RunFacts, recorded: RecordedStep, span: Mapping[str, Any]) -> Step:
+    """The step the store keeps for ``recorded``, with the facts its span gives."""
+    step = recorded.step
     start = span.get("start_ns")
     end = span.get("end_ns")
     attrs = attrs_of(span)
     llm = step.kind == "llm"
     return Step(
         run_id=facts.run_id,
-        step_index=step.index,
+        index=step.index,
         trace_id=int(str(span.get("trace_id")), 16),
         span_id=int(str(span.get("span_id")), 16),
         kind=step.kind,
         method=step.method,
-        url=step.url or "",
+        url=step.url,
         request_headers=[],
         request_body=step.request_body,
         request_hash=step.request_hash,

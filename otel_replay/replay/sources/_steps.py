@@ -1,6 +1,6 @@
-"""One step span (and the store's fixture for it, when there is one) into a RecordedStep.
+"""One step span (and the store's step for it, when there is one) into a RecordedStep.
 
-Where the bytes come from, best first: the store's fixture; the inline bodies of the span
+Where the bytes come from, best first: the store's step; the inline bodies of the span
 (``replay.request.body``/``replay.response.body``, checked against their hashes); else, for a
 model call, a response synthesised from the span's GenAI attributes (fidelity ``semantic``).
 A plain HTTP step has no attributes to synthesise from, so without its bytes it is an error.
@@ -9,6 +9,7 @@ A plain HTTP step has no attributes to synthesise from, so without its bytes it 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from otel_replay import attributes as A
@@ -39,13 +40,15 @@ class StepProblem(ValueError):
 
 
 def build_step(
+    run_id: str,
     index: int,
     span: Mapping[str, Any] | None,
-    fixture: Step | None,
+    stored: Step | None,
     *,
     default_kind: str = "llm",
 ) -> RecordedStep:
-    """The step ``index`` of a run from its span dict and/or its fixture (at least one).
+    """The step ``index`` of run ``run_id`` from its span dict and/or the store's step (at
+    least one).
 
     Raises StepProblem when the step's bytes are inconsistent with its hashes, when it has
     neither recorded bytes nor what a synthesised response needs (SourceError from the
@@ -53,7 +56,7 @@ def build_step(
     otel-replay recording carries.
     """
     attrs: Mapping[str, Any] = attrs_of(span) if span is not None else {}
-    kind = str(attrs.get(A.REPLAY_STEP_KIND) or (fixture.kind if fixture else default_kind))
+    kind = str(attrs.get(A.REPLAY_STEP_KIND) or (stored.kind if stored else default_kind))
     if A.REPLAY_TOOL_EFFECT in attrs and A.REPLAY_TOOL_EFFECT_REASON not in attrs:
         raise StepProblem(
             f"the span has {A.REPLAY_TOOL_EFFECT} but no {A.REPLAY_TOOL_EFFECT_REASON}: a "
@@ -61,53 +64,51 @@ def build_step(
         )
     url: str | None
     if kind in ENVELOPE_KINDS:
-        method, url = _envelope_address(kind, attrs, fixture)
+        method, url = _envelope_address(kind, attrs, stored)
     else:
-        method = fixture.method if fixture else str(attrs.get("http.request.method") or "POST")
-        url = fixture.url if fixture and fixture.url else _str(attrs.get("url.full"))
+        method = stored.method if stored else str(attrs.get("http.request.method") or "POST")
+        url = stored.url if stored and stored.url else _str(attrs.get("url.full"))
     request_hash = _str(attrs.get(A.REPLAY_REQUEST_HASH)) or (
-        fixture.request_hash if fixture else None
+        stored.request_hash if stored else None
     )
     request_body = (
-        fixture.request_body
-        if fixture
+        stored.request_body
+        if stored
         else _inline(attrs, A.REPLAY_REQUEST_BODY, "gen_ai.tool.call.arguments")
     )
-    if fixture is None and request_body is not None:
+    if stored is None and request_body is not None:
         _check(request_body, request_hash, "request")
     endpoint = _endpoint(kind, method, url, request_body, attrs)
-    common: dict[str, Any] = {
+    start = _start(span, stored)
+    duration = _duration(span, stored)
+    facts: dict[str, Any] = {
         "index": index,
         "kind": kind,
-        "endpoint": endpoint,
         "method": method,
-        "url": url,
-        "request_body": request_body,
-        "request_hash": request_hash,
+        "url": url or "",
+        "request_body": request_body or b"",
+        "request_hash": request_hash or "",
         "provider": _str(attrs.get("gen_ai.provider.name")) or _str(attrs.get("gen_ai.system")),
         "model": _str(attrs.get("gen_ai.request.model"))
         or _str(attrs.get("gen_ai.response.model")),
+        "within": stored.within if stored else int_value(attrs.get(A.REPLAY_STEP_WITHIN)),
+        "start_ns": start,
+        "end_ns": start + duration,
+    }
+    added: dict[str, Any] = {
+        "endpoint": endpoint,
+        "request_known": request_body is not None,
         "prompt_hash": _str(attrs.get(A.REPLAY_PROMPT_HASH)),
         "tool_schema_version": _str(attrs.get(A.REPLAY_TOOL_SCHEMA_VERSION)),
-        "duration_ns": _duration(span, fixture),
         "attributes": dict(attrs),
-        "within": fixture.within if fixture else int_value(attrs.get(A.REPLAY_STEP_WITHIN)),
-        "start_ns": _start(span, fixture),
     }
-    if fixture is not None:
-        return RecordedStep(
-            **common,
-            status_code=fixture.status_code,
-            response_headers=tuple(fixture.response_headers),
-            response_body=fixture.response_body,
-            fidelity="exact",
-            chunks=_fit(fixture.chunks, len(fixture.response_body)),
-            complete=fixture.complete,
-            error_type=fixture.error_type,
-        )
-    return RecordedStep(
-        **common, **_from_span(kind, endpoint, request_body, attrs, common["duration_ns"])
-    )
+    if stored is not None:
+        chunks = _fit(stored.chunks, len(stored.response_body))
+        return RecordedStep(replace(stored, **facts, chunks=chunks), fidelity="exact", **added)
+    response = _from_span(kind, endpoint, request_body, attrs, duration)
+    fidelity = response.pop("fidelity")
+    step = Step(run_id=run_id, trace_id=0, span_id=0, request_headers=[], **facts, **response)
+    return RecordedStep(step, fidelity=fidelity, **added)
 
 
 def _from_span(
@@ -134,7 +135,7 @@ def _from_span(
         times = _ints(attrs.get(A.REPLAY_RESPONSE_CHUNK_TIMES))
         return {
             "status_code": status,
-            "response_headers": (("content-type", content_type),) if content_type else (),
+            "response_headers": [("content-type", content_type)] if content_type else [],
             "response_body": body,
             "fidelity": "exact",
             "chunks": _fit(list(zip(sizes, times, strict=False)), len(body)),
@@ -146,7 +147,7 @@ def _from_span(
         # A transport error: nothing came back, so there is nothing to synthesise.
         return {
             "status_code": None,
-            "response_headers": (),
+            "response_headers": [],
             "response_body": b"",
             "fidelity": fidelity,
             "complete": False,
@@ -162,10 +163,10 @@ def _from_span(
     )
     return {
         "status_code": made.status_code,
-        "response_headers": tuple(made.headers),
+        "response_headers": list(made.headers),
         "response_body": made.body,
         "fidelity": "semantic",
-        "chunks": tuple(made.chunks),
+        "chunks": list(made.chunks),
         "complete": True,
         "error_type": None,
     }
@@ -196,10 +197,10 @@ def _endpoint(
     return _llm_endpoint(method, url, body, attrs)
 
 
-def _envelope_address(kind: str, attrs: Mapping[str, Any], fixture: Step | None) -> tuple[str, str]:
+def _envelope_address(kind: str, attrs: Mapping[str, Any], stored: Step | None) -> tuple[str, str]:
     """The pseudo method and URL of a tool, value or checkpoint step."""
-    if fixture is not None:
-        return fixture.method, fixture.url
+    if stored is not None:
+        return stored.method, stored.url
     key = "gen_ai.tool.name" if kind == "tool" else A.REPLAY_VALUE_NAME
     name = _str(attrs.get(key))
     if name is None:
@@ -277,28 +278,29 @@ def _check(body: bytes, tag: str | None, what: str) -> None:
         )
 
 
-def _fit(chunks: Sequence[tuple[int, int]], total: int) -> tuple[tuple[int, int], ...]:
+def _fit(chunks: Sequence[tuple[int, int]], total: int) -> list[tuple[int, int]]:
     """Chunks whose sizes add up to ``total`` (see ``fit_chunks``), each with its time."""
     if not chunks or total == 0:
-        return ()
+        return []
     sizes = fit_chunks([size for size, _ in chunks], total)
-    return tuple((size, chunks[i][1]) for i, size in enumerate(sizes))
+    return [(size, chunks[i][1]) for i, size in enumerate(sizes)]
 
 
-def _start(span: Mapping[str, Any] | None, fixture: Step | None) -> int | None:
+def _start(span: Mapping[str, Any] | None, stored: Step | None) -> int:
+    """When the step started (Unix ns), 0 when not known."""
     start = span.get("start_ns") if span is not None else None
     if isinstance(start, int) and start > 0:
         return start
-    return fixture.start_ns if fixture is not None and fixture.start_ns > 0 else None
+    return stored.start_ns if stored is not None and stored.start_ns > 0 else 0
 
 
-def _duration(span: Mapping[str, Any] | None, fixture: Step | None) -> int:
+def _duration(span: Mapping[str, Any] | None, stored: Step | None) -> int:
     if span is not None:
         start, end = span.get("start_ns"), span.get("end_ns")
         if isinstance(start, int) and isinstance(end, int) and end >= start:
             return end - start
-    if fixture is not None and fixture.end_ns >= fixture.start_ns:
-        return fixture.end_ns - fixture.start_ns
+    if stored is not None and stored.end_ns >= stored.start_ns:
+        return stored.end_ns - stored.start_ns
     return 0
 
 

@@ -33,7 +33,7 @@ def main() -> None:
             store.pin(SUPPORT)
         with Store.open(recorded.store) as second:  # another writer: a stream of its own
             extra = recorded.fixtures[ERRORS][0]
-            extra.step_index = 99
+            extra.index = 99
             second.put([extra])
         target = HERE / "v2-store"
         shutil.rmtree(target, ignore_errors=True)
@@ -46,7 +46,7 @@ def main() -> None:
                 step = store.fixture(info)
                 steps.append(
                     {
-                        "index": step.step_index,
+                        "index": step.index,
                         "kind": step.kind,
                         "method": step.method,
                         "url": step.url,
