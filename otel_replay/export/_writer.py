@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import queue
 import threading
 import time
@@ -38,12 +39,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_replay import attributes as A
 from otel_replay.export._encode import run_id_of, span_to_dict
-from otel_replay.export._failures import Failures
 from otel_replay.runs import Consumer
 from otel_replay.step import RunEnd, Step
 from otel_replay.store import Buffered, Store
 
-__all__ = ["Barrier", "Spans", "Writer"]
+__all__ = ["Barrier", "Failures", "Spans", "Writer"]
 
 BATCH_MAX = 512
 """Queue items taken per flush at most: large enough that a burst is written in few flushes,
@@ -569,3 +569,33 @@ class Writer:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+_log = logging.getLogger("otel_replay.export")
+
+
+class Failures:
+    """Logs the first failure of each kind as a warning; later ones of that kind at debug.
+
+    Messages name the store and the error's one-line message (store errors never quote
+    bodies or headers), never a body.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def report(self, kind: str, message: str, *args: object) -> None:
+        """Log ``message % args`` for a failure of ``kind``."""
+        with self._lock:
+            first = kind not in self._seen
+            self._seen.add(kind)
+        _log.log(logging.WARNING if first else logging.DEBUG, "otel-replay: " + message, *args)
+
+    def recovered(self, kind: str, message: str, *args: object) -> None:
+        """Log that failures of ``kind`` stopped (only if one was reported), and re-arm it."""
+        with self._lock:
+            if kind not in self._seen:
+                return
+            self._seen.discard(kind)
+        _log.warning("otel-replay: " + message, *args)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.metrics import MeterProvider
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -21,14 +23,12 @@ from otel_replay._workers import add_part, at_worker_exit
 from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
-from otel_replay.export._failures import Failures
-from otel_replay.export._metrics import observe_drops
-from otel_replay.export._writer import Writer
+from otel_replay.export._writer import Failures, Writer
 from otel_replay.runs import WORKER_EXIT_PRIORITY, Handoff, inherited_runs, register_flush
 from otel_replay.runs import handoff as process_handoff
 from otel_replay.store import Store, new_recording_id
 
-__all__ = ["ExporterStats", "ReplaySpanExporter"]
+__all__ = ["DROPPED_STEPS", "ExporterStats", "ReplaySpanExporter", "observe_drops"]
 
 _log = logging.getLogger("otel_replay.export")
 
@@ -346,3 +346,38 @@ def _take_ticket(part: Any) -> None:
         recording = recordings.get(exporter._where)
         if recording is not None:
             exporter._join(recording)
+
+
+DROPPED_STEPS = "otel_replay.exporter.dropped_steps"
+"""Steps the hand-off refused because it stayed full (see ``ExporterStats.dropped``)."""
+
+_lock = threading.Lock()
+_observed: weakref.WeakKeyDictionary[Handoff, weakref.WeakSet[MeterProvider]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per hand-off, the meter providers that observe it."""
+
+
+def observe_drops(handoff: Handoff, meter_provider: MeterProvider | None = None) -> None:
+    """Report ``handoff``'s drops as :data:`DROPPED_STEPS` through ``meter_provider`` (the
+    global one when None). Calling it again for the same pair does nothing."""
+    provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+    with _lock:
+        seen = _observed.setdefault(handoff, weakref.WeakSet())
+        if provider in seen:
+            return
+        seen.add(provider)
+    ref = weakref.ref(handoff)
+
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        alive = ref()
+        return [] if alive is None else [Observation(alive.dropped)]
+
+    meter = provider.get_meter("otel_replay.export")
+    meter.create_observable_counter(
+        DROPPED_STEPS,
+        callbacks=[observe],
+        unit="{step}",
+        description="Recorded steps lost because the capture hand-off stayed full "
+        "past its wait; also ReplaySpanExporter.stats().dropped",
+    )

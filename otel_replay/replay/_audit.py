@@ -36,14 +36,14 @@ import platform
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from otel_replay.replay._audithook import AuditListeners
 from otel_replay.replay._guard import Listener, describe, is_network, is_numeric, port_of, refusal
 
-__all__ = ["AuditGuard", "command_line"]
+__all__ = ["AuditGuard", "AuditListeners", "command_line"]
 
 _NATIVE_SENDERS = frozenset({"connect", "sendto", "sendmsg", "sendmmsg", "__connect"})
 _COMMAND_LIMIT = 500
@@ -53,6 +53,36 @@ _RELAY_FILES = frozenset({_SUBPROCESS, os.path.normcase(os.path.abspath(os.__fil
 _HERE = os.path.normcase(os.path.abspath(__file__))
 _PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep
 _PLATFORM = os.path.normcase(os.path.abspath(platform.__file__))
+
+
+T = TypeVar("T")
+
+
+class AuditListeners(Generic[T]):
+    """Listeners of ``hook``, which reads :attr:`active`: replaced, never mutated, so the hook
+    reads it without the lock. ``add``/``remove`` nest (a listener may be added twice)."""
+
+    def __init__(self, hook: Callable[[str, tuple[Any, ...]], None]) -> None:
+        self._hook = hook
+        self._lock = threading.Lock()
+        self._hooked = False
+        self.active: tuple[T, ...] = ()
+
+    def add(self, listener: T) -> None:
+        """Start telling ``listener`` (installing the hook the first time)."""
+        with self._lock:
+            if not self._hooked:
+                sys.addaudithook(self._hook)
+                self._hooked = True
+            self.active = (*self.active, listener)
+
+    def remove(self, listener: T) -> None:
+        """Stop telling ``listener`` (once, if it was added)."""
+        with self._lock:
+            if listener in self.active:
+                active = list(self.active)
+                active.remove(listener)
+                self.active = tuple(active)
 
 
 def command_line(args: Any) -> str:

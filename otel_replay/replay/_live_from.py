@@ -31,8 +31,10 @@ from otel_replay.replay._observe import NetworkObserver
 
 if TYPE_CHECKING:
     from otel_replay.replay._result import ServedStep
+from otel_replay.replay._change import Change, body_change, change
+from otel_replay.replay._diff import json_paths_differing, parse_json, value_at
 
-__all__ = ["LiveFrom", "LiveGuard", "WentLive", "went_live"]
+__all__ = ["LiveFrom", "LiveGuard", "WentLive", "result_changes", "went_live"]
 
 _BY_CONTENT = frozenset({"hash", "canonical", "messages"})
 
@@ -169,3 +171,24 @@ def went_live(steps: Iterable[ServedStep], live_from: int) -> WentLive | None:
             early = (step.order if recorded is None else recorded) < live_from
             return WentLive(step.order, recorded, early)
     return None
+
+
+def result_changes(
+    recorded: bytes, recorded_error: str | None, live: bytes, live_error: str | None
+) -> list[Change]:
+    """Every difference between the recorded answer of a step and its live one; empty when
+    the live call answered as recorded."""
+    changes: list[Change] = []
+    if recorded_error != live_error:
+        changes.append(change("error", recorded_error, live_error))
+    if recorded == live:
+        return changes
+    old, new = parse_json(recorded), parse_json(live)
+    if old is not None and new is not None:
+        changes.extend(
+            change(f"result {path}", value_at(old, path), value_at(new, path))
+            for path in json_paths_differing(old, new)
+        )
+        return changes
+    changes.append(body_change("result", recorded, live))
+    return changes

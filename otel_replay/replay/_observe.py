@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-from otel_replay.replay._audithook import AuditListeners
+from otel_replay.replay._audit import AuditListeners
 from otel_replay.replay._guard import describe, is_network, is_numeric
 
 __all__ = ["NetworkObserver"]

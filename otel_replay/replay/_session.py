@@ -56,8 +56,7 @@ from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
-from otel_replay.replay._live_from import LiveFrom
-from otel_replay.replay._live_result import result_changes
+from otel_replay.replay._live_from import LiveFrom, result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import served_instead

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 import otel_replay
 from otel_replay.errors import StoreNotWritableError
 from otel_replay.export import ReplaySpanExporter
-from otel_replay.export._metrics import DROPPED_STEPS, observe_drops
+from otel_replay.export.exporter import DROPPED_STEPS, observe_drops
 from otel_replay.runs._handoff import Handoff, handoff
 from otel_replay.runs._process_trace import _program
 from otel_replay.store import Store

@@ -12,7 +12,7 @@ import pytest
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay._change import Change, body_change, change
 from otel_replay.replay._diff import Request, request_changes
-from otel_replay.replay._live_result import result_changes
+from otel_replay.replay._live_from import result_changes
 from otel_replay.replay._model import RecordedStep
 from tests.replay._recorded import recorded_step
 

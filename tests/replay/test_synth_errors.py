@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from otel_replay.errors import SourceError
-from otel_replay.replay._synth import ENDPOINTS, synthesize
+from otel_replay.replay.synth import ENDPOINTS, synthesize
 
 BASE = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
 GOOD = [{"role": "assistant", "parts": [{"type": "text", "content": "Hi"}]}]

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from examples.standin import StandIn
 from otel_replay.codecs.openai_chat import OPENAI_CHAT
-from otel_replay.replay._synth import synthesize
+from otel_replay.replay.synth import synthesize
 
 TOOL = {
     "type": "function",

@@ -16,7 +16,7 @@ import httpx2
 import openai
 import pytest
 
-from otel_replay.replay._synth import Synthesized, synthesize
+from otel_replay.replay.synth import Synthesized, synthesize
 
 KEY = "sk-synth-test"
 ARGS = {"order_id": "A-1234", "verbose": True}

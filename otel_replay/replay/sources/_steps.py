@@ -19,8 +19,8 @@ from otel_replay.codecs import CODECS, detect
 from otel_replay.envelope import ENVELOPE_KINDS, address
 from otel_replay.replay._diff import parse_json
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
-from otel_replay.replay._synth import synthesize
 from otel_replay.replay.sources._runs import attrs_of, int_value
+from otel_replay.replay.synth import synthesize
 from otel_replay.step import Step
 
 __all__ = ["CANONICAL_PATHS", "StepProblem", "build_step"]
