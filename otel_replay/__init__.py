@@ -1,8 +1,6 @@
 """otel-replay: record LLM agents through OpenTelemetry and replay them deterministically.
 
-The public API is re-exported here and loaded lazily, so ``import otel_replay`` stays cheap in
-processes that only need one part of it.
-"""
+The public API, re-exported here and loaded lazily."""
 
 from __future__ import annotations
 

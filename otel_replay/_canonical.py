@@ -1,18 +1,4 @@
-"""Canonical JSON (RFC 8785, JCS) and the ``sha256:<hex>`` digests built on it.
-
-The hot path serialises with orjson (sorted keys, compact) and checks the output for the few
-things where orjson and RFC 8785 disagree: integral floats (``1.0`` must be ``1``), exponent
-forms, integers past 2**53 (JCS numbers are IEEE doubles) and keys outside the BMP (JCS
-orders keys by UTF-16 code units). Only then does the exact, slower encoder run.
-
-The checks run on the application thread for every model call, over outputs that are mostly
-message text, so each is arranged to cost a ``memchr`` when the text holds nothing suspicious:
-every divergent pattern has one fixed byte at a fixed offset (``0``, ``+`` or ``-``), and
-only the places where that byte occurs are tried with the pattern (``re.match`` there), up to
-a few; past that the pattern's ordinary ``search`` takes over from the last place tried.
-Characters outside the BMP matter only in keys (emoji in message text are common and need
-nothing); only when the output holds one are the value's keys walked.
-"""
+"""Canonical JSON (RFC 8785, JCS) and the ``sha256:<hex>`` digests built on it."""
 
 from __future__ import annotations
 
@@ -57,12 +43,11 @@ _HOLD_GIL_UP_TO = 256 * 1024
 
 
 def _feed(digest: Any, data: bytes) -> None:
-    # Hashed on the application's thread for every step. Releasing the GIL there for the few
-    # microseconds a body of a few KB takes hands it to the exporter's writer thread, and
-    # getting it back costs the application several times the hash (tens of µs per model
-    # call, measured through the openai SDK with bench/capture_peers.py). So bodies up to
-    # _HOLD_GIL_UP_TO are fed in slices that keep the GIL; past that the hash itself
-    # dominates and other threads may run.
+    # Hashed on the application's thread for every step. Releasing the GIL for a small body
+    # hands it to the exporter's writer thread, and getting it back costs the application
+    # more than the hash (bench/capture_peers.py shows it). So bodies up to _HOLD_GIL_UP_TO
+    # are fed in slices that keep the GIL; past that the hash itself dominates and other
+    # threads may run.
     size = len(data)
     if size <= _GIL_SLICE or size > _HOLD_GIL_UP_TO:
         digest.update(data)

@@ -1,10 +1,4 @@
-"""The real wall clock, even while a replay moves the application's (``replay._world``).
-
-Under replay the application's ``time.time()``, ``datetime.now()`` and ``date.today()`` read
-the recorded run's time, through time-machine. otel-replay's own records of the replay (step
-and run times, run ids) must still say when the replay really happened, so they read the
-clock here.
-"""
+"""The real wall clock, for otel-replay's own records while a replay moves the application's."""
 
 from __future__ import annotations
 

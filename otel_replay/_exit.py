@@ -1,23 +1,6 @@
-"""Exit work done while the interpreter still runs thread pools: before ``atexit``.
+"""Exit work run before ``atexit``, while the interpreter still runs thread pools.
 
-A process that ends (its main thread returns, raises or calls ``sys.exit``) first runs
-threading's exit hooks, then joins its non-daemon threads, then runs ``atexit``. Among
-threading's hooks, ``concurrent.futures`` shuts its thread pools down: from then on every
-``submit`` raises ``cannot schedule new futures after interpreter shutdown``. A remote
-store's client needs one to connect (s3fs, through aiobotocore and aiohttp, builds its SSL
-context and resolves host names with ``asyncio.to_thread``), and s3fs closes its client from
-``atexit`` too (a weakref finalizer, at a point that depends on when the process made its
-first one): a write made from ``atexit`` (the tracer provider's shutdown, the exporter's exit
-flush) fails, and a short process that never wrote before its end lost every step.
-
-:func:`before_shutdown` callbacks run first, from a threading exit hook registered after
-``concurrent.futures``' own (they run in reverse order), highest ``priority`` first, once: the
-capture ends what is open and pushes the spans out, the exporters write everything and, when
-no other thread may still record (:func:`alone`), close the store. The owners keep their
-``atexit`` hooks for what comes later (another thread still running, the application's own
-exit hooks): on a local store they work as before, on a remote one as far as its client
-still does.
-"""
+See docs/architecture.md, "Exit and signals"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Objects that mend themselves in a forked child.
-
-A child has only the thread that forked: a lock another thread of the parent held at that
-moment stays held in the child for good. An object holding such a lock registers with
-:func:`mend_in_child`, and its ``_after_fork_in_child`` (which makes its locks anew) runs in
-every child forked while it lives.
-"""
+"""Objects that make their locks anew in a forked child (:func:`mend_in_child`)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,7 @@
-"""Background traffic: the calls ``OTEL_REPLAY_IGNORE`` names, which are not the agent's.
+"""Background traffic: the ``OTEL_REPLAY_IGNORE`` rules, which calls are not the agent's.
 
-SDKs upload their own telemetry (the OpenAI Agents SDK's traces, LangSmith's runs, Sentry's
-events) and fetch their own data (LiteLLM's price list) beside the agent's calls, often from
-background threads and with fresh ids in every body. Recorded, such a call would make an
-unchanged agent diverge; refused by a strict replay, it would count as a network attempt. A
-call an ignore rule matches is neither recorded nor compared: the capture lets it through
-untouched (no step, no span of ours) and a replay answers it itself, at once, before any
-socket (:func:`status_for`, :data:`ANSWER_BODY`).
-
-A rule is one entry of the comma-separated value::
-
-    [http:// | https://] HOST [:PORT] [/PATH]
-
-* ``HOST`` is a host name glob, compared case-insensitively: ``*`` matches any run of
-  characters, dots included (``*.sentry.io`` matches ``o1.ingest.sentry.io``, not
-  ``sentry.io``); ``*`` alone is any host. An IPv6 address goes in brackets (``[::1]``).
-* ``:PORT``, when given, must equal the call's port (the scheme's default when the URL names
-  none); without it any port matches.
-* ``/PATH`` must match the call's whole path (the query string is never compared): ``*``
-  matches any run of characters, ``/`` included; other characters match themselves. Without
-  a path, every path of the host matches.
-
-Entries are added to :data:`DEFAULTS`; the entry ``-defaults`` (anywhere in the list) drops
-them. Rules are precompiled: matching a call is a dictionary lookup, and a glob comparison
-(linear in the URL, whatever the glob) only where a rule has a star.
-"""
+A matched call is neither recorded nor compared; a replay answers it itself
+(:func:`status_for`, :data:`ANSWER_BODY`). The rule syntax is in docs/background-traffic.md."""
 
 from __future__ import annotations
 

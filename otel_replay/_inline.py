@@ -1,11 +1,7 @@
 """Inline bodies: the exact bytes of a body as a span attribute string, and back.
 
-Shared by the capture (which puts ``replay.request.body`` / ``replay.response.body`` on spans)
-and whatever replays from OTLP data. The rule is the one ``semconv/registry/replay.yaml``
-states: valid UTF-8 travels as that text, unchanged; anything else, and UTF-8 text that itself
-starts with ``base64:``, travels as ``base64:`` plus the padded standard base64 of the bytes. So
-every value decodes to exactly one byte string.
-"""
+UTF-8 travels as text; anything else, and text starting with ``base64:``, as ``base64:`` plus
+padded standard base64 (``semconv/registry/replay.yaml``)."""
 
 from __future__ import annotations
 

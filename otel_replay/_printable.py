@@ -1,5 +1,4 @@
-"""Text from anywhere made safe to print: a hostile value (a run id, a recorded URL, a
-message) can neither break a line nor drive the terminal."""
+"""Text from anywhere made safe to print: no value can break a line or drive the terminal."""
 
 from __future__ import annotations
 

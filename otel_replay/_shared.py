@@ -1,20 +1,4 @@
-"""Integers shared by a process and the worker processes it starts.
-
-A run whose steps are made in forked workers too needs one step counter for all of them, and a
-replay whose requests come from several processes one account of what it has served.
-:class:`SharedCells` is an array of 64-bit integers in a shared memory mapping (a ``memfd``
-where the system has one, else an unlinked temporary file). A process forked after the cells
-were made sees the same memory; a process multiprocessing starts fresh (``spawn``,
-``forkserver``) attaches them through the file descriptor its start-up data carries
-(:meth:`SharedCells.handle`, :meth:`SharedCells.attach`; see ``_workers``).
-
-Changes are made under :meth:`SharedCells.locked`: a thread lock for the threads of one
-process and a POSIX record lock on the file for the processes. The kernel drops a record lock
-when its holder dies, so a worker killed in the middle of a change never blocks the others.
-Where there is no ``fcntl`` (Windows, which has no fork either), or the file cannot be made
-or locked (no descriptor left, a file system without record locks), the cells are the
-process's own, as everything was before: a forked child gets a copy, not the same cells.
-"""
+"""Integers shared by a process and its worker processes (:class:`SharedCells`)."""
 
 from __future__ import annotations
 

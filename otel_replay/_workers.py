@@ -1,19 +1,5 @@
-"""Worker processes: what a process hands the workers multiprocessing starts fresh, and what
-a ``Pool`` worker cannot let escape.
-
-A worker that multiprocessing forks (the ``fork`` start method, Linux's default before Python
-3.14) inherits its parent's whole state; the stages share what must stay one across processes
-(a run's step counter, a replay's account of served steps) through cells made before the
-fork (``_shared``) and their own ``os.register_at_fork`` hooks. A worker started fresh
-(``spawn``; ``forkserver``, Python 3.14's default on Linux, forks it from a server process
-that was itself spawned) inherits only the environment. What it needs from its parent travels
-in a *ticket*: each stage adds a part (:func:`add_part`) whose ``make`` runs in the parent
-while multiprocessing pickles the worker's start-up data (``spawn.get_preparation_data``),
-and whose ``accept`` runs in the worker before any of its code does (``spawn.prepare``). A
-ticket is plain data (descriptors travel as multiprocessing's own ``DupFd``), so a worker that
-does not load otel-replay ignores it. Processes started any other way (``subprocess``) get
-no ticket: each is a program of its own.
-"""
+"""Worker processes: the ticket a fresh (spawn, forkserver) worker gets from its parent,
+and what a ``Pool`` worker cannot let escape."""
 
 from __future__ import annotations
 

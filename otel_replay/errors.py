@@ -1,11 +1,9 @@
-"""Errors raised by otel-replay.
-
-The library raises; only the CLI turns these into one-line messages and exit codes.
+"""Errors raised by otel-replay. The library raises; only the CLI turns them into one line.
 
     OtelReplayError
     ├── ConfigError(ValueError)        a setting from the environment or an argument is invalid
     ├── CodecError(ValueError)         a provider body could not be decoded
-    ├── StoreError                     the fixture store cannot do what was asked
+    ├── StoreError                     the store cannot do what was asked
     │   ├── StoreNotFoundError(FileNotFoundError)   no store at that location (and create=False)
     │   ├── StoreNotWritableError(PermissionError)  the store location cannot be written
     │   ├── StoreFullError                          no space left on the device holding it
@@ -21,23 +19,14 @@ The library raises; only the CLI turns these into one-line messages and exit cod
     InjectedToolError(RuntimeError)    a tool failure a fork injected (--inject N=tool:error)
 
     UnmatchedRequestError(BaseException)   strict replay met a request the recording lacks
-    ├── UnmatchedConnectionError(ConnectionError)  the same, below a library that expects
-    │   │                                          connection errors (urllib3, aiohttp)
-    │   └── UnmatchedAiohttpRequestError(aiohttp.ClientConnectionError)  the same, from
-    │                                      aiohttp (made on first use: aiohttp is optional)
+    ├── UnmatchedConnectionError(ConnectionError)  the same, below urllib3 or aiohttp
+    │   └── UnmatchedAiohttpRequestError(aiohttp.ClientConnectionError)  made on first use
     └── UnmatchedInPoolError(Exception)    the same, in a multiprocessing.Pool task
 
-    RecordedValueError(BaseException)      a recorded step's value cannot be given back as what
-    │                                      its call returns (a malformed or hostile recording)
+    RecordedValueError(BaseException)      a recorded value cannot be given back as the call's
     └── RecordedValueInPoolError(Exception)  the same, in a multiprocessing.Pool task
 
-The two BaseException trees stop the replayed program where the replay cannot go on: an SDK's
-retry loop, a framework's tool error handler or a graph's retry policy catches ``Exception``
-and would carry on past them.
-
-Every store error names the thing it is about (path, run id, step index or hash) in its
-message, on one line.
-"""
+The BaseException trees stop a replayed program that would catch ``Exception`` and carry on."""
 
 from __future__ import annotations
 
@@ -201,19 +190,14 @@ class UnmatchedInPoolError(UnmatchedRequestError, Exception):
 
 class RecordedValueError(BaseException):
     """A recorded step's value cannot be given back as what its call returns: the recording
-    (an OTLP file from anywhere, a tampered store) holds, for a tool, a value, a checkpoint,
-    a store or a session read, a result that is not JSON, or not what the call must rebuild
-    (a checkpoint that is no checkpoint tuple, a store item without its key, session items
-    that are no list).
+    holds a result that is not JSON, or not what the call must rebuild (a checkpoint that is
+    no checkpoint tuple, a store item without its key).
 
-    ``run_id`` is the recorded run, ``step_index`` the recorded step, ``step_name`` its kind
-    and name (``checkpoint langgraph.get_tuple``), ``what`` what is wrong with the value; the
-    message is ``run RUN step N (NAME): WHAT``, one line. The replay stops there: the
-    ``replay`` verb reports bad input (exit 2), ``replaying()`` raises it and its result's
-    outcome is ``bad_recording``. It derives from BaseException, as
-    :class:`UnmatchedRequestError` does, so that no framework's ``except Exception`` (a tool
-    error handler turning it into a message for the model, a retry policy) carries on with a
-    value the recording does not hold.
+    ``step_name`` is the step's kind and name (``checkpoint langgraph.get_tuple``), ``what``
+    what is wrong; the message is ``run RUN step N (NAME): WHAT``. The replay stops there: the
+    ``replay`` verb exits 2, ``replaying()`` raises it with outcome ``bad_recording``. A
+    BaseException, so no framework's ``except Exception`` carries on with a value the
+    recording does not hold.
     """
 
     def __init__(self, run_id: str, step_index: int, step_name: str, what: str) -> None:

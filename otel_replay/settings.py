@@ -1,11 +1,6 @@
-"""Settings read from the environment, in one table.
+"""Settings read from the environment, in one table (:data:`SETTINGS`, :func:`load`).
 
-Every ``OTEL_REPLAY_*`` variable a user sets is declared once in :data:`SETTINGS` with its
-default, its parser and a one-line description; :data:`CLI_CHANNEL` declares the ones the
-``replay`` verb sets for the process it replays. :func:`load` reads them all and reports a bad
-value as a :class:`~otel_replay.errors.ConfigError` that names the variable. Tuning values
-(hand-off size, source line and time bounds, idle gaps) are constants beside their code.
-"""
+:data:`CLI_CHANNEL` lists the ones the ``replay`` verb sets for the process it replays."""
 
 from __future__ import annotations
 

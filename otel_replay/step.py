@@ -1,14 +1,4 @@
-"""The recorded exchange: one :class:`Step`, the shape every stage imports.
-
-The capture builds a :class:`Step` for each call and hands it to the exporter; the store keeps
-it (its bodies content-addressed, everything else in its run's record) and gives the same
-:class:`Step` back; replay serves it. A step carries every fact the store indexes, so nothing
-has to be read back out of telemetry: a span that arrives late, or never (sampled out), costs
-the store nothing.
-
-:class:`RunFacts` are the facts of the run a step belongs to, known when the run starts; every
-step of a run carries the same object.
-"""
+"""The recorded exchange: :class:`Step`, the one shape every stage imports, and its run's facts."""
 
 from __future__ import annotations
 

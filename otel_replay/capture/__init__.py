@@ -1,5 +1,4 @@
-"""Capture: the seams that watch transports (httpx, httpx2, urllib3, aiohttp) and turn each
-exchange into a step and its GenAI span."""
+"""Capture: the seams that watch transports and turn each exchange into a step and its span."""
 
 from __future__ import annotations
 

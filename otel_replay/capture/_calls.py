@@ -1,30 +1,5 @@
-"""Model calls whose span another instrumentation owns: one span per attempt beneath it.
-
-An SDK or framework that opens a span per API call (the anthropic SDK 2.x's
-``anthropic.messages.create``, the official GenAI instrumentations' ``chat {model}``, Pydantic
-AI's...) covers every attempt of the call with it: each retry, each redirect hop, and the
-reading of the stream. It is recognised as the span current while a model call's request is
-sent (see ``_recorder``); a span written after the call (a logging callback's) is not. One
-attempt on the wire is one step of the run, so each attempt gets a span of its own, a child
-of the call's span:
-
-* the attempt span is an HTTP client span (named after the method, ``http.request.method``,
-  ``url.full``, ``server.*``, ``http.response.status_code``, ``http.request.resend_count``
-  from the second attempt on, ``error.type``) carrying the replay kit a step span carries, so
-  OTLP data holds every attempt with its bytes and rebuilds it as a step; it carries no
-  ``gen_ai.*`` attribute, so nothing counts it as a second model call or its tokens twice;
-* the GenAI attributes (request parameters, messages, response, usage) go onto the call span,
-  where a user looks for them, filling in what its owner did not set and never replacing what
-  it did; the response's only from an attempt that succeeded, never a retried error's. The call
-  span also gets the run's kit (``replay.run.id``...), so it belongs to the run.
-
-Metrics (``gen_ai.client.*``) belong to the call too. An owner that records them itself (the
-official instrumentations, Pydantic AI, and any owner not known otherwise) keeps doing so and
-we record none. For an owner known to record none (:data:`UNMETERED_SCOPES`: the anthropic SDK),
-:class:`CallSpans`, a span processor the instrumentor adds to the tracer provider, records them
-once per call when the call span ends: its duration, and the tokens and ``error.type`` its final
-attributes hold.
-"""
+"""Model calls whose span another instrumentation owns: one HTTP attempt span per attempt
+beneath it, the GenAI attributes on the call span, and the call's metrics (:class:`CallSpans`)."""
 
 from __future__ import annotations
 

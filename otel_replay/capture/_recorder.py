@@ -1,23 +1,7 @@
-"""The recorder: what every step shares, and the start of each step.
+"""The recorder: what every step shares, and the start of each step (:meth:`Recorder.begin`).
 
-:meth:`Recorder.begin` turns a request into an :class:`~otel_replay.capture._step.OpenStep`
-with its span open: it redacts and hashes the body, reads a model call's request through its
-codec (one JSON parse) and opens the span with the request attributes at once, so samplers
-see them. All of it runs on the application's thread.
-
-Inline bodies: bodies up to ``inline_limit`` bytes also go into the span
-(``replay.request.body``, ``replay.response.body`` and what a replay needs besides: status,
-content type, chunk boundaries), so OTLP data alone replays byte-exact. The instrumentor turns
-them off (limit 0) when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for no
-content: bodies are content.
-
-A model call under another instrumentation's call span (an SDK's own, an official GenAI
-instrumentation's) is recorded as one HTTP attempt span per attempt beneath it, the GenAI
-attributes going onto the call span: see ``_calls``.
-
-Any failure of our own is logged once and swallowed: recording must never change what the
-application sees.
-"""
+Any failure of our own is logged once and swallowed: recording never changes what the
+application sees."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""One recorded step in flight: from the request handed to the transport to the end of its
-response.
-
-The tees feed it chunks (of a streamed request body, and of the response) and finish it
-exactly once; finishing reads the response through the codec, sets the response attributes,
-records the metrics, completes the :class:`~otel_replay.step.Step`, hands it off and ends the
-span. All of it runs on the
-application's thread; compression and I/O belong to the exporter.
-
-Under another instrumentation's call span (see ``_calls``) the step's span is the attempt's,
-beneath the call span: the GenAI response attributes of an attempt that succeeded fill in the
-call span, everything else goes on the attempt's, and the call's metrics are left to the call
-span's end.
-
-Hand-off: when the ``replay`` exporter is attached, each step's :class:`~otel_replay.step.Step`
-(its bytes and its facts) is put into the hand-off together with its span, before the span ends
-(see ``_handoff``).
-"""
+"""One recorded step in flight, from the request to the end of its response, then handed off."""
 
 from __future__ import annotations
 

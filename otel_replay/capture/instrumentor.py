@@ -1,13 +1,7 @@
 """The ``otel_replay`` instrumentor, loaded by ``opentelemetry-instrument``.
 
-It wraps the single-request dispatch of ``httpx`` and ``httpx2`` (sync and async), and the
-seams of urllib3 (requests, botocore) and aiohttp (``capture.transports``). Instrumenting
-twice is harmless and ``uninstrument`` unwraps each wrapper (and ends, as incomplete, the steps
-of response streams still open);
-``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_replay`` keeps ``opentelemetry-instrument`` from
-loading it, and ``OTEL_REPLAY_MODE=off`` makes it a no-op. Under ``OTEL_REPLAY_MODE=replay`` it
-also puts the process's HTTP in the hands of a replay of ``OTEL_REPLAY_RUN``.
-"""
+``OTEL_REPLAY_MODE=off`` makes it a no-op; under ``OTEL_REPLAY_MODE=replay`` it hands the
+process's HTTP to a replay of ``OTEL_REPLAY_RUN``."""
 
 from __future__ import annotations
 

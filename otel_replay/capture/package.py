@@ -1,8 +1,4 @@
-"""What the instrumentor instruments, for ``BaseInstrumentor`` and ``opentelemetry-instrument``.
-
-Any one client library is enough: the instrumentor wraps whichever of them is installed
-(urllib3 also carries requests and botocore).
-"""
+"""What the instrumentor instruments: any one of the client libraries is enough."""
 
 _instruments: tuple[str, ...] = ()
 _instruments_any = ("httpx >= 0.23", "httpx2 >= 2.0", "urllib3 >= 2.0", "aiohttp >= 3.12")

@@ -1,8 +1,4 @@
-"""The response side of the Anthropic Messages codec: content blocks, messages, streams.
-
-Content blocks read the same in requests and responses, so the request side reuses
-:func:`content_parts`.
-"""
+"""The response side of the Anthropic Messages codec: content blocks, messages, streams."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""``json.loads`` for whole bodies, answered by orjson whenever that gives the same value.
-
-orjson parses a body several times faster than the standard library and agrees with it on
-every document it accepts, except one thing: an integer outside 64 bits becomes a float
-(of magnitude 2**63 or more). So orjson's value is returned unless it holds such a float
-(found by a walk over its containers, which for model responses are few: the bytes are
-mostly text); otherwise, and whenever orjson refuses a body (NaN, lone surrogates, a BOM,
-other encodings, invalid UTF-8...), ``json.loads`` decides, with its own value or its own
-``ValueError``.
-"""
+"""``json.loads`` for whole bodies, answered by orjson whenever that gives the same value."""
 
 from __future__ import annotations
 

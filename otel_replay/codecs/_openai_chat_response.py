@@ -1,8 +1,4 @@
-"""The response side of the OpenAI Chat Completions codec: completions and stream assembly.
-
-Also holds the parts of an assistant message, which the request side reuses for the
-assistant turns of a history.
-"""
+"""The response side of the OpenAI Chat Completions codec: completions and stream assembly."""
 
 from __future__ import annotations
 

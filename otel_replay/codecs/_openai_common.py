@@ -1,9 +1,4 @@
-"""Pieces shared by the OpenAI Chat Completions and Responses codecs.
-
-Everything here is a pure function over already-decoded JSON values. The helpers are written
-for the application thread: no copies beyond the output shapes, no re-serialisation, and
-exact type checks (cheaper than ABC checks) instead of exceptions on unexpected wire values.
-"""
+"""Pure functions shared by the OpenAI Chat Completions and Responses codecs."""
 
 from __future__ import annotations
 

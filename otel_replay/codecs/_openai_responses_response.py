@@ -1,7 +1,4 @@
-"""The response side of the OpenAI Responses codec: output items, responses, stream assembly.
-
-The request side reuses :func:`item_parts` for input items, which echo output items.
-"""
+"""The response side of the OpenAI Responses codec: output items, responses, stream assembly."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """The shapes every provider codec produces.
 
-A codec is a set of pure functions: it turns the exact request and response bodies of one
-provider API into GenAI semantic-convention attributes and structured messages. Codecs never
-do I/O, never see headers with secrets, and never raise on a body they merely dislike: they
-raise :class:`~otel_replay.errors.CodecError` only when the body is not the provider's shape.
-"""
+A codec raises :class:`~otel_replay.errors.CodecError` only when a body is not the provider's
+shape, never for a body it merely dislikes."""
 
 from __future__ import annotations
 

@@ -1,33 +1,4 @@
-"""Codec for the Anthropic Messages API (``POST …/v1/messages``).
-
-Pure functions from the exact request and response bodies to GenAI semantic-convention
-attributes and structured content. Choices, each following the current GenAI conventions
-(``open-telemetry/semantic-conventions-genai``: client inference span, Anthropic page, and the
-input/output/system-instructions/tool-definitions JSON schemas):
-
-* ``gen_ai.usage.input_tokens`` counts *every* input token. Anthropic's own ``input_tokens``
-  excludes cached tokens, so the attribute is ``input_tokens + cache_read_input_tokens +
-  cache_creation_input_tokens``. Cache reads are reported as
-  ``gen_ai.usage.cache_read.input_tokens`` and cache creation as
-  ``gen_ai.usage.cache_creation.input_tokens`` (the released name; the conventions' main branch
-  renames it ``cache_write``, which we follow once it ships), both subsets of the total.
-* ``gen_ai.response.finish_reasons`` holds Anthropic's ``stop_reason`` unchanged
-  (``end_turn``, ``tool_use``, ``max_tokens``…). When no stop reason arrived (a stream cut
-  short, an ``error`` event, a body without one) it is ``error``, as the conventions ask. The
-  output message's ``finish_reason`` (deprecated there, still allowed) uses the output-messages
-  schema's vocabulary: ``end_turn``/``stop_sequence`` -> ``stop``, ``max_tokens``/
-  ``model_context_window_exceeded`` -> ``length``, ``tool_use`` -> ``tool_call``, ``refusal``
-  -> ``content_filter``; others (``pause_turn``…) unchanged.
-* A ``user`` message holding ``tool_result`` blocks stays ``user``: the schema says a
-  ``tool_call_response`` part does not imply the ``tool`` role and the provider's role is kept.
-* ``redacted_thinking`` becomes ``{"type": "reasoning", "content": "", "redacted": true}``.
-* Server tools (``server_tool_use``, ``mcp_tool_use``) become ``server_tool_call`` parts whose
-  ``server_tool_call`` is ``{"type": <tool name>, …the other wire fields}``; their results
-  (``web_search_tool_result`` and every other ``*_tool_result`` except ``tool_result``) become
-  ``server_tool_call_response`` parts holding ``{"type": <wire type>, …the other wire fields}``.
-* Any other block is kept whole as a generic part, ``{"type": <wire type>, …wire fields}``.
-* Text citations and thinking signatures are not content and are dropped.
-"""
+"""Codec for the Anthropic Messages API (``POST …/v1/messages``)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
-"""Codec for the OpenAI Chat Completions API (``POST .../chat/completions``).
-
-Also serves the many servers that speak the same wire format (Azure OpenAI deployments,
-local servers, proxies): matching is by path suffix and body shape, never by host.
-
-Mapping decisions (see the GenAI semantic conventions and their OpenAI refinement):
-
-* ``system`` and ``developer`` messages are part of the chat history, so they stay in
-  ``input_messages`` (role ``system``), in order; ``system_instructions`` stays empty. The
-  conventions reserve ``gen_ai.system_instructions`` for instructions given separately from
-  the history.
-* ``gen_ai.response.finish_reasons`` carries the wire values (``tool_calls``...), one per
-  choice; each output message's ``finish_reason`` uses the output-messages schema's
-  vocabulary (``tool_calls`` and ``function_call`` become ``tool_call``). A choice whose
-  stream ended before its finish reason reports ``error``.
-* ``openai.request.service_tier`` is omitted for ``auto``, as the conventions require.
-"""
+"""Codec for the OpenAI Chat Completions API (``POST .../chat/completions``) and the servers
+that speak it: matched by path suffix and body shape, never by host."""
 
 from __future__ import annotations
 

@@ -1,26 +1,4 @@
-"""Codec for the OpenAI Responses API (``POST .../responses``).
-
-Mapping decisions (see the GenAI semantic conventions and their OpenAI refinement):
-
-* ``instructions`` are given separately from the conversation, so they become
-  ``system_instructions``; ``system``/``developer`` items of ``input`` stay in
-  ``input_messages`` (role ``system``), as the conventions' own Responses example shows.
-* Input items become messages: consecutive assistant-side items (``reasoning``, assistant
-  ``message``, ``function_call``, built-in tool calls) are one assistant message, the way a
-  previous response's ``output`` is echoed back; each ``function_call_output`` is one ``tool``
-  message with a ``tool_call_response`` part.
-* A response is one generation, so ``output_messages`` holds one assistant message whose
-  parts are all output items in order. Built-in (provider-run) tools become
-  ``server_tool_call`` / ``server_tool_call_response`` parts, as in the conventions'
-  ``code_interpreter`` example.
-* The Responses API has no finish reason, so one is derived from the response status (the
-  same value in ``gen_ai.response.finish_reasons`` and the message's ``finish_reason``):
-  ``completed`` -> ``tool_call`` when the output asks the client to run a tool, else
-  ``compaction`` when it holds a compaction item, else ``stop``; ``incomplete`` ->
-  ``length`` for ``max_output_tokens``, ``content_filter`` for ``content_filter``, else the
-  provider's reason; ``failed`` -> ``error``; ``cancelled`` -> ``cancelled``; a stream that
-  ended before its terminal event -> ``error``.
-"""
+"""Codec for the OpenAI Responses API (``POST .../responses``)."""
 
 from __future__ import annotations
 

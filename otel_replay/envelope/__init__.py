@@ -1,6 +1,5 @@
-"""The envelope: steps the HTTP layer cannot see (tools, values, checkpoints, uuids), recorded
-and served back like HTTP steps, with the JSON they travel as and the effects that decide
-which tools may run live."""
+"""The envelope: steps the HTTP layer cannot see (tools, values, checkpoints, uuids), the JSON
+they travel as, and the effects that decide which tools may run live."""
 
 from __future__ import annotations
 

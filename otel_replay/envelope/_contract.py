@@ -1,17 +1,5 @@
-"""A tool's contract: the JSON Schemas of its arguments and of its result, and their checks.
-
-A schema given to ``@otel_replay.tool`` is used as it is (checked against its own dialect's
-meta-schema when the tool is declared). Otherwise it comes from the function's type hints,
-through pydantic, the library most Python agent frameworks already generate tool schemas
-with. Arguments and results are checked in their JSON form: ``jsonschema-rs`` (a compiled
-validator) decides whether they hold, which is all a call that keeps its contract pays for;
-``jsonschema``, the reference validator, explains a violation (the JSON path and message of
-its best match). A parameter or return type pydantic cannot describe is left unconstrained (``{}``);
-a function without a return annotation has no result schema.
-
-``version`` is ``replay.tool.schema.version``: the sha256 of the canonical JSON of the tool's
-name, description and schemas, so any change to what the model is told about the tool shows.
-"""
+"""A tool's contract: the JSON Schemas of its arguments and result, their checks, and its
+``replay.tool.schema.version``."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
 """Which tools may run live in a replay: a tool's effect (``read`` or ``write``) and why.
 
-A tool reads only when someone says so: its author (``@otel_replay.tool(effect="read")``,
-reason ``declared``), its MCP server (``readOnlyHint: true``, reason ``hint``) or the user
-(``OTEL_REPLAY_READ_TOOLS``, reason ``setting``). Every other tool writes (reason ``default``)
-and never runs live in a replay. A word that it writes outweighs every word that it reads:
-``OTEL_REPLAY_WRITE_TOOLS`` (``setting``) first, then ``effect="write"`` (``declared``), then
-``readOnlyHint: false`` (``hint``); so a tool in both lists writes.
-
-In a replay, a recording that says a tool writes, for a reason other than ``default``,
-outweighs today's read (reason ``recorded``): a replay on a machine without the settings the
-run was recorded with runs none of its writes. A write recorded by default does not: what
-nobody declared then may be declared a read now, without recording again.
-"""
+A tool writes unless someone says it reads, and a word that it writes outweighs every word
+that it reads."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
-"""Python values to JSON and back, for the steps the HTTP layer cannot see (tools, values).
-
-Arguments are recorded as canonical JSON (RFC 8785), so equal arguments hash equal; results
-(a tool's, a side effect's value, a checkpoint's state) as exact JSON, keeping key order and
-``129.0`` apart from ``129``, so what replay hands back prints as it did.
-
-pydantic's serialiser turns what agents pass around into JSON (datetimes, uuids, decimals,
-enums, dataclasses, pydantic models, sets, tuples, bytes, NaN as ``"NaN"``). JSON loses which
-of these a value was, so an exact result also carries its *shape*: where the value held
-something a JSON parse does not give back, and what. The step stores it in its content type
-(:func:`shape_content_type`). Replay rebuilds the value from its JSON and shape, so a tool
-returning an ``Order`` (annotated or not), a tuple, a set of uuids or a NaN returns it again,
-not a dict, a list or ``None``. Without a shape (a foreign trace's tool result, a shape too
-big to keep, or classes replay cannot find), the return annotation decides, through pydantic's
-validator.
-
-A shape is JSON: ``null`` (the JSON as it is), a leaf name (``"float"``: ``"NaN"``,
-``"Infinity"`` or ``"-Infinity"`` text; ``"bytes"``: UTF-8 text; ``"bytes64"``: base64 text;
-``"module:Qualified"``: a class, rebuilt by validating the JSON as it), or
-``[container, items]`` for ``list``, ``tuple``, ``set``, ``frozenset`` and ``dict``, where
-``items`` is ``{"*": shape}`` (every element) or ``[[position, shape], ...]`` (the elements at
-those positions, dict values in key order); a dict's non-string keys follow as a third item, in
-the same form. Positions, never keys: a shape holds no data from the value. Classes are looked
-up among modules already imported (a recording never makes replay import anything) and only
-value types are rebuilt: the standard library's (datetime, uuid, decimal, pathlib), pydantic
-models, dataclasses, enums and named tuples.
-"""
+"""Python values to JSON and back for tool and value steps: canonical arguments, exact results
+and the *shape* that rebuilds a result's Python types."""
 
 from __future__ import annotations
 
@@ -209,7 +184,15 @@ _CONTAINERS: dict[type, str] = {tuple: "tuple", set: "set", frozenset: "frozense
 
 
 class _Shaper:
-    """Walks a value for its shape, as pydantic's serialiser wrote it (``bytes_mode``)."""
+    """Walks a value for its shape, as pydantic's serialiser wrote it (``bytes_mode``).
+
+    A shape is JSON: ``null`` (the JSON as it is), a leaf name (``"float"``: ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"`` text; ``"bytes"``: UTF-8 text; ``"bytes64"``: base64 text;
+    ``"module:Qualified"``: a class, rebuilt by validating the JSON as it), or ``[container,
+    items]`` for list, tuple, set, frozenset and dict, ``items`` being ``{"*": shape}`` (every
+    element) or ``[[position, shape], ...]`` (dict values in key order); a dict's non-string keys
+    follow as a third item, in the same form. Positions, never keys: a shape holds no data.
+    """
 
     def __init__(self, bytes_mode: str) -> None:
         self._bytes = "bytes64" if bytes_mode == "base64" else "bytes"
@@ -326,7 +309,8 @@ def _key_shape(key: Any) -> str | None:
 
 
 def _rebuildable(cls: type) -> bool:
-    """A value type replay may rebuild from its JSON: see the module docstring."""
+    """A value type replay may rebuild from its JSON: the standard library's (datetime, uuid,
+    decimal, pathlib), pydantic models, dataclasses, enums and named tuples."""
     if cls in _VALUE_TYPES or issubclass(cls, enum.Enum):
         return True
     if dataclasses.is_dataclass(cls):

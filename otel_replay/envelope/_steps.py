@@ -1,27 +1,5 @@
-"""Steps beyond HTTP: a tool call, a value, a checkpoint, recorded like an HTTP step and,
-under replay, served from the recording instead of run.
-
-Each such step is an exchange with a request and a response, so the store, the OTLP sources,
-the matcher and the divergence report treat it as they treat HTTP:
-
-* its address is a pseudo method and URL (``TOOL tool:lookup_order``, ``VALUE value:now``,
-  ``CHECKPOINT checkpoint:after_search``);
-* its request body is the canonical JSON of its arguments (``{}`` for ``now``), redacted as
-  any body is;
-* its response body is the canonical JSON of its result, or, when it raised,
-  ``{"message": …, "type": …}`` with the exception's qualified name as ``error.type``;
-* a call that returned a result saying it failed (an MCP result with ``isError``) keeps its
-  result as the body, with ``error.type`` :data:`TOOL_ERROR`: the step failed, and its
-  replay gives the result back rather than raising.
-
-The replay installs a :class:`Server` (:func:`use_server`); while one is in charge every step
-is asked of it first, and only a step it has no answer for (non-strict replay) runs live.
-A write tool never runs live under replay. A recorded answer that cannot be given back as
-what the call returns (not JSON, or not what its hook rebuilds: :class:`Unfit`) raises
-:class:`~otel_replay.errors.RecordedValueError` naming the step, told to the server first.
-The capture, when the instrumentor is active (:func:`use_recorder`), records every step in
-both modes: a replay is a run of its own.
-"""
+"""Steps beyond HTTP (a tool call, a value, a checkpoint), recorded like an HTTP step and,
+under replay, served by the installed :class:`Server` instead of run."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """The application's own ``uuid.uuid4()`` and ``uuid.uuid1()`` as value steps, with no code
-change.
-
-While a recorder or a replay holds them (:func:`hold_uuids`), the ``uuid`` module's ``uuid4`` and
-``uuid1`` are ours. A call from the application's code (``application_frame``) is a value step named
-``uuid.uuid4`` (``uuid.uuid1``): recorded, and under replay given back from the recording, a
-draw the recording lacks being a divergence as for ``otel_replay.uuid4()``. A call from an
-installed package or the standard library (a framework's run ids, an SDK's idempotency keys)
-is the real one and never a step: judging the caller costs a dict lookup.
-
-Names the application's modules bound to the real functions before the hold (``from uuid
-import uuid4`` in a module imported before the instrumentor ran) are rebound to ours, and
-given back when the last holder lets go. A name bound while held keeps ours, which acts as
-the real function when no one holds it. A reference kept elsewhere before the hold (a
-dataclass field's ``default_factory=uuid4``) stays the real function.
-
-A replay of a recording that holds no such step (a foreign trace, or code that never drew
-one) draws live.
-"""
+change (:func:`hold_uuids`); a package's draws stay real."""
 
 from __future__ import annotations
 
@@ -178,7 +161,8 @@ _roots: tuple[str, ...] | None = None
 
 
 def application_frame(frame: FrameType) -> bool:
-    """Whether ``frame`` runs the application's code (see the module's docstring)."""
+    """Whether ``frame`` runs the application's code, not an installed package's or the
+    standard library's (whose draws are real, never steps)."""
     while True:
         filename = frame.f_code.co_filename
         verdict = _verdicts.get(filename)

@@ -1,24 +1,4 @@
-"""``@otel_replay.tool``: a Python function as a recorded, contract-checked, replayable step.
-
-::
-
-    @otel_replay.tool(effect="read")       # may run live under replay --live-tools read
-    def lookup_order(order_id: str) -> Order: ...
-
-    @otel_replay.tool(effect="write")
-    async def refund(order_id: str, amount: float) -> dict:
-        key = otel_replay.idempotency_key()  # the same for this call in every replay
-        ...
-
-Recording: each call is an ``execute_tool {name}`` span (GenAI tool attributes, the replay
-kit) and a step in the store, its arguments and result as canonical JSON. The arguments are
-checked against the input schema before the body runs, the result against the output schema
-after; a violation raises :class:`~otel_replay.errors.ToolContractError`, recorded as the
-step's ``error.type``. Under replay the body does not run: the recorded result comes back
-(restored to the annotated return type), or the recorded exception is raised again. A write
-tool never runs under replay; a tool is a write unless declared ``effect="read"`` (or named in
-``OTEL_REPLAY_READ_TOOLS``): a bare ``@otel_replay.tool`` writes (see ``_effect``).
-"""
+"""``@otel_replay.tool``: a Python function as a recorded, contract-checked, replayable step."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Values as steps: the clock, random ids, any nondeterministic call, and named state.
 
-Each call records its value as a step (kind ``value``, or ``checkpoint``) and, under replay,
-returns the recorded value instead of asking the world again. Steps of one name are matched
-in order, so the third ``now()`` of a replay gets the third recorded time.
-"""
+Steps of one name are matched in order: the third ``now()`` of a replay gets the third
+recorded time."""
 
 from __future__ import annotations
 

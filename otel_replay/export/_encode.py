@@ -1,16 +1,5 @@
-"""Spans as the store keeps them: JSON-ready dicts, pure functions only.
-
-The shape is the one ``examples/otlp_sink.py`` decodes OTLP into, so a span read back from the
-store compares equal to the same span received by an OTLP backend::
-
-    name, kind ("CLIENT", ...), trace_id, span_id, parent_span_id (hex; None for a root),
-    start_ns, end_ns, status {code ("UNSET"|"OK"|"ERROR"), message}, attributes,
-    events [{name, time_ns, attributes}], links [{trace_id, span_id, attributes}],
-    resource (its attributes), scope (instrumentation scope name)
-
-Attribute arrays become lists. Values JSON cannot hold exactly (integers beyond 64 bits,
-strings with lone surrogates) become strings, so one odd value never costs a whole span.
-"""
+"""Spans as the store keeps them: JSON-ready dicts in the shape ``examples/otlp_sink.py``
+decodes OTLP into. Pure functions only."""
 
 from __future__ import annotations
 

@@ -1,41 +1,5 @@
-"""SIGTERM: write and send what the process holds, then do what the signal would have done.
-
-Python's default for SIGTERM is to die on the spot: no ``atexit``, so no SDK shutdown. The
-process run's root span would never end, the batch processors would never send their last
-batch (to the OTLP exporter as to ours), and whatever the replay exporter holds would be lost.
-The first exporter built in the main thread installs :func:`_on_sigterm`, which does what the
-disposition it replaced calls for:
-
-* **Die** (the default: ``kill``, ``timeout``, a supervisor or Kubernetes stopping a program
-  that handles no signal): the traces are ended as an exit would end them, with none of the
-  application's code run: the steps in flight end cut off (``error.type`` ``SIGTERM``, see
-  :func:`_cut_steps`), the process run's root span and the ``run()`` blocks' spans still
-  open end (``runs._process_trace.cut_off``), every tracer provider the capture records
-  through is flushed (the OTLP exporter sends its last batch), and every live replay exporter
-  writes everything it holds. Then the default disposition is restored and the signal raised
-  again: the process dies of SIGTERM, its parent sees the same status (-15, a shell's 143).
-* **A Python handler** installed before ours: the exporters write what they hold, then that
-  handler runs and decides. The spans stay open, since the process may go on (a handler that
-  sets a flag) or exit through ``sys.exit``, whose exit hooks end them.
-* **Nothing** (``SIG_IGN``): honoured, after the exporters wrote what they hold.
-
-SIGHUP (a terminal closed under the program, an SSH session dropped) kills as uncleanly, so
-where its disposition is the default it is handled the same way, and the process dies of
-SIGHUP. Under ``nohup`` (ignored) or with a handler of the program's own, it is left alone.
-
-An application that installs its own handler later replaces ours; its handler then decides,
-and a clean exit goes through ``atexit`` and the SDK's shutdown, which ends and writes
-everything too. A handler of its own that calls the one it replaced (ours) gets the above.
-All of it takes at most ``OTEL_REPLAY_FLUSH_TIMEOUT_MS`` (the longest of the exporters'): a
-store or a collector that does not answer delays the death by that much, never more.
-
-The handler takes no lock the interrupted thread could hold. It runs in the main thread,
-between two bytecodes of whatever that thread was doing, possibly inside a lock that ending a
-span or flushing a provider needs (a span's, a batch processor's, the hand-off's): that work
-runs on a helper thread started with the handler, woken through a ``SimpleQueue`` and waited
-for with a timeout. The writers are reached the same way (their queue is a ``SimpleQueue``);
-the handler waits on events of its own.
-"""
+"""SIGTERM (and a default SIGHUP): write and send what the process holds, then do what the
+signal would have done."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""The exporter's writer thread: the only thread that touches the store.
-
-It drains the exporter's hand-off queue in batches. A step goes to the store with its span,
-in one put (the store then takes the span's inline bodies for the step's, compared rather than
-hashed again), once the span has ended: a step whose span is still open (another
-instrumentation's span, ended after the response) stays *parked* and is polled every few
-milliseconds. Steps sharing one span (a retry inside such a span) are written with it once.
-Spans that reach ``export()`` without coming through the hand-off are posted as
-:class:`Spans`. Barriers (:class:`Barrier`) are answered once everything queued before them
-is durable.
-
-A run's end (:class:`~otel_replay.step.RunEnd`, posted by the capture when a ``run()`` block
-exits) is written with the steps queued before it. One batch is one ``Store.flush``
-(fsync-ed): the first step of a batch waits up to :data:`GATHER_S` for others (a barrier cuts
-the wait short), so a burst is written in few large flushes and a quiet agent's step is
-durable within that time. When a flush fails the store keeps the
-batch and the writer retries with back-off; the bytes stay counted in the hand-off, whose bound
-then holds the application back instead of memory growing. On a full device the store writes
-what fits (:meth:`~otel_replay.store.Store.buffered` says what it kept): those steps count as
-written and their bytes are given back.
-"""
+"""The exporter's writer thread: the only thread that touches the store."""
 
 from __future__ import annotations
 
@@ -161,7 +141,8 @@ def kept(run_id: str, share: float) -> bool:
 
 
 class Writer:
-    """Writes what the hand-off and ``export()`` give it into the store; see the module."""
+    """Writes what the hand-off and ``export()`` give it into the store, one ``Store.flush`` per
+    batch; a step waits, *parked*, until its span has ended."""
 
     def __init__(
         self,

@@ -61,21 +61,16 @@ class ExporterStats:
 
 
 class ReplaySpanExporter(SpanExporter):
-    """Persists recorded steps (fixtures and spans) and every span of a recorded run into a
-    fixture store, beside whatever other exporter the application uses.
+    """Writes recorded steps and every span of a recorded run into a store, beside whatever
+    other exporter the application uses.
 
     ``store`` is a :class:`~otel_replay.store.Store` (not closed by the exporter), a location
-    (path or fsspec URL), or None for ``OTEL_REPLAY_STORE``. The store is opened on the
-    exporter's own thread, so a bad location is reported (logged, ``export`` returns FAILURE),
-    never raised. Built with no arguments by the SDK for ``OTEL_TRACES_EXPORTER=...,replay``.
-    Drops are also reported as the metric ``otel_replay.exporter.dropped_steps`` through
-    ``meter_provider`` (default: the global MeterProvider, when one is configured).
-
-    See :mod:`otel_replay.export` for how nothing is lost.
-
-    A bad ``OTEL_REPLAY_*`` setting turns it off (one log line names the variable): it is
-    built inside the SDK's start-up, where raising would cost the user their other exporters,
-    so it then accepts every span and does nothing.
+    (path or fsspec URL), or None for ``OTEL_REPLAY_STORE``. It is opened on the exporter's
+    own thread, so a bad location is logged (``export`` returns FAILURE), never raised; a bad
+    ``OTEL_REPLAY_*`` setting turns the exporter off with one log line, since raising inside
+    the SDK's start-up would cost the user their other exporters. Drops are counted in
+    :meth:`stats` and the metric ``otel_replay.exporter.dropped_steps`` (``meter_provider``,
+    default the global one). How nothing is lost: docs/architecture.md, "Export".
     """
 
     def __init__(

@@ -1,20 +1,4 @@
-"""Redaction at capture, before anything is hashed, exported or stored.
-
-The rules:
-
-* secret-bearing headers, headers whose name says credential, and values that carry an auth
-  scheme (``Bearer …``) lose their values;
-* credential-looking query parameters and URL user-info lose theirs;
-* every value sent in one of those credentials is learned (see ``_secrets``) and scrubbed from
-  every later body, header and URL, raw and JSON-escaped;
-* the string values of credential-looking JSON keys (``api_key``, ``client_secret``…) are
-  redacted, in JSON nested in strings too;
-* the user's ``OTEL_REPLAY_REDACT`` regexes apply to raw bytes, to the decoded text of JSON
-  strings, and to the assembled text of a stream.
-
-Redaction works on our copies: the application's request and response are never touched. It
-keeps JSON and event streams valid and rewrites only the tokens it redacts.
-"""
+"""Redaction at capture, on our copies, before anything is hashed, exported or stored."""
 
 from __future__ import annotations
 

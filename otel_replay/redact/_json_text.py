@@ -1,9 +1,4 @@
-"""Redaction inside JSON text, without parsing (or re-encoding) what holds no secret.
-
-Bodies are recorded byte-exact, so these passes work on the raw bytes and rewrite only the
-string tokens they redact; everything else keeps its exact bytes and the JSON stays valid.
-They also work on JSON embedded in other text (the ``data:`` lines of an event stream).
-"""
+"""Redaction inside JSON text, rewriting only the string tokens it redacts."""
 
 from __future__ import annotations
 
@@ -54,8 +49,8 @@ _CREDENTIAL_KEYS = (
 
 # A credential key's ending just before its closing quote and colon (the quote escaped when
 # the JSON is itself in a string), written backwards: searched in the reversed bytes, the
-# colon is a literal the regex engine jumps between, which makes this test a few times faster
-# than looking for each ending forwards.
+# colon is a literal the regex engine jumps between, which is cheaper than looking for each
+# ending forwards.
 _KEY_END_REVERSED = re.compile(rb':\s*"\\?(?i:yek|terces|dro?wssap|esarhpssap|nekot|noitazirohtua)')
 
 _STRING_VALUE = re.compile(rb'"\s*:\s*"')

@@ -1,11 +1,5 @@
-"""Secret values learned from credentials, so that they can be scrubbed wherever they recur.
-
-A key sent in ``Authorization`` is also what a provider echoes in a 401 message, what a
-debugging proxy reflects in a response header and what a careless tool pastes into a prompt.
-Patterns cannot know such values; the credentials the application sends do. Every value
-seen in a credential header, a credential query parameter or URL user-info is remembered for
-the life of the process and replaced by ``REDACTED`` in every later body, header and URL.
-"""
+"""Secret values learned from the credentials the application sends, scrubbed wherever they
+recur."""
 
 from __future__ import annotations
 

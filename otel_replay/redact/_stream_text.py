@@ -1,15 +1,4 @@
-"""Redaction of secrets that a stream splits across its events.
-
-A model streams its answer a few characters per event, so a key it repeats may arrive as
-``"sk-li"`` then ``"ve-123…"``: no single event holds it, but the assembled text does, and so
-does every attribute built from it. This pass assembles the stream the way a reader does, per
-field (the same JSON path in successive events, per content index), finds the secrets in the
-assembled text and removes them from the pieces they span: the first piece says
-``REDACTED``, the others lose their part. Only the events it changes are re-encoded; every
-other byte of the stream is kept, and each event stays one valid JSON document.
-
-Works on ``text/event-stream`` (``data:`` lines) and on newline-delimited JSON.
-"""
+"""Redaction of secrets a stream splits across its events (``text/event-stream``, NDJSON)."""
 
 from __future__ import annotations
 

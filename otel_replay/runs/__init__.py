@@ -1,5 +1,5 @@
-"""Runs: which run a step belongs to, a process's trace and how it ends, the worker processes
-that continue it, and the bounded hand-off of finished steps to the exporter."""
+"""Runs: which run a step belongs to, a process's trace and how it ends, worker processes,
+and the bounded hand-off of finished steps to the exporter."""
 
 from __future__ import annotations
 

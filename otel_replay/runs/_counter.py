@@ -1,12 +1,4 @@
-"""A run's step counter, which the worker processes that continue the run share.
-
-``replay.step.index`` is taken from the run's counter when a step starts. A counter is the
-process's own until the process forks or starts a worker (``_family``): it is then *shared*,
-moved into cells that the workers see too (``_shared``), so that every step of the run gets an
-index of its own whichever process makes it. Steps made at once in several processes are
-numbered in the order they reach the counter, as concurrent threads' are: the index orders a
-report, replay matches concurrent requests by content.
-"""
+"""A run's step counter, shared with the worker processes that continue the run."""
 
 from __future__ import annotations
 

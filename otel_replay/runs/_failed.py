@@ -1,25 +1,4 @@
-"""What the span of a failed run says, so a backend (and ``otel-replay import``) sees the run
-fail as the store does.
-
-A run fails when the application did (``_process_trace``): an exception left its ``run()`` block,
-or ended the process, or the process exited with a failing status; a step that failed and
-that the application got over (a rate limit retried) fails no run. The run's span (the
-``run()`` block's ``invoke_agent``; for the process run, the root span of its last burst,
-``_process_trace``) then ends with:
-
-* ``error.type``: the run's error type exactly as the store keeps it (``RunEnd.error_type``:
-  the exception's qualified name, or ``exit status N``), which ``otel-replay runs`` shows as
-  ``error (TYPE)`` and ``import`` reads back;
-* status ERROR, described as ``TYPE: first line of the message``, the message redacted as a
-  recorded body is (the user's ``OTEL_REPLAY_REDACT`` patterns and every credential the
-  program sent) and cut to 200 characters; the type alone when content is not captured
-  (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``): a message may quote content;
-* ``replay.failure.severity`` ``critical`` (the run could not go on), and
-  ``replay.failure.category`` only where the exception itself says which it is: a
-  ``ToolContractError`` is a ``contract_violation``, an ``UnmatchedRequestError`` (replayed
-  code asked for what the recording lacks) a ``replay_mismatch``. Any other exception, or an
-  exit status, says nothing of its cause, so it gets no category.
-"""
+"""What the span of a failed run says, so a backend sees the run fail as the store does."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""Worker processes continue the runs of the process that started them.
-
-An agent that hands work to worker processes (a ``multiprocessing.Pool``, a
-``ProcessPoolExecutor``, a ``Process``) makes one run: the workers' steps belong to the run
-that was current where they were started, numbered by its counter (``_counter``), nested in its
-trace (``_process_trace``), and written into its recording (the exporter). A worker never ends
-a run it inherited; the process that began it does.
-
-* **fork** (``os.register_at_fork``): before the fork, while recording, the process run is
-  begun if it was not yet (so the child has it to continue), every live run's counter is
-  shared, and for multiprocessing's workers the process run's root span is opened. The child
-  inherits every run live at the fork (:func:`inherited_runs`).
-* **spawn, forkserver** (``_workers``): the ticket carries the run current where the worker
-  was started (its facts, its shared counter, the span its steps nest under); the worker makes
-  it its process run, inherited, before any of its code runs.
-
-A process forked outside multiprocessing (a pre-forking server) continues its parent's runs in
-the same way, without the root span opened for it.
-"""
+"""Worker processes (fork, spawn, forkserver) continue the runs of the process that started
+them."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""The bounded hand-off from the application thread to the ``replay`` exporter.
-
-At the end of each step the capture puts the step's :class:`~otel_replay.step.Step` together
-with the step's span — *before* ending a span of its own — into the queue of the attached
-consumer (the exporter's writer thread). The step therefore never depends on the SDK's batch
-span processor, whose queue drops spans when it overflows. Nothing is held unless a consumer is
-attached, so a process that exports only to a backend keeps no bodies in memory.
-
-Every put *claims* its span: the exporter's ``export()`` asks :meth:`Handoff.claimed` which of
-the spans the batch processor hands it came through here, so no span is stored twice. Claiming
-before the span ends makes that answer race-free.
-
-The bound is in bytes (bodies plus :data:`ITEM_OVERHEAD` per step), counted from the put until
-the consumer :meth:`~Consumer.release`\\ s the step, i.e. until it is durable. A put that does
-not fit waits up to ``wait_s`` for room (back-pressure: the application slows to the store's
-pace instead of losing steps); a put that still does not fit is refused, counted in
-:attr:`Handoff.dropped` and logged (the first one at once). After such a timeout, puts are
-refused without waiting until the consumer frees some room, so a stuck store costs the
-application one wait, not one per step.
-
-Besides steps, the capture posts messages of its own (a run's :class:`~otel_replay.step.RunEnd`)
-to the active consumer with :meth:`Handoff.post`, in order with the steps.
-
-The queues are :class:`queue.SimpleQueue`: a put is one C call, and the exporter may post to
-them from a signal handler.
-
-The process has one hand-off, :func:`handoff`, made on first use: importing the capture or the
-exporter reads no settings.
-"""
+"""The bounded hand-off of finished steps from the application thread to the ``replay``
+exporter (:func:`handoff`)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
 """Steps in flight, so none is lost when the application drops a response or the process
-ends under one.
-
-A step is open from its request until its response ends: the request is on its way, or the
-answer is being read. A streamed response's step ends when the application exhausts or closes
-the stream. An application can also do neither: it drops the response, or exits while holding
-it. Such a step still ends, recording what was read as incomplete:
-
-* when its tee is garbage-collected, the step is queued, and the next step to begin (on any
-  thread) finishes it. Not in the collector's callback itself: the collector can run while
-  any lock is held, and ending a span takes the processors' locks;
-* at interpreter exit, :meth:`OpenSteps.finish_all` (an exit hook the instrumentor registers
-  after the SDK's providers, so it runs before they flush) finishes every step still open;
-* when SIGTERM is about to kill the process, :func:`cut_in_flight` ends every open step of
-  every recorder as cut off by the signal (its request, and what was read of its answer).
-
-A tool step (``envelope``) is open too, from its call until its body returns or raises: cut
-off, it is recorded with its arguments as an error of the signal's type. At exit it is left as
-it is (a daemon thread's tool still running has no answer to keep).
-
-Ending a step is claimed here (:meth:`OpenSteps.claim`, one atomic set removal), so a step the
-application finishes while an exit hook or the signal path ends it is recorded once.
-"""
+ends under one."""
 
 from __future__ import annotations
 

@@ -1,53 +1,5 @@
-"""One trace per burst of a process run: the root span its steps outside any span nest under.
-
-A step made outside any ``run()`` block and outside any other span (a script's model calls, a
-LiteLLM completion) has no parent to take. Left alone, each such step is a trace of its own: a
-run of 8 steps is 8 traces in Jaeger. Instead, :class:`StepTracer` gives it a parent: the
-process run's root span ``invoke_agent {program}`` (``gen_ai.operation.name``
-``invoke_agent``, the run's replay kit), so a run reads as one trace in Jaeger and Phoenix.
-
-The root span is opened by the first such step and ended, at the end of its last step, when:
-
-* the process run goes idle: the next such step comes more than :data:`IDLE_GAP_NS` (5
-  minutes) after every earlier one ended. It opens a new root, so a long-lived process makes
-  one trace per burst of work, each exported within minutes of its end, instead of one
-  unbounded trace that no backend would show until the process exits;
-* the process run changes (``start_process_run``), the instrumentor is removed, or the
-  interpreter exits (an exit hook registered after the SDK's providers, so it runs before they
-  flush; it also flushes the processors that feed the replay exporter, so the root span is in
-  the store before the providers shut down: they shut their processors down in turn, and
-  OTLP's, usually first, may wait on a collector for its whole timeout). When no other thread
-  may still record, that is done earlier still, before the interpreter stops its thread pools
-  (``otel_replay._exit``), which a remote store's client needs.
-
-A root ended at exit after the application failed (an uncaught exception, a failing
-``sys.exit``: ``_process_trace``) ends as that failure (``error.type``, status ERROR: ``_failed``),
-as the run does in the store; roots of earlier bursts, ended when the process went idle,
-finished before the failure and stay as they were.
-
-A process about to die of a signal that runs no exit hook (SIGTERM's default action) ends its
-root through :func:`cut_off`, called by the exporter's SIGTERM handler, which also ends the
-``run()`` blocks' spans still open and flushes the tracer providers. A process killed by
-SIGKILL ends nothing: its steps are then one trace whose root is missing (Jaeger's
-``<trace-without-root-span>``), still whole, and still one run by ``replay.run.id``.
-
-Steps with a span current (a ``run()`` block's ``invoke_agent``, a tool step's span, another
-instrumentation's span) keep that parent. A GenAI span that another tracer of the same tracer
-provider starts with no parent (``gen_ai.operation.name`` among its start attributes: the
-anthropic SDK's call span, an official GenAI instrumentation's, the OpenAI Agents SDK bridge's
-workflow span) nests under the root as a step would (:func:`adopt_root`): it would otherwise be
-a trace of its own, its attempts' steps beneath it, and a run of three calls three traces.
-Other spans that start as roots (a web request's, the application's plain ones) stay roots.
-A root such a span opened takes the run's kit with the first step made under it: one under
-which no step was made belongs to no run.
-
-Worker processes (``_family``) continue their parent's trace: a worker's steps made outside
-any span nest under the root span that was open when the worker was forked or started (its
-*borrowed* burst), which the parent ends, until the worker goes idle; its later bursts open
-roots of its own. For multiprocessing's workers the parent opens its root before starting them
-(:func:`open_for_workers`), so that one run is one trace whichever process makes its steps; a
-root opened so and under which no process made a step is never ended, hence never exported.
-"""
+"""The process run's trace: one root span per burst of work, under which its steps outside
+any span nest."""
 
 from __future__ import annotations
 

@@ -1,26 +1,4 @@
-"""Runs: which run a step belongs to, its step counter, and the ``run()`` context manager.
-
-A run is one process by default, with its id from ``OTEL_REPLAY_RUN_ID`` or generated.
-``otel_replay.run(name=..., seed=...)`` opens a nested run for a block of code (sync or
-async), with its own id, its own step counter starting at 0, an ``invoke_agent`` span, and
-``random`` (and numpy, when imported) seeded with the recorded seed.
-
-Step order: ``replay.step.index`` is taken when a request is handed to the transport, from a
-counter owned by the run (``_counter``; shared with the worker processes that continue the
-run, ``_family``). Sequential code therefore numbers steps in program order. Concurrent
-requests (threads, ``asyncio.gather``, worker processes) are numbered in the order they reach
-the transport, which can differ between executions; replay matches concurrent requests by
-content, so the index orders a report but is never what a replayed request is matched on.
-
-Facts: every step carries its run's :class:`~otel_replay.step.RunFacts` (one object per run),
-and a recorded ``run()`` block that exits hands the exporter a :class:`~otel_replay.step.RunEnd`
-(through the hand-off, behind the block's steps); the process run is ended at exit, with the
-application's failure if it failed (``_process_trace``). A worker process never ends a run it
-inherited from the process that started it: that process does.
-
-Traces: a ``run()`` block's steps nest under its ``invoke_agent`` span; the process run's
-steps made outside any span nest under a root span per burst of work (``_process_trace``).
-"""
+"""Runs: which run a step belongs to, its step counter, and the ``run()`` context manager."""
 
 from __future__ import annotations
 
@@ -319,12 +297,10 @@ class run:
 
     ``name`` becomes ``gen_ai.agent.name`` on the ``invoke_agent {name}`` span that parents
     every step of the run. ``seed`` seeds ``random`` (and numpy if imported); when omitted a
-    seed is drawn and recorded, so the run stays replayable (under replay, the recorded seed
-    is used). The run id comes from ``run_id``,
-    else ``OTEL_REPLAY_RUN_ID`` for the first top-level block, else it is generated. The
-    block's exception, if any, marks the span as the run's failure (``_failed``: ``error.type``
-    the exception's qualified name, as the run's end has it) and propagates unchanged. When it is
-    recorded, its exit hands the exporter a :class:`~otel_replay.step.RunEnd`.
+    seed is drawn and recorded (under replay, the recorded seed is used). The run id comes
+    from ``run_id``, else ``OTEL_REPLAY_RUN_ID`` for the first top-level block, else it is
+    generated. The block's exception marks the span as the run's failure and propagates
+    unchanged; a recorded block's exit hands the exporter a :class:`~otel_replay.step.RunEnd`.
 
     When otel-replay is not instrumenting (disabled, or ``OTEL_REPLAY_MODE=off``) the block
     still opens a plain ``invoke_agent`` span, without the replay kit.

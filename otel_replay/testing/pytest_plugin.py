@@ -1,28 +1,7 @@
-"""The pytest plugin: recorded runs as regression tests, and a capture kit for instrumented code.
+"""The pytest plugin: the ``otel_replay`` marker runs a test against a recorded run (the
+``replay_result`` fixture); ``replay_capture`` yields a :class:`CaptureKit`.
 
-* ``@pytest.mark.otel_replay(SOURCE, **options)`` runs the test inside
-  :func:`otel_replay.replaying` of ``SOURCE`` (a run id in the store, a bundle directory
-  that ``otel-replay export`` wrote, an OTLP file, a URL):
-  the test's model calls, tools and values are answered from the recording, with no network.
-  ``options`` are ``replaying()``'s (``store``, ``strict``, ``timing``, ``clock``,
-  ``live_tools``, and a fork's: ``override``, ``inject``, ``state``, ``live_from``,
-  ``allow_writes``). A relative path is read from pytest's root directory, where it exists.
-* The ``replay_result`` fixture is that replay's :class:`~otel_replay.replay.ReplayResult`,
-  final once the test's body is done with it (every request it made is in it)::
-
-      @pytest.mark.otel_replay("r_20261121T090000_a1b2c3d4")
-      def test_no_refund_loop(replay_result):
-          run_agent()
-          assert replay_result.identical, replay_result.first_divergence
-          assert len(replay_result.tool_calls("search_docs")) <= 3
-
-  A recording that cannot be read fails the test's set-up with one line naming it.
-* The ``replay_capture`` fixture yields a started :class:`CaptureKit`: httpx and httpx2
-  instrumented by otel-replay into in-memory span and metric sinks.
-
-Imports are deferred to the fixtures, so merely having otel-replay installed costs a pytest
-session nothing.
-"""
+See docs/replay.md, "In tests"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Capture for the HTTP libraries beside httpx: urllib3 (and through it requests and
-botocore) and aiohttp.
-
-Each library has one seam, wrapped at class level so clients made before instrumentation are
-covered: urllib3's ``HTTPConnectionPool._make_request`` (one attempt on the wire, below
-urllib3's retries and redirects) and aiohttp's ``ClientSession._request``, which puts a client
-middleware of ours innermost in the chain, so it sees each hop's final request. Both hand the
-exchange to the same :class:`~otel_replay.capture._recorder.Recorder` as httpx, so redaction,
-hashing, codecs, spans and the hand-off are shared, and so are the ``OTEL_REPLAY_IGNORE``
-rules (calls they match are not recorded).
-"""
+"""The capture seams of the HTTP libraries: httpx and httpx2, urllib3 (requests, botocore)
+and aiohttp, all handing exchanges to one :class:`~otel_replay.capture._recorder.Recorder`."""
 
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
 """aiohttp's seam: a client middleware of ours, innermost, on every session.
 
-``ClientSession._request`` is wrapped at class level (sessions made before instrumentation
-included); the wrapper adds our middleware at the end of the request's middleware chain
-(aiohttp 3.12 and later), so it sees each hop's final request, after the application's own
-middlewares, and hands it on. The OpenTelemetry aiohttp-client instrumentation opens its span
-around the whole ``_request`` call, so our step spans nest inside it.
-
-The request body is exact for the in-memory payloads (``json=``, bytes, text, forms); other
-payloads (files, async iterables, multipart) are teed as aiohttp writes them. The response is
-teed where the connection feeds it: the response's ``StreamReader`` gets a subclass whose
-``feed_data``/``feed_eof``/``set_exception`` pass everything on and remember it, so the
-application's reads (``read()``, ``iter_chunked``, ``iter_any``, ``readline``...) are untouched.
-A body aiohttp decompressed is recorded decompressed, without its coding headers. A call an
-``OTEL_REPLAY_IGNORE`` rule matches passes through unrecorded.
-
-Replay adds a middleware of its own through :func:`add_middleware`; ours stay in stage order
-(capture before replay) whichever wrapper was installed first.
-"""
+Replay adds its own through :func:`add_middleware`; both stay in stage order."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The seam: wrappers around the client's single-request dispatch of httpx and httpx2.
-
-``Client._send_single_request`` is where every client hands one request to its transport,
-whatever that transport is (the default pool, a mounted proxy, a mock, the OTel httpx
-transport). Wrapping it at class level covers clients created before instrumentation, keeps
-our span outside the transport (so opentelemetry-instrumentation-httpx's span nests inside
-it), and sees each redirect hop as its own step. A call an ``OTEL_REPLAY_IGNORE`` rule matches
-(background traffic) passes through untouched: no step, no span of ours.
-"""
+"""httpx's and httpx2's seam: wrappers around the client's single-request dispatch."""
 
 from __future__ import annotations
 

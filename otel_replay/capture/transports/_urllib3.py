@@ -1,20 +1,4 @@
-"""urllib3's seam: ``HTTPConnectionPool._make_request``, one attempt on the wire.
-
-Everything that speaks HTTP through urllib3 2.x meets this method once per attempt: requests
-(through its adapter), botocore (which drives urllib3 pools itself) and plain urllib3, each
-redirect hop and each retry as its own step, below urllib3's own retry and redirect loop.
-Wrapping it at class level covers pools made before instrumentation. The OpenTelemetry
-requests and urllib3 instrumentations open their span around the whole library call
-(``Session.send``, ``urlopen``), so our step spans nest inside theirs.
-
-The request body is exact when urllib3 is handed bytes or text; a file or an iterable is
-teed as urllib3 reads it. The response is teed at its two raw sources, ``_raw_read`` (every
-read through ``http.client``) and ``_handle_chunk`` (``read_chunked``, which requests and
-``stream()`` use on chunked responses), set on the response object itself, so the
-application's reads, decoding and chunk boundaries are untouched. A body urllib3 already read
-(``preload_content=True``) is recorded whole, already decoded. A call an ``OTEL_REPLAY_IGNORE``
-rule matches passes through unrecorded.
-"""
+"""urllib3's seam: ``HTTPConnectionPool._make_request``, one attempt on the wire."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A request from urllib3 or aiohttp in the shape :meth:`Recorder.begin` reads (that of an
-httpx ``Request``): method, URL parts, raw headers, the body when it is in memory."""
+"""A request from urllib3 or aiohttp in the shape :meth:`Recorder.begin` reads (an httpx
+``Request``'s)."""
 
 from __future__ import annotations
 

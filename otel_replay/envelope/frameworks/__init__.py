@@ -1,16 +1,7 @@
-"""Framework tools as tool steps, with no code change: LangChain/LangGraph tools, OpenAI Agents
-SDK function tools, Pydantic AI function tools, smolagents and Haystack tools and MCP client
-``call_tool``; and what LangGraph checkpointers and stores and Agents SDK sessions read, as
-checkpoint steps.
+"""Framework tools, checkpointers, stores and sessions as steps, with no code change.
 
-Each hook patches one framework module when it is imported (now, if it already is), and only
-while someone holds the hooks: the instrumentor (recording) or a replay installer (serving).
-A framework that is not installed costs nothing; a framework version whose shape a hook does
-not recognise is left alone, with one warning, and its tools run as they would without us.
-
-Each hook's module says where it cuts in and how results are recorded and given back;
-``envelope._effect`` says which tools only read (and may run live in a replay).
-"""
+Each hook patches its framework when imported, only while held by the instrumentor or a
+replay; an unknown framework version is left alone with one warning."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""Haystack tools as tool steps.
-
-The seam is ``Tool.invoke(**kwargs)`` and ``Tool.invoke_async(**kwargs)``
-(``haystack.tools.tool``): every tool an ``Agent`` (or a ``ToolInvoker``) runs goes through
-one of them, whatever made it: ``@tool``, ``create_tool_from_function``, ``Tool(...)``,
-``ComponentTool``, ``PipelineTool``. The agent's span, its state handling and its turning of
-the result into the tool message (``outputs_to_string``, ``outputs_to_state``) run around it as
-they do without us. An ``invoke_async`` of a tool with no async function runs ``invoke`` in a
-thread: that ``invoke`` is the step.
-
-The step's arguments are those the model gave, the properties of the tool's ``parameters``
-(values Haystack injects from the agent's state are left out). What is recorded is what the
-tool returned, as exact JSON, or the ``ToolInvocationError`` Haystack raised (its message
-names the tool's own exception). Replay restores the value with the return annotation of the
-tool's function, so the agent words the same tool message; the error comes back as the same
-class with the same message and tool name. A tool whose function is an ``@otel_replay.tool``
-is that function's own step.
-"""
+"""Haystack tools as tool steps, at ``Tool.invoke`` and ``Tool.invoke_async``."""
 
 from __future__ import annotations
 

@@ -1,36 +1,4 @@
-"""LangChain and LangGraph tools as tool steps.
-
-Every ``BaseTool`` call, ``tool.invoke``/``ainvoke`` made directly or by LangGraph's
-``ToolNode``, goes through ``BaseTool.run``/``arun``. The seam has two levels:
-
-* ``run``/``arun``, wrapped once on ``BaseTool``, know what the model asked for: the tool's
-  name, its arguments as given (the injected ones, such as the graph state, the store, the
-  runtime or callbacks, left out) and the model's tool call id.
-* The step itself is the tool's own body, ``_run``/``_arun``, wrapped on the class that
-  defines it the first time one of its tools runs. LangChain's callbacks, input validation,
-  ``handle_tool_error`` and output formatting (a ``ToolMessage``, content and artifact) run
-  around it as they do without us, when recording and when replaying: only the body is
-  recorded, or served.
-
-The body's return value is recorded as exact JSON with its shape. Replay rebuilds it from
-the shape, else restores it with the body's return annotation where there is one
-(``StructuredTool``'s function, a subclass's ``_run``): a ``ToolMessage`` or a pydantic model
-comes back as one; a ``content_and_artifact`` tool gets its two-tuple back. A tool built from
-an ``@otel_replay.tool`` function is left to that function's own step (one step per call, with
-the effect its author declared).
-
-A body LangGraph's ``interrupt()`` paused (it raised ``GraphInterrupt``: a human is asked,
-the graph stops until ``Command(resume=...)``) is not a failure: its step's result is what it
-asked, ``{"otel_replay.interrupt": [{"value": ..., "id": ...}]}``. On replay the served body
-calls ``interrupt()`` with that value again, so the graph pauses where it did, with
-LangGraph's own interrupt (its id made in the replayed graph). Resumed, LangGraph runs the tool
-again: a step of its own, served as recorded. The value comes back as it was (a pydantic
-model as that model), from its shape (:mod:`otel_replay.envelope._jsonable`).
-
-A body returning LangGraph's ``Command(update=..., goto=...)`` (or a list holding one) has it
-recorded with its messages and ``Send`` objects named, and gets a ``Command`` back on replay,
-whatever its annotation says: the state update and the routing happen again.
-"""
+"""LangChain and LangGraph tools as tool steps, at the tool's own body (``_run``/``_arun``)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""LangGraph checkpointers: what a graph reads of its saved state is a step; on replay the
-user's checkpoint store is neither read nor written.
-
-A graph compiled with a checkpointer (``InMemorySaver``, ``SqliteSaver``, ``PostgresSaver``,
-any ``BaseCheckpointSaver``) starts each ``invoke`` from the thread's latest checkpoint. With
-a store that outlives the process, a replay would start from whatever the thread holds by
-then (the recording's own end state, at least), not from what the recording started from,
-and would write its checkpoints into the user's store. So:
-
-* Reads (``get_tuple``, ``list``, ``get_delta_channel_history`` and their async forms) are
-  ``checkpoint`` steps named ``langgraph.<method>``: the thread and namespace asked for are
-  the arguments; the checkpoint tuples read are the result, written as exact JSON with their
-  shape (messages, ``Send`` and ``Command`` values named as in :mod:`._langgraph_values`).
-* Writes (``put``, ``put_writes``, ``delete_thread``, ``copy_thread``, ``prune`` ...) run as
-  they would without us when recording, and are not steps (what the run reads back of them
-  is in its reads).
-* Under replay neither touches the user's store: the reads are matched with the recorded
-  ones (and reported) and answered, and the writes kept, by the replay's own in-memory
-  stand-in for the saver, which starts each thread from the state the recording read
-  (:mod:`._langgraph_shadow`). A recording with no such step (a foreign trace, or a run
-  that read no checkpoint) has its replay answer them from that stand-in alone, as a fresh
-  in-memory saver would.
-
-Every saver class's own methods are wrapped: those defined before the hook (found among the
-subclasses of ``BaseCheckpointSaver``) and those defined after it. A saver method calling
-another (``get`` calls ``get_tuple``, a subclass calls ``super()``) is one step. A value in a
-checkpoint with no JSON form (an arbitrary object in the state) comes back as its text, as a
-tool's result would.
-"""
+"""LangGraph checkpointers: what a graph reads of its saved state is a step; a replay neither
+reads nor writes the user's checkpoint store."""
 
 from __future__ import annotations
 

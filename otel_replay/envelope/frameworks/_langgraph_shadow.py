@@ -1,17 +1,5 @@
-"""What a LangGraph checkpointer reads and writes under replay, in place of the user's store.
-
-A replayed graph must start each thread from the state its recording found (what the store
-held before the run), yet read back what the replay itself writes: the messages it made carry
-ids of its own (LangChain draws them at random), and the application holds them too. So each
-saver gets a :class:`Shadow`, an ``InMemorySaver`` private to the replay (with the saver's
-serializer), which takes every write. A read is answered from the shadow when it holds what
-is asked; otherwise from the recorded read (the state the recording found), which is then
-loaded into the shadow, so the replay's own checkpoints have their whole lineage. The user's
-store is never touched.
-
-``list`` gives the shadow's checkpoints, then those of the recorded list older than the
-checkpoints loaded from the recording (the thread's history before the run).
-"""
+"""The in-memory stand-in (:class:`Shadow`) that answers a LangGraph checkpointer under replay,
+in place of the user's store."""
 
 from __future__ import annotations
 
@@ -47,7 +35,7 @@ def _id(item: Any) -> Any:
 
 
 class Shadow:
-    """One saver's checkpoints as the replay sees them (see the module docstring). Its
+    """One saver's checkpoints as the replay sees them (docs/architecture.md, "Recording"). Its
     methods are called with our wrappers stood aside, so the ``InMemorySaver`` they use is
     not recorded."""
 

@@ -1,17 +1,5 @@
-"""LangGraph stores (long-term memory: ``InMemoryStore``, ``SqliteStore``, ``PostgresStore``,
-any ``BaseStore``): what an agent reads of its memories is a step; on replay the user's store
-is neither read nor written.
-
-Every store operation goes through ``batch``/``abatch`` (a list of ``GetOp``, ``SearchOp``,
-``ListNamespacesOp`` and ``PutOp``; ``put`` and ``delete`` are ``PutOp``s). A batch holding a
-read is one ``checkpoint`` step named ``langgraph.store``: the reads are its arguments
-(namespace, key, query, filter, paging), what they found its result (items as their
-``dict()``, with ``otel_replay.store_item`` naming them). A batch of writes only is not a
-step. On replay the reads are served as recorded, so the agent recalls what its recording
-recalled, and the writes are dropped: a replay never adds to, changes or deletes a memory. A
-recording with no such step (a foreign trace, or a run that read no memory) has its replay
-read the store live.
-"""
+"""LangGraph stores (long-term memory): what an agent reads of its memories is a step; a
+replay serves the reads and drops the writes."""
 
 from __future__ import annotations
 

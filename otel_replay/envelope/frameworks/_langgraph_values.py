@@ -1,15 +1,4 @@
-"""The LangGraph objects a tool body hands to the graph, as JSON and back.
-
-A tool step's result is JSON with its shape (:mod:`otel_replay.envelope._jsonable`), which
-gives back pydantic models, dataclasses and the like. LangGraph's ``Command`` is a dataclass
-pydantic cannot rebuild, and a ``Send`` has no JSON form at all, yet a tool returning
-``Command(update=..., goto=...)`` steers the graph: the state update and the routing must
-happen again on replay, whatever the tool's annotation says. So a ``Command`` (or a list
-holding one, as ``ToolNode`` accepts) is written with what it holds named:
-``{"otel_replay.command": {"update": ..., "goto": ...}}``, each message in it as
-``{"otel_replay.message": {...}}`` (rebuilt through LangChain's own union of message types,
-which ``ToolNode`` checks by type) and each ``Send`` as ``{"otel_replay.send": {...}}``.
-"""
+"""LangGraph's ``Command``, ``Send`` and messages in a tool result, as JSON and back."""
 
 from __future__ import annotations
 

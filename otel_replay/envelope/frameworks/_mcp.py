@@ -1,38 +1,4 @@
-"""MCP client tool calls as tool steps: ``ClientSession.call_tool`` of the ``mcp`` package (the
-high-level ``Client``, the OpenAI Agents SDK's and LangChain's MCP adapters all call it).
-
-The effect comes from the server's own word, the ``readOnlyHint`` of the tool's annotations:
-read when it is true, write when it is false; when the server says nothing, from
-``OTEL_REPLAY_READ_TOOLS``, else write (``OTEL_REPLAY_WRITE_TOOLS`` outweighs a hint; see
-``envelope._effect``). The annotations come from the
-session's tool listings, remembered per session as the application lists tools; a tool not
-listed yet is listed once, before its first call (the SDK lists tools before a call's result
-is validated anyway, so this moves that request earlier rather than adding one).
-
-The result, a ``CallToolResult`` (``isError`` results included), is recorded as its wire JSON
-(``model_dump(mode="json", by_alias=True, exclude_unset=True)``) and rebuilt on replay by the
-session's own result parser, so fields the server did not send stay unset. A result with
-``isError`` is a failed step: ``error.type`` ``tool_error``, as the MCP semantic conventions
-ask, the result still its body and given back on replay. A JSON-RPC error is
-recorded as the exception it raised. The SDK's ``MCP send tools/call`` client span, when the
-call runs, is a child of the step's ``execute_tool`` span, as an HTTP span is of a model call.
-
-Over HTTP (streamable HTTP, or the older SSE transport) the session's own traffic goes through
-httpx2 and is recorded as plain ``http`` steps, since a replay must answer it with the server
-gone: ``initialize`` and its notification, every ``tools/list`` (what the model was offered
-comes from them), the server's event stream (GET) and the DELETE at close. A ``tools/call``
-POST is a step within its tool step (``replay.step.within``), there for a reader of the run;
-a replay serves the tool step and never asks for it. A served call sends no request, so it
-takes the JSON-RPC id its request had (``_skip_request_id``): the session's later requests
-carry the ids they were recorded with. The trace context the SDK writes into each request's
-``_meta`` and the server's event stream are the replay's business (``replay._match``).
-
-The progress a server reports while a tool runs (``ctx.report_progress``), which the session
-hands to the call's ``progress_callback``, goes with the result: its notifications, in order,
-under ``"otel_replay.progress"`` beside the result's fields (``progress``, ``total``,
-``message``). On replay the callback is called with each of them, in order, before the call
-returns its result, as the session would have; they are not spread over time.
-"""
+"""MCP client tool calls as tool steps, at ``ClientSession.call_tool`` of the ``mcp`` package."""
 
 from __future__ import annotations
 

@@ -1,34 +1,4 @@
-"""OpenAI Agents SDK function tools as tool steps.
-
-The seam is the SDK's one call of a function tool, ``_invoke_function_tool_with_metadata``
-(``agents.tool``, imported by name into the runner's ``tool_execution`` module; both names are
-wrapped). It sees the ``FunctionTool``, the model's arguments as JSON text and the tool context
-(with the model's call id). Guardrails, approvals, hooks and the SDK's own ``function_span``
-run around it as they do without us.
-
-The step is the tool's body, inside the SDK's handling of it: the call goes on with a copy of
-the tool (the SDK's own ``copy``) whose body is the step. For an ``@function_tool`` that is
-the function (arguments parsed and output checked by the SDK around it), under the SDK's
-failure handler; for a hand-made ``FunctionTool``, its ``on_invoke_tool``. So what is recorded
-is what the function returned, or what it raised: a failure the SDK turns into the tool's text
-is raised again on replay inside that handler, and the handler runs as it did (the
-``failure_error_function``, the run's ``tool_error_formatter``, the SDK's log line and trace
-error, the output schema bypassed for its message). Replay restores a value with the
-function's return annotation where there is one, so the SDK stringifies the same object
-(``str()`` of a dict, a pydantic model, a dataclass) exactly as it did.
-
-A body the tool's ``timeout_seconds`` cut off is recorded as cancelled; on replay the SDK's
-timeout outcome (its message, the tool's ``timeout_error_function`` or ``ToolTimeoutError``)
-is given at once instead of waiting the timeout out.
-
-The SDK's tracing is its own, not OpenTelemetry's. With an OpenTelemetry bridge of it (the
-official ``opentelemetry-instrumentation-openai-agents-v2``) its ``execute_tool`` span is current
-while the tool runs, and the step enriches that span instead of opening a second one.
-
-We stand aside for an agent used as a tool (the nested run's own model calls and tools are
-steps), a tool made from an ``@otel_replay.tool`` function (its own step), and a tool of an MCP
-server while the MCP hook is on (the MCP call is the step, with the server's read-only hint).
-"""
+"""OpenAI Agents SDK function tools as tool steps, at the SDK's one call of a function tool."""
 
 from __future__ import annotations
 

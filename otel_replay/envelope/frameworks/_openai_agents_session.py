@@ -1,20 +1,5 @@
-"""OpenAI Agents SDK sessions (conversation memory: ``SQLiteSession``, ``RedisSession``,
-``SQLAlchemySession``, any ``SessionABC``): what a run reads of its session is a step; on
-replay the user's session store is neither read nor written.
-
-``Runner.run(..., session=...)`` starts from the session's items and adds the run's own at
-its end. With a session that outlives the process, a replay would start from whatever the
-session holds by then and append to it. So, on every ``SessionABC`` subclass:
-
-* ``get_items`` and ``pop_item`` (which returns what it removed) are ``checkpoint`` steps
-  named ``agents.session.<method>``, the session id (and ``limit``) their arguments, the items
-  their result; on replay they are served as recorded and ``pop_item`` removes nothing;
-* ``add_items`` and ``clear_session`` run as they would without us when recording, are not
-  steps, and do not run under replay.
-
-A session that implements the ``Session`` protocol without subclassing ``SessionABC`` is not
-seen: it is read and written live, in a replay too.
-"""
+"""OpenAI Agents SDK sessions: what a run reads of its session is a step; a replay neither
+reads nor writes the user's session store."""
 
 from __future__ import annotations
 

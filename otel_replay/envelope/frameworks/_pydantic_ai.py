@@ -1,34 +1,5 @@
-"""Pydantic AI function tools as tool steps.
-
-The seam is ``FunctionToolset.call_tool(name, tool_args, ctx, tool)`` (``pydantic_ai.toolsets
-.function``): the one call of a function tool's body, made for every ``@agent.tool``,
-``@agent.tool_plain``, ``Tool(...)`` and ``FunctionToolset`` tool, whichever toolsets
-(prefixed, renamed, filtered, wrapped) hold it. It sees the arguments after Pydantic AI
-validated them and the run context, which names the model's tool call (``ctx.tool_call_id``)
-and the tool by the name the model used (``ctx.tool_name``). Argument validation, the
-capability hooks (approval, retries, ``after_tool_execute``), the tool's timeout when it runs,
-and Pydantic AI's own ``execute_tool`` span (with ``instrument=True``/``instrument_all()``) all
-run around it as they do without us; the step enriches that span rather than opening a second
-one.
-
-What is recorded is what the tool's function returned, as exact JSON, or the exception it
-raised (``ModelRetry`` included: replay raises it again, so the model is asked again as it
-was). Replay restores the value with the function's return annotation where there is one, so
-Pydantic AI serialises the same object for the model (a pydantic model, a dataclass) as it
-did. A tool whose function is an ``@otel_replay.tool`` is that function's own step, and the
-tools of a ``LangChainToolset`` are LangChain's steps: we stand aside for both (one call, one
-step). MCP servers' tools go through MCP's ``ClientSession.call_tool``, the MCP hook's seam.
-
-Output functions (an ``output_type`` that is a function, through ``ToolOutput``,
-``NativeOutput``, ``PromptedOutput`` or ``TextOutput``) are tools too: Pydantic AI calls the
-function with the model's arguments for the run's output, through
-``pydantic_ai._output.execute_output_function``, and that final call is a step of the same
-kind, named after the function (``OTEL_REPLAY_READ_TOOLS`` or ``OTEL_REPLAY_WRITE_TOOLS`` may
-name it or the output tool).
-The calls Pydantic AI makes on partial output while streaming (``ctx.partial_output``) are not
-steps: how many there are depends on how the stream was cut and debounced, and Pydantic AI
-asks a function with side effects to skip them.
-"""
+"""Pydantic AI function and output-function tools as tool steps, at
+``FunctionToolset.call_tool`` and ``execute_output_function``."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""smolagents tools as tool steps.
-
-The seam is ``Tool.__call__`` (``smolagents.tools``): the one way an agent runs a tool, a
-``ToolCallingAgent`` (``tool(**arguments, sanitize_inputs_outputs=True)``) or the code a
-``CodeAgent`` runs (``lookup_order(order_id="A-1234")``), for every tool: ``@tool`` functions,
-``Tool`` subclasses, ``final_answer``. The agent's own checks of the arguments
-(``validate_tool_arguments``), its error wording and its memory run around it as they do
-without us. An agent managed by another is no ``Tool``: its calls are the steps of its own run.
-
-What is recorded is what the call returned (after smolagents turned a text into an
-``AgentText``), as exact JSON, or the exception it raised. Replay restores the value with the
-return annotation of the tool's ``forward`` and, as smolagents did, through
-``handle_agent_output_types`` when the agent asked for it, so the agent sees the same text or
-object. A tool whose ``forward`` is an ``@otel_replay.tool`` is that function's own step.
-"""
+"""smolagents tools as tool steps, at ``Tool.__call__``."""
 
 from __future__ import annotations
 
