@@ -64,12 +64,15 @@ otherwise grow it without end)."""
 class Redactor:
     """Applies the redaction rules; build one per instrumentation with the user's patterns.
 
-    Thread-safe; learned secrets are shared by every thread that uses it.
+    Secret-bearing headers, values with an auth scheme (``Bearer …``), credential query
+    parameters and URL user-info lose their values, and every value so seen is scrubbed from
+    every later body, header and URL; the string values of credential JSON keys
+    (``api_key``…) are redacted, in JSON nested in strings too; the user's patterns apply to
+    raw bytes, decoded JSON strings and a stream's assembled text. Thread-safe; learned
+    secrets are shared by every thread that uses it.
 
-    Clients send the same headers with every request (the SDK's user agent, its platform
-    headers), so the redactor remembers which header pairs hold no credential and how each one
-    reads redacted; the second memo is emptied whenever a secret is learned, since a learned
-    value is scrubbed from every header after it.
+    Clients send the same headers with every request, so it remembers which header names are
+    credentials and how each pair reads redacted (forgotten whenever a secret is learned).
     """
 
     __slots__ = (
