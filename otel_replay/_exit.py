@@ -1,6 +1,6 @@
 """Exit work run before ``atexit``, while the interpreter still runs thread pools.
 
-See docs/architecture.md, "Exit and signals"."""
+See docs/architecture.md, "Export"."""
 
 from __future__ import annotations
 
