@@ -31,6 +31,8 @@ class Verb:
     summary: str
 
 
+# A verb's module is imported only when that verb runs, so --version, --help and a verb's
+# start-up pay only for what it uses; its one-line help is kept here, so --help imports none.
 VERBS: dict[str, Verb] = {
     "diff": Verb(
         "_diff",
