@@ -1,5 +1,4 @@
-"""Split a JSON body into segments worth deduplicating, as exact byte ranges that partition
-it."""
+"""Split a JSON body into segments worth deduplicating: byte ranges that partition it."""
 
 from __future__ import annotations
 
