@@ -1,8 +1,4 @@
-"""``otel-replay diff RUN_A RUN_B``: two runs' steps aligned, and where they first differ.
-
-The comparison is :mod:`otel_replay.replay._rundiff`; here the runs are read from the store and
-the result drawn. Recorded content is printed as ``Text``, never as markup.
-"""
+"""``otel-replay diff RUN_A RUN_B``: two runs' steps aligned, and where they first differ."""
 
 from __future__ import annotations
 

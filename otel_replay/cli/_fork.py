@@ -1,6 +1,5 @@
-"""The ``replay`` verb's fork flags (``--override``, ``--inject``, ``--state``,
-``--live-from``, ``--allow-writes``), gathered into one :class:`ForkPlan` argument, and the
-lines that open the report of a fork: what was changed at which step."""
+"""The ``replay`` verb's fork flags gathered into one :class:`ForkPlan` argument, and the
+lines that open the report of a fork."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Pure readers of GenAI structured messages (``gen_ai.input.messages`` and friends).
-
-Messages are ``{"role", "parts": [...]}`` dicts; parts are ``text``, ``tool_call``
-(``id``, ``name``, ``arguments``), ``tool_call_response`` (``id``, ``response``), ``reasoning``,
-``refusal`` and media (``blob``, ``uri``, ``file``). Anything of another shape is skipped,
-never an error: these helpers only build previews.
-"""
+"""Pure readers of GenAI structured messages (``gen_ai.input.messages`` and friends), for
+previews: a part of another shape is skipped, never an error."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""``otel-replay replay RUN -- CMD…``: re-execute CMD against a recorded run and compare.
-
-The parent loads the run (so bad input fails here, with exit 2, before anything runs), starts
-CMD with replay mode in its environment and our ``sitecustomize`` first on ``PYTHONPATH`` (so a
-plain ``python agent.py`` replays too), follows the events the child appends to a report file
-(progress), and finally prints the comparison.
-
-A strict replay runs CMD in namespaces of its own under a seccomp filter
-(:mod:`otel_replay.replay._isolate` starts it), so nothing CMD or its subprocesses do reaches
-the network or the host's unix sockets; where namespaces are unavailable the filter alone
-refuses every connection, and where that is unavailable too one line says so and CMD runs with
-the in-process guards alone. ``--no-isolate`` asks for the filter alone without trying.
-
-Exit status (:data:`EXIT_STATUS`): 0 identical; 1 diverged; 2 bad input (a recorded step's
-value the program could not be given back included: one line names the run, the step and what
-is wrong); 3 the agent failed (a non-zero exit status, a signal, an uncaught exception)
-without diverging; 70 a bug in otel-replay (``main``'s boundary); 128 + the signal when
-``replay`` itself is stopped. The agent's own status is in the report and ``--json``, never
-passed through as ours: an agent that exits with 1 must not read as a divergence.
-"""
+"""``otel-replay replay RUN -- CMD…``: re-execute CMD against a recorded run and compare."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The text of a replay's outcome: verdict, the first divergence field by field, the steps, what
-strict mode refused and the processes started, how the run was isolated, and the summary line.
-Recorded content is printed as ``Text``, never as markup.
-
-No list is cut silently: past its limit a list ends with a line saying how many more there are
-(``--json`` carries every one)."""
+"""The text of a replay's outcome: verdict, first divergence, steps, refusals, isolation and
+summary. No list is cut silently."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""What ``show`` says about each step, gathered from the index, the spans and the bodies.
-
-The index gives order, kind, model, timing, tokens and status. The step's span gives the
-GenAI messages (``gen_ai.input.messages``, ``gen_ai.output.messages``), the URL of a plain
-HTTP step and the time to first chunk of a stream. When a span has no content (recorded with
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=NO_CONTENT``, or stored without spans)
-the stored bodies are decoded with the capture's provider codecs instead.
-"""
+"""What ``show`` says about each step, gathered from the index, the spans and the bodies."""
 
 from __future__ import annotations
 

@@ -1,23 +1,5 @@
-"""The ``otel-replay`` program: the click group, its verbs, and the error boundary.
-
-The library raises; here, and only here, errors become one line on stderr and an exit status:
-
-* 0: done (``verify``: the store is intact);
-* 1: ``verify`` found damage; ``diff``: the two runs differ;
-* 2: bad input — usage errors, and every ``OtelReplayError`` (store missing, unknown run,
-  corrupt index or blob, unknown format version, unwritable store, bad setting) or
-  ``OSError``, printed as ``Error: <message naming the thing>``;
-* 70 (``EX_SOFTWARE``): a bug in otel-replay, printed as one line too, naming the file its
-  traceback was written to (``--traceback`` prints it instead).
-
-``replay`` adds its own outcomes (1: diverged, 3: the agent failed without diverging); each
-status means one thing in every verb.
-
-Each verb's module is imported only when that verb runs (``git`` and ``llm`` start the same
-way): ``--version``, ``--help`` and a verb's start-up pay for what that verb uses, not for
-every verb's imports. ``VERBS`` keeps each verb's one-line help, so ``--help`` lists them all
-without importing any.
-"""
+"""The ``otel-replay`` program: the click group, its verbs, and the error boundary where
+errors become one line and an exit status."""
 
 from __future__ import annotations
 
@@ -49,6 +31,8 @@ class Verb:
     summary: str
 
 
+# A verb's module is imported only when that verb runs, so --version, --help and a verb's
+# start-up pay only for what it uses; its one-line help is kept here, so --help imports none.
 VERBS: dict[str, Verb] = {
     "diff": Verb(
         "_diff",

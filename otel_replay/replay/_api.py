@@ -45,10 +45,10 @@ def replaying(
     request the recording lacks raises :class:`~otel_replay.errors.UnmatchedRequestError`.
     ``otel_replay.run()`` blocks without their own seed get the recorded one. Inside the block
     the wall clock reads the recorded run's time (``clock``, default ``OTEL_REPLAY_CLOCK``:
-    ``recorded``; ``live`` leaves it alone) and, under ``fast`` timing, sleeps return at once
-    (see ``_world``). ``live_tools="read"`` runs read tools live (their recorded steps still
-    matched and compared: a live result that differs from the recorded one is a divergence
-    at that step); write tools never run.
+    ``recorded``; ``live`` leaves it alone) and, under ``fast`` timing, sleeps return at once.
+    ``live_tools="read"`` runs read tools live (their recorded steps still matched and
+    compared: a live result that differs from the recorded one is a divergence at that step);
+    write tools never run.
 
     A fork changes the recording as the ``replay`` verb's flags of the same names do:
     ``override={3: "@result.json"}`` (or ``"text:…"``, inline JSON, a JSON value),

@@ -1,33 +1,5 @@
-"""Strict replay's view from below the patches: CPython audit hooks.
-
-The socket guard patches the :mod:`socket` module; code that calls ``_socket`` itself, or
-``sendmsg`` with an address, goes under it. Audit events are raised by the interpreter's C
-code, so they see those calls too. While a strict replay is active the hook refuses (raises
-:class:`~otel_replay.errors.NetworkBlockedError` from inside the call):
-
-* ``socket.connect``, ``socket.sendto``, ``socket.sendmsg`` on any socket that can reach the
-  network (everything but Unix-domain and netlink sockets; loopback included, as the guard);
-* ``socket.getaddrinfo`` and ``socket.gethostbyname`` of a name (an IP address resolves
-  without asking anyone);
-* ``ctypes.dlsym`` of libc's ``connect``, ``sendto``, ``sendmsg`` or ``sendmmsg``: a native
-  call leaves no audit event, its symbol lookup does (a pointer resolved before the replay
-  started, or ``syscall``, is for the kernel to stop: the ``replay`` verb's namespaces and
-  seccomp filter).
-
-``socket.bind`` is not refused: listening sends nothing, and agents legitimately serve
-metrics or health checks.
-
-Processes started (``subprocess.Popen``, ``os.system``, ``os.posix_spawn``, ``os.exec*``) are
-reported, not refused: agents legitimately spawn them (MCP stdio servers, for one). What a
-subprocess does is out of this process's sight; only the kernel stops it (namespaces, the
-seccomp filter).
-Processes otel-replay itself starts (``git`` for the commit) are not reported, nor the
-``uname -p`` that the standard library's :mod:`platform` runs for the processor's name (SDKs
-put it in their user agent, so nearly every agent would list it; it reaches no network).
-
-An audit hook cannot be removed, so one hook is added per process, the first time a guard is
-installed, and does nothing while no guard is installed.
-"""
+"""Strict replay's view from below the socket patches: a CPython audit hook that refuses
+network calls and reports processes started."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Recorded background calls, set aside before a replay compares.
-
-A recording made before a rule named an endpoint (a rule added after seeing a replay
-diverge) holds that endpoint's calls as steps. A replay now answers such calls
-itself (``OTEL_REPLAY_IGNORE``), so their steps would read as never requested: they are taken
-out of the run the replay compares with, by the same rules.
-"""
+"""Recorded background calls (``OTEL_REPLAY_IGNORE``), set aside before a replay compares."""
 
 from __future__ import annotations
 

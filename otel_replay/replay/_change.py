@@ -1,13 +1,5 @@
-"""One difference between a recorded request and today's: :class:`Change`, and the helpers
-that render a value for it.
-
-A change carries the whole values, never a cut: a long prompt changed past any prefix must
-still show the change (the report finds it with :mod:`otel_replay.replay._textdiff`).
-
-A change never shows two equal values: ``a → a`` would report a divergence the reader cannot
-see, and is a comparison that went wrong. :class:`Change` refuses one, and the builders here
-(:func:`change`, :func:`body_change`) render values that differ so that they read differently.
-"""
+"""One difference between a recorded request and today's (:class:`Change`), and the helpers
+that render a value for it."""
 
 from __future__ import annotations
 

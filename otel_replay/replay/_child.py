@@ -1,15 +1,5 @@
-"""Replay mode inside the replayed process (``OTEL_REPLAY_MODE=replay``).
-
-Replay boots from here. The ``sitecustomize`` the ``replay`` verb puts on the child's
-``PYTHONPATH`` calls :func:`bootstrap`: it sets up a tracer provider with the ``replay``
-exporter when nothing else did, starts the replay (:func:`start`), then the capture's
-instrumentor, so the new execution is recorded as a run of its own. Under
-``opentelemetry-instrument`` (whose own ``sitecustomize`` shadows ours) the instrumentor,
-loaded in replay mode, calls :func:`start` itself.
-
-A process that was asked to replay but cannot must not run live: it says why on one line and
-exits with status 2 before the application starts.
-"""
+"""Replay mode inside the replayed process (``OTEL_REPLAY_MODE=replay``): :func:`bootstrap`
+and :func:`start`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""What differs between a recorded request and the one today's code sent, field by field.
-
-Model calls are compared through their provider codec, so the report speaks in the terms a
-user changed: model, parameters, prompt hash, system instructions, messages added, removed or
-changed, tool schema version. A recorded step without request bytes (a span from another
-instrumentation) is compared through its GenAI span attributes instead. Any other call is
-compared by method, path, query and JSON body fields.
-"""
+"""What differs between a recorded request and the one today's code sent, field by field."""
 
 from __future__ import annotations
 

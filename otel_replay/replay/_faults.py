@@ -1,18 +1,4 @@
-"""Injected faults (``--inject N=FAULT``): what step N answers in place of its recording, once.
-
-The first request step N answers gets the fault instead (once in the whole program: the
-matcher's account says whether it fired, :meth:`Matcher.divert`), and the step counts as not
-served: the program's retry matches step N by content, as any request does, and gets its
-recorded answer. Both attempts are requests of the replay (the first one's ``forked`` is
-``inject FAULT``: :attr:`ServedStep.injected`) and steps of the fork's recording. A program
-that does not retry leaves step N unused, which the replay reports.
-
-A transport fault travels to the replay transports as an :class:`Answer` whose
-``error_type`` is one of the markers below; each transport raises its library's own
-exception for it (:func:`injected_error`), so the application and its SDK meet what a real
-timeout, disconnection or cut stream raises there. An HTTP fault is a response like any
-other; a tool fault is the tool's call raising :class:`~otel_replay.errors.InjectedToolError`.
-"""
+"""Injected faults (``--inject N=FAULT``): what step N answers in place of its recording, once."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""A fork's plan: what differs from the recording, and at which steps.
-
-``otel-replay replay RUN --override N=SPEC --inject N=FAULT --state NAME=SPEC --live-from N
---allow-writes``, ``replaying(run, override=..., inject=..., state=..., live_from=...,
-allow_writes=...)`` and the pytest marker's options of the same names all become one
-:class:`ForkPlan` (:meth:`ForkPlan.build`), checked against the run before anything runs
-(:meth:`ForkPlan.check`). The ``replay`` verb hands it to the replayed process in a JSON file
-that ``OTEL_REPLAY_FORK`` names (:meth:`ForkPlan.to_json`), every ``@FILE`` already read.
-
-An override's SPEC is ``@FILE`` (the file's bytes), ``text:TEXT`` (for a model step an answer
-saying TEXT, elsewhere the text itself), or inline JSON; for an HTTP step it may start with a
-status, ``503:@body.json``. A FAULT is ``http:STATUS[:BODY]``, ``timeout``, ``disconnect``,
-``stream-cut:BYTES`` or ``tool:error[:MESSAGE]``. Every mistake is a
-:class:`~otel_replay.errors.ConfigError` of one line naming the flag and the step.
-"""
+"""A fork's plan (:class:`ForkPlan`): what differs from the recording, and at which steps."""
 
 from __future__ import annotations
 

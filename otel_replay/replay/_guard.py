@@ -1,23 +1,5 @@
-"""Strict replay opens no socket: enforced at the socket layer, not only in our transport.
-
-Installing the guard patches ``socket.socket.connect``/``connect_ex``/``sendto`` and the name
-lookups of the :mod:`socket` module, so any library in the process (``requests``,
-``urllib``, gRPC's Python paths, a stray exporter) is refused with
-:class:`~otel_replay.errors.NetworkBlockedError`, and every refusal is reported. Loopback is
-refused too: on the host it reaches real services (a local model server, for one).
-Unix-domain (and netlink) sockets and socket pairs are let through here: which unix sockets are
-the replay's own (a forkserver's, a local server's) and which the host's (Docker's, an
-ssh-agent's) only the kernel can tell, for every process alike: the ``replay`` verb's seccomp
-filter does (:mod:`otel_replay.replay._seccomp`). In-process (``replaying()``) nothing does.
-
-Code that goes under these patches (``_socket`` itself, ``sendmsg``) meets the audit hooks of
-:mod:`otel_replay.replay._audit`; native code and other processes meet only the kernel, in the
-namespaces and under the filter the ``replay`` verb starts its child in
-(:mod:`otel_replay.replay._isolate`).
-
-Each refusal is told to the listeners with the host and port it was for, when known, so the
-replay can tell background traffic (a host ``OTEL_REPLAY_IGNORE`` ignores) from the agent's.
-"""
+"""Strict replay's socket guard: the :mod:`socket` module patched so no Python code reaches the
+network."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Putting a replay session in charge of a process's HTTP: every httpx/httpx2 client, however
-and whenever it was made, gets the replay transport, and strict mode guards the sockets (the
-socket guard's patches, and the audit hook below them, which also reports processes started);
-a replay that is not strict counts the network attempts it lets through (``_observe``).
-The session also serves the steps beyond HTTP (tools, values, checkpoints).
-
-The seam is the clients' ``_transport_for_url`` (the one place a client picks the transport
-for a request, default pool or mount), so ``_send_single_request`` and everything around it —
-the capture's recording included — runs unchanged on top of the replayed response.
-"""
+"""Putting a replay session in charge of a process's HTTP and, in strict mode, its sockets."""
 
 from __future__ import annotations
 

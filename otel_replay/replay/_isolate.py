@@ -1,42 +1,7 @@
-"""Kernel-enforced hermetic replay: the replayed command runs in namespaces of its own, under a
-seccomp filter.
+"""The launcher of a strict replay's command: namespaces of its own, under the seccomp filter.
 
-``otel-replay replay`` starts CMD through this file run as a script (:func:`launcher` builds the
-command line: ``python -I -S _isolate.py [--no-namespaces] -- CMD…``). The script (the
-*launcher*) makes the namespaces, starts CMD under the filter, appends one ``isolation`` event to
-the replay report (the file ``OTEL_REPLAY_REPORT`` names) and stays, as the filter's supervisor
-(:mod:`otel_replay.replay._seccomp`), until CMD ends; then it ends as CMD did (its exit status,
-or the same signal). Signals it is sent (``SIGTERM``, ``SIGHUP``…) are passed on to CMD.
-
-* A network namespace: the only interface is a loopback of its own, so whatever CMD and every
-  process it starts do (``_socket``, native code, gRPC's C core, ``curl``, ``python -I -S``),
-  the kernel finds no route to the host's network or its loopback services (``ENETUNREACH``;
-  ``ECONNREFUSED`` on the private loopback). The loopback is up so that the replay's own
-  processes can talk over TCP (a local MCP server, a kernel's ZeroMQ ports).
-* A PID namespace and a mount namespace with a ``/proc`` of its own, so ``/proc`` lists the
-  replay's processes only: ``/proc/1/net/unix`` of the host's init would list every socket of
-  the host. CMD runs as pid 2 under a small init (pid 1) that reaps orphans and passes signals
-  on; when CMD ends, what it left running ends too.
-* The seccomp filter: unix-domain sockets are files, not network, and a network namespace does
-  not stop a ``connect(2)`` to ``/run/docker.sock``; the filter refuses every unix socket the
-  replay did not make itself (see :mod:`otel_replay.replay._seccomp`) and reports each refusal.
-
-Which namespaces: not root: a user namespace too, mapping the user's uid and gid to themselves
-(files are read and written as before). Root: no user namespace, so root keeps its file
-access; root could leave on purpose (``umount /proc``, ``setns(2)``), not by accident. Where
-root may not (a container without ``CAP_SYS_ADMIN``), a user namespace mapping root to itself.
-Where ``/proc`` cannot be mounted (a container that masks parts of it), no PID namespace.
-
-``--no-namespaces`` (``replay --no-isolate``), or a system that refuses namespaces: the filter
-alone, which then refuses every IP connection (loopback included) and every socket but TCP,
-in every process. Where neither is available, one line on stderr (:func:`notice`) says what
-is left: the in-process guards, which see Python code only. A failure once the process can no
-longer run as before, or a CMD that cannot be started, is an event of its own
-(``launch-failed``) and exit status 127; the parent turns it into its one-line error.
-
-Standard library only, and nothing from this package but its sibling ``_seccomp``: the script
-runs with ``-I -S``.
-"""
+Run as a script (:func:`launcher`) with ``-I -S``: standard library only, and nothing from this
+package but ``_seccomp``."""
 
 from __future__ import annotations
 

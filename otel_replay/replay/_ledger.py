@@ -1,17 +1,4 @@
-"""What a replay has served, one account for every process of the replayed program.
-
-A replayed agent that hands work to worker processes has its requests matched in several
-processes, each with its own copy of the matcher. So that no recorded step is served twice
-across them, and the n-th request to an endpoint is the n-th of the whole program, the
-matcher keeps its account here, in cells shared with the workers (``_shared``): a worker forked
-by the replaying process sees them at once; a worker multiprocessing starts fresh loads the run
-itself and attaches them from its ticket (:meth:`Ledger.ticket`, :meth:`Ledger.attach`).
-
-Per recorded step, how many times it was served; per recorded endpoint, how many requests it
-got; when the replay last asked for anything (``time.monotonic_ns``, one clock for every
-process); how many requests were numbered; per recorded step, whether a fault a fork injects
-there has fired (``_faults``). The matcher changes them under :meth:`locked`.
-"""
+"""What a replay has served, one account shared by every process of the replayed program."""
 
 from __future__ import annotations
 

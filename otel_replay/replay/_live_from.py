@@ -1,19 +1,4 @@
-"""``--live-from N``: a fork served from the recording up to step N, then live.
-
-The rule: while the fork is not live, a call the recording answers with a step before N,
-matched by its content (``hash``, ``canonical`` or ``messages``), is served from it. The first
-call that is not (it matches step N or a later one, or it differs from the recording: a
-``closest`` or ``position`` match, or none) takes the fork live, from that call on and for
-good: model and HTTP calls are sent, read tools run and values are drawn live. A write tool
-is still served from the recording when its call matches (and refused when it does not);
-it runs only where the fork allows writes (``allow_writes``).
-
-Live calls are still matched against the recording, never answered from it, so the report
-says which recorded step each one stands for and how its request differs.
-
-Until the fork goes live the in-process guards refuse (and report) every network attempt, as
-in strict replay; from then on they only count them, as a replay that is not strict does.
-"""
+"""``--live-from N``: a fork served from the recording up to step N, then live."""
 
 from __future__ import annotations
 

@@ -1,40 +1,5 @@
-"""Which recorded step answers a request: most exact first.
-
-1. ``hash``: the sha256 of the exact (redacted) body equals a recorded ``replay.request.hash``
-   (and the endpoint agrees). The session asks first with the bytes as sent: bytes equal to a
-   recorded body are that request (the recording holds redacted bytes), redacted or not today.
-2. ``canonical``: both bodies are JSON and equal as RFC 8785 canonical JSON once the top-level
-   fields in :data:`VOLATILE_FIELDS` and the trace context of a JSON-RPC request's
-   ``params._meta`` (an MCP client's ``traceparent``) are set aside.
-3. ``messages``, for recorded steps without bytes (spans of another instrumentation): the
-   same model asked the same conversation, role and text message by message, as the step's
-   ``gen_ai.input.messages`` and ``gen_ai.system_instructions`` record it.
-4. ``closest``: the recorded step of that endpoint not served yet whose request is closest
-   in content (:func:`closeness`: for a model call, the same conversation: the most messages
-   alike, then the same system prompt and tools), so a changed request of one of several
-   concurrent conversations is compared with its own conversation's step.
-5. ``position``: where content tells the steps left apart by nothing, the n-th request to an
-   endpoint takes the n-th recorded step of that endpoint (or the next one not served yet).
-
-At levels 4 and 5 the request differs from the recording; the divergence report says how.
-
-Within a level the lowest-index step not served yet wins, so identical requests are answered
-in recorded order and concurrent requests match by content, not by arrival order: threads,
-and worker processes too (the account of what was served, and of the requests to each
-endpoint, is one for the whole program: ``_ledger``). A tool call that names the model's tool
-call it answers (``gen_ai.tool.call.id``) takes the step recorded for that call first: a model
-turn asking for the same tool with the same arguments twice, run concurrently, gets each call
-its own result, whichever reaches the replay first. When every step with those exact bytes
-has been served, the last one is served again (``repeat``): a retried request gets the answer
-it got before. A position match never repeats.
-
-A response that kept coming while the program went on (a server-sent event stream open for a
-whole session, as MCP's HTTP transports hold one) is served in step with the run: each of its
-pieces, and its end, waits until the replay has asked for the steps the recording started
-while that piece was on its way (:meth:`Matcher.awaited`), never longer than it took
-when recorded. Served at once, it would answer requests not sent yet, or end before the
-session does and be opened again and again.
-"""
+"""Which recorded step answers a request: most exact first (``hash``, ``canonical``,
+``messages``, ``closest``, ``position``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A recorded run as replay sees it: ordered steps with what is needed to serve them back.
-
-Every source (the store, OTLP JSON or protobuf files, an OTLP JSON URL) is turned into a
-:class:`Run`; the replay transport, the matcher and the divergence report only ever see this.
-"""
+"""A recorded run as replay sees it (:class:`Run`): ordered steps with what is needed to
+serve them back. Every source becomes one."""
 
 from __future__ import annotations
 

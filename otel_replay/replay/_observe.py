@@ -1,19 +1,4 @@
-"""A replay that is not strict lets the program reach the network; it still counts every try.
-
-Under ``--no-strict`` (``replaying(strict=False)``) nothing is refused: an unmatched request
-goes live, and so does any socket the program opens. The report must still say how often the
-program reached for the network, including the attempts that failed before a connection
-(a name that did not resolve, a refused connect): those are what tells a user the replay was
-not hermetic. A CPython audit hook sees each ``socket.connect``, ``socket.sendto`` and
-``socket.sendmsg`` to an address on a socket that can reach the network, and each
-``socket.getaddrinfo``/``socket.gethostbyname`` of a name, before the operation runs, so an
-attempt is counted whether or not it then succeeds. Attempts are described as the strict guards
-describe their refusals (``host:port``, ``name lookup host:port``).
-
-OpenTelemetry's own exports (sent with instrumentation suppressed) are not the program's and
-are not counted. An audit hook cannot be removed: one is added per process, the first time an
-observer is installed, and does nothing while none is.
-"""
+"""A replay that is not strict lets the program reach the network; this counts every try."""
 
 from __future__ import annotations
 

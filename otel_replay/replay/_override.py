@@ -1,12 +1,4 @@
-"""What a fork serves in place of a recorded step's answer (``--override``, ``--state``).
-
-:func:`served_instead` turns the recorded step a request matched into the step the fork
-serves: the same request, another answer. A model step's answer is made a provider response
-(``text:`` through ``replay.synth``; a JSON body as given), and it is marked ``semantic`` so
-the session serves it in the shape today's request asks for, streamed (the provider's SSE
-framing) or not. A tool, value or checkpoint step returns the given JSON; an HTTP step serves
-the given body, with the given status when there is one.
-"""
+"""What a fork serves in place of a recorded step's answer (``--override``, ``--state``)."""
 
 from __future__ import annotations
 

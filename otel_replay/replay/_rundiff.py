@@ -1,21 +1,4 @@
-"""Two recorded runs side by side: their steps aligned, and what differs, pair by pair.
-
-Two steps are the same step when they have the same kind, method, endpoint and request hash:
-the n-th such step of A is paired with the n-th of B, whatever their places (concurrent
-requests start in another order from one run to the next, and a replay matches them by
-content, so order alone is no difference). The steps left are aligned in step order the way
-``diff`` aligns lines: a step inserted or removed in one run shifts the rest without making
-them differ; steps are paired by kind and endpoint (the model call that took another prompt,
-the tool called with other arguments), the closest in content first where several could pair
-(a changed request of one of several conversations with that conversation's step), and what
-is left over is a step only one run has. Pairs are listed in A's order, a step only B has
-after the pair of the B step before it.
-
-A pair is compared with the replay's own comparison (:func:`request_changes`), so a diff
-speaks in the terms of the divergence report: model, parameters, messages, tools, arguments,
-HTTP fields; then the response: status, error, whether it was complete, and its body (JSON
-field by field, else the text whole, shown as the window around its change).
-"""
+"""Two recorded runs side by side: their steps aligned, and what differs, pair by pair."""
 
 from __future__ import annotations
 

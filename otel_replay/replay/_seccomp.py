@@ -1,35 +1,7 @@
 """The kernel's filter on a strict replay's sockets: a seccomp program and its supervisor.
 
-The launcher (:mod:`otel_replay.replay._isolate`) installs the filter (:func:`install`) in
-the process that becomes CMD, just before it execs; every process CMD starts inherits it and
-none can remove it. Whatever the process runs (Python, ``ctypes``, ``syscall(2)``, native
-code, ``curl``), the kernel consults the filter on these calls:
-
-* ``connect(2)``: always handed to the supervisor, which performs it *on behalf* of the
-  process (on the same socket, taken with ``pidfd_getfd(2)``, with the address it read once)
-  or refuses it with ``EACCES`` and reports it. A unix-domain address is let through only to
-  a socket the replay made itself: in a network namespace, one bound in that namespace (the
-  kernel's socket diagnostics list them); without one, one whose socket a process of the
-  replay holds. A path is resolved in the process's own root and pinned, so the socket
-  judged is the socket reached. Without a network namespace, every IP connection is refused
-  (loopback too: the host's services listen there). Nothing is ever let through
-  unperformed: a check of memory the process can still change would be a race it could win.
-* ``socket(2)``, ``socketpair(2)``: unix-domain datagram sockets (they send to any address
-  given with each message, which no filter sees) and families other than unix, IP and
-  netlink (``AF_VSOCK`` reaches the hypervisor, ``AF_PACKET`` the wire) are refused and
-  reported; without a network namespace, every IP socket but TCP too (UDP, raw, ICMP).
-* ``sendto(2)``/``sendmsg(2)``/``sendmmsg(2)`` with ``MSG_FASTOPEN`` (a connect in disguise)
-  without a network namespace; ``io_uring_setup(2)`` (its requests bypass seccomp): refused.
-* Any other architecture's calls (a 32-bit program on a 64-bit kernel): refused.
-
-Each refusal becomes a ``network`` event of the replay report, like the in-process guards'
-refusals, so the report lists it. If the supervisor is gone, the calls it would have
-judged fail (``ENOSYS``): the filter fails closed.
-
-Needs Linux 5.6 (user notification, ``pidfd_getfd``, ``openat2``) on x86-64 or arm64;
-:func:`unavailable` says why not elsewhere. Standard library only: the launcher runs with
-``python -I -S``.
-"""
+Needs Linux 5.6 on x86-64 or arm64 (:func:`unavailable` says why not); standard library only,
+as the launcher runs with ``-I -S``."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""One replay in one process: match each request, answer it, and keep the account.
-
-The replay transport asks :meth:`ReplaySession.answer` for every request; the socket guard and
-the audit hook report refused network attempts to :meth:`ReplaySession.network_attempt`, and
-the processes the replayed code starts to :meth:`ReplaySession.subprocess_started`. When the session
-has a report file (the CLI's child process), every event is appended to it as one JSON line
-as it happens, so the parent can show progress and still read everything up to a crash.
-
-The worker processes of the replayed program (forked, or started fresh by multiprocessing and
-given the account in their ticket: ``_ledger``) serve their requests from the same account and
-append their events to the same report, each event in one write, so lines never interleave.
-Requests are numbered in the order they came, across processes. The program's own start,
-end and uncaught exception are those of its first process: its events carry its pid.
-
-Background traffic is not the agent's: a call an ``OTEL_REPLAY_IGNORE`` rule matches, and under
-strict replay an OpenTelemetry export (made with instrumentation suppressed), is answered at
-once by otel-replay (:func:`otel_replay._ignore.status_for`), never compared, never counted as
-a network attempt, and listed in :attr:`ReplayResult.ignored`. A refused socket in either
-case (a stack otel-replay does not serve) is listed there too rather than counted.
-"""
+"""One replay in one process: match each request, answer it, and report every event."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Where two texts differ, shown as a person reads it: the changed span with context around it.
-
-A changed prompt is usually long and changed in one place. Cutting both sides to a prefix hides
-the change when it lies past the prefix; a word-by-word diff of a long prompt buries it in
-markers. So a change is shown as one window per side: the same context before, the differing
-span, the same context after. Both windows start at the same character, so printed one above
-the other they line up and the eye lands on the change.
-
-Pure functions, no I/O: the report (text and ``--json``) and ``Change.describe`` use them.
-"""
+"""Where two texts differ, as one window per side around the change. Pure functions."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
 """The world a replay freezes besides calls and tools: the application's wall clock and its
-sleeps.
-
-* Clock ``recorded`` (``OTEL_REPLAY_CLOCK``, the default): ``time.time()``,
-  ``time.time_ns()``, ``datetime.now()``, ``date.today()``, ``time.localtime()`` and their
-  kin read the recorded run's time, starting from its start and ticking on, so logic such as
-  "due today" decides as it did. time-machine does the patching, at the C level, so a name
-  imported before the replay started (``from datetime import datetime``) is covered too.
-* Timing ``fast`` (``OTEL_REPLAY_TIMING``, the default): ``time.sleep()`` and
-  ``asyncio.sleep()`` (and so ``anyio.sleep()`` on asyncio) return at once, and the clocks
-  move forward by what was slept: the recorded-time clock, and the monotonic clocks
-  (``time.monotonic()``, ``monotonic_ns()``, ``perf_counter()``, ``perf_counter_ns()``, and so
-  asyncio's ``loop.time()``), which otherwise run at the real pace. An SDK's retry back-off
-  costs nothing, and the code after it still sees the time pass: a loop that polls "until
-  ``monotonic()`` passes a deadline", sleeping between tries, makes as many tries as it did
-  when recorded instead of spinning. A sleep shorter than :data:`MOVING_SLEEP_S`, or skipped
-  in a daemon thread, moves no clock (see :meth:`World._advance`). A name bound to them before
-  the replay began (``from time import sleep``, ``threading``'s ``monotonic``) is replaced too.
-  ``asyncio.sleep(0)`` and an endless sleep keep their meaning. Under ``recorded`` timing
-  sleeps keep their length and the clocks are left alone.
-
-The monotonic clocks are moved for the application only: otel-replay's own modules (their
-timeouts, a step's duration, the replay's elapsed time) read them as they are, so a skipped
-sleep cannot cut a wait of theirs short. They are patched by name (time-machine leaves them
-alone), so ``time.clock_gettime(CLOCK_MONOTONIC)`` and an event loop written in C (uvloop)
-keep the real pace. otel-replay's own records of the replay keep the real time
-(``otel_replay._clock``).
-"""
+sleeps."""
 
 from __future__ import annotations
 
@@ -152,8 +126,7 @@ class _Patches:
     The replacements are made once and serve whichever world is current, so a name a module
     bound to one during an earlier replay stays right in every later one (and real between
     them). Finding where modules bind the real functions is the costly part of a replay's
-    start (a walk of every loaded module's names evicted the CPU's caches, and the first
-    replayed request after it paid 130-200 µs), so it is remembered: a start where no module
+    start (a walk of every loaded module's names), so it is remembered: a start where no module
     was loaded or replaced and none gained or lost a name since the last finds what that one
     found (compared in C); otherwise only the modules that changed have their names walked.
     """

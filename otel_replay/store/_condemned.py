@@ -1,16 +1,5 @@
-"""Remote stores: the packs gc found unreferenced, and since when (the ``condemned`` file).
-
-A remote store has no lock that a flush and gc could share, so gc deletes in two passes. A
-pack that no live run references (and that is older than gc's grace period) is *condemned*:
-listed in ``condemned`` with the time. A later gc deletes it once it has been condemned for
-the grace period and, marking again right before, still finds nothing referencing it; a pack
-referenced again meanwhile leaves the list.
-
-A machine that records never reuses an object whose pack is condemned or gone: its flush
-stores the object again (``_write``). So an object is reused only from a pack that was not
-condemned when the flush looked, and that flush publishes its record long before the grace
-period ends: the gc that could delete the pack sees the record first and keeps it.
-"""
+"""Remote stores: the packs gc found unreferenced, and since when (the ``condemned`` file),
+so gc deletes in two passes where there is no lock."""
 
 from __future__ import annotations
 

@@ -1,30 +1,4 @@
-"""The store's layout on disk (or in a bucket) and its format version.
-
-::
-
-    FORMAT                        {"format": "otel-replay-store", "version": 3}
-    index.sqlite                  the index: a cache of the files below (``_index``)
-    LOCK                          local stores: flushes share it, gc's sweep takes it alone
-    objects/<aa>/<sha256>.pack    content shared by every run, named by its hash (``_pack``)
-    runs/<aa>/<run key>/<writer>-<first>-<last>.rec    a run's records (``_records``)
-    pins/<run key>                the run is kept forever (the file holds the run's name)
-    condemned                     remote stores: packs gc will delete unless used again
-                                  (``_condemned``)
-
-A *run key* is the first 32 hex digits of the sha256 of the run id's bytes, so any id (NUL,
-newline, ``/``, ``..``, very long, not UTF-8) names a directory inside ``runs/`` and nothing
-else. A *recording* is what one recording process wrote for one run id, with the worker
-processes it forked or started (each writes as an open store of its own, into the same
-recording): a random 16-hex-digit id, which every record names. A *writer* is one open store:
-a random 16-hex-digit id too (the recording's own id for a store that began it, one of its
-own for a store that joined it). A writer's records are numbered from 0 by flush; a file
-holds records ``first`` to ``last`` (hexadecimal) of one writer, and a merged file covers the
-files it replaces.
-
-The files are the truth; the index is rebuilt from them. ``FORMAT`` is checked on every open.
-Version 2 is refused with a hint to run ``otel-replay migrate``; any other version is refused;
-nothing is ever rewritten on open. A non-empty directory without ``FORMAT`` is refused too.
-"""
+"""The store's layout on disk (or in a bucket), its paths and names, and its format version."""
 
 from __future__ import annotations
 

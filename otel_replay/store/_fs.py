@@ -1,15 +1,5 @@
-"""Where the store's files live: a local directory or any fsspec URL.
-
-Both backends take paths relative to the store root, always with ``/``. Files are written
-whole and published atomically: locally through a temporary file that is fsynced and then
-renamed (or hard-linked, when an existing file must not be replaced); on object stores a
-single PUT is already atomic. Locally, the directories touched since the last :meth:`sync`
-are fsynced there, once each, so a flush costs one fsync per file it wrote plus one per
-directory, not one per object. A flush that writes several files (one per run it touches)
-publishes them together (:meth:`LocalBackend.publish_many`): all are written first, then
-fsynced from a few threads at once, which the file system folds into a few journal commits
-(25 packs: ~4 ms instead of ~15 ms here); the directories are fsynced the same way.
-"""
+"""Where the store's files live, a local directory or any fsspec URL: files written whole and
+published atomically."""
 
 from __future__ import annotations
 

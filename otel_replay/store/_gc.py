@@ -1,27 +1,4 @@
-"""Retention, garbage collection and repacking.
-
-A run is kept for a number of days after its last activity that depends on its status — ok
-runs :attr:`Retention.ok_days` (7), others :attr:`Retention.error_days` (30) — and forever
-when pinned; a run still being recorded (not closed, active within :data:`GRACE_S`) is never
-expired. ``gc`` then, as git gc and restic prune do:
-
-1. removes the expired runs' record files, then their index rows;
-2. *marks* every object a remaining run references (its records' bodies and span strings, and
-   what their manifests reference), read from the record files themselves, not the index;
-3. *repacks*: the live objects of packs that are mostly dead or small are copied into new
-   packs at a high zstd level, in bounded memory (``_repack``), and indexed there;
-4. *sweeps*, holding the store lock alone (local stores), so no flush is between deciding an
-   object is stored and committing its record: it marks again what records appeared since
-   step 2, then deletes each pack that locates no live object. An object no one references
-   goes with its pack; one that gained a reference stays.
-
-If any live record cannot be read, nothing is swept (what it references is unknown) and the
-report says why. A remote store has no lock: its sweep leaves packs younger than
-:data:`GRACE_S` alone and deletes in two passes (``_condemned``): an unreferenced pack is
-condemned first, and deleted by a gc at least :data:`GRACE_S` later that still finds it
-unreferenced; machines that record meanwhile never reuse what a condemned pack holds. gc
-and recording may run at once on a bucket too.
-"""
+"""Retention and garbage collection: expire runs, mark what the rest reference, repack, sweep."""
 
 from __future__ import annotations
 
@@ -257,7 +234,7 @@ def collect(
     names = tuple(r.run_id for r in expired)
     if dry_run:
         # What the sweep would delete: the expired runs' records and the packs that locate no
-        # live object (a lower bound of the bytes: repacking saves more, measured only then).
+        # live object (a lower bound of the bytes: repacking saves more, known only then).
         dead = [
             size
             for rel, (size, _) in listing.packs.items()

@@ -1,17 +1,5 @@
-"""The SQLite index: a cache of what the packs and records say, for fast lookups.
-
-A plain schema a user can query by hand (``sqlite3 .otel-replay/index.sqlite``), in WAL mode
-(readers never block the writer) with ``synchronous=FULL`` (a committed flush survives power
-loss) and a 30 s busy timeout (several processes record into one store; their commits queue).
-One connection per thread. Every SQLite failure comes out as a store error naming the file:
-CorruptIndexError for a damaged file, StoreFullError when the device is full (SQLite says
-``database or disk is full``, or ``disk I/O error`` when it could not grow its WAL index),
-StoreNotWritableError, or StoreError when locked.
-
-The index can always be rebuilt from the files (``_sync``); the only thing it learns from
-elsewhere is ``pinned``, which mirrors the ``pins/`` marker files. A read-only store's index
-is opened immutable, or, when it has none, built in memory.
-"""
+"""The SQLite index: a cache of what the packs and records say, for fast lookups; every
+SQLite failure comes out as a store error naming the file."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The store lock: writers share it, gc's sweep takes it alone.
-
-A flush holds it shared from the moment it asks which objects the store already has until its
-index commit, so that what it found stays there; gc's sweep (the only thing that deletes an
-object with no other copy) holds it exclusively. ``flock`` locks are released by the kernel
-when a process dies, so a killed writer never leaves the store locked. Remote stores have no
-lock: see ``_gc`` for how their sweep stays safe.
-"""
+"""The store lock: flushes share it, gc's sweep takes it alone."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Converting a format-version-2 store to version 3, in place, losing nothing.
-
-The version-2 store is read from its packs (``_v2``) and written into a new store beside it,
-``<store>.v3-new``, through the ordinary write path; then two renames swap them: the old
-store becomes ``<store>.v2-backup`` (kept, never deleted: the user removes it when sure) and
-the new one takes its place. A migration cut off before the swap leaves the old store as it
-was; one cut off between the renames is finished by running ``migrate`` again. Every readable
-step is carried over, and everything that cannot be carried is named: each step version 2's
-index lists and the new store lacks (with the objects it lacks), each damaged pack or record.
-The old store is kept whole either way.
-"""
+"""Converting a format-version-2 store to version 3, in place, losing nothing."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Bodies as content-addressed objects: chunks, manifests, and reading them back.
-
-Every body (a request, a response, a long span string) is stored under the sha256 of its
-exact bytes, the hash its step and span already carry. A JSON body whose message or tool
-arrays are worth splitting (``_segments``) becomes a *manifest*: its skeleton as literal bytes
-and each element as a reference to a *chunk*, itself addressed by the sha256 of its bytes.
-Request *n* of a conversation therefore costs its new messages plus a manifest, and a system
-prompt or a tool list sent by ten thousand runs is one chunk. Other bodies are one chunk.
-
-What is new is decided by digest alone, against the whole store, whoever wrote it and in
-whatever order or batch size: the cost of a run does not depend on flush timing or on which
-process recorded it.
-
-Manifest layout: a sequence of parts, each ``0x00 varint(length) bytes`` (literal) or ``0x01
-digest`` (a 32-byte reference). A reference names content, not a representation: the object
-it names may itself be a manifest. A reader checks the sha256 of every body it assembles.
-"""
+"""Bodies as content-addressed objects: chunks, manifests, and deciding what is new."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""Pack files: content-addressed objects in zstd frames, with a table of contents at the end.
-
-An object is addressed by the sha256 of its *content*: a chunk's content is its bytes; a
-manifest's content is the body it assembles (see ``_objects``). Small objects compress badly
-alone, so a pack puts many objects into shared zstd frames; reading one object decompresses
-one frame. Frames are independent: a damaged byte costs the objects of one frame, not the
-pack.
-
-Layout (integers little-endian)::
-
-    b"ORPK3\\n"                            magic
-    frame 0, frame 1, ...                 zstd frames, each with its content checksum
-    table                                 one zstd frame: the entries below
-    table size (u32), crc32 of the table (u32), b"ORPK3END"
-
-The table lists, per object: its digest (32 bytes), kind (u8), the offset (u64) and size
-(u32) of its frame in the file, and its offset (u32) and size (u32) in the frame's content.
-
-A pack is named by the sha256 of its whole file, so ``verify`` checks every byte with one
-hash and two writers of the same objects write the same file.
-"""
+"""Pack files: content-addressed objects in zstd frames, with a table of contents at the end."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Records: what one flush wrote for one run, as JSON, one zstd frame each.
-
-A record holds, for the run id and recording it names, every fact of its steps as the capture
-handed them over (headers, timing, chunks, status, error, provider, model, tokens) with their
-bodies named by sha256, the spans put with it (as given, with long string attributes named by
-the sha256 of their text and stored as bodies), the run's facts when first known, and its end
-once the recorder closed it. The index is rebuilt from records alone; nothing is ever read
-back out of telemetry.
-
-A record file is a sequence of ``u32 length, u32 crc32, zstd frame`` entries; a frame holds
-one record's JSON, or (in a merged file) several, one per line, up to :data:`GROUP_BYTES`, so
-a damaged byte costs the steps of one frame, never the whole run.
-"""
+"""Records: what one flush wrote for one run, as JSON, and the record files that hold them."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Repacking and merging: packs and record files rewritten fewer and recompressed.
-
-Flushes write fast (zstd level 3), one pack per flush and one record file per run per flush.
-Repacking copies the objects of small (or, for gc, mostly dead) packs into new packs at a high
-zstd level, in groups of :data:`GROUP_BYTES` so memory stays bounded, and indexes them there;
-merging does the same for a writer's record files. A store closing merges what it wrote
-(until a deadline: what is left is merged by the next gc or ``compact``); ``compact`` merges
-everything; gc repacks what its sweep will thin out.
-
-Crash safety, as a pack counts once its index row exists (dulwich, restic): a new file is
-published and fsynced before the transaction that indexes it, and a file is forgotten by the
-index (committed) before it is deleted. A process killed at any point therefore leaves at
-worst a file the index does not know that holds only copies of what other files hold: verify
-names it as a leftover, and the next gc (or ``compact``) removes it. Nothing is deleted that
-is not stored elsewhere, so no lock is needed.
-"""
+"""Repacking and merging: packs and record files rewritten fewer and recompressed."""
 
 from __future__ import annotations
 

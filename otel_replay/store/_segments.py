@@ -1,20 +1,4 @@
-"""Split a body into segments worth deduplicating, by exact byte ranges.
-
-LLM requests re-send a growing history: request *n* holds the messages of request *n-1* plus
-one or two new ones, byte for byte. :func:`split` finds the elements of the top-level message
-arrays of a JSON body (``messages``, ``input``, ``tools``, … of an object, or the elements of
-a top-level array) and returns their byte ranges, so each element can be stored once and the
-body rebuilt from its skeleton plus references.
-
-Nothing is parsed into Python values and nothing is re-serialised: the ranges are positions in
-the original bytes, found by a scanner that jumps between structural characters with ``re``
-(strings, escapes and nesting respected). The ranges only ever *partition* the body, so the
-rebuilt bytes are exactly the original whatever the input — a malformed body just splits badly
-or not at all. The store still checks the sha256 of every rebuilt body.
-
-Each segment becomes a chunk addressed by its sha256 (``_objects``), so an element is stored
-once in the whole store, whoever sends it again.
-"""
+"""Split a JSON body into segments worth deduplicating: byte ranges that partition it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Bringing the index up to date with the files: rebuild, refresh, remote stores.
-
-The files are the truth. :func:`sync` lists the store's packs, records and pins, indexes the
-ones the index lacks (a pack by its table, a record file by its records) and forgets the ones
-that are gone (a repack, a merge, gc — here or, for a remote store, on another machine).
-Whatever cannot be read is reported and left out, and everything readable is kept: one
-damaged record costs its own steps, one damaged pack its own objects.
-"""
+"""Bringing the index up to date with the files: rebuild, refresh, remote stores."""
 
 from __future__ import annotations
 

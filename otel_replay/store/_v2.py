@@ -1,19 +1,4 @@
-"""Reading a format-version-2 store, for ``migrate`` only.
-
-Version 2 kept, per run (``packs/<run id, percent-encoded>/``), one *stream* of numbered
-objects per writer, in packs named ``<stream>-<first>-<last>.pack``: raw bodies and segments,
-*recipes* (a body as literal bytes and references to other objects of its stream, led by 4
-bytes of its sha256) and *records* (JSON: the steps of one flush, their bodies as object
-numbers, and the spans, with long strings and hashes taken out and named by object). A step's
-provider, model and tokens were read from its span. This module reads all of it back, from
-the packs alone, and hands each run over as :class:`V2Run`; what it cannot read is named in
-the run's ``problems`` and the rest is kept.
-
-The packs alone cannot tell what is gone with a whole pack: the records in it. Version 2's
-index (``index.sqlite``) listed every step with the objects of its request, response and
-record; :func:`read_listing` reads it, and :func:`read_v2` names every step it lists that
-could not be carried, with the objects it lacks.
-"""
+"""Reading a format-version-2 store, for ``migrate`` only."""
 
 from __future__ import annotations
 

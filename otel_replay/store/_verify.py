@@ -1,11 +1,4 @@
-"""``verify``: re-read every file, re-hash every object, check the index against the files.
-
-Damage (a pack or record that fails its hash or checksum, an object that does not match its
-digest, a step whose body cannot be assembled, an index that points at a missing file) and
-notices (files the index does not know yet, temporary files a killed writer left, copies a
-cut-off compaction or gc left, runs cut off mid-write) are both reported, each naming its
-thing; :attr:`VerifyProblem.damage` tells them apart.
-"""
+"""``verify``: re-read every file, re-hash every object, check the index against the files."""
 
 from __future__ import annotations
 

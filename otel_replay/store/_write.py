@@ -1,19 +1,4 @@
-"""A flush: buffered steps, spans and run ends become one pack, records and index rows.
-
-Order matters for crash safety. The new objects of the whole flush (deduplicated against the
-store, ``_objects``) go into one pack, and each run touched gets one record file; every file
-is written to a temporary name, fsynced and renamed into place, and the directories are
-fsynced; only then does one SQLite transaction index them. A process killed before the commit
-leaves files the index does not know yet: ``verify`` names them, a rebuild or a refresh reads
-them, gc removes the objects nobody references. Never an index row pointing at a missing file.
-
-Each open store is one *writer* (``_format``): its records are numbered by flush (a flush
-that failed is retried under the same numbers, replacing what it published). It writes one
-*recording* per run id: its own, or the one it was opened to join (a worker process writing
-into the recording of the process that started it, in files of its own). A run id that another
-recording already used becomes a run of its own (``_rows.ensure_run``), so two recordings are
-never mixed.
-"""
+"""A flush: buffered steps, spans and run ends become one pack, records and index rows."""
 
 from __future__ import annotations
 
@@ -284,10 +269,8 @@ class Session:
     ``inherited`` names runs of it that another writer began and ends (:meth:`unended`
     leaves them open).
 
-    What the store already holds is reused, never stored again. In a local store a flush
-    asks under the store lock, which gc's sweep takes alone. A remote store has no such
-    lock: a flush reuses an object only from a pack it wrote itself or one that exists and
-    is not condemned right now (``_condemned``), and stores the object again otherwise.
+    What the store already holds is reused, never stored again; in a remote store only from
+    a pack this session wrote or one that is not condemned right now (``_condemned``).
 
     Not thread-safe: the store calls it under its lock.
     """

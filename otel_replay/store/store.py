@@ -104,7 +104,7 @@ def _writable(root: Path) -> bool:
 
 
 class Store:
-    """A fixture store: a local directory or an fsspec URL, opened with :meth:`open`.
+    """A store of recorded steps: a local directory or an fsspec URL, opened with :meth:`open`.
 
     Writing: :meth:`put` buffers steps and spans, :meth:`end_run` marks a run closed,
     :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`fixture`,

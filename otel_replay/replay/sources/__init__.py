@@ -1,10 +1,5 @@
 """Replay sources: the store, OTLP JSON or protobuf files, OTLP JSON URLs and bundle
-directories, as Runs.
-
-:func:`load_run` is the entry point; :func:`fetch` downloads a URL source once (the replay
-CLI downloads in the parent and hands the child a file, since the child may open no socket);
-:func:`read_runs` parses bytes already in hand; :func:`import_runs` copies runs into a store.
-"""
+directories, as Runs (:func:`load_run`)."""
 
 from otel_replay.replay.sources._build import SourceRun
 from otel_replay.replay.sources._bundle import write_bundle

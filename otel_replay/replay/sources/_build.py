@@ -1,4 +1,4 @@
-"""A run's spans (and the store's fixtures, when it comes from the store) into a Run."""
+"""A run's spans (and the store's steps, when it comes from the store) into a Run."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class SourceRun:
     """A run rebuilt from a source, with what it was rebuilt from.
 
     ``spans`` are every span of the run (store span dicts); ``step_spans`` the one each step
-    came from, by step index (a step rebuilt from a fixture alone has none), an attempt
+    came from, by step index (a step rebuilt from the store's step alone has none), an attempt
     beneath another instrumentation's call span carrying the call's GenAI attributes (its
     model, and for the attempt that succeeded its tokens) as a model-call span of ours would.
     ``in_store`` is True when the source was the store itself.
@@ -48,7 +48,7 @@ def build_run(
     *,
     in_store: bool = False,
 ) -> SourceRun:
-    """The Run of ``spans`` (plus the store's ``fixtures`` by step index), read from
+    """The Run of ``spans`` (plus the store's steps, ``fixtures``, by step index), read from
     ``source`` (named in errors).
 
     Raises SourceError naming the source, the run and the step when a step cannot be rebuilt
@@ -124,7 +124,7 @@ def _kit(spans: tuple[Span, ...]) -> dict[str, Any]:
 
 
 def _start(spans: tuple[Span, ...], fixtures: Mapping[int, Step]) -> int | None:
-    """The earliest start among the run's spans and fixtures."""
+    """The earliest start among the run's spans and the store's steps."""
     starts = [s.get("start_ns") for s in spans] + [f.start_ns for f in fixtures.values()]
     known = [t for t in starts if isinstance(t, int) and t > 0]
     return min(known, default=None)

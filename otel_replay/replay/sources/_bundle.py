@@ -1,19 +1,5 @@
-"""Golden bundles: one recorded run as a directory to check in and review (``otel-replay
-export RUN DIR``), and a replay source like a run id or an OTLP file.
-
-A bundle holds ``bundle.json`` (the format, the run's kit, and each step's facts, indented so
-a change reads as a diff) and ``steps/``, each step's exact request and response bodies as
-files of their own (``steps/3.request.json``, ``steps/3.response.sse``). Bodies keep their
-bytes: an unchanged program's requests match them by hash, as the store's do. Everything
-written is passed through the redaction rules again (the patterns of ``OTEL_REPLAY_REDACT``
-now, JSON credential values, credential headers), so a bundle made after a pattern was added
-holds nothing it names.
-
-A bundle is hostile input like any source: ``bundle.json`` is validated against its schema,
-body files are read only from ``steps/`` under the bundle (plain files, no links, names the
-format allows, within the source limits), and each request body must still have its
-recorded hash. Anything else is a SourceError naming the bundle and what is wrong.
-"""
+"""Golden bundles: one recorded run as a directory to check in and review, written by
+``otel-replay export RUN DIR`` and read back as a replay source."""
 
 from __future__ import annotations
 

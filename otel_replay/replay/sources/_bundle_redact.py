@@ -1,12 +1,5 @@
 """What ``otel-replay export`` passes through the redaction rules again before a bundle is
-written: a run's step facts, span attributes and chunk boundaries.
-
-The store's runs were redacted at capture; a run read from an OTLP file or URL may come from
-another instrumentation that was not (``url.full`` with ``?api_key=…``, an
-``http.request.header.authorization`` attribute). So every credential a run shows anywhere
-(credential headers and attribute names, URL query parameters and user-info) is learned first
-(:func:`learn`) and then scrubbed from every body, header, URL and attribute written.
-"""
+written: a run's step facts, span attributes and chunk boundaries."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Raw source bytes into OTLP trace documents: JSON lines, one JSON document, or protobuf.
-
-The encoding is sniffed from the content, never from a file name: gzip is unwrapped first;
-bytes starting with ``{`` or ``[`` (after whitespace) are JSON, anything else is protobuf.
-
-JSON comes as the Collector's file exporter writes it (one ``ExportTraceServiceRequest`` per
-line), as one document (pretty-printed or not, possibly a list of them), or wrapped the way
-Jaeger v2's query API answers (``{"result": {...}}``). Every document must hold
-``resourceSpans``; metric and log documents in the same file are passed over.
-"""
+"""Raw source bytes into OTLP trace documents: JSON lines, one JSON document, or protobuf,
+sniffed from the content."""
 
 from __future__ import annotations
 

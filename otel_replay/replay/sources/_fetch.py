@@ -1,10 +1,4 @@
-"""Download a trace source over HTTP(S), within the source limits.
-
-A URL is hostile input: it may answer without end, trickle a byte a second, or redirect
-elsewhere. The download stops at ``OTEL_REPLAY_SOURCE_MAX_BYTES`` and, counting connection,
-headers and body together, at the source time bound: a timer shuts the sockets of this
-download down when the time is up, so no single slow read can outlast it.
-"""
+"""Download a trace source over HTTP(S), within the source limits."""
 
 from __future__ import annotations
 

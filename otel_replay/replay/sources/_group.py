@@ -1,33 +1,4 @@
-"""Which spans make which run, and how a user names one run among several.
-
-The rules, in order:
-
-1. A span with ``replay.run.id`` belongs to that run; the other spans of its trace (an httpx
-   instrumentation's, say) are its neighbours, not steps. Programs started apart that
-   recorded under one run id (``OTEL_REPLAY_RUN_ID`` shared, a re-run) are recordings of their
-   own, as in the store: spans of one process, or of one trace (a worker process's steps are
-   in its parent's trace), are one recording, and the recordings of an id are named ``<id>``,
-   ``<id>@2``, ``<id>@3`` in the order they started.
-2. A trace with no replay kit that holds GenAI model-call spans inside something else (an
-   ``invoke_agent`` or workflow span, a web request's span: anything that is not itself the
-   model call) is a run of its own, named by its trace id.
-3. A *lone call*, a trace whose root span is the model call (the official OpenTelemetry openai
-   instrumentation in a program that opens no span of its own writes each call so), is
-   grouped with the lone calls of the same process and burst:
-
-   * **process**, from the root span's resource: its ``service.instance.id`` (with
-     ``service.namespace`` and ``service.name``), which the OpenTelemetry SDKs set to a fresh
-     UUID per process; else ``service.name`` with ``host.id`` (or ``host.name``) and
-     ``process.pid``; else spans whose resources are equal, attribute for attribute, are
-     taken to come from one process (a resource that says nothing cannot tell two processes
-     apart);
-   * **burst**: a process's calls in start order, where a call that starts more than the
-     idle gap after every earlier call of the process has ended begins a new run
-     (:data:`IDLE_GAP_NS`, 300 s, as a recording splits a process's run).
-
-   Such a run is named by the trace id of its first call; the trace id of any of its calls
-   selects it too.
-"""
+"""Which spans make which run, and how a user names one run among several."""
 
 from __future__ import annotations
 

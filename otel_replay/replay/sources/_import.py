@@ -1,17 +1,4 @@
-"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans.
-
-Only bytes that were recorded become a :class:`~otel_replay.step.Step` (a step with both its
-exact request and response bodies), with the facts its span and its run's spans give; a
-synthesised response is never stored as if it had been recorded: a semantic step goes in as its
-span alone and is synthesised again whenever it is loaded.
-
-A run is imported ended, as it ended: failed (``error (TYPE)`` in ``runs``) when its own span
-says the application failed, with that span's ``error.type``.
-
-Importing is idempotent: a run whose steps the store already holds (same span ids) is left
-as it is and reported ``present``. A different run under the same id is refused, and then
-nothing at all is imported.
-"""
+"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans."""
 
 from __future__ import annotations
 

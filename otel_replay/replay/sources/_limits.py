@@ -1,11 +1,5 @@
 """Bounds on what a trace source may cost: bytes read, bytes after gunzip, line length and
-download time.
-
-A source is hostile input: a gzip bomb, ``/dev/zero``, a URL that trickles a byte a second.
-Every read here stops at its bound and raises a one-line :class:`SourceError` that names the
-source and the bound. The byte bound is ``OTEL_REPLAY_SOURCE_MAX_BYTES`` (a user with a larger
-trace file raises it); memory use is a small multiple of it.
-"""
+download time."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""OTLP protobuf trace data decoded into the OTLP JSON shape, without a protobuf library.
-
-Only the messages a trace export holds are read (``TracesData`` and
-``ExportTraceServiceRequest`` share field 1, ``resource_spans``); unknown fields are skipped, as
-protobuf readers must. The result has the camelCase keys of the protobuf JSON mapping, with ids
-as lowercase hex, 64-bit numbers as ints and enums as numbers, so one normaliser
-(``_spans``) reads both encodings.
-
-The decoder is strict about the wire itself: a length or varint running past its message, a
-group or unknown wire type, or a string that is not UTF-8 is a :class:`WireError`. That is
-what catches a truncated or corrupt file; protobuf's own leniency would rather return part of
-it.
-"""
+"""OTLP protobuf trace data decoded into the OTLP JSON shape, without a protobuf library."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A run's spans, and which of them are its steps.
-
-Which spans make a run is decided in :mod:`._group`. The steps of a run are its spans with
-``replay.step.index`` (of the kinds a replay serves), or, for a run without them, its
-inference spans in start-time order.
-"""
+"""A run's spans, and which of them are its steps."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""OTLP trace documents (JSON mapping, as parsed) into the store's span dicts.
-
-The output is the shape ``otel_replay/export/_encode.py`` documents and ``Store.spans`` returns,
-so spans from a file, a URL or the store become steps through the same code. Real-world
-variation is read, not rejected:
-
-* trace and span ids in hex (the Collector) or base64 (the protobuf JSON mapping);
-* 64-bit integers as JSON strings or numbers;
-* span kind and status code as numbers or names (``SPAN_KIND_CLIENT``, ``CLIENT``);
-* camelCase or snake_case field names, and the older ``instrumentationLibrarySpans``;
-* fields this reader does not know, which are ignored.
-"""
+"""OTLP trace documents (JSON mapping, as parsed) into the store's span dicts."""
 
 from __future__ import annotations
 

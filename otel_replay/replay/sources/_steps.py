@@ -1,10 +1,4 @@
-"""One step span (and the store's step for it, when there is one) into a RecordedStep.
-
-Where the bytes come from, best first: the store's step; the inline bodies of the span
-(``replay.request.body``/``replay.response.body``, checked against their hashes); else, for a
-model call, a response synthesised from the span's GenAI attributes (fidelity ``semantic``).
-A plain HTTP step has no attributes to synthesise from, so without its bytes it is an error.
-"""
+"""One step span (and the store's step for it, when there is one) into a RecordedStep."""
 
 from __future__ import annotations
 

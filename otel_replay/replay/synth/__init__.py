@@ -1,16 +1,7 @@
 """Semantic fidelity: provider-format responses synthesised from a span's GenAI attributes.
 
-When a source has no recorded bytes for a model call (a trace made by another GenAI
-instrumentation, or bodies too large to travel inline), replay answers with a response built
-from ``gen_ai.output.messages``, ``gen_ai.response.*`` and ``gen_ai.usage.*``, in the wire
-format of the endpoint's codec, so the application's SDK reads the recorded answer. Parsing
-the result with that codec gives back the span's output messages, finish reasons, response id
-and model, and token counts. One module per provider; this one dispatches and times chunks.
-
-What the attributes cannot say is filled in fixed: ``created`` is 0, ids missing from the span
-(tool calls, output items) are derived from a digest of the output messages, a missing model
-is ``unknown``. The same attributes always give the same bytes.
-"""
+The same attributes always give the same bytes; this module dispatches to one module per
+provider and times the chunks."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Anthropic Messages from a span: a ``message`` body or its event stream.
-
-The parts of every output message become content blocks in order: ``text``, ``tool_call`` ->
-``tool_use`` (string arguments holding a JSON object are decoded, as ``input`` is an object),
-``reasoning`` -> ``thinking`` (``redacted_thinking`` when marked redacted, with no data),
-server tool calls and their results back to their wire blocks; parts of a provider-specific
-type (not in the GenAI vocabulary) are sent as they are. Blob, uri and file parts have no
-response block and are left out. ``gen_ai.usage.input_tokens`` counts cached tokens too, so
-the wire ``input_tokens`` is it minus the cache reads and writes.
-"""
+"""Anthropic Messages from a span: a ``message`` body or its event stream."""
 
 from __future__ import annotations
 
@@ -118,6 +109,7 @@ def _message(view: SpanView) -> dict[str, Any]:
 
 def _usage(view: SpanView) -> dict[str, Any]:
     read, written = view.count(CACHE_READ), view.count(CACHE_CREATION)
+    # gen_ai.usage.input_tokens counts cache reads and writes too; the wire's does not.
     total = view.count(INPUT_TOKENS) or 0
     usage: dict[str, Any] = {
         "input_tokens": max(total - (read or 0) - (written or 0), 0),

@@ -1,12 +1,4 @@
-"""OpenAI Chat Completions from a span: a ``chat.completion`` body or its chunk stream.
-
-One choice per output message. Text parts join into ``content`` (null when the message has
-none), ``reasoning`` parts into ``reasoning_content`` (the field compatible servers use),
-``tool_call`` parts become function ``tool_calls`` and an audio ``blob`` becomes ``audio``.
-The stream sends, per choice, the role, each kind of content in one delta, each tool call
-whole, then the finish reason; a usage chunk (empty ``choices``) follows when the span has
-token counts, since only a request with ``include_usage`` gets them streamed.
-"""
+"""OpenAI Chat Completions from a span: a ``chat.completion`` body or its chunk stream."""
 
 from __future__ import annotations
 
@@ -57,6 +49,8 @@ def chat_events(view: SpanView) -> list[bytes]:
         for delta in _deltas(_message(view, message, index)):
             events.append(chunk([_choice(index, delta, None)]))
         events.append(chunk([_choice(index, {}, _finish_reason(view, index))]))
+    # Only a request with include_usage gets token counts streamed: a span that has them
+    # was such a request, so its usage chunk (empty choices) follows.
     usage = _usage(view)
     if usage is not None:
         events.append(chunk([], usage=usage))
@@ -122,7 +116,7 @@ def _message(view: SpanView, message: Mapping[str, Any], index: int) -> dict[str
         "refusal": "".join(refusals) if refusals else None,
         "annotations": [],
     }
-    if reasoning:
+    if reasoning:  # the field OpenAI-compatible servers use for reasoning
         wire["reasoning_content"] = "".join(reasoning)
     if audio is not None:
         wire["audio"] = audio

@@ -1,8 +1,5 @@
-"""What every provider synthesiser reads from a span: its output, ids, model and token counts.
-
-:func:`read_span` validates ``gen_ai.output.messages`` once and hands the providers a
-:class:`SpanView` they can trust: a list of messages, each with a list of dict parts.
-"""
+"""What every provider synthesiser reads from a span (:func:`read_span`): its output, ids,
+model and token counts, validated once."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""OpenAI Responses from a span: a ``response`` object or its event stream.
-
-The parts of every output message become output items in order: consecutive text and
-refusal parts one ``message`` item, consecutive ``reasoning`` parts one ``reasoning`` item
-(as summaries), each ``tool_call`` a ``function_call``, each ``server_tool_call`` the
-provider-run tool's item (its ``server_tool_call_response`` merged in). The finish reason
-decides the status: ``length`` -> ``incomplete`` (``max_output_tokens``), ``error`` ->
-``failed``, ``cancelled`` -> ``cancelled``, the usual reasons -> ``completed``, any other ->
-``incomplete`` with that reason. The stream is what the SDK's own accumulator expects:
-``response.created`` … per-item added/delta/done events … the terminal event.
-"""
+"""OpenAI Responses from a span: a ``response`` object or its event stream."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
 """Replay for aiohttp: a client middleware that answers each hop from the recording, before
-any connection is made.
-
-The middleware (added to every ``ClientSession._request`` after the capture's, see
-``capture.transports._aiohttp``) asks the session for the recorded answer and returns a real
-``ClientResponse``, started through aiohttp's own ``start()`` on a stand-in connection whose
-body reader is fed the recorded chunks one at a time, as a socket would feed them: each time
-the application waits for data it gets the next chunk (paced under ``timing="recorded"``), so
-``iter_any``, ``iter_chunks``, ``readline`` and ``read()`` see what they saw. Redirects,
-``raise_for_status`` and the application's middlewares run as usual around it. A request the
-recording lacks raises ``otel_replay.errors.UnmatchedAiohttpRequestError`` in strict mode: an
-``aiohttp.ClientConnectionError`` that is also an
-:class:`~otel_replay.errors.UnmatchedConnectionError`. A background call
-(``OTEL_REPLAY_IGNORE``; an OpenTelemetry exporter's under strict replay) gets the session's
-own answer the same way.
-"""
+any connection is made."""
 
 from __future__ import annotations
 

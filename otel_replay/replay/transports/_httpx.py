@@ -1,13 +1,4 @@
-"""The replay transport: serves recorded responses to ``httpx`` or ``httpx2`` clients.
-
-It is an ordinary transport, usable on its own (``httpx.Client(transport=...)``); the replay
-installer hands it to every client instead of the network. Streams come back as streams in
-their recorded chunks, paced by the recorded arrival times under ``timing="recorded"``, and a
-chunk that came while the program made other requests waits for the replay to make them
-(``Answer.awaits``; see :mod:`otel_replay.replay._match`).
-A request made with instrumentation suppressed (an OpenTelemetry exporter) is not the agent's:
-the session answers it itself under strict replay, and lets it go out otherwise.
-"""
+"""The replay transport: serves recorded responses to ``httpx`` or ``httpx2`` clients."""
 
 from __future__ import annotations
 

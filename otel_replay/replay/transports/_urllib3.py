@@ -1,23 +1,5 @@
 """Replay for urllib3 (and requests and botocore above it): recorded answers from the
-connection, before it ever connects.
-
-The seam is urllib3's ``HTTPConnection``: ``request`` asks the session for the recorded answer
-instead of sending, ``getresponse`` serves it. Above it everything runs as usual: the pool's
-retries and redirects, requests' adapter, botocore's session, and the capture's wrapper on
-``HTTPConnectionPool._make_request``, which records the re-execution. Connecting ahead of the
-request (an HTTPS pool validating its connection, a proxy tunnel) is skipped while a replay
-is installed; an unmatched request sent live (not strict) connects as it is sent.
-
-The recorded response is served through a real ``http.client.HTTPResponse`` reading the
-response as bytes on a stand-in socket (chunked, one HTTP chunk per recorded chunk, when there
-is more than one), so urllib3 reads, decodes and chunks it exactly as it would from the
-network, ``read_chunked`` and ``stream()`` included; ``timing="recorded"`` paces the chunks.
-A response recorded cut short is served cut short, so urllib3 raises as it did. A request the
-recording lacks raises :class:`~otel_replay.errors.UnmatchedConnectionError` from ``request``
-in strict mode, which urllib3 and requests turn into their connection errors. A background
-call (``OTEL_REPLAY_IGNORE``; an OpenTelemetry exporter's under strict replay) gets the
-session's own answer the same way, before any connect.
-"""
+connection, before it ever connects."""
 
 from __future__ import annotations
 
