@@ -58,7 +58,7 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
         spans = [] if present else [_owned(span, run.run_id) for span in loaded.spans]
         if not present:
             planned.append((loaded, fixtures, spans))
-        exact = sum(step.fidelity == "exact" for step in run.steps)
+        exact = sum(recorded.fidelity == "exact" for recorded in run.steps)
         reports.append(
             ImportReport(
                 run_id=run.run_id,
@@ -142,10 +142,10 @@ def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
 def _fixtures(loaded: SourceRun) -> list[Step]:
     facts = _run_facts(loaded)
     out = []
-    for step in loaded.run.steps:
-        span = loaded.step_spans.get(step.step.index)
-        if span is not None and _recorded(step):
-            out.append(_stored(facts, step, span))
+    for recorded in loaded.run.steps:
+        span = loaded.step_spans.get(recorded.step.index)
+        if span is not None and _recorded(recorded):
+            out.append(_stored(facts, recorded, span))
     return out
 
 
