@@ -47,7 +47,7 @@ class ExporterStats:
     """
 
     steps: int
-    """Steps (fixtures) written durably."""
+    """Steps written durably."""
     spans: int
     """Spans written durably."""
     pending: int
@@ -61,8 +61,8 @@ class ExporterStats:
 
 
 class ReplaySpanExporter(SpanExporter):
-    """Persists recorded steps (fixtures and spans) and every span of a recorded run into a
-    fixture store, beside whatever other exporter the application uses.
+    """Persists recorded steps and every span of a recorded run into a store, beside whatever
+    other exporter the application uses.
 
     ``store`` is a :class:`~otel_replay.store.Store` (not closed by the exporter), a location
     (path or fsspec URL), or None for ``OTEL_REPLAY_STORE``. The store is opened on the

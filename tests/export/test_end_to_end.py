@@ -115,7 +115,7 @@ def test_the_store_fills_while_otlp_export_goes_on_unchanged(
             attrs = by_id[f"{step.span_id:016x}"]["attributes"]
             assert decode_body(attrs["replay.request.body"]) == request.body
             assert decode_body(attrs["replay.response.body"]) == response
-            fixture = store.fixture(step)
+            fixture = store.read_step(step)
             assert attrs["replay.response.status_code"] == fixture.status_code
             content_type = dict((k.lower(), v) for k, v in fixture.response_headers)
             assert attrs["replay.response.content_type"] == content_type["content-type"]

@@ -43,7 +43,7 @@ def main() -> None:
         for run in store.runs():
             steps = []
             for info in store.steps(run.run_id):
-                step = store.fixture(info)
+                step = store.read_step(info)
                 steps.append(
                     {
                         "index": step.index,
