@@ -79,7 +79,7 @@ def test_json_is_for_machines(invoke: Invoke, store: Path, recorded: Recorded) -
     support = by_id[SUPPORT]
     assert support["status"] == "ok" and support["step_count"] == 9 and support["seed"] == 7
     assert support["models"] == ["gpt-4o-mini"] and support["pinned"] is False
-    raw = sum(len(fx.request_body) + len(fx.response_body) for fx in recorded.fixtures[SUPPORT])
+    raw = sum(len(s.request_body) + len(s.response_body) for s in recorded.steps[SUPPORT])
     assert support["bytes"] == raw
     assert support["start_ns"] <= support["end_ns"] and support["start"].startswith("20")
     assert by_id[ERRORS]["status"] == "error"

@@ -74,7 +74,7 @@ def main() -> None:
     pid = os.getpid() if args.pid else None
     pairs = iter_bodies(args.run_id, shared=args.shared, pid=pid)
     for index, (request, response) in zip(range(args.steps), pairs, strict=False):
-        now = time.time_ns() - index * 10**9  # the fixture adds a second a step
+        now = time.time_ns() - index * 10**9  # make_step adds a second a step
         step = make_step(args.run_id, index, request, response, start_ns=now)
         store.put([step], [span(args.run_id, index)])
         store.flush()

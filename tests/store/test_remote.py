@@ -28,8 +28,8 @@ def _record(
 ) -> list[tuple[bytes, bytes]]:
     pairs = chat_bodies(turns, seed=len(run_id))
     for index, (request, response) in enumerate(pairs):
-        fx = make_step(run_id, index, request, response, start_ns=start_ns or time.time_ns())
-        store.put([fx], [span(run_id, index, **{"gen_ai.request.model": "m1"})])
+        step = make_step(run_id, index, request, response, start_ns=start_ns or time.time_ns())
+        store.put([step], [span(run_id, index, **{"gen_ai.request.model": "m1"})])
         store.flush()
     return pairs
 

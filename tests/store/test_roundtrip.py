@@ -178,8 +178,8 @@ def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
     # the history
     assert max(growth[10:]) < last_request / 4
     raw = sum(len(q) + len(r) for q, r in pairs)
-    fixtures = _store_bytes(tmp_path / "s" / "objects") + _store_bytes(tmp_path / "s" / "runs")
-    assert raw / fixtures > 30  # the index is a cache of fixed size per store, counted apart
+    stored = _store_bytes(tmp_path / "s" / "objects") + _store_bytes(tmp_path / "s" / "runs")
+    assert raw / stored > 30  # the index is a cache of fixed size per store, counted apart
 
 
 def test_close_compacts_small_packs(tmp_path: Path) -> None:
@@ -339,7 +339,7 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
     for opened in (Store.open(tmp_path / "s"), Store.rebuild(tmp_path / "s")):
         with opened as store:
             for step in steps:
-                # A fixture comes back whole, with its run's facts, whatever record held them.
+                # A step comes back whole, with its run's facts, whatever record held them.
                 assert store.read_step("run-f", step.index) == step
             info = store.step("run-f", 0)
             assert (info.provider, info.model, info.tokens_in, info.tokens_out) == (

@@ -32,7 +32,7 @@ def main() -> None:
         with Store.open(recorded.store) as store:
             store.pin(SUPPORT)
         with Store.open(recorded.store) as second:  # another writer: a stream of its own
-            extra = recorded.fixtures[ERRORS][0]
+            extra = recorded.steps[ERRORS][0]
             extra.index = 99
             second.put([extra])
         target = HERE / "v2-store"
