@@ -65,7 +65,7 @@ def test_every_body_comes_back_byte_exact(tmp_path: Path) -> None:
         assert store.verify() == []
 
 
-def test_fixture_comes_back_equal(tmp_path: Path) -> None:
+def test_step_comes_back_equal(tmp_path: Path) -> None:
     original = make_step("run-b", 0, b'{"messages":[]}', b"streamed")
     original.chunks = [(3, 100), (5, 250)]
     original.complete = False
