@@ -185,7 +185,7 @@ def conversation(
     own = (tools(rng), text(rng, 2000))
     tool_list, system = own if prompt is None else (prompt[1], prompt[0])
     history: list[dict] = [{"role": "system", "content": system}]
-    fixtures: list[Step] = []
+    steps: list[Step] = []
     spans: list[dict] = []
     clock = 1_763_700_000 * 10**9
     trace = rng.getrandbits(128)
@@ -237,7 +237,7 @@ def conversation(
         response = json.dumps(reply, indent=2, ensure_ascii=False).encode()
         took = rng.randint(800, 6000) * 10**6
         span_id = rng.getrandbits(64)
-        fixtures.append(
+        steps.append(
             Step(
                 run_id=run_id,
                 index=index,
@@ -324,7 +324,7 @@ def conversation(
             "trace_id": f"{trace:032x}",
             "span_id": f"{root:016x}",
             "parent_span_id": None,
-            "start_ns": fixtures[0].start_ns,
+            "start_ns": steps[0].start_ns,
             "end_ns": clock + 10**9,
             "status": {"code": "UNSET"},
             "attributes": {**common, "gen_ai.operation.name": "invoke_agent"},
@@ -333,7 +333,7 @@ def conversation(
             "scope": {"name": "otel_replay", "version": "0.1.0"},
         }
     )
-    return fixtures, spans
+    return steps, spans
 
 
 def raw_bytes(steps: list[Step]) -> int:

@@ -53,15 +53,15 @@ HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench
 
 @dataclass(frozen=True)
 class Sizes:
-    """A store's bytes: packs + record files (the fixtures), and the whole directory."""
+    """A store's bytes: packs + record files (the steps), and the whole directory."""
 
-    fixtures: int
+    steps: int
     total: int
     files: int
 
 
 def sizes(folder: Path) -> Sizes:
-    fixtures = total = files = 0
+    steps = total = files = 0
     for dirpath, _, names in os.walk(folder):
         for name in names:
             path = Path(dirpath) / name
@@ -70,8 +70,8 @@ def sizes(folder: Path) -> Sizes:
             total += size
             files += 1
             if rel.startswith(("objects/", "runs/")):
-                fixtures += size
-    return Sizes(fixtures, total, files)
+                steps += size
+    return Sizes(steps, total, files)
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def _ratio_row(label: str, figure: float, target: str) -> str:
 
 def _size_row(label: str, value: Sizes, raw: int) -> str:
     return (
-        f"  {label:<44} {value.fixtures:>12,} B {raw / value.fixtures:6.1f}x"
+        f"  {label:<44} {value.steps:>12,} B {raw / value.steps:6.1f}x"
         f" {value.total:>12,} B {raw / value.total:6.1f}x {value.files:>6}"
     )
 
@@ -227,7 +227,7 @@ def main() -> int:
     print(
         _ratio_row(
             "concurrent / in order (packs+records)",
-            together.closed.fixtures / in_order.closed.fixtures,
+            together.closed.steps / in_order.closed.steps,
             "",
         )
     )
@@ -268,8 +268,8 @@ def main() -> int:
         f"  {'difference, closed (whole dir)':<44} {closed:>+10.1%}    "
         f"|x| <= {TARGET_FLUSH_SIZE:.0%}"
     )
-    closed_fixtures = one_closed.fixtures / many_closed.fixtures - 1
-    print(f"  {'difference, closed (packs+records)':<44} {closed_fixtures:>+10.1%}")
+    closed_steps = one_closed.steps / many_closed.steps - 1
+    print(f"  {'difference, closed (packs+records)':<44} {closed_steps:>+10.1%}")
     before = one_written.total / many_written.total - 1
     print(f"  {'difference, before close (whole dir)':<44} {before:>+10.1%}")
     return 0

@@ -87,8 +87,8 @@ def du(folder: Path) -> dict[str, int]:
     return sizes
 
 
-def fixtures_bytes(files: dict[str, int]) -> int:
-    """Packs and record files: the fixtures, without the index and the store's markers."""
+def step_bytes(files: dict[str, int]) -> int:
+    """Packs and record files: the steps, without the index and the store's markers."""
     return sum(size for rel, size in files.items() if rel.startswith(("objects/", "runs/")))
 
 
@@ -195,7 +195,7 @@ def where_bytes_go(folder: Path) -> tuple[list[str], int]:
         len(line) for rel in records for line in read_frames((folder / rel).read_bytes()).records
     )
     markers = files.get("FORMAT", 0) + files.get("LOCK", 0)
-    other = sum(files.values()) - fixtures_bytes(files) - index_bytes(files) - markers
+    other = sum(files.values()) - step_bytes(files) - index_bytes(files) - markers
     lines = [
         f"packs     {packs[1]:>9,} B in {packs[0]} file(s): {objects}; "
         f"framing + tables {packs[1] - sum(frames.values()):,} B",
@@ -258,14 +258,14 @@ def main() -> int:
     for label, recorded in (("store, steps only", bare), ("store, steps + spans", full)):
         opened, files, two = recorded.files
         print(f"  {label}")
-        fixtures = fixtures_bytes(files)
+        stored = step_bytes(files)
         target = f"raw >= {TARGET_RAW:.0f}x, vcr >= {TARGET_CASSETTE:.0f}x"
-        print(_row("(a) packs + records", fixtures, raw, cassette, target))
+        print(_row("(a) packs + records", stored, raw, cassette, target))
         print(_row("    chunks alone (as packed)", recorded.chunks, raw, cassette))
-        print(_row("(b) + index", fixtures + index_bytes(files), raw, cassette))
+        print(_row("(b) + index", stored + index_bytes(files), raw, cassette))
         print(_row("    whole directory", sum(files.values()), raw, cassette))
-        print(_row("    packs + records before close", fixtures_bytes(opened), raw, cassette))
-        added = fixtures_bytes(two) - fixtures
+        print(_row("    packs + records before close", step_bytes(opened), raw, cassette))
+        added = step_bytes(two) - stored
         added_all = sum(two.values()) - sum(files.values())
         print(_row("(c) 2nd run adds: packs + records", added, other_raw, None))
         print(_row("    2nd run adds: whole directory", added_all, other_raw, None))

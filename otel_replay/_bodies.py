@@ -70,7 +70,7 @@ def is_stream(content_type: str) -> bool:
 def decode_content(body: bytes, encoding: str) -> bytes | None:
     """``body`` decoded from its ``Content-Encoding``; None when the coding is not supported.
 
-    Recorded response bodies are kept decoded, so a fixture never depends on which
+    Recorded response bodies are kept decoded, so a recorded step never depends on which
     decompressors the replaying machine has.
     """
     codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]

@@ -129,7 +129,7 @@ Set only when the body is no larger than `OTEL_REPLAY_INLINE_LIMIT` bytes (defau
 disables inline bodies), so that OTLP data alone replays the step byte-exact. Bodies are message
 content: when `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for none (`NO_CONTENT`,
 `EVENT_ONLY`, `false`) no body is inlined; the step then carries only its hashes and sizes, and
-its bytes are in the fixture store alone.
+its bytes are in the store alone.
 
 A body that is valid UTF-8 is carried as that text, unchanged. Any other body, and a UTF-8 body
 that itself starts with `base64:`, is carried as `base64:` followed by the standard base64
@@ -207,7 +207,7 @@ and checkpoint steps, the shape of the value the result was written from.
 
 Set together with `replay.response.body` when the response had a `Content-Type`. Client
 libraries choose between a JSON body and a stream (`text/event-stream`) from it, so a replay
-from OTLP data answers with the same value. Other response headers travel only in the fixture
+from OTLP data answers with the same value. Other response headers travel only in the
 store. A tool, value or checkpoint step whose result JSON does not give back (a model, a tuple,
 a set, bytes, NaN) has `application/json; otel-replay-shape=<shape>`, which replay rebuilds the
 value from.

@@ -73,7 +73,7 @@ class CodecError(OtelReplayError, ValueError):
 
 
 class StoreError(OtelReplayError):
-    """The fixture store cannot do what was asked; the message names the path, run or blob."""
+    """The store cannot do what was asked; the message names the path, run or blob."""
 
 
 class StoreNotFoundError(StoreError, FileNotFoundError):

@@ -102,13 +102,14 @@ def _forked(result: RunDiff) -> list[RenderableType]:
     differences that follow start there."""
     out: list[RenderableType] = []
     for side, steps in (("A", result.a.steps), ("B", result.b.steps)):
-        for step in steps:
-            change = step.attributes.get(A.REPLAY_FORK_CHANGE)
+        for recorded in steps:
+            change = recorded.attributes.get(A.REPLAY_FORK_CHANGE)
             if isinstance(change, str):
                 out.append(
                     Text(
                         printable(
-                            f"changed in {side}: step {step.step.index} ({_call(step)}): {change}"
+                            f"changed in {side}: step {recorded.step.index} "
+                            f"({_call(recorded)}): {change}"
                         ),
                         style="cyan",
                     )
@@ -116,11 +117,14 @@ def _forked(result: RunDiff) -> list[RenderableType]:
     return out
 
 
-def _call(step: RecordedStep, other: RecordedStep | None = None) -> str:
+def _call(recorded: RecordedStep, other: RecordedStep | None = None) -> str:
     """``openai.chat_completions gpt-4o-mini``, ``GET /tools/orders/A-1234``,
     ``tool:lookup_order``; with ``other`` (B's step of the pair), each part that differs as
     ``A → B`` (the model is the one the step's span names: a side without one shows none)."""
-    endpoint, model = step.endpoint, step.step.model if step.step.kind == "llm" else None
+    endpoint, model = (
+        recorded.endpoint,
+        recorded.step.model if recorded.step.kind == "llm" else None,
+    )
     if other is not None:
         if other.endpoint != endpoint:
             endpoint = f"{endpoint} → {other.endpoint}"
@@ -138,7 +142,8 @@ def _result(pair: StepPair) -> Text:
     if pair.status == "inside":
         side, other = ("A", "B") if pair.a is not None else ("B", "A")
         return Text(
-            f"inside step {pair.step.step.within} (only in {side}: {other} did not run its body)",
+            f"inside step {pair.recorded.step.within} "
+            f"(only in {side}: {other} did not run its body)",
             style="dim",
         )
     only = "A" if pair.status == "removed" else "B"
@@ -150,11 +155,11 @@ def _pairs_table(pairs: tuple[StepPair, ...]) -> Table:
     for column in (0, 1):
         pairs_table.columns[column].justify = "right"
     for pair in pairs:
-        call = _call(pair.a, pair.b) if pair.a is not None else _call(pair.step)
+        call = _call(pair.a, pair.b) if pair.a is not None else _call(pair.recorded)
         pairs_table.add_row(
             Text("-" if pair.a is None else str(pair.a.step.index)),
             Text("-" if pair.b is None else str(pair.b.step.index)),
-            Text(pair.step.step.kind),
+            Text(pair.recorded.step.kind),
             Text(call),
             _result(pair),
         )
@@ -162,17 +167,17 @@ def _pairs_table(pairs: tuple[StepPair, ...]) -> Table:
 
 
 def _first_divergence(pair: StepPair) -> list[RenderableType]:
-    step = pair.step
-    where = f"({printable(_call(step))})"
+    recorded = pair.recorded
+    where = f"({printable(_call(recorded))})"
     if pair.status == "removed":
-        return [Text(f"first divergence: step {step.step.index} {where} of A is not in B")]
+        return [Text(f"first divergence: step {recorded.step.index} {where} of A is not in B")]
     if pair.status == "added":
-        return [Text(f"first divergence: step {step.step.index} {where} of B is not in A")]
+        return [Text(f"first divergence: step {recorded.step.index} {where} of B is not in A")]
     assert pair.b is not None
-    other = "" if pair.b.step.index == step.step.index else f", step {pair.b.step.index} of B"
+    other = "" if pair.b.step.index == recorded.step.index else f", step {pair.b.step.index} of B"
     out: list[RenderableType] = [
         Text(
-            f"first divergence: step {step.step.index} {where}{other}: "
+            f"first divergence: step {recorded.step.index} {where}{other}: "
             + printable(", ".join(pair.fields()))
         )
     ]

@@ -84,7 +84,7 @@ def fork_lines(fork: ForkPlan, run: Run) -> list[Text]:
     if fork.empty:
         return []
     lines = [Text(f"fork of run {printable(run.run_id)}:", style="bold cyan")]
-    endpoints = {step.step.index: step.endpoint for step in run.steps}
+    endpoints = {recorded.step.index: recorded.endpoint for recorded in run.steps}
     for step, what in fork.changes(run):
         where = "" if step is None else f"step {step} ({endpoints.get(step, '?')}): "
         lines.append(Text(printable(f"  {where}{what}"), style="cyan"))

@@ -24,7 +24,7 @@ def import_(source: str, store: str | None) -> None:
     /api/v3/traces/TRACE_ID), or either with #RUN_ID to import one run of several. Without
     it, every run in SOURCE is imported.
 
-    Recorded bytes (from inline bodies) become stored steps; steps rebuilt from GenAI attributes
+    Recorded bytes (from inline bodies) are stored as steps; steps rebuilt from GenAI attributes
     alone are stored as spans and stay semantic. Importing a run the store already holds
     changes nothing (it is reported as already there); a different run with the same id is
     refused. The store is created when missing.
@@ -44,4 +44,4 @@ def _line(report: ImportReport) -> str:
     counts = f"{plural(report.steps, 'step')} ({report.exact} exact, {report.semantic} semantic)"
     if report.outcome == "present":
         return f"{printable(report.run_id)}: already in the store, {counts}; nothing changed"
-    return f"{printable(report.run_id)}: imported {counts}, {plural(report.fixtures, 'fixture')}"
+    return f"{printable(report.run_id)}: imported {counts}, {report.stored} stored with their bytes"

@@ -130,20 +130,20 @@ def _is_sse(headers: list[tuple[str, str]]) -> bool:
     return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
 
 
-def _decode_llm(view: StepView, fixture: Step) -> None:
+def _decode_llm(view: StepView, step: Step) -> None:
     """Fill the messages of an LLM step from its exact bodies, with the provider codecs."""
-    path = urlsplit(fixture.url).path
+    path = urlsplit(step.url).path
     try:
-        parsed = json.loads(fixture.request_body)
-        codec = detect(fixture.method, path, parsed)
+        parsed = json.loads(step.request_body)
+        codec = detect(step.method, path, parsed)
         if codec is None:
             return
         request = codec.parse_request(path, parsed)
         view.system_instructions = request.system_instructions
         view.input_messages = request.input_messages
-        if fixture.status_code is not None:
-            streamed = _is_sse(fixture.response_headers)
-            response = codec.parse_response(fixture.status_code, fixture.response_body, streamed)
+        if step.status_code is not None:
+            streamed = _is_sse(step.response_headers)
+            response = codec.parse_response(step.status_code, step.response_body, streamed)
             view.output_messages = response.output_messages
             reasons = response.attributes.get("gen_ai.response.finish_reasons")
             view.finish_reasons = _strings(reasons)
@@ -162,7 +162,7 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
     if attr(A.REPLAY_MODE) == "fork":
         change = attr(A.REPLAY_FORK_CHANGE)
         view.forked = change if isinstance(change, str) else "served"
-    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.fixture(info).within
+    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.read_step(info).within
     view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
@@ -176,16 +176,16 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
         view.finish_reasons = _strings(reasons)
     content = bool(view.input_messages or view.output_messages)
     if (info.kind == "llm" and not content) or (info.kind != "llm" and not view.url):
-        fixture = store.fixture(info)
+        step = store.read_step(info)
         if info.kind == "llm":
-            _decode_llm(view, fixture)
+            _decode_llm(view, step)
         else:
-            view.method = view.method or fixture.method
-            view.url = view.url or fixture.url
-        if _is_sse(fixture.response_headers):
+            view.method = view.method or step.method
+            view.url = view.url or step.url
+        if _is_sse(step.response_headers):
             view.stream = True
-            if view.first_chunk_ns is None and fixture.chunks:
-                view.first_chunk_ns = fixture.chunks[0][1]
+            if view.first_chunk_ns is None and step.chunks:
+                view.first_chunk_ns = step.chunks[0][1]
     if info.kind == "llm":
         view.calls = tool_calls(view.output_messages)
         view.prompt = prompt_preview(view.input_messages)

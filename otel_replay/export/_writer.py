@@ -131,7 +131,7 @@ DISCARDED_MAX = 1024
 
 
 def kept(run_id: str, share: float) -> bool:
-    """Whether run ``run_id``, ended without an error, keeps its fixtures under
+    """Whether run ``run_id``, ended without an error, is kept under
     ``OTEL_REPLAY_SAMPLE_OK=share``: decided by the run id's hash, so every process and
     every exporter of one run decides alike."""
     if share >= 1:
@@ -173,7 +173,7 @@ class Writer:
         # Steps whose span is still open, by span id: several steps can share one span (an
         # SDK retry inside another instrumentation's span); the span is written once.
         self._parked: dict[int, tuple[list[tuple[Step, int]], ReadableSpan, float]] = {}
-        # Spans written lately: a later step of the same span brings its fixture only.
+        # Spans written lately: a later step of the same span is put without it.
         self._written: dict[int, None] = {}
         # Ready for the next put: steps with their spans (SDK spans are encoded as they are
         # put), spans from export() (encoded), and run ends.
@@ -340,17 +340,17 @@ class Writer:
             return max(0.0, self._retry_at - time.monotonic())
         return None
 
-    def _accept(self, fixture: Step, span: Any, size: int) -> None:
+    def _accept(self, step: Step, span: Any, size: int) -> None:
         # Every step is parked, so steps sharing a span are grouped; the sweep that follows
         # each batch moves those whose span has ended on.
         if isinstance(span, ReadableSpan):
-            parked = self._parked.get(fixture.span_id)
+            parked = self._parked.get(step.span_id)
             if parked is None:
-                self._parked[fixture.span_id] = ([(fixture, size)], span, time.monotonic())
+                self._parked[step.span_id] = ([(step, size)], span, time.monotonic())
             else:
-                parked[0].append((fixture, size))
+                parked[0].append((step, size))
         else:
-            self._ready([(fixture, size)], span)
+            self._ready([(step, size)], span)
 
     def _ready(self, steps: list[tuple[Step, int]], span: Any) -> None:
         group = _Group([s for s, _ in steps], None, steps[-1][0].end_ns, [n for _, n in steps])
@@ -481,14 +481,14 @@ class Writer:
         size, self._refused = size + self._refused, 0
         return steps, spans, size
 
-    def _put_one(self, store: Store, fixtures: list[Step], spans: list[dict[str, Any]]) -> int:
+    def _put_one(self, store: Store, steps: list[Step], spans: list[dict[str, Any]]) -> int:
         """Put one step or span: 1, or 0 when the store refuses it (counted and reported)."""
         try:
-            store.put(fixtures, spans)
+            store.put(steps, spans)
             return 1
         except ValueError as exc:
             self.failed += 1
-            what = "step" if fixtures else "span"
+            what = "step" if steps else "span"
             self._failures.report(f"invalid {what}", f"a {what} was not stored: %s", exc)
             return 0
 

@@ -47,7 +47,7 @@ class ExporterStats:
     """
 
     steps: int
-    """Steps (fixtures) written durably."""
+    """Steps written durably."""
     spans: int
     """Spans written durably."""
     pending: int

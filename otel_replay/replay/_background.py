@@ -10,8 +10,8 @@ from otel_replay.replay._model import RecordedStep, Run
 __all__ = ["without_background"]
 
 
-def _background(step: RecordedStep, ignore: IgnoreRules) -> bool:
-    url = step.step.url
+def _background(recorded: RecordedStep, ignore: IgnoreRules) -> bool:
+    url = recorded.step.url
     return "://" in url and ignore.match_url(url) is not None
 
 
@@ -20,5 +20,5 @@ def without_background(run: Run, ignore: IgnoreRules) -> Run:
     when there are none); the others keep their indexes."""
     if not ignore:
         return run
-    kept = tuple(step for step in run.steps if not _background(step, ignore))
+    kept = tuple(recorded for recorded in run.steps if not _background(recorded, ignore))
     return run if len(kept) == len(run.steps) else replace(run, steps=kept)

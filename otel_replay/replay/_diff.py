@@ -302,21 +302,21 @@ def _parse(codec: Codec, path: str, body: Mapping[str, Any]) -> LlmRequest | Non
         return None
 
 
-def recorded_llm(step: RecordedStep) -> LlmRequest | None:
+def recorded_llm(recorded: RecordedStep) -> LlmRequest | None:
     """The model call a recorded step made, from its bytes or (without them) its GenAI span
     attributes; None for a step that is not a model call, or whose body its codec refuses."""
-    codec = _codec(step.endpoint)
-    return None if codec is None else _recorded_llm(codec, step)
+    codec = _codec(recorded.endpoint)
+    return None if codec is None else _recorded_llm(codec, recorded)
 
 
-def _recorded_llm(codec: Codec, step: RecordedStep) -> LlmRequest | None:
-    body = parse_json(step.request_body)
+def _recorded_llm(codec: Codec, recorded: RecordedStep) -> LlmRequest | None:
+    body = parse_json(recorded.request_body)
     if isinstance(body, Mapping):
-        path = urlsplit(step.step.url).path if step.step.url else ""
+        path = urlsplit(recorded.step.url).path if recorded.step.url else ""
         return _parse(codec, path, body)
-    if step.request_body is not None:
+    if recorded.request_body is not None:
         return None
-    return _llm_from_attributes(step.attributes)
+    return _llm_from_attributes(recorded.attributes)
 
 
 def _llm_from_attributes(attrs: Mapping[str, Any]) -> LlmRequest:

@@ -65,15 +65,15 @@ def injected_error(error_type: str | None, library: str) -> tuple[str, str] | No
     return _CLASSES[library][error_type], message
 
 
-def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answer:
-    """What a request answered by ``step`` gets under ``fault`` (``recorded``: the answer it
+def injected_answer(fault: Fault, recorded: RecordedStep, answer: Answer) -> Answer:
+    """What a request answered by ``recorded`` gets under ``fault`` (``answer``: the answer it
     would have had)."""
     if fault.kind == "http":
         status = fault.status or 500
-        body = fault.body if fault.body is not None else _provider_error(step, status)
+        body = fault.body if fault.body is not None else _provider_error(recorded, status)
         headers = (("content-type", _content_type(body)),) if body else ()
         return replace(
-            recorded,
+            answer,
             status_code=status,
             headers=headers,
             chunks=(body,),
@@ -86,14 +86,14 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
         left = fault.cut_at or 0
         chunks: list[bytes] = []
         times: list[int] = []
-        for chunk, due in zip(recorded.chunks, recorded.times, strict=True):
+        for chunk, due in zip(answer.chunks, answer.times, strict=True):
             if left <= 0:
                 break
             chunks.append(chunk[:left])
             times.append(due)
             left -= len(chunk)
         return replace(
-            recorded,
+            answer,
             chunks=tuple(chunks),
             times=tuple(times),
             error_type=_STREAM_CUT,
@@ -102,7 +102,7 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
         )
     marker = _TIMEOUT if fault.kind == "timeout" else _DISCONNECT
     return replace(
-        recorded,
+        answer,
         status_code=None,
         headers=(),
         chunks=(),
@@ -113,22 +113,22 @@ def injected_answer(fault: Fault, step: RecordedStep, recorded: Answer) -> Answe
     )
 
 
-def injected_served(fault: Fault, step: RecordedStep, served: Served) -> Served:
-    """What a tool call answered by ``step`` gets under a ``tool-error`` fault: the call
+def injected_served(fault: Fault, recorded: RecordedStep, served: Served) -> Served:
+    """What a tool call answered by ``recorded`` gets under a ``tool-error`` fault: the call
     raises :class:`~otel_replay.errors.InjectedToolError` with the fault's message."""
-    message = fault.message or f"injected by otel-replay at step {step.step.index}"
+    message = fault.message or f"injected by otel-replay at step {recorded.step.index}"
     body = canonical_json({"type": INJECTED_ERROR, "message": message})
     return replace(served, body=body, error_type=INJECTED_ERROR, shape=None)
 
 
-def _provider_error(step: RecordedStep, status: int) -> bytes:
+def _provider_error(recorded: RecordedStep, status: int) -> bytes:
     """The error body the step's provider sends with ``status`` (a model step; nothing for
     another HTTP step)."""
-    if step.step.kind != "llm":
+    if recorded.step.kind != "llm":
         return b""
     kind = _PROVIDER_TYPES.get(status, "api_error")
-    message = f"HTTP {status} injected by otel-replay at step {step.step.index}"
-    if step.endpoint.startswith("anthropic."):
+    message = f"HTTP {status} injected by otel-replay at step {recorded.step.index}"
+    if recorded.endpoint.startswith("anthropic."):
         return canonical_json({"type": "error", "error": {"type": kind, "message": message}})
     error = {"message": message, "type": kind, "param": None, "code": None}
     return canonical_json({"error": error})

@@ -155,7 +155,7 @@ class ForkPlan:
         """This plan, once every step it names exists in ``run`` and takes what it is given;
         raises ConfigError naming the first that does not. ``live_read_tools``: read tools
         run (``--live-tools read``), so the steps made inside them are asked for."""
-        steps = {step.step.index: step for step in run.steps}
+        steps = {recorded.step.index: recorded for recorded in run.steps}
         span = f"run {run.run_id} has steps {min(steps)}-{max(steps)}" if steps else "no steps"
 
         def step_of(flag: str, index: int) -> RecordedStep:
@@ -169,20 +169,21 @@ class ForkPlan:
         for index in sorted(set(self.overrides) & set(self.injections)):
             raise ConfigError(f"step {index} is given to both --override and --inject")
         for index, override in sorted(self.overrides.items()):
-            step = step_of("--override", index)
+            recorded = step_of("--override", index)
             self._before_live("--override", index)
-            self._reached("--override", step, steps, live_read_tools)
-            _fits_override(override, step)
+            self._reached("--override", recorded, steps, live_read_tools)
+            _fits_override(override, recorded)
         for index, fault in sorted(self.injections.items()):
-            step = step_of("--inject", index)
+            recorded = step_of("--inject", index)
             self._before_live("--inject", index)
-            self._reached("--inject", step, steps, live_read_tools)
-            if fault.kind not in _FAULTS_FOR.get(step.step.kind, ()):
+            self._reached("--inject", recorded, steps, live_read_tools)
+            if fault.kind not in _FAULTS_FOR.get(recorded.step.kind, ()):
                 raise ConfigError(
-                    f"--inject {index}={_shown(fault.given)}: step {index} is {_a(step.step.kind)} "
-                    f"({step.endpoint}), which a {fault.kind} fault does not fit"
+                    f"--inject {index}={_shown(fault.given)}: step {index} is "
+                    f"{_a(recorded.step.kind)} "
+                    f"({recorded.endpoint}), which a {fault.kind} fault does not fit"
                 )
-            size = None if step.step.response_body is None else len(step.step.response_body)
+            size = None if recorded.step.response_body is None else len(recorded.step.response_body)
             if fault.kind == "stream-cut" and size is not None and (fault.cut_at or 0) >= size:
                 raise ConfigError(
                     f"--inject {index}={_shown(fault.given)}: step {index}'s recorded answer "
@@ -207,13 +208,13 @@ class ForkPlan:
         return self
 
     def _reached(
-        self, flag: str, step: RecordedStep, steps: Mapping[int, RecordedStep], live_reads: bool
+        self, flag: str, recorded: RecordedStep, steps: Mapping[int, RecordedStep], live_reads: bool
     ) -> None:
-        """ConfigError when ``step`` was made inside the body of a tool the fork serves whole
+        """ConfigError when ``recorded`` was made inside the body of a tool the fork serves whole
         (a write without --allow-writes, a read without --live-tools read): nothing would
         ever ask for the step."""
-        seen = {step.step.index}
-        tool = steps.get(step.step.within) if step.step.within is not None else None
+        seen = {recorded.step.index}
+        tool = steps.get(recorded.step.within) if recorded.step.within is not None else None
         while tool is not None and tool.step.index not in seen:
             writes = _writes(tool)
             if not (self.allow_writes if writes else live_reads):
@@ -221,7 +222,7 @@ class ForkPlan:
                     ("write", "--allow-writes") if writes else ("read", "--live-tools read")
                 )
                 raise ConfigError(
-                    f"{flag} {step.step.index}: the step is made inside step {tool.step.index} "
+                    f"{flag} {recorded.step.index}: the step is made inside step {tool.step.index} "
                     f"({tool.endpoint}), a {effect} tool the fork serves whole without "
                     f"running it; change step {tool.step.index}, or add {flag_that_runs}"
                 )
@@ -242,9 +243,9 @@ class ForkPlan:
         firsts = [*self.overrides, *self.injections]
         if self.live_from is not None:
             firsts.append(self.live_from)
-        for step in run.steps:
-            if step.step.kind == "checkpoint" and _checkpoint_name(step) in self.states:
-                firsts.append(step.step.index)
+        for recorded in run.steps:
+            if recorded.step.kind == "checkpoint" and _checkpoint_name(recorded) in self.states:
+                firsts.append(recorded.step.index)
                 break
         if self.allow_writes:
             writes = (s.step.index for s in run.steps if s.step.kind == "tool" and _writes(s))
@@ -426,39 +427,41 @@ def _fault(step: int, spec: str, base: Path | None) -> Fault:
     raise ConfigError(f"{what}: unknown fault (expected {_FAULT_FORMS})")
 
 
-def _fits_override(override: Override, step: RecordedStep) -> None:
-    """ConfigError when ``override`` cannot answer ``step`` (by the step's kind)."""
+def _fits_override(override: Override, recorded: RecordedStep) -> None:
+    """ConfigError when ``override`` cannot answer ``recorded`` (by the step's kind)."""
     what = f"--override {override.step}={_shown(override.given) or '…'}"
-    if override.status is not None and step.step.kind != "http":
+    if override.status is not None and recorded.step.kind != "http":
         raise ConfigError(
-            f"{what}: only an HTTP step takes a status; step {step.step.index} is "
-            f"{_a(step.step.kind)} ({step.endpoint})"
+            f"{what}: only an HTTP step takes a status; step {recorded.step.index} is "
+            f"{_a(recorded.step.kind)} ({recorded.endpoint})"
         )
-    if step.step.kind == "llm" and step.endpoint not in ENDPOINTS:
+    if recorded.step.kind == "llm" and recorded.endpoint not in ENDPOINTS:
         raise ConfigError(
-            f"{what}: step {step.step.index} calls {step.endpoint}, whose answers otel-replay "
-            "cannot make"
+            f"{what}: step {recorded.step.index} calls {recorded.endpoint}, "
+            "whose answers otel-replay cannot make"
         )
-    if override.text or step.step.kind == "http":
+    if override.text or recorded.step.kind == "http":
         return
     try:
         value = json.loads(override.body)
     except ValueError:
         raise ConfigError(
-            f"{what}: step {step.step.index} is {_a(step.step.kind)} ({step.endpoint}), whose "
+            f"{what}: step {recorded.step.index} is {_a(recorded.step.kind)} "
+            f"({recorded.endpoint}), whose "
             "answer is JSON (give @FILE, text:TEXT or inline JSON)"
         ) from None
-    if step.step.kind != "llm":
+    if recorded.step.kind != "llm":
         return
     if not isinstance(value, dict):
         raise ConfigError(
-            f"{what}: step {step.step.index} is a model step ({step.endpoint}); give a provider "
+            f"{what}: step {recorded.step.index} is a model step ({recorded.endpoint}); "
+            "give a provider "
             "response body (a JSON object) or text:TEXT"
         )
     try:
-        parsed_answer(step.endpoint, override.body)
+        parsed_answer(recorded.endpoint, override.body)
     except CodecError as exc:
-        raise ConfigError(f"{what}: not an {step.endpoint} response body ({exc})") from None
+        raise ConfigError(f"{what}: not an {recorded.endpoint} response body ({exc})") from None
 
 
 def _shown(spec: str) -> str:
@@ -472,12 +475,14 @@ def _a(kind: str) -> str:
     return {"llm": "a model step", "http": "an HTTP step"}.get(kind, f"a {kind} step")
 
 
-def _checkpoint_name(step: RecordedStep) -> str:
-    return step.endpoint.partition(":")[2] if step.endpoint.startswith("checkpoint:") else ""
+def _checkpoint_name(recorded: RecordedStep) -> str:
+    return (
+        recorded.endpoint.partition(":")[2] if recorded.endpoint.startswith("checkpoint:") else ""
+    )
 
 
-def _writes(step: RecordedStep) -> bool:
-    return bool(step.attributes.get(A.REPLAY_TOOL_EFFECT, "write") != "read")
+def _writes(recorded: RecordedStep) -> bool:
+    return bool(recorded.attributes.get(A.REPLAY_TOOL_EFFECT, "write") != "read")
 
 
 def _encoded(item: Override | Fault | State) -> dict[str, object]:

@@ -29,8 +29,8 @@ class Ledger:
     """
 
     def __init__(self, run: Run) -> None:
-        self._steps = {step.step.index: slot for slot, step in enumerate(run.steps)}
-        endpoints = sorted({step.endpoint for step in run.steps})
+        self._steps = {recorded.step.index: slot for slot, recorded in enumerate(run.steps)}
+        endpoints = sorted({recorded.endpoint for recorded in run.steps})
         first = len(run.steps)
         self._endpoints = {endpoint: first + n for n, endpoint in enumerate(endpoints)}
         self._asked = first + len(endpoints)
@@ -51,7 +51,8 @@ class Ledger:
         it, not for every replay)."""
         run = self._run
         steps = [
-            [step.step.index, step.endpoint, step.step.request_hash or None] for step in run.steps
+            [recorded.step.index, recorded.endpoint, recorded.step.request_hash or None]
+            for recorded in run.steps
         ]
         return hashlib.sha256(json.dumps([run.run_id, steps]).encode()).hexdigest()
 

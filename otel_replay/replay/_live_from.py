@@ -82,7 +82,7 @@ class LiveFrom:
             if not self._live:
                 if (
                     match is not None
-                    and match.step.step.index < self.step
+                    and match.recorded.step.index < self.step
                     and match.how in _BY_CONTENT
                 ):
                     return False

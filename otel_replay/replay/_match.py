@@ -55,7 +55,7 @@ class Match:
     """How a request was answered: the recorded step, the level that matched, and whether the
     step had already been served."""
 
-    step: RecordedStep
+    recorded: RecordedStep
     how: MatchKind
     repeat: bool = False
 
@@ -79,7 +79,7 @@ class Awaited:
 class Near:
     """A recorded step close to an unmatched request, with the JSON paths that differ."""
 
-    step: RecordedStep
+    recorded: RecordedStep
     fields: tuple[str, ...]
 
 
@@ -177,10 +177,10 @@ def content_of(llm: LlmRequest | None, body: Any) -> Content:
     return Content(canonical_json(system), rest, tool_schema_version(llm))
 
 
-def recorded_content(step: RecordedStep) -> Content:
+def recorded_content(recorded: RecordedStep) -> Content:
     """The :class:`Content` of a recorded step's request (from its span when it has no
     bytes)."""
-    return content_of(recorded_llm(step), parse_json(step.request_body))
+    return content_of(recorded_llm(recorded), parse_json(recorded.request_body))
 
 
 def closeness(old: Content, new: Content) -> Closeness:
@@ -221,14 +221,14 @@ def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, Mapping) else None
 
 
-def _recorded_conversation(step: RecordedStep) -> str | None:
-    attrs = step.attributes
+def _recorded_conversation(recorded: RecordedStep) -> str | None:
+    attrs = recorded.attributes
     messages = attrs.get("gen_ai.input.messages")
     if not isinstance(messages, str):
         return None
     system = attrs.get("gen_ai.system_instructions")
     return _conversation_key(
-        step.step.model or attrs.get("gen_ai.request.model"),
+        recorded.step.model or attrs.get("gen_ai.request.model"),
         parse_json(system.encode()) if isinstance(system, str) else None,
         parse_json(messages.encode()),
     )
@@ -276,17 +276,17 @@ class Matcher:
         # Recorded bodies by their bytes: a request whose bytes equal a recording's has that
         # recording's hash, found in a dict lookup instead of a sha256 of the body.
         self._hash_of_body: dict[bytes, str] = {}
-        for step in run.steps:
-            if step.step.request_hash and step.request_body is not None:
-                key = (step.step.request_hash, _recorded_target(step))
-                self._by_hash.setdefault(key, []).append(step)
-                self._hash_of_body.setdefault(step.request_body, step.step.request_hash)
-            self._by_endpoint.setdefault(step.endpoint, []).append(step)
+        for recorded in run.steps:
+            if recorded.step.request_hash and recorded.request_body is not None:
+                key = (recorded.step.request_hash, _recorded_target(recorded))
+                self._by_hash.setdefault(key, []).append(recorded)
+                self._hash_of_body.setdefault(recorded.request_body, recorded.step.request_hash)
+            self._by_endpoint.setdefault(recorded.endpoint, []).append(recorded)
         # (start, index) of the steps a response can wait for, in start order (awaited).
         self._starts: list[tuple[int, int]] = sorted(
-            (step.step.start_ns, step.step.index)
-            for step in run.steps
-            if step.step.within is None and step.step.start_ns > 0
+            (recorded.step.start_ns, recorded.step.index)
+            for recorded in run.steps
+            if recorded.step.within is None and recorded.step.start_ns > 0
         )
         mend_in_child(self)
 
@@ -327,7 +327,7 @@ class Matcher:
                 assert live is not None
                 result = self._by_closeness(live, ordinal)
             if result is not None:
-                ledger.serve(result.step.step.index)
+                ledger.serve(result.recorded.step.index)
             if self._waiting:
                 self._asked.notify_all()
             wakers = self._wakers
@@ -335,29 +335,29 @@ class Matcher:
             wake()
         return result
 
-    def divert(self, step: RecordedStep) -> bool:
-        """Whether the fault a fork injects at ``step``, just matched, fires now (once in the
+    def divert(self, recorded: RecordedStep) -> bool:
+        """Whether the fault a fork injects at ``recorded``, just matched, fires now (once in the
         whole program): if so, the step counts as not served, and the next request like this
         one matches it as if this one never came."""
         with self._lock, self.ledger.locked():
-            return self.ledger.divert(step.step.index, step.endpoint)
+            return self.ledger.divert(recorded.step.index, recorded.endpoint)
 
-    def started_during(self, step: RecordedStep) -> bool:
+    def started_during(self, recorded: RecordedStep) -> bool:
         """Whether the recording started a step another's response can wait for while
-        ``step``'s response came (see :meth:`awaited`)."""
-        start = step.step.start_ns
+        ``recorded``'s response came (see :meth:`awaited`)."""
+        start = recorded.step.start_ns
         if start <= 0:  # not known
             return False
-        end = start + max([step.duration_ns, *(at for _, at in step.step.chunks)])
+        end = start + max([recorded.duration_ns, *(at for _, at in recorded.step.chunks)])
         starts = self._starts
         first = bisect.bisect_right(starts, (start, math.inf))
         return first < len(starts) and starts[first][0] < end
 
-    def awaited(self, step: RecordedStep, at_ns: int) -> Awaited:
-        """What the piece of ``step``'s response that came ``at_ns`` after its request waits
+    def awaited(self, recorded: RecordedStep, at_ns: int) -> Awaited:
+        """What the piece of ``recorded``'s response that came ``at_ns`` after its request waits
         for: the steps the recording started between the request and that piece, except
         those a tool's body made (a served tool makes none of them)."""
-        start = step.step.start_ns
+        start = recorded.step.start_ns
         if start <= 0 or at_ns <= 0:
             return Awaited(frozenset(), at_ns)
         # Each chunk of every streamed response asks this: a search, not a scan of the run.
@@ -435,17 +435,17 @@ class Matcher:
         live = _read(method, url, body)
         content = content_of(_live_llm(live), live.parsed)
         ranked: list[tuple[bool, Closeness, int, int, Near]] = []
-        for step in self.run.steps:
-            fields = _fields_differing(step, method, live.path, live.parsed)
-            same = step.endpoint == live.endpoint
-            near = closeness(self._content(step), content) if same else ()
+        for recorded in self.run.steps:
+            fields = _fields_differing(recorded, method, live.path, live.parsed)
+            same = recorded.endpoint == live.endpoint
+            near = closeness(self._content(recorded), content) if same else ()
             ranked.append(
                 (
                     not same,
                     tuple(-n for n in near),
                     len(fields),
-                    step.step.index,
-                    Near(step, fields),
+                    recorded.step.index,
+                    Near(recorded, fields),
                 )
             )
         ranked.sort(key=lambda item: item[:4])
@@ -454,12 +454,12 @@ class Matcher:
     def _take(self, steps: list[RecordedStep], how: MatchKind, call_id: str | None = None) -> Match:
         served = self.ledger.served
         if call_id is not None:
-            for step in steps:
-                if not served(step.step.index) and _call_id(step) == call_id:
-                    return Match(step, how)
-        for step in steps:
-            if not served(step.step.index):
-                return Match(step, how)
+            for recorded in steps:
+                if not served(recorded.step.index) and _call_id(recorded) == call_id:
+                    return Match(recorded, how)
+        for recorded in steps:
+            if not served(recorded.step.index):
+                return Match(recorded, how)
         return Match(steps[-1], how, repeat=True)
 
     def _by_content(self, live: _Live, call_id: str | None = None) -> Match | None:
@@ -468,20 +468,22 @@ class Matcher:
             return None
         if self._by_canonical is None:
             self._by_canonical = {}
-            for step in self.run.steps:
-                step_key = _canonical_key(parse_json(step.request_body))
+            for recorded in self.run.steps:
+                step_key = _canonical_key(parse_json(recorded.request_body))
                 if step_key is not None:
-                    self._by_canonical.setdefault(step_key, []).append(step)
+                    self._by_canonical.setdefault(step_key, []).append(recorded)
         candidates = [s for s in self._by_canonical.get(key, ()) if s.endpoint == live.endpoint]
         return self._take(candidates, "canonical", call_id) if candidates else None
 
     def _by_messages(self, live: _Live) -> Match | None:
         if self._by_conversation is None:
             self._by_conversation = {}
-            for step in self.run.steps:
-                step_key = _recorded_conversation(step) if step.request_body is None else None
+            for recorded in self.run.steps:
+                step_key = (
+                    _recorded_conversation(recorded) if recorded.request_body is None else None
+                )
                 if step_key is not None:
-                    self._by_conversation.setdefault(step_key, []).append(step)
+                    self._by_conversation.setdefault(step_key, []).append(recorded)
         if not self._by_conversation:
             return None
         key = _request_conversation(live)
@@ -490,10 +492,10 @@ class Matcher:
         ]
         return self._take(candidates, "messages") if candidates else None
 
-    def _content(self, step: RecordedStep) -> Content:
-        content = self._contents.get(step.step.index)
+    def _content(self, recorded: RecordedStep) -> Content:
+        content = self._contents.get(recorded.step.index)
         if content is None:
-            content = self._contents[step.step.index] = recorded_content(step)
+            content = self._contents[recorded.step.index] = recorded_content(recorded)
         return content
 
     def _by_closeness(self, live: _Live, ordinal: int) -> Match | None:
@@ -502,16 +504,20 @@ class Matcher:
         (or the next one not served yet), by position."""
         steps = self._by_endpoint.get(live.endpoint, ())
         served = self.ledger.served
-        left = [step for step in steps if not served(step.step.index)]
-        later = [step for step in steps[ordinal:] if not served(step.step.index)]
-        after = {step.step.index for step in later}
+        left = [recorded for recorded in steps if not served(recorded.step.index)]
+        later = [recorded for recorded in steps[ordinal:] if not served(recorded.step.index)]
+        after = {recorded.step.index for recorded in later}
         if len(left) > 1:
             content = content_of(_live_llm(live), live.parsed)
-            scores = [closeness(self._content(step), content) for step in left]
+            scores = [closeness(self._content(recorded), content) for recorded in left]
             best = max(scores)
             if any(score != best for score in scores):
-                closest = [step for step, score in zip(left, scores, strict=True) if score == best]
-                in_order = [step for step in closest if step.step.index in after] or closest
+                closest = [
+                    recorded for recorded, score in zip(left, scores, strict=True) if score == best
+                ]
+                in_order = [
+                    recorded for recorded in closest if recorded.step.index in after
+                ] or closest
                 return Match(in_order[0], "closest")
         return Match(later[0], "position") if later else None
 
@@ -521,9 +527,9 @@ class Matcher:
         self._asked = threading.Condition(self._lock)
 
 
-def _call_id(step: RecordedStep) -> Any:
+def _call_id(recorded: RecordedStep) -> Any:
     """The model's tool call a recorded tool step answered (None when not known)."""
-    return step.attributes.get("gen_ai.tool.call.id")
+    return recorded.attributes.get("gen_ai.tool.call.id")
 
 
 def _target(method: str, url: str) -> str:
@@ -533,24 +539,24 @@ def _target(method: str, url: str) -> str:
     return f"{method.upper()} {parts.path}?{parts.query}"
 
 
-def _recorded_target(step: RecordedStep) -> str | None:
+def _recorded_target(recorded: RecordedStep) -> str | None:
     """:func:`_target` of a recorded step; None for a model call, whose body says it all."""
-    if step.step.kind == "llm":
+    if recorded.step.kind == "llm":
         return None
-    if not step.step.url:  # no URL recorded: the endpoint's path, and no query
-        return f"{step.endpoint}?"
-    return _target(step.step.method, step.step.url)
+    if not recorded.step.url:  # no URL recorded: the endpoint's path, and no query
+        return f"{recorded.endpoint}?"
+    return _target(recorded.step.method, recorded.step.url)
 
 
-def _fields_differing(step: RecordedStep, method: str, path: str, new: Any) -> tuple[str, ...]:
+def _fields_differing(recorded: RecordedStep, method: str, path: str, new: Any) -> tuple[str, ...]:
     fields: list[str] = []
-    if step.step.method.upper() != method.upper():
+    if recorded.step.method.upper() != method.upper():
         fields.append("method")
-    if step.step.url and urlsplit(step.step.url).path != path:
+    if recorded.step.url and urlsplit(recorded.step.url).path != path:
         fields.append("path")
-    old = parse_json(step.request_body)
-    if old is None and step.request_body is None:
-        old = _attributes_as_request(step.attributes)
+    old = parse_json(recorded.request_body)
+    if old is None and recorded.request_body is None:
+        old = _attributes_as_request(recorded.attributes)
     old, new = without_trace_context(old), without_trace_context(new)
     if old is not None or new is not None:
         fields.extend(p if p != "$" else "body" for p in json_paths_differing(old, new))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from otel_replay._bodies import is_sse
 from otel_replay._canonical import canonical_json
@@ -31,50 +31,59 @@ _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
 
 
-def served_instead(plan: ForkPlan, step: RecordedStep) -> tuple[RecordedStep, str | None]:
-    """The step to serve for ``step`` under ``plan`` and what the fork changed there
-    (``override @result.json``, ``state after_search``), or ``step`` itself and None."""
-    override = plan.overrides.get(step.step.index)
+def served_instead(plan: ForkPlan, recorded: RecordedStep) -> tuple[RecordedStep, str | None]:
+    """The step to serve for ``recorded`` under ``plan`` and what the fork changed there
+    (``override @result.json``, ``state after_search``), or ``recorded`` itself and None."""
+    override = plan.overrides.get(recorded.step.index)
     if override is not None:
-        return _overridden(step, override), override.describe()
-    if plan.states and step.step.kind == "checkpoint":
-        state = plan.states.get(step.endpoint.partition(":")[2])
+        return _overridden(recorded, override), override.describe()
+    if plan.states and recorded.step.kind == "checkpoint":
+        state = plan.states.get(recorded.endpoint.partition(":")[2])
         if state is not None:
-            return _answered(step, state.body), state.describe()
-    return step, None
+            return _answered(recorded, state.body), state.describe()
+    return recorded, None
 
 
-def _overridden(step: RecordedStep, override: Override) -> RecordedStep:
-    if step.step.kind == "llm":
-        return _model_answer(step, override)
-    if step.step.kind == "http":
-        headers = step.step.response_headers
+def _overridden(recorded: RecordedStep, override: Override) -> RecordedStep:
+    if recorded.step.kind == "llm":
+        return _model_answer(recorded, override)
+    if recorded.step.kind == "http":
+        headers = recorded.step.response_headers
         if override.text:
             headers = [*_without(headers, "content-type"), ("content-type", _TEXT)]
-        answered = _answered(step, override.body)
-        status = override.status or step.step.status_code or 200
-        return _served(answered, status_code=status, response_headers=headers)
+        status = override.status or recorded.step.status_code or 200
+        return _answered(recorded, override.body, status=status, headers=headers)
     body = canonical_json(override.body.decode()) if override.text else override.body
-    return _answered(step, body)
+    return _answered(recorded, body)
 
 
-def _answered(step: RecordedStep, body: bytes) -> RecordedStep:
-    """``step`` answering ``body`` whole, at once and without error."""
-    return _served(
-        step, response_body=body, chunks=[], complete=True, error_type=None, status_code=200
+def _answered(
+    recorded: RecordedStep,
+    body: bytes,
+    *,
+    status: int = 200,
+    headers: list[tuple[str, str]] | None = None,
+    chunks: list[tuple[int, int]] | None = None,
+) -> RecordedStep:
+    """``recorded`` answering ``body`` whole and without error, with ``status``, ``headers``
+    (None: the recorded ones) and ``chunks`` (None: at once)."""
+    step = replace(
+        recorded.step,
+        status_code=status,
+        response_headers=recorded.step.response_headers if headers is None else headers,
+        response_body=body,
+        chunks=chunks or [],
+        complete=True,
+        error_type=None,
     )
+    return replace(recorded, step=step)
 
 
-def _served(recorded: RecordedStep, **changes: Any) -> RecordedStep:
-    """``recorded`` with ``changes`` made to its step."""
-    return replace(recorded, step=replace(recorded.step, **changes))
-
-
-def _model_answer(step: RecordedStep, override: Override) -> RecordedStep:
+def _model_answer(recorded: RecordedStep, override: Override) -> RecordedStep:
     """A model step answering ``override``: a message saying its text, or the provider
     response body it holds, in the recorded call's shape (the session reshapes it to the
     request's)."""
-    attributes = dict(step.attributes)
+    attributes = dict(recorded.attributes)
     if override.text:
         message = {
             "role": "assistant",
@@ -84,23 +93,18 @@ def _model_answer(step: RecordedStep, override: Override) -> RecordedStep:
         attributes[_OUTPUT] = json.dumps([message])
         attributes["gen_ai.response.finish_reasons"] = ["stop"]
         streamed = any(
-            k.lower() == "content-type" and is_sse(v) for k, v in step.step.response_headers
+            k.lower() == "content-type" and is_sse(v) for k, v in recorded.step.response_headers
         )
-        made = synthesize(step.endpoint, attributes, streamed)
+        made = synthesize(recorded.endpoint, attributes, streamed)
         headers, body, chunks = list(made.headers), made.body, list(made.chunks)
     else:
-        attributes.update(parsed_answer(step.endpoint, override.body))
-        headers = [*_without(step.step.response_headers, "content-type"), ("content-type", _JSON)]
+        attributes.update(parsed_answer(recorded.endpoint, override.body))
+        headers = [
+            *_without(recorded.step.response_headers, "content-type"),
+            ("content-type", _JSON),
+        ]
         body, chunks = override.body, []
-    served = _served(
-        step,
-        status_code=200,
-        response_headers=headers,
-        response_body=body,
-        chunks=chunks,
-        complete=True,
-        error_type=None,
-    )
+    served = _answered(recorded, body, headers=headers, chunks=chunks)
     return replace(served, fidelity="semantic", attributes=attributes)
 
 

@@ -48,11 +48,11 @@ class StepPair:
     changes: tuple[Change, ...] = ()
 
     @property
-    def step(self) -> RecordedStep:
+    def recorded(self) -> RecordedStep:
         """The step that names the pair: A's, or B's when only B has it."""
-        step = self.a if self.a is not None else self.b
-        assert step is not None  # a pair always has a side
-        return step
+        recorded = self.a if self.a is not None else self.b
+        assert recorded is not None  # a pair always has a side
+        return recorded
 
     def fields(self) -> list[str]:
         """The kinds of field that differ, first-seen order (``model``, ``messages``,
@@ -64,12 +64,12 @@ class StepPair:
         kind, endpoint (``b_endpoint``: B's, when it is another), status and each change as
         ``field``/``before``/``after`` (whole values, A's then B's; ``kind``: changed,
         added or removed; ``differs_at``: offset of the first differing character)."""
-        step = self.step
+        recorded = self.recorded
         return {
             "a": None if self.a is None else self.a.step.index,
             "b": None if self.b is None else self.b.step.index,
-            "kind": step.step.kind,
-            "endpoint": step.endpoint,
+            "kind": recorded.step.kind,
+            "endpoint": recorded.endpoint,
             "b_endpoint": None
             if self.a is None or self.b is None or self.a.endpoint == self.b.endpoint
             else self.b.endpoint,
@@ -149,14 +149,14 @@ Inner = dict[int | None, list[RecordedStep]]
 def _inner(steps: Sequence[RecordedStep]) -> Inner:
     """The steps under each step; a step whose ``within`` chain names a step the run lacks,
     or goes round (a damaged source), counts as an outer step."""
-    parents = {step.step.index: step.step.within for step in steps}
+    parents = {recorded.step.index: recorded.step.within for recorded in steps}
     out: Inner = {None: []}
-    for step in steps:
-        parent, seen = step.step.within, {step.step.index}
+    for recorded in steps:
+        parent, seen = recorded.step.within, {recorded.step.index}
         while parent is not None and parent in parents and parent not in seen:
             seen.add(parent)
             parent = parents[parent]
-        out.setdefault(step.step.within if parent is None else None, []).append(step)
+        out.setdefault(recorded.step.within if parent is None else None, []).append(recorded)
     return out
 
 
@@ -176,9 +176,9 @@ def _align_level(
 
 def _below(steps: Sequence[RecordedStep], inner: Inner) -> Iterator[RecordedStep]:
     """``steps`` and everything made inside them, depth first."""
-    for step in steps:
-        yield step
-        yield from _below(inner.get(step.step.index, []), inner)
+    for recorded in steps:
+        yield recorded
+        yield from _below(inner.get(recorded.step.index, []), inner)
 
 
 def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
@@ -187,29 +187,34 @@ def step_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     return [*_request_changes(a, b), *_response_changes(a, b)]
 
 
-def _key(step: RecordedStep) -> tuple[str, str, str, str] | None:
+def _key(recorded: RecordedStep) -> tuple[str, str, str, str] | None:
     """Steps with equal keys are the same step (their request bytes are the same); None
     without a request hash."""
-    if not step.step.request_hash:
+    if not recorded.step.request_hash:
         return None
-    return (step.step.kind, step.step.method.upper(), step.endpoint, step.step.request_hash)
+    return (
+        recorded.step.kind,
+        recorded.step.method.upper(),
+        recorded.endpoint,
+        recorded.step.request_hash,
+    )
 
 
-def _meaning(step: RecordedStep) -> tuple[str, str, bytes, tuple[bytes, ...]] | None:
+def _meaning(recorded: RecordedStep) -> tuple[str, str, bytes, tuple[bytes, ...]] | None:
     """Model calls with equal meanings ask the same conversation (messages as
     :func:`normal_message` makes them): the same step where one run has no request bytes
     (another instrumentation's span) or they differ in what the conversation does not hold
     (a parameter). None for any other step."""
-    content = recorded_content(step)
+    content = recorded_content(recorded)
     if content.system is None:
         return None
-    return (step.step.kind, step.endpoint, content.system, content.messages)
+    return (recorded.step.kind, recorded.endpoint, content.system, content.messages)
 
 
-def _slot(step: RecordedStep) -> tuple[str, str]:
+def _slot(recorded: RecordedStep) -> tuple[str, str]:
     """Steps with equal slots are the same call made differently (another prompt, other
     arguments): the same kind, at the same endpoint or tool."""
-    return (step.step.kind, step.endpoint)
+    return (recorded.step.kind, recorded.endpoint)
 
 
 def _align(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> list[StepPair]:
@@ -252,8 +257,8 @@ def _in_order(
 ) -> list[StepPair]:
     """``pairs`` in A's order, a pair of B's step alone after the pair of the B step before
     it (first when none is before it)."""
-    at_a = {step.step.index: place for place, step in enumerate(a)}
-    at_b = {step.step.index: place for place, step in enumerate(b)}
+    at_a = {recorded.step.index: place for place, recorded in enumerate(a)}
+    at_b = {recorded.step.index: place for place, recorded in enumerate(b)}
     anchor: dict[int, int] = {}  # place in B -> place in A of its pair
     for pair in pairs:
         if pair.a is not None and pair.b is not None:

@@ -84,31 +84,35 @@ class Answer:
         return self.chunks[0] if self.chunks else b""
 
 
-def _wants_stream(step: RecordedStep, body: bytes) -> bool | None:
+def _wants_stream(recorded: RecordedStep, body: bytes) -> bool | None:
     """For a synthesised step, whether today's request asks for a stream (None otherwise):
     the response must take the shape the request asked for, and a span from another
     instrumentation may not say whether the recorded call streamed."""
-    if step.fidelity != "semantic":
+    if recorded.fidelity != "semantic":
         return None
     parsed = parse_json(body)
     return isinstance(parsed, dict) and parsed.get("stream") is True
 
 
-def _shaped(step: RecordedStep, stream: bool | None) -> RecordedStep:
-    """``step`` with its synthesised response re-made as a stream or not, when it differs."""
+def _shaped(recorded: RecordedStep, stream: bool | None) -> RecordedStep:
+    """``recorded`` with its synthesised response re-made as a stream or not, when it differs."""
     if stream is None:  # recorded bytes: served as they came
-        return step
-    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in step.step.response_headers)
+        return recorded
+    streamed = any(
+        k.lower() == "content-type" and is_sse(v) for k, v in recorded.step.response_headers
+    )
     if streamed == stream:
-        return step
-    made = synthesize(step.endpoint, step.attributes, stream, duration_ns=step.duration_ns)
+        return recorded
+    made = synthesize(
+        recorded.endpoint, recorded.attributes, stream, duration_ns=recorded.duration_ns
+    )
     reshaped = replace(
-        step.step,
+        recorded.step,
         response_headers=list(made.headers),
         response_body=made.body,
         chunks=list(made.chunks),
     )
-    return replace(step, step=reshaped)
+    return replace(recorded, step=reshaped)
 
 
 def _is_exception(error_type: str | None) -> bool:
@@ -130,38 +134,44 @@ def interruption(error_type: str | None) -> KeyboardInterrupt | None:
     return None
 
 
-def _answer(step: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
-    body = step.step.response_body
+def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
+    body = recorded.step.response_body
     chunks: list[bytes] = []
     ats: list[int] = []  # when each chunk came, ns after the request
     offset = 0
-    for size, at in step.step.chunks:
+    for size, at in recorded.step.chunks:
         chunks.append(body[offset : offset + size])
         ats.append(at)
         offset += size
     if offset < len(body):
         chunks.append(body[offset:])
-        ats.append(step.duration_ns)
+        ats.append(recorded.duration_ns)
     times = tuple(ats) if timing == "recorded" else (0,) * len(ats)
     awaits: tuple[Awaited, ...] = ()
-    if matcher.started_during(step):
-        awaits = tuple(matcher.awaited(step, at) for at in (*ats, step.duration_ns))
+    if matcher.started_during(recorded):
+        awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
     headers = tuple(
-        [(k, v) for k, v in step.step.response_headers if k.lower() not in _HOP_HEADERS]
+        [(k, v) for k, v in recorded.step.response_headers if k.lower() not in _HOP_HEADERS]
     )
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
     error = (
-        step.step.error_type
-        if _is_exception(step.step.error_type) and not step.step.complete
+        recorded.step.error_type
+        if _is_exception(recorded.step.error_type) and not recorded.step.complete
         else None
     )
-    if step.step.status_code is None and error is None:
-        error = step.step.error_type or "TransportError"
+    if recorded.step.status_code is None and error is None:
+        error = recorded.step.error_type or "TransportError"
     return Answer(
-        step.step.status_code, headers, tuple(chunks), times, error, awaits, step.step.complete
+        recorded.step.status_code,
+        headers,
+        tuple(chunks),
+        times,
+        error,
+        awaits,
+        recorded.step.complete,
     )
 
 
@@ -178,7 +188,7 @@ class _Serving:
     call's own, which the recording may outweigh), what the fork changed there
     (``replay.fork.change``) and the fault it injects in the step's place, if any."""
 
-    step: RecordedStep
+    recorded: RecordedStep
     order: int
     effect: ToolEffect | None
     forked: str | None
@@ -265,11 +275,13 @@ class ReplaySession:
             if self.went_live() and in_exchange():  # the capture's span of this exchange
                 trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, "live")
             return None
-        step, fault = served.step, served.fault
+        recorded, fault = served.recorded, served.fault
         if served.forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
-        answer = _answer(_shaped(step, _wants_stream(step, body)), self.timing, self.matcher)
-        return answer if fault is None else injected_answer(fault, step, answer)
+        answer = _answer(
+            _shaped(recorded, _wants_stream(recorded, body)), self.timing, self.matcher
+        )
+        return answer if fault is None else injected_answer(fault, recorded, answer)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the
@@ -307,22 +319,22 @@ class ReplaySession:
         served = self._served_step(method, url, body, request_hash, call_id=call_id, effect=effect)
         if served is None:
             return None
-        step = served.step
+        recorded = served.recorded
         content_type = next(
-            (v for k, v in step.step.response_headers if k.lower() == "content-type"), None
+            (v for k, v in recorded.step.response_headers if k.lower() == "content-type"), None
         )
         shape = content_type_shape(content_type)
         answer = Served(
-            step.step.response_body,
-            step.step.error_type,
+            recorded.step.response_body,
+            recorded.step.error_type,
             self.run.run_id,
-            step.step.index,
+            recorded.step.index,
             shape,
             served.effect,
             served.order,
             served.forked,
         )
-        return answer if served.fault is None else injected_served(served.fault, step, answer)
+        return answer if served.fault is None else injected_served(served.fault, recorded, answer)
 
     def went_live(self) -> bool:
         """Whether this replay is a fork past its live point (``_live_from``)."""
@@ -393,21 +405,23 @@ class ReplaySession:
                 method, url, body, request_hash, effect, self._goes_live(None, effect)
             )
             return None
-        step = match.step
+        recorded = match.recorded
         if effect is not None:
-            attrs = step.attributes
+            attrs = recorded.attributes
             effect = in_replay(
                 effect, attrs.get(A.REPLAY_TOOL_EFFECT), attrs.get(A.REPLAY_TOOL_EFFECT_REASON)
             )
         live = self._goes_live(match, effect)
         changes = (
-            () if match.how == "hash" else tuple(request_changes(step, Request(method, url, body)))
+            ()
+            if match.how == "hash"
+            else tuple(request_changes(recorded, Request(method, url, body)))
         )
-        served, forked = step, None
+        served, forked = recorded, None
         if not live and (self.fork.overrides or self.fork.states):
-            served, forked = served_instead(self.fork, step)
-        fault = None if live else self.fork.injections.get(step.step.index)
-        if fault is not None and self.matcher.divert(step):  # once: the retry gets the step
+            served, forked = served_instead(self.fork, recorded)
+        fault = None if live else self.fork.injections.get(recorded.step.index)
+        if fault is not None and self.matcher.divert(recorded):  # once: the retry gets the step
             forked = f"inject {fault.given}"
         else:
             fault = None
@@ -416,12 +430,12 @@ class ReplaySession:
                 ServedStep,
                 method=method,
                 url=url,
-                endpoint=step.endpoint,
+                endpoint=recorded.endpoint,
                 request_hash=request_hash,
                 how=match.how,
-                recorded=step.step.index,
+                recorded=recorded.step.index,
                 repeat=match.repeat,
-                fidelity=step.fidelity,
+                fidelity=recorded.fidelity,
                 changes=changes,
                 live=live,
                 effect=None if effect is None else effect.effect,
@@ -564,13 +578,15 @@ class ReplaySession:
         if near:
             lines.append("closest recorded requests:")
         for candidate in near:
-            used = self.matcher.served_count(candidate.step.step.index)
+            used = self.matcher.served_count(candidate.recorded.step.index)
             fields = ", ".join(candidate.fields[:8]) or "nothing (already served)"
             if len(candidate.fields) > 8:
                 fields += f", … {len(candidate.fields) - 8} more"
             state = f", served {used} time(s)" if used else ""
-            step = candidate.step
-            lines.append(f"  step {step.step.index} {step.endpoint}{state}: differs in {fields}")
+            recorded = candidate.recorded
+            lines.append(
+                f"  step {recorded.step.index} {recorded.endpoint}{state}: differs in {fields}"
+            )
         # The run id, the URL, endpoints and field paths may come from a hostile recording: the
         # message reaches tracebacks and test reports, so none may drive the terminal.
         return "\n".join(printable(line) for line in lines)

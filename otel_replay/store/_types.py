@@ -70,7 +70,7 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class StepInfo:
-    """One recorded step, as the index knows it (bodies and headers: ``Store.fixture``).
+    """One recorded step, as the index knows it (bodies and headers: ``Store.read_step``).
 
     Hashes are ``sha256:<hex>`` of the exact (redacted) bodies; ``response_hash`` is None when
     no response was received. ``complete`` is False when the response was cut short.

@@ -104,10 +104,10 @@ def _writable(root: Path) -> bool:
 
 
 class Store:
-    """A store of recorded steps: a local directory or an fsspec URL, opened with :meth:`open`.
+    """A store of recorded runs: a local directory or an fsspec URL, opened with :meth:`open`.
 
     Writing: :meth:`put` buffers steps and spans, :meth:`end_run` marks a run closed,
-    :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`fixture`,
+    :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`read_step`,
     :meth:`request_body` / :meth:`response_body` (bytes checked against their sha256) and
     :meth:`spans`. Upkeep: :meth:`pin`, :meth:`verify`, :meth:`gc`, :meth:`compact`. Close
     it (or use ``with``) to flush, end the runs it recorded, and merge what it wrote.
@@ -466,7 +466,7 @@ class Store:
             raise CorruptBlobError(f"record file {self.location}/{rel}: {decoded.problems[0]}")
         return decoded.records
 
-    def fixture(self, step: StepInfo | str, index: int | None = None) -> Step:
+    def read_step(self, step: StepInfo | str, index: int | None = None) -> Step:
         """The step as the capture handed it over: headers, timing, chunks, verified bodies
         and its run's facts. Takes and raises like :meth:`request_body`."""
         ref = self._ref(step, index)

@@ -89,7 +89,7 @@ def main() -> None:
             spans = kit.spans()
             raw = sorted(kit.raw_spans(), key=lambda s: s.start_time or 0)
             handed = consumer.steps()
-            fixtures = [handed.get(s.context.span_id) for s in raw if s.context is not None]
+            steps = [handed.get(s.context.span_id) for s in raw if s.context is not None]
     finally:
         handoff().detach(consumer)
     print(
@@ -103,7 +103,7 @@ def main() -> None:
                 "answers": {k: list(v) for k, v in answers.items()},
                 "response_bodies": [
                     base64.b64encode(f.response_body).decode() if f is not None else None
-                    for f in fixtures
+                    for f in steps
                 ],
             }
         )

@@ -13,7 +13,7 @@ from otel_replay.runs._handoff import ITEM_OVERHEAD, Handoff
 from otel_replay.step import RunEnd, Step
 
 
-def _fixture(span_id: int, size: int) -> Step:
+def _step(span_id: int, size: int) -> Step:
     return Step(
         run_id="r",
         index=span_id,
@@ -36,7 +36,7 @@ def _bound(steps: int, size: int = 100) -> int:
 def test_nothing_is_held_without_a_consumer() -> None:
     handoff = Handoff(max_bytes=_bound(10))
     assert not handoff.wanted
-    assert handoff.put(_fixture(1, 10), None) is False
+    assert handoff.put(_step(1, 10), None) is False
     assert handoff.held_bytes == 0 and handoff.dropped == 0
     assert handoff.claimed({1}) == set()
 
@@ -45,8 +45,8 @@ def test_steps_come_out_in_order_with_their_span_and_claim_it() -> None:
     handoff = Handoff(max_bytes=_bound(10))
     consumer = handoff.attach()
     span = object()
-    assert handoff.put(_fixture(1, 100), span)
-    assert handoff.put(_fixture(2, 100), None)
+    assert handoff.put(_step(1, 100), span)
+    assert handoff.put(_step(2, 100), None)
     consumer.post("barrier")
     assert handoff.held_bytes == 2 * (100 + ITEM_OVERHEAD)
     first, second, barrier = consumer.drain()
@@ -61,7 +61,7 @@ def test_steps_come_out_in_order_with_their_span_and_claim_it() -> None:
 def test_full_handoff_waits_for_room() -> None:
     handoff = Handoff(max_bytes=_bound(2), wait_s=5.0)
     consumer = handoff.attach()
-    assert handoff.put(_fixture(0, 100), None) and handoff.put(_fixture(1, 100), None)
+    assert handoff.put(_step(0, 100), None) and handoff.put(_step(1, 100), None)
 
     def make_room() -> None:
         time.sleep(0.1)
@@ -71,7 +71,7 @@ def test_full_handoff_waits_for_room() -> None:
     helper = threading.Thread(target=make_room)
     helper.start()
     start = time.monotonic()
-    assert handoff.put(_fixture(2, 100), None), "back-pressure: the put waits, then succeeds"
+    assert handoff.put(_step(2, 100), None), "back-pressure: the put waits, then succeeds"
     assert 0.05 < time.monotonic() - start < 4
     helper.join()
     assert handoff.dropped == 0
@@ -84,7 +84,7 @@ def test_bound_refuses_after_the_wait_counts_and_logs_once(
     consumer = handoff.attach()
     with caplog.at_level(logging.WARNING):
         start = time.monotonic()
-        results = [handoff.put(_fixture(i, 100), None) for i in range(5)]
+        results = [handoff.put(_step(i, 100), None) for i in range(5)]
         elapsed = time.monotonic() - start
     assert results == [True, True, False, False, False]
     assert elapsed < 0.5, "after one timed-out wait, puts are refused without waiting"
@@ -93,14 +93,14 @@ def test_bound_refuses_after_the_wait_counts_and_logs_once(
     assert len([r for r in caplog.records if "hand-off is full" in r.message]) == 1
     (item, *_) = consumer.drain(1)
     consumer.release(item[2])
-    assert handoff.put(_fixture(9, 100), None), "room is made by release()"
+    assert handoff.put(_step(9, 100), None), "room is made by release()"
 
 
 def test_a_step_larger_than_the_bound_is_refused_at_once() -> None:
     handoff = Handoff(max_bytes=_bound(1), wait_s=5.0)
     handoff.attach()
     start = time.monotonic()
-    assert not handoff.put(_fixture(1, _bound(2)), None)
+    assert not handoff.put(_step(1, _bound(2)), None)
     assert time.monotonic() - start < 1 and handoff.dropped == 1
 
 
@@ -108,9 +108,9 @@ def test_the_last_consumer_attached_gets_the_steps_until_it_detaches() -> None:
     handoff = Handoff(max_bytes=_bound(10))
     first = handoff.attach()
     second = handoff.attach()
-    handoff.put(_fixture(1, 10), None)
+    handoff.put(_step(1, 10), None)
     handoff.detach(second)
-    handoff.put(_fixture(2, 10), None)
+    handoff.put(_step(2, 10), None)
     assert list(second.steps()) == [1]
     assert list(first.steps()) == [2]
 
@@ -118,7 +118,7 @@ def test_the_last_consumer_attached_gets_the_steps_until_it_detaches() -> None:
 def test_detach_releases_held_bytes() -> None:
     handoff = Handoff(max_bytes=_bound(10))
     consumer = handoff.attach()
-    handoff.put(_fixture(1, 10), None)
+    handoff.put(_step(1, 10), None)
     handoff.detach(consumer)
     assert handoff.held_bytes == 0 and not handoff.wanted
     assert handoff.claimed({1}) == set()
@@ -129,9 +129,9 @@ def test_posted_messages_reach_the_active_consumer_in_order_with_the_steps() -> 
     end = RunEnd("r", end_ns=5)
     assert handoff.post(end) is False, "nobody attached: nothing is kept"
     consumer = handoff.attach()
-    handoff.put(_fixture(1, 10), None)
+    handoff.put(_step(1, 10), None)
     assert handoff.post(end) is True
-    handoff.put(_fixture(2, 10), None)
+    handoff.put(_step(2, 10), None)
     items = consumer.drain()
     assert [type(item) for item in items] == [tuple, RunEnd, tuple]
     assert items[1] is end
@@ -163,10 +163,10 @@ def test_a_step_ending_after_the_exporter_left_is_counted_and_logged_once(
     # for a consumer that is gone. It cannot be stored; it must not vanish unsaid.
     handoff = Handoff(max_bytes=_bound(10))
     consumer = handoff.attach()
-    assert handoff.put(_fixture(1, 10), None)
+    assert handoff.put(_step(1, 10), None)
     handoff.detach(consumer)
     with caplog.at_level(logging.WARNING):
-        late = [handoff.put(_fixture(i, 10), None) for i in (2, 3)]
+        late = [handoff.put(_step(i, 10), None) for i in (2, 3)]
     assert late == [False, False]
     assert handoff.late == 2 and handoff.dropped == 0
     assert [r.message for r in caplog.records if "after the replay exporter" in r.message] == [

@@ -214,19 +214,19 @@ def test_handoff_gets_the_exact_bytes_when_a_consumer_is_attached(
             c.post(URL, content=b"q", headers={"Authorization": "Bearer sk-handoff"})
             (raw,) = kit.raw_spans()
         assert raw.context is not None
-        fixture = consumer.steps().get(raw.context.span_id)
+        step = consumer.steps().get(raw.context.span_id)
     finally:
         handoff().detach(consumer)
-    assert fixture is not None
-    assert fixture.request_body == b"q"
-    assert fixture.response_body == b"".join(chunks)
-    assert [size for size, _ in fixture.chunks] == [len(c) for c in chunks]
-    assert fixture.complete is True and fixture.status_code == 200
-    assert ("Authorization", "REDACTED") in fixture.request_headers
-    assert fixture.url.endswith("api_key=REDACTED")
-    assert fixture.request_hash == "sha256:" + hashlib.sha256(b"q").hexdigest()
-    assert fixture.provider is fixture.model is fixture.tokens_in is fixture.tokens_out is None
-    assert fixture.run is not None and fixture.run.run_id == fixture.run_id
+    assert step is not None
+    assert step.request_body == b"q"
+    assert step.response_body == b"".join(chunks)
+    assert [size for size, _ in step.chunks] == [len(c) for c in chunks]
+    assert step.complete is True and step.status_code == 200
+    assert ("Authorization", "REDACTED") in step.request_headers
+    assert step.url.endswith("api_key=REDACTED")
+    assert step.request_hash == "sha256:" + hashlib.sha256(b"q").hexdigest()
+    assert step.provider is step.model is step.tokens_in is step.tokens_out is None
+    assert step.run is not None and step.run.run_id == step.run_id
 
 
 def test_steps_of_a_run_share_its_facts(client_module: ModuleType) -> None:

@@ -81,7 +81,7 @@ def test_openai_2x_on_httpx_is_recorded() -> None:
         # Hashes: the request one is sha256 of exactly what the stand-in received.
         assert attrs["replay.request.hash"] == sha(body), call
         assert attrs["replay.request.size"] == len(body)
-        assert response_b64 is not None, f"no fixture handed off for {call}"
+        assert response_b64 is not None, f"no step handed off for {call}"
         response = base64.b64decode(response_b64)
         assert attrs["replay.response.hash"] == sha(response), call
         assert attrs["replay.response.complete"] is True, call

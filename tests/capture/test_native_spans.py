@@ -212,8 +212,8 @@ def test_anthropic_every_attempt_is_a_step_and_replays_from_otlp(
     # The OTLP data alone replays every attempt: the SDK sees the 429s, retries, gets answers.
     source = _write_otlp(kit, tmp_path / "spans.json")
     run = load_run(str(source))
-    assert [step.status_code for step in run.steps] == statuses
-    assert all(step.fidelity == "exact" for step in run.steps)
+    assert [s.step.status_code for s in run.steps] == statuses
+    assert all(s.fidelity == "exact" for s in run.steps)
     with otel_replay.replaying(str(source)) as result, claude(DEAD, None, False) as client:
         replayed = claude_agent(client, stream)
     assert replayed == answers
@@ -380,7 +380,7 @@ def test_the_store_keeps_every_attempt_and_the_call_span(tmp_path: Path) -> None
             answer = events.get_final_text()
         run_id = pipe.run.run_id
     run = load_run(run_id, store=str(tmp_path / "store"))
-    assert [s.status_code for s in run.steps] == [429, 200]
+    assert [s.step.status_code for s in run.steps] == [429, 200]
     assert [s.fidelity for s in run.steps] == ["exact", "exact"]
     store = pipe.open_store()
     try:
@@ -453,8 +453,11 @@ def test_an_answer_too_large_to_travel_inline_replays_from_the_call_span(
 
     source = _write_otlp(kit, tmp_path / "spans.json")
     run = load_run(str(source))
-    assert [(s.status_code, s.fidelity) for s in run.steps] == [(429, "exact"), (200, "semantic")]
-    assert (run.steps[1].provider, run.steps[1].model) == ("anthropic", "standin-flaky")
+    assert [(s.step.status_code, s.fidelity) for s in run.steps] == [
+        (429, "exact"),
+        (200, "semantic"),
+    ]
+    assert (run.steps[1].step.provider, run.steps[1].step.model) == ("anthropic", "standin-flaky")
     with otel_replay.replaying(str(source)) as result, claude(DEAD, None, False) as client:
         if stream:
             with client.messages.stream(**FLAKY) as events:

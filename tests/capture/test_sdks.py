@@ -69,20 +69,20 @@ def llm_steps(kit: CaptureKit) -> list[tuple[dict[str, Any], Step]]:
         sorted(kit.raw_spans(), key=lambda s: s.start_time or 0), kit.spans(), strict=True
     ):
         assert raw.context is not None
-        fixture = handed.get(raw.context.span_id)
-        assert fixture is not None, f"no fixture for {span['name']}"
-        out.append((span, fixture))
+        step = handed.get(raw.context.span_id)
+        assert step is not None, f"no step for {span['name']}"
+        out.append((span, step))
     return out
 
 
-def assert_hashes(span: dict[str, Any], fixture: Step, received: bytes) -> None:
+def assert_hashes(span: dict[str, Any], step: Step, received: bytes) -> None:
     attrs = span["attributes"]
-    assert fixture.request_body == received
+    assert step.request_body == received
     assert attrs["replay.request.hash"] == sha(received)
     assert attrs["replay.request.size"] == len(received)
-    assert attrs["replay.response.hash"] == sha(fixture.response_body)
+    assert attrs["replay.response.hash"] == sha(step.response_body)
     assert attrs["replay.response.complete"] is True
-    assert KEY not in repr(span) and KEY.encode() not in fixture.request_body
+    assert KEY not in repr(span) and KEY.encode() not in step.request_body
 
 
 def assert_facts(span: dict[str, Any], step: Step) -> None:
@@ -155,11 +155,11 @@ def test_openai_chat(standin: StandIn, kit: CaptureKit, stream: bool, mode: str)
 
     answer = sync_call() if mode == "sync" else asyncio.run(async_call())
     assert answer
-    ((span, fixture),) = llm_steps(kit)
+    ((span, step),) = llm_steps(kit)
     (received,) = standin.received
     assert_common(span, standin, "openai", "gpt-4o-mini")
-    assert_hashes(span, fixture, received.body)
-    assert_facts(span, fixture)
+    assert_hashes(span, step, received.body)
+    assert_facts(span, step)
     attrs = span["attributes"]
     assert attrs["gen_ai.request.temperature"] == 0.5
     assert attrs["gen_ai.request.max_tokens"] == 200
@@ -181,7 +181,7 @@ def test_openai_chat(standin: StandIn, kit: CaptureKit, stream: bool, mode: str)
     assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
     if stream:
         assert 0 < attrs["gen_ai.response.time_to_first_chunk"] < 5
-        assert len(fixture.chunks) > 1
+        assert len(step.chunks) > 1
     else:
         assert "gen_ai.response.time_to_first_chunk" not in attrs
 
@@ -214,11 +214,11 @@ def test_openai_responses(standin: StandIn, kit: CaptureKit, stream: bool, mode:
             )
 
     text = sync_call() if mode == "sync" else asyncio.run(async_call())
-    ((span, fixture),) = llm_steps(kit)
+    ((span, step),) = llm_steps(kit)
     (received,) = standin.received
     assert_common(span, standin, "openai", "gpt-4.1-mini")
-    assert_hashes(span, fixture, received.body)
-    assert_facts(span, fixture)
+    assert_hashes(span, step, received.body)
+    assert_facts(span, step)
     attrs = span["attributes"]
     assert attrs["gen_ai.request.max_tokens"] == 100
     assert attrs["gen_ai.system_instructions"] == [{"type": "text", "content": SYSTEM}]
@@ -265,11 +265,11 @@ def test_anthropic_messages(standin: StandIn, kit: CaptureKit, stream: bool, mod
             return await client.messages.create(**params)
 
     message = sync_call() if mode == "sync" else asyncio.run(async_call())
-    ((span, fixture),) = llm_steps(kit)
+    ((span, step),) = llm_steps(kit)
     (received,) = standin.received
     assert_common(span, standin, "anthropic", "claude-sonnet-4-6")
-    assert_hashes(span, fixture, received.body)
-    assert_facts(span, fixture)
+    assert_hashes(span, step, received.body)
+    assert_facts(span, step)
     attrs = span["attributes"]
     assert attrs["gen_ai.request.max_tokens"] == 300
     assert attrs["gen_ai.system_instructions"] == [{"type": "text", "content": SYSTEM}]
@@ -311,14 +311,14 @@ def test_stream_cut_mid_way_is_recorded_and_raised(standin: StandIn, kit: Captur
             model="standin-cut", messages=[{"role": "user", "content": "hi"}], stream=True
         ):
             pass
-    ((span, fixture),) = llm_steps(kit)
+    ((span, step),) = llm_steps(kit)
     attrs = span["attributes"]
     assert attrs["replay.response.complete"] is False
     cause = info.value.__cause__  # the SDK wraps the transport's exception
     assert cause is not None
     assert attrs["error.type"] == f"{type(cause).__module__}.{type(cause).__qualname__}"
-    assert fixture.response_body and fixture.complete is False
-    assert_facts(span, fixture)
+    assert step.response_body and step.complete is False
+    assert_facts(span, step)
 
 
 def test_metrics_follow_the_conventions(standin: StandIn, kit: CaptureKit) -> None:

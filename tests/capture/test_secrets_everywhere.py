@@ -92,7 +92,7 @@ def test_no_planted_secret_reaches_store_wire_console_or_logs(
         (run,) = opened.runs()
         assert run.step_count == 6
         api = b"".join(
-            repr(opened.fixture(step)).encode() + json.dumps(opened.spans(run.run_id)).encode()
+            repr(opened.read_step(step)).encode() + json.dumps(opened.spans(run.run_id)).encode()
             for step in opened.steps(run.run_id)
         )
     places = {

@@ -157,7 +157,7 @@ def test_anthropic_stream_drops_a_text_block_left_empty() -> None:
         message_delta("tool_use", output_tokens=12),
         MESSAGE_STOP,
     ]
-    # The SDK reads the stream as we feed it: the fixture is one it accepts.
+    # The SDK reads the stream as we feed it: the events are ones it accepts.
     assert [block.type for block in stream_back(events).content] == ["text", "tool_use"]
     streamed = ANTHROPIC_MESSAGES.parse_response(200, anthropic_sse(*events), streamed=True)
     called = {**TOOL_USE, "input": {"order_id": "A-1234"}}

@@ -57,7 +57,7 @@ class Recorded:
 
     store: Path
     bare: Path
-    fixtures: dict[str, list[Step]]
+    steps: dict[str, list[Step]]
     spans: dict[str, list[dict[str, Any]]]
 
 
@@ -139,7 +139,7 @@ def _by_run(items: list[Any], run_of: Callable[[Any], str]) -> dict[str, list[An
 
 
 def _take(consumer: Any) -> tuple[list[Step], list[RunEnd]]:
-    """The fixtures the capture handed over, in step order, and the runs' ends."""
+    """The steps the capture handed over, in step order, and the runs' ends."""
     items = consumer.drain()
     return [item[0] for item in items if isinstance(item, tuple)], [
         item for item in items if isinstance(item, RunEnd)
@@ -156,12 +156,12 @@ def record(root: Path) -> Recorded:
                 _errors(standin)
                 _claude(standin)
                 raw = kit.raw_spans()
-                fixtures, ends = _take(consumer)
+                steps, ends = _take(consumer)
         finally:
             handoff().detach(consumer)
     spans = [span_dict(s) for s in raw]
     with Store.open(root / "store") as store:
-        store.put(fixtures, spans)
+        store.put(steps, spans)
         for end in ends:
             store.end_run(end)
     bare_spans = [
@@ -170,10 +170,10 @@ def record(root: Path) -> Recorded:
         if s["attributes"]["replay.run.id"] == SUPPORT
     ]
     with Store.open(root / "bare") as store:
-        store.put([fx for fx in fixtures if fx.run_id == SUPPORT], bare_spans)
+        store.put([step for step in steps if step.run_id == SUPPORT], bare_spans)
     return Recorded(
         store=root / "store",
         bare=root / "bare",
-        fixtures=_by_run(fixtures, lambda fx: fx.run_id),
+        steps=_by_run(steps, lambda step: step.run_id),
         spans=_by_run(spans, lambda s: s["attributes"]["replay.run.id"]),
     )

@@ -33,7 +33,7 @@ ROW = re.compile(r"^(\d+|-)\s+(\d+|-)\s+(\w+)\s+(.+?)\s{3,}(\S.*)$")
 
 
 def _put_run(store: Path, run_id: str, steps: list[Step], *, mode: str = "record") -> None:
-    """``steps`` as run ``run_id`` (numbered again from 0), fixtures only."""
+    """``steps`` as run ``run_id`` (numbered again from 0), steps only."""
     parent = None if mode == "record" else SUPPORT
     facts = RunFacts(run_id, mode=mode, seed=7, parent_run_id=parent)
     renumbered = [
@@ -63,7 +63,7 @@ def _with_response(step: Step, old: bytes, new: bytes) -> Step:
 def _changed_run(store: Path, recorded: Recorded) -> None:
     """The support run with step 2 asking another model and step 4 (the weather tool's HTTP
     call) left out."""
-    steps = list(recorded.fixtures[SUPPORT])
+    steps = list(recorded.steps[SUPPORT])
     steps[2] = _with_request(steps[2], model="gpt-4o")
     del steps[4]
     _put_run(store, OTHER, steps)
@@ -104,8 +104,8 @@ def test_a_run_against_itself_is_identical(
 def test_a_copy_of_a_run_is_identical_and_names_resolve_as_in_show(
     invoke: Invoke, store: Path, recorded: Recorded
 ) -> None:
-    _put_run(store, OTHER, list(recorded.fixtures[SUPPORT]), mode="replay")
-    # A unique prefix on one side, a replay (fixtures only, no spans) on the other.
+    _put_run(store, OTHER, list(recorded.steps[SUPPORT]), mode="replay")
+    # A unique prefix on one side, a replay (steps only, no spans) on the other.
     result = _diff(invoke, store, SUPPORT[:20], OTHER)
     assert result.exit_code == 0, result.output
     assert f"B: run {OTHER}  ok  replay of {SUPPORT}" in result.stdout
@@ -155,7 +155,7 @@ def test_the_other_way_round_the_step_is_added(
 
 def test_a_removed_step_first(invoke: Invoke, store: Path, recorded: Recorded) -> None:
     """Leaving out an early step shifts the later ones without making them differ."""
-    steps = list(recorded.fixtures[SUPPORT])
+    steps = list(recorded.steps[SUPPORT])
     del steps[1]
     _put_run(store, OTHER, steps)
     result = _diff(invoke, store, SUPPORT, OTHER)
@@ -181,7 +181,7 @@ def test_a_removed_step_first(invoke: Invoke, store: Path, recorded: Recorded) -
 def test_changed_responses_field_by_field_and_as_text(
     invoke: Invoke, store: Path, recorded: Recorded
 ) -> None:
-    steps = list(recorded.fixtures[SUPPORT])
+    steps = list(recorded.steps[SUPPORT])
     steps[1] = _with_response(steps[1], b"in transit", b"delivered")  # the tool's JSON
     steps[8] = _with_response(steps[8], b"approved", b"declined")  # the streamed answer
     _put_run(store, OTHER, steps, mode="replay")
@@ -196,7 +196,7 @@ def test_changed_responses_field_by_field_and_as_text(
     document = json.loads(_diff(invoke, store, SUPPORT, OTHER, "--json").stdout)
     (stream,) = document["pairs"][8]["changes"]
     assert stream["field"] == "response body"
-    assert stream["before"] == recorded.fixtures[SUPPORT][8].response_body.decode()
+    assert stream["before"] == recorded.steps[SUPPORT][8].response_body.decode()
     assert stream["after"] == steps[8].response_body.decode()
     assert stream["before"][stream["differs_at"] :].startswith("approved")
 
@@ -206,7 +206,7 @@ def test_a_long_value_is_shown_around_its_change(
 ) -> None:
     """The first divergence in a long text (the streamed answer) is the window around the
     change, A above B, and a caret under where they part."""
-    steps = list(recorded.fixtures[SUPPORT])
+    steps = list(recorded.steps[SUPPORT])
     steps[8] = _with_response(steps[8], b"approved", b"declined")
     _put_run(store, OTHER, steps)
     lines = _diff(invoke, store, SUPPORT, OTHER).stdout.splitlines()

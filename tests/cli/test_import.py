@@ -53,10 +53,10 @@ def test_import_a_collector_file_into_a_new_store(
     result = invoke("import", str(traces), "--store", str(target))
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        f"{SUPPORT}: imported 9 steps (9 exact, 0 semantic), 9 fixtures",
-        f"{CLAUDE}: imported 1 step (1 exact, 0 semantic), 1 fixture",
-        f"{ERRORS}: imported 3 steps (3 exact, 0 semantic), 3 fixtures",
-        f"{LARGE}: imported 1 step (0 exact, 1 semantic), 0 fixtures",
+        f"{SUPPORT}: imported 9 steps (9 exact, 0 semantic), 9 stored with their bytes",
+        f"{CLAUDE}: imported 1 step (1 exact, 0 semantic), 1 stored with their bytes",
+        f"{ERRORS}: imported 3 steps (3 exact, 0 semantic), 3 stored with their bytes",
+        f"{LARGE}: imported 1 step (0 exact, 1 semantic), 0 stored with their bytes",
         f"4 runs imported into {target}",
     ]
     for run_id in (SUPPORT, CLAUDE):
@@ -109,7 +109,7 @@ def test_a_trace_of_the_official_instrumentation_is_imported_as_spans(
     assert result.exit_code == 0, result.output
     trace_id = f"{recording.official[0].context.trace_id:032x}"
     assert result.stdout.splitlines()[0] == (
-        f"{trace_id}: imported 2 steps (0 exact, 2 semantic), 0 fixtures"
+        f"{trace_id}: imported 2 steps (0 exact, 2 semantic), 0 stored with their bytes"
     )
     from_file = load_run(str(path))
     from_store = load_run(trace_id, store=str(target))

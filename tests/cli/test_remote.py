@@ -15,7 +15,7 @@ from typing import Any
 import fsspec
 
 from otel_replay.store import Store
-from tests.store._data import chat_bodies, fixture, span
+from tests.store._data import chat_bodies, make_step, span
 from tests.store.conftest import s3_bucket, s3_server  # noqa: F401 (fixtures)
 
 Bucket = tuple[str, dict[str, Any]]
@@ -28,7 +28,7 @@ def _record(bucket: Bucket, cache: Path) -> list[tuple[bytes, bytes]]:
     with Store.open(url, storage_options=options, cache_dir=cache) as store:
         for index, (request, response) in enumerate(pairs):
             store.put(
-                [replace(fixture(RUN, index, request, response), model="gpt-test")],
+                [replace(make_step(RUN, index, request, response), model="gpt-test")],
                 [span(RUN, index, **{"gen_ai.request.model": "gpt-test"})],
             )
             store.flush()

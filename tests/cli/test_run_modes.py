@@ -30,7 +30,7 @@ def _add_rerun(store: Path, recorded: Recorded, run_id: str, mode: str, start_ns
     """The support run's steps again, as run ``run_id`` in ``mode``, started at ``start_ns``
     (after every recording), naming the support run as its parent."""
     facts = RunFacts(run_id, mode=mode, seed=7, start_ns=start_ns, parent_run_id=SUPPORT)
-    offset = start_ns - recorded.fixtures[SUPPORT][0].start_ns
+    offset = start_ns - recorded.steps[SUPPORT][0].start_ns
     steps = [
         dataclasses.replace(
             step,
@@ -39,14 +39,14 @@ def _add_rerun(store: Path, recorded: Recorded, run_id: str, mode: str, start_ns
             start_ns=step.start_ns + offset,
             end_ns=step.end_ns + offset,
         )
-        for step in recorded.fixtures[SUPPORT]
+        for step in recorded.steps[SUPPORT]
     ]
     with Store.open(store, create=False) as opened:
         opened.put(steps)
 
 
 def _newest_ns(recorded: Recorded) -> int:
-    return max(step.end_ns for steps in recorded.fixtures.values() for step in steps)
+    return max(step.end_ns for steps in recorded.steps.values() for step in steps)
 
 
 def _with_reruns(store: Path, recorded: Recorded) -> Path:

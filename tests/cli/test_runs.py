@@ -11,7 +11,7 @@ from click.testing import Result
 
 from otel_replay.store import Store
 from tests.cli._recording import CLAUDE, ERRORS, SUPPORT, Recorded
-from tests.store._data import chat_bodies, fixture, span
+from tests.store._data import chat_bodies, make_step, span
 
 Invoke = Callable[..., Result]
 
@@ -79,7 +79,7 @@ def test_json_is_for_machines(invoke: Invoke, store: Path, recorded: Recorded) -
     support = by_id[SUPPORT]
     assert support["status"] == "ok" and support["step_count"] == 9 and support["seed"] == 7
     assert support["models"] == ["gpt-4o-mini"] and support["pinned"] is False
-    raw = sum(len(fx.request_body) + len(fx.response_body) for fx in recorded.fixtures[SUPPORT])
+    raw = sum(len(s.request_body) + len(s.response_body) for s in recorded.steps[SUPPORT])
     assert support["bytes"] == raw
     assert support["start_ns"] <= support["end_ns"] and support["start"].startswith("20")
     assert by_id[ERRORS]["status"] == "error"
@@ -115,7 +115,7 @@ def test_the_table_shows_the_newest_fifty_unless_asked_for_more(
         for n in range(55):
             run_id = f"r_many_{n:02d}"
             request, response = chat_bodies(1, seed=n)[0]
-            step = fixture(run_id, 0, request, response, start_ns=(1_700_000_000 + n) * 10**9)
+            step = make_step(run_id, 0, request, response, start_ns=(1_700_000_000 + n) * 10**9)
             opened.put([step], [span(run_id, 0), span(run_id, None)])
         opened.flush()
 

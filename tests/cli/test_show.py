@@ -101,10 +101,10 @@ def test_json_has_the_messages_parsed(invoke: Invoke, store: Path, recorded: Rec
     tool = steps[1]
     assert tool["kind"] == "http" and tool["method"] == "GET"
     assert tool["url"].endswith("/tools/orders/A-1234") and tool["status_code"] == 200
-    fixture = recorded.fixtures[SUPPORT][1]
-    assert tool["response_body"] == fixture.response_body.decode()
-    assert tool["request_hash"] == fixture.request_hash
-    assert tool["span_id"] == f"{fixture.span_id:016x}"
+    step = recorded.steps[SUPPORT][1]
+    assert tool["response_body"] == step.response_body.decode()
+    assert tool["request_hash"] == step.request_hash
+    assert tool["span_id"] == f"{step.span_id:016x}"
     assert steps[2]["input_messages"][-1]["parts"][0]["type"] == "tool_call_response"
     assert steps[8]["output_messages"][0]["parts"][-1]["type"] == "text"
 

@@ -32,7 +32,7 @@ from tests.export._support import (
     echo_client,
     sha,
 )
-from tests.store._data import fixture
+from tests.store._data import make_step
 
 ROOT_SPAN = f"invoke_agent {_program()}"  # pytest, or python under xdist
 
@@ -285,7 +285,7 @@ def test_a_step_the_store_refuses_costs_only_itself(
     exporter = ReplaySpanExporter(tmp_path / "s", handoff=own)
     provider = TracerProvider()
     tracer = provider.get_tracer("tests")
-    good, bad = fixture("run-r", 0, b"q0", b"a0"), fixture("run-r", 1, b"q1", b"a1")
+    good, bad = make_step("run-r", 0, b"q0", b"a0"), make_step("run-r", 1, b"q1", b"a1")
     bad.request_hash = sha(b"not q1")
     for step in (good, bad):
         span = tracer.start_span("chat", attributes={"replay.run.id": "run-r"})

@@ -163,7 +163,7 @@ def test_forked_workers_leaving_through_os_exit_lose_nothing(
         assert len(store.runs()) == 1  # the workers' steps are the parent's run
         steps = [s for run in store.runs() for s in store.steps(run.run_id)]
         assert [s.index for s in steps] == list(range(7))
-        urls = sorted(store.fixture(step).url for step in steps)
+        urls = sorted(store.read_step(step).url for step in steps)
         assert [p for p in store.verify() if p.damage] == []
     expected = [f"{standin.tools_url}/orders/A-{n}" for n in ("0001", *range(1000, 1006))]
     assert urls == sorted(expected)

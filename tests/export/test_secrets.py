@@ -67,7 +67,7 @@ def test_no_secret_is_exported_or_stored(
         (run,) = store.runs()
         assert run.step_count == 3
         api = b"".join(
-            repr(store.fixture(step)).encode() + json.dumps(store.spans(run.run_id)).encode()
+            repr(store.read_step(step)).encode() + json.dumps(store.spans(run.run_id)).encode()
             for step in store.steps(run.run_id)
         )
     for secret in SECRETS:

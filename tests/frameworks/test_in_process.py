@@ -514,12 +514,12 @@ def test_a_recording_without_checkpoint_steps_replays_from_a_fresh_saver(tmp_pat
     recorded = _record(tmp_path / "store", checkpointed_agent)
     assert recorded.seen[1]["seen"] == [3, 3] and RUNS == ["read_stock"] * 2
     run = load_run(recorded.run_id, store=str(recorded.store))
-    assert [s.kind for s in run.steps] == ["checkpoint", "tool", "checkpoint", "tool"]
+    assert [s.step.kind for s in run.steps] == ["checkpoint", "tool", "checkpoint", "tool"]
     without = dataclasses.replace(
         run,
         steps=tuple(
-            dataclasses.replace(step, index=n)
-            for n, step in enumerate(s for s in run.steps if s.kind != "checkpoint")
+            dataclasses.replace(kept, step=dataclasses.replace(kept.step, index=n))
+            for n, kept in enumerate(s for s in run.steps if s.step.kind != "checkpoint")
         ),
     )
     for source in (run, without):

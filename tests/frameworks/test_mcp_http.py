@@ -85,7 +85,8 @@ def _http_steps(recording: Recording) -> list[tuple[str, str | None, int | None]
     """(method, JSON-RPC method, the tool step it was made within) of each HTTP step."""
     run = load_run(recording.run_id, store=str(recording.store))
     found = []
-    for step in run.steps:
+    for recorded in run.steps:
+        step = recorded.step
         if step.kind != "http":
             continue
         body = json.loads(step.request_body) if step.request_body else None
@@ -97,7 +98,7 @@ def _diverges_at_the_first_model_call(recording: Recording) -> None:
     """Replayed with another system prompt, the run diverges at its first model call (after
     the MCP session's set-up, served identically), says why, and writes nothing."""
     run = load_run(recording.run_id, store=str(recording.store))
-    first = next(step.index for step in run.steps if step.kind == "llm")
+    first = next(s.step.index for s in run.steps if s.step.kind == "llm")
     assert first > 0  # the session was set up first
     done = replay(recording, AGENT_SYSTEM="You are the order desk of Contoso. Use the tools.")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -119,12 +119,12 @@ def test_a_tool_span_without_its_effect_reason_is_refused(
     # As a pre-release otel-replay wrote it: replay.tool.effect, and no reason beside it.
     old = tmp_path / "old"
     with Store.open(langgraph.store, create=False) as store:
-        fixtures = [store.fixture(info) for info in store.steps(langgraph.run_id)]
+        steps = [store.read_step(info) for info in store.steps(langgraph.run_id)]
         spans = store.spans(langgraph.run_id)
     for span in spans:
         span["attributes"].pop("replay.tool.effect_reason", None)
     with Store.open(old) as store:
-        store.put(fixtures, spans)
+        store.put(steps, spans)
     done = replay(dataclasses.replace(langgraph, store=old), "--live-tools", "read")
     assert done.returncode == 2, done.stdout + done.stderr
     assert refunds(langgraph.database) == 0, "issue_refund ran live in a replay"

@@ -281,16 +281,16 @@ def store(recorded: Recorded, tmp_path: Path) -> Path:
 def assert_matches_wire(run: Run, recorded: Recorded) -> None:
     """Each step holds the exact bytes of its exchange on the wire, in order."""
     exchanges = recorded.exchanges[run.run_id]
-    assert [step.step.index for step in run.steps] == list(range(len(exchanges)))
-    for step, exchange in zip(run.steps, exchanges, strict=True):
-        assert step.fidelity == "exact"
-        assert step.request_body == exchange.request
-        assert step.step.status_code == exchange.status
-        assert step.step.response_body == bytes(exchange.response)
-        assert step.step.method == exchange.method
-        assert step.step.complete and step.step.error_type is None
-        if step.step.kind == "http":
-            assert step.step.url == exchange.url
+    assert [s.step.index for s in run.steps] == list(range(len(exchanges)))
+    for got, exchange in zip(run.steps, exchanges, strict=True):
+        assert got.fidelity == "exact"
+        assert got.request_body == exchange.request
+        assert got.step.status_code == exchange.status
+        assert got.step.response_body == bytes(exchange.response)
+        assert got.step.method == exchange.method
+        assert got.step.complete and got.step.error_type is None
+        if got.step.kind == "http":
+            assert got.step.url == exchange.url
 
 
 def content_type(headers: tuple[tuple[str, str], ...]) -> str:

@@ -138,13 +138,13 @@ def test_integral_numbers_are_read_as_ints(bundle: Path, tmp_path: Path) -> None
     _manifest(lambda d: d["run"].update(start_ns=5.0))(copy)  # type: ignore[attr-defined]
     _step_0(index=0.0, duration_ns=7.0, status_code=200.0, chunks=[[2.0, 0.0]])(copy)
     run = load_run(str(copy))
-    step = run.steps[0]
+    recorded = run.steps[0]
     facts = (
         run.start_ns,
-        step.step.index,
-        step.duration_ns,
-        step.step.status_code,
-        step.step.chunks[0],
+        recorded.step.index,
+        recorded.duration_ns,
+        recorded.step.status_code,
+        recorded.step.chunks[0],
     )
     assert facts == (5, 0, 7, 200, (2, 0))
     assert all(type(value) is int for value in (*facts[:4], *facts[4]))

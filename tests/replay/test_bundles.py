@@ -76,19 +76,19 @@ def test_a_bundle_holds_the_recorded_bytes_and_reads_as_its_run(
     assert any(name.endswith(".response.sse") for name in files)  # the streamed answer
 
 
-def _facts(step: RecordedStep) -> tuple[object, ...]:
+def _facts(recorded: RecordedStep) -> tuple[object, ...]:
     return (
-        step.step.index,
-        step.request_body,
-        step.step.request_hash,
-        step.step.status_code,
-        step.step.response_headers,
-        step.step.response_body,
-        step.step.chunks,
-        step.step.complete,
-        step.step.error_type,
-        step.duration_ns,
-        step.step.start_ns,
+        recorded.step.index,
+        recorded.request_body,
+        recorded.step.request_hash,
+        recorded.step.status_code,
+        recorded.step.response_headers,
+        recorded.step.response_body,
+        recorded.step.chunks,
+        recorded.step.complete,
+        recorded.step.error_type,
+        recorded.duration_ns,
+        recorded.step.start_ns,
     )
 
 

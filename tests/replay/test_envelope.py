@@ -129,7 +129,7 @@ def test_a_tool_call_is_a_genai_tool_span_and_a_stored_step(
         steps = opened.steps(run_id)
         kinds = [s.kind for s in steps]
         assert kinds == ["value", "value", "tool", "value", "tool", "tool", "checkpoint"]
-        tool_step = opened.fixture(steps[2])
+        tool_step = opened.read_step(steps[2])
     assert (tool_step.method, tool_step.url) == ("TOOL", "tool:lookup_order")
     assert (tool_step.request_body, tool_step.response_body) == (arguments, result)
     assert seen["order"].total == 129.0
@@ -272,7 +272,7 @@ def test_steps_made_inside_a_served_tool_are_not_expected_again(tmp_path: Path) 
     tool_span = spans[0].context.span_id
     assert [spans[i].parent.span_id for i in range(1, 4)] == [tool_span] * 3
     with Store.open(tmp_path / "store", create=False) as opened:
-        assert [opened.fixture(s).within for s in opened.steps(run_id)] == [None, 0, 0, 0]
+        assert [opened.read_step(s).within for s in opened.steps(run_id)] == [None, 0, 0, 0]
     RUNS.clear()
     trace_file = tmp_path / "trace.json"
     trace_file.write_text(json.dumps(collector_json(list(memory.get_finished_spans()))))

@@ -67,10 +67,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     }
     counts: dict[str, int] = {}
     steps: dict[str, int] = {}
-    for step in run.steps:
-        nth = counts.get(step.endpoint, 0)
-        counts[step.endpoint] = nth + 1
-        steps[names[(step.endpoint, nth)]] = step.step.index
+    for recorded in run.steps:
+        nth = counts.get(recorded.endpoint, 0)
+        counts[recorded.endpoint] = nth + 1
+        steps[names[(recorded.endpoint, nth)]] = recorded.step.index
     assert len(steps) == len(names)
     yield Recorded(str(store), run_id, base, seen, steps)
 

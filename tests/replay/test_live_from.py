@@ -59,7 +59,7 @@ def _agent(standin: StandIn) -> None:
 
 def _paths(run: Run, start: int) -> list[str]:
     """The paths the recorded steps from ``start`` on requested, in order."""
-    return [httpx.URL(step.step.url or "").path for step in run.steps[start:]]
+    return [httpx.URL(recorded.step.url or "").path for recorded in run.steps[start:]]
 
 
 @pytest.mark.parametrize("live_from", [0, 4, 8])

@@ -259,7 +259,7 @@ def test_two_different_spans_with_one_span_id_are_both_kept(
     assert len(load_run(f"{path}#{SUPPORT}").steps) == 9  # the same spans twice: one run
     spans[3]["spanId"] = spans[2]["spanId"]
     path.write_text(json.dumps(document))
-    assert [step.step.index for step in load_run(f"{path}#{SUPPORT}").steps] == list(range(9))
+    assert [s.step.index for s in load_run(f"{path}#{SUPPORT}").steps] == list(range(9))
 
 
 def _elsewhere(document: dict[str, Any], process: str, mark: str, later_s: int) -> dict[str, Any]:

@@ -84,9 +84,9 @@ def test_store_run_is_what_crossed_the_wire(recorded: Recorded, store: Path) -> 
 def test_store_run_of_anthropic_stream(recorded: Recorded, store: Path) -> None:
     run = load_run(CLAUDE, store=str(store))
     assert_matches_wire(run, recorded)
-    (step,) = run.steps
-    assert step.endpoint == "anthropic.messages" and step.step.provider == "anthropic"
-    assert content_type(step.step.response_headers) == "text/event-stream"
+    (claude,) = run.steps
+    assert claude.endpoint == "anthropic.messages" and claude.step.provider == "anthropic"
+    assert content_type(claude.step.response_headers) == "text/event-stream"
 
 
 def _jsonl(encode: Callable[..., Any]) -> Callable[[Recorded], bytes]:

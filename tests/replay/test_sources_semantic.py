@@ -37,15 +37,15 @@ def test_trace_of_the_official_openai_instrumentation_replays_semantically(
     assert run.run_id == trace_id
     assert (run.commit, run.seed, run.code_dirty) == (None, None, None)
     assert len(run.steps) == 2
-    for step, exchange, streamed in zip(
+    for semantic, exchange, streamed in zip(
         run.steps, recorded.exchanges["official"], (False, True), strict=True
     ):
-        assert step.fidelity == "semantic"
-        assert step.step.kind == "llm" and step.endpoint == "openai.chat_completions"
-        assert step.request_body is None and step.step.request_hash == ""
-        assert step.step.status_code == 200 and step.step.model == "gpt-4o-mini"
+        assert semantic.fidelity == "semantic"
+        assert semantic.step.kind == "llm" and semantic.endpoint == "openai.chat_completions"
+        assert semantic.request_body is None and semantic.step.request_hash == ""
+        assert semantic.step.status_code == 200 and semantic.step.model == "gpt-4o-mini"
         # The answer the application read then is the answer it reads now.
-        assert output_of(step.step.response_body, False) == output_of(
+        assert output_of(semantic.step.response_body, False) == output_of(
             bytes(exchange.response), streamed
         )
 

@@ -42,7 +42,7 @@ CODEC = {codec.name: codec for codec in CODECS}
 @dataclass(frozen=True)
 class Recording:
     attributes: dict[str, Any]  # as exported: content attributes are JSON strings
-    fixture: Step
+    step: Step
 
 
 def _call(standin: StandIn, endpoint: str, prompt: str, stream: bool) -> None:
@@ -92,10 +92,10 @@ def record(standin: StandIn, endpoint: str, prompt: str, stream: bool) -> Record
             _call(standin, endpoint, prompt, stream)
             (span,) = kit.raw_spans()
         assert span.context is not None
-        fixture = consumer.steps()[span.context.span_id]
+        step = consumer.steps()[span.context.span_id]
     finally:
         handoff().detach(consumer)
-    return Recording(dict(span.attributes or {}), fixture)
+    return Recording(dict(span.attributes or {}), step)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_codec_reads_the_synthesised_response_as_the_recorded_one(
     recording = recordings[endpoint, kind, stream]
     attrs = recording.attributes
     codec: Codec = CODEC[endpoint]
-    recorded = codec.parse_response(200, recording.fixture.response_body, stream)
+    recorded = codec.parse_response(200, recording.step.response_body, stream)
     if kind == "tool":
         assert any(part["type"] == "tool_call" for part in recorded.output_messages[0]["parts"]), (
             "the stand-in was expected to call the tool"
@@ -147,7 +147,7 @@ def test_stream_chunks_are_one_event_each_spread_over_the_span(
 ) -> None:
     recording = recordings[endpoint, "tool", True]
     attrs = recording.attributes
-    duration = recording.fixture.end_ns - recording.fixture.start_ns
+    duration = recording.step.end_ns - recording.step.start_ns
     made = synthesize(endpoint, attrs, True, duration_ns=duration)
 
     assert dict(made.headers)["content-type"].startswith("text/event-stream")

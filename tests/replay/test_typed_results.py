@@ -178,8 +178,8 @@ def test_the_json_stays_readable_and_the_shape_rides_in_the_content_type(
     # a shape holds positions and class names, never the value's keys or data
     assert "K-1" not in parcel["replay.response.content_type"]
     with Store.open(store, create=False) as opened:
-        fixtures = [opened.fixture(step) for step in opened.steps(run_id)]
-    steps = {fixture.url: fixture for fixture in fixtures}
+        stored = [opened.read_step(step) for step in opened.steps(run_id)]
+    steps = {step.url: step for step in stored}
     label = steps["value:raw_label"]
     assert label.response_headers == [("content-type", SHAPE + '"bytes64"')]
     assert base64.urlsafe_b64decode(json.loads(label.response_body)) == LABEL

@@ -33,7 +33,7 @@ from otel_replay.store import Store
 from otel_replay.store._fs import LocalBackend
 from otel_replay.store._gc import GRACE_S
 from otel_replay.store._index import Index
-from tests.store._data import fixture, span
+from tests.store._data import make_step, span
 from tests.store._writer import bodies
 
 STEPS = 3
@@ -48,7 +48,7 @@ def record(store: Store) -> None:
     for index in range(STEPS):
         for run_id, start in RUNS.items():
             request, response = pairs[run_id][index]
-            step = fixture(run_id, index, request, response, start_ns=start)
+            step = make_step(run_id, index, request, response, start_ns=start)
             store.put([step], [span(run_id, index)])
             store.flush()
     for run_id, start in RUNS.items():

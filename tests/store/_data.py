@@ -94,7 +94,7 @@ def chat_bodies(
     return list(itertools.islice(iter_chat(seed, shared=shared, extra=extra), turns))
 
 
-def fixture(
+def make_step(
     run_id: str,
     index: int,
     request: bytes,
@@ -104,7 +104,7 @@ def fixture(
     start_ns: int = 1_700_000_000 * 10**9,
     kind: str = "llm",
 ) -> Step:
-    """A complete step fixture with the given bodies (``response=None``: no response)."""
+    """A complete step with the given bodies (``response=None``: no response)."""
     start = start_ns + index * 10**9
     return Step(
         run_id=run_id,

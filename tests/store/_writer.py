@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from otel_replay.store import Store
-from tests.store._data import fixture, iter_chat, span
+from tests.store._data import iter_chat, make_step, span
 
 
 def iter_bodies(
@@ -74,8 +74,8 @@ def main() -> None:
     pid = os.getpid() if args.pid else None
     pairs = iter_bodies(args.run_id, shared=args.shared, pid=pid)
     for index, (request, response) in zip(range(args.steps), pairs, strict=False):
-        now = time.time_ns() - index * 10**9  # the fixture adds a second a step
-        step = fixture(args.run_id, index, request, response, start_ns=now)
+        now = time.time_ns() - index * 10**9  # make_step adds a second a step
+        step = make_step(args.run_id, index, request, response, start_ns=now)
         store.put([step], [span(args.run_id, index)])
         store.flush()
         print(f"flushed {index}", flush=True)

@@ -8,7 +8,7 @@ import pytest
 
 from otel_replay.errors import ConfigError
 from otel_replay.store import Retention, Store
-from tests.store._data import chat_bodies, fixture
+from tests.store._data import chat_bodies, make_step
 
 
 def test_location_defaults_to_the_setting(tmp_path: Path, monkeypatch) -> None:
@@ -28,7 +28,7 @@ def test_bad_retention_settings_name_the_variable(monkeypatch, value: str) -> No
 def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
     root = tmp_path / "team" / "agents" / "store"
     with Store.open(root) as store:
-        store.put([fixture("nested", 0, b"q", b"r")])
+        store.put([make_step("nested", 0, b"q", b"r")])
     with Store.open(root, create=False) as store:
         assert [r.run_id for r in store.runs()] == ["nested"]
         assert store.request_body("nested", 0) == b"q"
@@ -36,13 +36,13 @@ def test_a_new_store_gets_its_parent_directories(tmp_path: Path) -> None:
 
 def test_a_step_is_a_step_info_or_a_run_id_and_an_index(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s") as store:
-        store.put([fixture("r", 0, b"q0", b"r0"), fixture("r", 1, b"q1", b"r1")])
+        store.put([make_step("r", 0, b"q0", b"r0"), make_step("r", 1, b"q1", b"r1")])
         store.flush()
         info = store.step("r", 1)
         assert store.request_body(info) == store.request_body("r", 1) == b"q1"
         assert store.response_body(info) == store.response_body("r", 1) == b"r1"
-        assert store.fixture(info) == store.fixture("r", 1)
-        for read in (store.request_body, store.response_body, store.fixture):
+        assert store.read_step(info) == store.read_step("r", 1)
+        for read in (store.request_body, store.response_body, store.read_step):
             with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
                 read(("r", 1))  # type: ignore[arg-type]
             with pytest.raises(TypeError, match="a StepInfo, or a run id and an index"):
@@ -57,10 +57,10 @@ def test_a_store_opened_by_a_relative_path_stays_there(tmp_path: Path, monkeypat
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path)
     with Store.open("rel") as store:
-        store.put([fixture("moved", 0, b"q0", b"r0")])
+        store.put([make_step("moved", 0, b"q0", b"r0")])
         store.flush()
         monkeypatch.chdir(tmp_path / "elsewhere")
-        store.put([fixture("moved", 1, b"q1", b"r1")])
+        store.put([make_step("moved", 1, b"q1", b"r1")])
     assert list((tmp_path / "elsewhere").iterdir()) == []
     with Store.open(tmp_path / "rel", create=False) as store:
         assert [s.index for s in store.steps("moved")] == [0, 1]
@@ -72,7 +72,7 @@ def test_verify_reports_progress(tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     with Store.open(tmp_path / "s") as store:
         for index, (request, response) in enumerate(chat_bodies(5)):
-            store.put([fixture("p", index, request, response)])
+            store.put([make_step("p", index, request, response)])
         store.flush()
         problems = store.verify(progress=lambda done, total: calls.append((done, total)))
         assert [p.kind for p in problems] == ["incomplete"]  # not closed yet
@@ -85,7 +85,7 @@ def test_a_burst_in_one_flush(tmp_path: Path) -> None:
         (f'{{"n": {n}, "pad": "{"x" * 3000}"}}'.encode(), b"y" * (n % 700)) for n in range(1500)
     ]
     with Store.open(tmp_path / "s") as store:
-        store.put(fixture("burst", n, q, r) for n, (q, r) in enumerate(bodies))
+        store.put(make_step("burst", n, q, r) for n, (q, r) in enumerate(bodies))
         store.flush()
         assert store.run("burst").step_count == 1500
         assert store.request_body("burst", 1499) == bodies[1499][0]
@@ -97,7 +97,7 @@ def test_compact_merges_small_packs_and_records(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s") as store:
         for seed, run_id in enumerate(("a", "b")):
             for index, (request, response) in enumerate(chat_bodies(3, seed)):
-                store.put([fixture(run_id, index, request, response)])
+                store.put([make_step(run_id, index, request, response)])
                 store.flush()
         assert len(list((tmp_path / "s" / "objects").rglob("*.pack"))) == 6
         assert store.compact() >= 5 + 4  # 6 packs into 1; 3 record files into 1, per run

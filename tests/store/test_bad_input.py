@@ -23,7 +23,7 @@ from otel_replay.store import Store
 from otel_replay.store._format import FORMAT_VERSION
 from otel_replay.store._index import SCHEMA_VERSION
 from otel_replay.store._objects import manifest_refs
-from tests.store._data import chat_bodies, fixture, tag
+from tests.store._data import chat_bodies, make_step, tag
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -34,7 +34,7 @@ def _recorded(root: Path, turns: int = 6, run_id: str = "run-x") -> list[tuple[b
     pairs = chat_bodies(turns)
     with Store.open(root) as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture(run_id, index, request, response)])
+            store.put([make_step(run_id, index, request, response)])
             store.flush()
     return pairs
 
@@ -166,7 +166,7 @@ def test_rebuild_keeps_every_step_whose_bodies_are_readable(tmp_path: Path) -> N
     pairs = chat_bodies(4)
     with Store.open(root) as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture("run-p", index, request, response)])
+            store.put([make_step("run-p", index, request, response)])
             store.flush()
         shutil.copytree(root, copy)  # before close merges the four packs into one
     packs = sorted(copy.rglob("*.pack"), key=lambda p: p.stat().st_mtime_ns)
@@ -266,11 +266,11 @@ def test_a_closed_store_says_so(tmp_path: Path) -> None:
     store.close()
     store.close()
     with pytest.raises(StoreError, match="closed"):
-        store.put([fixture("r", 0, b"q")])
+        store.put([make_step("r", 0, b"q")])
 
 
 def test_a_body_whose_hash_tag_is_malformed_is_refused(tmp_path: Path) -> None:
-    bad = fixture("r", 0, b"q")
+    bad = make_step("r", 0, b"q")
     bad.request_hash = tag(b"q").upper()
     with Store.open(tmp_path / "s") as store, pytest.raises(ValueError, match="'r' step 0"):
         store.put([bad])

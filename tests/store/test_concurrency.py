@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from otel_replay.store import Store
-from tests.store._data import chat_bodies, fixture
+from tests.store._data import chat_bodies, make_step
 from tests.store._writer import bodies, spawn
 
 
@@ -48,7 +48,7 @@ def test_readers_beside_a_writer_thread(tmp_path: Path) -> None:
         def write() -> None:
             try:
                 for index, (request, response) in enumerate(pairs):
-                    store.put([fixture("live", index, request, response)])
+                    store.put([make_step("live", index, request, response)])
                     store.flush()
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
@@ -87,7 +87,7 @@ def test_threads_writing_into_one_store_and_into_two(tmp_path: Path) -> None:
     def record(store: Store, run_id: str, seed: int) -> None:
         try:
             for index, (request, response) in enumerate(chat_bodies(15, seed)):
-                store.put([fixture(run_id, index, request, response)])
+                store.put([make_step(run_id, index, request, response)])
                 store.flush()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)

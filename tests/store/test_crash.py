@@ -12,7 +12,7 @@ import pytest
 
 from otel_replay.store import Store
 from otel_replay.store._gc import GRACE_S
-from tests.store._data import fixture
+from tests.store._data import make_step
 from tests.store._writer import bodies, spawn
 
 STEPS = 400
@@ -62,7 +62,7 @@ def test_sigkill_at_random_points(tmp_path: Path) -> None:
             assert len(flushed[run_id]) <= len(stored) <= len(flushed[run_id]) + 1
             counts[run_id] = len(stored)
             for index, step in stored.items():
-                assert store.fixture(step) == fixture(
+                assert store.read_step(step) == make_step(
                     run_id, index, *expected[index], start_ns=step.start_ns - index * 10**9
                 )
     # Killed fifteen times, the store is one gc away from tidy; a step whose files were
@@ -83,7 +83,7 @@ def _flushed_eight_times(root: Path, run_id: str) -> tuple[Store, list[tuple[byt
     pairs = bodies(run_id, 8)
     store = Store.open(root)
     for index, (request, response) in enumerate(pairs):
-        store.put([fixture(run_id, index, request, response, start_ns=time.time_ns())])
+        store.put([make_step(run_id, index, request, response, start_ns=time.time_ns())])
         store.flush()
     return store, pairs
 

@@ -19,7 +19,7 @@ from otel_replay.errors import CorruptBlobError, StoreError, StoreNotWritableErr
 from otel_replay.store import Retention, Store, _rows, _sync
 from otel_replay.store._objects import manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
-from tests.store._data import chat_bodies, fixture, span, tag
+from tests.store._data import chat_bodies, make_step, span, tag
 from tests.store._writer import bodies, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def _store_files(root: Path) -> dict[str, bytes]:
 
 def _record(store: Store, run_id: str, turns: int = 2, seed: int = 0) -> None:
     for index, (request, response) in enumerate(chat_bodies(turns, seed)):
-        store.put([fixture(run_id, index, request, response)], [span(run_id, index)])
+        store.put([make_step(run_id, index, request, response)], [span(run_id, index)])
     store.flush()
 
 
@@ -264,7 +264,7 @@ def test_a_deleted_index_is_rebuilt_from_the_files_on_open(tmp_path: Path) -> No
     with Store.open(root) as store:
         _record(store, "a", turns=3)
         _record(store, "b", seed=1)
-        store.put([fixture("c", 0, b"q", None, error_type="ConnectError")])
+        store.put([make_step("c", 0, b"q", None, error_type="ConnectError")])
         store.pin("b")
     with Store.open(root) as store:
         runs = store.runs()
@@ -308,9 +308,9 @@ def test_a_writer_killed_before_its_index_commit_loses_nothing(tmp_path: Path) -
         "import os, sys\n"
         "from otel_replay.store import Store\n"
         "from otel_replay.store._index import Index\n"
-        "from tests.store._data import chat_bodies, fixture\n"
+        "from tests.store._data import chat_bodies, make_step\n"
         "store = Store.open(sys.argv[1])\n"
-        "store.put([fixture('cut', n, q, r) for n, (q, r) in enumerate(chat_bodies(3, 5))])\n"
+        "store.put([make_step('cut', n, q, r) for n, (q, r) in enumerate(chat_bodies(3, 5))])\n"
         "name_runs = Index.transaction\n"
         "def dying(self):  # the first transaction names the run; the second indexes the files\n"
         "    Index.transaction = lambda self: os._exit(9)\n"
@@ -365,9 +365,9 @@ def test_a_rebuild_keeps_the_names_and_pins_of_a_reused_ids_recordings(tmp_path:
     now = time.time_ns()
     early, late = Store.open(root), Store.open(root)
     # The recording that started first commits its first flush second (its call was slower).
-    late.put([fixture("same", 0, b"started second", start_ns=now)])
+    late.put([make_step("same", 0, b"started second", start_ns=now)])
     late.flush()
-    early.put([fixture("same", 0, b"started first", start_ns=now - 10**9)])
+    early.put([make_step("same", 0, b"started first", start_ns=now - 10**9)])
     early.flush()
     early.close()
     late.close()
@@ -408,8 +408,8 @@ def test_a_flipped_byte_in_a_frame_costs_only_the_bodies_that_use_the_frame(
     blobs = [(rng.randbytes(90_000), rng.randbytes(30_000)) for _ in range(12)]
     chat = chat_bodies(12, seed=4)
     with Store.open(root) as store:
-        store.put(fixture("blobs", n, q, r) for n, (q, r) in enumerate(blobs))
-        store.put(fixture("chat", n, q, r) for n, (q, r) in enumerate(chat))
+        store.put(make_step("blobs", n, q, r) for n, (q, r) in enumerate(blobs))
+        store.put(make_step("chat", n, q, r) for n, (q, r) in enumerate(chat))
         store.flush()
     expected = {"blobs": blobs, "chat": chat}
     with Store.open(root) as store:
@@ -449,7 +449,7 @@ def test_a_flipped_byte_in_a_frame_costs_only_the_bodies_that_use_the_frame(
                 else:
                     assert read(run_id, index) == body
             if (run_id, index) not in damaged:
-                assert store.fixture(run_id, index).request_body == request
+                assert store.read_step(run_id, index).request_body == request
         problems = store.verify()
         rel = f"objects/{pack[:2]}/{pack}.pack"
         assert any(p.kind == "pack" and p.path == rel for p in problems)
@@ -465,8 +465,8 @@ def test_a_read_only_store_is_read(tmp_path: Path, with_index: bool) -> None:
     pairs = chat_bodies(3)
     with Store.open(root) as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture("ro-run", index, request, response, kind="http")])
-        store.put([fixture("other", 0, b"q", b"a", error_type="E")])
+            store.put([make_step("ro-run", index, request, response, kind="http")])
+        store.put([make_step("other", 0, b"q", b"a", error_type="E")])
     if not with_index:
         (root / "index.sqlite").unlink()
     before = _store_files(root)
@@ -525,7 +525,7 @@ def test_a_read_only_store_is_replayed(tmp_path: Path, with_index: bool) -> None
     pairs = chat_bodies(3)
     with Store.open(root) as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture("ro-run", index, request, response, kind="http")])
+            store.put([make_step("ro-run", index, request, response, kind="http")])
     if not with_index:
         (root / "index.sqlite").unlink()
     before = _store_files(root)
@@ -556,9 +556,9 @@ def test_a_read_only_store_refuses_writes(tmp_path: Path, with_index: bool) -> N
         (root / "index.sqlite").unlink()
     script = (
         f'mount --bind -o ro {root} {root} && {sys.executable} -c "'
-        "from otel_replay.store import Store; from tests.store._data import fixture; "
+        "from otel_replay.store import Store; from tests.store._data import make_step; "
         f"s = Store.open('{root}'); assert s.read_only; print(len(s.runs()), flush=True); "
-        "s.put([fixture('x', 0, b'q', b'a')]); s.flush()\""
+        "s.put([make_step('x', 0, b'q', b'a')]); s.flush()\""
     )
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", script], check=False, capture_output=True, text=True, cwd=ROOT
@@ -576,7 +576,7 @@ def test_gc_keeps_what_a_recording_reuses_from_an_expired_run(tmp_path: Path) ->
     old = time.time_ns() - int(40 * DAY * 1e9)
     with Store.open(root) as store:
         for index, (request, response) in enumerate(chat_bodies(3, 1, shared=True)):
-            store.put([fixture("old", index, request, response, start_ns=old)])
+            store.put([make_step("old", index, request, response, start_ns=old)])
     go = tmp_path / "go"
     steps = 40
     # A pause between steps keeps it recording while several gcs run, however loaded the
@@ -613,13 +613,13 @@ def test_a_sync_forgets_nothing_another_process_writes_while_it_lists(
     root = tmp_path / "s"
     pairs = chat_bodies(2)
     with Store.open(root) as store:
-        store.put([fixture("a", 0, *pairs[0])])
+        store.put([make_step("a", 0, *pairs[0])])
     real = _sync.list_files
 
     def listing_then_another_flush(backend: Any) -> Any:
         listed = real(backend)
         with Store.open(root) as other:
-            other.put([fixture("b", 0, *pairs[1])])
+            other.put([make_step("b", 0, *pairs[1])])
         return listed
 
     with Store.open(root) as store:
@@ -635,7 +635,7 @@ def test_verify_finds_a_step_the_index_lost_and_the_rebuild_brings_it_back(tmp_p
     root = tmp_path / "s"
     pairs = chat_bodies(3)
     with Store.open(root) as store:
-        store.put([fixture("a", index, *pair) for index, pair in enumerate(pairs)])
+        store.put([make_step("a", index, *pair) for index, pair in enumerate(pairs)])
     with sqlite3.connect(root / "index.sqlite") as conn:
         conn.execute("DELETE FROM steps WHERE step_index = 1")
     with Store.open(root) as store:
@@ -667,10 +667,10 @@ def test_a_flush_retried_after_its_index_commit_failed_keeps_each_span_once(
 
     monkeypatch.setattr(_rows, "add_steps", locked_once)
     with Store.open(root) as store:
-        store.put([fixture("retried", 0, *pairs[0])], spans[:1])
+        store.put([make_step("retried", 0, *pairs[0])], spans[:1])
         with pytest.raises(StoreError, match="locked"):
             store.flush()
-        store.put([fixture("retried", n, *pairs[n]) for n in (1, 2)], spans[1:])
+        store.put([make_step("retried", n, *pairs[n]) for n in (1, 2)], spans[1:])
         store.flush()
         assert store.spans("retried") == spans
         copy = tmp_path / "copy"

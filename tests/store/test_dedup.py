@@ -12,7 +12,7 @@ from pathlib import Path
 from otel_replay.step import RunFacts
 from otel_replay.store import Store
 from otel_replay.store._pack import entries, parse_table
-from tests.store._data import chat_bodies, fixture, shared_system, span, tag
+from tests.store._data import chat_bodies, make_step, shared_system, span, tag
 from tests.store._writer import bodies, spawn
 
 
@@ -39,7 +39,7 @@ def _packs_holding(root: Path, digest: bytes) -> list[Path]:
 def _record_chat(root: Path, run_id: str, turns: int, seed: int, every: int = 1) -> None:
     with Store.open(root) as store:
         for index, (request, response) in enumerate(chat_bodies(turns, seed, shared=True)):
-            store.put([fixture(run_id, index, request, response)])
+            store.put([make_step(run_id, index, request, response)])
             if (index + 1) % every == 0:
                 store.flush()
 
@@ -120,11 +120,11 @@ def test_the_index_can_be_read_by_hand(tmp_path: Path) -> None:
     facts = RunFacts("by-hand", seed=5, commit="abc", code_dirty=True, start_ns=123)
     with Store.open(root) as store:
         for index, (request, response) in enumerate(pairs):
-            step = fixture("by-hand", index, request, response)
+            step = make_step("by-hand", index, request, response)
             step.run, step.provider, step.model = facts, "openai", "gpt-test"
             step.tokens_in, step.tokens_out = 10 + index, 20 + index
             store.put([step], [span("by-hand", index)])
-        store.put([fixture("failed", 0, b"tiny", None, error_type="ConnectError")])
+        store.put([make_step("failed", 0, b"tiny", None, error_type="ConnectError")])
         store.flush()
         store.pin("by-hand")
     runs = _query(

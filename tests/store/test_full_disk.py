@@ -14,7 +14,7 @@ from otel_replay.errors import StoreFullError
 from otel_replay.store import Store
 from otel_replay.store._index import Index
 from tests.store import _disk
-from tests.store._data import fixture
+from tests.store._data import make_step
 
 small_disk = _disk.small_disk
 
@@ -24,7 +24,7 @@ BODY = 100_000
 
 def _put(store: Store, run_id: str, indexes: range, rng: random.Random) -> None:
     for n in indexes:
-        store.put([fixture(run_id, n, b'{"q":%d}' % n, rng.randbytes(BODY))])
+        store.put([make_step(run_id, n, b'{"q":%d}' % n, rng.randbytes(BODY))])
 
 
 def test_a_flush_onto_a_full_device_writes_what_fits(small_disk: _disk.Disk) -> None:

@@ -10,12 +10,12 @@ import pytest
 
 from otel_replay.step import RunEnd
 from otel_replay.store import Store, new_recording_id
-from tests.store._data import chat_bodies, fixture
+from tests.store._data import chat_bodies, make_step
 
 
 def _write(store: Store, run_id: str, indices: range, pairs: list[tuple[bytes, bytes]]) -> None:
     for index in indices:
-        store.put([fixture(run_id, index, *pairs[index])])
+        store.put([make_step(run_id, index, *pairs[index])])
         store.flush()
 
 

@@ -40,7 +40,7 @@ def _as_listed(store: Store, run_id: str) -> list[dict[str, Any]]:
     """A run's steps in the shape the expected file lists them."""
     out = []
     for info in store.steps(run_id):
-        step = store.fixture(info)
+        step = store.read_step(info)
         out.append(
             {
                 "index": step.index,

@@ -13,7 +13,7 @@ import pytest
 from otel_replay.errors import CorruptBlobError, StoreFormatError
 from otel_replay.store import Retention, Store
 from otel_replay.store._format import FORMAT_VERSION
-from tests.store._data import chat_bodies, fixture, span
+from tests.store._data import chat_bodies, make_step, span
 
 Bucket = tuple[str, dict[str, Any]]
 
@@ -28,8 +28,8 @@ def _record(
 ) -> list[tuple[bytes, bytes]]:
     pairs = chat_bodies(turns, seed=len(run_id))
     for index, (request, response) in enumerate(pairs):
-        fx = fixture(run_id, index, request, response, start_ns=start_ns or time.time_ns())
-        store.put([fx], [span(run_id, index, **{"gen_ai.request.model": "m1"})])
+        step = make_step(run_id, index, request, response, start_ns=start_ns or time.time_ns())
+        store.put([step], [span(run_id, index, **{"gen_ai.request.model": "m1"})])
         store.flush()
     return pairs
 
@@ -62,8 +62,8 @@ def test_two_machines_record_at_once_and_see_each_other(s3_bucket: Bucket, tmp_p
         for index, ((q1, r1), (q2, r2)) in enumerate(
             zip(chat_bodies(4, seed=1), chat_bodies(4, seed=2), strict=True)
         ):
-            first.put([fixture("from-a", index, q1, r1)])
-            second.put([fixture("from-b", index, q2, r2)])
+            first.put([make_step("from-a", index, q1, r1)])
+            second.put([make_step("from-b", index, q2, r2)])
             first.flush()
             second.flush()
         assert {r.run_id for r in first.runs()} == {"from-a"}
@@ -128,7 +128,7 @@ def test_a_recording_gone_from_the_bucket_leaves_the_others_readable(
     try:
         for index, (request, response) in enumerate(pairs):
             writer = first if index < 2 else second
-            writer.put([fixture("shared", index, request, response)])
+            writer.put([make_step("shared", index, request, response)])
             writer.flush()
         first.refresh()
         assert {r.run_id: r.step_count for r in first.runs()} == {"shared": 2, "shared@2": 2}
@@ -173,7 +173,7 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
     sent = chat_bodies(3, seed=11)
     with _open(s3_bucket, tmp_path / "a") as store:
         for index, (request, response) in enumerate(sent):
-            store.put([fixture("old", index, request, response, start_ns=old)])
+            store.put([make_step("old", index, request, response, start_ns=old)])
         store.flush()
     writer = _open(s3_bucket, tmp_path / "b")
     later = [time.time() + hours * 3 * 3600 for hours in (1, 2, 3)]
@@ -183,7 +183,7 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
         for when in later[1:gcs_before]:
             store.gc(now=when)
     for index, (request, response) in enumerate(sent):
-        writer.put([fixture("new", index, request, response, start_ns=time.time_ns())])
+        writer.put([make_step("new", index, request, response, start_ns=time.time_ns())])
         writer.flush()
     writer.close()
     with _open(s3_bucket, tmp_path / "c") as store:

@@ -9,7 +9,7 @@ from pathlib import Path
 from otel_replay.step import RunEnd
 from otel_replay.store import Retention, Store
 from otel_replay.store._gc import GRACE_S
-from tests.store._data import chat_bodies, fixture
+from tests.store._data import chat_bodies, make_step
 
 DAY = 86_400.0
 
@@ -18,7 +18,7 @@ def _record(store: Store, run_id: str, *, error: bool = False, turns: int = 3) -
     now = time.time_ns()
     for index, (request, response) in enumerate(chat_bodies(turns, seed=len(run_id))):
         failed = "E" if error and index == turns - 1 else None
-        store.put([fixture(run_id, index, request, response, error_type=failed, start_ns=now)])
+        store.put([make_step(run_id, index, request, response, error_type=failed, start_ns=now)])
         store.flush()
     if error:  # the application failed with its last step
         store.end_run(RunEnd(run_id, now, "E"))

@@ -13,7 +13,7 @@ import pytest
 
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import RunInfo, Store, _write
-from tests.store._data import chat_bodies, fixture, span, tag
+from tests.store._data import chat_bodies, make_step, span, tag
 
 
 def _store_bytes(root: Path) -> int:
@@ -52,7 +52,7 @@ def test_every_body_comes_back_byte_exact(tmp_path: Path) -> None:
     pairs = list(zip(bodies, reversed(bodies), strict=True))
     with Store.open(tmp_path / "s") as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture("run-a", index, request, response)])
+            store.put([make_step("run-a", index, request, response)])
             if index % 7 == 0:
                 store.flush()
     with Store.open(tmp_path / "s") as store:
@@ -65,16 +65,16 @@ def test_every_body_comes_back_byte_exact(tmp_path: Path) -> None:
         assert store.verify() == []
 
 
-def test_fixture_comes_back_equal(tmp_path: Path) -> None:
-    original = fixture("run-b", 0, b'{"messages":[]}', b"streamed")
+def test_step_comes_back_equal(tmp_path: Path) -> None:
+    original = make_step("run-b", 0, b'{"messages":[]}', b"streamed")
     original.chunks = [(3, 100), (5, 250)]
     original.complete = False
     original.error_type = "ReadTimeout"
     with Store.open(tmp_path / "s") as store:
-        store.put([original, fixture("run-b", 1, b"x", None)])
+        store.put([original, make_step("run-b", 1, b"x", None)])
         store.flush()
-        assert store.fixture("run-b", 0) == original
-        no_response = store.fixture(store.step("run-b", 1))
+        assert store.read_step("run-b", 0) == original
+        no_response = store.read_step(store.step("run-b", 1))
         assert no_response.response_hash is None and no_response.response_body == b""
         assert store.response_body("run-b", 1) == b""
 
@@ -98,7 +98,7 @@ def test_spans_come_back_as_given(tmp_path: Path) -> None:
     facts = RunFacts("run-c", seed=42, commit="abc123", code_dirty=True, start_ns=5)
     given[0]["events"] = [{"name": "e", "attributes": {"big": "z" * 1000}}]
     with Store.open(tmp_path / "s") as store:
-        store.put([fixture("run-c", 0, request, response)], given[:1])
+        store.put([make_step("run-c", 0, request, response)], given[:1])
         store.flush()
         store.put(spans=given[1:], runs=[facts])
         store.flush()
@@ -154,7 +154,7 @@ def test_spans_put_with_their_steps_come_back_as_given(tmp_path: Path) -> None:
     ]
     with Store.open(tmp_path / "s") as store:
         for n, (q, r) in enumerate(pairs):
-            store.put([fixture("run-s", n, q, r)], [given[n]])
+            store.put([make_step("run-s", n, q, r)], [given[n]])
         store.flush()
         assert store.spans("run-s") == given
     with Store.open(tmp_path / "s") as store:
@@ -168,7 +168,7 @@ def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
     sizes = []
     with Store.open(tmp_path / "s") as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture("run-d", index, request, response)])
+            store.put([make_step("run-d", index, request, response)])
             store.flush()
             sizes.append(_store_bytes(tmp_path / "s" / "objects"))
     growth = [b - a for a, b in itertools.pairwise(sizes)]
@@ -178,15 +178,15 @@ def test_history_costs_its_unique_bytes(tmp_path: Path) -> None:
     # the history
     assert max(growth[10:]) < last_request / 4
     raw = sum(len(q) + len(r) for q, r in pairs)
-    fixtures = _store_bytes(tmp_path / "s" / "objects") + _store_bytes(tmp_path / "s" / "runs")
-    assert raw / fixtures > 30  # the index is a cache of fixed size per store, counted apart
+    stored = _store_bytes(tmp_path / "s" / "objects") + _store_bytes(tmp_path / "s" / "runs")
+    assert raw / stored > 30  # the index is a cache of fixed size per store, counted apart
 
 
 def test_close_compacts_small_packs(tmp_path: Path) -> None:
     pairs = chat_bodies(12, seed=5)
     with Store.open(tmp_path / "s") as store:
         for index, (request, response) in enumerate(pairs):
-            store.put([fixture("run-e", index, request, response)])
+            store.put([make_step("run-e", index, request, response)])
             store.flush()
         before = len(list((tmp_path / "s" / "objects").rglob("*.pack")))
     after = list((tmp_path / "s" / "objects").rglob("*.pack"))
@@ -197,7 +197,7 @@ def test_close_compacts_small_packs(tmp_path: Path) -> None:
 
 
 def test_put_refuses_what_it_cannot_store_faithfully(tmp_path: Path) -> None:
-    bad = fixture("run-g", 0, b"abc")
+    bad = make_step("run-g", 0, b"abc")
     bad.request_hash = "sha256:" + "0" * 64
     with Store.open(tmp_path / "s") as store:
         with pytest.raises(ValueError, match="request hash"):
@@ -218,11 +218,11 @@ def test_a_burst_and_single_steps_are_deduplicated_alike(tmp_path: Path) -> None
     ]
     with Store.open(tmp_path / "s") as store:
         burst = range(20)  # one flush: split like any other
-        store.put([fixture("run-h", n, *pairs[n]) for n in burst], [spans[n] for n in burst])
+        store.put([make_step("run-h", n, *pairs[n]) for n in burst], [spans[n] for n in burst])
         store.flush()
         after_burst = _store_bytes(tmp_path / "s" / "objects")
         for n in range(20, 30):  # a step per flush: deduplicated against the burst
-            store.put([fixture("run-h", n, *pairs[n])], [spans[n]])
+            store.put([make_step("run-h", n, *pairs[n])], [spans[n]])
             store.flush()
         grown = _store_bytes(tmp_path / "s" / "objects") - after_burst
         assert store.spans("run-h") == spans
@@ -236,7 +236,7 @@ def test_a_burst_and_single_steps_are_deduplicated_alike(tmp_path: Path) -> None
 def test_a_span_changed_after_put_is_stored_as_it_was_put(tmp_path: Path) -> None:
     given = span("run-i", 0, text="t" * 700, short="s")
     with Store.open(tmp_path / "s") as store:
-        store.put([fixture("run-i", 0, b"q", b"a")], [given])
+        store.put([make_step("run-i", 0, b"q", b"a")], [given])
         expected = json.loads(json.dumps(given))
         given["attributes"]["short"] = "changed"
         given["attributes"]["text"] = "changed"
@@ -256,7 +256,7 @@ def test_a_span_changed_after_put_is_stored_as_it_was_put(tmp_path: Path) -> Non
     ],
 )
 def test_what_a_record_leaves_out_comes_back(tmp_path: Path, change: dict[str, Any]) -> None:
-    given = fixture("run-c", 0, b"request", b"reply!!")
+    given = make_step("run-c", 0, b"request", b"reply!!")
     given.chunks = [(7, given.end_ns - given.start_ns)]
     given.request_headers = [("content-length", "7"), ("x", "y")]
     for key, value in change.items():
@@ -265,7 +265,7 @@ def test_what_a_record_leaves_out_comes_back(tmp_path: Path, change: dict[str, A
         store.put([given])
         store.flush()
     with Store.rebuild(tmp_path / "s") as store:
-        assert store.fixture("run-c", 0) == given
+        assert store.read_step("run-c", 0) == given
 
 
 def _sse(events: int) -> tuple[bytes, list[tuple[int, int]]]:
@@ -339,8 +339,8 @@ def test_every_step_field_and_the_runs_facts_come_back(tmp_path: Path) -> None:
     for opened in (Store.open(tmp_path / "s"), Store.rebuild(tmp_path / "s")):
         with opened as store:
             for step in steps:
-                # A fixture comes back whole, with its run's facts, whatever record held them.
-                assert store.fixture("run-f", step.index) == step
+                # A step comes back whole, with its run's facts, whatever record held them.
+                assert store.read_step("run-f", step.index) == step
             info = store.step("run-f", 0)
             assert (info.provider, info.model, info.tokens_in, info.tokens_out) == (
                 "openai",
@@ -393,7 +393,7 @@ def test_spans_with_lone_surrogates_come_back_as_given(tmp_path: Path) -> None:
     )
     given["events"] = [{"name": "ev\udce9", "attributes": {"big": "\udc00" * 600}}]
     with Store.open(tmp_path / "s") as store:
-        store.put([fixture("run-s", 0, b"q", b"a")], [given])
+        store.put([make_step("run-s", 0, b"q", b"a")], [given])
         store.flush()
         assert store.spans("run-s") == [given]
     with Store.rebuild(tmp_path / "s") as store:
@@ -405,8 +405,8 @@ def test_runs_are_incomplete_until_their_recorder_ends_them(tmp_path: Path) -> N
     root = tmp_path / "s"
     store = Store.open(root)
     for run_id in ("fine", "raised", "step-failed", "ended-early"):
-        store.put([fixture(run_id, 0, b"q", b"a")])
-    store.put([fixture("step-failed", 1, b"q2", None, error_type="ReadTimeout")])
+        store.put([make_step(run_id, 0, b"q", b"a")])
+    store.put([make_step("step-failed", 1, b"q2", None, error_type="ReadTimeout")])
     store.end_run(RunEnd("raised", 1_800_000_000 * 10**9, "ValueError"))
     store.end_run(RunEnd("ended-early", 1_750_000_000 * 10**9))
     store.flush()
@@ -427,19 +427,19 @@ def test_runs_are_incomplete_until_their_recorder_ends_them(tmp_path: Path) -> N
             "step-failed": ("ok", 1),  # counted apart: the run went on
             "ended-early": ("ok", 0),
         }
-        assert reader.run("fine").end_ns == fixture("fine", 0, b"q").end_ns
+        assert reader.run("fine").end_ns == make_step("fine", 0, b"q").end_ns
 
 
 def test_a_second_recording_of_an_id_is_a_run_of_its_own(tmp_path: Path) -> None:
     root = tmp_path / "s"
     first, second = Store.open(root), Store.open(root)
-    first.put([fixture("same", 0, b"from first", start_ns=10)])
+    first.put([make_step("same", 0, b"from first", start_ns=10)])
     first.flush()
     second.put(
-        [fixture("same", n, q, start_ns=20) for n, q in enumerate([b"from second", b"more"])]
+        [make_step("same", n, q, start_ns=20) for n, q in enumerate([b"from second", b"more"])]
     )
     second.flush()
-    first.put([fixture("same", 1, b"first again", start_ns=10)])  # still its own run
+    first.put([make_step("same", 1, b"first again", start_ns=10)])  # still its own run
     first.close()
     second.close()
     with Store.open(root) as store:

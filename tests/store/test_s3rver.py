@@ -25,7 +25,7 @@ import pytest
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import Store
 from otel_replay.store._format import run_dir
-from tests.store._data import chat_bodies, fixture, span
+from tests.store._data import chat_bodies, make_step, span
 
 HERE = Path(__file__).resolve().parent
 MODULES = HERE.parents[1] / ".venv" / "node" / "node_modules"
@@ -145,7 +145,7 @@ def _record(store: Store, run_id: str, turns: int) -> list[tuple[bytes, bytes]]:
     pairs = [*chat_bodies(turns, seed=len(run_id)), (b'{"big": true}', BIG)]
     for index, (request, response) in enumerate(pairs):
         store.put(
-            [fixture(run_id, index, request, response)],
+            [make_step(run_id, index, request, response)],
             [span(run_id, index, **{"gen_ai.request.model": "m1"})],
         )
         store.flush()

@@ -29,13 +29,14 @@ def test_aiohttp_records_each_exchange_byte_exact(record: Recording) -> None:
     store, run_id, recorded, received = record(_calls)
     run = load_run(run_id, store=store)
     assert len(run.steps) == len(received) == 5
-    for step, sent in zip(run.steps, received, strict=True):
-        assert step.fidelity == "exact" and step.complete and step.error_type is None
+    assert all(s.fidelity == "exact" for s in run.steps)
+    for step, sent in zip([s.step for s in run.steps], received, strict=True):
+        assert step.complete and step.error_type is None
         assert step.request_body == sent.body
         assert step.request_hash == "sha256:" + hashlib.sha256(sent.body).hexdigest()
-    assert [s.kind for s in run.steps] == ["http", "llm", "llm", "llm", "llm"]
-    assert run.steps[0].response_body.decode() == recorded[0][1]
-    streamed = run.steps[2]
+    assert [s.step.kind for s in run.steps] == ["http", "llm", "llm", "llm", "llm"]
+    assert run.steps[0].step.response_body.decode() == recorded[0][1]
+    streamed = run.steps[2].step
     assert recorded[2].encode() == streamed.response_body
     assert len(streamed.chunks) > 3
 
@@ -110,7 +111,9 @@ def test_recorded_timing_paces_the_stream(record: Recording) -> None:
         replayed = stream(DEAD)
     assert b"".join(replayed) == b"".join(recorded)
     # One piece per chunk as it arrived, each no sooner than it arrived.
-    assert [len(piece) for piece in replayed] == [size for size, _ in result.run.steps[0].chunks]
+    assert [len(piece) for piece in replayed] == [
+        size for size, _ in result.run.steps[0].step.chunks
+    ]
     assert result.identical
 
 

@@ -88,11 +88,10 @@ def test_boto3_calls_are_recorded_and_replayed_without_aws(
     assert seen["note"] == b"customer asked for a status" and seen["keys"] == ["A-1234.txt"]
 
     run = load_run(run_id, store=str(store))
-    assert [s.method for s in run.steps] == ["POST", "PUT", "PUT", "GET", "GET"]
-    assert {s.kind for s in run.steps} == {"http"}
-    assert run.steps[0].url is not None
-    assert run.steps[0].url.endswith("/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke")
-    assert all(s.fidelity == "exact" and s.complete for s in run.steps)
+    assert [s.step.method for s in run.steps] == ["POST", "PUT", "PUT", "GET", "GET"]
+    assert {s.step.kind for s in run.steps} == {"http"}
+    assert run.steps[0].step.url.endswith("/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke")
+    assert all(s.fidelity == "exact" and s.step.complete for s in run.steps)
     on_disk = stored_bytes(store)
     for secret in (ACCESS_KEY, SECRET_KEY, SESSION_TOKEN):
         assert secret.encode() not in on_disk, secret

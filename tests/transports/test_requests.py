@@ -28,7 +28,7 @@ def test_requests_and_urllib3_record_each_exchange_byte_exact(record: Recording)
     store, run_id, _, received = record(requests_calls)
     run = load_run(run_id, store=store)
     assert (
-        [s.method for s in run.steps]
+        [s.step.method for s in run.steps]
         == [r.method for r in received]
         == [
             "GET",
@@ -39,18 +39,20 @@ def test_requests_and_urllib3_record_each_exchange_byte_exact(record: Recording)
             "POST",
         ]
     )
-    for step, sent in zip(run.steps, received, strict=True):
-        assert step.fidelity == "exact" and step.complete and step.error_type is None
+    assert all(s.fidelity == "exact" for s in run.steps)
+    for step, sent in zip([s.step for s in run.steps], received, strict=True):
+        assert step.complete and step.error_type is None
         assert step.request_body == sent.body  # the generator body too, as it was sent
         assert step.request_hash == "sha256:" + hashlib.sha256(sent.body).hexdigest()
-    kinds = [(s.kind, s.endpoint) for s in run.steps]
+    kinds = [(s.step.kind, s.endpoint) for s in run.steps]
     assert kinds[1] == ("llm", "openai.chat_completions")
     assert kinds[2] == ("llm", "openai.chat_completions")
     assert kinds[0][0] == kinds[3][0] == "http"
     # The SSE stream is kept whole, in the pieces the application read.
-    assert run.steps[2].response_body.startswith(b"data: {")
-    assert run.steps[2].response_body.endswith(b"data: [DONE]\n\n")
-    assert len(run.steps[2].chunks) > 3
+    streamed = run.steps[2].step
+    assert streamed.response_body.startswith(b"data: {")
+    assert streamed.response_body.endswith(b"data: [DONE]\n\n")
+    assert len(streamed.chunks) > 3
 
 
 def test_spans_carry_the_http_and_genai_conventions(standin: Any) -> None:

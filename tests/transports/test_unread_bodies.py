@@ -35,8 +35,8 @@ def test_a_429_never_read_replays_and_diffs_identical(tmp_path: Path) -> None:
     answer = json.loads(recorded.stdout.strip().splitlines()[-1])
     assert answer["attempts"] == 3
     original = load_run("r_backoff", store=store)
-    refused = original.steps[:2]
-    assert [s.status_code for s in original.steps] == [429, 429, 200]
+    refused = [s.step for s in original.steps[:2]]
+    assert [s.step.status_code for s in original.steps] == [429, 429, 200]
     assert all(s.response_body and s.error_type == "rate_limit_exceeded" for s in refused)
 
     done = replay(store, "r_backoff", sys.executable, str(AGENT), f"{DEAD}/v1")
@@ -46,7 +46,9 @@ def test_a_429_never_read_replays_and_diffs_identical(tmp_path: Path) -> None:
     found = re.search(r"recorded as run (r_\S+)", done.stdout)
     assert found is not None, done.stdout
     again = load_run(found.group(1), store=store)
-    for old, new in zip(original.steps, again.steps, strict=True):
+    for old, new in zip(
+        [s.step for s in original.steps], [s.step for s in again.steps], strict=True
+    ):
         assert (new.status_code, new.error_type) == (old.status_code, old.error_type)
         assert (new.response_body, new.complete) == (old.response_body, old.complete)
 

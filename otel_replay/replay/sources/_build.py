@@ -44,32 +44,32 @@ class SourceRun:
 def build_run(
     spans: SpanRun,
     source: str,
-    fixtures: Mapping[int, Step] | None = None,
+    stored: Mapping[int, Step] | None = None,
     *,
     in_store: bool = False,
 ) -> SourceRun:
-    """The Run of ``spans`` (plus the store's steps, ``fixtures``, by step index), read from
+    """The Run of ``spans`` (plus ``stored``, the store's steps by index), read from
     ``source`` (named in errors).
 
     Raises SourceError naming the source, the run and the step when a step cannot be rebuilt
     or when the run has no replayable step.
     """
-    fixtures = fixtures or {}
+    stored = stored or {}
     where = f"{source}: run {spans.run_id!r}"
     try:
         by_index = step_spans(spans)
     except ValueError as exc:
         raise SourceError(f"{where}: {exc}") from None
-    foreign = by_index is None and not fixtures
+    foreign = by_index is None and not stored
     if by_index is None:
         by_index = inference_steps(spans) if foreign else {}
     calls = {s.get("span_id"): s for s in spans.spans if is_inference(s)}
     by_index = {index: _beneath_call(span, calls) for index, span in by_index.items()}
     steps: list[RecordedStep] = []
-    for index in sorted(set(by_index) | set(fixtures)):
+    for index in sorted(set(by_index) | set(stored)):
         span = by_index.get(index)
         try:
-            steps.append(build_step(spans.run_id, index, span, fixtures.get(index)))
+            steps.append(build_step(spans.run_id, index, span, stored.get(index)))
         except StepProblem as exc:
             name = f" ({span.get('name')})" if span is not None else ""
             raise SourceError(f"{where}: step {index}{name}: {exc}") from None
@@ -88,7 +88,7 @@ def build_run(
         seed=kit.get(A.REPLAY_SEED),
         code_dirty=kit.get(A.REPLAY_CODE_DIRTY),
         resource=_resource(spans.spans, by_index),
-        start_ns=_start(spans.spans, fixtures),
+        start_ns=_start(spans.spans, stored),
     )
     return SourceRun(run, spans.spans, by_index, in_store)
 
@@ -123,9 +123,9 @@ def _kit(spans: tuple[Span, ...]) -> dict[str, Any]:
     return kit
 
 
-def _start(spans: tuple[Span, ...], fixtures: Mapping[int, Step]) -> int | None:
-    """The earliest start among the run's spans and the store's steps."""
-    starts = [s.get("start_ns") for s in spans] + [f.start_ns for f in fixtures.values()]
+def _start(spans: tuple[Span, ...], stored: Mapping[int, Step]) -> int | None:
+    """The earliest start among the run's spans and stored steps."""
+    starts = [s.get("start_ns") for s in spans] + [step.start_ns for step in stored.values()]
     known = [t for t in starts if isinstance(t, int) and t > 0]
     return min(known, default=None)
 

@@ -69,8 +69,8 @@ def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
     (directory / _STEPS).mkdir()
     steps: list[dict[str, Any]] = []
     written = 0
-    for step in run.steps:
-        facts, bodies = _step_document(step, redactor)
+    for recorded in run.steps:
+        facts, bodies = _step_document(recorded, redactor)
         for name, data in bodies.items():
             (directory / _STEPS / name).write_bytes(data)
             written += 1
@@ -94,57 +94,57 @@ def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
 
 
 def _step_document(
-    step: RecordedStep, redactor: Redactor
+    recorded: RecordedStep, redactor: Redactor
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     """A step's facts for the manifest, and its body files by name."""
     # Header text is Latin-1 on the wire; a source that held other characters gets "?".
     headers = redactor.headers(
         [
             (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
-            for k, v in step.step.response_headers
+            for k, v in recorded.step.response_headers
         ]
     )
-    suffix = _suffix(dict((k.lower(), v) for k, v in headers), step.step.response_body)
+    suffix = _suffix(dict((k.lower(), v) for k, v in headers), recorded.step.response_body)
     bodies: dict[str, bytes] = {}
     request_name = request_hash = None
-    if step.request_body is not None:
-        request = redactor.body(step.request_body)
-        request_name = f"{step.step.index}.request.{'json' if _is_json(request) else 'bin'}"
+    if recorded.request_body is not None:
+        request = redactor.body(recorded.request_body)
+        request_name = f"{recorded.step.index}.request.{'json' if _is_json(request) else 'bin'}"
         bodies[request_name] = request
         # Unchanged by redaction, the recorded hash stands; redacted again, the bytes'.
-        recorded_hash = step.step.request_hash or None
-        request_hash = recorded_hash if request is step.request_body else sha256_tag(request)
-    response_name = f"{step.step.index}.response.{suffix}"
-    response = redactor.body(step.step.response_body, stream=suffix == "sse")
+        recorded_hash = recorded.step.request_hash or None
+        request_hash = recorded_hash if request is recorded.request_body else sha256_tag(request)
+    response_name = f"{recorded.step.index}.response.{suffix}"
+    response = redactor.body(recorded.step.response_body, stream=suffix == "sse")
     bodies[response_name] = response
-    chunks = step.step.chunks
-    if response is not step.step.response_body and chunks:
+    chunks = recorded.step.chunks
+    if response is not recorded.step.response_body and chunks:
         chunks = redact.rechunked(
-            step.step.response_body, chunks, response, redactor, suffix == "sse"
+            recorded.step.response_body, chunks, response, redactor, suffix == "sse"
         )
     facts: dict[str, Any] = {
-        "index": step.step.index,
-        "kind": step.step.kind,
-        "endpoint": redact.endpoint(step.endpoint, redactor),
-        "method": step.step.method,
-        "url": redactor.url(step.step.url) if step.step.url else None,
+        "index": recorded.step.index,
+        "kind": recorded.step.kind,
+        "endpoint": redact.endpoint(recorded.endpoint, redactor),
+        "method": recorded.step.method,
+        "url": redactor.url(recorded.step.url) if recorded.step.url else None,
         "request": None if request_name is None else f"{_STEPS}/{request_name}",
         "request_hash": request_hash,
-        "status_code": step.step.status_code,
+        "status_code": recorded.step.status_code,
         "response_headers": [list(pair) for pair in headers],
         "response": f"{_STEPS}/{response_name}",
-        "fidelity": step.fidelity,
+        "fidelity": recorded.fidelity,
         "chunks": [list(chunk) for chunk in chunks],
-        "complete": step.step.complete,
-        "error_type": step.step.error_type,
-        "provider": step.step.provider,
-        "model": step.step.model,
-        "prompt_hash": step.prompt_hash,
-        "tool_schema_version": step.tool_schema_version,
-        "duration_ns": step.duration_ns,
-        "attributes": redact.attributes(step.attributes, redactor),
-        "within": step.step.within,
-        "start_ns": step.step.start_ns or None,
+        "complete": recorded.step.complete,
+        "error_type": recorded.step.error_type,
+        "provider": recorded.step.provider,
+        "model": recorded.step.model,
+        "prompt_hash": recorded.prompt_hash,
+        "tool_schema_version": recorded.tool_schema_version,
+        "duration_ns": recorded.duration_ns,
+        "attributes": redact.attributes(recorded.attributes, redactor),
+        "within": recorded.step.within,
+        "start_ns": recorded.step.start_ns or None,
     }
     return facts, bodies
 
@@ -203,7 +203,7 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
     _plain_directory(directory / _STEPS, where)
     budget = [limits.max_bytes]
     steps = tuple(_step(facts["id"], item, directory, limits, budget) for item in document["steps"])
-    indices = [step.step.index for step in steps]
+    indices = [recorded.step.index for recorded in steps]
     if len(set(indices)) != len(indices):
         raise SourceError(f"{where}: two steps of {MANIFEST} have one index")
     return Run(

@@ -17,15 +17,15 @@ _URL_STARTS = ("http://", "https://", "/")
 def learn(run: Run, redactor: Redactor) -> None:
     """Teach ``redactor`` every credential ``run`` holds in a header, an attribute named for
     one (or holding an auth scheme's value), a URL's query or user-info."""
-    for attrs in (run.resource, *(step.attributes for step in run.steps)):
+    for attrs in (run.resource, *(recorded.attributes for recorded in run.steps)):
         redactor.learn(_pairs(attrs), "")
         for value in _strings(attrs):
             if value.startswith(_URL_STARTS):
                 redactor.learn((), value)
-    for step in run.steps:
-        pairs = [(_bytes(k), _bytes(v)) for k, v in step.step.response_headers]
-        redactor.learn(pairs, step.step.url or "")
-        redactor.learn((), step.endpoint.partition(" ")[2])
+    for recorded in run.steps:
+        pairs = [(_bytes(k), _bytes(v)) for k, v in recorded.step.response_headers]
+        redactor.learn(pairs, recorded.step.url or "")
+        redactor.learn((), recorded.endpoint.partition(" ")[2])
 
 
 def attributes(values: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:

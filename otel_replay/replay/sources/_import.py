@@ -20,14 +20,15 @@ __all__ = ["ImportReport", "import_runs"]
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What happened to one run: ``imported``, or ``present`` (already in the store)."""
+    """What happened to one run: ``imported``, or ``present`` (already in the store).
+    ``stored`` counts the steps put with their recorded bytes (the others go in as spans)."""
 
     run_id: str
     outcome: Literal["imported", "present"]
     steps: int
     exact: int
     semantic: int
-    fixtures: int
+    stored: int
 
 
 def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
@@ -41,11 +42,11 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
     for loaded in runs:
         run = loaded.run
         present = _already_there(store, loaded)
-        fixtures = [] if present else _fixtures(loaded)
+        stored = [] if present else _stored_steps(loaded)
         spans = [] if present else [_owned(span, run.run_id) for span in loaded.spans]
         if not present:
-            planned.append((loaded, fixtures, spans))
-        exact = sum(step.fidelity == "exact" for step in run.steps)
+            planned.append((loaded, stored, spans))
+        exact = sum(recorded.fidelity == "exact" for recorded in run.steps)
         reports.append(
             ImportReport(
                 run_id=run.run_id,
@@ -53,11 +54,11 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
                 steps=len(run.steps),
                 exact=exact,
                 semantic=len(run.steps) - exact,
-                fixtures=len(fixtures),
+                stored=len(stored),
             )
         )
-    for loaded, fixtures, spans in planned:
-        store.put(fixtures, spans, runs=[_run_facts(loaded)])
+    for loaded, steps, spans in planned:
+        store.put(steps, spans, runs=[_run_facts(loaded)])
         # An imported run is whole: it is closed, ended where its last span ended, failed
         # as its own span says.
         ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
@@ -126,13 +127,13 @@ def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     return {**span, "attributes": attributes}
 
 
-def _fixtures(loaded: SourceRun) -> list[Step]:
+def _stored_steps(loaded: SourceRun) -> list[Step]:
     facts = _run_facts(loaded)
     out = []
-    for step in loaded.run.steps:
-        span = loaded.step_spans.get(step.step.index)
-        if span is not None and _recorded(step):
-            out.append(_stored(facts, step, span))
+    for recorded in loaded.run.steps:
+        span = loaded.step_spans.get(recorded.step.index)
+        if span is not None and _recorded(recorded):
+            out.append(_stored(facts, recorded, span))
     return out
 
 

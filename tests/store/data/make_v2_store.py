@@ -32,7 +32,7 @@ def main() -> None:
         with Store.open(recorded.store) as store:
             store.pin(SUPPORT)
         with Store.open(recorded.store) as second:  # another writer: a stream of its own
-            extra = recorded.fixtures[ERRORS][0]
+            extra = recorded.steps[ERRORS][0]
             extra.index = 99
             second.put([extra])
         target = HERE / "v2-store"
@@ -43,7 +43,7 @@ def main() -> None:
         for run in store.runs():
             steps = []
             for info in store.steps(run.run_id):
-                step = store.fixture(info)
+                step = store.read_step(info)
                 steps.append(
                     {
                         "index": step.index,
