@@ -101,6 +101,14 @@ sys.addaudithook(_GUARD.audit)
 _posixsubprocess.fork_exec = _GUARD.wrap(_posixsubprocess.fork_exec)
 
 
+def pytest_sessionstart() -> None:
+    # A run records the code's version, asked of git once per process: asked here, no test's
+    # first run is what starts git.
+    from otel_replay.capture._vcs import code_version
+
+    code_version()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     yield from _GUARD.watching(item)

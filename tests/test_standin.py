@@ -558,6 +558,7 @@ def test_tool_backend(standin: StandIn) -> None:
 # --- command line and the example agent ----------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_cli_writes_port_file_and_stops_on_sigterm(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     command = [
@@ -582,6 +583,7 @@ def test_cli_writes_port_file_and_stops_on_sigterm(tmp_path: Path) -> None:
         assert proc.wait(timeout=5) == 0
 
 
+@pytest.mark.subprocess
 def test_support_agent_runs_against_standin(standin: StandIn) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SUPPORT_"))}
     env["STANDIN_URL"] = standin.base_url

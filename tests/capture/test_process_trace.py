@@ -182,6 +182,7 @@ sys.exit(0)
 """
 
 
+@pytest.mark.subprocess
 def test_the_root_is_exported_at_exit_after_its_steps(tmp_path: Path) -> None:
     script = tmp_path / "agent.py"
     script.write_text(_EXIT_SCRIPT)

@@ -140,6 +140,7 @@ def test_the_clock_setting_is_read(monkeypatch: pytest.MonkeyPatch, value: str) 
     assert travelled == (value == "recorded")
 
 
+@pytest.mark.subprocess
 def test_a_replayed_agent_sees_the_recorded_clock_and_its_back_off_costs_nothing(
     tmp_path: Path,
 ) -> None:
