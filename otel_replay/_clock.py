@@ -3,15 +3,18 @@
 Under replay the application's ``time.time()``, ``datetime.now()`` and ``date.today()`` read
 the recorded run's time, through time-machine. otel-replay's own records of the replay (step
 and run times, run ids) must still say when the replay really happened, so they read the
-clock here.
+clock here (or the testing kit's fixed clock, :func:`use`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
-__all__ = ["wall_gmtime", "wall_ns"]
+__all__ = ["use", "wall_gmtime", "wall_ns"]
+
+_fixed: Callable[[], int] | None = None
 
 
 def _hatch() -> object | None:
@@ -25,11 +28,22 @@ def _hatch() -> object | None:
 
 def wall_ns() -> int:
     """Real Unix time in nanoseconds."""
+    if _fixed is not None:
+        return _fixed()
     hatch = _hatch()
     return hatch.time.time_ns() if hatch is not None else time.time_ns()  # type: ignore[attr-defined]
 
 
 def wall_gmtime() -> time.struct_time:
     """Real UTC time as a struct_time."""
+    if _fixed is not None:
+        return time.gmtime(_fixed() // 1_000_000_000)
     hatch = _hatch()
     return hatch.time.gmtime() if hatch is not None else time.gmtime()  # type: ignore[attr-defined]
+
+
+def use(clock: Callable[[], int] | None) -> None:
+    """Read Unix nanoseconds from ``clock`` instead of the real time (None: the real time
+    again); for the testing kit's deterministic clock."""
+    global _fixed  # noqa: PLW0603 - one clock per process
+    _fixed = clock

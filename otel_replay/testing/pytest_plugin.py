@@ -19,6 +19,9 @@
   A recording that cannot be read fails the test's set-up with one line naming it.
 * The ``replay_capture`` fixture yields a started :class:`CaptureKit`: httpx and httpx2
   instrumented by otel-replay into in-memory span and metric sinks.
+  ``replay_capture_deterministic`` is the same kit with span ids that count (1, 2, 3...) and
+  a clock that steps one second per reading, so a test can assert whole spans
+  (``kit.whole_spans()``).
 
 Imports are deferred to the fixtures, so merely having otel-replay installed costs a pytest
 session nothing.
@@ -122,4 +125,14 @@ def replay_capture() -> Iterator[CaptureKit]:
     from otel_replay.testing._kit import CaptureKit  # noqa: PLC0415
 
     with CaptureKit() as kit:
+        yield kit
+
+
+@pytest.fixture
+def replay_capture_deterministic() -> Iterator[CaptureKit]:
+    """``replay_capture`` with span and trace ids 1, 2, 3... and a clock that steps one
+    second per reading (span, event, step and run id times), for whole-span assertions."""
+    from otel_replay.testing._kit import CaptureKit  # noqa: PLC0415
+
+    with CaptureKit(deterministic=True) as kit:
         yield kit
