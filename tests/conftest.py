@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _posixsubprocess
 import os
+import platform
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from examples.standin import StandIn
+from otel_replay.capture._vcs import code_version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,13 +102,11 @@ _GUARD = _Guard()
 sys.addaudithook(_GUARD.audit)
 _posixsubprocess.fork_exec = _GUARD.wrap(_posixsubprocess.fork_exec)
 
-
-def pytest_sessionstart() -> None:
-    # A run records the code's version, asked of git once per process: asked here, no test's
-    # first run is what starts git.
-    from otel_replay.capture._vcs import code_version
-
-    code_version()
+# Asked once per process, of a child process, and kept: asked here, no test is the first to
+# ask. A run records the code's version (git); the openai and anthropic SDKs name the
+# platform in a header, whose processor part Python asks of `uname -p`.
+code_version()
+platform.processor()
 
 
 @pytest.hookimpl(wrapper=True)
