@@ -20,6 +20,7 @@ import openai
 import pytest
 
 from examples.standin import RecordedRequest, StandIn, tools
+from examples.standin.server import SLOW_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-standin-not-a-secret"
@@ -457,7 +458,7 @@ def test_slow_model_times_out(oai: openai.OpenAI) -> None:
         oai.with_options(timeout=0.3).chat.completions.create(
             model="standin-slow", messages=[{"role": "user", "content": "x"}]
         )
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < SLOW_SECONDS  # gave up before the model answered
 
 
 def test_bad_requests_get_provider_errors(standin: StandIn) -> None:
