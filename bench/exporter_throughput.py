@@ -48,10 +48,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from otel_replay.capture._handoff import handoff
-from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
+from otel_replay.runs._handoff import handoff
+from otel_replay.runs._run import start_process_run
 from otel_replay.store import Store
 from otel_replay.store._pack import decompress_frame, entries, parse_table
 from otel_replay.store._records import read_frames

@@ -34,9 +34,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import otel_replay
-from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
+from otel_replay.runs._run import start_process_run
 
 TARGET_TOOL_VS_SPAN = 2.0
 TARGET_VALUE_US = 20.0

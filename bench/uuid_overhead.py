@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import otel_replay
-from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
+from otel_replay.runs._run import start_process_run
 
 _LIBRARY = """
 import uuid

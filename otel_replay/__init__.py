@@ -29,12 +29,12 @@ from otel_replay.errors import (
 )
 
 if TYPE_CHECKING:
-    from otel_replay.capture._run import run
     from otel_replay.capture.instrumentor import ReplayInstrumentor
-    from otel_replay.capture.tools import idempotency_key, tool
-    from otel_replay.capture.values import checkpoint, now, side_effect, uuid4
+    from otel_replay.envelope.tools import idempotency_key, tool
+    from otel_replay.envelope.values import checkpoint, now, side_effect, uuid4
     from otel_replay.export import ReplaySpanExporter
     from otel_replay.replay import ReplayResult, replaying
+    from otel_replay.runs import run
     from otel_replay.store import Store
 
 __version__ = "0.1.0"
@@ -72,13 +72,13 @@ __all__ = [
 ]
 
 _LAZY = {
-    "run": "otel_replay.capture._run",
-    "tool": "otel_replay.capture.tools",
-    "idempotency_key": "otel_replay.capture.tools",
-    "now": "otel_replay.capture.values",
-    "uuid4": "otel_replay.capture.values",
-    "side_effect": "otel_replay.capture.values",
-    "checkpoint": "otel_replay.capture.values",
+    "run": "otel_replay.runs._run",
+    "tool": "otel_replay.envelope.tools",
+    "idempotency_key": "otel_replay.envelope.tools",
+    "now": "otel_replay.envelope.values",
+    "uuid4": "otel_replay.envelope.values",
+    "side_effect": "otel_replay.envelope.values",
+    "checkpoint": "otel_replay.envelope.values",
     "ReplayInstrumentor": "otel_replay.capture.instrumentor",
     "ReplaySpanExporter": "otel_replay.export",
     "Store": "otel_replay.store",

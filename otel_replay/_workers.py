@@ -21,13 +21,13 @@ import logging
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import wrapt
 
 from otel_replay.errors import UnmatchedInPoolError, UnmatchedRequestError
 
-__all__ = ["add_part", "in_pool_worker", "remove_part", "unmatched"]
+__all__ = ["add_part", "at_worker_exit", "in_pool_worker", "remove_part", "unmatched"]
 
 _log = logging.getLogger("otel_replay")
 
@@ -132,3 +132,20 @@ def unmatched(message: str) -> UnmatchedRequestError:
     ``Pool`` task, where it is also an ``Exception`` so that the pool hands it to the caller
     instead of hanging (:func:`in_pool_worker`)."""
     return UnmatchedInPoolError(message) if in_pool_worker() else UnmatchedRequestError(message)
+
+
+T = TypeVar("T")
+
+
+def at_worker_exit(owner: T, callback: Callable[[T], object], priority: int) -> None:
+    """Have ``callback(owner)`` run when this process, forked by multiprocessing, ends its
+    work; the higher ``priority``, the earlier among such callbacks. Call it in the child,
+    from an ``os.register_at_fork`` hook. Holds ``owner`` weakly until the worker starts."""
+    util: Any = sys.modules.get("multiprocessing.util")
+    if util is None:
+        return  # no multiprocessing in this process: not its fork
+    # A worker starts by clearing the finalizers it inherited, then runs its after-fork
+    # callbacks: register there, so ours is one of the worker's own.
+    util.register_after_fork(
+        owner, lambda alive: util.Finalize(alive, callback, args=(alive,), exitpriority=priority)
+    )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture._vcs import code_version
+from otel_replay.runs._vcs import code_version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,9 +35,10 @@ test-fast`` leaves them out, ``make test`` runs them."""
 ALLOWED = ("slow", "subprocess")
 """The markers under which a test may start a process; ``make test-fast`` leaves both out."""
 
-_STARTS = ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn")
-_STARTS += ("os.system", "os.exec")
-"""Audit events that start (or become) another program."""
+_STARTS = frozenset(
+    ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system")
+)
+"""Audit events that start a process."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,19 +1,15 @@
-"""Which stage imports which: the stages form a DAG, and importing one reads no settings.
+"""Which part of the package imports which, read from its source.
 
-The rule, read from the package's source (imports under ``if TYPE_CHECKING:`` do not count):
+The package has stages (``capture``, ``store``, ``export``, ``replay``, ``cli``, ``testing``),
+homes of concepts several stages share (``codecs``, ``redact``, ``envelope``, ``runs``) and
+top-level shared modules (``step``, ``settings``, ``errors``, ``attributes``, ``_canonical``…).
+Imports under ``if TYPE_CHECKING:`` do not count. The rules:
 
-* ``capture`` and ``store`` import no other stage, only the shared modules: the homes of shared
-  concepts (``codecs``, ``redact``) and ``step``, ``settings``, ``errors``, ``attributes``,
-  ``_canonical``, ``_inline``…; any stage may import these, and they import no stage;
-* ``export`` imports ``capture`` (the hand-off) and ``store``, never ``replay``;
-* ``replay`` imports ``capture`` and ``store`` at import time, and ``export`` and the capture's
-  instrumentor only inside its boot (a replayed process records itself);
-* ``cli`` and ``testing`` sit on top.
-
-One import goes against that order, inside a function: the capture's instrumentor, loaded by
-``opentelemetry-instrument`` in replay mode, hands the process to ``replay._child.start``
-(there is no other way in under ``opentelemetry-instrument``). It is listed in
-:data:`BACK_EDGES`; no import at module import time goes against the order.
+* the stages form a DAG (:data:`ALLOWED`); homes and shared modules import no stage;
+* privacy: a module imports another stage's or home's modules only through its public face
+  (no ``_``-prefixed module of another part); top-level ``otel_replay/_x.py`` is shared;
+* no import cycle anywhere, imports inside functions included, but for :data:`CYCLE_BREAKS`;
+* importing a stage reads no setting and loads nothing after it.
 """
 
 from __future__ import annotations
@@ -33,25 +29,32 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(otel_replay.__file__).parent
 
 STAGES = ("capture", "store", "export", "replay", "cli", "testing")
-HOMES = ("codecs", "redact")
+HOMES = ("codecs", "redact", "envelope", "runs")
 """Packages that are the public home of a concept several stages share."""
 ALLOWED: dict[str, frozenset[str]] = {
     "capture": frozenset(),
     "store": frozenset(),
-    "export": frozenset({"capture", "store"}),
+    "export": frozenset({"store"}),
     "replay": frozenset({"capture", "store", "export"}),
     "cli": frozenset({"capture", "store", "export", "replay"}),
     "testing": frozenset({"capture", "store", "export", "replay"}),
 }
 """The stages each stage may import (besides the shared modules)."""
 
-BACK_EDGES = {("otel_replay.capture.instrumentor", "otel_replay.replay._child")}
-"""Imports against the order, allowed inside a function only (see the module docstring)."""
+CYCLE_BREAKS = {("otel_replay.capture.instrumentor", "otel_replay.replay")}
+"""Imports against the order, allowed inside a function only. The instrumentor, loaded by
+``opentelemetry-instrument`` in replay mode, hands the process to the replay (there is no
+other way in under ``opentelemetry-instrument``); the replay instruments the process it
+replays with that instrumentor."""
 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> frozenset[str]:
+    return frozenset(_module_name(path) for path in PACKAGE.rglob("*.py"))
 
 
 def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
@@ -62,8 +65,15 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
         package = module.split(".") if is_package else module.split(".")[:-1]
         package = package[: len(package) - (node.level - 1)]
         base = ".".join([*package, base] if base else package)
-    # ``from otel_replay import settings`` imports the module otel_replay.settings
-    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    # ``from otel_replay import settings`` imports the module otel_replay.settings; ``from
+    # otel_replay.runs import run`` imports the package (a name of its public face)
+    targets = {f"{base}.{alias.name}" for alias in node.names} & MODULES
+    if len(targets) < len(node.names):
+        targets.add(base)
+    return sorted(targets)
+
+
+MODULES = _modules()
 
 
 def _imports() -> list[tuple[str, str, bool]]:
@@ -124,10 +134,7 @@ def test_stages_import_only_the_stages_before_them() -> None:
         source, target = _stage(importer), _stage(imported)
         if source is None or target is None or source == target or target in ALLOWED[source]:
             continue
-        if in_function and any(
-            importer == source_module and imported.startswith(target_module)
-            for source_module, target_module in BACK_EDGES
-        ):
+        if in_function and (importer, imported) in CYCLE_BREAKS:
             continue
         wrong.append(f"{importer} imports {imported}" + (" (in a function)" if in_function else ""))
     assert wrong == []
@@ -144,15 +151,64 @@ def test_shared_modules_import_no_stage() -> None:
     assert wrong == []
 
 
-def test_stages_import_a_home_by_its_public_face() -> None:
-    wrong = [
-        f"{importer} imports {imported}"
-        for importer, imported, _ in _imports()
-        if _home(imported)
-        and _home(importer) != _home(imported)
-        and any(part.startswith("_") for part in imported.split(".")[2:])
-    ]
+def _part(module: str) -> str | None:
+    return _stage(module) or _home(module)
+
+
+def test_parts_import_each_other_only_by_their_public_faces() -> None:
+    wrong = sorted(
+        {
+            f"{importer} imports {imported}"
+            for importer, imported, _ in _imports()
+            if _part(imported)
+            and _part(importer) != _part(imported)
+            and any(part.startswith("_") for part in imported.split(".")[2:])
+        }
+    )
     assert wrong == []
+
+
+def _cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+        graph.setdefault(target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for after in graph[node]:
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = []
+            while (member := stack.pop()) != node:
+                component.append(member)
+            if component:
+                found.append(sorted([node, *component]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_even_inside_functions() -> None:
+    edges = {
+        (importer, imported)
+        for importer, imported, in_function in _imports()
+        if importer != imported and not (in_function and (importer, imported) in CYCLE_BREAKS)
+    }
+    assert _cycles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c"]]
+    assert _cycles(edges) == []
 
 
 def test_replay_imports_export_and_the_instrumentor_only_in_its_boot() -> None:

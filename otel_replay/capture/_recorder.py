@@ -29,19 +29,17 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from otel_replay import attributes as A
+from otel_replay._bodies import is_json, raw_header
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
-from otel_replay.capture._bodies import is_json, raw_header
 from otel_replay.capture._calls import CALL_SPANS, fill_in
-from otel_replay.capture._envelope import enclosing_step
-from otel_replay.capture._handoff import Handoff
 from otel_replay.capture._metrics import GenAiMetrics
-from otel_replay.capture._open_steps import OpenSteps
-from otel_replay.capture._run import current_run
 from otel_replay.capture._step import OpenStep, request_body_attributes
 from otel_replay.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect
+from otel_replay.envelope import enclosing_step
 from otel_replay.errors import CodecError
 from otel_replay.redact import Redactor
+from otel_replay.runs import Handoff, OpenSteps, current_run
 from otel_replay.step import Step
 
 __all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "prompt_hash"]

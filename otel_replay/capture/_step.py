@@ -25,21 +25,27 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
+from otel_replay._bodies import content_headers, decode_content, is_sse, is_stream
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
-from otel_replay.capture._bodies import content_headers, decode_content, is_sse, is_stream
 from otel_replay.capture._calls import fill_in
-from otel_replay.capture._envelope import note_tool_calls
-from otel_replay.capture._run import qualified_name
 from otel_replay.codecs import Codec, LlmRequest
+from otel_replay.envelope import note_tool_calls
 from otel_replay.errors import CodecError
+from otel_replay.runs import qualified_name
 from otel_replay.step import Step
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-__all__ = ["OpenStep", "request_body_attributes"]
+from opentelemetry import context, trace
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+
+__all__ = ["OpenStep", "exchange", "in_exchange", "request_body_attributes", "should_record"]
 
 
 def request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any]) -> str:
@@ -323,3 +329,33 @@ def _text(value: Any) -> str | None:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_IN_EXCHANGE = context.create_key("otel_replay.exchange")
+
+
+def in_exchange() -> bool:
+    """Whether a hooked layer above is already recording the current exchange."""
+    return bool(context.get_value(_IN_EXCHANGE))
+
+
+def should_record() -> bool:
+    """Whether a hooked layer should record the request it is handed: not when instrumentation
+    is suppressed (exporters sending telemetry) and not inside an exchange being recorded."""
+    return not context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) and not in_exchange()
+
+
+@contextmanager
+def exchange(step: OpenStep) -> Iterator[None]:
+    """While ``step``'s request is on its way: the context marked as inside its exchange,
+    with its span current; what the call raises fails the step and goes on up."""
+    token = context.attach(
+        trace.set_span_in_context(step.span, context.set_value(_IN_EXCHANGE, True))
+    )
+    try:
+        yield
+    except BaseException as exc:
+        step.fail(exc)
+        raise
+    finally:
+        context.detach(token)

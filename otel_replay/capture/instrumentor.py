@@ -31,22 +31,29 @@ from opentelemetry.sdk import trace as sdk_trace
 
 from otel_replay import settings
 from otel_replay._exit import alone, before_shutdown
-from otel_replay.capture import _family, _uuids, package, transports
+from otel_replay.capture import package, transports
 from otel_replay.capture._calls import CALL_SPANS
-from otel_replay.capture._dispatch import async_wrapper, sync_wrapper
-from otel_replay.capture._durable import DurableFlush
-from otel_replay.capture._effect import use_tool_lists
-from otel_replay.capture._envelope import use_recorder
-from otel_replay.capture._failed import describe_with
-from otel_replay.capture._handoff import handoff
 from otel_replay.capture._metrics import GenAiMetrics
-from otel_replay.capture._outcome import end_at_exit, unwatch, watch
-from otel_replay.capture._process_trace import StepTracer, adopt_root, exit_flush
 from otel_replay.capture._recorder import Recorder
-from otel_replay.capture._run import use_tracer
-from otel_replay.capture.frameworks import attach, detach
+from otel_replay.capture.transports._httpx import async_wrapper, sync_wrapper
+from otel_replay.envelope import hold_uuids, release_uuids, use_recorder, use_tool_lists
+from otel_replay.envelope.frameworks import attach, detach
 from otel_replay.errors import ConfigError
 from otel_replay.redact import Redactor
+from otel_replay.runs import (
+    DurableFlush,
+    StepTracer,
+    adopt_root,
+    describe_with,
+    end_at_exit,
+    exit_flush,
+    hand_over_runs,
+    handoff,
+    stop_handing_over,
+    unwatch,
+    use_tracer,
+    watch,
+)
 
 __all__ = ["ReplayInstrumentor", "capture_content_enabled"]
 
@@ -83,9 +90,9 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             config = settings.load()
         except ConfigError as exc:
             if settings.replay_requested():
-                from otel_replay.replay._child import fatal  # noqa: PLC0415
+                from otel_replay.replay import refuse_to_replay  # noqa: PLC0415
 
-                fatal(str(exc))  # asked to replay: never run live instead
+                refuse_to_replay(str(exc))  # asked to replay: never run live instead
             settings.turn_off(exc)
             return
         if config.mode == "off":
@@ -110,10 +117,10 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         wrapt.wrap_function_wrapper(sdk_trace, "Tracer.start_span", adopt_root)
         use_recorder(self.recorder)
         describe_with(self.recorder.redactor, content)  # a failed run's message (_failed)
-        _family.start()  # workers started fresh continue the current run
+        hand_over_runs()  # workers started fresh continue the current run
         use_tool_lists(config.write_tools, config.read_tools)
         attach()  # framework tools (LangChain, Agents SDK, MCP) as steps
-        _uuids.hold()  # the application's own uuid.uuid4() draws as value steps
+        hold_uuids()  # the application's own uuid.uuid4() draws as value steps
         _add_durable_flush(kwargs.get("tracer_provider") or trace.get_tracer_provider())
         # Registered after the SDK's providers, so they run before their exit flush; the
         # process run's end (watch) after the streams still open have ended.
@@ -144,9 +151,9 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             # Under opentelemetry-instrument nothing else boots the replay (replay's own boot
             # has started it already otherwise): serve every request from the recording; the
             # wrappers above record the re-execution. The one import of replay by the capture.
-            from otel_replay.replay._child import start  # noqa: PLC0415
+            from otel_replay.replay import start_replay  # noqa: PLC0415
 
-            start(config)
+            start_replay(config)
 
     def _end_before_shutdown(self) -> None:
         """What the exit hooks do (end the steps still open, hand over the process run's end,
@@ -175,9 +182,9 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             unwatch()
             detach()
             unwrap(sdk_trace.Tracer, "start_span")
-            _uuids.release()
+            release_uuids()
         self.recorder = None
-        _family.stop()
+        stop_handing_over()
         use_tracer(None)
         use_recorder(None)
         describe_with(None, False)
@@ -187,9 +194,9 @@ _durable_providers: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _add_durable_flush(provider: Any) -> None:
-    """Give an SDK tracer provider (once) the processor that makes its ``force_flush`` wait
-    for the ``replay`` exporter (``_durable``), and the one that sees other instrumentations'
-    call spans end (``_calls``); other providers have no processors."""
+    """Give an SDK tracer provider (once) the processor that makes its ``force_flush``
+    wait for the ``replay`` exporter (``runs.DurableFlush``), and the one that sees other
+    instrumentations' call spans end (``_calls``); other providers have no processors."""
     add = getattr(provider, "add_span_processor", None)
     if add is None or provider in _durable_providers:
         return

@@ -19,9 +19,8 @@ from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._tables import run_header, safe_text, table
-from otel_replay.replay._model import RecordedStep, Run
-from otel_replay.replay._rundiff import RunDiff, StepPair, diff_runs
-from otel_replay.replay.sources._load import stored_run
+from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, diff_runs
+from otel_replay.replay.sources import stored_run
 from otel_replay.store import RunInfo, Store
 
 __all__ = ["diff", "render"]

@@ -10,8 +10,7 @@ from otel_replay import settings
 from otel_replay.cli._common import CliError, store_option, stored_ref
 from otel_replay.cli._format import plural, printable
 from otel_replay.redact import Redactor
-from otel_replay.replay.sources import is_url, load_run
-from otel_replay.replay.sources._bundle import write_bundle
+from otel_replay.replay.sources import is_url, load_run, write_bundle
 
 __all__ = ["export"]
 

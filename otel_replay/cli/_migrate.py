@@ -9,8 +9,8 @@ import click
 from otel_replay import settings
 from otel_replay.cli._common import CliError, store_option
 from otel_replay.cli._format import plural, printable
-from otel_replay.store._fs import is_url
-from otel_replay.store._migrate import migrate as migrate_store
+from otel_replay.store import is_url
+from otel_replay.store import migrate as migrate_store
 
 __all__ = ["migrate"]
 

@@ -38,9 +38,7 @@ from typing import IO, Any
 
 import click
 
-import otel_replay.replay._boot as boot
 from otel_replay import settings
-from otel_replay.capture._run import new_run_id
 from otel_replay.cli._common import (
     CliError,
     emit,
@@ -53,17 +51,22 @@ from otel_replay.cli._fork import fork_options
 from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import OtelReplayError
-from otel_replay.replay import ForkPlan, Run, _isolate
-from otel_replay.replay._background import without_background
-from otel_replay.replay._change import Change
-from otel_replay.replay._result import (
+from otel_replay.replay import (
+    BOOT_DIR,
     AgentStatus,
     BadValue,
+    Change,
+    ForkPlan,
     Isolation,
     Outcome,
     ReplayResult,
+    Run,
     ServedStep,
     changes_from_json,
+    isolated_launcher,
+    isolation_notice,
+    isolation_unavailable,
+    without_background,
 )
 from otel_replay.replay.sources import (
     Limits,
@@ -74,6 +77,7 @@ from otel_replay.replay.sources import (
     read_runs,
     shown,
 )
+from otel_replay.runs import new_run_id
 from otel_replay.store import Store
 
 __all__ = ["EXIT_STATUS", "replay"]
@@ -301,10 +305,10 @@ def _launch(
     if live_from is not None:
         why = f"--live-from {live_from}: calls from step {live_from} on go live"
         return list(command), Isolation(False, reason=why)
-    reason = _isolate.unavailable()
+    reason = isolation_unavailable()
     if reason is None:
-        return _isolate.launcher(command, namespaces=isolate, events_fd=events_fd), None
-    click.echo(_isolate.notice(reason), err=True)
+        return isolated_launcher(command, namespaces=isolate, events_fd=events_fd), None
+    click.echo(isolation_notice(reason), err=True)
     return list(command), Isolation(False, reason=reason)
 
 
@@ -315,7 +319,7 @@ def _child_env(
     env.update(_QUIET_EXPORTERS)
     for key in _PLACEHOLDER_KEYS:
         env.setdefault(key, "otel-replay-placeholder")
-    boot_dir = str(Path(boot.__file__).parent)
+    boot_dir = BOOT_DIR
     existing = env.get("PYTHONPATH")
     env.update(
         OTEL_REPLAY_MODE="replay",

@@ -18,10 +18,15 @@ from rich.text import Text
 from otel_replay.cli._fork import fork_lines
 from otel_replay.cli._format import printable
 from otel_replay.cli._tables import safe_text, table
-from otel_replay.replay import ForkPlan
-from otel_replay.replay._change import Change, category
-from otel_replay.replay._result import Isolation, ReplayResult, ServedStep
-from otel_replay.replay._textdiff import excerpts
+from otel_replay.replay import (
+    Change,
+    ForkPlan,
+    Isolation,
+    ReplayResult,
+    ServedStep,
+    category,
+    excerpts,
+)
 from otel_replay.step import describe_effect
 
 __all__ = ["change_lines", "render"]

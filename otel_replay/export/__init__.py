@@ -11,7 +11,7 @@ it overflows, so steps do not travel through it:
 
 - **Hand-off, not the batch queue.** At the end of each step the capture puts the
   :class:`~otel_replay.step.Step` (its bytes and its facts) and the step's span into the
-  exporter's own queue (:mod:`otel_replay.capture._handoff`), before ending the span; a
+  exporter's own queue (:mod:`otel_replay.runs._handoff`), before ending the span; a
   ``run()`` block that exits puts its :class:`~otel_replay.step.RunEnd` there too. The
   exporter's writer thread (:mod:`._writer`) drains that queue; it is the only thread that
   touches the store. A step and its span are written in the same flush.

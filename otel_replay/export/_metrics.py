@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from otel_replay.capture._handoff import Handoff
+from otel_replay.runs import Handoff
 
 __all__ = ["DROPPED_STEPS", "observe_drops"]
 

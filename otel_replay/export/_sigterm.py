@@ -10,7 +10,7 @@ disposition it replaced calls for:
   that handles no signal): the traces are ended as an exit would end them, with none of the
   application's code run: the steps in flight end cut off (``error.type`` ``SIGTERM``, see
   :func:`_cut_steps`), the process run's root span and the ``run()`` blocks' spans still
-  open end (``capture._process_trace.cut_off``), every tracer provider the capture records
+  open end (``runs._process_trace.cut_off``), every tracer provider the capture records
   through is flushed (the OTLP exporter sends its last batch), and every live replay exporter
   writes everything it holds. Then the default disposition is restored and the signal raised
   again: the process dies of SIGTERM, its parent sees the same status (-15, a shell's 143).
@@ -50,8 +50,7 @@ from queue import SimpleQueue
 from types import FrameType
 from typing import Any, Protocol
 
-from otel_replay.capture._open_steps import cut_in_flight
-from otel_replay.capture._process_trace import cut_off, exiting
+from otel_replay.runs import cut_in_flight, cut_off, exiting
 
 __all__ = ["install", "uninstall"]
 

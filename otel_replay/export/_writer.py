@@ -37,9 +37,9 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_replay import attributes as A
-from otel_replay.capture._handoff import Consumer
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
+from otel_replay.runs import Consumer
 from otel_replay.step import RunEnd, Step
 from otel_replay.store import Buffered, Store
 

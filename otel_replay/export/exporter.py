@@ -17,19 +17,15 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_replay import settings
 from otel_replay._exit import alone, before_shutdown
 from otel_replay._printable import printable
-from otel_replay._workers import add_part
-from otel_replay.capture._durable import register_flush
-from otel_replay.capture._family import inherited_runs
-from otel_replay.capture._handoff import Handoff
-from otel_replay.capture._handoff import handoff as process_handoff
-from otel_replay.capture._process_trace import WORKER_EXIT_PRIORITY
-from otel_replay.capture._worker_exit import at_worker_exit
+from otel_replay._workers import add_part, at_worker_exit
 from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._failures import Failures
 from otel_replay.export._metrics import observe_drops
 from otel_replay.export._writer import Writer
+from otel_replay.runs import WORKER_EXIT_PRIORITY, Handoff, inherited_runs, register_flush
+from otel_replay.runs import handoff as process_handoff
 from otel_replay.store import Store, new_recording_id
 
 __all__ = ["ExporterStats", "ReplaySpanExporter"]

@@ -1,30 +1,52 @@
 """Replay: rebuild a recorded run, serve it to today's code, and compare."""
 
 from otel_replay.replay._api import replaying
-from otel_replay.replay._diff import Change
+from otel_replay.replay._background import without_background
+from otel_replay.replay._boot import BOOT_DIR
+from otel_replay.replay._change import Change, category
+from otel_replay.replay._child import refuse_to_replay, start_replay
 from otel_replay.replay._fork import ForkPlan
+from otel_replay.replay._isolate import isolated_launcher, isolation_notice, isolation_unavailable
 from otel_replay.replay._live_from import WentLive
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._result import (
     AgentStatus,
     BadValue,
     Divergence,
+    Isolation,
     Outcome,
     ReplayResult,
     ServedStep,
+    changes_from_json,
 )
+from otel_replay.replay._rundiff import RunDiff, StepPair, diff_runs
+from otel_replay.replay._textdiff import excerpts
 
 __all__ = [
+    "BOOT_DIR",
     "AgentStatus",
     "BadValue",
     "Change",
     "Divergence",
     "ForkPlan",
+    "Isolation",
     "Outcome",
     "RecordedStep",
     "ReplayResult",
     "Run",
+    "RunDiff",
     "ServedStep",
+    "StepPair",
     "WentLive",
+    "category",
+    "changes_from_json",
+    "diff_runs",
+    "excerpts",
+    "isolated_launcher",
+    "isolation_notice",
+    "isolation_unavailable",
+    "refuse_to_replay",
     "replaying",
+    "start_replay",
+    "without_background",
 ]

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Literal
 
 from otel_replay import settings
-from otel_replay.capture._run import use_recorded_seed
 from otel_replay.errors import ConfigError
 from otel_replay.redact import Redactor
 from otel_replay.replay._fork import ForkPlan
@@ -18,6 +17,7 @@ from otel_replay.replay._model import Run
 from otel_replay.replay._result import AgentStatus, ReplayResult
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._world import World
+from otel_replay.runs import use_recorded_seed
 from otel_replay.settings import Clock, Timing
 
 __all__ = ["replaying"]

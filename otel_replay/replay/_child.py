@@ -24,34 +24,34 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_replay import settings
-from otel_replay.capture._run import use_fork, use_parent_run, use_recorded_seed
 from otel_replay.errors import OtelReplayError, RecordedValueError
 from otel_replay.redact import Redactor
 from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._install import install
 from otel_replay.replay._session import ReplaySession
 from otel_replay.replay._world import World
+from otel_replay.runs import use_fork, use_parent_run, use_recorded_seed
 from otel_replay.settings import Settings
 
-__all__ = ["bootstrap", "fatal", "start"]
+__all__ = ["bootstrap", "refuse_to_replay", "start_replay"]
 
 _session: ReplaySession | None = None
 
 
-def fatal(message: str) -> NoReturn:
+def refuse_to_replay(message: str) -> NoReturn:
     """Say on one line why this process cannot replay, and exit with status 2 at once."""
     sys.stderr.write(f"otel-replay: cannot replay: {message}\n")
     sys.stderr.flush()
     os._exit(2)
 
 
-def start(config: Settings) -> ReplaySession:
+def start_replay(config: Settings) -> ReplaySession:
     """Serve this process's HTTP from the run ``OTEL_REPLAY_RUN`` names (once per process)."""
     global _session  # noqa: PLW0603 - one replay per process
     if _session is not None:
         return _session
     if not config.run:
-        fatal("OTEL_REPLAY_MODE=replay needs OTEL_REPLAY_RUN (a run id, file or URL)")
+        refuse_to_replay("OTEL_REPLAY_MODE=replay needs OTEL_REPLAY_RUN (a run id, file or URL)")
     from otel_replay.replay.sources import load_run  # noqa: PLC0415 - import cycle
 
     try:
@@ -61,7 +61,7 @@ def start(config: Settings) -> ReplaySession:
         # Unbuffered, for appending: each event is one write, whichever process makes it.
         report = open(config.report, "ab", buffering=0) if config.report else None  # noqa: SIM115
     except (OtelReplayError, OSError) as exc:
-        fatal(str(exc))
+        refuse_to_replay(str(exc))
     session = ReplaySession(
         run,
         strict=config.strict,
@@ -119,7 +119,7 @@ def bootstrap() -> None:
     try:
         config = settings.load()
     except OtelReplayError as exc:
-        fatal(str(exc))
+        refuse_to_replay(str(exc))
     if config.mode != "replay":
         return
     # Only a replayed process records through these; importing them is for here alone.
@@ -136,5 +136,5 @@ def bootstrap() -> None:
         trace.set_tracer_provider(provider)
     # After the provider: exit hooks run last first, so the session's closing event (its
     # elapsed time) comes before the provider's final flush.
-    start(config)
+    start_replay(config)
     ReplayInstrumentor().instrument()

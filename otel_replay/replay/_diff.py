@@ -20,15 +20,14 @@ from urllib.parse import urlsplit
 import orjson
 
 from otel_replay._canonical import canonical_json, sha256_tag
-from otel_replay.capture._envelope import ENVELOPE_KINDS
-from otel_replay.capture._recorder import prompt_hash as capture_prompt_hash
+from otel_replay.capture import prompt_hash as capture_prompt_hash
 from otel_replay.codecs import CODECS, Codec, LlmRequest
+from otel_replay.envelope import ENVELOPE_KINDS
 from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, body_change, category, change, preview, whole
 from otel_replay.replay._model import RecordedStep
 
 __all__ = [
-    "Change",
     "Request",
     "category",
     "comparable_prompts",

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from otel_replay._canonical import canonical_json
-from otel_replay.capture._envelope import INJECTED_ERROR, Served
+from otel_replay.envelope import INJECTED_ERROR, Served
 from otel_replay.replay._fork import Fault
 from otel_replay.replay._model import RecordedStep
 

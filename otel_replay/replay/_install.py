@@ -17,18 +17,16 @@ from typing import Any
 
 from otel_replay import settings
 from otel_replay._workers import add_part, remove_part
-from otel_replay.capture import _uuids
-from otel_replay.capture._effect import use_tool_lists
-from otel_replay.capture._envelope import use_server
-from otel_replay.capture.frameworks import attach, detach
 from otel_replay.capture.package import CLIENT_MODULES
+from otel_replay.envelope import hold_uuids, release_uuids, use_server, use_tool_lists
+from otel_replay.envelope.frameworks import attach, detach
 from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import SocketGuard
 from otel_replay.replay._live_from import LiveGuard
 from otel_replay.replay._observe import NetworkObserver
 from otel_replay.replay._session import ReplaySession
-from otel_replay.replay._transport import transport_classes
 from otel_replay.replay.transports import install as install_transports
+from otel_replay.replay.transports._httpx import transport_classes
 
 __all__ = ["install"]
 
@@ -73,13 +71,13 @@ def install(session: ReplaySession) -> Callable[[], None]:
         settings.read("OTEL_REPLAY_WRITE_TOOLS"), settings.read("OTEL_REPLAY_READ_TOOLS")
     )
     attach()  # framework tools served as steps
-    _uuids.hold()  # and the application's own uuid draws
+    hold_uuids()  # and the application's own uuid draws
     # Workers multiprocessing starts fresh serve from this session's account (``_ledger``).
     add_part(PART, session.matcher.ledger.ticket, session.join)
 
     def undo() -> None:
         remove_part(PART)
-        _uuids.release()
+        release_uuids()
         detach()
         use_server(None)
         for client, choose in reversed(wrapped):

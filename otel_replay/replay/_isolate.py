@@ -59,7 +59,15 @@ else:  # the launcher: run as a script, its directory is not on the path (-I)
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     import _seccomp  # type: ignore[import-not-found,no-redef]
 
-__all__ = ["LAUNCH_FAILED", "isolate", "launcher", "main", "map_ids", "notice", "unavailable"]
+__all__ = [
+    "LAUNCH_FAILED",
+    "isolate",
+    "isolated_launcher",
+    "isolation_notice",
+    "isolation_unavailable",
+    "main",
+    "map_ids",
+]
 
 LAUNCH_FAILED = 127
 """The launcher's exit status when it wrote a ``launch-failed`` event."""
@@ -88,7 +96,7 @@ _STATUS = struct.Struct("=i")
 _GO = b"go"
 
 
-def unavailable() -> str | None:
+def isolation_unavailable() -> str | None:
     """Why this system cannot run the launcher at all (None where it can try)."""
     if not sys.platform.startswith("linux"):
         return "network namespaces need Linux"
@@ -97,7 +105,7 @@ def unavailable() -> str | None:
     return None
 
 
-def launcher(
+def isolated_launcher(
     command: Sequence[str], *, namespaces: bool = True, events_fd: int | None = None
 ) -> list[str]:
     """The command line that runs ``command`` isolated (``namespaces`` False: under the
@@ -109,7 +117,7 @@ def launcher(
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), *flags, "--", *command]
 
 
-def notice(reason: str, *, filtered: bool = False) -> str:
+def isolation_notice(reason: str, *, filtered: bool = False) -> str:
     """The one line printed when a strict replay gets no network namespace (``filtered``:
     the seccomp filter applies all the same)."""
     if filtered:
@@ -467,7 +475,7 @@ def _notices(event: dict[str, Any], reason: str) -> list[str]:
         return [] if event["seccomp"] else [_unfiltered_notice(reason, isolated=True)]
     if event["reason"] == "--no-isolate":  # asked for: said only if the filter is missing too
         return [] if event["seccomp"] else [_unfiltered_notice(reason, isolated=False)]
-    return [notice(event["reason"], filtered=event["seccomp"])]
+    return [isolation_notice(event["reason"], filtered=event["seccomp"])]
 
 
 def _launch(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from otel_replay._forks import mend_in_child
-from otel_replay.capture._effect import ToolEffect
+from otel_replay.envelope import ToolEffect
 from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import Listener, SocketGuard
 from otel_replay.replay._match import Match

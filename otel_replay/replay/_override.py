@@ -14,8 +14,8 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from otel_replay._bodies import is_sse
 from otel_replay._canonical import canonical_json
-from otel_replay.capture._bodies import is_sse
 from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
 from otel_replay.replay._model import RecordedStep

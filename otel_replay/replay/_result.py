@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from otel_replay.capture._envelope import address
-from otel_replay.capture._run import qualified_name
+from otel_replay.envelope import address
 from otel_replay.replay._change import Change
 from otel_replay.replay._live_from import WentLive, went_live
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._textdiff import excerpts
+from otel_replay.runs import qualified_name
 
 __all__ = [
     "AgentStatus",
@@ -56,7 +56,7 @@ class ServedStep:
     answer (``result $.path``, ``error``). ``live``: the call was not answered from the
     recording (an unmatched request let through, or a read tool under ``--live-tools read``,
     matched all the same). ``effect`` and ``effect_reason``: a tool call's effect in the
-    replay and why it has it (``write``, ``default``; see ``capture._effect``), None for other
+    replay and why it has it (``write``, ``default``; see ``envelope._effect``), None for other
     calls. ``forked``: what a fork served here instead of the recorded answer
     (``override @result.json``, ``inject http:429``; see ``_fork``), None when it did not.
     """

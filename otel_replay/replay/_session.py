@@ -35,6 +35,7 @@ from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay import attributes as A
+from otel_replay._bodies import is_sse
 from otel_replay._canonical import sha256_tag
 from otel_replay._forks import mend_in_child
 from otel_replay._ignore import (
@@ -47,11 +48,8 @@ from otel_replay._ignore import (
 )
 from otel_replay._printable import printable
 from otel_replay._workers import unmatched
-from otel_replay.capture._bodies import is_sse
-from otel_replay.capture._effect import ToolEffect, in_replay
-from otel_replay.capture._envelope import Served
-from otel_replay.capture._exchange import in_exchange
-from otel_replay.capture._jsonable import content_type_shape
+from otel_replay.capture import in_exchange
+from otel_replay.envelope import Served, ToolEffect, content_type_shape, in_replay
 from otel_replay.errors import RecordedValueError
 from otel_replay.redact import Redactor
 from otel_replay.replay._background import without_background

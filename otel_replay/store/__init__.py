@@ -23,7 +23,9 @@ Several machines can record into one bucket at once.
 """
 
 from otel_replay.store._format import new_recording_id
+from otel_replay.store._fs import is_url
 from otel_replay.store._gc import Retention
+from otel_replay.store._migrate import migrate
 from otel_replay.store._types import (
     Buffered,
     GcReport,
@@ -45,5 +47,7 @@ __all__ = [
     "StepInfo",
     "Store",
     "VerifyProblem",
+    "is_url",
+    "migrate",
     "new_recording_id",
 ]

@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from otel_replay import _clock
-from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
+from otel_replay.runs import start_process_run
 
 __all__ = ["CaptureKit", "IncrementalIdGenerator", "TimeGenerator"]
 

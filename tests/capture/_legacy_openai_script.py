@@ -24,7 +24,7 @@ assert openai.__version__.startswith("2."), f"expected openai 2.x, got {openai._
 assert "httpx2" not in sys.modules, "openai 2.x should not import httpx2"
 
 from examples.standin import StandIn  # noqa: E402
-from otel_replay.capture._handoff import handoff  # noqa: E402
+from otel_replay.runs._handoff import handoff  # noqa: E402
 from otel_replay.testing import CaptureKit  # noqa: E402
 
 KEY = "sk-legacy-secret-0123456789"

@@ -305,7 +305,7 @@ def test_run_id_from_environment(standin: StandIn, sink: OtlpSink, tmp_path: Pat
     run_ids = {s["name"]: s["attributes"].get("replay.run.id") for s in spans}
     assert set(run_ids.values()) == {"r_fixed_1"}, (
         "OTEL_REPLAY_RUN_ID is ignored inside `otel_replay.run()`: every span should carry "
-        f"run id r_fixed_1, got {run_ids} (capture/_run.py: run.__init__ always generates "
+        f"run id r_fixed_1, got {run_ids} (runs/_run.py: run.__init__ always generates "
         "a new run id)"
     )
 
@@ -325,7 +325,7 @@ def test_disabling_the_instrumentation(standin: StandIn, sink: OtlpSink, tmp_pat
     }
     assert not tagged, (
         "with OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otel_replay no span may carry the replay "
-        f"kit, but these do: {tagged} (capture/_run.py: run.__enter__ adds it even when the "
+        f"kit, but these do: {tagged} (runs/_run.py: run.__enter__ adds it even when the "
         "instrumentor never ran)"
     )
     assert b"replay." not in sink.raw_bytes()

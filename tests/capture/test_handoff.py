@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from otel_replay.capture import _handoff
-from otel_replay.capture._handoff import ITEM_OVERHEAD, Handoff
+from otel_replay.runs import _handoff
+from otel_replay.runs._handoff import ITEM_OVERHEAD, Handoff
 from otel_replay.step import RunEnd, Step
 
 

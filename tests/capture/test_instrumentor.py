@@ -13,8 +13,8 @@ import pytest
 from opentelemetry import context
 
 import otel_replay
-from otel_replay.capture._handoff import handoff
 from otel_replay.capture.instrumentor import ReplayInstrumentor
+from otel_replay.runs._handoff import handoff
 from otel_replay.step import RunEnd
 from otel_replay.testing import CaptureKit
 from tests.capture.conftest import scripted_transport

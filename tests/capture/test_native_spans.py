@@ -26,8 +26,8 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint
 import otel_replay
 from examples.standin import StandIn
 from otel_replay.capture._calls import CALL_SPANS
-from otel_replay.capture._process_trace import _program
 from otel_replay.replay.sources import import_runs, load_run, read_runs
+from otel_replay.runs._process_trace import _program
 from otel_replay.store import Store
 from otel_replay.testing import CaptureKit
 from tests.export._support import Pipeline

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_replay.capture._outcome import exit_failure
+from otel_replay.runs._process_trace import exit_failure
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, subprocess_env
 

@@ -18,8 +18,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import otel_replay
-from otel_replay.capture import _process_trace
-from otel_replay.capture._run import current_run, start_process_run
+from otel_replay.runs import _process_trace
+from otel_replay.runs._run import current_run, start_process_run
 from otel_replay.testing import CaptureKit, TimeGenerator
 from tests.export._support import Pipeline
 

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture._handoff import Consumer, handoff
+from otel_replay.runs._handoff import Consumer, handoff
 from otel_replay.step import Step
 from otel_replay.testing import CaptureKit
 

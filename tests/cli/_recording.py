@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
-from otel_replay.capture._handoff import handoff
+from otel_replay.runs._handoff import handoff
 from otel_replay.step import RunEnd, Step
 from otel_replay.store import Store
 from otel_replay.testing import CaptureKit

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from otel_replay.capture._run import start_process_run
+from otel_replay.runs._run import start_process_run
 from tests.export._support import CHAT_URL, Pipeline, chat_request, echo_client
 
 

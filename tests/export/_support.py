@@ -17,9 +17,9 @@ import zstandard
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from otel_replay.capture._run import start_process_run
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
+from otel_replay.runs._run import start_process_run
 from otel_replay.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 import otel_replay
-from otel_replay.capture._handoff import Handoff, handoff
-from otel_replay.capture._process_trace import _program
 from otel_replay.errors import StoreNotWritableError
 from otel_replay.export import ExporterStats, ReplaySpanExporter
 from otel_replay.export._metrics import DROPPED_STEPS, observe_drops
+from otel_replay.runs._handoff import Handoff, handoff
+from otel_replay.runs._process_trace import _program
 from otel_replay.store import Store
 from tests.export._support import (
     CHAT_URL,

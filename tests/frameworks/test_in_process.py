@@ -283,7 +283,7 @@ def test_mcp_calls_are_steps_whose_effect_the_server_gave(mcp_run: Recorded) -> 
 def test_a_tool_reads_only_when_said_so_and_a_word_that_it_writes_wins(
     name: str, declared: Any, read_only: bool | None, expected: tuple[str, str]
 ) -> None:
-    from otel_replay.capture._effect import ToolEffect, effect_of, use_tool_lists
+    from otel_replay.envelope._effect import ToolEffect, effect_of, use_tool_lists
 
     use_tool_lists(write=("lookup_*",), read=("read_*", "lookup_both"))
     try:
@@ -293,7 +293,7 @@ def test_a_tool_reads_only_when_said_so_and_a_word_that_it_writes_wins(
 
 
 def test_a_recorded_write_outweighs_todays_read_unless_it_was_the_default() -> None:
-    from otel_replay.capture._effect import ToolEffect, in_replay
+    from otel_replay.envelope._effect import ToolEffect, in_replay
 
     read = ToolEffect("read", "setting")
     assert in_replay(read, "write", "setting") == ToolEffect("write", "recorded")
@@ -335,7 +335,7 @@ def test_an_mcp_result_flagged_is_error_is_a_failed_step_given_back_as_a_result(
 def test_a_framework_version_we_do_not_know_is_left_alone(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from otel_replay.capture import frameworks
+    from otel_replay.envelope import frameworks
 
     # An mcp whose ClientSession is not the one we know; the other frameworks are as usual.
     monkeypatch.setitem(sys.modules, "mcp.client.session", ModuleType("mcp.client.session"))

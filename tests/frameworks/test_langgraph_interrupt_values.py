@@ -1,7 +1,7 @@
 """``interrupt()`` in a LangGraph tool with a typed value (a dataclass, a pydantic model): on
 replay the caller gets that type back, as when recorded, and reads its attributes. Recorded
 under ``opentelemetry-instrument``, replayed through the CLI with the stand-in gone. The value
-is recorded as JSON with its shape (capture/_jsonable), whose classes replay finds only among
+is recorded as JSON with its shape (envelope/_jsonable), whose classes replay finds only among
 modules already loaded."""
 
 from __future__ import annotations

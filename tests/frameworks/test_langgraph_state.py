@@ -15,8 +15,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command, Send
 
-from otel_replay.capture._jsonable import encode_exact, restore_body, restoring, take_shape
-from otel_replay.capture.frameworks._langgraph_values import is_command, tagged, untagged
+from otel_replay.envelope._jsonable import encode_exact, restore_body, restoring, take_shape
+from otel_replay.envelope.frameworks._langgraph_values import is_command, tagged, untagged
 from otel_replay.store import Store
 from tests.frameworks._orders import QUESTIONS
 from tests.frameworks._support import (

@@ -17,7 +17,8 @@ import pytest
 
 import otel_replay
 from examples.standin import StandIn
-from otel_replay.capture import _app_code, _uuids
+from otel_replay.envelope import _uuids
+from otel_replay.envelope import _uuids as _app_code
 from otel_replay.replay.sources import load_run
 from tests.export._support import INSTRUMENT, ROOT, Pipeline, subprocess_env
 

@@ -782,7 +782,7 @@ def test_replaying_in_process_refuses_below_the_socket_module(
 
 
 def test_processes_otel_replay_starts_itself_are_not_reported(recording: Recording) -> None:
-    from otel_replay.capture._vcs import _git
+    from otel_replay.runs._vcs import _git
 
     with otel_replay.replaying(RUN, store=str(recording.store)) as result:
         _git(ROOT, "rev-parse", "HEAD")

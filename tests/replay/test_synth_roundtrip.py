@@ -18,10 +18,10 @@ import openai
 import pytest
 
 from examples.standin import StandIn
-from otel_replay.capture._handoff import handoff
 from otel_replay.codecs import CODECS, Codec
 from otel_replay.codecs._sse import parse_sse
 from otel_replay.replay._synth import synthesize
+from otel_replay.runs._handoff import handoff
 from otel_replay.step import Step
 from otel_replay.testing import CaptureKit
 

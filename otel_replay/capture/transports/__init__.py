@@ -16,8 +16,24 @@ from collections.abc import Callable
 
 from otel_replay._ignore import IgnoreRules
 from otel_replay.capture._recorder import Recorder
+from otel_replay.capture.transports._aiohttp import (
+    REPLAY,
+    Middleware,
+    closed_by_application,
+    wrap_request,
+)
+from otel_replay.capture.transports._urllib3 import request_url
+from otel_replay.capture.transports._view import raw_headers
 
-__all__ = ["instrument"]
+__all__ = [
+    "REPLAY",
+    "Middleware",
+    "closed_by_application",
+    "instrument",
+    "raw_headers",
+    "request_url",
+    "wrap_request",
+]
 
 
 def instrument(recorder: Recorder, ignore: IgnoreRules) -> Callable[[], None]:

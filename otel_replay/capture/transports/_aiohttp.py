@@ -26,9 +26,8 @@ from functools import cache
 from typing import Any
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._exchange import exchange, should_record
 from otel_replay.capture._recorder import Recorder
-from otel_replay.capture._step import OpenStep
+from otel_replay.capture._step import OpenStep, exchange, should_record
 from otel_replay.capture.transports._view import RequestView, raw_headers
 
 __all__ = [

@@ -7,10 +7,11 @@ CLI downloads in the parent and hands the child a file, since the child may open
 """
 
 from otel_replay.replay.sources._build import SourceRun
+from otel_replay.replay.sources._bundle import write_bundle
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._import import ImportReport, import_runs
 from otel_replay.replay.sources._limits import Limits
-from otel_replay.replay.sources._load import load_run, load_sources, only_run, read_runs
+from otel_replay.replay.sources._load import load_run, load_sources, only_run, read_runs, stored_run
 
 __all__ = [
     "ImportReport",
@@ -24,4 +25,6 @@ __all__ = [
     "only_run",
     "read_runs",
     "shown",
+    "stored_run",
+    "write_bundle",
 ]

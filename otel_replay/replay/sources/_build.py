@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otel_replay import attributes as A
-from otel_replay.capture._calls import attempt_attributes
+from otel_replay.capture import attempt_attributes
 from otel_replay.errors import SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources._runs import (

@@ -80,7 +80,7 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
 
 
 def _error_type(loaded: SourceRun) -> str | None:
-    """How the run failed, as the capture wrote it on the run's own span (``capture._failed``):
+    """How the run failed, as the capture wrote it on the run's own span (``runs._failed``):
     the ``error.type`` of the ``invoke_agent`` span of the run that ended last (a ``run()``
     block's, or the process run's last root span), when its status is ERROR; None when the
     run did not fail (a failed step the program got over fails no run)."""

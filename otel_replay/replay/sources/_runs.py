@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay import attributes as A
-from otel_replay.capture._envelope import ENVELOPE_KINDS
 from otel_replay.codecs import INFERENCE_OPERATIONS
+from otel_replay.envelope import ENVELOPE_KINDS
 from otel_replay.replay.sources._spans import shown
 
 __all__ = [

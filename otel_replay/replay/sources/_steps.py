@@ -14,8 +14,8 @@ from typing import Any
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay._inline import decode_body, fit_chunks
-from otel_replay.capture._envelope import ENVELOPE_KINDS, address
 from otel_replay.codecs import CODECS, detect
+from otel_replay.envelope import ENVELOPE_KINDS, address
 from otel_replay.replay._diff import parse_json
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
 from otel_replay.replay._synth import synthesize

@@ -29,14 +29,14 @@ from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 from otel_replay import errors
-from otel_replay.capture._loaded import module_class
-from otel_replay.capture.transports._aiohttp import (
+from otel_replay.capture.transports import (
     REPLAY,
     Middleware,
     closed_by_application,
+    raw_headers,
     wrap_request,
 )
-from otel_replay.capture.transports._view import raw_headers
+from otel_replay.envelope import module_class
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._faults import injected_error
 from otel_replay.replay._session import Answer, ReplaySession, interruption

@@ -31,9 +31,8 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-from otel_replay.capture._loaded import module_class
-from otel_replay.capture.transports._urllib3 import request_url
-from otel_replay.capture.transports._view import raw_headers
+from otel_replay.capture.transports import raw_headers, request_url
+from otel_replay.envelope import module_class
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
 from otel_replay.replay._faults import injected_error
 from otel_replay.replay._session import Answer, ReplaySession, interruption

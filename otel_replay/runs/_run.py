@@ -15,7 +15,7 @@ content, so the index orders a report but is never what a replayed request is ma
 Facts: every step carries its run's :class:`~otel_replay.step.RunFacts` (one object per run),
 and a recorded ``run()`` block that exits hands the exporter a :class:`~otel_replay.step.RunEnd`
 (through the hand-off, behind the block's steps); the process run is ended at exit, with the
-application's failure if it failed (``_outcome``). A worker process never ends a run it
+application's failure if it failed (``_process_trace``). A worker process never ends a run it
 inherited from the process that started it: that process does.
 
 Traces: a ``run()`` block's steps nest under its ``invoke_agent`` span; the process run's
@@ -24,10 +24,13 @@ steps made outside any span nest under a root span per burst of work (``_process
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 import sys
+import threading
 import time
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -40,11 +43,10 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_gmtime, wall_ns
-from otel_replay.capture._counter import StepCounter
-from otel_replay.capture._failed import Failure, mark_failed
-from otel_replay.capture._handoff import handoff
-from otel_replay.capture._ids import separate
-from otel_replay.capture._vcs import code_version
+from otel_replay.runs._counter import StepCounter
+from otel_replay.runs._failed import Failure, mark_failed
+from otel_replay.runs._handoff import handoff
+from otel_replay.runs._vcs import code_version
 from otel_replay.step import RunEnd, RunFacts
 
 __all__ = [
@@ -54,10 +56,12 @@ __all__ = [
     "end_process_run",
     "in_run_block",
     "new_run_id",
+    "on_process_run_change",
     "process_run",
     "qualified_name",
     "recording",
     "run",
+    "separate",
     "start_process_run",
     "tracer_in_use",
     "use_fork",
@@ -68,6 +72,18 @@ __all__ = [
 
 _TRACER_NAME = "otel_replay"
 _tracer: Tracer | None = None
+_root_span_enders: list[Callable[[], None]] = []
+
+
+def on_process_run_change(end_root_span: Callable[[], None]) -> None:
+    """Have ``end_root_span`` called when the process run changes or the tracer goes
+    (``_process_trace``, which builds on this module, ends its root span so)."""
+    _root_span_enders.append(end_root_span)
+
+
+def _end_root_span() -> None:
+    for end in _root_span_enders:
+        end()
 
 
 def use_tracer(tracer: Tracer | None) -> None:
@@ -76,10 +92,7 @@ def use_tracer(tracer: Tracer | None) -> None:
     (``_process_trace``)."""
     global _tracer  # noqa: PLW0603 - set by the instrumentor, read by run()
     if tracer is None and _tracer is not None:
-        # That module builds on this one: imported when needed.
-        from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
-
-        end_process_trace()
+        _end_root_span()
     _tracer = tracer
 
 
@@ -169,9 +182,7 @@ def start_process_run(run_id: str | None = None) -> RunState:
     steps outside any ``run()`` block belong to it from now on."""
     global _process_run  # noqa: PLW0603 - one process-wide default run
     if _process_run is not None and _tracer is not None:
-        from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
-
-        end_process_trace()  # the run it was the root of is over
+        _end_root_span()  # the run it was the root of is over
     mode = settings.read("OTEL_REPLAY_MODE")
     _process_run = RunState(
         run_id=run_id or _claim_configured_id() or new_run_id(),
@@ -191,9 +202,7 @@ def continue_run(state: RunState) -> None:
     other process's to claim, not this one's."""
     global _process_run, _configured_id_claimed  # noqa: PLW0603 - the process run
     if _process_run is not None and _tracer is not None:
-        from otel_replay.capture._process_trace import end_process_trace  # noqa: PLC0415
-
-        end_process_trace()
+        _end_root_span()
     _process_run = state
     _configured_id_claimed = True
 
@@ -395,3 +404,25 @@ class run:
         tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+_own = random.Random()
+_lock = threading.Lock()
+_done = False
+
+
+def separate() -> None:
+    """Have the SDK's ``RandomIdGenerator`` draw from a generator of its own (once)."""
+    global _done  # noqa: PLW0603 - once per process
+    with _lock:
+        if _done:
+            return
+        from opentelemetry.sdk.trace import id_generator  # noqa: PLC0415 - the SDK's
+
+        # It calls ``random.getrandbits``: the name it reads is the module's global.
+        if getattr(id_generator, "random", None) is random:
+            setattr(id_generator, "random", _own)  # noqa: B010 - not exported, but read
+        _done = True
+
+
+os.register_at_fork(after_in_child=_own.seed)

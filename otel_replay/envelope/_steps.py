@@ -45,16 +45,21 @@ from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
 from otel_replay._workers import in_pool_worker, unmatched
-from otel_replay.capture._effect import ToolEffect
-from otel_replay.capture._jsonable import restoring, shape_content_type, take_shape
-from otel_replay.capture._loaded import loaded_dotted_class
-from otel_replay.capture._run import current_run, qualified_name
-from otel_replay.capture._unfit import Unfit, first_line
+from otel_replay.envelope._effect import ToolEffect
+from otel_replay.envelope._jsonable import (
+    Unfit,
+    first_line,
+    loaded_dotted_class,
+    restoring,
+    shape_content_type,
+    take_shape,
+)
 from otel_replay.errors import RecordedError, RecordedValueError, RecordedValueInPoolError
+from otel_replay.runs import current_run, qualified_name
 from otel_replay.step import ENVELOPE_KINDS, Step, describe_effect
 
 if TYPE_CHECKING:
-    from otel_replay.capture._recorder import Recorder
+    from otel_replay.capture import Recorder
 
 __all__ = [
     "ENVELOPE_KINDS",
@@ -349,7 +354,7 @@ def _error_body(exc: BaseException) -> bytes:
 
 def _raise_recorded(body: bytes, error_type: str) -> None:
     """Raise again the exception a step recorded: its class (found by its qualified name
-    among the modules already imported, see ``_loaded``) with its message;
+    among the modules already imported, see ``loaded_class``) with its message;
     :class:`RecordedError` when the class is not there or cannot be rebuilt."""
     try:
         message = str(orjson.loads(body).get("message", ""))

@@ -9,7 +9,7 @@ A framework that is not installed costs nothing; a framework version whose shape
 not recognise is left alone, with one warning, and its tools run as they would without us.
 
 Each hook's module says where it cuts in and how results are recorded and given back;
-``capture._effect`` says which tools only read (and may run live in a replay).
+``envelope._effect`` says which tools only read (and may run live in a replay).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from types import ModuleType
 
 import wrapt
 
-from otel_replay.capture.frameworks import (
+from otel_replay.envelope.frameworks import (
     _haystack,
     _langchain,
     _langgraph_checkpoint,

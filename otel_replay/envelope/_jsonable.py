@@ -45,18 +45,24 @@ import sys
 import typing
 import uuid
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 import orjson
 
 from otel_replay._canonical import canonical_json
-from otel_replay.capture._loaded import loaded_class
 
 __all__ = [
     "SHAPE_PARAMETER",
+    "Unfit",
     "content_type_shape",
     "encode",
     "encode_exact",
+    "first_line",
+    "json_kind",
+    "loaded_class",
+    "loaded_dotted_class",
+    "module_class",
     "parse_exact",
     "restore",
     "restore_body",
@@ -422,7 +428,7 @@ def _leaf(value: Any, name: str) -> Any:
 
 def _loaded_class(name: str) -> type:
     """The class ``module:Qualified`` names, from a module already imported (never one a
-    recording names into being, see ``_loaded``), when it is one replay may rebuild."""
+    recording names into being, see ``loaded_class``), when it is one replay may rebuild."""
     module_name, _, qualname = name.partition(":")
     owner = loaded_class(module_name, qualname)
     if owner is None or not _rebuildable(owner):
@@ -536,3 +542,81 @@ def _make_adapter(annotation: Any) -> Any:
             return TypeAdapter(annotation)
         except Exception:  # nor without: the JSON is served as it is
             return None
+
+
+_MAX_LINE = 200
+
+
+class Unfit(ValueError):
+    """Raised by a step's ``restore``: the recorded value is not what the call must give back;
+    the message says what is wrong with it (``the recorded session items are not a list``)."""
+
+
+def json_kind(value: Any) -> str:
+    """What a parsed JSON value is, for an :class:`Unfit` message (``an array``), never the
+    value itself: it may be huge."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name when it has none), cut to 200
+    characters: it may quote the recorded value."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= _MAX_LINE else text[: _MAX_LINE - 1] + "…"
+
+
+_MISSING = object()
+_MAX_NAME = 1024
+
+
+def loaded_class(module_name: str, qualname: str) -> type | None:
+    """The class ``module_name``:``qualname`` when that module is already imported and the
+    class is defined there under that name; None otherwise."""
+    owner: object = sys.modules.get(module_name, _MISSING)
+    if owner is _MISSING or not qualname:
+        return None
+    for part in qualname.split("."):
+        owner = inspect.getattr_static(owner, part, _MISSING)
+        if owner is _MISSING:
+            return None
+    if not isinstance(owner, type):
+        return None
+    if owner.__module__ != module_name or owner.__qualname__ != qualname:
+        return None
+    return owner
+
+
+def loaded_dotted_class(name: str) -> type | None:
+    """The class a dotted ``module.Qualified`` name gives (a builtin's bare name means
+    ``builtins``), trying the longest module prefix first; None as :func:`loaded_class`."""
+    if len(name) > _MAX_NAME:  # no class is named so: spare the prefixes' quadratic search
+        return None
+    parts = name.split(".")
+    if len(parts) == 1:
+        return loaded_class("builtins", name)
+    for cut in range(len(parts) - 1, 0, -1):
+        found = loaded_class(".".join(parts[:cut]), ".".join(parts[cut:]))
+        if found is not None:
+            return found
+    return None
+
+
+def module_class(module: ModuleType, name: str, base: type) -> type | None:
+    """The subclass of ``base`` that ``module`` holds as ``name`` (a transport error a
+    recording names, say ``ReadError`` of httpx); None otherwise. Looked up statically: a
+    module's lazy ``__getattr__`` (httpx2's ``main``, aiohttp's gunicorn workers) imports."""
+    found = inspect.getattr_static(module, name, None) if name else None
+    return found if isinstance(found, type) and issubclass(found, base) else None

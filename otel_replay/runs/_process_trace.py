@@ -21,7 +21,7 @@ The root span is opened by the first such step and ended, at the end of its last
   (``otel_replay._exit``), which a remote store's client needs.
 
 A root ended at exit after the application failed (an uncaught exception, a failing
-``sys.exit``: ``_outcome``) ends as that failure (``error.type``, status ERROR: ``_failed``),
+``sys.exit``: ``_process_trace``) ends as that failure (``error.type``, status ERROR: ``_failed``),
 as the run does in the store; roots of earlier bursts, ended when the process went idle,
 finished before the failure and stay as they were.
 
@@ -61,7 +61,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, NoReturn
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -81,11 +82,18 @@ from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_ns
 from otel_replay._shared import SharedCells
-from otel_replay.capture._counter import allocate_cell
-from otel_replay.capture._failed import Failure, mark_failed
-from otel_replay.capture._outcome import failure
-from otel_replay.capture._run import RunState, current_run, in_run_block, tracer_in_use
-from otel_replay.capture._worker_exit import at_worker_exit
+from otel_replay._workers import at_worker_exit
+from otel_replay.runs._counter import allocate_cell
+from otel_replay.runs._failed import Failure, mark_failed
+from otel_replay.runs._run import (
+    RunState,
+    current_run,
+    end_process_run,
+    in_run_block,
+    on_process_run_change,
+    qualified_name,
+    tracer_in_use,
+)
 
 __all__ = [
     "IDLE_GAP_NS",
@@ -94,10 +102,14 @@ __all__ = [
     "adopt_root",
     "borrow",
     "cut_off",
+    "end_at_exit",
     "end_process_trace",
     "exit_flush",
     "exiting",
+    "failure",
     "open_for_workers",
+    "unwatch",
+    "watch",
 ]
 
 _EXIT_FLUSH_MS = 5000  # when OTEL_REPLAY_FLUSH_TIMEOUT_MS does not parse
@@ -348,8 +360,12 @@ def _start_of(span: Span) -> int:
 
 
 def end_process_trace() -> None:
-    """End the process run's current root span (at exit, or when the instrumentor goes)."""
+    """End the process run's current root span (at exit, when the instrumentor goes, or when
+    the process run changes)."""
     _PROCESS.end()
+
+
+on_process_run_change(end_process_trace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,3 +612,67 @@ def adopt_root(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[
     span = wrapped(*args, **kwargs)
     _PROCESS.track(burst, span, step=False)
     return span
+
+
+_failure: Failure | None = None
+_previous_hook: Any = None
+_real_exit: Any = None
+
+
+def watch() -> None:
+    """Start noting how the process ends (once; again after :func:`unwatch`). Register it
+    after the SDK's providers exist, so the end is handed over before they flush."""
+    global _previous_hook, _real_exit
+    if _real_exit is not None:
+        return
+    _previous_hook, _real_exit = sys.excepthook, sys.exit
+    sys.excepthook = _excepthook
+    sys.exit = _exit
+    atexit.register(end_at_exit)
+
+
+def unwatch() -> None:
+    """Stop: give back ``sys.excepthook`` and ``sys.exit`` (unless replaced since)."""
+    global _previous_hook, _real_exit  # noqa: PLW0603 - one watch per process
+    if _real_exit is None:
+        return
+    if sys.excepthook is _excepthook:
+        sys.excepthook = _previous_hook
+    if sys.exit is _exit:
+        sys.exit = _real_exit
+    atexit.unregister(end_at_exit)
+    _previous_hook = _real_exit = None
+
+
+def failure() -> Failure | None:
+    """How the application failed, once it has (an uncaught exception, a failing
+    ``sys.exit`` on the main thread); None while it has not."""
+    return _failure
+
+
+def exit_failure(status: object) -> str | None:
+    """What ``sys.exit(status)`` says of the run: None for success (None or 0), else
+    ``exit status N`` (a message exits with status 1, as Python does)."""
+    if status is None or status == 0:
+        return None
+    return f"exit status {status if isinstance(status, int) else 1}"
+
+
+def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    global _failure  # noqa: PLW0603 - what ended the process
+    _failure = Failure(qualified_name(value), value)
+    _previous_hook(kind, value, tb)
+
+
+def _exit(status: object = None, /) -> NoReturn:
+    global _failure  # noqa: PLW0603 - what ended the process
+    if threading.current_thread() is threading.main_thread():
+        error_type = exit_failure(status)
+        _failure = None if error_type is None else Failure(error_type)
+    _real_exit(status)
+    raise AssertionError("unreachable")  # pragma: no cover - sys.exit raised
+
+
+def end_at_exit() -> None:
+    """Hand over the process run's end, as the application ended (at exit)."""
+    end_process_run(None if _failure is None else _failure.error_type)

@@ -38,11 +38,11 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-from otel_replay.capture._contract import schema_version
-from otel_replay.capture._effect import effect_of
-from otel_replay.capture._envelope import Call, active, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restorer
-from otel_replay.capture.frameworks._patch import unrecorded, wrap
+from otel_replay.envelope._contract import schema_version
+from otel_replay.envelope._effect import effect_of
+from otel_replay.envelope._jsonable import encode, encode_exact, restorer
+from otel_replay.envelope._steps import Call, active, perform_async, tool_call
+from otel_replay.envelope.frameworks._patch import unrecorded, wrap
 
 __all__ = ["patch"]
 

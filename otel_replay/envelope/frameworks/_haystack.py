@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-from otel_replay.capture._contract import schema_version
-from otel_replay.capture._effect import effect_of
-from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restorer
-from otel_replay.capture.frameworks._patch import unrecorded, wrap_each
+from otel_replay.envelope._contract import schema_version
+from otel_replay.envelope._effect import effect_of
+from otel_replay.envelope._jsonable import encode, encode_exact, restorer
+from otel_replay.envelope._steps import Call, active, perform, perform_async, tool_call
+from otel_replay.envelope.frameworks._patch import unrecorded, wrap_each
 
 __all__ = ["patch"]
 

@@ -36,12 +36,24 @@ import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_replay import settings
 from otel_replay.step import Step
 
-__all__ = ["ITEM_OVERHEAD", "Consumer", "Handed", "Handoff", "handoff"]
+__all__ = [
+    "ITEM_OVERHEAD",
+    "Consumer",
+    "DurableFlush",
+    "Handed",
+    "Handoff",
+    "handoff",
+    "register_flush",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -305,3 +317,41 @@ def handoff() -> Handoff:
                 made = Handoff(settings.read("OTEL_REPLAY_HANDOFF_MAX_BYTES", {}))
                 _process_handoff = made
     return made
+
+
+Flush = Callable[[int], bool]
+"""``flush(timeout_millis)``: True once everything handed over so far is durable."""
+
+_flushes: list[weakref.WeakMethod[Flush]] = []
+_lock = threading.Lock()
+
+
+def register_flush(flush: Flush) -> None:
+    """Have :class:`DurableFlush` call ``flush`` (a bound method, held weakly)."""
+    with _lock:
+        _flushes.append(weakref.WeakMethod(flush))
+
+
+class DurableFlush(SpanProcessor):
+    """See the module docstring; it does nothing with spans."""
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Nothing to do."""
+
+    def shutdown(self) -> None:
+        """Nothing to do: each exporter is shut down by its own processor."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """True when every live ``replay`` exporter made what it holds durable in time."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        with _lock:
+            live = [flush for ref in _flushes if (flush := ref()) is not None]
+            _flushes[:] = [ref for ref in _flushes if ref() is not None]
+        ok = True
+        for flush in live:
+            left = max(0, int((deadline - time.monotonic()) * 1000))
+            ok = flush(left) and ok
+        return ok

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from otel_replay.capture._envelope import (
+from otel_replay.envelope._jsonable import Unfit, encode, encode_exact, json_kind, restore_body
+from otel_replay.envelope._steps import (
     Call,
     active,
     named_call,
@@ -44,11 +45,9 @@ from otel_replay.capture._envelope import (
     recorded_at,
     serving,
 )
-from otel_replay.capture._jsonable import encode, encode_exact, restore_body
-from otel_replay.capture._unfit import Unfit, json_kind
-from otel_replay.capture.frameworks._langgraph_shadow import MISSING, Shadow, shadow_of
-from otel_replay.capture.frameworks._langgraph_values import tagged, untagged
-from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
+from otel_replay.envelope.frameworks._langgraph_shadow import MISSING, Shadow, shadow_of
+from otel_replay.envelope.frameworks._langgraph_values import tagged, untagged
+from otel_replay.envelope.frameworks._patch import unrecorded, wrap_subclasses
 
 __all__ = ["patch"]
 

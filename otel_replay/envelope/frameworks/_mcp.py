@@ -4,7 +4,7 @@ high-level ``Client``, the OpenAI Agents SDK's and LangChain's MCP adapters all 
 The effect comes from the server's own word, the ``readOnlyHint`` of the tool's annotations:
 read when it is true, write when it is false; when the server says nothing, from
 ``OTEL_REPLAY_READ_TOOLS``, else write (``OTEL_REPLAY_WRITE_TOOLS`` outweighs a hint; see
-``capture._effect``). The annotations come from the
+``envelope._effect``). The annotations come from the
 session's tool listings, remembered per session as the application lists tools; a tool not
 listed yet is listed once, before its first call (the SDK lists tools before a call's result
 is validated anyway, so this moves that request earlier rather than adding one).
@@ -46,11 +46,11 @@ from typing import Any
 
 import orjson
 
-from otel_replay.capture._contract import schema_version
-from otel_replay.capture._effect import effect_of
-from otel_replay.capture._envelope import active, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact
-from otel_replay.capture.frameworks._patch import unrecorded, wrap_each
+from otel_replay.envelope._contract import schema_version
+from otel_replay.envelope._effect import effect_of
+from otel_replay.envelope._jsonable import encode, encode_exact
+from otel_replay.envelope._steps import active, perform_async, tool_call
+from otel_replay.envelope.frameworks._patch import unrecorded, wrap_each
 
 __all__ = ["hooked", "patch", "read_only_hint"]
 

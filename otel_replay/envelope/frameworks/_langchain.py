@@ -25,7 +25,7 @@ asked, ``{"otel_replay.interrupt": [{"value": ..., "id": ...}]}``. On replay the
 calls ``interrupt()`` with that value again, so the graph pauses where it did, with
 LangGraph's own interrupt (its id made in the replayed graph). Resumed, LangGraph runs the tool
 again: a step of its own, served as recorded. The value comes back as it was (a pydantic
-model as that model), from its shape (:mod:`otel_replay.capture._jsonable`).
+model as that model), from its shape (:mod:`otel_replay.envelope._jsonable`).
 
 A body returning LangGraph's ``Command(update=..., goto=...)`` (or a list holding one) has it
 recorded with its messages and ``Send`` objects named, and gets a ``Command`` back on replay,
@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
-from otel_replay.capture._contract import schema_version
-from otel_replay.capture._effect import effect_of
-from otel_replay.capture._envelope import Call, active, perform, perform_async, tool_call
-from otel_replay.capture._jsonable import encode, encode_exact, restore_body, return_hint
-from otel_replay.capture.frameworks._langgraph_values import is_command, tagged, untagged
-from otel_replay.capture.frameworks._patch import unrecorded, wrap, wrap_each
+from otel_replay.envelope._contract import schema_version
+from otel_replay.envelope._effect import effect_of
+from otel_replay.envelope._jsonable import encode, encode_exact, restore_body, return_hint
+from otel_replay.envelope._steps import Call, active, perform, perform_async, tool_call
+from otel_replay.envelope.frameworks._langgraph_values import is_command, tagged, untagged
+from otel_replay.envelope.frameworks._patch import unrecorded, wrap, wrap_each
 
 __all__ = ["patch"]
 

@@ -15,10 +15,16 @@ from typing import Any, TypeVar
 
 import orjson
 
-from otel_replay.capture._envelope import named_call, perform
-from otel_replay.capture._jsonable import encode, encode_exact, restore_body, restorer
-from otel_replay.capture._unfit import Unfit, json_kind
-from otel_replay.capture._uuids import REAL_UUID4, draw
+from otel_replay.envelope._jsonable import (
+    Unfit,
+    encode,
+    encode_exact,
+    json_kind,
+    restore_body,
+    restorer,
+)
+from otel_replay.envelope._steps import named_call, perform
+from otel_replay.envelope._uuids import REAL_UUID4, draw
 
 __all__ = ["checkpoint", "now", "side_effect", "uuid4"]
 

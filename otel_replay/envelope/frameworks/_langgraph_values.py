@@ -1,6 +1,6 @@
 """The LangGraph objects a tool body hands to the graph, as JSON and back.
 
-A tool step's result is JSON with its shape (:mod:`otel_replay.capture._jsonable`), which
+A tool step's result is JSON with its shape (:mod:`otel_replay.envelope._jsonable`), which
 gives back pydantic models, dataclasses and the like. LangGraph's ``Command`` is a dataclass
 pydantic cannot rebuild, and a ``Send`` has no JSON form at all, yet a tool returning
 ``Command(update=..., goto=...)`` steers the graph: the state update and the routing must

@@ -29,9 +29,9 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_replay._shared import SharedCells
 from otel_replay._workers import add_part, remove_part
-from otel_replay.capture._counter import live_counters
-from otel_replay.capture._process_trace import Borrowed, borrow, open_for_workers
-from otel_replay.capture._run import (
+from otel_replay.runs._counter import live_counters
+from otel_replay.runs._process_trace import Borrowed, borrow, open_for_workers
+from otel_replay.runs._run import (
     RunState,
     continue_run,
     current_run,
@@ -40,7 +40,7 @@ from otel_replay.capture._run import (
 )
 from otel_replay.step import RunFacts
 
-__all__ = ["inherited_runs", "start", "stop"]
+__all__ = ["hand_over_runs", "inherited_runs", "stop_handing_over"]
 
 PART = "runs"
 """The capture's part of a worker's ticket."""
@@ -54,13 +54,13 @@ def inherited_runs() -> frozenset[str]:
     return _inherited
 
 
-def start() -> None:
+def hand_over_runs() -> None:
     """Hand the current run over to the workers multiprocessing starts fresh (fork needs
     nothing: its hooks are always in place)."""
     add_part(PART, _ticket, _take_ticket)
 
 
-def stop() -> None:
+def stop_handing_over() -> None:
     """Stop handing runs over (the instrumentor goes)."""
     remove_part(PART)
 

@@ -22,8 +22,8 @@ from typing import Any
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-from otel_replay.capture._loaded import module_class
-from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION
+from otel_replay.capture import REQUEST_HASH_EXTENSION
+from otel_replay.envelope import module_class
 from otel_replay.replay._faults import injected_error
 from otel_replay.replay._match import Awaited, Matcher
 from otel_replay.replay._session import Answer, ReplaySession, interruption

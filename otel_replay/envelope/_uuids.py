@@ -1,8 +1,8 @@
 """The application's own ``uuid.uuid4()`` and ``uuid.uuid1()`` as value steps, with no code
 change.
 
-While a recorder or a replay holds them (:func:`hold`), the ``uuid`` module's ``uuid4`` and
-``uuid1`` are ours. A call from the application's code (``_app_code``) is a value step named
+While a recorder or a replay holds them (:func:`hold_uuids`), the ``uuid`` module's ``uuid4`` and
+``uuid1`` are ours. A call from the application's code (``application_frame``) is a value step named
 ``uuid.uuid4`` (``uuid.uuid1``): recorded, and under replay given back from the recording, a
 draw the recording lacks being a divergence as for ``otel_replay.uuid4()``. A call from an
 installed package or the standard library (a framework's run ids, an SDK's idempotency keys)
@@ -21,21 +21,32 @@ code that never drew one) draws live, as that recording did.
 from __future__ import annotations
 
 import functools
+import os
+import re
+import site
 import sys
+import sysconfig
 import threading
 import uuid as uuid_module
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import orjson
 
 from otel_replay._canonical import canonical_json
-from otel_replay.capture._app_code import application_frame, application_module
-from otel_replay.capture._envelope import named_call, perform, recorded_at
-from otel_replay.capture._jsonable import encode_exact
-from otel_replay.capture._unfit import Unfit, json_kind
+from otel_replay.envelope._jsonable import Unfit, encode_exact, json_kind
+from otel_replay.envelope._steps import named_call, perform, recorded_at
 
-__all__ = ["REAL_UUID4", "draw", "hold", "release"]
+__all__ = [
+    "REAL_UUID4",
+    "application_file",
+    "application_frame",
+    "application_module",
+    "draw",
+    "hold_uuids",
+    "release_uuids",
+]
 
 REAL_UUID4 = uuid_module.uuid4
 REAL_UUID1 = uuid_module.uuid1
@@ -95,8 +106,8 @@ _OURS: dict[Callable[..., uuid_module.UUID], Callable[..., uuid_module.UUID]] = 
 }
 
 
-def hold() -> None:
-    """Make the application's uuid draws steps, until as many :func:`release` calls."""
+def hold_uuids() -> None:
+    """Make the application's uuid draws steps, until as many :func:`release_uuids` calls."""
     global _holders  # noqa: PLW0603 - one set of replacements per process
     with _lock:
         _holders += 1
@@ -107,7 +118,7 @@ def hold() -> None:
             _replace(names)
 
 
-def release() -> None:
+def release_uuids() -> None:
     """Let go; the last holder to let go gives the real functions back where ours replaced
     them."""
     global _holders  # noqa: PLW0603 - one set of replacements per process
@@ -159,3 +170,105 @@ def _recorded_uuid(body: bytes) -> uuid_module.UUID:
     except (AttributeError, TypeError, ValueError):
         what = "a string that is not one" if isinstance(text, str) else json_kind(text)
         raise Unfit(f"the recorded uuid is not a UUID's text: {what}") from None
+
+
+_INSTALLED = re.compile(r"[\\/](?:site|dist)-packages(?:[\\/]|$)")
+_verdicts: dict[str, bool] = {}
+_roots: tuple[str, ...] | None = None
+
+
+def application_frame(frame: FrameType) -> bool:
+    """Whether ``frame`` runs the application's code (see the module's docstring)."""
+    while True:
+        filename = frame.f_code.co_filename
+        verdict = _verdicts.get(filename)
+        if verdict is not None:
+            return verdict
+        if not filename.startswith("<"):
+            return application_file(filename)
+        if filename.startswith("<frozen "):
+            return False
+        module_file = frame.f_globals.get("__file__")
+        if isinstance(module_file, str):
+            return application_file(module_file)
+        if frame.f_globals.get("__name__") == "__main__":
+            return True  # python -c, the REPL, stdin
+        caller = frame.f_back
+        if caller is None:
+            return True
+        frame = caller
+
+
+def application_module(names: dict[str, Any]) -> bool:
+    """Whether the module whose namespace is ``names`` is the application's code
+    (``__main__`` with no file included). Read from its namespace: a module's attribute
+    lookup may be a lazy loader's, which imports."""
+    filename = names.get("__file__")
+    if isinstance(filename, str):
+        return application_file(filename)
+    return names.get("__name__") == "__main__"
+
+
+def application_file(filename: str) -> bool:
+    """Whether the source file ``filename`` is the application's code."""
+    verdict = _verdicts.get(filename)
+    if verdict is None:
+        verdict = _verdicts[filename] = _judge(filename)
+    return verdict
+
+
+def _judge(filename: str) -> bool:
+    # Most files are an installed package's, told by their path alone; the others are
+    # resolved once (a venv reached through a symbolic link, a relative path).
+    roots = _library_roots()
+    if _INSTALLED.search(filename) or filename.startswith(roots):
+        return False
+    path = os.path.realpath(filename)
+    return not (_INSTALLED.search(path) or path.startswith(roots) or _pip_installed(path))
+
+
+def _pip_installed(path: str) -> bool:
+    """Whether a directory above ``path`` holds a ``*.dist-info`` whose ``RECORD`` lists the
+    top-level package (or module) ``path`` belongs to."""
+    parts = path.split(os.sep)
+    return any(
+        parts[depth + 1] in _installed_tops(os.sep.join(parts[: depth + 1]) or os.sep)
+        for depth in range(len(parts) - 1)
+    )
+
+
+_tops: dict[str, frozenset[str]] = {}
+
+
+def _installed_tops(directory: str) -> frozenset[str]:
+    """The first path parts of what the distributions installed into ``directory`` hold
+    (``openai``, ``six.py``), read once from their ``RECORD``."""
+    tops = _tops.get(directory)
+    if tops is None:
+        found: set[str] = set()
+        try:
+            with os.scandir(directory) as entries:
+                infos = [e.path for e in entries if e.name.endswith(".dist-info")]
+            for info in infos:
+                with open(os.path.join(info, "RECORD"), encoding="utf-8") as record:
+                    found.update(line.split("/", 1)[0].split(",", 1)[0] for line in record)
+        except (OSError, UnicodeDecodeError):
+            pass  # unreadable: nothing known installed here
+        tops = _tops[directory] = frozenset(found)
+    return tops
+
+
+def _library_roots() -> tuple[str, ...]:
+    """The directories whose files are not the application's, each ending in a separator,
+    as given and resolved."""
+    global _roots  # noqa: PLW0603 - computed once per process
+    if _roots is None:
+        paths = sysconfig.get_paths()
+        dirs = {paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+        dirs.add(os.path.dirname(os.__file__))
+        dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else ())
+        dirs.add(site.getusersitepackages())
+        dirs.add(os.path.dirname(os.path.dirname(__file__)))  # otel_replay
+        found = {d for d in dirs if d} | {os.path.realpath(d) for d in dirs if d}
+        _roots = tuple(os.path.join(d, "") for d in found)
+    return _roots

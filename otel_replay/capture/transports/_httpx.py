@@ -10,17 +10,19 @@ it), and sees each redirect hop as its own step. A call an ``OTEL_REPLAY_IGNORE`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._exchange import exchange, should_record
 from otel_replay.capture._recorder import Recorder
-from otel_replay.capture._step import OpenStep
-from otel_replay.capture._tee import request_tee_classes, tee_classes
+from otel_replay.capture._step import OpenStep, exchange, should_record
 
-__all__ = ["async_wrapper", "sync_wrapper"]
+if TYPE_CHECKING:
+    from otel_replay.capture._step import OpenStep
+
+__all__ = ["async_wrapper", "request_tee_classes", "sync_wrapper", "tee_classes"]
 
 Wrapped = Callable[..., Any]
 _PORTS = {"https": 443, "http": 80}
@@ -106,3 +108,101 @@ def async_wrapper(
         return response
 
     return wrapper
+
+
+class _Tee:
+    """What every tee holds: the stream it wraps and the step it feeds."""
+
+    def __init__(self, inner: Any, step: OpenStep) -> None:
+        self._inner = inner
+        self._step = step
+
+
+class _SyncTeeMixin(_Tee):
+    _pass: Iterator[bytes] | None = None  # the one pass over the stream, once begun
+
+    def __iter__(self) -> Iterator[bytes]:
+        step = self._step
+        if self._pass is None:
+            self._pass = iter(self._inner)
+        try:
+            for chunk in self._pass:
+                step.on_chunk(chunk)
+                yield chunk
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        step.finish(complete=True)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._step.finish(complete=False)
+
+
+class _AsyncTeeMixin(_Tee):
+    _pass: AsyncIterator[bytes] | None = None  # the one pass over the stream, once begun
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        step = self._step
+        if self._pass is None:
+            self._pass = self._inner.__aiter__()
+        try:
+            async for chunk in self._pass:
+                step.on_chunk(chunk)
+                yield chunk
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            step.fail(exc)
+            raise
+        step.finish(complete=True)
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._step.finish(complete=False)
+
+
+class _SyncRequestTeeMixin(_Tee):
+    def __iter__(self) -> Iterator[bytes]:
+        step = self._step
+        step.on_request_start()  # a body sent again (a rewound upload) is recorded once
+        for chunk in self._inner:
+            step.on_request_chunk(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _AsyncRequestTeeMixin(_Tee):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        step = self._step
+        step.on_request_start()
+        async for chunk in self._inner:
+            step.on_request_chunk(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@cache
+def request_tee_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
+    """The (sync, async) request-body tee classes for ``module`` (``httpx`` or ``httpx2``)."""
+    sync = type("SyncRequestTeeStream", (_SyncRequestTeeMixin, module.SyncByteStream), {})
+    async_ = type("AsyncRequestTeeStream", (_AsyncRequestTeeMixin, module.AsyncByteStream), {})
+    return sync, async_
+
+
+@cache
+def tee_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
+    """The (sync, async) tee classes for ``module`` (``httpx`` or ``httpx2``)."""
+    sync = type("SyncTeeStream", (_SyncTeeMixin, module.SyncByteStream), {})
+    async_ = type("AsyncTeeStream", (_AsyncTeeMixin, module.AsyncByteStream), {})
+    return sync, async_

@@ -1,7 +1,7 @@
 """What the span of a failed run says, so a backend (and ``otel-replay import``) sees the run
 fail as the store does.
 
-A run fails when the application did (``_outcome``): an exception left its ``run()`` block,
+A run fails when the application did (``_process_trace``): an exception left its ``run()`` block,
 or ended the process, or the process exited with a failing status; a step that failed and
 that the application got over (a rate limit retried) fails no run. The run's span (the
 ``run()`` block's ``invoke_agent``; for the process run, the root span of its last burst,

@@ -27,16 +27,16 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
-from otel_replay.capture._contract import Contract, bound_arguments, contract_for
-from otel_replay.capture._effect import Effect, effect_of
-from otel_replay.capture._envelope import (
+from otel_replay.envelope._contract import Contract, bound_arguments, contract_for
+from otel_replay.envelope._effect import Effect, effect_of
+from otel_replay.envelope._jsonable import encode, encode_exact, restore_body
+from otel_replay.envelope._steps import (
     Call,
     current_call_key,
     perform,
     perform_async,
     tool_call,
 )
-from otel_replay.capture._jsonable import encode, encode_exact, restore_body
 
 __all__ = ["Effect", "idempotency_key", "tool"]
 

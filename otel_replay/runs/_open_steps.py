@@ -14,7 +14,7 @@ it. Such a step still ends, recording what was read as incomplete:
 * when SIGTERM is about to kill the process, :func:`cut_in_flight` ends every open step of
   every recorder as cut off by the signal (its request, and what was read of its answer).
 
-A tool step (``_envelope``) is open too, from its call until its body returns or raises: cut
+A tool step (``envelope``) is open too, from its call until its body returns or raises: cut
 off, it is recorded with its arguments as an error of the signal's type. At exit it is left as
 it is (a daemon thread's tool still running has no answer to keep).
 

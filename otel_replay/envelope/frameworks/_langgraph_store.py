@@ -19,7 +19,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from otel_replay.capture._envelope import (
+from otel_replay.envelope._jsonable import Unfit, encode, encode_exact, json_kind, restore_body
+from otel_replay.envelope._steps import (
     Call,
     active,
     named_call,
@@ -28,9 +29,7 @@ from otel_replay.capture._envelope import (
     recorded_at,
     serving,
 )
-from otel_replay.capture._jsonable import encode, encode_exact, restore_body
-from otel_replay.capture._unfit import Unfit, json_kind
-from otel_replay.capture.frameworks._patch import unrecorded, wrap_subclasses
+from otel_replay.envelope.frameworks._patch import unrecorded, wrap_subclasses
 
 __all__ = ["patch"]
 
