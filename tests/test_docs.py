@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +20,7 @@ def _nav_pages() -> list[str]:
     return [page for entry in config["nav"] for page in entry.values()]
 
 
+@pytest.mark.subprocess
 def test_the_docs_build_strictly_with_every_page(tmp_path: Path) -> None:
     site = tmp_path / "site"
     done = subprocess.run(

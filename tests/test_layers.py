@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import otel_replay
 from otel_replay.settings import CLI_CHANNEL, SETTINGS
 
@@ -234,6 +236,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_importing_reads_no_settings() -> None:
     """Every ``OTEL_REPLAY_*`` variable invalid: importing still works (settings are read when
     something is instrumented, exported or replayed)."""
@@ -248,6 +251,7 @@ def test_importing_reads_no_settings() -> None:
     assert done.stdout.strip() == "imported"
 
 
+@pytest.mark.subprocess
 def test_importing_a_stage_loads_nothing_after_it() -> None:
     code = (
         "import importlib, sys\n"

@@ -288,6 +288,7 @@ class _LineReader:
         return line.decode()
 
 
+@pytest.mark.subprocess
 def test_command_line_prints_one_line_per_span():
     command = [sys.executable, str(REPO / "examples" / "otlp_sink.py"), "--print"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:

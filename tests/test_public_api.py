@@ -31,6 +31,7 @@ def test_nothing_public_is_missing_from_all() -> None:
     assert public <= set(otel_replay.__all__)
 
 
+@pytest.mark.subprocess
 def test_import_does_not_load_the_sdk_or_the_clients() -> None:
     code = (
         "import sys, otel_replay; "

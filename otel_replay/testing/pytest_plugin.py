@@ -102,3 +102,13 @@ def replay_capture() -> Iterator[CaptureKit]:
 
     with CaptureKit() as kit:
         yield kit
+
+
+@pytest.fixture
+def replay_capture_deterministic() -> Iterator[CaptureKit]:
+    """``replay_capture`` with span and trace ids 1, 2, 3... and a clock that steps one
+    second per reading (span, event, step and run id times), for whole-span assertions."""
+    from otel_replay.testing._kit import CaptureKit  # noqa: PLC0415
+
+    with CaptureKit(deterministic=True) as kit:
+        yield kit

@@ -25,6 +25,8 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import RecordedRequest, StandIn
 
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTRUMENT = Path(sys.executable).parent / "opentelemetry-instrument"
 AGENT = "examples/support_agent.py"

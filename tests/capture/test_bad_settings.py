@@ -78,6 +78,7 @@ def _run(
     )
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_a_bad_setting_turns_otel_replay_off_and_the_spans_still_arrive(
     standin: StandIn, sink: OtlpSink, tmp_path: Path, name: str
@@ -98,6 +99,7 @@ def test_a_bad_setting_turns_otel_replay_off_and_the_spans_still_arrive(
     assert not (tmp_path / "store" / "runs").exists()  # nothing recorded
 
 
+@pytest.mark.subprocess
 def test_asked_to_replay_with_a_bad_setting_the_app_does_not_run(
     standin: StandIn, tmp_path: Path
 ) -> None:
@@ -113,6 +115,7 @@ def test_asked_to_replay_with_a_bad_setting_the_app_does_not_run(
     ]
 
 
+@pytest.mark.subprocess
 def test_the_cli_refuses_a_bad_setting_on_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "otel-replay"), "runs", "--store", str(tmp_path)],

@@ -186,6 +186,7 @@ def test_background_calls_go_out_unrecorded_through_every_stack(
     ]
 
 
+@pytest.mark.subprocess
 def test_a_hostile_glob_costs_time_linear_in_the_url() -> None:
     """Stars were a regular expression's ``.*``: ``*a*a*…*c`` against a long path of ``a``
     backtracked for ever, in every call the capture or a replay made. Checked in a child (a

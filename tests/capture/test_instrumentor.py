@@ -80,31 +80,55 @@ def test_suppressed_context_records_nothing(client_module: ModuleType) -> None:
 
 def test_plain_http_step_attributes(client_module: ModuleType) -> None:
     body = b'{"order_id": "A-1", "reason": "broken"}'
-    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+    answer = b'{"echo":{"order_id":"A-1","reason":"broken"}}'
+    with (
+        CaptureKit(deterministic=True) as kit,
+        client_module.Client(transport=_json_transport(client_module)) as c,
+    ):
         response = c.post(
             "https://tools.local:8443/refunds?token=tok-secret",
             content=body,
             headers={"content-type": "application/json", "Authorization": "Bearer sk-hdr"},
         )
-        (span,) = kit.spans()
-    attrs = span["attributes"]
-    assert span["name"] == "POST" and span["kind"] == "CLIENT"
-    assert attrs["http.request.method"] == "POST"
-    assert attrs["url.full"] == "https://tools.local:8443/refunds?token=REDACTED"
-    assert attrs["server.address"] == "tools.local"
-    assert attrs["server.port"] == 8443
-    assert attrs["http.response.status_code"] == 200
-    assert attrs["replay.step.kind"] == "http"
-    assert attrs["replay.step.index"] == 0
-    assert attrs["replay.mode"] == "record"
-    assert attrs["replay.request.hash"] == "sha256:" + hashlib.sha256(body).hexdigest()
-    assert attrs["replay.request.size"] == len(body)
-    assert attrs["replay.response.hash"] == (
-        "sha256:" + hashlib.sha256(response.content).hexdigest()
-    )
-    assert attrs["replay.run.id"].startswith("r_")
-    assert "vcs.ref.head.revision" in attrs
-    assert "sk-hdr" not in repr(attrs) and "tok-secret" not in repr(attrs)
+        spans = kit.whole_spans()
+    assert response.content == answer
+    assert spans == [
+        {
+            "name": "POST",
+            "kind": "CLIENT",
+            "trace_id": 1,
+            "span_id": 2,
+            "parent": 1,  # the process run's root span, still open
+            "start_time": 4_000_000_000,
+            "end_time": 5_000_000_000,
+            "status": {"code": "UNSET", "description": None},
+            "attributes": {
+                "replay.run.id": "run-1",
+                "replay.mode": "record",
+                "vcs.ref.head.revision": "<revision>",
+                "replay.code.dirty": "<dirty>",
+                "replay.step.index": 0,
+                "replay.request.hash": "sha256:" + hashlib.sha256(body).hexdigest(),
+                "replay.request.size": len(body),
+                "replay.request.body": body.decode(),
+                "server.address": "tools.local",
+                "server.port": 8443,
+                "replay.step.kind": "http",
+                "http.request.method": "POST",
+                "url.full": "https://tools.local:8443/refunds?token=REDACTED",
+                "replay.response.hash": "sha256:" + hashlib.sha256(answer).hexdigest(),
+                "replay.response.size": len(answer),
+                "replay.response.body": answer.decode(),
+                "replay.response.status_code": 200,
+                "replay.response.content_type": "application/json",
+                "http.response.status_code": 200,
+                "replay.response.complete": True,
+            },
+            "events": [],
+            "scope": "otel_replay",
+        }
+    ]
+    assert "sk-hdr" not in repr(kit.raw_spans()) and "tok-secret" not in repr(kit.raw_spans())
 
 
 def test_user_patterns_redact_bodies_before_hashing(
@@ -122,31 +146,43 @@ def test_user_patterns_redact_bodies_before_hashing(
 
 
 def test_step_index_follows_send_order_and_runs_restart_it(client_module: ModuleType) -> None:
-    with CaptureKit() as kit, client_module.Client(transport=_json_transport(client_module)) as c:
+    with (
+        CaptureKit(deterministic=True) as kit,
+        client_module.Client(transport=_json_transport(client_module)) as c,
+    ):
         c.get(URL)
-        with otel_replay.run(name="triage", seed=7) as run:
+        with otel_replay.run(name="triage", seed=7):
             c.get(URL)
             c.get(URL)
         c.get(URL)
-        spans = kit.spans()
-    process_run = spans[0]["attributes"]["replay.run.id"]
-    by_run = [
-        (s["attributes"]["replay.run.id"], s["attributes"].get("replay.step.index")) for s in spans
+        spans = kit.whole_spans()
+    s = 1_000_000_000
+    shape = [
+        (
+            span["name"],
+            span["trace_id"],
+            span["span_id"],
+            span["parent"],
+            span["start_time"] // s,
+            span["end_time"] // s,
+            span["attributes"]["replay.run.id"],
+            span["attributes"].get("replay.step.index"),
+            span["attributes"].get("replay.seed"),
+        )
+        for span in spans
     ]
-    assert by_run == [
-        (process_run, 0),
-        (run.run_id, None),
-        (run.run_id, 0),
-        (run.run_id, 1),
-        (process_run, 1),
+    # The process run's root (trace 1, span 1) is still open; the run() block is a trace of
+    # its own whose steps count from 0 again; the process run's steps go on where they were.
+    assert shape == [
+        ("GET", 1, 2, 1, 4, 5, "run-1", 0, None),
+        ("invoke_agent triage", 2, 3, None, 9, 14, "run-2", None, 7),
+        ("GET", 2, 4, 3, 10, 11, "run-2", 0, 7),
+        ("GET", 2, 5, 3, 12, 13, "run-2", 1, 7),
+        ("GET", 1, 6, 1, 17, 18, "run-1", 1, None),
     ]
-    agent = spans[1]
-    assert agent["name"] == "invoke_agent triage"
-    assert agent["attributes"]["gen_ai.operation.name"] == "invoke_agent"
-    assert agent["attributes"]["gen_ai.agent.name"] == "triage"
-    assert agent["attributes"]["replay.seed"] == 7
-    assert spans[2]["parent"] == 1 and spans[3]["parent"] == 1
-    assert spans[2]["attributes"]["replay.seed"] == 7
+    agent = spans[1]["attributes"]
+    assert agent["gen_ai.operation.name"] == "invoke_agent"
+    assert agent["gen_ai.agent.name"] == "triage"
 
 
 def test_run_seeds_random_and_works_async() -> None:
@@ -191,6 +227,27 @@ def test_a_seeded_run_repeats_the_codes_randomness_not_opentelemetrys_ids(
     assert len(spans) == 3 + 3 + 3 + 1
     assert len({span.context.span_id for span in spans}) == len(spans)
     assert len({span.context.trace_id for span in spans if span.parent is None}) == 4
+
+
+def test_the_kits_counting_ids_hold_through_seeded_runs(
+    client_module: ModuleType, replay_capture_deterministic: CaptureKit
+) -> None:
+    """The capture keeps the SDK's ids apart from the code's ``random`` (``capture/_ids``);
+    an id generator given to the tracer provider is still the one every span draws from."""
+    with client_module.Client(transport=_json_transport(client_module)) as client:
+        for _ in range(2):
+            with otel_replay.run("s", seed=99):
+                client.get(URL)
+                drawn = random.random()
+    spans = replay_capture_deterministic.whole_spans()
+    assert drawn == random.Random(99).random()
+    assert [(s["trace_id"], s["span_id"], s["parent"]) for s in spans] == [
+        (1, 1, None),
+        (1, 2, 1),
+        (2, 3, None),
+        (2, 4, 3),
+    ]
+    assert [s["start_time"] for s in spans] == sorted({s["start_time"] for s in spans})
 
 
 def test_concurrent_threads_get_distinct_indices(client_module: ModuleType) -> None:

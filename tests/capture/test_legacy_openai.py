@@ -16,6 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 LEGACY = ROOT / ".venv" / "legacy-openai"
 SCRIPT = Path(__file__).with_name("_legacy_openai_script.py")

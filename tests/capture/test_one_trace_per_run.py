@@ -24,6 +24,8 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = Path(__file__).with_name("_call_spans_agent.py")
 RUN_ID = "r_one_trace"
 # The call span each SDK opens (its name's start) and the instrumentation to leave enabled.

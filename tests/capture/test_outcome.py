@@ -40,6 +40,7 @@ ENDINGS = {
 }
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("ending", list(ENDINGS))
 def test_the_process_run_ends_with_the_programs_outcome(tmp_path: Path, ending: str) -> None:
     code, status, error_type = ENDINGS[ending]

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 import otel_replay
 from otel_replay.runs import _process_trace
 from otel_replay.runs._run import current_run, start_process_run
-from otel_replay.testing import CaptureKit
+from otel_replay.testing import CaptureKit, TimeGenerator
 from tests.export._support import Pipeline
 
 URL = "http://tools.local/orders/A-1"
@@ -50,27 +49,53 @@ def _parent(span: ReadableSpan) -> int | None:
 def test_steps_outside_any_span_are_one_trace_under_the_process_run_root(
     client_module: ModuleType,
 ) -> None:
-    with CaptureKit() as kit, _client(client_module) as client:
-        run_id = current_run().run_id
+    with CaptureKit(deterministic=True) as kit, _client(client_module) as client:
         for n in range(3):
             client.get(f"{URL}{n}")
         otel_replay.now()  # a value step too
         assert _roots(kit.raw_spans()) == []  # open while the process run goes on
-    spans = kit.raw_spans()
-    (root,) = _roots(spans)
-    steps = _steps(spans)
-    assert len(steps) == 4
-    assert root.parent is None and root.context is not None
-    assert {_parent(s) for s in steps} == {root.context.span_id}
-    assert {s.context.trace_id for s in spans if s.context} == {root.context.trace_id}
-    attrs = dict(root.attributes or {})
-    assert attrs["gen_ai.operation.name"] == "invoke_agent"
-    assert attrs["replay.run.id"] == run_id and attrs["replay.mode"] == "record"
-    assert root.name == f"invoke_agent {attrs['gen_ai.agent.name']}" == ROOT_SPAN
-    # It spans its steps: from the first one's start (taken just before) to the last one's end.
-    first = min(s.start_time or 0 for s in steps)
-    assert root.start_time is not None and 0 <= first - root.start_time < 50_000_000
-    assert root.end_time == max(s.end_time or 0 for s in steps)
+    root, *steps = kit.whole_spans()
+    # It spans its steps: from the first one's start (read just before its span's) to the
+    # last one's end.
+    assert root == {
+        "name": ROOT_SPAN,
+        "kind": "INTERNAL",
+        "trace_id": 1,
+        "span_id": 1,
+        "parent": None,
+        "start_time": 3_000_000_000,
+        "end_time": 13_000_000_000,
+        "status": {"code": "UNSET", "description": None},
+        "attributes": {
+            "replay.run.id": "run-1",
+            "replay.mode": "record",
+            "vcs.ref.head.revision": "<revision>",
+            "replay.code.dirty": "<dirty>",
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": ROOT_SPAN.removeprefix("invoke_agent "),
+        },
+        "events": [],
+        "scope": "otel_replay",
+    }
+    s = 1_000_000_000
+    assert [
+        (
+            step["name"],
+            step["trace_id"],
+            step["span_id"],
+            step["parent"],
+            step["start_time"] // s,
+            step["end_time"] // s,
+            step["attributes"]["replay.run.id"],
+            step["attributes"]["replay.step.index"],
+        )
+        for step in steps
+    ] == [
+        ("GET", 1, 2, 1, 4, 5, "run-1", 0),
+        ("GET", 1, 3, 1, 7, 8, "run-1", 1),
+        ("GET", 1, 4, 1, 10, 11, "run-1", 2),
+        ("value now", 1, 5, 1, 12, 13, "run-1", 3),
+    ]
 
 
 def test_steps_with_a_span_around_them_keep_it_and_open_no_root(
@@ -126,25 +151,36 @@ def test_threads_and_tasks_of_the_process_run_share_its_trace() -> None:
 def test_an_idle_process_run_opens_a_new_trace(
     client_module: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_process_trace, "IDLE_GAP_NS", 200_000_000)  # 0.2 s for the test
-    with CaptureKit() as kit, _client(client_module) as client:
+    monkeypatch.setattr(_process_trace, "IDLE_GAP_NS", 60_000_000_000)
+    clock = TimeGenerator()
+    with CaptureKit(deterministic=True, clock=clock) as kit, _client(client_module) as client:
         client.get(URL)
         client.get(URL)
-        time.sleep(0.3)
+        clock.advance(61_000_000_000)  # idle past the gap
         # The first root ends at its last step's end, when the next step comes.
         client.get(URL)
         (first,) = _roots(kit.raw_spans())
-    spans = kit.raw_spans()
-    roots = _roots(spans)
-    assert roots[0] is first and len(roots) == 2
-    run_ids = {dict(r.attributes or {})["replay.run.id"] for r in roots}
-    assert len(run_ids) == 1
-    assert len({r.context.trace_id for r in roots if r.context}) == 2
-    steps = sorted(_steps(spans), key=lambda s: s.start_time or 0)
-    assert [_parent(s) for s in steps] == [
-        roots[0].context.span_id if roots[0].context else None,
-    ] * 2 + [roots[1].context.span_id if roots[1].context else None]
-    assert first.end_time == steps[1].end_time
+    spans = kit.whole_spans()
+    s = 1_000_000_000
+    assert [
+        (
+            span["name"],
+            span["trace_id"],
+            span["span_id"],
+            span["parent"],
+            span["start_time"] // s,
+            span["end_time"] // s,
+            span["attributes"]["replay.run.id"],
+        )
+        for span in spans
+    ] == [
+        (ROOT_SPAN, 1, 1, None, 3, 8, "run-1"),
+        ("GET", 1, 2, 1, 4, 5, "run-1"),
+        ("GET", 1, 3, 1, 7, 8, "run-1"),
+        (ROOT_SPAN, 2, 4, None, 70, 72, "run-1"),
+        ("GET", 2, 5, 4, 71, 72, "run-1"),
+    ]
+    assert first.end_time == 8 * s
 
 
 def test_a_new_process_run_ends_the_root_of_the_last(client_module: ModuleType) -> None:
@@ -182,6 +218,7 @@ sys.exit(0)
 """
 
 
+@pytest.mark.subprocess
 def test_the_root_is_exported_at_exit_after_its_steps(tmp_path: Path) -> None:
     script = tmp_path / "agent.py"
     script.write_text(_EXIT_SCRIPT)

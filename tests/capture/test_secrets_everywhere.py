@@ -23,6 +23,8 @@ from tests.capture._leaky_provider import (
 )
 from tests.export._support import INSTRUMENT, ROOT, stored_bytes, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 SENT = {
     "openai": "sk-live-OPENAI-0a1b2c3d4e5f",  # header; echoed raw, escaped, split, in headers
     "anthropic": "sk-ant-ANTHROPIC-9f8e7d6c",  # x-api-key; echoed in a 401 message

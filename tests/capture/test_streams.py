@@ -226,6 +226,7 @@ sys.exit(0)  # with the stream still open
 """
 
 
+@pytest.mark.subprocess
 def test_stream_open_at_exit_is_recorded_as_incomplete() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _EXIT_SCRIPT],

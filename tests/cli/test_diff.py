@@ -288,6 +288,7 @@ def _files(root: Path) -> list[tuple[str, bytes]]:
     return sorted((str(p), p.read_bytes()) for p in root.rglob("*") if p.is_file())
 
 
+@pytest.mark.subprocess
 def test_a_read_only_store(store: Path, recorded: Recorded, tmp_path: Path) -> None:
     """On a store mounted read-only (a CI cache) diff reads both runs and writes nothing."""
     if shutil.which("unshare") is None:

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.cli._recording import CLAUDE, ERRORS, SUPPORT
+
+pytestmark = pytest.mark.subprocess
 
 SCRIPT = Path(sys.executable).with_name("otel-replay")
 

@@ -231,6 +231,7 @@ def _hostile_trace(path: Path) -> Path:
     return path
 
 
+@pytest.mark.subprocess
 def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path) -> None:
     """Every verb prints what a recording holds with its control characters escaped: the
     tables, the headers and the replay report as ``\\x1b``, ``--json`` as ``\\u001b``,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 
 from otel_replay.cli.main import VERBS, cli
 from tests.cli._checks import run_cli
@@ -33,6 +34,7 @@ def _loaded(*args: str) -> set[str]:
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
+@pytest.mark.subprocess
 def test_help_and_version_import_no_verb() -> None:
     for args in (["--help"], ["--version"], []):
         loaded = _loaded(*args)
@@ -48,6 +50,7 @@ def test_help_and_version_import_no_verb() -> None:
         assert not loaded & {"rich", "opentelemetry", "orjson", "zstandard", "wrapt"}, args
 
 
+@pytest.mark.subprocess
 def test_runs_loads_neither_replay_nor_capture(tmp_path: Path) -> None:
     loaded = _loaded("runs", "--store", str(tmp_path / "none"))
     assert "otel_replay.cli._runs" in loaded and "otel_replay.store" in loaded

@@ -8,9 +8,13 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 import otel_replay
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+pytestmark = pytest.mark.subprocess
 
 SCRIPT = str(Path(__file__).with_name("_flush_kill_script.py"))
 COUNT = 2000

@@ -17,6 +17,8 @@ from otel_replay._inline import decode_body
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, sha, stored_bytes, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 SECRET = "sk-live-EXPORTME-5c1e0d9a7b3f42e6a8d4"
 AGENT_SPAN = "invoke_agent support-agent"
 

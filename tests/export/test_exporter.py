@@ -6,6 +6,8 @@ import logging
 import os
 import signal
 import threading
+import time
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 import otel_replay
 from otel_replay.errors import StoreNotWritableError
-from otel_replay.export import ReplaySpanExporter
+from otel_replay.export import ExporterStats, ReplaySpanExporter
 from otel_replay.export.exporter import DROPPED_STEPS, observe_drops
 from otel_replay.runs._handoff import Handoff, handoff
 from otel_replay.runs._process_trace import _program
@@ -235,6 +237,9 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
         assert stats.dropped > 0
         assert _dropped_metric(reader) == stats.dropped
         stuck.clear()
+        # The writer catches up now; the 200 ms of the flush timeout are for the wait above,
+        # too short for this one on a loaded machine.
+        _until(lambda: _written(pipe.exporter.stats()) == 8)
     pipe.stop()
     stats = pipe.exporter.stats()
     assert stats.steps + stats.dropped == 8 and stats.failed == 0
@@ -246,6 +251,19 @@ def test_a_full_handoff_applies_back_pressure_then_counts_drops(
     store.close()
     handoff().dropped = 0
     meters.shutdown()
+
+
+def _written(stats: ExporterStats) -> int:
+    """Steps written or dropped, once nothing is pending."""
+    return stats.steps + stats.dropped if stats.pending == 0 and stats.held_bytes == 0 else -1
+
+
+def _until(condition: Callable[[], bool], seconds: float = 60) -> None:
+    """Poll ``condition`` until it holds; fail after ``seconds`` (a generous deadline)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not so after {seconds} s"
+        time.sleep(0.01)
 
 
 def _dropped_metric(reader: InMemoryMetricReader) -> int | None:

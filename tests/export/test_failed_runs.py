@@ -93,6 +93,7 @@ def _statuses(store: Path) -> dict[str, str]:
     return {row[0]: row[2] for row in cells}
 
 
+@pytest.mark.subprocess
 def test_the_failed_runs_spans_say_how_they_failed(recorded: Any) -> None:
     ending, _, otlp, spans = recorded
     error_type, description = ENDINGS[ending]
@@ -117,6 +118,7 @@ def test_the_failed_runs_spans_say_how_they_failed(recorded: Any) -> None:
     assert KEY.encode() not in otlp.read_bytes()  # the message quoted the key: redacted
 
 
+@pytest.mark.subprocess
 def test_runs_and_an_import_of_the_otlp_file_agree(recorded: Any, tmp_path: Path) -> None:
     ending, store, otlp, _ = recorded
     expected = {

@@ -19,12 +19,16 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 from examples.standin import StandIn
 from otel_replay.errors import StoreError
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.store import _disk
 from tests.store._disk import Disk
+
+pytestmark = pytest.mark.subprocess
 
 small_disk = _disk.small_disk
 

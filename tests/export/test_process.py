@@ -15,6 +15,8 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, chat_request, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = str(Path(__file__).with_name("_steps_script.py"))
 RUN_ID = "r_process_test"
 

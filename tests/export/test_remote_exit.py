@@ -118,6 +118,7 @@ def test_every_step_reaches_s3_at_exit(
     _record_and_read(url, options, ending, tmp_path)
 
 
+@pytest.mark.subprocess
 def test_every_step_reaches_s3rver_at_exit(s3rver: test_s3rver.S3rver, tmp_path: Path) -> None:
     _record_and_read(test_s3rver.URL, s3rver.options, "return", tmp_path / "cache")
 

@@ -98,6 +98,7 @@ def test_a_share_that_is_not_one_turns_recording_off_naming_it(
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.subprocess
 def test_a_process_run_sampled_out_leaves_no_trace_in_the_store(
     standin: StandIn, tmp_path: Path
 ) -> None:

@@ -26,6 +26,8 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 AGENT = str(Path(__file__).with_name("_sigterm_agent.py"))
 ROOT_SPAN = "invoke_agent _sigterm_agent.py"
 RUN_ID = "r_sigterm_test"

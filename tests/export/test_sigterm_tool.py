@@ -16,9 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from examples.otlp_sink import OtlpSink
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+pytestmark = pytest.mark.subprocess
 
 AGENT = Path(__file__).with_name("_sigterm_tool_agent.py")
 CLI = Path(sys.executable).parent / "otel-replay"

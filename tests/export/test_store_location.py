@@ -14,6 +14,8 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = str(Path(__file__).with_name("_chdir_agent.py"))
 
 

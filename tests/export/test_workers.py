@@ -120,6 +120,7 @@ CASES = [
 ]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("kind", "method"), CASES)
 def test_the_workers_steps_are_one_run_and_replay_identically(
     tmp_path: Path, kind: str, method: str
@@ -160,6 +161,7 @@ def test_the_workers_steps_are_one_run_and_replay_identically(
         assert store.run(replayed).parent_run_id == RUN_ID
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("kind", "method"), [("pool", "fork"), ("executor", "spawn")])
 def test_workers_started_before_the_first_step_are_in_its_trace(
     tmp_path: Path, kind: str, method: str
@@ -175,6 +177,7 @@ def test_workers_started_before_the_first_step_are_in_its_trace(
     assert (report["outcome"], report["served"], report["unused"]) == ("identical", 4, [])
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("kind", "method"), [("executor", "fork"), ("pool", "forkserver")])
 def test_a_changed_worker_prompt_diverges_at_its_step(
     tmp_path: Path, kind: str, method: str
@@ -192,6 +195,7 @@ def test_a_changed_worker_prompt_diverges_at_its_step(
     assert report["unused"] == []
 
 
+@pytest.mark.subprocess
 def test_a_request_the_recording_lacks_in_a_pool_worker_ends_the_replay(tmp_path: Path) -> None:
     # An unmatched request raises an error that SDKs do not catch (a BaseException); a Pool
     # worker would die of it and the pool wait for its result forever.
@@ -203,6 +207,7 @@ def test_a_request_the_recording_lacks_in_a_pool_worker_ends_the_replay(tmp_path
     assert report["agent"]["error"].startswith("otel_replay.errors.UnmatchedInPoolError")
 
 
+@pytest.mark.subprocess
 def test_a_pool_that_terminates_its_workers_does_not_wait_for_the_flush_timeout(
     tmp_path: Path,
 ) -> None:

@@ -43,6 +43,7 @@ def _replay(store: Path, run_id: str, **env: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.subprocess
 def test_an_agent_with_a_fresh_uuid_in_its_prompt_replays_identically(tmp_path: Path) -> None:
     store = tmp_path / "store"
     with StandIn(event_delay=0.001) as standin:

@@ -56,6 +56,7 @@ def _no_large_files() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
 
 
+@pytest.mark.subprocess
 def test_an_export_that_cannot_finish_leaves_nothing_behind(bundle: Path, tmp_path: Path) -> None:
     # A file past the size limit fails the export half-way (EFBIG; Python ignores SIGXFSZ).
     parent = tmp_path / "golden"
@@ -153,6 +154,7 @@ def test_integral_numbers_are_read_as_ints(bundle: Path, tmp_path: Path) -> None
 SECRET = "sk-proj-0123456789abcdefSECRET"
 
 
+@pytest.mark.subprocess
 def test_no_credential_a_run_holds_reaches_its_bundle(recorded: Recorded, tmp_path: Path) -> None:
     # A stored run: the recording sent its key as "Authorization: Bearer …" (redacted then).
     done = subprocess.run(

@@ -54,6 +54,7 @@ def bundles(recorded: Recorded, tmp_path_factory: pytest.TempPathFactory) -> dic
     return out
 
 
+@pytest.mark.subprocess
 def test_a_bundle_holds_the_recorded_bytes_and_reads_as_its_run(
     recorded: Recorded, bundles: dict[str, Path]
 ) -> None:
@@ -106,12 +107,14 @@ def _replay_support(bundle: Path) -> None:
     assert result.matched()["hash"] == len(result.run.steps)
 
 
+@pytest.mark.subprocess
 def test_the_agent_replays_from_its_bundle_with_the_provider_gone(
     bundles: dict[str, Path],
 ) -> None:
     _replay_support(bundles[SUPPORT])
 
 
+@pytest.mark.subprocess
 def test_export_applies_the_redaction_rules_as_they_are_now(
     recorded: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,6 +132,7 @@ def test_export_applies_the_redaction_rules_as_they_are_now(
     _replay_support(target)
 
 
+@pytest.mark.subprocess
 def test_export_never_overwrites(recorded: Recorded, tmp_path: Path) -> None:
     target = tmp_path / "taken"
     target.mkdir()
@@ -183,6 +187,7 @@ def _edit_manifest(path: Path, edit: object) -> None:
     ],
     ids=["not-json", "version", "traversal", "schema", "edited-request", "missing", "symlink"],
 )
+@pytest.mark.subprocess
 def test_a_damaged_bundle_is_refused_naming_what_is_wrong(
     bundles: dict[str, Path], tmp_path: Path, damage: object, message: str
 ) -> None:
@@ -194,6 +199,7 @@ def test_a_damaged_bundle_is_refused_naming_what_is_wrong(
     assert message in str(caught.value)
 
 
+@pytest.mark.subprocess
 def test_the_replay_verb_refuses_a_damaged_bundle_in_one_line(
     bundles: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -25,6 +25,8 @@ from otel_replay.replay.sources import load_run
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.test_replay_cli import CLI, replay
 
+pytestmark = pytest.mark.subprocess
+
 AGENT = Path(__file__).with_name("_conversations_agent.py")
 DEAD = "http://127.0.0.1:9/v1"
 RUN = "r_conversations"

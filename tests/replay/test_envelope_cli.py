@@ -17,6 +17,8 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 AGENT = ROOT / "examples" / "orders_agent.py"
 CLI = Path(sys.executable).parent / "otel-replay"
 

@@ -32,6 +32,8 @@ from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.test_foreign_runs import _lines
 from tests.replay.test_replay_cli import CLI, replay
 
+pytestmark = pytest.mark.subprocess
+
 DATA = Path(__file__).with_name("data")
 HERE = Path(__file__).parent
 CONCURRENT = HERE / "_concurrent_agent.py"

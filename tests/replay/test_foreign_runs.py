@@ -109,6 +109,7 @@ def _spans(path: Path) -> Iterator[dict[str, Any]]:
                 yield from scope_spans["spans"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("how", HOW)
 def test_twelve_concurrent_calls_are_twelve_traces_and_one_run(
     recorded: dict[str, Any], how: str
@@ -126,6 +127,7 @@ def test_twelve_concurrent_calls_are_twelve_traces_and_one_run(
     assert run.resource["service.name"] == "concurrent-agent"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("how", HOW)
 def test_the_file_replays_as_a_whole_with_all_twelve_answers(
     recorded: dict[str, Any], how: str
@@ -150,6 +152,7 @@ def test_the_file_replays_as_a_whole_with_all_twelve_answers(
     assert "network attempts: 0" in done.stdout
 
 
+@pytest.mark.subprocess
 def test_a_file_of_two_processes_holds_two_runs_and_names_each(
     recorded: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -165,6 +168,7 @@ def test_a_file_of_two_processes_holds_two_runs_and_names_each(
     assert line.count(", 12 steps)") == 2
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("how", HOW)
 def test_run_id_or_any_trace_id_picks_one_run_of_several(
     recorded: dict[str, Any], how: str
@@ -182,6 +186,7 @@ def test_run_id_or_any_trace_id_picks_one_run_of_several(
     assert ": identical" in done.stdout
 
 
+@pytest.mark.subprocess
 def test_an_unknown_run_is_refused_naming_the_runs_there(
     recorded: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -215,6 +220,7 @@ def _each_span(documents: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
                 yield from scope_spans["spans"]
 
 
+@pytest.mark.subprocess
 def test_a_process_idle_past_the_gap_makes_a_new_run(
     recorded: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -317,6 +323,7 @@ def test_a_lone_call_without_a_start_time_among_others_is_refused(tmp_path: Path
     assert _sizes([timeless]) == [1]  # alone in its process, it needs no place
 
 
+@pytest.mark.subprocess
 def test_spans_that_cannot_be_grouped_are_a_one_line_error_naming_the_file(
     recorded: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -341,6 +348,7 @@ def test_a_long_listing_is_cut_and_says_how_many_more() -> None:
     assert f"{1:032x} (2026-09-21T" in line
 
 
+@pytest.mark.subprocess
 def test_imported_the_runs_of_a_file_replay_from_the_store(
     recorded: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -71,6 +71,7 @@ def _in_children(count: int, each: int, session: ReplaySession) -> list[int]:
         return [n for line in lines for n in json.loads(line)]
 
 
+@pytest.mark.subprocess
 def test_no_step_is_served_twice_across_processes(tmp_path: Path) -> None:
     report = tmp_path / "events.jsonl"
     with open(report, "ab", buffering=0) as file:
@@ -92,6 +93,7 @@ def test_no_step_is_served_twice_across_processes(tmp_path: Path) -> None:
     assert session.matcher.unused() == []
 
 
+@pytest.mark.subprocess
 def test_a_step_beyond_the_recording_is_a_repeat_in_whichever_process_asks() -> None:
     session = ReplaySession(_run(2))
     served = _in_children(3, 1, session)

@@ -89,6 +89,7 @@ def _refunds(database: Path) -> int:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
 
 
+@pytest.mark.subprocess
 def test_an_overridden_tool_result_reaches_the_program_and_the_fork_is_a_run(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -130,6 +131,7 @@ def test_an_overridden_tool_result_reaches_the_program_and_the_fork_is_a_run(
     assert "first divergence: step 2 (tool:lookup_order): response" in diffed.stdout
 
 
+@pytest.mark.subprocess
 def test_a_fork_of_a_fork_is_drawn_under_its_own_parent(recorded: tuple[Path, Path]) -> None:
     store, database = recorded
     first = json.loads(_fork(recorded, "--override", "8=text:Once.").stdout)["replay_run_id"]
@@ -143,6 +145,7 @@ def test_a_fork_of_a_fork_is_drawn_under_its_own_parent(recorded: tuple[Path, Pa
     assert f"fork of {first}" in runs[at + 1]
 
 
+@pytest.mark.subprocess
 def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -162,6 +165,7 @@ def test_a_model_answer_is_overridden_as_text_and_as_json_streamed_or_not(
     assert forked[3] == "override text:In text." and forked[8] == "override @answer.json"
 
 
+@pytest.mark.subprocess
 def test_a_long_inline_answer_is_named_by_its_start(recorded: tuple[Path, Path]) -> None:
     inline = json.dumps(CHAT_BODY)
     done = _fork(recorded, "--override", f"3={inline}")
@@ -170,6 +174,7 @@ def test_a_long_inline_answer_is_named_by_its_start(recorded: tuple[Path, Path])
     assert json.loads(done.stdout)["fork"] == [{"step": 3, "change": change}]
 
 
+@pytest.mark.subprocess
 def test_a_value_and_an_http_answer_are_overridden(recorded: tuple[Path, Path]) -> None:
     store, _ = recorded
     done = _fork(
@@ -194,6 +199,7 @@ def test_a_value_and_an_http_answer_are_overridden(recorded: tuple[Path, Path]) 
     assert marks[0] == 'override "00000000-0000-4000-8000-000000000000"'
 
 
+@pytest.mark.subprocess
 def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -> None:
     _, database = recorded
     before = _refunds(database)
@@ -209,6 +215,7 @@ def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -
     assert refund["live"] is True
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -236,6 +243,7 @@ def test_a_bad_fork_is_one_line_and_exit_2(
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
+@pytest.mark.subprocess
 def test_replaying_takes_the_fork_options(recorded: tuple[Path, Path], tmp_path: Path) -> None:
     store, _ = recorded
     database = str(tmp_path / "scratch.sqlite")
@@ -277,6 +285,7 @@ def test_the_exported_fork_is_a_source(replay_result):
 """
 
 
+@pytest.mark.subprocess
 def test_the_marker_takes_the_fork_options_and_a_fork_exports(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -46,6 +46,8 @@ from examples.standin import StandIn
 from otel_replay.errors import NetworkBlockedError
 from tests.export._support import ROOT, Pipeline, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 CLI = Path(sys.executable).parent / "otel-replay"
 UNIX_AGENT = str(Path(__file__).with_name("_unix_agent.py"))
 RUN = "r_hermetic"

@@ -20,6 +20,8 @@ from otel_replay.replay.sources import load_run
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.test_replay_cli import replay
 
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = Path(__file__).with_name("_background_agent.py")
 GONE = "http://127.0.0.1:9"  # nothing listens there; strict replay never asks
 KEY = "sk-standin-not-a-secret"

@@ -139,6 +139,7 @@ def _met_the_fault(url: str) -> None:
     os._exit(1)
 
 
+@pytest.mark.subprocess
 def test_a_fault_fires_once_in_the_whole_program(recorded: Recorded) -> None:
     """A worker process meets the fault; the program's retry in its parent is served."""
     index = recorded.steps["httpx"]
@@ -167,6 +168,7 @@ def test_an_injected_tool_error_is_raised_even_where_read_tools_run_live(
     assert result.identical, result.first_divergence
 
 
+@pytest.mark.subprocess
 def test_the_cli_injects_a_429_and_the_fork_records_both_attempts(
     recorded: Recorded, tmp_path: Path
 ) -> None:
@@ -227,6 +229,7 @@ def test_a_tool_failure_without_retries(replay_result):
 """
 
 
+@pytest.mark.subprocess
 def test_the_pytest_marker_takes_inject(recorded: Recorded, tmp_path: Path) -> None:
     tests = MARKED.format(
         store=recorded.store,

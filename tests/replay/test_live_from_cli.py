@@ -30,6 +30,8 @@ from examples.standin import StandIn
 from tests.export._support import ROOT
 from tests.replay.test_envelope_cli import AGENT, CLI, record_orders
 
+pytestmark = pytest.mark.subprocess
+
 CHAT = "/v1/chat/completions"
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from time import monotonic as bound_monotonic
 from time import perf_counter_ns as bound_perf_counter_ns
 
+import pytest
+
 import otel_replay
 from examples.standin import StandIn
 from otel_replay.replay._model import Run
@@ -107,6 +109,7 @@ def test_a_sleep_skipped_in_a_daemon_thread_moves_no_clock() -> None:
     assert all(2.0 <= moved < 3.0 for moved in _moved(after, again).values())
 
 
+@pytest.mark.subprocess
 def test_a_short_poll_for_something_real_keeps_its_deadline_in_real_time() -> None:
     # A child that takes 150 ms to exit once asked, waited for as the MCP SDK waits for its
     # stdio server: polls 10 ms apart, for at most 2 s by the monotonic clock. Moving that
@@ -161,6 +164,7 @@ def _numbers(line: str) -> dict[str, float]:
     return {k: float(v) for k, v in re.findall(r"([\w.]+)=([\d.]+)", line)}
 
 
+@pytest.mark.subprocess
 def test_a_replayed_agent_polling_until_a_deadline_polls_as_often_as_recorded(
     tmp_path: Path,
 ) -> None:

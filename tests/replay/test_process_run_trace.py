@@ -26,6 +26,8 @@ from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.conftest import _rewrite_ids_and_enums
 from tests.replay.test_replay_cli import replay
 
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = Path(__file__).with_name("_concurrent_agent.py")
 DEAD = "http://127.0.0.1:9/v1"
 RUN_ID = "r_20261125T120000_0ce0ce0c"

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples.standin import StandIn
@@ -76,6 +77,7 @@ def test_missing_run(replay_result):
 """
 
 
+@pytest.mark.subprocess
 def test_a_marked_test_replays_its_recording_and_sees_what_it_found(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(AGENT)
     spans = InMemorySpanExporter()
@@ -172,6 +174,7 @@ def test_after_them_the_world_is_live():
 """
 
 
+@pytest.mark.subprocess
 def test_odd_markers_fail_their_own_set_up_and_the_session_goes_on(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     body = b'{"model":"gpt-4o-mini"}'

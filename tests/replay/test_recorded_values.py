@@ -279,6 +279,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("family", "step", "body", "name", "what"), CLI_CASES, ids=[c[0] for c in CLI_CASES]
 )
@@ -365,6 +366,7 @@ def test_a_framework_that_catches_exceptions_cannot_swallow_it(
         assert raised.value.step_name == name and raised.value.step_index == step
 
 
+@pytest.mark.subprocess
 def test_in_a_pool_task_it_reaches_the_caller_instead_of_hanging_the_pool(
     recorded: dict[str, Recorded], tmp_path: Path
 ) -> None:

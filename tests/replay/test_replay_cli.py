@@ -28,6 +28,8 @@ from otel_replay.replay.sources import load_run
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
+pytestmark = pytest.mark.subprocess
+
 CLI = Path(sys.executable).parent / "otel-replay"
 SCRIPT = Path(__file__).with_name("_sdk_script.py")
 AGENT = ROOT / "examples" / "support_agent.py"

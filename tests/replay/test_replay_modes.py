@@ -14,8 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from otel_replay.store import Store
 from tests.replay.test_replay_cli import AGENT, CLI, agent_store, replay
+
+pytestmark = pytest.mark.subprocess
 
 __all__ = ["agent_store"]  # the recording, shared as a fixture
 

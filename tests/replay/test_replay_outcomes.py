@@ -23,6 +23,8 @@ import pytest
 from examples.support_agent import SYSTEM_PROMPT
 from tests.replay.test_replay_cli import AGENT, CLI, agent_store, replay
 
+pytestmark = pytest.mark.subprocess
+
 __all__ = ["agent_store"]  # the recording, shared as a fixture
 
 AgentStore = tuple[Path, str, str]

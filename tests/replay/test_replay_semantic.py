@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import openai
+import pytest
 
 import otel_replay
 from tests.replay.conftest import KEY, Recorded, collector_json
@@ -120,6 +121,7 @@ def test_a_changed_prompt_against_an_official_trace_is_named(
     )
 
 
+@pytest.mark.subprocess
 def test_the_cli_replays_an_official_trace_from_a_jaeger_url(
     recorded: Recorded, tmp_path: Path
 ) -> None:

@@ -319,14 +319,15 @@ def test_recorded_timing_paces_streams(record: Recording) -> None:
                 pass
             return time.perf_counter() - first
 
-    store, run_id, _ = record(stream, event_delay=0.04)
+    # Chunks far enough apart that a replay from memory is far quicker on a loaded machine.
+    store, run_id, _ = record(stream, event_delay=0.1)
     with otel_replay.replaying(run_id, store=store, timing="fast"):
         fast_s = stream(DEAD_URL)
     with otel_replay.replaying(run_id, store=store, timing="recorded") as result:
         paced_s = stream(DEAD_URL)
     chunks = result.run.steps[0].step.chunks
     spread_s = (chunks[-1][1] - chunks[0][1]) / 1e9
-    assert spread_s > 0.25, spread_s
+    assert spread_s > 0.6, spread_s
     assert paced_s >= spread_s * 0.9
     assert fast_s < spread_s / 2, (fast_s, spread_s)  # served from memory, not paced
 

@@ -31,6 +31,8 @@ from otel_replay.replay.sources import _limits
 from tests.cli._checks import run_cli
 from tests.replay.conftest import CLAUDE, SUPPORT, Recorded, collector_json, run_spans
 
+pytestmark = pytest.mark.subprocess
+
 CLI = Path(sys.executable).parent / "otel-replay"
 MiB = 1 << 20
 # Runs CMD and prints, last on stderr, the peak resident size of CMD in KiB.

@@ -56,7 +56,7 @@ def test_fast_timing_skips_every_kind_of_sleep_and_moves_the_clock() -> None:
         anyio.run(anyio.sleep, 3)
         moved = time.time() - wall
         asyncio.run(asyncio.sleep(0))  # still a plain yield
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 4.5  # not the 9 s slept, however loaded the machine
     assert 9 <= moved < 10
 
 
@@ -68,7 +68,7 @@ def test_fast_timing_skips_sleeps_bound_by_name_before_the_replay() -> None:
         bound_sleep(3)
         asyncio.run(bound_async_sleep(3))
         moved = time.time() - wall
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3  # not the 6 s slept, however loaded the machine
     assert 6 <= moved < 7
     assert (bound_sleep, bound_async_sleep) == (real_sleep, real_async_sleep)  # given back
 
@@ -140,6 +140,7 @@ def test_the_clock_setting_is_read(monkeypatch: pytest.MonkeyPatch, value: str) 
     assert travelled == (value == "recorded")
 
 
+@pytest.mark.subprocess
 def test_a_replayed_agent_sees_the_recorded_clock_and_its_back_off_costs_nothing(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,8 @@ from tests.store._compactor import RUNS, STEPS
 from tests.store._data import span
 from tests.store._writer import ROOT, bodies
 
+pytestmark = pytest.mark.subprocess
+
 KEPT = [run_id for run_id in RUNS if run_id != "expired"]
 SHM = Path("/dev/shm")
 

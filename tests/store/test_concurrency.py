@@ -6,11 +6,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from otel_replay.store import Store
 from tests.store._data import chat_bodies, make_step
 from tests.store._writer import bodies, spawn
 
 
+@pytest.mark.subprocess
 def test_processes_recording_at_once(tmp_path: Path) -> None:
     store_path = tmp_path / "s"
     Store.open(store_path).close()  # created once; the writers race on everything else

@@ -19,6 +19,7 @@ STEPS = 400
 ITERATIONS = 15
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_sigkill_at_random_points(tmp_path: Path) -> None:
     """A writer flushing after every step, killed (-9) at a random moment, fifteen times into

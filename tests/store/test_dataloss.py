@@ -152,6 +152,7 @@ def _chat_step(n: int) -> tuple[bytes, bytes]:
     return request.encode(), response.encode()
 
 
+@pytest.mark.subprocess
 def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
     ids = [run_id for run_id in HOSTILE_IDS if run_id != "caf\udce9"]
     lines = [_otlp_line(n, run_id, *_chat_step(n)) for n, run_id in enumerate(ids)]
@@ -186,6 +187,7 @@ def test_hostile_run_ids_through_import(tmp_path: Path) -> None:
     assert all(p.startswith("inside") for p in _listing(tmp_path) - outside)
 
 
+@pytest.mark.subprocess
 def test_hostile_run_ids_are_printed_escaped(tmp_path: Path) -> None:
     """An id holding NUL, a newline, a terminal escape or a bidi override is shown escaped by
     every verb that prints it, so it can neither break a listing nor drive the terminal;
@@ -216,6 +218,7 @@ def test_hostile_run_ids_are_printed_escaped(tmp_path: Path) -> None:
     assert missing.stderr.count("\n") == 1
 
 
+@pytest.mark.subprocess
 def test_an_id_that_otlp_json_cannot_carry_is_refused_by_import(tmp_path: Path) -> None:
     """A lone surrogate is not Unicode: an OTLP file naming such an id is refused whole, in one
     line naming the line, and nothing is written."""
@@ -228,6 +231,7 @@ def test_an_id_that_otlp_json_cannot_carry_is_refused_by_import(tmp_path: Path) 
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.subprocess
 def test_four_processes_sharing_a_run_id_keep_four_runs(tmp_path: Path) -> None:
     root = tmp_path / "s"
     Store.open(root).close()
@@ -259,6 +263,7 @@ def test_four_processes_sharing_a_run_id_keep_four_runs(tmp_path: Path) -> None:
         assert [p for p in store.verify() if p.damage] == []
 
 
+@pytest.mark.subprocess
 def test_a_deleted_index_is_rebuilt_from_the_files_on_open(tmp_path: Path) -> None:
     root = tmp_path / "s"
     with Store.open(root) as store:
@@ -298,6 +303,7 @@ def test_a_deleted_index_is_rebuilt_from_the_files_on_open(tmp_path: Path) -> No
             assert store.verify() == []
 
 
+@pytest.mark.subprocess
 def test_a_writer_killed_before_its_index_commit_loses_nothing(tmp_path: Path) -> None:
     """Its pack and record are published, the index never hears of them: verify names them as
     unindexed (a notice), and a rebuild reads them."""
@@ -457,6 +463,7 @@ def test_a_flipped_byte_in_a_frame_costs_only_the_bodies_that_use_the_frame(
         assert {(p.run_id, p.step_index) for p in problems if p.kind == "body"} == damaged
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("with_index", [True, False])
 def test_a_read_only_store_is_read(tmp_path: Path, with_index: bool) -> None:
     if shutil.which("unshare") is None:
@@ -515,6 +522,7 @@ with httpx.Client() as client:
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("with_index", [True, False])
 def test_a_read_only_store_is_replayed(tmp_path: Path, with_index: bool) -> None:
     """``otel-replay replay`` serves a run from a store mounted read-only (a CI cache): the
@@ -547,6 +555,7 @@ def test_a_read_only_store_is_replayed(tmp_path: Path, with_index: bool) -> None
     assert (root / "index.sqlite").exists() == with_index
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("with_index", [True, False])
 def test_a_read_only_store_refuses_writes(tmp_path: Path, with_index: bool) -> None:
     root = tmp_path / "s"
@@ -569,6 +578,7 @@ def test_a_read_only_store_refuses_writes(tmp_path: Path, with_index: bool) -> N
     assert "read-only" in last
 
 
+@pytest.mark.subprocess
 def test_gc_keeps_what_a_recording_reuses_from_an_expired_run(tmp_path: Path) -> None:
     """A writer reuses the system prompt of an expired run while gc removes that run: the
     writer relies on the stored copy, so gc must keep it (or a copy of it)."""

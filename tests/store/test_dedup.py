@@ -9,6 +9,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from otel_replay.step import RunFacts
 from otel_replay.store import Store
 from otel_replay.store._pack import entries, parse_table
@@ -81,6 +83,7 @@ def test_dedup_does_not_depend_on_the_flush_size(tmp_path: Path) -> None:
     assert max(sizes.values()) < 1.1 * min(sizes.values()), sizes
 
 
+@pytest.mark.subprocess
 def test_processes_writing_at_once_store_a_shared_prompt_once(tmp_path: Path) -> None:
     root = tmp_path / "s"
     Store.open(root).close()

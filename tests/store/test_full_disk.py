@@ -16,6 +16,8 @@ from otel_replay.store._index import Index
 from tests.store import _disk
 from tests.store._data import make_step
 
+pytestmark = pytest.mark.subprocess
+
 small_disk = _disk.small_disk
 
 BODY = 100_000

@@ -111,6 +111,7 @@ def test_migrate_carries_everything_over_and_keeps_the_old_store(tmp_path: Path)
         assert [p for p in store.verify() if p.damage] == []
 
 
+@pytest.mark.subprocess
 def test_the_cli_migrates_once_and_names_the_backup(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     refused = _cli("runs", "--store", str(root))
@@ -140,6 +141,7 @@ def test_damage_in_the_old_store_is_named_and_the_rest_carried_over(tmp_path: Pa
         assert store.runs()  # the readable runs are all there
 
 
+@pytest.mark.subprocess
 def test_a_migration_cut_between_its_renames_is_finished(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     result = migrate(root)
@@ -164,6 +166,7 @@ def test_only_version_2_is_migrated(tmp_path: Path) -> None:
 PACKS = sorted(str(p.relative_to(DATA / "v2-store")) for p in (DATA / "v2-store").rglob("*.pack"))
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("pack", PACKS)
 def test_a_missing_pack_costs_only_its_steps_and_names_each(tmp_path: Path, pack: str) -> None:
     """With a whole pack gone (its records too), migrate names every step the old index

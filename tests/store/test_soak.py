@@ -10,9 +10,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+
+pytestmark = pytest.mark.subprocess
 
 AGENT = str(Path(__file__).with_name("_soak_agent.py"))
 CLI = str(Path(sys.executable).with_name("otel-replay"))

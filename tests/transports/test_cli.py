@@ -20,6 +20,8 @@ from tests.replay.test_replay_cli import replay
 from tests.transports._calls import SECRETS
 from tests.transports.conftest import DEAD
 
+pytestmark = pytest.mark.subprocess
+
 SCRIPT = Path(__file__).with_name("_calls.py")
 
 

@@ -11,11 +11,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from examples.standin import StandIn
 from otel_replay.replay.sources import load_run
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.test_replay_cli import CLI, replay
 from tests.transports.conftest import DEAD
+
+pytestmark = pytest.mark.subprocess
 
 AGENT = Path(__file__).with_name("_backoff_agent.py")
 
