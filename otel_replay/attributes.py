@@ -207,10 +207,10 @@ and checkpoint steps, the shape of the value the result was written from.
 
 Set together with `replay.response.body` when the response had a `Content-Type`. Client
 libraries choose between a JSON body and a stream (`text/event-stream`) from it, so a replay
-from OTLP data answers with the same value. Other response headers travel only in the
-store. A tool, value or checkpoint step whose result JSON does not give back (a model, a tuple,
-a set, bytes, NaN) has `application/json; otel-replay-shape=<shape>`, which replay rebuilds the
-value from.
+from OTLP data answers with the same value. Other response headers travel only in the store. A
+tool, value or checkpoint step whose result JSON does not give back (a model, a tuple, a set,
+bytes, NaN) has `application/json; otel-replay-shape=<shape>`, which replay rebuilds the value
+from.
 
 Type: ``string``; stability: development.
 """

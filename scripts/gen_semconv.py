@@ -280,10 +280,8 @@ def render(registry: Registry) -> str:
         HEADER,
         '"""Attribute keys of the otel-replay ``replay.*`` semantic conventions.',
         "",
-        f"Generated from the weaver registry ``{registry.name}`` {registry.version} in"
-        " ``semconv/``; edit the",
-        "YAML there and run ``python scripts/gen_semconv.py`` to update this module.",
-        '"""',
+        "Generated from the weaver registry in ``semconv/`` by ``python scripts/gen_semconv.py``;",
+        'edit the YAML, not this module."""',
         "",
         "from __future__ import annotations",
         "",
