@@ -68,4 +68,4 @@ def test_values_and_tool_steps_survive_sigkill_after_a_flush_and_replay(tmp_path
         ]
     expected = [v for n, v in enumerate(seen.split(" ")) if n % 3]
     assert [str(v) if isinstance(v, uuid.UUID) else v.isoformat() for v in again] == expected
-    assert [s.index for s in result.unused] == list(range(0, 600, 3))  # the tool calls
+    assert [s.step.index for s in result.unused] == list(range(0, 600, 3))  # the tool calls

@@ -117,12 +117,12 @@ def test_the_store_fills_while_otlp_export_goes_on_unchanged(
             attrs = by_id[f"{step.span_id:016x}"]["attributes"]
             assert decode_body(attrs["replay.request.body"]) == request.body
             assert decode_body(attrs["replay.response.body"]) == response
-            stored = store.read_step(step)
-            assert attrs["replay.response.status_code"] == stored.status_code
-            content_type = dict((k.lower(), v) for k, v in stored.response_headers)
+            kept = store.read_step(step)
+            assert attrs["replay.response.status_code"] == kept.status_code
+            content_type = dict((k.lower(), v) for k, v in kept.response_headers)
             assert attrs["replay.response.content_type"] == content_type["content-type"]
             if "replay.response.chunk.sizes" in attrs:
-                assert attrs["replay.response.chunk.sizes"] == [n for n, _ in stored.chunks]
+                assert attrs["replay.response.chunk.sizes"] == [n for n, _ in kept.chunks]
         assert "replay.response.chunk.sizes" in by_id[f"{steps[-1].span_id:016x}"]["attributes"]
 
         # The spans in the store are the spans the backend received, exactly.
