@@ -17,6 +17,7 @@ from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.runs._handoff import handoff
 from otel_replay.step import RunEnd
 from otel_replay.testing import CaptureKit
+from tests.capture._spans import outline
 from tests.capture.conftest import scripted_transport
 
 URL = "http://tools.local/orders/A-1?api_key=sk-query-secret"
@@ -156,21 +157,7 @@ def test_step_index_follows_send_order_and_runs_restart_it(client_module: Module
             c.get(URL)
         c.get(URL)
         spans = kit.whole_spans()
-    s = 1_000_000_000
-    shape = [
-        (
-            span["name"],
-            span["trace_id"],
-            span["span_id"],
-            span["parent"],
-            span["start_time"] // s,
-            span["end_time"] // s,
-            span["attributes"]["replay.run.id"],
-            span["attributes"].get("replay.step.index"),
-            span["attributes"].get("replay.seed"),
-        )
-        for span in spans
-    ]
+    shape = outline(spans, "replay.run.id", "replay.step.index", "replay.seed")
     # The process run's root (trace 1, span 1) is still open; the run() block is a trace of
     # its own whose steps count from 0 again; the process run's steps go on where they were.
     assert shape == [

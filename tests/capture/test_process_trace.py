@@ -21,6 +21,7 @@ import otel_replay
 from otel_replay.runs import _process_trace
 from otel_replay.runs._run import current_run, start_process_run
 from otel_replay.testing import CaptureKit, TimeGenerator
+from tests.capture._spans import SECOND, outline
 from tests.export._support import Pipeline
 
 URL = "http://tools.local/orders/A-1"
@@ -77,20 +78,7 @@ def test_steps_outside_any_span_are_one_trace_under_the_process_run_root(
         "events": [],
         "scope": "otel_replay",
     }
-    s = 1_000_000_000
-    assert [
-        (
-            step["name"],
-            step["trace_id"],
-            step["span_id"],
-            step["parent"],
-            step["start_time"] // s,
-            step["end_time"] // s,
-            step["attributes"]["replay.run.id"],
-            step["attributes"]["replay.step.index"],
-        )
-        for step in steps
-    ] == [
+    assert outline(steps, "replay.run.id", "replay.step.index") == [
         ("GET", 1, 2, 1, 4, 5, "run-1", 0),
         ("GET", 1, 3, 1, 7, 8, "run-1", 1),
         ("GET", 1, 4, 1, 10, 11, "run-1", 2),
@@ -161,26 +149,14 @@ def test_an_idle_process_run_opens_a_new_trace(
         client.get(URL)
         (first,) = _roots(kit.raw_spans())
     spans = kit.whole_spans()
-    s = 1_000_000_000
-    assert [
-        (
-            span["name"],
-            span["trace_id"],
-            span["span_id"],
-            span["parent"],
-            span["start_time"] // s,
-            span["end_time"] // s,
-            span["attributes"]["replay.run.id"],
-        )
-        for span in spans
-    ] == [
+    assert outline(spans, "replay.run.id") == [
         (ROOT_SPAN, 1, 1, None, 3, 8, "run-1"),
         ("GET", 1, 2, 1, 4, 5, "run-1"),
         ("GET", 1, 3, 1, 7, 8, "run-1"),
         (ROOT_SPAN, 2, 4, None, 70, 72, "run-1"),
         ("GET", 2, 5, 4, 71, 72, "run-1"),
     ]
-    assert first.end_time == 8 * s
+    assert first.end_time == 8 * SECOND
 
 
 def test_a_new_process_run_ends_the_root_of_the_last(client_module: ModuleType) -> None:
