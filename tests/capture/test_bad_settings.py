@@ -2,24 +2,28 @@
 
 The example agent runs under ``opentelemetry-instrument`` with ``OTEL_TRACES_EXPORTER=otlp,
 replay`` and every installed instrumentation, against the stand-in provider and a real OTLP
-receiver, with one setting spoiled. otel-replay says so in one line naming the variable and
-stays off; the user's spans (the agent's, the official instrumentations') still reach the
-receiver; nothing is recorded. Asked to replay, the process refuses to run at all.
+receiver, with one setting spoiled (every setting is checked in this process, two end to end).
+otel-replay says so in one line naming the variable and stays off; the user's spans (the
+agent's, the official instrumentations') still reach the receiver; nothing is recorded. Asked to
+replay, the process refuses to run at all.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
-from otel_replay import settings
+from otel_replay import ConfigError, ReplayInstrumentor, ReplaySpanExporter, settings
 from tests.capture.test_auto_instrumentation import (
     AGENT,
     AGENT_SPAN,
@@ -78,12 +82,44 @@ def _run(
     )
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_a_bad_setting_turns_otel_replay_off_and_the_spans_still_arrive(
-    standin: StandIn, sink: OtlpSink, tmp_path: Path, name: str
+def test_a_bad_setting_turns_the_instrumentor_and_the_exporter_off(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path, name: str
 ) -> None:
-    protocol = "grpc" if sorted(BAD).index(name) % 2 else "http/protobuf"
+    """Every setting, in this process: one line naming it, nothing wrapped, nothing stored."""
+    monkeypatch.setattr(settings, "_turned_off", set())  # said once per process
+    monkeypatch.setenv(name, BAD[name])
+    monkeypatch.setenv("OTEL_REPLAY_STORE", str(tmp_path / "store"))
+    if name != "OTEL_REPLAY_MODE":
+        monkeypatch.setenv("OTEL_REPLAY_MODE", "record")
+    send = httpx.Client._send_single_request
+    instrumentor = ReplayInstrumentor()
+    with caplog.at_level(logging.ERROR, logger="otel_replay"):
+        instrumentor.instrument()
+        try:
+            assert instrumentor.recorder is None
+            assert httpx.Client._send_single_request is send  # nothing wrapped
+            exporter = ReplaySpanExporter()
+            assert exporter.export([]) == SpanExportResult.SUCCESS
+            exporter.shutdown()
+        finally:
+            instrumentor.uninstrument()
+    said = [r.getMessage() for r in caplog.records if "otel-replay" in r.getMessage()]
+    assert len(said) == 1, said  # once, though both the instrumentor and the exporter saw it
+    assert said[0].startswith(f"otel-replay: {name}={BAD[name]!r} is invalid: ")
+    assert said[0].endswith("; otel-replay is off in this process")
+    with pytest.raises(ConfigError, match=f"^{name}="):
+        settings.load()
+    assert not (tmp_path / "store").exists()  # nothing recorded
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    ("name", "protocol"), [("OTEL_REPLAY_MODE", "grpc"), ("OTEL_REPLAY_REDACT", "http/protobuf")]
+)
+def test_a_bad_setting_turns_otel_replay_off_and_the_spans_still_arrive(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path, name: str, protocol: str
+) -> None:
     proc = _run(standin, tmp_path, {name: BAD[name], "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}, sink)
     assert proc.returncode == 0, proc.stderr
     assert "agent> " in proc.stdout  # the agent did its work

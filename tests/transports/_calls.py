@@ -3,8 +3,10 @@ clients, against a stand-in (``base``: its root URL); each returns what the appl
 as plain data to compare between a recording and its replay.
 
 Also run as a script (``python _calls.py REPO_ROOT BASE SUITE``) for the CLI replay tests: the
-last line of stdout is JSON ``{"outputs": ..., "connects": [...]}``, ``connects`` listing every
-real ``socket.connect`` the process made (an audit hook, below any patching).
+last line of stdout is JSON ``{"outputs": ..., "connects": [...], "preloaded": [...]}``,
+``connects`` listing every real ``socket.connect`` the process made (an audit hook, below any
+patching), ``preloaded`` the client libraries imported before the script's own calls (none: the
+seams wrap them when they are imported).
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 if __name__ == "__main__":
     sys.addaudithook(_audit)
+    preloaded = [name for name in ("aiohttp", "requests", "urllib3") if name in sys.modules]
     sys.path.insert(0, sys.argv[1])
     base, suite = sys.argv[2], sys.argv[3]
     if suite == "requests":
@@ -124,4 +127,4 @@ if __name__ == "__main__":
                 outputs = answer.read().decode()
         except OSError as exc:
             outputs = f"refused: {type(exc).__name__}: {exc}"
-    print(json.dumps({"outputs": outputs, "connects": CONNECTS}))
+    print(json.dumps({"outputs": outputs, "connects": CONNECTS, "preloaded": preloaded}))

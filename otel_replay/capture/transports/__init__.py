@@ -7,14 +7,15 @@ from collections.abc import Callable
 
 from otel_replay._ignore import IgnoreRules
 from otel_replay.capture._recorder import Recorder
+from otel_replay.capture.transports import _aiohttp, _urllib3
 from otel_replay.capture.transports._aiohttp import (
     REPLAY,
     Middleware,
     closed_by_application,
     wrap_request,
 )
-from otel_replay.capture.transports._urllib3 import request_url
-from otel_replay.capture.transports._view import raw_headers
+from otel_replay.capture.transports._urllib3 import request_url, urllib3_2
+from otel_replay.capture.transports._view import raw_headers, wrap_on_import
 
 __all__ = [
     "REPLAY",
@@ -23,15 +24,15 @@ __all__ = [
     "instrument",
     "raw_headers",
     "request_url",
+    "urllib3_2",
+    "wrap_on_import",
     "wrap_request",
 ]
 
 
 def instrument(recorder: Recorder, ignore: IgnoreRules) -> Callable[[], None]:
-    """Wrap the seams of whichever of urllib3 and aiohttp are installed (calls ``ignore``
-    matches are not recorded); the undo function."""
-    from otel_replay.capture.transports import _aiohttp, _urllib3  # noqa: PLC0415 - optional
-
+    """Wrap the seams of whichever of urllib3 and aiohttp are installed, each once it is
+    imported (calls ``ignore`` matches are not recorded); the undo function."""
     seams = (_urllib3.instrument(recorder, ignore), _aiohttp.instrument(recorder, ignore))
     undos = [undo for undo in seams if undo]
 

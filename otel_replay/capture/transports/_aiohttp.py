@@ -7,12 +7,16 @@ from __future__ import annotations
 import weakref
 from collections.abc import Awaitable, Callable
 from functools import cache
+from types import ModuleType
 from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay._ignore import IgnoreRules
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep, exchange, should_record
-from otel_replay.capture.transports._view import RequestView, raw_headers
+from otel_replay.capture.transports._view import RequestView, raw_headers, wrap_on_import
 
 __all__ = [
     "CAPTURE",
@@ -56,31 +60,30 @@ def add_middleware(
 
 
 def wrap_request(middleware_for: MiddlewareFor, stage: int) -> Callable[[], None] | None:
-    """Wrap ``ClientSession._request`` to add the middleware ``middleware_for`` makes to each
-    call (aiohttp 3.12 and later); the undo function, or None when aiohttp cannot take one."""
-    try:
-        import aiohttp  # noqa: PLC0415 - optional
-    except ImportError:
-        return None
-    if not hasattr(aiohttp, "ClientMiddlewareType"):
-        return None
-    import wrapt  # noqa: PLC0415
-    from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
+    """Wrap ``ClientSession._request``, once aiohttp is imported, to add the middleware
+    ``middleware_for`` makes to each call (aiohttp 3.12 and later); the undo function, or None
+    when aiohttp is not installed."""
 
-    async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        middleware = middleware_for(instance, kwargs)
-        if middleware is not None:
-            kwargs = dict(kwargs)
-            add_middleware(kwargs, instance, middleware, stage)
-        return await wrapped(*args, **kwargs)
+    def wrap(aiohttp: ModuleType) -> Callable[[], None] | None:
+        if not hasattr(aiohttp, "ClientMiddlewareType"):
+            return None  # before 3.12: no middlewares, its calls are not seen
 
-    wrapt.wrap_function_wrapper(aiohttp.ClientSession, "_request", wrapper)
-    return lambda: unwrap(aiohttp.ClientSession, "_request")
+        async def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            middleware = middleware_for(instance, kwargs)
+            if middleware is not None:
+                kwargs = dict(kwargs)
+                add_middleware(kwargs, instance, middleware, stage)
+            return await wrapped(*args, **kwargs)
+
+        wrapt.wrap_function_wrapper(aiohttp.ClientSession, "_request", wrapper)
+        return lambda: unwrap(aiohttp.ClientSession, "_request")
+
+    return wrap_on_import("aiohttp", wrap)
 
 
 def instrument(recorder: Recorder, ignore: IgnoreRules) -> Callable[[], None] | None:
     """Record every aiohttp exchange but those ``ignore`` matches; the undo function, or None
-    without aiohttp 3.12+."""
+    without aiohttp."""
 
     def middleware_for(session: Any, kwargs: dict[str, Any]) -> Middleware | None:
         if not should_record():

@@ -4,38 +4,44 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay._ignore import IgnoreRules
 from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep, exchange, should_record
-from otel_replay.capture.transports._view import RequestView, origin, raw_headers
+from otel_replay.capture.transports._view import (
+    RequestView,
+    origin,
+    raw_headers,
+    wrap_on_import,
+)
 
-__all__ = ["instrument", "request_url"]
+__all__ = ["instrument", "request_url", "urllib3_2"]
 
 _CODING = frozenset({b"content-encoding", b"content-length"})
 
 
 def instrument(recorder: Recorder, ignore: IgnoreRules) -> Callable[[], None] | None:
-    """Wrap ``_make_request`` when urllib3 2.x is installed (calls ``ignore`` matches are not
-    recorded); the undo function, or None."""
-    try:
-        import urllib3  # noqa: PLC0415 - optional
-        import urllib3.connectionpool  # noqa: PLC0415
-    except ImportError:
-        return None
-    if not str(getattr(urllib3, "__version__", "")).startswith("2."):
-        return None
-    import wrapt  # noqa: PLC0415
-    from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
+    """Wrap ``_make_request`` once urllib3 is imported, when it is 2.x (calls ``ignore``
+    matches are not recorded); the undo function, or None without urllib3."""
 
-    pool = urllib3.connectionpool.HTTPConnectionPool
-    wrapt.wrap_function_wrapper(pool, "_make_request", _wrapper(recorder, ignore))
+    def wrap(urllib3: ModuleType) -> Callable[[], None] | None:
+        if not urllib3_2(urllib3):
+            return None
+        pool = urllib3.connectionpool.HTTPConnectionPool
+        wrapt.wrap_function_wrapper(pool, "_make_request", _wrapper(recorder, ignore))
+        return lambda: unwrap(pool, "_make_request")
 
-    def undo() -> None:
-        unwrap(pool, "_make_request")
+    return wrap_on_import("urllib3", wrap)
 
-    return undo
+
+def urllib3_2(urllib3: ModuleType) -> bool:
+    """Whether ``urllib3`` is 2.x, whose seams we wrap."""
+    return str(getattr(urllib3, "__version__", "")).startswith("2.")
 
 
 def request_url(scheme: str, host: str, port: int | None, target: str) -> str:

@@ -1,13 +1,21 @@
-"""A request from urllib3 or aiohttp in the shape :meth:`Recorder.begin` reads (an httpx
-``Request``'s)."""
+"""What the urllib3 and aiohttp seams share: a request in the shape :meth:`Recorder.begin`
+reads (an httpx ``Request``'s), and wrapping a library once it is imported."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib.util
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["RequestView", "UrlView", "raw_headers"]
+import wrapt
+
+__all__ = ["RequestView", "UrlView", "raw_headers", "wrap_on_import"]
+
+Undo = Callable[[], None]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -76,3 +84,37 @@ def origin(scheme: str, host: str, port: int | None) -> str:
     if port is None or _DEFAULT_PORTS.get(scheme) == port:
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
+
+
+def wrap_on_import(module: str, wrap: Callable[[ModuleType], Undo | None]) -> Undo | None:
+    """Call ``wrap`` with ``module`` once it is imported (at once if it is already), so that a
+    process which never uses the library does not pay for importing it. The undo function
+    takes ``wrap``'s wrapping off, or keeps it from happening; None when the library is not
+    installed."""
+    if module not in sys.modules and importlib.util.find_spec(module.partition(".")[0]) is None:
+        return None
+    pending = _Pending(wrap)
+    wrapt.register_post_import_hook(pending.imported, module)
+    return pending.undo
+
+
+class _Pending:
+    """One wrapping waiting for its module; undone, it lets go of ``wrap`` (and whatever
+    ``wrap`` holds, a recorder or a replay session), though the import hook stays."""
+
+    def __init__(self, wrap: Callable[[ModuleType], Undo | None]) -> None:
+        self._wrap: Callable[[ModuleType], Undo | None] | None = wrap
+        self._undo: Undo | None = None
+        self._lock = threading.Lock()
+
+    def imported(self, module: ModuleType) -> None:
+        with self._lock:
+            if self._wrap is not None:
+                self._undo, self._wrap = self._wrap(module), None
+
+    def undo(self) -> None:
+        with self._lock:
+            self._wrap = None
+            if self._undo is not None:
+                self._undo()
+                self._undo = None

@@ -8,12 +8,15 @@ import http.client
 import io
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+import wrapt
 from opentelemetry import context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
+from opentelemetry.instrumentation.utils import unwrap
 
-from otel_replay.capture.transports import raw_headers, request_url
+from otel_replay.capture.transports import raw_headers, request_url, urllib3_2, wrap_on_import
 from otel_replay.envelope import module_class
 from otel_replay.errors import UnmatchedConnectionError, UnmatchedRequestError
 from otel_replay.replay._faults import injected_error
@@ -25,32 +28,28 @@ _ANSWER = "_otel_replay_answer"
 
 
 def install(session: ReplaySession) -> Callable[[], None] | None:
-    """Serve urllib3 2.x connections from ``session``; the undo function, or None."""
-    try:
-        import urllib3  # noqa: PLC0415 - optional
-        import urllib3.connection  # noqa: PLC0415
-        import urllib3.connectionpool  # noqa: PLC0415
-    except ImportError:
-        return None
-    if not str(getattr(urllib3, "__version__", "")).startswith("2."):
-        return None
-    import wrapt  # noqa: PLC0415
-    from opentelemetry.instrumentation.utils import unwrap  # noqa: PLC0415
+    """Serve urllib3 2.x connections from ``session``, once urllib3 is imported; the undo
+    function, or None without urllib3."""
 
-    conn = urllib3.connection.HTTPConnection
-    pool = urllib3.connectionpool.HTTPSConnectionPool
-    wrapt.wrap_function_wrapper(conn, "request", _request(session))
-    wrapt.wrap_function_wrapper(conn, "getresponse", _getresponse(session))
-    for name in ("_validate_conn", "_prepare_proxy"):
-        wrapt.wrap_function_wrapper(pool, name, _skip_connecting(session))
-
-    def undo() -> None:
-        unwrap(conn, "request")
-        unwrap(conn, "getresponse")
+    def wrap(urllib3: ModuleType) -> Callable[[], None] | None:
+        if not urllib3_2(urllib3):
+            return None
+        conn = urllib3.connection.HTTPConnection
+        pool = urllib3.connectionpool.HTTPSConnectionPool
+        wrapt.wrap_function_wrapper(conn, "request", _request(session))
+        wrapt.wrap_function_wrapper(conn, "getresponse", _getresponse(session))
         for name in ("_validate_conn", "_prepare_proxy"):
-            unwrap(pool, name)
+            wrapt.wrap_function_wrapper(pool, name, _skip_connecting(session))
 
-    return undo
+        def undo() -> None:
+            unwrap(conn, "request")
+            unwrap(conn, "getresponse")
+            for name in ("_validate_conn", "_prepare_proxy"):
+                unwrap(pool, name)
+
+        return undo
+
+    return wrap_on_import("urllib3", wrap)
 
 
 def _skip_connecting(session: ReplaySession) -> Callable[..., Any]:
