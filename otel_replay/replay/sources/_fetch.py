@@ -82,6 +82,8 @@ def fetch(
             # read1 returns what one read of the socket gives, so the deadline can cut a
             # slow body.
             body = read_bounded(response.read1, target, limits, "answers")
+    except SourceError:  # past the byte bound: already one line naming the source
+        raise
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the connection
         said = (statuses or {}).get(exc.code)
@@ -171,6 +173,7 @@ def _opener(deadline: _Deadline, host: str | None = None) -> urllib.request.Open
         ) -> urllib.request.Request | None:
             elsewhere = urlsplit(urljoin(req.full_url, newurl)).netloc
             if host is not None and elsewhere.lower() != host.lower():
+                fp.close()  # it holds the connection
                 # A ValueError, reported as the reason the download failed.
                 raise ValueError(f"redirected to another host, {elsewhere}; not followed")
             return super().redirect_request(req, fp, code, msg, hdrs, newurl)

@@ -1,0 +1,299 @@
+"""Runs read by trace id from Jaeger v2 (``jaeger://``) and Tempo (``tempo://``).
+
+Neither server can be installed here, so a local HTTP server stands in for each, answering in
+its documented format:
+
+* Jaeger v2, query API v3, ``GET /api/v3/traces/{trace_id}``: OTLP JSON (hex ids, enums as
+  numbers) wrapped in ``{"result": …}``; an unknown trace is HTTP 404 with
+  ``{"error": {"httpCode": 404, "message": …}}``
+  (https://www.jaegertracing.io/docs/latest/architecture/apis/, and
+  ``cmd/query/app/apiv3/http_gateway.go`` in jaegertracing/jaeger).
+* Tempo, ``GET /api/v2/traces/{trace_id}`` with ``Accept: application/json``: the protobuf
+  JSON mapping (base64 ids, enum names) of ``TraceByIDResponse``, ``{"trace": {"batches" |
+  "resourceSpans": […]}}``, and ``/api/traces/{trace_id}`` answering the bare trace
+  (https://grafana.com/docs/tempo/latest/api_docs/).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_replay.errors import SourceError
+from otel_replay.replay.sources import load_run, load_sources
+from otel_replay.replay.sources._backends import parse
+from otel_replay.store import Store
+from tests.cli._checks import assert_bad_input, run_cli
+from tests.replay.conftest import (
+    CLAUDE,
+    SUPPORT,
+    Recorded,
+    assert_matches_wire,
+    closed_port,
+    collector_json,
+    protobuf_json,
+    run_spans,
+)
+
+UNKNOWN = "0af7651916cd43dd8448eb211c80319c"
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Backend:
+    """A loopback HTTP server answering each path as :attr:`routes` says, logging each
+    request's path and Accept header; a path it does not know is Jaeger's 404."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Answer] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.requests.append((self.path, self.headers.get("Accept")))
+                error = {"error": {"httpCode": 404, "message": "trace not found"}}
+                answer = owner.routes.get(self.path, Answer(404, json.dumps(error).encode()))
+                self.send_response(answer.status)
+                for name, value in {"Content-Type": "application/json", **answer.headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.body)))
+                self.end_headers()
+                self.wfile.write(answer.body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def serve(self, path: str, document: Any, status: int = 200, **headers: str) -> None:
+        body = document if isinstance(document, bytes) else json.dumps(document).encode()
+        self.routes[path] = Answer(status, body, headers)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[Backend]:
+    server = Backend()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh(backend: Backend) -> None:
+    backend.routes.clear()
+    backend.requests.clear()
+
+
+def trace_id(recorded: Recorded, run_id: str) -> str:
+    context = run_spans(recorded, run_id)[0].context
+    assert context is not None
+    return f"{context.trace_id:032x}"
+
+
+def jaeger(backend: Backend, recorded: Recorded, run_id: str) -> str:
+    """Serve ``run_id``'s trace as Jaeger does; its ``jaeger://`` reference."""
+    tid = trace_id(recorded, run_id)
+    backend.serve(f"/api/v3/traces/{tid}", {"result": collector_json(run_spans(recorded, run_id))})
+    return f"jaeger://127.0.0.1:{backend.port}/{tid}"
+
+
+def tempo_trace(spans: Any, key: str = "batches") -> dict[str, Any]:
+    return {key: protobuf_json(spans)["resourceSpans"]}
+
+
+def test_a_run_from_jaeger_by_trace_id(recorded: Recorded, backend: Backend) -> None:
+    ref = jaeger(backend, recorded, SUPPORT)
+    run = load_run(ref)
+    assert run.run_id == SUPPORT and run.source == ref
+    assert_matches_wire(run, recorded)
+    tid = ref.rpartition("/")[2]
+    assert backend.requests == [(f"/api/v3/traces/{tid}", "application/json")]
+    # The selector is checked here, not sent; an upper-case id is the same trace.
+    assert load_run(f"{ref.upper().replace('JAEGER://', 'jaeger://')}#{SUPPORT}").run_id == SUPPORT
+    assert backend.requests[-1][0] == f"/api/v3/traces/{tid}"
+
+
+@pytest.mark.parametrize("key", ["batches", "resourceSpans"])
+def test_a_run_from_tempo_by_trace_id(recorded: Recorded, backend: Backend, key: str) -> None:
+    tid = trace_id(recorded, CLAUDE)
+    answer = {"trace": tempo_trace(run_spans(recorded, CLAUDE), key), "metrics": {}}
+    backend.serve(f"/api/v2/traces/{tid}", answer)
+    run = load_run(f"tempo://127.0.0.1:{backend.port}/{tid}")
+    assert run.run_id == CLAUDE
+    assert_matches_wire(run, recorded)
+    assert backend.requests == [(f"/api/v2/traces/{tid}", "application/json")]
+
+
+def test_tempo_v1_answer_by_plain_url(recorded: Recorded, backend: Backend) -> None:
+    tid = trace_id(recorded, CLAUDE)
+    backend.serve(f"/api/traces/{tid}", tempo_trace(run_spans(recorded, CLAUDE)))
+    run = load_run(f"http://127.0.0.1:{backend.port}/api/traces/{tid}")
+    assert_matches_wire(run, recorded)
+
+
+def test_a_run_split_over_traces_takes_every_trace_id(recorded: Recorded, backend: Backend) -> None:
+    """A run recorded without ``otel_replay.run()`` has a trace per call: the user names
+    them all, comma-separated; one of them alone is only part of the run."""
+    spans = collector_json(run_spans(recorded, SUPPORT))
+    (scope,) = spans["resourceSpans"][0]["scopeSpans"]
+    first, second = UNKNOWN.replace("0a", "1b"), UNKNOWN.replace("0a", "2c")
+    halves: dict[str, list[Any]] = {first: [], second: []}
+    for span in sorted(scope["spans"], key=lambda s: int(s["startTimeUnixNano"])):
+        part = first if len(halves[first]) < len(scope["spans"]) // 2 else second
+        halves[part].append({**span, "traceId": part})
+    for tid, members in halves.items():
+        resource = {**spans["resourceSpans"][0], "scopeSpans": [{**scope, "spans": members}]}
+        backend.serve(f"/api/v3/traces/{tid}", {"result": {"resourceSpans": [resource]}})
+    whole = load_run(f"jaeger://127.0.0.1:{backend.port}/{first},{second}")
+    assert_matches_wire(whole, recorded)
+    part = load_run(f"jaeger://127.0.0.1:{backend.port}/{first}")
+    assert part.run_id == SUPPORT and 0 < len(part.steps) < len(whole.steps)
+
+
+@pytest.mark.parametrize("scheme", ["jaeger", "tempo"])
+def test_an_unknown_trace_is_one_line_naming_it(backend: Backend, scheme: str) -> None:
+    ref = f"{scheme}://127.0.0.1:{backend.port}/{UNKNOWN}"
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    assert str(caught.value) == f"{ref}: no trace {UNKNOWN} on the server (HTTP 404)"
+    line = assert_bad_input(run_cli("import", ref, "--store", "unused-store"), ref)
+    assert line == f"Error: {ref}: no trace {UNKNOWN} on the server (HTTP 404)"
+
+
+def test_a_server_that_is_down_is_one_line() -> None:
+    ref = f"tempo://127.0.0.1:{closed_port()}/{UNKNOWN}"
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    message = str(caught.value)
+    assert message.startswith(f"{ref}: cannot download (") and "refused" in message
+    assert "\n" not in message
+
+
+def test_a_huge_answer_stops_at_the_source_bound(
+    recorded: Recorded, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = jaeger(backend, recorded, SUPPORT)
+    monkeypatch.setenv("OTEL_REPLAY_SOURCE_MAX_BYTES", "4096")
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    assert str(caught.value) == (
+        f"{ref} answers more than 4096 bytes (OTEL_REPLAY_SOURCE_MAX_BYTES raises the bound)"
+    )
+    # Several traces are bounded together: each answer fits, the two do not.
+    size = len(backend.routes[f"/api/v3/traces/{ref.rpartition('/')[2]}"].body)
+    backend.serve(f"/api/v3/traces/{UNKNOWN}", {"result": {"resourceSpans": []}})
+    monkeypatch.setenv("OTEL_REPLAY_SOURCE_MAX_BYTES", str(size + 10))
+    with pytest.raises(SourceError) as caught:
+        load_run(f"{ref},{UNKNOWN}")
+    assert str(caught.value).startswith(f"{ref},{UNKNOWN} answers more than {size + 10} bytes")
+
+
+def test_a_partial_tempo_trace_is_refused(recorded: Recorded, backend: Backend) -> None:
+    tid = trace_id(recorded, CLAUDE)
+    answer = {
+        "trace": tempo_trace(run_spans(recorded, CLAUDE)),
+        "status": "PARTIAL",
+        "message": "trace exceeds max size (max bytes: 5000000)",
+    }
+    backend.serve(f"/api/v2/traces/{tid}", answer)
+    with pytest.raises(SourceError) as caught:
+        load_run(f"tempo://127.0.0.1:{backend.port}/{tid}")
+    assert str(caught.value) == (
+        f"tempo://127.0.0.1:{backend.port}/{tid}: the server answered only part of the trace "
+        "(trace exceeds max size (max bytes: 5000000))"
+    )
+
+
+def test_redirects_stay_on_the_host(recorded: Recorded, backend: Backend) -> None:
+    ref = jaeger(backend, recorded, CLAUDE)
+    tid = ref.rpartition("/")[2]
+    moved = f"/moved/api/v3/traces/{tid}"
+    backend.routes[moved] = backend.routes.pop(f"/api/v3/traces/{tid}")
+    backend.serve(f"/api/v3/traces/{tid}", b"", 302, Location=moved)
+    assert load_run(ref).run_id == CLAUDE
+    # "localhost" is another host than "127.0.0.1", though the same machine.
+    elsewhere = f"http://localhost:{backend.port}{moved}"
+    backend.serve(f"/api/v3/traces/{tid}", b"", 302, Location=elsewhere)
+    backend.requests.clear()
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    assert str(caught.value) == (
+        f"{ref}: cannot download (redirected to another host, localhost:{backend.port}; "
+        "not followed)"
+    )
+    assert backend.requests == [(f"/api/v3/traces/{tid}", "application/json")]
+
+
+@pytest.mark.parametrize(
+    ("ref", "problem"),
+    [
+        ("jaeger://127.0.0.1:{port}/../../admin", "'../../admin' is not a trace id"),
+        ("jaeger://127.0.0.1:{port}/%2e%2e%2fapi", "'../api' is not a trace id"),
+        ("jaeger://127.0.0.1:{port}/", "the trace id is missing"),
+        ("jaeger://127.0.0.1:{port}/{tid}/spans", "is not a trace id (32 hex digits)"),
+        ("tempo://127.0.0.1:{port}/{tid}?limit=1", "a backend reference takes no query"),
+        ("tempo://ann:pw@127.0.0.1:{port}/{tid}", "takes no user name or password"),
+        ("tempo://127.0.0.1:99999/{tid}", "the port is not a number from 1 to 65535"),
+        ("tempo://127.0.0.1:/{tid}", "the port is not a number"),
+        ("tempo://exa_mple:{port}/{tid}", "the host is not a host name or an IP address"),
+        ("jaeger://[::1/{tid}", "the host is not an IPv6 address in brackets"),
+        ("jaeger://:{port}/{tid}", "the host is missing"),
+        ("phoenix://127.0.0.1:{port}/..", "a Phoenix project name holds no '/'"),
+        ("phoenix://127.0.0.1:{port}/a%2Fb", "a Phoenix project name holds no '/'"),
+        ("phoenix://127.0.0.1:{port}/a%1b[31m", "the project name is not printable"),
+        ("phoenix://127.0.0.1:{port}/%ff", "the path is not percent-encoded UTF-8"),
+    ],
+)
+def test_a_hostile_reference_is_refused_before_any_request(
+    backend: Backend, tmp_path: Path, ref: str, problem: str
+) -> None:
+    ref = ref.format(port=backend.port, tid=UNKNOWN)
+    line = assert_bad_input(run_cli("import", ref, "--store", str(tmp_path / "s")), problem)
+    assert line.isprintable() and "\x1b" not in line
+    assert backend.requests == []
+    assert not (tmp_path / "s").exists()
+
+
+def test_default_ports() -> None:
+    assert str(parse(f"jaeger://example.org/{UNKNOWN.upper()}")) == (
+        f"jaeger://example.org:16686/{UNKNOWN}"
+    )
+    assert str(parse(f"tempo://[::1]/{UNKNOWN}")) == f"tempo://[::1]:3200/{UNKNOWN}"
+    assert str(parse("phoenix://phoenix.internal")) == "phoenix://phoenix.internal:6006/default"
+    assert parse("phoenix://h:443/night%20shift").base_url == "https://h:443"
+
+
+def test_import_and_export_from_jaeger(
+    recorded: Recorded, backend: Backend, tmp_path: Path
+) -> None:
+    ref = jaeger(backend, recorded, SUPPORT)
+    done = run_cli("import", ref, "--store", str(tmp_path / "store"))
+    assert done.exit_code == 0, done.output
+    steps = len(recorded.exchanges[SUPPORT])
+    assert f"{SUPPORT}: imported {steps} steps ({steps} exact, 0 semantic)" in done.stdout
+    with Store.open(tmp_path / "store", create=False) as store:
+        assert store.run(SUPPORT).step_count == steps
+    done = run_cli("export", ref, str(tmp_path / "bundle"))
+    assert done.exit_code == 0, done.output
+    assert load_sources(str(tmp_path / "bundle"))[0].run.run_id == SUPPORT
+    assert (tmp_path / "bundle" / "bundle.json").is_file()
