@@ -1,7 +1,8 @@
-"""Runs read by trace id from Jaeger v2 (``jaeger://``) and Tempo (``tempo://``).
+"""Runs read by trace id from Jaeger v2 (``jaeger://``) and Tempo (``tempo://``), hostile
+backend references, and Phoenix servers that answer what a real one would not.
 
-Neither server can be installed here, so a local HTTP server stands in for each, answering in
-its documented format:
+Neither Jaeger nor Tempo can be installed here, so a local HTTP server stands in for each,
+answering in its documented format (a real Phoenix is in ``test_sources_phoenix.py``):
 
 * Jaeger v2, query API v3, ``GET /api/v3/traces/{trace_id}``: OTLP JSON (hex ids, enums as
   numbers) wrapped in ``{"result": …}``; an unknown trace is HTTP 404 with
@@ -29,6 +30,7 @@ import pytest
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources import load_run, load_sources
 from otel_replay.replay.sources._backends import parse
+from otel_replay.replay.sources._phoenix import otlp_span
 from otel_replay.store import Store
 from tests.cli._checks import assert_bad_input, run_cli
 from tests.replay.conftest import (
@@ -53,8 +55,9 @@ class Answer:
 
 
 class Backend:
-    """A loopback HTTP server answering each path as :attr:`routes` says, logging each
-    request's path and Accept header; a path it does not know is Jaeger's 404."""
+    """A loopback HTTP server answering each path (with its query, else without) as
+    :attr:`routes` says, logging each request's path and Accept header; a path it does not
+    know is Jaeger's 404."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Answer] = {}
@@ -65,7 +68,9 @@ class Backend:
             def do_GET(self) -> None:
                 owner.requests.append((self.path, self.headers.get("Accept")))
                 error = {"error": {"httpCode": 404, "message": "trace not found"}}
-                answer = owner.routes.get(self.path, Answer(404, json.dumps(error).encode()))
+                answer = owner.routes.get(self.path) or owner.routes.get(
+                    self.path.partition("?")[0], Answer(404, json.dumps(error).encode())
+                )
                 self.send_response(answer.status)
                 for name, value in {"Content-Type": "application/json", **answer.headers}.items():
                     self.send_header(name, value)
@@ -180,8 +185,9 @@ def test_an_unknown_trace_is_one_line_naming_it(backend: Backend, scheme: str) -
     assert line == f"Error: {ref}: no trace {UNKNOWN} on the server (HTTP 404)"
 
 
-def test_a_server_that_is_down_is_one_line() -> None:
-    ref = f"tempo://127.0.0.1:{closed_port()}/{UNKNOWN}"
+@pytest.mark.parametrize("scheme", ["jaeger", "tempo", "phoenix"])
+def test_a_server_that_is_down_is_one_line(scheme: str) -> None:
+    ref = f"{scheme}://127.0.0.1:{closed_port()}/{'default' if scheme == 'phoenix' else UNKNOWN}"
     with pytest.raises(SourceError) as caught:
         load_run(ref)
     message = str(caught.value)
@@ -297,3 +303,91 @@ def test_import_and_export_from_jaeger(
     assert done.exit_code == 0, done.output
     assert load_sources(str(tmp_path / "bundle"))[0].run.run_id == SUPPORT
     assert (tmp_path / "bundle" / "bundle.json").is_file()
+
+
+PHOENIX_SPAN = {
+    "id": "U3BhbjoxMA==",
+    "name": "chat gpt-4o-mini",
+    "context": {"trace_id": UNKNOWN, "span_id": "b94732b82ab1e7b5"},
+    "span_kind": "LLM",
+    "parent_id": None,
+    "start_time": "2026-11-29T07:05:38.071179+00:00",
+    "end_time": "2026-11-29T07:05:38.155240+00:00",
+    "status_code": "OK",
+    "status_message": "",
+    "attributes": {"gen_ai": {"operation": {"name": "chat"}}, "replay.step.index": 0},
+    "events": [{"name": "x", "timestamp": "2026-11-29T07:05:38Z", "attributes": {}}],
+}
+"""A span as Phoenix's ``GET /v1/projects/{project}/spans`` answers it (attributes may come
+nested by their dotted keys)."""
+
+
+def phoenix_page(backend: Backend, *spans: Any, cursor: str | None = None) -> str:
+    backend.serve("/v1/projects/default/spans", {"data": list(spans), "next_cursor": cursor})
+    return f"phoenix://127.0.0.1:{backend.port}"
+
+
+def test_phoenix_span_json_becomes_otlp() -> None:
+    span = otlp_span(PHOENIX_SPAN, "here")
+    assert span["startTimeUnixNano"] == "1795935938071179000"
+    assert span["endTimeUnixNano"] == "1795935938155240000"
+    assert span["attributes"] == {
+        "gen_ai.operation.name": "chat",
+        "replay.step.index": 0,
+        "openinference.span.kind": "LLM",
+    }
+    assert span["events"][0]["timeUnixNano"] == "1795935938000000000"
+    for written, nanos in [
+        ("2026-11-29T09:05:38.5+02:00", "1795935938500000000"),
+        ("2026-11-29 07:05:38.123456789", "1795935938123456789"),
+        ("2026-11-29T02:05:38-0500", "1795935938000000000"),
+    ]:
+        assert otlp_span({**PHOENIX_SPAN, "start_time": written}, "")["startTimeUnixNano"] == nanos
+
+
+def test_phoenix_pages_that_never_end_are_refused(backend: Backend) -> None:
+    ref = phoenix_page(backend, PHOENIX_SPAN, cursor="U3BhbjoxMA==")
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    assert str(caught.value) == f"{ref}/default: the server's pages do not end ('U3BhbjoxMA==')"
+    assert len(backend.requests) == 2
+    assert "cursor=U3BhbjoxMA%3D%3D" in backend.requests[1][0]
+
+
+def test_phoenix_pages_past_the_bound_are_refused(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = {**PHOENIX_SPAN, "attributes": {"x": "y" * 3000}}
+    ref = phoenix_page(backend, big)
+    backend.serve("/v1/projects/default/spans?limit=1000", {"data": [big], "next_cursor": "c2"})
+    monkeypatch.setenv("OTEL_REPLAY_SOURCE_MAX_BYTES", "5000")
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    assert str(caught.value).startswith(f"{ref}/default answers more than 5000 bytes")
+    assert len(backend.requests) == 2  # each page fits; the two do not
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (b"<html>", "the server's answer is not JSON"),
+        (b"[]", "the server's answer is not Phoenix span pages"),
+        (b'{"data": {}}', "the server's answer is not Phoenix span pages"),
+        (b'{"data": [1]}', "a span in the answer is not an object"),
+        (
+            json.dumps({"data": [{**PHOENIX_SPAN, "start_time": "yesterday"}]}).encode(),
+            "span 'chat gpt-4o-mini' cannot be read: start_time 'yesterday' is not an ISO",
+        ),
+        (
+            json.dumps({"data": [{**PHOENIX_SPAN, "context": None}]}).encode(),
+            "span 'chat gpt-4o-mini' cannot be read: context is not an object",
+        ),
+    ],
+)
+def test_a_phoenix_answer_that_is_not_span_pages(
+    backend: Backend, tmp_path: Path, answer: bytes, problem: str
+) -> None:
+    ref = phoenix_page(backend)
+    backend.serve("/v1/projects/default/spans", answer)
+    line = assert_bad_input(run_cli("import", ref, "--store", str(tmp_path / "s")), problem)
+    assert line.startswith(f"Error: {ref}/default: ")
