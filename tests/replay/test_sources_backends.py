@@ -7,7 +7,7 @@ answering in its documented format (a real Phoenix is in ``test_sources_phoenix.
 * Jaeger v2, query API v3, ``GET /api/v3/traces/{trace_id}``: OTLP JSON (hex ids, enums as
   numbers) wrapped in ``{"result": …}``; an unknown trace is HTTP 404 with
   ``{"error": {"httpCode": 404, "message": …}}``
-  (https://www.jaegertracing.io/docs/latest/architecture/apis/, and
+  (``proto/api_v3/query_service.proto`` in jaegertracing/jaeger-idl, and its HTTP gateway,
   ``cmd/query/app/apiv3/http_gateway.go`` in jaegertracing/jaeger).
 * Tempo, ``GET /api/v2/traces/{trace_id}`` with ``Accept: application/json``: the protobuf
   JSON mapping (base64 ids, enum names) of ``TraceByIDResponse``, ``{"trace": {"batches" |
