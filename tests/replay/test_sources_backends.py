@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources import load_run, load_sources
+from otel_replay.replay.sources import Limits, load_run, load_sources
 from otel_replay.replay.sources._backends import parse
-from otel_replay.replay.sources._phoenix import otlp_span
+from otel_replay.replay.sources._phoenix import otlp_span, phoenix_spans
 from otel_replay.store import Store
 from tests.cli._checks import assert_bad_input, run_cli
 from tests.replay.conftest import (
@@ -343,6 +343,32 @@ def test_phoenix_span_json_becomes_otlp() -> None:
         ("2026-11-29T02:05:38-0500", "1795935938000000000"),
     ]:
         assert otlp_span({**PHOENIX_SPAN, "start_time": written}, "")["startTimeUnixNano"] == nanos
+
+
+def test_phoenix_pages_are_followed_to_the_end(backend: Backend) -> None:
+    second = {**PHOENIX_SPAN, "context": {"trace_id": UNKNOWN, "span_id": "00000000000000a2"}}
+    third = {**PHOENIX_SPAN, "context": {"trace_id": UNKNOWN, "span_id": "00000000000000a3"}}
+    # Attributes nested deeper than Python recurses (json.dumps cannot write them).
+    deep = '{"n":' * 1000 + '{"leaf":1}' + "}" * 1000
+    last = json.dumps({"data": [second, {**third, "attributes": "DEEP"}], "next_cursor": None})
+    backend.serve(
+        "/v1/projects/night%20shift/spans?limit=1000",
+        {"data": [PHOENIX_SPAN], "next_cursor": "U3BhbjoxMA=="},
+    )
+    backend.serve(
+        "/v1/projects/night%20shift/spans?limit=1000&cursor=U3BhbjoxMA%3D%3D",
+        last.replace('"DEEP"', deep).encode(),
+    )
+    base = f"http://127.0.0.1:{backend.port}"
+    document = json.loads(phoenix_spans(base, "night shift", "here", Limits.from_env()))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert [s["spanId"] for s in spans] == [
+        "b94732b82ab1e7b5",
+        "00000000000000a2",
+        "00000000000000a3",
+    ]
+    assert spans[2]["attributes"] == {"n." * 1000 + "leaf": 1, "openinference.span.kind": "LLM"}
+    assert len(backend.requests) == 2
 
 
 def test_phoenix_pages_that_never_end_are_refused(backend: Backend) -> None:

@@ -190,15 +190,19 @@ def _list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def _flat(attributes: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flat(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attributes`` with nested objects spread into dotted keys, as the span held them
-    (Phoenix keeps them nested by their dotted keys; versions differ in what they answer)."""
+    (Phoenix keeps them nested by their dotted keys; versions differ in what they answer).
+    Iterative: a hostile answer may nest deeper than Python recurses."""
     out: dict[str, Any] = {}
-    for key, value in attributes.items():
-        if isinstance(value, Mapping):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
+    pending: list[tuple[str, Mapping[str, Any]]] = [("", attributes)]
+    while pending:
+        prefix, level = pending.pop()
+        for key, value in level.items():
+            if isinstance(value, Mapping):
+                pending.append((f"{prefix}{key}.", value))
+            else:
+                out[f"{prefix}{key}"] = value
     return out
 
 
