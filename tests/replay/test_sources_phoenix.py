@@ -206,6 +206,12 @@ def test_a_selector_asks_phoenix_for_that_run_only(
     assert len(asked) == 3, asked
     assert f"trace_id={trace_id}" in asked[0]
     assert all("replay.run.id" in line for line in asked[1:])
+    # A run the project does not hold: the error lists those it does.
+    with pytest.raises(SourceError) as caught:
+        load_run(f"{phoenix.ref}#r_nope")
+    message = str(caught.value)
+    assert message.startswith(f"{phoenix.ref}/default has no run 'r_nope'; it holds: ")
+    assert FIRST in message and SECOND in message
 
 
 def test_replay_from_phoenix_is_identical(

@@ -48,7 +48,8 @@ def phoenix_spans(
     With ``selector`` (a run id or a trace id) only the spans that can belong to its run are
     asked for: those of that trace and those carrying that ``replay.run.id`` (and the run
     ids the trace's spans carry); a trace whose spans carry no run id is grouped with its
-    neighbours in time, so then the whole project is read. Raises SourceError naming
+    neighbours in time, so then the whole project is read, as it is when nothing matches (so
+    the error lists the runs it holds). Raises SourceError naming
     ``named`` when the server cannot be reached, has no such project, answers something that
     is not Phoenix's span JSON, or past ``limits`` (bytes over all pages, and time).
     """
@@ -67,7 +68,8 @@ def _selected(pages: _Pages, selector: str) -> list[dict[str, Any]]:
     spans += pages.spans(attribute=f"{A.REPLAY_RUN_ID}:{json.dumps(selector)}")
     for run_id in sorted(r for r in runs if r is not None and r != selector):
         spans += pages.spans(attribute=f"{A.REPLAY_RUN_ID}:{json.dumps(run_id)}")
-    return spans
+    # No such run: the whole project, so the error can list the runs it holds.
+    return spans or pages.spans()
 
 
 def _run_id(span: Mapping[str, Any]) -> str | None:
