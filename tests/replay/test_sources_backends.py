@@ -17,8 +17,10 @@ answering in its documented format (a real Phoenix is in ``test_sources_phoenix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +30,7 @@ from typing import Any
 import pytest
 
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources import Limits, load_run, load_sources
+from otel_replay.replay.sources import Limits, _limits, load_run, load_sources
 from otel_replay.replay.sources._backends import parse
 from otel_replay.replay.sources._phoenix import otlp_span, phoenix_spans
 from otel_replay.store import Store
@@ -52,6 +54,7 @@ class Answer:
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 class Backend:
@@ -71,12 +74,15 @@ class Backend:
                 answer = owner.routes.get(self.path) or owner.routes.get(
                     self.path.partition("?")[0], Answer(404, json.dumps(error).encode())
                 )
-                self.send_response(answer.status)
-                for name, value in {"Content-Type": "application/json", **answer.headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer.body)))
-                self.end_headers()
-                self.wfile.write(answer.body)
+                time.sleep(answer.delay)
+                with contextlib.suppress(OSError):  # the client gave up waiting
+                    self.send_response(answer.status)
+                    headers = {"Content-Type": "application/json", **answer.headers}
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(answer.body)))
+                    self.end_headers()
+                    self.wfile.write(answer.body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -86,9 +92,11 @@ class Backend:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def serve(self, path: str, document: Any, status: int = 200, **headers: str) -> None:
+    def serve(
+        self, path: str, document: Any, status: int = 200, delay: float = 0.0, **headers: str
+    ) -> None:
         body = document if isinstance(document, bytes) else json.dumps(document).encode()
-        self.routes[path] = Answer(status, body, headers)
+        self.routes[path] = Answer(status, body, headers, delay)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -183,6 +191,32 @@ def test_an_unknown_trace_is_one_line_naming_it(backend: Backend, scheme: str) -
     assert str(caught.value) == f"{ref}: no trace {UNKNOWN} on the server (HTTP 404)"
     line = assert_bad_input(run_cli("import", ref, "--store", "unused-store"), ref)
     assert line == f"Error: {ref}: no trace {UNKNOWN} on the server (HTTP 404)"
+
+
+def test_the_time_bound_holds_over_every_request(
+    recorded: Recorded, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request would fit in the bound; the two together do not."""
+    monkeypatch.setattr(_limits, "TIMEOUT_S", 1.0)
+    ref = jaeger(backend, recorded, CLAUDE)
+    tid = ref.rpartition("/")[2]
+    for path in (f"/api/v3/traces/{tid}", f"/api/v3/traces/{UNKNOWN}"):
+        backend.serve(path, {"result": {"resourceSpans": []}}, delay=0.6)
+    phoenix = f"phoenix://127.0.0.1:{backend.port}"
+    pages = {"data": [PHOENIX_SPAN], "next_cursor": "c1"}
+    backend.serve("/v1/projects/default/spans?limit=1000", pages, delay=0.6)
+    backend.serve("/v1/projects/default/spans", {"data": [], "next_cursor": None}, delay=0.6)
+    for source, named in [
+        (f"{ref},{UNKNOWN}", f"{ref.rpartition('/')[0]}/{UNKNOWN}"),
+        (phoenix, f"{phoenix}/default"),
+    ]:
+        started = time.monotonic()
+        with pytest.raises(SourceError) as caught:
+            load_run(source)
+        assert time.monotonic() - started < 1.5
+        assert str(caught.value) == (
+            f"{named}: the download took longer than 1 s (download it, then give the file)"
+        )
 
 
 @pytest.mark.parametrize("scheme", ["jaeger", "tempo", "phoenix"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 from otel_replay.errors import SourceError
@@ -158,13 +158,13 @@ def _traces(backend: BackendRef, limits: Limits) -> bytes:
     total = 0
     for trace_id in backend.trace_ids:
         one = BackendRef(backend.scheme, backend.host, backend.port, trace_ids=(trace_id,))
-        left = replace(limits, timeout_s=max(deadline - time.monotonic(), 0.001))
         body = fetch(
             backend.base_url + _TRACE_PATHS[backend.scheme] + trace_id,
-            left,
+            limits,
             named=str(one),
             same_host=True,
             statuses={404: f"no trace {trace_id} on the server"},
+            until=deadline,
         )
         total += len(body)
         if total > limits.max_bytes:

@@ -7,6 +7,7 @@ import functools
 import http.client
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -57,6 +58,7 @@ def fetch(
     named: str | None = None,
     same_host: bool = False,
     statuses: Mapping[int, str] | None = None,
+    until: float | None = None,
 ) -> bytes:
     """The body ``url`` answers a GET with (any ``#fragment`` is not sent).
 
@@ -65,15 +67,20 @@ def fetch(
     redirects only, and with ``same_host`` only those to the same host and port. Raises
     SourceError naming the URL (or ``named``) when the server cannot be reached, answers with
     an error (said as ``statuses`` says for its code, when it does), answers more than the
-    byte bound, or takes longer than the time bound (``limits``, default from the environment).
+    byte bound, or takes longer than the time bound (``limits``, default from the environment;
+    a source read in several requests passes the ``time.monotonic()`` its bound ends at as
+    ``until``).
     """
     limits = limits if limits is not None else Limits.from_env()
     address = url.split("#", 1)[0]
     redactor = _redactor(address)
     target = named if named is not None else _shown(redactor, address)
-    deadline = _Deadline(limits.timeout_s)
+    seconds = limits.timeout_s if until is None else until - time.monotonic()
+    if seconds <= 0:
+        raise _late(target, limits)
+    deadline = _Deadline(seconds)
     opener = _opener(deadline, urlsplit(address).netloc if same_host else None)
-    connect_timeout = min(_CONNECT_TIMEOUT_S, limits.timeout_s)
+    connect_timeout = min(_CONNECT_TIMEOUT_S, seconds)
     try:
         request = urllib.request.Request(  # ValueError for a malformed URL: http://[::1
             address, headers={"Accept": "application/json", "User-Agent": "otel-replay"}

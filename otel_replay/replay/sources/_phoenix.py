@@ -13,7 +13,6 @@ import json
 import re
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -112,17 +111,13 @@ class _Pages:
             seen.add(cursor)
 
     def _page(self, query: Mapping[str, str]) -> Mapping[str, Any]:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise SourceError(
-                f"{self._named}: reading the spans took longer than {self._limits.timeout_s:g} s"
-            )
         body = fetch(
             f"{self._url}?{urlencode(query)}",
-            replace(self._limits, timeout_s=left),
+            self._limits,
             named=self._named,
             same_host=True,
             statuses={404: f"no project {self._project!r} on the server"},
+            until=self._deadline,
         )
         self._read += len(body)
         if self._read > self._limits.max_bytes:
