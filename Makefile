@@ -9,6 +9,10 @@ LEGACY_OPENAI := openai==2.54.0
 # runs its agent with this directory first on PYTHONPATH.
 MCP1 := $(VENV)/mcp1
 MCP1_PACKAGES := mcp==1.30.0 langchain-mcp-adapters==0.3.2 httpx-sse==0.4.3
+# A real Phoenix server for tests/replay/test_sources_phoenix.py, in a venv of its own: its
+# pins clash with the project's. The stamp names the version, so a new pin reinstalls it.
+PHOENIX := $(VENV)/phoenix
+PHOENIX_VERSION := 20.26.1
 # s3rver (an S3 server that keeps objects on disk) for tests/store/test_s3rver.py: pinned by
 # tests/store/s3rver/package-lock.json, installed with npm into .venv/node. Node.js and npm
 # come from Debian's packages when node is missing.
@@ -17,7 +21,7 @@ NODE_DIR := $(VENV)/node
 
 .PHONY: demo test test-fast lint types unit unit-fast docs setup clean
 
-setup: $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed
+setup: $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed $(PHOENIX)/.installed-$(PHOENIX_VERSION)
 
 # A venv with a current pip and nothing else (no setuptools), put in by the system's pip:
 # faster than ensurepip's old pip followed by an upgrade, and current pip resolves much faster.
@@ -39,6 +43,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/pip
 $(MCP1)/.installed: Makefile | $(VENV)/.installed
 	rm -rf $(MCP1)
 	$(BIN)/pip install --quiet --no-deps --target $(MCP1) $(MCP1_PACKAGES)
+	touch $@
+
+$(PHOENIX)/.installed-$(PHOENIX_VERSION): | $(VENV)/.installed
+	rm -rf $(PHOENIX)
+	$(PYTHON) -m venv --without-pip $(PHOENIX)
+	$(BIN)/pip --python $(PHOENIX)/bin/python install --quiet arize-phoenix==$(PHOENIX_VERSION)
 	touch $@
 
 $(NODE_DIR)/.installed: $(addprefix $(S3RVER_PKG)/,package.json package-lock.json .npmrc) | $(VENV)/.installed

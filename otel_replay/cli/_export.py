@@ -10,7 +10,7 @@ from otel_replay import settings
 from otel_replay.cli._common import CliError, store_option, stored_ref
 from otel_replay.cli._format import plural, printable
 from otel_replay.redact import Redactor
-from otel_replay.replay.sources import is_url, load_run, write_bundle
+from otel_replay.replay.sources import is_remote, load_run, write_bundle
 
 __all__ = ["export"]
 
@@ -34,7 +34,7 @@ def export(run: str, directory: Path, store: str | None) -> None:
     """
     config = settings.load()
     where = store if store is not None else config.store
-    recorded = load_run(run if is_url(run) else stored_ref(run, where), store=where)
+    recorded = load_run(run if is_remote(run) else stored_ref(run, where), store=where)
     try:
         files = write_bundle(recorded, directory, Redactor(config.redact))
     except OSError as exc:

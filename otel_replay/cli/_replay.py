@@ -51,12 +51,12 @@ from otel_replay.replay import (
 )
 from otel_replay.replay.sources import (
     Limits,
-    fetch,
-    is_url,
+    download,
+    is_remote,
     load_run,
     only_run,
     read_runs,
-    shown,
+    source_name,
 )
 from otel_replay.runs import new_run_id
 from otel_replay.store import Store
@@ -244,15 +244,15 @@ def _kept(store: str, run_id: str, result: ReplayResult) -> _Kept:
 def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
     """What the child loads, and the run it names.
 
-    A URL is downloaded and read here (the child may not open sockets), so errors and the
-    report name the URL, and the child gets a file in ``scratch`` and the run's id; a run
+    A URL or trace backend is downloaded and read here (the child may not open sockets), so
+    errors and the report name it, and the child gets a file in ``scratch`` and the run's id; a run
     prefix or ``latest`` is resolved to its id; files and exact ids are passed as they are.
     """
     base, _, fragment = ref.partition("#")
-    if is_url(base):
+    if is_remote(base):
         limits = Limits.from_env()
-        data = fetch(base, limits)
-        recorded = only_run(read_runs(data, shown(base), fragment or None, limits), ref)
+        data = download(base, limits, fragment or None)
+        recorded = only_run(read_runs(data, source_name(base), fragment or None, limits), ref)
         path = scratch / "source.otlp"
         path.write_bytes(data)
         return f"{path}#{fragment}" if fragment else str(path), recorded

@@ -1,6 +1,7 @@
-"""Replay sources: the store, OTLP JSON or protobuf files, OTLP JSON URLs and bundle
-directories, as Runs (:func:`load_run`)."""
+"""Replay sources: the store, OTLP JSON or protobuf files, OTLP JSON URLs, trace backends
+(Phoenix, Jaeger, Tempo) and bundle directories, as Runs (:func:`load_run`)."""
 
+from otel_replay.replay.sources._backends import download, is_remote, source_name
 from otel_replay.replay.sources._build import SourceRun
 from otel_replay.replay.sources._bundle import write_bundle
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
@@ -12,14 +13,17 @@ __all__ = [
     "ImportReport",
     "Limits",
     "SourceRun",
+    "download",
     "fetch",
     "import_runs",
+    "is_remote",
     "is_url",
     "load_run",
     "load_sources",
     "only_run",
     "read_runs",
     "shown",
+    "source_name",
     "stored_run",
     "write_bundle",
 ]

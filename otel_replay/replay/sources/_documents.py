@@ -150,7 +150,14 @@ def _unwrap(value: Any, where: str) -> Iterator[Document]:
     if "result" in value and isinstance(value["result"], dict | list):
         yield from _unwrap(value["result"], where)
         return
-    spans = value.get("resourceSpans", value.get("resource_spans"))
+    if isinstance(value.get("trace"), dict):  # Tempo's /api/v2/traces answer
+        if value.get("status") == "PARTIAL":
+            said = str(value.get("message") or "no reason given")[:200]
+            raise SourceError(f"{where}: the server answered only part of the trace ({said})")
+        yield from _unwrap(value["trace"], where)
+        return
+    # Tempo's trace is {"batches": [ResourceSpans…]}; newer ones say resourceSpans.
+    spans = value.get("resourceSpans", value.get("resource_spans", value.get("batches")))
     if isinstance(spans, list):
         yield Document(where, spans)
     elif spans is None and any(key in value for key in _OTHER_SIGNALS):

@@ -7,9 +7,12 @@ import functools
 import http.client
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from otel_replay.errors import SourceError
 from otel_replay.redact import Redactor
@@ -48,22 +51,36 @@ def _redactor(url: str) -> Redactor:
     return redactor
 
 
-def fetch(url: str, limits: Limits | None = None) -> bytes:
+def fetch(
+    url: str,
+    limits: Limits | None = None,
+    *,
+    named: str | None = None,
+    same_host: bool = False,
+    statuses: Mapping[int, str] | None = None,
+    until: float | None = None,
+) -> bytes:
     """The body ``url`` answers a GET with (any ``#fragment`` is not sent).
 
     Uses urllib rather than httpx on purpose: in a recording process httpx is instrumented,
     and downloading a trace must not become a step of the run being recorded. Follows http(s)
-    redirects only. Raises SourceError naming the URL when the server cannot be reached,
-    answers with an error, answers more than the byte bound, or takes longer than the time
-    bound (``limits``, default from the environment).
+    redirects only, and with ``same_host`` only those to the same host and port. Raises
+    SourceError naming the URL (or ``named``) when the server cannot be reached, answers with
+    an error (said as ``statuses`` says for its code, when it does), answers more than the
+    byte bound, or takes longer than the time bound (``limits``, default from the environment;
+    a source read in several requests passes the ``time.monotonic()`` its bound ends at as
+    ``until``).
     """
     limits = limits if limits is not None else Limits.from_env()
     address = url.split("#", 1)[0]
     redactor = _redactor(address)
-    target = _shown(redactor, address)
-    deadline = _Deadline(limits.timeout_s)
-    opener = _opener(deadline)
-    connect_timeout = min(_CONNECT_TIMEOUT_S, limits.timeout_s)
+    target = named if named is not None else _shown(redactor, address)
+    seconds = limits.timeout_s if until is None else until - time.monotonic()
+    if seconds <= 0:
+        raise _late(target, limits)
+    deadline = _Deadline(seconds)
+    opener = _opener(deadline, urlsplit(address).netloc if same_host else None)
+    connect_timeout = min(_CONNECT_TIMEOUT_S, seconds)
     try:
         request = urllib.request.Request(  # ValueError for a malformed URL: http://[::1
             address, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
@@ -72,8 +89,13 @@ def fetch(url: str, limits: Limits | None = None) -> bytes:
             # read1 returns what one read of the socket gives, so the deadline can cut a
             # slow body.
             body = read_bounded(response.read1, target, limits, "answers")
+    except SourceError:  # past the byte bound: already one line naming the source
+        raise
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the connection
+        said = (statuses or {}).get(exc.code)
+        if said is not None:
+            raise SourceError(f"{target}: {said} (HTTP {exc.code})") from None
         raise SourceError(f"{target}: the server answered HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         if deadline.expired:
@@ -128,9 +150,10 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
-    """An opener for http and https only (a redirect elsewhere is refused) whose connections
-    register their sockets with ``deadline``."""
+def _opener(deadline: _Deadline, host: str | None = None) -> urllib.request.OpenerDirector:
+    """An opener for http and https only (a redirect elsewhere is refused, and one to another
+    ``host`` than this ``host:port``, when given) whose connections register their sockets
+    with ``deadline``."""
 
     def tracked(base: type[http.client.HTTPConnection]) -> Any:
         class Tracked(base):  # type: ignore[valid-type,misc]
@@ -151,6 +174,17 @@ def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
             context = getattr(self, "_context", None)
             return self.do_open(functools.partial(secure, context=context), req)
 
+    class Redirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(
+            self, req: urllib.request.Request, fp: Any, code: int, msg: str, hdrs: Any, newurl: str
+        ) -> urllib.request.Request | None:
+            elsewhere = urlsplit(urljoin(req.full_url, newurl)).netloc
+            if host is not None and elsewhere.lower() != host.lower():
+                fp.close()  # it holds the connection
+                # A ValueError, reported as the reason the download failed.
+                raise ValueError(f"redirected to another host, {elsewhere}; not followed")
+            return super().redirect_request(req, fp, code, msg, hdrs, newurl)
+
     opener = urllib.request.OpenerDirector()
     for handler in (
         urllib.request.ProxyHandler(),
@@ -158,7 +192,7 @@ def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
         Http(),
         Https(),
         urllib.request.HTTPDefaultErrorHandler(),
-        urllib.request.HTTPRedirectHandler(),
+        Redirect(),
         urllib.request.HTTPErrorProcessor(),
     ):
         opener.add_handler(handler)

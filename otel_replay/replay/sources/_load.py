@@ -11,10 +11,10 @@ from urllib.request import url2pathname
 from otel_replay import settings
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
+from otel_replay.replay.sources._backends import download, is_remote, source_name
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._bundle import is_bundle, read_bundle
 from otel_replay.replay.sources._documents import documents
-from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._group import (
     GroupingError,
     RunSummary,
@@ -38,8 +38,10 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
 
     ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
     (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides; a path
-    or a ``file:`` URL of this host), a bundle directory (``otel-replay export``) or an
-    http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}`` too). ``ref#RUN_ID`` picks
+    or a ``file:`` URL of this host), a bundle directory (``otel-replay export``), an
+    http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}``, Tempo's ``{"trace": …}``
+    too) or a trace backend (``phoenix://``, ``jaeger://``, ``tempo://``:
+    :mod:`otel_replay.replay.sources._backends`). ``ref#RUN_ID`` picks
     one run of a source that holds several (by run id, or by the trace id of any of its
     traces); without it such a source is an error that lists them. Which spans make a run:
     :mod:`otel_replay.replay.sources._group`.
@@ -67,10 +69,11 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     spans each was rebuilt from. Raises like :func:`load_run`; never returns an empty list.
 
     Files and URLs are read within the source limits (:class:`Limits`)."""
-    if is_url(ref):
-        url, _, wanted = ref.partition("#")
+    if is_remote(ref):
+        where, _, wanted = ref.partition("#")
         limits = Limits.from_env()
-        return read_runs(fetch(url, limits), shown(url), wanted or None, limits)
+        data = download(where, limits, wanted or None)
+        return read_runs(data, source_name(where), wanted or None, limits)
     if ref[:5].lower() == "file:":
         ref = _local(ref)
     path, selector = _split(ref)

@@ -1,0 +1,226 @@
+"""Spans read from a Phoenix server's REST API, as OTLP JSON.
+
+``GET /v1/projects/{project}/spans`` answers pages of Phoenix's own span JSON (flat,
+snake_case, no resource, ISO times, the OTel span kind replaced by the OpenInference one),
+``{"data": [...], "next_cursor": ...}``. Each span is turned back into an OTLP JSON span so
+the loader reads it like any other source. Phoenix keeps times to the microsecond.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+
+from otel_replay import attributes as A
+from otel_replay.errors import SourceError
+from otel_replay.replay.sources._fetch import fetch
+from otel_replay.replay.sources._limits import Limits
+
+__all__ = ["phoenix_spans"]
+
+_PAGE = 1000
+"""Spans asked for per page: the most Phoenix answers."""
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_ISO = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"
+    r"(Z|[+-]\d\d:?\d\d)?",
+    re.IGNORECASE,
+)
+
+
+class _Bad(ValueError):
+    """A span Phoenix answered that cannot be read."""
+
+
+def phoenix_spans(
+    base_url: str, project: str, named: str, limits: Limits, selector: str | None = None
+) -> bytes:
+    """The spans of ``project`` on the Phoenix at ``base_url`` as one OTLP JSON document.
+
+    With ``selector`` (a run id or a trace id) only the spans that can belong to its run are
+    asked for: those of that trace and those carrying that ``replay.run.id`` (and the run
+    ids the trace's spans carry); a trace whose spans carry no run id is grouped with its
+    neighbours in time, so then the whole project is read, as it is when nothing matches (so
+    the error lists the runs it holds). Raises SourceError naming
+    ``named`` when the server cannot be reached, has no such project, answers something that
+    is not Phoenix's span JSON, or past ``limits`` (bytes over all pages, and time).
+    """
+    pages = _Pages(base_url, project, named, limits)
+    spans = pages.spans() if selector is None else _selected(pages, selector)
+    document = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}
+    return orjson.dumps(document)
+
+
+def _selected(pages: _Pages, selector: str) -> list[dict[str, Any]]:
+    wanted = selector.strip().lower()
+    spans = pages.spans(trace_id=wanted) if _TRACE_ID.fullmatch(wanted) else []
+    runs = {_run_id(span) for span in spans}
+    if None in runs:
+        return pages.spans()
+    spans += pages.spans(attribute=f"{A.REPLAY_RUN_ID}:{json.dumps(selector)}")
+    for run_id in sorted(r for r in runs if r is not None and r != selector):
+        spans += pages.spans(attribute=f"{A.REPLAY_RUN_ID}:{json.dumps(run_id)}")
+    # No such run: the whole project, so the error can list the runs it holds.
+    return spans or pages.spans()
+
+
+def _run_id(span: Mapping[str, Any]) -> str | None:
+    value = span["attributes"].get(A.REPLAY_RUN_ID)
+    return value if isinstance(value, str) and value else None
+
+
+class _Pages:
+    """Reads span pages from one Phoenix project within one set of limits."""
+
+    def __init__(self, base_url: str, project: str, named: str, limits: Limits) -> None:
+        self._url = f"{base_url}/v1/projects/{quote(project, safe='')}/spans"
+        self._project = project
+        self._named = named
+        self._limits = limits
+        self._deadline = time.monotonic() + limits.timeout_s
+        self._read = 0
+
+    def spans(self, **query: str) -> list[dict[str, Any]]:
+        """Every span the query answers, over all its pages, as OTLP JSON spans."""
+        return [otlp_span(span, self._named) for span in self._phoenix_spans(query)]
+
+    def _phoenix_spans(self, query: Mapping[str, str]) -> Iterator[Mapping[str, Any]]:
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            at = {"cursor": cursor} if cursor else {}
+            page = self._page({**query, "limit": str(_PAGE), **at})
+            data, cursor = page.get("data"), page.get("next_cursor")
+            if not isinstance(data, list) or not isinstance(cursor, str | None):
+                raise SourceError(f"{self._named}: the server's answer is not Phoenix span pages")
+            for span in data:
+                if not isinstance(span, Mapping):
+                    raise SourceError(f"{self._named}: a span in the answer is not an object")
+                yield span
+            if cursor is None:
+                return
+            if cursor in seen or not data:
+                raise SourceError(f"{self._named}: the server's pages do not end ({cursor!r})")
+            seen.add(cursor)
+
+    def _page(self, query: Mapping[str, str]) -> Mapping[str, Any]:
+        body = fetch(
+            f"{self._url}?{urlencode(query)}",
+            self._limits,
+            named=self._named,
+            same_host=True,
+            statuses={404: f"no project {self._project!r} on the server"},
+            until=self._deadline,
+        )
+        self._read += len(body)
+        if self._read > self._limits.max_bytes:
+            raise self._limits.too_large(self._named, "answers")
+        try:
+            page = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise SourceError(f"{self._named}: the server's answer is not JSON ({exc})") from None
+        if not isinstance(page, Mapping):
+            raise SourceError(f"{self._named}: the server's answer is not Phoenix span pages")
+        return page
+
+
+def otlp_span(span: Mapping[str, Any], named: str) -> dict[str, Any]:
+    """Phoenix's JSON of one span as an OTLP JSON span; SourceError naming the span when a
+    field that matters is missing or malformed."""
+    try:
+        context = span.get("context")
+        if not isinstance(context, Mapping):
+            raise _Bad("context is not an object")
+        attributes = _flat(_object(span.get("attributes"), "attributes"))
+        kind = span.get("span_kind")
+        if isinstance(kind, str) and kind not in ("", "UNKNOWN"):
+            # Phoenix moved the attribute into span_kind; the span held it.
+            attributes.setdefault("openinference.span.kind", kind)
+        return {
+            "traceId": context.get("trace_id"),
+            "spanId": context.get("span_id"),
+            "parentSpanId": span.get("parent_id") or "",
+            "name": str(span.get("name") or ""),
+            "startTimeUnixNano": _nanos(span.get("start_time"), "start_time"),
+            "endTimeUnixNano": _nanos(span.get("end_time"), "end_time"),
+            "status": {
+                "code": str(span.get("status_code") or "UNSET"),
+                "message": str(span.get("status_message") or ""),
+            },
+            "attributes": attributes,
+            "events": [_event(event) for event in _list(span.get("events"), "events")],
+        }
+    except _Bad as exc:
+        name = span.get("name")
+        raise SourceError(f"{named}: span {name!r} cannot be read: {exc}") from None
+
+
+def _event(event: Any) -> dict[str, Any]:
+    event = _object(event, "an event")
+    return {
+        "name": str(event.get("name") or ""),
+        "timeUnixNano": _nanos(event.get("timestamp"), "an event's timestamp"),
+        "attributes": _flat(_object(event.get("attributes"), "an event's attributes")),
+    }
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _Bad(f"{what} is not an object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(f"{what} is not a list")
+    return value
+
+
+def _flat(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``attributes`` with nested objects spread into dotted keys, as the span held them
+    (Phoenix keeps them nested by their dotted keys; versions differ in what they answer).
+    Iterative: a hostile answer may nest deeper than Python recurses."""
+    out: dict[str, Any] = {}
+    pending: list[tuple[str, Mapping[str, Any]]] = [("", attributes)]
+    while pending:
+        prefix, level = pending.pop()
+        for key, value in level.items():
+            if isinstance(value, Mapping):
+                pending.append((f"{prefix}{key}.", value))
+            else:
+                out[f"{prefix}{key}"] = value
+    return out
+
+
+def _nanos(value: Any, what: str) -> str | None:
+    """An ISO 8601 time (naive: UTC, as Phoenix keeps it) as Unix nanoseconds, in a string
+    as the OTLP JSON mapping writes them; None when absent."""
+    if value is None:
+        return None
+    match = _ISO.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise _Bad(f"{what} {str(value)[:40]!r} is not an ISO 8601 time")
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    try:
+        seconds = calendar.timegm(
+            (int(year), int(month), int(day), int(hour), int(minute), int(second), 0, 0, 0)
+        )
+    except (ValueError, OverflowError):
+        raise _Bad(f"{what} {value!r} is not a valid time") from None
+    if zone and zone.upper() != "Z":
+        sign = -1 if zone[0] == "+" else 1
+        digits = zone[1:].replace(":", "")
+        seconds += sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    nanos = int((fraction or "").ljust(9, "0"))
+    return str(seconds * 10**9 + nanos)
