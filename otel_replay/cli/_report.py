@@ -77,9 +77,7 @@ def loaded(ref: str, store: str) -> Run:
 
 def check_writable(path: Path) -> None:
     """CliError unless a file can be written at ``path``: checked before any work is done."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise CliError(f"cannot write the report to {printable(str(path))}: it is a directory")
+    parent = path.parent
     if not parent.is_dir():
         raise CliError(
             f"cannot write the report to {printable(str(path))}: no directory "

@@ -59,9 +59,10 @@ def page(
         places: dict[int, int] = {}
         for recorded in run.steps:
             places[recorded.step.index] = len(steps)
-            shown = _step(recorded, number, depths[recorded.step.index], start)
+            talk = _conversation(recorded) if recorded.step.kind == "llm" else None
+            shown = _step(recorded, number, depths[recorded.step.index], start, talk)
             if content:
-                shown.update(_content(recorded, contents))
+                shown.update(_content(recorded, talk, contents))
             steps.append(shown)
         at.append(places)
     if diff is None:
@@ -129,8 +130,14 @@ def _name(recorded: RecordedStep) -> str:
     return recorded.endpoint
 
 
-def _step(recorded: RecordedStep, run: int, depth: int, start_ns: int) -> dict[str, Any]:
+def _step(
+    recorded: RecordedStep, run: int, depth: int, start_ns: int, talk: _Conversation | None
+) -> dict[str, Any]:
     step, attrs = recorded.step, recorded.attributes
+    tokens_in, tokens_out = step.tokens_in, step.tokens_out
+    if talk is not None:  # a source that kept no counts (a bundle): the response's usage
+        tokens_in = talk.tokens_in if tokens_in is None else tokens_in
+        tokens_out = talk.tokens_out if tokens_out is None else tokens_out
     fork = attrs.get(A.REPLAY_FORK_CHANGE)
     if fork is None and attrs.get(A.REPLAY_MODE) == "fork":
         fork = "served"
@@ -143,8 +150,8 @@ def _step(recorded: RecordedStep, run: int, depth: int, start_ns: int) -> dict[s
         "model": step.model,
         "offset_ms": (step.start_ns - start_ns) / 1e6 if step.start_ns and start_ns else None,
         "duration_ms": recorded.duration_ns / 1e6,
-        "tokens_in": step.tokens_in,
-        "tokens_out": step.tokens_out,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
         "status": step.status_code,
         "error": step.error_type,
         "complete": step.complete,
@@ -191,6 +198,8 @@ class _Conversation:
     input: list[Any] = field(default_factory=list)
     output: list[Any] = field(default_factory=list)
     finish: list[str] = field(default_factory=list)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
     decoded: bool = False
 
 
@@ -215,8 +224,11 @@ def _conversation(recorded: RecordedStep) -> _Conversation:
             streamed = _is_sse(step.response_headers)
             response = codec.parse_response(step.status_code, step.response_body, streamed)
             out.output = response.output_messages
-            reasons = response.attributes.get("gen_ai.response.finish_reasons")
+            said = response.attributes
+            reasons = said.get("gen_ai.response.finish_reasons")
             out.finish = [str(r) for r in reasons] if isinstance(reasons, list | tuple) else []
+            out.tokens_in = _count(said.get("gen_ai.usage.input_tokens"))
+            out.tokens_out = _count(said.get("gen_ai.usage.output_tokens"))
         except (ValueError, CodecError):
             pass
     attrs = recorded.attributes
@@ -229,15 +241,20 @@ def _conversation(recorded: RecordedStep) -> _Conversation:
     return out
 
 
-def _content(recorded: RecordedStep, contents: Contents) -> dict[str, Any]:
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _content(
+    recorded: RecordedStep, talk: _Conversation | None, contents: Contents
+) -> dict[str, Any]:
     """The step's content, as references into ``contents``: a model call's messages (and its
     raw response when no message could be read from it, an error object say), any other
     step's bodies; the request's URL and the headers of both sides."""
     step = recorded.step
     out: dict[str, Any] = {"url": step.url or None}
     request, response = _text(recorded.request_body), _text(step.response_body)
-    if step.kind == "llm":
-        talk = _conversation(recorded)
+    if talk is not None:
         out.update(
             system=contents.ref(talk.system) if talk.system else None,
             tools=contents.ref(talk.tools) if talk.tools else None,

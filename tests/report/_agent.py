@@ -3,7 +3,8 @@
 Steps as recorded: 0 ``uuid4`` (value), 1 model (asks for ``lookup_order``), 2
 ``lookup_order`` (read tool), 3 ``GET /tools/orders/A-1234`` (HTTP, made inside step 2), 4
 model (answers with the order), 5 ``checkpoint("after_lookup")``, 6 model, streamed (the user
-hands over a token: ``SECRET``, which ``OTEL_REPLAY_REDACT`` should remove).
+hands over a token, ``SECRET``, which ``OTEL_REPLAY_REDACT`` should remove, and some
+``MARKUP`` the page must show as text).
 
     python -m tests.report._agent      # STANDIN_URL: the stand-in's base URL
 
@@ -25,6 +26,8 @@ MODEL = "gpt-4o-mini"
 SECRET = "tok_live_9f8e7d6c5b4a"
 QUESTION = "Where is my order A-1234?"
 PROMPT = "You are Ada, the support assistant of the shop."
+MARKUP = '</script><img src="http://127.0.0.1:9/x.png">'
+"""Markup in a message: shown as text, it neither closes the page's script nor loads."""
 
 
 def main(base_url: str) -> None:
@@ -59,7 +62,7 @@ def main(base_url: str) -> None:
             )
     print(f"agent> {message.content}")
     otel_replay.checkpoint("after_lookup", {"turns": len(messages)})
-    messages.append({"role": "user", "content": f"Thanks. My loyalty token is {SECRET}."})
+    messages.append({"role": "user", "content": f"Thanks. My loyalty token is {SECRET}. {MARKUP}"})
     chunks = client.chat.completions.create(model=MODEL, messages=messages, stream=True)
     print("agent> " + "".join(c.choices[0].delta.content or "" for c in chunks if c.choices))
 

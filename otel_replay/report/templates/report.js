@@ -53,6 +53,7 @@
   }
 
   var ENVELOPE = { tool: true, value: true, checkpoint: true };
+  var SYSTEM = { system: true, developer: true };
 
   function status(step) {
     if (ENVELOPE[step.kind]) return step.error ? step.error : "ok";
@@ -288,7 +289,7 @@
     fact(facts, "step", step.index + (step.depth ? "  (made inside step " + step.within + ")" : ""));
     fact(facts, "endpoint", step.endpoint, d("endpoint"));
     fact(facts, "model", step.model, d("model"));
-    fact(facts, "url", step.url, d("url"));
+    fact(facts, "url", step.url); // hosts move between environments: never a difference
     fact(facts, "started", step.offset_ms === null ? null : "+" + ms(step.offset_ms));
     fact(facts, "duration", ms(step.duration_ms));
     fact(facts, "tokens", tokens(step), d("tokens_in") || d("tokens_out"));
@@ -347,7 +348,15 @@
     }
     var prompt = section(view, "prompt: " + step.input.length + " message" +
       (step.input.length === 1 ? "" : "s"), true);
-    step.input.forEach(function (id, i) { add(prompt, message(contents[id], differs("input", i))); });
+    step.input.forEach(function (id, i) {
+      var m = contents[id];
+      var shown = message(m, differs("input", i));
+      if (m && SYSTEM[m.role]) {
+        // Instructions sent as a message (OpenAI's system role): collapsed, as above.
+        var folded = section(prompt, m.role + " instructions", false, differs("input", i));
+        add(folded, shown);
+      } else add(prompt, shown);
+    });
     var answer = section(view, "response", true);
     step.output.forEach(function (id, i) { add(answer, message(contents[id], differs("output", i))); });
     if (!step.output.length && step.response === null) add(answer, el("p", "note", "no response message"));
