@@ -4,17 +4,15 @@ reads, and its one-line errors. The page in a browser: ``test_browser.py``."""
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from examples.support_agent import CONVERSATION
 from tests.cli._checks import assert_bad_input, run_cli
 from tests.cli._recording import CLAUDE, KEY, SUPPORT, Recorded, record
+from tests.report._document import document
 
 DATA = Path(__file__).resolve().parents[1] / "replay" / "data"
 QUESTION = CONVERSATION[0]
@@ -28,14 +26,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 @pytest.fixture
 def store(recorded: Recorded, tmp_path: Path) -> Path:
     return Path(shutil.copytree(recorded.store, tmp_path / "store"))
-
-
-def document(html: str) -> dict[str, Any]:
-    """The JSON document the page's script reads."""
-    found = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html)
-    assert found is not None
-    parsed: dict[str, Any] = json.loads(found.group(1))
-    return parsed
 
 
 def written(store: Path, tmp_path: Path, *args: str) -> tuple[str, str]:
@@ -156,3 +146,12 @@ def test_bad_input_is_one_line(store: Path, tmp_path: Path) -> None:
         run_cli("report", str(tmp_path / "missing.json"), "-o", str(out)), "missing.json"
     )
     assert not out.exists()
+
+
+def test_replay_checks_the_report_path_before_it_runs_anything(store: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "dir" / "replay.html"
+    done = run_cli(
+        "replay", SUPPORT, "--store", str(store), "--report", str(missing), "--", "touch", "ran"
+    )
+    assert_bad_input(done, "cannot write the report", str(missing.parent))
+    # No process started: the conftest refuses one in a test not marked subprocess.
