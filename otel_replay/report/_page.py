@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,18 +54,21 @@ def page(
     runs = [a] if diff is None else [diff.a, diff.b]
     steps: list[dict[str, Any]] = []
     at: list[dict[int, int]] = []  # per run: step index -> position in ``steps``
-    for number, run in enumerate(runs):
+    summaries: list[dict[str, Any]] = []
+    for run in runs:
         depths = _depths(run.steps)
         start = min((s.step.start_ns for s in run.steps if s.step.start_ns), default=0)
         places: dict[int, int] = {}
+        begin = len(steps)
         for recorded in run.steps:
             places[recorded.step.index] = len(steps)
             talk = _conversation(recorded) if recorded.step.kind == "llm" else None
-            shown = _step(recorded, number, depths[recorded.step.index], start, talk)
+            shown = _step(recorded, depths[recorded.step.index], start, talk)
             if content:
                 shown.update(_content(recorded, talk, contents))
             steps.append(shown)
         at.append(places)
+        summaries.append(_run(run, steps[begin:]))
     if diff is None:
         rows = [{"a": place} for place in at[0].values()]
         first = None
@@ -73,7 +77,7 @@ def page(
         divergence = diff.first_divergence
         first = None if divergence is None else diff.pairs.index(divergence)
     return {
-        "runs": [_run(run) for run in runs],
+        "runs": summaries,
         "steps": steps,
         "rows": rows,
         "first": first,
@@ -85,9 +89,14 @@ def page(
     }
 
 
-def _run(run: Run) -> dict[str, Any]:
+def _run(run: Run, shown: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The header's facts of ``run``, whose steps are ``shown``."""
     first = run.steps[0].attributes if run.steps else {}
-    fidelity = [s.fidelity for s in run.steps]
+    fidelity = [s["fidelity"] for s in shown]
+    started = None
+    if run.start_ns:
+        when = datetime.fromtimestamp(run.start_ns / 1e9, tz=timezone.utc)
+        started = when.strftime("%Y-%m-%d %H:%M:%S UTC")
     return {
         "id": run.run_id,
         "source": run.source,
@@ -95,12 +104,12 @@ def _run(run: Run) -> dict[str, Any]:
         "parent": first.get(A.REPLAY_PARENT_RUN_ID),
         "commit": run.commit,
         "seed": run.seed,
-        "start_ns": run.start_ns,
-        "steps": len(run.steps),
+        "started": started,
+        "steps": len(shown),
         "exact": fidelity.count("exact"),
         "semantic": fidelity.count("semantic"),
-        "tokens_in": sum(s.step.tokens_in or 0 for s in run.steps),
-        "tokens_out": sum(s.step.tokens_out or 0 for s in run.steps),
+        "tokens_in": sum(s["tokens_in"] or 0 for s in shown),
+        "tokens_out": sum(s["tokens_out"] or 0 for s in shown),
     }
 
 
@@ -131,7 +140,7 @@ def _name(recorded: RecordedStep) -> str:
 
 
 def _step(
-    recorded: RecordedStep, run: int, depth: int, start_ns: int, talk: _Conversation | None
+    recorded: RecordedStep, depth: int, start_ns: int, talk: _Conversation | None
 ) -> dict[str, Any]:
     step, attrs = recorded.step, recorded.attributes
     tokens_in, tokens_out = step.tokens_in, step.tokens_out
@@ -142,7 +151,6 @@ def _step(
     if fork is None and attrs.get(A.REPLAY_MODE) == "fork":
         fork = "served"
     return {
-        "run": run,
         "index": step.index,
         "kind": step.kind,
         "name": _name(recorded),
@@ -286,7 +294,6 @@ def _row(pair: StepPair, at: list[dict[int, int]], contents: Contents | None) ->
             shown.update(
                 before=None if change.recorded is None else contents.ref(change.recorded),
                 after=None if change.replayed is None else contents.ref(change.replayed),
-                at=change.differs_at,
             )
         changes.append(shown)
     return {
