@@ -103,6 +103,13 @@
 
   // ---- timeline ------------------------------------------------------------------------
 
+  // What ``show`` says of a pair's steps: once when alike, ``A | B`` when not.
+  function each(pair, show) {
+    var said = pair.map(show);
+    if (said.length < 2 || said[0] === said[1]) return said[0];
+    return (said[0] || "–") + " | " + (said[1] || "–");
+  }
+
   function drawRow(position) {
     var id = shown[position];
     var row = rows[id];
@@ -117,7 +124,8 @@
       node.setAttribute("aria-selected", "true");
     }
     if (data.diff) node.classList.add("pair-" + row.status);
-    if (failed(step)) node.classList.add("failed");
+    var both = s.a && s.b ? [s.a, s.b] : [step];
+    if (both.some(failed)) node.classList.add("failed");
     var index = data.diff
       ? (s.a ? s.a.index : "–") + " " + (s.b ? s.b.index : "–")
       : String(step.index);
@@ -139,10 +147,10 @@
       name,
       data.diff ? el("span", "diff", statusWord(row)) : null,
       el("span", "fidelity fidelity-" + step.fidelity, step.fidelity),
-      el("span", "status", status(step)),
-      el("span", "tokens", tokens(step)),
+      el("span", "status", each(both, status)),
+      el("span", "tokens", each(both, tokens)),
       el("span", "duration", ms(step.duration_ms)),
-      bar);
+      data.diff ? null : bar);
     node.addEventListener("click", function () { select(position, false); });
     return node;
   }
@@ -280,7 +288,7 @@
   };
 
   function stepView(step, other, label) {
-    var view = el("div", "step");
+    var view = el("div", "step kind-" + step.kind);
     var title = el("h2");
     add(title, el("span", "kind", step.kind), el("span", null, " " + step.name));
     add(view, label ? el("div", "side", label) : null, title);
