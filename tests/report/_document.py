@@ -1,10 +1,13 @@
-"""The JSON document a report page carries, read back from the HTML."""
+"""The JSON document a report page carries, read back from the HTML; Runs built in a test."""
 
 from __future__ import annotations
 
 import json
 import re
 from typing import Any
+
+from otel_replay.replay import RecordedStep, Run
+from otel_replay.step import Step
 
 
 def document(html: str) -> dict[str, Any]:
@@ -13,3 +16,34 @@ def document(html: str) -> dict[str, Any]:
     assert found is not None
     parsed: dict[str, Any] = json.loads(found.group(1))
     return parsed
+
+
+def step(
+    index: int, url: str, request: bytes, response: bytes, kind: str = "http", status: int = 200
+) -> Step:
+    """A step of run ``r_page``, answered with ``status``."""
+    return Step(
+        run_id="r_page",
+        index=index,
+        trace_id=1,
+        span_id=index + 1,
+        kind=kind,
+        method="POST" if kind == "llm" else "GET",
+        url=url,
+        request_headers=[],
+        request_body=request,
+        request_hash=f"sha256:{index}",
+        status_code=status,
+        response_headers=[("content-type", "application/json")],
+        response_body=response,
+        complete=True,
+        start_ns=1_000_000_000 + index,
+        end_ns=1_000_500_000 + index,
+    )
+
+
+def run(*steps: Step, run_id: str = "r_page") -> Run:
+    """A Run of ``steps``, each exact, its endpoint the last part of its URL."""
+    return Run(
+        run_id, "test", tuple(RecordedStep(s, s.url.rpartition("/")[2], "exact") for s in steps)
+    )

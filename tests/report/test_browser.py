@@ -20,9 +20,11 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
 from examples.standin import StandIn
+from otel_replay.report import render
 from tests.cli._checks import run_cli
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.report._agent import MARKUP, QUESTION, SECRET
+from tests.report._document import run, step
 
 pytestmark = pytest.mark.subprocess
 
@@ -291,3 +293,16 @@ def test_replay_report_is_written_whatever_the_outcome(
     change = page.locator("#pane .change", has_text="system")
     assert change.locator(".before mark").inner_text().startswith("Ada")
     assert change.locator(".after mark").inner_text() == "Bob"
+
+
+def test_a_pair_that_differs_in_status_shows_both(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    url = "http://tools.test/orders/A-1"
+    ok, limited = step(0, url, b"", b'{"ok": true}'), step(0, url, b"", b"{}", status=429)
+    path = tmp_path / "pair.html"
+    path.write_text(render(run(ok), other=run(limited, run_id="r_other")), encoding="utf-8")
+    page = view(path)
+    row = page.locator(".row.selected")
+    assert row.locator(".status").inner_text() == "200 | 429"
+    assert "failed" in (row.get_attribute("class") or "")
