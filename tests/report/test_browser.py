@@ -306,3 +306,12 @@ def test_a_pair_that_differs_in_status_shows_both(
     row = page.locator(".row.selected")
     assert row.locator(".status").inner_text() == "200 | 429"
     assert "failed" in (row.get_attribute("class") or "")
+
+
+def test_a_run_without_steps_says_so(view: Callable[[Path], Page], tmp_path: Path) -> None:
+    path = tmp_path / "empty.html"
+    path.write_text(render(run()), encoding="utf-8")
+    page = view(path)
+    assert page.locator(".row").count() == 0
+    assert page.locator("#count").inner_text() == "0 steps"
+    assert page.locator("#pane").inner_text() == "the run has no steps"

@@ -191,7 +191,8 @@
     if (!shown.length) {
       selected = 0;
       drawTimeline();
-      pane.replaceChildren(el("p", "empty", "no step matches the filter"));
+      var why = rows.length ? "no step matches the filter" : "the run has no steps";
+      pane.replaceChildren(el("p", "empty", why));
       return;
     }
     selected = Math.max(0, Math.min(shown.length - 1, position));
