@@ -315,3 +315,21 @@ def test_a_run_without_steps_says_so(view: Callable[[Path], Page], tmp_path: Pat
     assert page.locator(".row").count() == 0
     assert page.locator("#count").inner_text() == "0 steps"
     assert page.locator("#pane").inner_text() == "the run has no steps"
+
+
+def test_a_thousand_steps_draw_only_the_rows_in_view(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    steps = [step(i, f"http://tools.test/orders/{i}", b"", b'{"n": %d}' % i) for i in range(1000)]
+    path = tmp_path / "large.html"
+    path.write_text(render(run(*steps)), encoding="utf-8")
+    page = view(path)
+    assert page.locator("#count").inner_text() == "1000 steps"
+    assert 0 < page.locator(".row").count() < 100
+    page.keyboard.press("End")
+    assert selected(page) == "999" and page.locator(".row.selected").is_visible()
+    assert page.locator("#pane .step").count() == 1 and '"n": 999' in page.inner_text("#pane")
+    page.keyboard.press("/")
+    page.keyboard.type("99")  # 99, 199 ... 899 and 990 ... 999
+    assert page.locator("#count").inner_text() == "19 of 1000 steps"
+    assert page.locator(".row").count() == 19
