@@ -10,16 +10,15 @@ content the document holds no body, message, header or changed value: only metad
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlsplit
 
 from otel_replay import attributes as A
-from otel_replay.codecs import CODECS, Codec, detect
+from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
-from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair
+from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, recorded_llm
 from otel_replay.step import ENVELOPE_KINDS
 
 __all__ = ["Contents", "page"]
@@ -199,7 +198,7 @@ def _json_list(value: Any) -> list[Any]:
 @dataclass(slots=True)
 class _Conversation:
     """A model call's content, read from its bodies by the provider codec, else from its
-    span's GenAI attributes."""
+    span's GenAI attributes (a span of another instrumentation, without bytes)."""
 
     system: list[Any] = field(default_factory=list)
     tools: list[Any] = field(default_factory=list)
@@ -208,25 +207,16 @@ class _Conversation:
     finish: list[str] = field(default_factory=list)
     tokens_in: int | None = None
     tokens_out: int | None = None
-    decoded: bool = False
 
 
 def _conversation(recorded: RecordedStep) -> _Conversation:
     out = _Conversation()
+    request = recorded_llm(recorded)  # from its bytes, else from its span's attributes
+    if request is not None:
+        out.system, out.tools = request.system_instructions, request.tool_definitions
+        out.input = request.input_messages
     step = recorded.step
-    path = urlsplit(step.url).path or recorded.endpoint
-    codec: Codec | None = None
-    try:
-        body = json.loads(recorded.request_body) if recorded.request_body else None
-        codec = detect(step.method.upper(), path, body)
-        if codec is not None and isinstance(body, Mapping):
-            request = codec.parse_request(path, body)
-            out.system, out.tools = request.system_instructions, request.tool_definitions
-            out.input, out.decoded = request.input_messages, True
-    except (ValueError, CodecError):
-        codec = None
-    # A semantic step's request is unknown; its endpoint names the codec all the same.
-    codec = codec or next((c for c in CODECS if c.name == recorded.endpoint), None)
+    codec = next((c for c in CODECS if c.name == recorded.endpoint), None)
     if codec is not None and step.status_code is not None:
         try:
             streamed = _is_sse(step.response_headers)
@@ -239,13 +229,8 @@ def _conversation(recorded: RecordedStep) -> _Conversation:
             out.tokens_out = _count(said.get("gen_ai.usage.output_tokens"))
         except (ValueError, CodecError):
             pass
-    attrs = recorded.attributes
-    if not out.decoded:  # no request bytes (another instrumentation's span): what it says
-        out.system = _json_list(attrs.get("gen_ai.system_instructions"))
-        out.tools = _json_list(attrs.get("gen_ai.tool.definitions"))
-        out.input = _json_list(attrs.get("gen_ai.input.messages"))
     if not out.output:
-        out.output = _json_list(attrs.get("gen_ai.output.messages"))
+        out.output = _json_list(recorded.attributes.get("gen_ai.output.messages"))
     return out
 
 

@@ -43,7 +43,10 @@ def step(
 
 
 def run(*steps: Step, run_id: str = "r_page") -> Run:
-    """A Run of ``steps``, each exact, its endpoint the last part of its URL."""
-    return Run(
-        run_id, "test", tuple(RecordedStep(s, s.url.rpartition("/")[2], "exact") for s in steps)
-    )
+    """A Run of ``steps``, each exact; a model call's endpoint is its codec (these are OpenAI
+    Chat Completions), any other's the last part of its URL."""
+
+    def endpoint(step: Step) -> str:
+        return "openai.chat_completions" if step.kind == "llm" else step.url.rpartition("/")[2]
+
+    return Run(run_id, "test", tuple(RecordedStep(s, endpoint(s), "exact") for s in steps))

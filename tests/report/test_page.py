@@ -30,13 +30,14 @@ def test_a_body_repeated_in_many_steps_is_written_once() -> None:
 
 
 def test_a_lone_surrogate_in_a_message_is_carried_escaped() -> None:
-    request = b'{"model": "m", "messages": [{"role": "user", "content": "bad \\ud800 half"}]}'
+    request = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
     answer = (
         b'{"id": "c", "object": "chat.completion", "model": "m", "choices": [{"index": 0,'
-        b' "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}'
+        b' "message": {"role": "assistant", "content": "bad \\ud800 half"},'
+        b' "finish_reason": "stop"}]}'
     )
     html = render(run(step(0, CHAT, request, answer, kind="llm")))
     html.encode()  # writable as UTF-8
     page = document(html)
-    (message,) = [page["contents"][i] for i in page["steps"][0]["input"]]
+    (message,) = [page["contents"][i] for i in page["steps"][0]["output"]]
     assert message["parts"][0]["content"] == "bad \ud800 half"
