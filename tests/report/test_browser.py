@@ -333,3 +333,13 @@ def test_a_thousand_steps_draw_only_the_rows_in_view(
     page.keyboard.type("99")  # 99, 199 ... 899 and 990 ... 999
     assert page.locator("#count").inner_text() == "19 of 1000 steps"
     assert page.locator(".row").count() == 19
+
+
+def test_a_model_call_no_codec_reads_shows_its_bodies(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    unread = step(0, "http://llm.test/v1/chat/completions", b"prompt=hi", b"busy", kind="llm")
+    path = tmp_path / "unread.html"
+    path.write_text(render(run(unread)), encoding="utf-8")
+    text = view(path).locator("#pane").inner_text()
+    assert "request body\nprompt=hi" in text and "response body\nbusy" in text

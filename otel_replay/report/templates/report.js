@@ -312,20 +312,17 @@
     if (!data.content) {
       return add(view, el("p", "note", "metadata only: the report was written with --no-content"));
     }
-    if (step.kind === "llm") llmView(view, step, other);
-    else {
-      if (step.request !== null) {
-        add(section(view, "request", true, d("request")), body(ref(step.request)));
-      } else if (step.request_size) {
-        add(view, el("p", "note", "request: " + step.request_size + " bytes, not text"));
+    var llm = step.kind === "llm";
+    if (llm) llmView(view, step, other);
+    // A model call's bodies only when no message could be read from them (an error object).
+    [["request", step.request_size], ["response", step.response_size]].forEach(function (side) {
+      var key = side[0];
+      if (step[key] !== null) {
+        add(section(view, llm ? key + " body" : key, true, d(key)), body(ref(step[key])));
+      } else if (!llm && side[1]) {
+        add(view, el("p", "note", key + ": " + side[1] + " bytes, not text"));
       }
-    }
-    if (step.response !== null) {
-      var title2 = step.kind === "llm" ? "response body" : "response";
-      add(section(view, title2, true, d("response")), body(ref(step.response)));
-    } else if (step.kind !== "llm" && step.response_size) {
-      add(view, el("p", "note", "response: " + step.response_size + " bytes, not text"));
-    }
+    });
     var headers = ref(step.headers);
     if (headers) {
       var h = section(view, "headers", false);
