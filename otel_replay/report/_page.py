@@ -1,5 +1,5 @@
 """What the report page holds, as one JSON-ready document: the runs, their steps, the rows of
-the timeline (a run's steps, or two runs' aligned pairs) and a table of contents.
+the timeline (a run's steps, or two runs' aligned pairs) and their distinct contents.
 
 Each distinct piece of content (a body, a message, a set of tool definitions, a changed
 value) is stored once in ``contents`` and steps refer to it by position, so a conversation
@@ -21,7 +21,7 @@ from otel_replay.errors import CodecError
 from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, recorded_llm
 from otel_replay.step import ENVELOPE_KINDS
 
-__all__ = ["Contents", "page"]
+__all__ = ["page"]
 
 
 @dataclass(slots=True)
