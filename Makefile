@@ -18,10 +18,14 @@ PHOENIX_VERSION := 20.26.1
 # come from Debian's packages when node is missing.
 S3RVER_PKG := tests/store/s3rver
 NODE_DIR := $(VENV)/node
+# Debian's chromium, which tests/report drive through Playwright (Playwright's own browser
+# download is not used): installed from Debian's packages when missing.
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test test-fast lint types unit unit-fast docs setup clean
 
-setup: $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed $(PHOENIX)/.installed-$(PHOENIX_VERSION)
+setup: $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed $(CHROMIUM) \
+	$(PHOENIX)/.installed-$(PHOENIX_VERSION)
 
 # A venv with a current pip and nothing else (no setuptools), put in by the system's pip:
 # faster than ensurepip's old pip followed by an upgrade, and current pip resolves much faster.
@@ -63,6 +67,12 @@ $(NODE_DIR)/.installed: $(addprefix $(S3RVER_PKG)/,package.json package-lock.jso
 	cp $(S3RVER_PKG)/package.json $(S3RVER_PKG)/package-lock.json $(S3RVER_PKG)/.npmrc $(NODE_DIR)/
 	cd $(NODE_DIR) && npm ci --omit=dev --no-audit --no-fund --loglevel=error
 	touch $@
+
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "chromium is missing: install Chromium at $@" >&2; exit 1; }
+	@sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	echo "installing chromium (Debian package)"; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null
 
 # The demo needs only Python.
 demo: $(VENV)/.demo-installed

@@ -20,6 +20,8 @@
 6. What if: fork the support agent's run with a 429 injected at its first model call
    (`--inject N=http:429`): the SDK retries, the retry is served from the recording, the
    agent answers as recorded; then `otel-replay diff` of the recording against the fork.
+7. See it: `otel-replay report` writes `report.html` (the run) and `report-fork.html` (the
+   fork against it, opened at the first divergence) beside the store.
 
 No API key, no network beyond loopback.
 """
@@ -195,6 +197,19 @@ def _what_if(store: str, run_id: str) -> int:
     fork = next(r["run_id"] for r in json.loads(listed.stdout) if r["parent_run_id"] == run_id)
     _cli("diff", run_id, fork, "--store", store)  # exit 1: the fork has the 429 and the retry
     print(f"\ndemo: forked run {run_id} with a 429 at step {step}; the agent got over it.")
+    return _reports(store, run_id, fork)
+
+
+def _reports(store: str, run_id: str, fork: str) -> int:
+    """Write the step-through HTML reports of the run and of the fork against it, beside the
+    store."""
+    where = Path(store).resolve().parent
+    recorded, forked = where / "report.html", where / "report-fork.html"
+    for args in ((run_id, "-o", str(recorded)), (run_id, "--diff", fork, "-o", str(forked))):
+        code = _cli("report", *args, "--store", store)
+        if code != 0:
+            return code
+    print(f"\ndemo: open in a browser: {recorded} (the run), {forked} (the fork against it).")
     return 0
 
 

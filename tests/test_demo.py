@@ -66,4 +66,11 @@ def test_demo_records_shows_verifies_and_replays(tmp_path: Path) -> None:
     )
     assert f"$ otel-replay diff {run_id} r_" in what_if
     assert f"demo: forked run {run_id} with a 429 at step {step}" in what_if
+    # The reports, beside the store: the run, and the fork against it.
+    run_report, fork_report = tmp_path / "report.html", tmp_path / "report-fork.html"
+    assert f"wrote the report of run {run_id} ({steps} steps) to {run_report}" in done.stdout
+    assert f"wrote the report of run {run_id} against run r_" in done.stdout
+    assert f"open in a browser: {run_report} (the run), {fork_report}" in done.stdout
+    assert run_report.read_text().count('"kind":"llm"') >= 3
+    assert "first divergence: step " in fork_report.read_text()
     assert "Traceback" not in done.stderr

@@ -1,9 +1,9 @@
 """Which part of the package imports which, read from its source.
 
-The package has stages (``capture``, ``store``, ``export``, ``replay``, ``cli``, ``testing``),
-homes of concepts several stages share (``codecs``, ``redact``, ``envelope``, ``runs``) and
-top-level shared modules (``step``, ``settings``, ``errors``, ``attributes``, ``_canonical``…).
-Imports under ``if TYPE_CHECKING:`` do not count. The rules:
+The package has stages (``capture``, ``store``, ``export``, ``replay``, ``report``, ``cli``,
+``testing``), homes of concepts several stages share (``codecs``, ``redact``, ``envelope``,
+``runs``) and top-level shared modules (``step``, ``settings``, ``errors``, ``attributes``,
+``_canonical``…). Imports under ``if TYPE_CHECKING:`` do not count. The rules:
 
 * the stages form a DAG (:data:`ALLOWED`); homes and shared modules import no stage;
 * privacy: a module imports another stage's or home's modules only through its public face
@@ -28,7 +28,7 @@ from otel_replay.settings import CLI_CHANNEL, SETTINGS
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(otel_replay.__file__).parent
 
-STAGES = ("capture", "store", "export", "replay", "cli", "testing")
+STAGES = ("capture", "store", "export", "replay", "report", "cli", "testing")
 HOMES = ("codecs", "redact", "envelope", "runs")
 """Packages that are the public home of a concept several stages share."""
 ALLOWED: dict[str, frozenset[str]] = {
@@ -36,7 +36,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "store": frozenset(),
     "export": frozenset({"store"}),
     "replay": frozenset({"capture", "store", "export"}),
-    "cli": frozenset({"capture", "store", "export", "replay"}),
+    "report": frozenset({"store", "replay"}),
+    "cli": frozenset({"capture", "store", "export", "replay", "report"}),
     "testing": frozenset({"capture", "store", "export", "replay"}),
 }
 """The stages each stage may import (besides the shared modules)."""

@@ -30,7 +30,8 @@ from otel_replay.cli._common import (
 )
 from otel_replay.cli._fork import fork_options
 from otel_replay.cli._format import json_text, printable
-from otel_replay.cli._replay_report import render
+from otel_replay.cli._replay_report import render, verdict
+from otel_replay.cli._report import check_writable, write_report
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import (
     BOOT_DIR,
@@ -58,6 +59,7 @@ from otel_replay.replay.sources import (
     read_runs,
     source_name,
 )
+from otel_replay.report import render as render_html
 from otel_replay.runs import new_run_id
 from otel_replay.store import Store
 
@@ -130,6 +132,15 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     is_flag=True,
     help="Print the comparison as JSON on stdout (CMD's own stdout goes to stderr).",
 )
+@click.option(
+    "--report",
+    "html",
+    metavar="FILE.html",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the step-through HTML report of the re-execution against the recording "
+    "(as `otel-replay report RUN --diff REPLAY`), whatever the outcome: for CI to keep.",
+)
 def replay(
     run: str,
     command: tuple[str, ...],
@@ -140,6 +151,7 @@ def replay(
     live_tools: str | None,
     fork: ForkPlan,
     as_json: bool,
+    html: Path | None,
 ) -> None:
     """Re-execute CMD against the recorded RUN and report where it diverges.
 
@@ -168,6 +180,8 @@ def replay(
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
     ignore = settings.read("OTEL_REPLAY_IGNORE")  # a bad rule stops us before the program
+    if html is not None:
+        check_writable(html)
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
         source, recorded = _local_source(run, Path(scratch), where)
         recorded = without_background(recorded, ignore)  # as the program's session does
@@ -196,6 +210,8 @@ def replay(
     result.live_from = fork.live_from
     status = EXIT_STATUS[result.outcome]
     kept = _kept(where, new_id, result)
+    if html is not None:
+        _write_html(html, recorded, result, kept, where)
     if result.bad_value is not None and not as_json:
         # The recording, not the program, is at fault: one line, as for any bad input.
         raise CliError(printable(result.bad_value.describe()))
@@ -239,6 +255,19 @@ def _kept(store: str, run_id: str, result: ReplayResult) -> _Kept:
     except OtelReplayError:
         return _Kept(None, f"the store at {store} did not take it")
     return _Kept(run_id)
+
+
+def _write_html(path: Path, recorded: Run, result: ReplayResult, kept: _Kept, store: str) -> None:
+    """The report of the re-execution (as recorded in ``store``) against ``recorded``; of the
+    recording alone when the re-execution was not recorded, saying why."""
+    said = verdict(result).plain
+    replayed = None if kept.run_id is None else load_run(kept.run_id, store=store)
+    if replayed is None:
+        notes = [said, f"the re-execution was {kept.describe()}: the recording alone is shown"]
+    else:
+        notes = [said, f"A: the recording; B: the re-execution, {kept.describe()}"]
+    write_report(path, render_html(recorded, other=replayed, notes=notes))
+    click.echo(f"report written to {printable(str(path))}", err=True)
 
 
 def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:

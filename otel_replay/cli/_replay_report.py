@@ -25,7 +25,7 @@ from otel_replay.replay import (
 )
 from otel_replay.step import describe_effect
 
-__all__ = ["change_lines", "render"]
+__all__ = ["change_lines", "render", "verdict"]
 
 _MAX_CHANGES = 12
 _MAX_LISTED = 20
@@ -36,7 +36,8 @@ def _counts(counter: Counter[str]) -> str:
     return ", ".join(f"{key} {n}" for key, n in sorted(counter.items())) or "none"
 
 
-def _verdict(result: ReplayResult) -> Text:
+def verdict(result: ReplayResult) -> Text:
+    """The first line of the report: which run was replayed and the outcome."""
     run = result.run
     head = Text(f"replay of run {printable(run.run_id)} ({printable(run.source)}): ")
     first = result.first_divergence
@@ -261,7 +262,7 @@ def render(
 ) -> list[RenderableType]:
     """Everything ``otel-replay replay`` prints, in order (``kept``: where the re-execution
     was recorded, as the summary ends; ``fork``: what a fork changed, said first)."""
-    out: list[RenderableType] = [*fork_lines(fork or ForkPlan(), result.run), _verdict(result)]
+    out: list[RenderableType] = [*fork_lines(fork or ForkPlan(), result.run), verdict(result)]
     if not result.hooked:
         out.append(
             Text(

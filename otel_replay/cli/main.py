@@ -54,6 +54,7 @@ VERBS: dict[str, Verb] = {
         "replay",
         "Re-execute CMD against the recorded RUN and report where it diverges.",
     ),
+    "report": Verb("_report", "report", "Write the step-through HTML report of RUN to FILE.html."),
     "runs": Verb("_runs", "runs", "List the recorded runs, newest first."),
     "show": Verb("_show", "show", "Show the steps of RUN in order."),
     "verify": Verb(

@@ -10,6 +10,7 @@ from otel_replay.replay._background import without_background
 from otel_replay.replay._boot import BOOT_DIR
 from otel_replay.replay._change import Change, category
 from otel_replay.replay._child import refuse_to_replay, start_replay
+from otel_replay.replay._diff import recorded_llm
 from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._live_from import WentLive
 from otel_replay.replay._model import RecordedStep, Run
@@ -67,6 +68,7 @@ __all__ = [
     "isolated_launcher",
     "isolation_notice",
     "isolation_unavailable",
+    "recorded_llm",
     "refuse_to_replay",
     "replaying",
     "start_replay",

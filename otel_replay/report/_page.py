@@ -1,0 +1,290 @@
+"""What the report page holds, as one JSON-ready document: the runs, their steps, the rows of
+the timeline (a run's steps, or two runs' aligned pairs) and their distinct contents.
+
+Each distinct piece of content (a body, a message, a set of tool definitions, a changed
+value) is stored once in ``contents`` and steps refer to it by position, so a conversation
+that re-sends its history costs its unique messages, not the square of its length. Without
+content the document holds no body, message, header or changed value: only metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from otel_replay import attributes as A
+from otel_replay.codecs import CODECS
+from otel_replay.errors import CodecError
+from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, recorded_llm
+from otel_replay.step import ENVELOPE_KINDS
+
+__all__ = ["page"]
+
+
+@dataclass(slots=True)
+class Contents:
+    """Distinct contents, in order of first use: :meth:`ref` gives the position of a value,
+    adding it when new."""
+
+    values: list[Any] = field(default_factory=list)
+    _at: dict[str, int] = field(default_factory=dict)
+
+    def ref(self, value: Any) -> int:
+        key = value if isinstance(value, str) else "\0" + json.dumps(value, sort_keys=True)
+        at = self._at.get(key)
+        if at is None:
+            at = self._at[key] = len(self.values)
+            self.values.append(value)
+        return at
+
+    def refs(self, values: Sequence[Any]) -> list[int]:
+        return [self.ref(value) for value in values]
+
+
+def page(
+    a: Run, diff: RunDiff | None, *, content: bool, notes: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The document the page's script reads: run ``a`` alone, or ``diff`` (of ``a`` and
+    another run) aligned; ``content`` False leaves out every body, message and value."""
+    contents = Contents()
+    runs = [a] if diff is None else [diff.a, diff.b]
+    steps: list[dict[str, Any]] = []
+    at: list[dict[int, int]] = []  # per run: step index -> position in ``steps``
+    summaries: list[dict[str, Any]] = []
+    for run in runs:
+        depths = _depths(run.steps)
+        start = min((s.step.start_ns for s in run.steps if s.step.start_ns), default=0)
+        places: dict[int, int] = {}
+        begin = len(steps)
+        for recorded in run.steps:
+            places[recorded.step.index] = len(steps)
+            talk = _conversation(recorded) if recorded.step.kind == "llm" else None
+            shown = _step(recorded, depths[recorded.step.index], start, talk)
+            if content:
+                shown.update(_content(recorded, talk, contents))
+            steps.append(shown)
+        at.append(places)
+        summaries.append(_run(run, steps[begin:]))
+    if diff is None:
+        rows = [{"a": place} for place in at[0].values()]
+        first = None
+    else:
+        rows = [_row(pair, at, contents if content else None) for pair in diff.pairs]
+        divergence = diff.first_divergence
+        first = None if divergence is None else diff.pairs.index(divergence)
+    return {
+        "runs": summaries,
+        "steps": steps,
+        "rows": rows,
+        "first": first,
+        "diff": diff is not None,
+        "counts": None if diff is None else diff.counts(),
+        "content": content,
+        "notes": list(notes),
+        "contents": contents.values,
+    }
+
+
+def _run(run: Run, shown: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The header's facts of ``run``, whose steps are ``shown``."""
+    first = run.steps[0].attributes if run.steps else {}
+    fidelity = [s["fidelity"] for s in shown]
+    started = None
+    if run.start_ns:
+        when = datetime.fromtimestamp(run.start_ns / 1e9, tz=timezone.utc)
+        started = when.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return {
+        "id": run.run_id,
+        "source": run.source,
+        "mode": first.get(A.REPLAY_MODE) or "record",
+        "parent": first.get(A.REPLAY_PARENT_RUN_ID),
+        "commit": run.commit,
+        "seed": run.seed,
+        "started": started,
+        "steps": len(shown),
+        "exact": fidelity.count("exact"),
+        "semantic": fidelity.count("semantic"),
+        "tokens_in": sum(s["tokens_in"] or 0 for s in shown),
+        "tokens_out": sum(s["tokens_out"] or 0 for s in shown),
+    }
+
+
+def _depths(steps: Sequence[RecordedStep]) -> dict[int, int]:
+    """How many steps each step was made inside (0: an outer step); a chain that names a
+    step the run lacks, or goes round, stops there."""
+    parents = {s.step.index: s.step.within for s in steps}
+    out: dict[int, int] = {}
+    for index, within in parents.items():
+        depth, parent, seen = 0, within, {index}
+        while parent is not None and parent in parents and parent not in seen:
+            seen.add(parent)
+            depth += 1
+            parent = parents[parent]
+        out[index] = depth
+    return out
+
+
+def _name(recorded: RecordedStep) -> str:
+    """What the timeline calls a step: ``gpt-4o-mini`` (a model call's model, else its
+    endpoint), ``GET /tools/weather``, ``lookup_order``."""
+    step = recorded.step
+    if step.kind in ENVELOPE_KINDS:
+        return recorded.endpoint.partition(":")[2] or recorded.endpoint
+    if step.kind == "llm" and step.model:
+        return step.model
+    return recorded.endpoint
+
+
+def _step(
+    recorded: RecordedStep, depth: int, start_ns: int, talk: _Conversation | None
+) -> dict[str, Any]:
+    step, attrs = recorded.step, recorded.attributes
+    tokens_in, tokens_out = step.tokens_in, step.tokens_out
+    if talk is not None:  # a source that kept no counts (a bundle): the response's usage
+        tokens_in = talk.tokens_in if tokens_in is None else tokens_in
+        tokens_out = talk.tokens_out if tokens_out is None else tokens_out
+    fork = attrs.get(A.REPLAY_FORK_CHANGE)
+    if fork is None and attrs.get(A.REPLAY_MODE) == "fork":
+        fork = "served"
+    return {
+        "index": step.index,
+        "kind": step.kind,
+        "name": _name(recorded),
+        "endpoint": recorded.endpoint,
+        "model": step.model,
+        "offset_ms": (step.start_ns - start_ns) / 1e6 if step.start_ns and start_ns else None,
+        "duration_ms": recorded.duration_ns / 1e6,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "status": step.status_code,
+        "error": step.error_type,
+        "complete": step.complete,
+        "fidelity": recorded.fidelity,
+        "within": step.within,
+        "depth": depth,
+        "fork": fork if isinstance(fork, str) else None,
+        "effect": attrs.get(A.REPLAY_TOOL_EFFECT),
+        "request_size": len(recorded.request_body or b""),
+        "response_size": len(step.response_body),
+    }
+
+
+def _text(body: bytes | None) -> str | None:
+    if body is None:
+        return None
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _is_sse(headers: Sequence[tuple[str, str]]) -> bool:
+    return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
+
+
+def _json_list(value: Any) -> list[Any]:
+    """A span attribute holding a JSON array, as a list (``[]`` when it holds none)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+@dataclass(slots=True)
+class _Conversation:
+    """A model call's content, read from its bodies by the provider codec, else from its
+    span's GenAI attributes (a span of another instrumentation, without bytes)."""
+
+    system: list[Any] = field(default_factory=list)
+    tools: list[Any] = field(default_factory=list)
+    input: list[Any] = field(default_factory=list)
+    output: list[Any] = field(default_factory=list)
+    finish: list[str] = field(default_factory=list)
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+def _conversation(recorded: RecordedStep) -> _Conversation:
+    out = _Conversation()
+    request = recorded_llm(recorded)  # from its bytes, else from its span's attributes
+    if request is not None:
+        out.system, out.tools = request.system_instructions, request.tool_definitions
+        out.input = request.input_messages
+    step = recorded.step
+    codec = next((c for c in CODECS if c.name == recorded.endpoint), None)
+    if codec is not None and step.status_code is not None:
+        try:
+            streamed = _is_sse(step.response_headers)
+            response = codec.parse_response(step.status_code, step.response_body, streamed)
+            out.output = response.output_messages
+            said = response.attributes
+            reasons = said.get("gen_ai.response.finish_reasons")
+            out.finish = [str(r) for r in reasons] if isinstance(reasons, list | tuple) else []
+            out.tokens_in = _count(said.get("gen_ai.usage.input_tokens"))
+            out.tokens_out = _count(said.get("gen_ai.usage.output_tokens"))
+        except (ValueError, CodecError):
+            pass
+    if not out.output:
+        out.output = _json_list(recorded.attributes.get("gen_ai.output.messages"))
+    return out
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _content(
+    recorded: RecordedStep, talk: _Conversation | None, contents: Contents
+) -> dict[str, Any]:
+    """The step's content, as references into ``contents``: a model call's messages (and its
+    raw response when no message could be read from it, an error object say), any other
+    step's bodies; the request's URL and the headers of both sides."""
+    step = recorded.step
+    out: dict[str, Any] = {"url": step.url or None}
+    request, response = _text(recorded.request_body), _text(step.response_body)
+    if talk is not None:
+        out.update(
+            system=contents.ref(talk.system) if talk.system else None,
+            tools=contents.ref(talk.tools) if talk.tools else None,
+            input=contents.refs(talk.input),
+            output=contents.refs(talk.output),
+            finish=talk.finish,
+        )
+        if talk.input or talk.system:
+            request = None  # the messages say it; the bytes would repeat the whole history
+        if talk.output:
+            response = None
+    out["request"] = None if not request else contents.ref(request)
+    out["response"] = None if not response else contents.ref(response)
+    headers = [
+        [[k, v] for k, v in step.request_headers],
+        [[k, v] for k, v in step.response_headers],
+    ]
+    out["headers"] = contents.ref(headers) if any(headers) else None
+    return out
+
+
+def _row(pair: StepPair, at: list[dict[int, int]], contents: Contents | None) -> dict[str, Any]:
+    """One pair of the alignment: the positions of its steps, its status and its changes
+    (field and kind; the values too, as references, when ``contents`` is given)."""
+    changes = []
+    for change in pair.changes:
+        shown: dict[str, Any] = {"field": change.field, "kind": change.kind}
+        if contents is not None:
+            shown.update(
+                before=None if change.recorded is None else contents.ref(change.recorded),
+                after=None if change.replayed is None else contents.ref(change.replayed),
+            )
+        changes.append(shown)
+    return {
+        "a": None if pair.a is None else at[0][pair.a.step.index],
+        "b": None if pair.b is None else at[1][pair.b.step.index],
+        "status": pair.status,
+        "fields": pair.fields(),
+        "changes": changes,
+    }

@@ -1,0 +1,43 @@
+"""``otel_replay.report.render`` on Runs built here: what no content may do to the page (close
+its script, inject markup, carry a lone surrogate), and each body written once."""
+
+from __future__ import annotations
+
+import json
+
+from otel_replay.report import render
+from tests.report._document import document, run, step
+
+CHAT = "http://llm.test/v1/chat/completions"
+
+
+def test_content_never_closes_the_script_nor_becomes_markup() -> None:
+    hostile = b'{"note": "</script><script>alert(1)</script><!--"}'
+    html = render(run(step(0, "http://tools.test/a", b"", hostile), run_id="r_<b>x</b>"))
+    assert "<script>alert(1)" not in html and "<!--" not in html
+    assert html.count("</script>") == 2  # the data block's and the script's own
+    assert "r_&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html.split("<script")[0]
+    page = document(html)
+    assert page["contents"][page["steps"][0]["response"]] == hostile.decode()
+
+
+def test_a_body_repeated_in_many_steps_is_written_once() -> None:
+    body = json.dumps({"items": ["x" * 5000]}).encode()
+    html = render(run(*(step(i, f"http://tools.test/{i}", b"", body) for i in range(50))))
+    page = document(html)
+    assert len(page["steps"]) == 50 and len({s["response"] for s in page["steps"]}) == 1
+    assert html.count("x" * 5000) == 1
+
+
+def test_a_lone_surrogate_in_a_message_is_carried_escaped() -> None:
+    request = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    answer = (
+        b'{"id": "c", "object": "chat.completion", "model": "m", "choices": [{"index": 0,'
+        b' "message": {"role": "assistant", "content": "bad \\ud800 half"},'
+        b' "finish_reason": "stop"}]}'
+    )
+    html = render(run(step(0, CHAT, request, answer, kind="llm")))
+    html.encode()  # writable as UTF-8
+    page = document(html)
+    (message,) = [page["contents"][i] for i in page["steps"][0]["output"]]
+    assert message["parts"][0]["content"] == "bad \ud800 half"
