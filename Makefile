@@ -15,7 +15,7 @@ PHOENIX := $(VENV)/phoenix
 PHOENIX_VERSION := 20.26.1
 # s3rver (an S3 server that keeps objects on disk) for tests/store/test_s3rver.py: pinned by
 # tests/store/s3rver/package-lock.json, installed with npm into .venv/node. Node.js and npm
-# come from Debian's packages when node is missing.
+# come from Debian's packages when node is missing (after chromium: one apt-get at a time).
 S3RVER_PKG := tests/store/s3rver
 NODE_DIR := $(VENV)/node
 # Debian's chromium, which tests/report drive through Playwright (Playwright's own browser
@@ -24,8 +24,13 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test test-fast lint types unit unit-fast docs setup clean
 
-setup: $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed $(CHROMIUM) \
+SETUP_PARTS := $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed $(CHROMIUM) \
 	$(PHOENIX)/.installed-$(PHOENIX_VERSION)
+
+# The parts install side by side (downloads and unpacking overlap): a fresh machine's set-up
+# takes the longest part's time, not the sum.
+setup:
+	@$(MAKE) --no-print-directory -j4 $(SETUP_PARTS)
 
 # A venv with a current pip and nothing else (no setuptools), put in by the system's pip:
 # faster than ensurepip's old pip followed by an upgrade, and current pip resolves much faster.
@@ -49,13 +54,13 @@ $(MCP1)/.installed: Makefile | $(VENV)/.installed
 	$(BIN)/pip install --quiet --no-deps --target $(MCP1) $(MCP1_PACKAGES)
 	touch $@
 
-$(PHOENIX)/.installed-$(PHOENIX_VERSION): | $(VENV)/.installed
+$(PHOENIX)/.installed-$(PHOENIX_VERSION): | $(BIN)/pip
 	rm -rf $(PHOENIX)
 	$(PYTHON) -m venv --without-pip $(PHOENIX)
 	$(BIN)/pip --python $(PHOENIX)/bin/python install --quiet arize-phoenix==$(PHOENIX_VERSION)
 	touch $@
 
-$(NODE_DIR)/.installed: $(addprefix $(S3RVER_PKG)/,package.json package-lock.json .npmrc) | $(VENV)/.installed
+$(NODE_DIR)/.installed: $(addprefix $(S3RVER_PKG)/,package.json package-lock.json .npmrc) | $(VENV)/.installed $(CHROMIUM)
 	@command -v node >/dev/null || { \
 	  command -v apt-get >/dev/null || { echo "node is missing: install Node.js >= 18 and npm" >&2; exit 1; }; \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
