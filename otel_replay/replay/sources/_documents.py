@@ -1,19 +1,26 @@
 """Raw source bytes into OTLP trace documents: JSON lines, one JSON document, or protobuf,
-sniffed from the content."""
+gzip or zstd, length-prefixed as the Collector's file exporter writes them or not, sniffed
+from the content."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from otel_replay.errors import SourceError
+from otel_replay.replay.sources._framing import (
+    ZSTD_MAGIC,
+    is_length_prefixed,
+    length_prefixed,
+    unzstd,
+)
 from otel_replay.replay.sources._limits import Limits, gunzip
 from otel_replay.replay.sources._protobuf import WireError, decode_traces, split_messages
 
-__all__ = ["Document", "documents"]
+__all__ = ["Decoded", "Document", "decode", "documents"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _JSON_STARTS = frozenset(b"{[")
@@ -30,15 +37,57 @@ class Document:
     resource_spans: list[Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """The trace documents read, and ``cut``: the half-written end a growing file's read
+    left out, said in one line (None: nothing was left out)."""
+
+    documents: list[Document]
+    cut: str | None = None
+
+
 def documents(data: bytes, source: str, limits: Limits) -> list[Document]:
     """The trace documents in ``data``, read from ``source`` (named in errors).
 
-    Raises SourceError, naming the source (and the line, for JSON lines), when the data is
-    empty, truncated, corrupt, not OTLP trace data, or past ``limits`` once gunzipped or in
+    Raises SourceError, naming the source (and the line or record), when the data is empty,
+    truncated, corrupt, not OTLP trace data, or past ``limits`` once decompressed or in
     one line.
     """
+    return decode(data, source, limits).documents
+
+
+def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -> Decoded:
+    """:func:`documents`, for a file that may be ``growing`` too: one the Collector is
+    writing, whose half-written last line, record or zstd frame is left out (and said in
+    :attr:`Decoded.cut`) rather than an error. Damage before it is an error all the same."""
+    cut = None
     if data[:2] == _GZIP_MAGIC:
         data = gunzip(data, source, limits)
+    elif data[:4] == ZSTD_MAGIC:
+        whole = unzstd(data, source, limits, growing=growing)
+        data, cut = whole.parts[0][1], whole.cut
+        if not data.strip(_WHITESPACE) and cut:
+            return Decoded([], cut)
+    if is_length_prefixed(data):
+        records = length_prefixed(data, source, growing=growing)
+        return Decoded(_records(records.parts, limits), records.cut or cut)
+    try:
+        return Decoded(_plain(data, source, limits), cut)
+    except SourceError:
+        head, newline, tail = data.rpartition(b"\n")
+        if not growing or not newline or not tail.strip(_WHITESPACE):
+            raise
+        try:
+            complete = _plain(head + newline, source, limits)
+        except SourceError:
+            pass
+        else:
+            line = head.count(b"\n") + 2
+            return Decoded(complete, f"{source}:{line}: left out a line being written")
+        raise
+
+
+def _plain(data: bytes, source: str, limits: Limits) -> list[Document]:
     body = data.removeprefix(_BOM).lstrip(_WHITESPACE)
     if not body:
         raise SourceError(f"{source} is empty: no OTLP trace data")
@@ -84,6 +133,23 @@ def _protobuf_documents(data: bytes, source: str) -> list[Document]:
             f"{source} is neither OTLP JSON nor OTLP protobuf trace data, or it is truncated "
             f"({exc})"
         ) from None
+
+
+def _records(parts: list[tuple[str, bytes]], limits: Limits) -> list[Document]:
+    """The documents of length-prefixed records: zstd frames or not, of OTLP JSON or
+    protobuf; what they decompress to counts against ``limits`` all together."""
+    out: list[Document] = []
+    budget = limits.max_bytes
+    for where, framed in parts:
+        record = framed
+        if framed[:4] == ZSTD_MAGIC:
+            record = unzstd(framed, where, replace(limits, max_bytes=budget)).parts[0][1]
+            budget -= len(record)
+        if record[:1] == b"{":
+            out.extend(_line(record, where))
+        else:
+            out.extend(_protobuf_documents(record, where))
+    return out
 
 
 def _spans_of(document: dict[str, Any]) -> list[Any]:

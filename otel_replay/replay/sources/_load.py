@@ -11,9 +11,10 @@ from urllib.request import url2pathname
 from otel_replay import settings
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
+from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._bundle import is_bundle, read_bundle
-from otel_replay.replay.sources._documents import documents
+from otel_replay.replay.sources._documents import Document, documents
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._group import (
     GroupingError,
@@ -37,8 +38,10 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
     """The run ``ref`` names, rebuilt with its payloads.
 
     ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
-    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides; a path
-    or a ``file:`` URL of this host), a bundle directory (``otel-replay export``) or an
+    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf, gzip or zstd, as the
+    Collector's file exporter writes them or not: the content decides; a path or a ``file:``
+    URL of this host), a bundle directory (``otel-replay export``), a directory of such
+    files (the file exporter's rotated output: :mod:`._archive`) or an
     http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}`` too). ``ref#RUN_ID`` picks
     one run of a source that holds several (by run id, or by the trace id of any of its
     traces); without it such a source is an error that lists them. Which spans make a run:
@@ -79,7 +82,8 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
         if is_bundle(path):
             return [_bundled(path, selector, limits)]
         if path.is_dir():
-            raise SourceError(f"{path} is a directory, not an OTLP file or a bundle")
+            docs = read_archive(path, limits).documents
+            return runs_of(docs, str(path), selector)
         try:
             data = read_file(path, limits)
         except OSError as exc:
@@ -101,7 +105,12 @@ def read_runs(
     (default: from the environment).
     """
     limits = limits if limits is not None else Limits.from_env()
-    spans = span_dicts(documents(data, source, limits))
+    return runs_of(documents(data, source, limits), source, selector)
+
+
+def runs_of(docs: list[Document], source: str, selector: str | None = None) -> list[SourceRun]:
+    """:func:`read_runs` of documents already read."""
+    spans = span_dicts(docs)
     try:
         grouped = group_runs(spans)
     except GroupingError as exc:
