@@ -6,13 +6,12 @@ Rotation (timberjack, lumberjack before it) renames the live file ``NAME.EXT`` t
 ``2006-01-02T15-04-05.000`` in UTC or local time, and starts a new live file. A run whose
 spans are spread over several files is read as one: each live file's backups oldest first,
 then the live file. A live file may end in a record the Collector is writing: it is left out
-with a note (logged), not an error.
+with a note, not an error.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -25,8 +24,6 @@ from otel_replay.replay.sources._limits import Limits
 from otel_replay.store import ImportedFile
 
 __all__ = ["ArchiveFile", "ArchiveRead", "archive_files", "read_archive"]
-
-_log = logging.getLogger("otel_replay")
 
 _HEAD_BYTES = 64 * 1024
 _BACKUP = re.compile(
@@ -68,12 +65,13 @@ def _unreadable(exc: OSError) -> None:
 
 
 def _archive_file(path: Path) -> ArchiveFile:
-    suffix = path.suffix  # the exporter keeps the last extension after the rotation time
-    stem = path.name[: len(path.name) - len(suffix)]
-    backup = _BACKUP.match(stem)
-    if backup is None:
-        return ArchiveFile(path, path, None)
-    return ArchiveFile(path, path.with_name(backup["name"] + suffix), backup["time"])
+    # The time goes before the last extension; a name without one ends with the time,
+    # whose milliseconds look like an extension.
+    for suffix in (path.suffix, ""):
+        backup = _BACKUP.match(path.name[: len(path.name) - len(suffix)])
+        if backup is not None:
+            return ArchiveFile(path, path.with_name(backup["name"] + suffix), backup["time"])
+    return ArchiveFile(path, path, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +111,6 @@ def read_archive(
         budget -= len(data)
         decoded = decode(data, str(file.path), limits, growing=file.rotated is None)
         if decoded.cut is not None:
-            _log.warning("otel-replay: %s", decoded.cut)
             notes.append(decoded.cut)
         docs.extend(decoded.documents)
         digest = hashlib.sha256(data).digest()

@@ -1,21 +1,27 @@
-"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans."""
+"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans;
+an archive directory incrementally."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
-from otel_replay.replay.sources._build import SourceRun
-from otel_replay.replay.sources._runs import attrs_of, int_value
+from otel_replay.replay.sources._archive import read_archive
+from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._group import GroupingError, group_runs, select
+from otel_replay.replay.sources._limits import Limits
+from otel_replay.replay.sources._runs import SpanRun, attrs_of, int_value
+from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
 
-__all__ = ["ImportReport", "import_runs"]
+__all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs"]
 
 
 Outcome = Literal["imported", "present", "completed"]
@@ -150,7 +156,8 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
     ids.update(str(span.get("span_id")) for span in store.spans(run_id))
     steps = {str(span.get("span_id")) for span in loaded.step_spans.values()}
     own = {str(s.get("span_id")) for s in loaded.spans if _is_run_span(s, run_id)}
-    if steps and not steps & ids:
+    # A run row with nothing in it is what an import cut off before its steps leaves.
+    if ids and steps and not steps & ids:
         raise SourceError(
             f"the store at {store.location} already holds a different run {run_id!r}; "
             "nothing imported"
@@ -247,3 +254,57 @@ def _stored(facts: RunFacts, recorded: RecordedStep, span: Mapping[str, Any]) ->
         tokens_out=int_value(attrs.get("gen_ai.usage.output_tokens")) if llm else None,
         run=facts,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveImport:
+    """What importing an archive directory did: files read and skipped (imported before,
+    unchanged), the notes on half-written ends left out, and one report per run read."""
+
+    read: int
+    skipped: int
+    notes: list[str]
+    runs: list[ImportReport]
+
+
+def import_archive(
+    store: Store, root: Path, selector: str | None = None, limits: Limits | None = None
+) -> ArchiveImport:
+    """Import the runs of the archive directory ``root`` that ``store`` lacks, reading only
+    the files it has not imported whole before (by size, time and first bytes: a renamed
+    file is known); ``selector`` picks one run (and then nothing is remembered as read).
+
+    A run spread over files read now and before is rebuilt from the spans the store holds
+    and those read, and completed. The files are remembered once their runs are flushed:
+    cut off before that, the next import reads them again and adds what is missing.
+    Raises SourceError (an unreadable or corrupt file, a different run by a held id).
+    """
+    limits = limits if limits is not None else Limits.from_env()
+    known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()}
+    archive = read_archive(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known)
+    reports: list[ImportReport] = []
+    if archive.documents:
+        source = str(root)
+        try:
+            grouped = group_runs(span_dicts(archive.documents))
+        except GroupingError as exc:
+            raise SourceError(f"{source}: {exc}") from None
+        if selector is not None:
+            grouped = select(grouped, selector)
+            if not grouped:
+                raise SourceError(f"{source} has no run {selector!r} in the files read")
+        reports = import_runs(store, [build_run(_with_held(store, run), source) for run in grouped])
+    if selector is None:
+        store.note_imported(archive.read)
+    return ArchiveImport(len(archive.read), len(archive.skipped), archive.notes, reports)
+
+
+def _with_held(store: Store, run: SpanRun) -> SpanRun:
+    """``run`` with the spans the store holds of it before its own (its earlier files')."""
+    try:
+        held = store.spans(run.run_id)
+    except RunNotFoundError:
+        return run
+    ids = {(span.get("trace_id"), span.get("span_id")) for span in held}
+    fresh = [s for s in run.spans if (s.get("trace_id"), s.get("span_id")) not in ids]
+    return SpanRun(run.run_id, (*held, *fresh))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +30,9 @@ from otel_replay.replay.sources._runs import SpanRun
 from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.store import RunInfo, Store
 
-__all__ = ["load_run", "load_sources", "only_run", "read_runs", "stored_run"]
+__all__ = ["archive_of", "load_run", "load_sources", "only_run", "read_runs", "stored_run"]
+
+_log = logging.getLogger("otel_replay")
 
 _FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".protobuf", ".otlp", ".bin", ".gz")
 
@@ -82,8 +85,10 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
         if is_bundle(path):
             return [_bundled(path, selector, limits)]
         if path.is_dir():
-            docs = read_archive(path, limits).documents
-            return runs_of(docs, str(path), selector)
+            archive = read_archive(path, limits)
+            for note in archive.notes:
+                _log.warning("otel-replay: %s", note)
+            return runs_of(archive.documents, str(path), selector)
         try:
             data = read_file(path, limits)
         except OSError as exc:
@@ -92,6 +97,17 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     if _looks_like_path(ref):
         raise SourceError(f"no such file: {ref}")
     return [_from_store(ref, store)]
+
+
+def archive_of(ref: str) -> tuple[Path, str | None] | None:
+    """The archive directory ``ref`` names (not a bundle) and its ``#RUN_ID`` selector, or
+    None when ``ref`` names something else."""
+    if ref[:5].lower() == "file:":
+        ref = _local(ref)
+    path, selector = _split(ref)
+    if path is None or not path.is_dir() or is_bundle(path):
+        return None
+    return path, selector
 
 
 def read_runs(
