@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 import zstandard
 from click.testing import Result
@@ -317,3 +318,30 @@ def test_import_of_a_copied_archive_adds_nothing(recorded: Recorded, tmp_path: P
         f"2 files read, 0 skipped, 0 runs imported, 0 completed into {store}"
     )
     assert sorted(_ids(store)) == sorted(RUNS)
+
+
+def test_a_run_with_no_step_does_not_stop_the_others(recorded: Recorded, tmp_path: Path) -> None:
+    """An agent that failed before its first call leaves a run span and nothing to replay:
+    the archive's other runs are read and imported all the same; named, it is refused."""
+    archive = tmp_path / "archive"
+    (live,) = write_rotated(archive, Exporter("json"), [batches(recorded.raw, 4)])
+    span = {
+        "traceId": "5b8aa5a2d2c872e8321cf37308d69df2",
+        "spanId": "051581bf3cb55c13",
+        "name": "invoke_agent support",
+        "startTimeUnixNano": "1763715600000000000",
+        "endTimeUnixNano": "1763715600100000000",
+        "status": {"code": 2, "message": "KeyError"},
+        "attributes": [
+            {"key": "replay.run.id", "value": {"stringValue": "r_failed_early"}},
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+        ],
+    }
+    line = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [span]}]}]}
+    with live.open("ab") as stream:
+        stream.write(orjson.dumps(line) + b"\n")
+    assert {r.run.run_id for r in load_sources(str(archive))} == RUNS
+    store = tmp_path / "store"
+    assert _import(archive, store)[-1].startswith("1 file read, 0 skipped, 4 runs imported")
+    refused = _cli_import(tmp_path, f"{archive}#r_failed_early")
+    assert "has no replayable steps" in assert_bad_input(refused, "r_failed_early")

@@ -16,7 +16,7 @@ from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._group import GroupingError, group_runs, select
 from otel_replay.replay.sources._limits import Limits
-from otel_replay.replay.sources._runs import SpanRun, attrs_of, int_value
+from otel_replay.replay.sources._runs import SpanRun, attrs_of, has_steps, int_value
 from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
@@ -272,7 +272,8 @@ def import_archive(
 ) -> ArchiveImport:
     """Import the runs of the archive directory ``root`` that ``store`` lacks, reading only
     the files it has not imported whole before (by size, time and first bytes: a renamed
-    file is known); ``selector`` picks one run (and then nothing is remembered as read).
+    file is known); ``selector`` picks one run (then every file is read, and none is
+    remembered as read).
 
     A run spread over files read now and before is rebuilt from the spans the store holds
     and those read, and completed. The files are remembered once their runs are flushed:
@@ -280,20 +281,22 @@ def import_archive(
     Raises SourceError (an unreadable or corrupt file, a different run by a held id).
     """
     limits = limits if limits is not None else Limits.from_env()
-    known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()}
+    known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()} if not selector else ()
     archive = read_archive(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known)
-    reports: list[ImportReport] = []
-    if archive.documents:
-        source = str(root)
-        try:
-            grouped = group_runs(span_dicts(archive.documents))
-        except GroupingError as exc:
-            raise SourceError(f"{source}: {exc}") from None
-        if selector is not None:
-            grouped = select(grouped, selector)
-            if not grouped:
-                raise SourceError(f"{source} has no run {selector!r} in the files read")
-        reports = import_runs(store, [build_run(_with_held(store, run), source) for run in grouped])
+    source = str(root)
+    try:
+        grouped = group_runs(span_dicts(archive.documents))
+    except GroupingError as exc:
+        raise SourceError(f"{source}: {exc}") from None
+    if selector is not None:
+        grouped = select(grouped, selector)
+        if not grouped:
+            raise SourceError(f"{source} has no run {selector!r}")
+    whole = [_with_held(store, run) for run in grouped]
+    # A run with no step (an agent that failed before its first call) has nothing to
+    # replay, and must not stop every later import.
+    runs = [run for run in whole if selector is not None or has_steps(run)]
+    reports = import_runs(store, [build_run(run, source) for run in runs]) if runs else []
     if selector is None:
         store.note_imported(archive.read)
     return ArchiveImport(len(archive.read), len(archive.skipped), archive.notes, reports)

@@ -6,6 +6,7 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -26,7 +27,7 @@ from otel_replay.replay.sources._group import (
     summary,
 )
 from otel_replay.replay.sources._limits import Limits, read_file
-from otel_replay.replay.sources._runs import SpanRun
+from otel_replay.replay.sources._runs import SpanRun, has_steps
 from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.store import RunInfo, Store
 
@@ -88,7 +89,7 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
             archive = read_archive(path, limits)
             for note in archive.notes:
                 _log.warning("otel-replay: %s", note)
-            return runs_of(archive.documents, str(path), selector)
+            return runs_of(archive.documents, str(path), selector, stepless="skip")
         try:
             data = read_file(path, limits)
         except OSError as exc:
@@ -124,8 +125,15 @@ def read_runs(
     return runs_of(documents(data, source, limits), source, selector)
 
 
-def runs_of(docs: list[Document], source: str, selector: str | None = None) -> list[SourceRun]:
-    """:func:`read_runs` of documents already read."""
+def runs_of(
+    docs: list[Document],
+    source: str,
+    selector: str | None = None,
+    stepless: Literal["refuse", "skip"] = "refuse",
+) -> list[SourceRun]:
+    """:func:`read_runs` of documents already read. ``stepless="skip"`` leaves out the runs
+    with no step (unless ``selector`` names one): an archive holds every run the Collector
+    saw, an agent that failed before its first call among them."""
     spans = span_dicts(docs)
     try:
         grouped = group_runs(spans)
@@ -136,6 +144,8 @@ def runs_of(docs: list[Document], source: str, selector: str | None = None) -> l
         if not chosen:
             raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
         grouped = chosen
+    elif stepless == "skip":
+        grouped = [run for run in grouped if has_steps(run)]
     if not grouped:
         raise SourceError(f"{source} has no replayable steps (no GenAI or replay step spans)")
     return [build_run(run, source) for run in grouped]
