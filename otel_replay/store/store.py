@@ -516,47 +516,25 @@ class Store:
         adds to that run rather than recording the id again. RunNotFoundError when unknown."""
         row = self._row(run_id)
         with self._index.guard():
-            (recording,) = (
-                self._index.conn()
-                .execute("SELECT recording FROM runs WHERE id = ?", (row.id,))
-                .fetchone()
-            )
-        return str(recording)
+            return _rows.recording_of(self._index.conn(), row)
 
     # -- imported files --------------------------------------------------------------------
 
     def imported_files(self) -> list[ImportedFile]:
-        """The trace files imported so far (``note_imported``), oldest first.
+        """The trace files imported so far (:meth:`note_imported`), oldest first.
 
         The list lives in the index, a cache: after ``verify --rebuild-index`` it starts
         empty again, and the next import reads every file once more (adding no run twice).
         """
         with self._index.guard():
-            rows = (
-                self._index.conn()
-                .execute(
-                    "SELECT path, size, mtime_ns, head, digest FROM imported_files ORDER BY read_ns"
-                )
-                .fetchall()
-            )
-        return [
-            ImportedFile(path, size, mtime, head, digest)
-            for path, size, mtime, head, digest in rows
-        ]
+            return _rows.imported_files(self._index.conn())
 
     def note_imported(self, files: Iterable[ImportedFile]) -> None:
         """Remember ``files`` as imported; call it once their runs are flushed."""
-        rows: list[tuple[object, ...]] = [
-            (f.path, f.size, f.mtime_ns, f.head, f.digest, time.time_ns()) for f in files
-        ]
         with self._lock:
             self._check_writable()
             with self._index.transaction() as tx:
-                tx.executemany(
-                    "INSERT OR REPLACE INTO imported_files "
-                    "(path, size, mtime_ns, head, digest, read_ns) VALUES (?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
+                _rows.note_imported(tx.conn, files, time.time_ns())
 
     # -- upkeep ----------------------------------------------------------------------------
 
