@@ -14,10 +14,9 @@ from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._build import SourceRun, build_run
-from otel_replay.replay.sources._group import GroupingError, group_runs, select
 from otel_replay.replay.sources._limits import Limits
+from otel_replay.replay.sources._load import span_runs
 from otel_replay.replay.sources._runs import SpanRun, attrs_of, has_steps, int_value
-from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
 
@@ -284,15 +283,7 @@ def import_archive(
     known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()} if not selector else ()
     archive = read_archive(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known)
     source = str(root)
-    try:
-        grouped = group_runs(span_dicts(archive.documents))
-    except GroupingError as exc:
-        raise SourceError(f"{source}: {exc}") from None
-    if selector is not None:
-        grouped = select(grouped, selector)
-        if not grouped:
-            raise SourceError(f"{source} has no run {selector!r}")
-    whole = [_with_held(store, run) for run in grouped]
+    whole = [_with_held(store, run) for run in span_runs(archive.documents, source, selector)]
     # A run with no step (an agent that failed before its first call) has nothing to
     # replay, and must not stop every later import.
     runs = [run for run in whole if selector is not None or has_steps(run)]

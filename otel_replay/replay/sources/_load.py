@@ -134,21 +134,27 @@ def runs_of(
     """:func:`read_runs` of documents already read. ``stepless="skip"`` leaves out the runs
     with no step (unless ``selector`` names one): an archive holds every run the Collector
     saw, an agent that failed before its first call among them."""
-    spans = span_dicts(docs)
-    try:
-        grouped = group_runs(spans)
-    except GroupingError as exc:
-        raise SourceError(f"{source}: {exc}") from None
-    if selector is not None:
-        chosen = select(grouped, selector)
-        if not chosen:
-            raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
-        grouped = chosen
-    elif stepless == "skip":
+    grouped = span_runs(docs, source, selector)
+    if selector is None and stepless == "skip":
         grouped = [run for run in grouped if has_steps(run)]
     if not grouped:
         raise SourceError(f"{source} has no replayable steps (no GenAI or replay step spans)")
     return [build_run(run, source) for run in grouped]
+
+
+def span_runs(docs: list[Document], source: str, selector: str | None = None) -> list[SpanRun]:
+    """The runs of ``docs`` as spans, ``selector``'s only when given; SourceError naming
+    ``source`` when the spans cannot be grouped or no run is ``selector``."""
+    try:
+        grouped = group_runs(span_dicts(docs))
+    except GroupingError as exc:
+        raise SourceError(f"{source}: {exc}") from None
+    if selector is None:
+        return grouped
+    chosen = select(grouped, selector)
+    if not chosen:
+        raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
+    return chosen
 
 
 def _bundled(path: Path, selector: str | None, limits: Limits) -> SourceRun:
