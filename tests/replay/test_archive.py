@@ -345,3 +345,24 @@ def test_a_run_with_no_step_does_not_stop_the_others(recorded: Recorded, tmp_pat
     assert _import(archive, store)[-1].startswith("1 file read, 0 skipped, 4 runs imported")
     refused = _cli_import(tmp_path, f"{archive}#r_failed_early")
     assert "has no replayable steps" in assert_bad_input(refused, "r_failed_early")
+
+
+def test_an_archive_past_the_bound_is_imported_a_part_at_a_time(
+    recorded: Recorded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read whole, the archive is past ``OTEL_REPLAY_SOURCE_MAX_BYTES``; import reads it
+    in parts within the bound, and a run whose spans span parts is one run, whole."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    paths = write_rotated(archive, Exporter("json"), split(batches(recorded.raw, 2), 4))
+    bound = str(max(path.stat().st_size for path in paths) + 1)
+    monkeypatch.setenv("OTEL_REPLAY_SOURCE_MAX_BYTES", bound)
+    shown = run_cli("show", f"{archive}#{SUPPORT}", "--store", str(store))
+    line = assert_bad_input(shown, str(archive))
+    assert f"more than {bound} bytes" in line and f"otel-replay import {archive}" in line
+    out = _import(archive, store)
+    assert out[-1] == (
+        f"{len(paths)} files read, 0 skipped, 4 runs imported, 0 completed into {store}"
+    )
+    assert f"{SUPPORT}: imported 9 steps (9 exact, 0 semantic), 9 stored with their bytes" in out
+    assert sorted(_ids(store)) == sorted(RUNS)
+    assert_matches_wire(load_run(SUPPORT, store=str(store)), recorded)

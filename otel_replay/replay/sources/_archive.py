@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from otel_replay.errors import SourceError
@@ -23,7 +23,7 @@ from otel_replay.replay.sources._documents import Document, decode
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.store import ImportedFile
 
-__all__ = ["ArchiveFile", "ArchiveRead", "archive_files", "read_archive"]
+__all__ = ["ArchiveFile", "ArchiveRead", "archive_files", "archive_parts", "read_archive"]
 
 _HEAD_BYTES = 64 * 1024
 _BACKUP = re.compile(
@@ -74,49 +74,69 @@ def _archive_file(path: Path) -> ArchiveFile:
     return ArchiveFile(path, path, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ArchiveRead:
-    """What reading an archive gave: the documents of the files read, in order, the files
-    read (as an import remembers them), those skipped as already imported, and the notes
-    on half-written ends left out."""
+    """What reading (part of) an archive gave: the documents of the files read, in order,
+    and their size once decompressed; the files read (as an import remembers them), those
+    skipped as imported already, and the notes on half-written ends left out."""
 
-    documents: list[Document]
-    read: list[ImportedFile]
-    skipped: list[Path]
-    notes: list[str]
+    documents: list[Document] = field(default_factory=list)
+    size: int = 0
+    read: list[ImportedFile] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
-def read_archive(
-    root: Path, limits: Limits, skip: Callable[[ImportedFile], bool] | None = None
-) -> ArchiveRead:
-    """Read the archive at ``root`` within ``limits`` (all its files together); a file
-    ``skip`` says was imported already is not read.
+def read_archive(root: Path, limits: Limits) -> ArchiveRead:
+    """Every file of the archive at ``root``, read within ``limits`` all together.
 
     Raises SourceError naming the file (and the line or record) when one cannot be read,
-    is corrupt, is truncated (but for a live file's last record), or is past the limits.
+    is corrupt, is truncated (but for a live file's last record), or when the archive is
+    past the limits.
     """
-    docs: list[Document] = []
-    read: list[ImportedFile] = []
-    skipped: list[Path] = []
-    notes: list[str] = []
-    budget = limits.max_bytes
+    whole = ArchiveRead()
+    for part in archive_parts(root, limits):
+        if whole.size + part.size > limits.max_bytes:
+            raise SourceError(
+                f"{limits.too_large(str(root))}; `otel-replay import {root}` reads it a "
+                "part at a time"
+            )
+        whole.documents += part.documents
+        whole.size += part.size
+        whole.read += part.read
+        whole.notes += part.notes
+    return whole
+
+
+def archive_parts(
+    root: Path, limits: Limits, skip: Callable[[ImportedFile], bool] | None = None
+) -> Iterator[ArchiveRead]:
+    """The archive at ``root`` read in parts, in order, each part whole files within
+    ``limits`` once decompressed; a file ``skip`` says was imported already is not read.
+
+    Raises SourceError as :func:`read_archive` does (one file past the limits included).
+    """
+    part = ArchiveRead()
     for file in archive_files(root):
         head, size, mtime_ns = _peek(file.path)
         if size == 0:
             continue  # a live file just started (or rotated): nothing in it yet
         if skip is not None and skip(ImportedFile(str(file.path), size, mtime_ns, head, b"")):
-            skipped.append(file.path)
+            part.skipped.append(file.path)
             continue
-        data = _read(file.path, budget, limits)
-        budget -= len(data)
+        data = _read(file.path, limits)
         decoded = decode(data, str(file.path), limits, growing=file.rotated is None)
+        if part.size and part.size + decoded.size > limits.max_bytes:
+            yield part
+            part = ArchiveRead()
+        part.documents += decoded.documents
+        part.size += decoded.size
         if decoded.cut is not None:
-            notes.append(decoded.cut)
-        docs.extend(decoded.documents)
+            part.notes.append(decoded.cut)
         digest = hashlib.sha256(data).digest()
         head = hashlib.sha256(data[:_HEAD_BYTES]).digest()
-        read.append(ImportedFile(str(file.path), len(data), mtime_ns, head, digest))
-    return ArchiveRead(docs, read, skipped, notes)
+        part.read.append(ImportedFile(str(file.path), len(data), mtime_ns, head, digest))
+    yield part
 
 
 def _peek(path: Path) -> tuple[bytes, int, int]:
@@ -130,12 +150,12 @@ def _peek(path: Path) -> tuple[bytes, int, int]:
     return head, stat.st_size, stat.st_mtime_ns
 
 
-def _read(path: Path, budget: int, limits: Limits) -> bytes:
+def _read(path: Path, limits: Limits) -> bytes:
     try:
         with path.open("rb") as stream:
-            data = stream.read(budget + 1)
+            data = stream.read(limits.max_bytes + 1)
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > budget:
-        raise limits.too_large(str(path.parent), "holds")
+    if len(data) > limits.max_bytes:
+        raise limits.too_large(str(path))
     return data

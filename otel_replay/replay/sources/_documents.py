@@ -39,11 +39,13 @@ class Document:
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """The trace documents read, and ``cut``: the half-written end a growing file's read
-    left out, said in one line (None: nothing was left out)."""
+    """The trace documents read, ``cut``: the half-written end a growing file's read left
+    out, said in one line (None: nothing was left out), and ``size``: the bytes of OTLP
+    data they were read from, once decompressed."""
 
     documents: list[Document]
-    cut: str | None = None
+    cut: str | None
+    size: int
 
 
 def documents(data: bytes, source: str, limits: Limits) -> list[Document]:
@@ -67,12 +69,13 @@ def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -
         whole = unzstd(data, source, limits, growing=growing)
         data, cut = whole.parts[0][1], whole.cut
         if not data.strip(_WHITESPACE) and cut:
-            return Decoded([], cut)
+            return Decoded([], cut, 0)
     if is_length_prefixed(data):
         records = length_prefixed(data, source, growing=growing)
-        return Decoded(_records(records.parts, limits), records.cut or cut)
+        docs, size = _records(records.parts, limits)
+        return Decoded(docs, records.cut or cut, size)
     try:
-        return Decoded(_plain(data, source, limits), cut)
+        return Decoded(_plain(data, source, limits), cut, len(data))
     except SourceError:
         head, newline, tail = data.rpartition(b"\n")
         if not growing or not newline or not tail.strip(_WHITESPACE):
@@ -83,7 +86,8 @@ def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -
             pass
         else:
             line = head.count(b"\n") + 2
-            return Decoded(complete, f"{source}:{line}: left out a line being written")
+            cut = f"{source}:{line}: left out a line being written"
+            return Decoded(complete, cut, len(head) + 1)
         raise
 
 
@@ -135,21 +139,23 @@ def _protobuf_documents(data: bytes, source: str) -> list[Document]:
         ) from None
 
 
-def _records(parts: list[tuple[str, bytes]], limits: Limits) -> list[Document]:
-    """The documents of length-prefixed records: zstd frames or not, of OTLP JSON or
-    protobuf; what they decompress to counts against ``limits`` all together."""
+def _records(parts: list[tuple[str, bytes]], limits: Limits) -> tuple[list[Document], int]:
+    """The documents of length-prefixed records (zstd frames or not, of OTLP JSON or
+    protobuf) and the bytes they hold once decompressed, which count against ``limits`` all
+    together."""
     out: list[Document] = []
-    budget = limits.max_bytes
+    size = 0
     for where, framed in parts:
         record = framed
         if framed[:4] == ZSTD_MAGIC:
-            record = unzstd(framed, where, replace(limits, max_bytes=budget)).parts[0][1]
-            budget -= len(record)
+            bound = replace(limits, max_bytes=limits.max_bytes - size)
+            record = unzstd(framed, where, bound).parts[0][1]
+        size += len(record)
         if record[:1] == b"{":
             out.extend(_line(record, where))
         else:
             out.extend(_protobuf_documents(record, where))
-    return out
+    return out, size
 
 
 def _spans_of(document: dict[str, Any]) -> list[Any]:

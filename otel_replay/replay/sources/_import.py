@@ -4,7 +4,7 @@ an archive directory incrementally."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,8 +12,9 @@ from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
-from otel_replay.replay.sources._archive import read_archive
+from otel_replay.replay.sources._archive import ArchiveRead, archive_parts
 from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._group import select
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._load import span_runs
 from otel_replay.replay.sources._runs import SpanRun, attrs_of, has_steps, int_value
@@ -274,23 +275,52 @@ def import_archive(
     file is known); ``selector`` picks one run (then every file is read, and none is
     remembered as read).
 
-    A run spread over files read now and before is rebuilt from the spans the store holds
-    and those read, and completed. The files are remembered once their runs are flushed:
-    cut off before that, the next import reads them again and adds what is missing.
-    Raises SourceError (an unreadable or corrupt file, a different run by a held id).
+    The files are read in parts within ``limits`` (default: from the environment), in the
+    order written, each part imported and its files remembered before the next is read:
+    cut off anywhere, the next import reads the rest. A run spread over several parts (or
+    over files imported before) is rebuilt from the spans the store holds and those read,
+    and completed. Raises SourceError (an unreadable or corrupt file, a different run by a
+    held id, no run ``selector``).
     """
     limits = limits if limits is not None else Limits.from_env()
     known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()} if not selector else ()
-    archive = read_archive(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known)
+    done = ArchiveImport(0, 0, [], [])
     source = str(root)
-    whole = [_with_held(store, run) for run in span_runs(archive.documents, source, selector)]
-    # A run with no step (an agent that failed before its first call) has nothing to
-    # replay, and must not stop every later import.
-    runs = [run for run in whole if selector is not None or has_steps(run)]
-    reports = import_runs(store, [build_run(run, source) for run in runs]) if runs else []
-    if selector is None:
-        store.note_imported(archive.read)
-    return ArchiveImport(len(archive.read), len(archive.skipped), archive.notes, reports)
+    for part in archive_parts(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known):
+        grouped = span_runs(part.documents, source)
+        if selector is not None:
+            grouped = select(grouped, selector)
+        whole = [_with_held(store, run) for run in grouped]
+        # A run with no step (an agent that failed before its first call) has nothing to
+        # replay, and must not stop every later import.
+        runs = [run for run in whole if selector is not None or has_steps(run)]
+        reports = import_runs(store, [build_run(run, source) for run in runs]) if runs else []
+        if selector is None:
+            store.note_imported(part.read)
+        done = _merged(done, part, reports)
+    if selector is not None and not done.runs:
+        raise SourceError(f"{source} has no run {selector!r}")
+    return done
+
+
+def _merged(done: ArchiveImport, part: ArchiveRead, reports: list[ImportReport]) -> ArchiveImport:
+    """``done`` and one more part: a run imported by an earlier part and completed by this
+    one was imported (its stored steps added up), one that was there before and completed
+    now was completed."""
+    runs = {report.run_id: report for report in done.runs}
+    for report in reports:
+        earlier = runs.get(report.run_id)
+        if earlier is not None and earlier.outcome != "present":
+            stored = earlier.stored + report.stored
+            runs[report.run_id] = replace(report, outcome=earlier.outcome, stored=stored)
+        else:
+            runs[report.run_id] = report
+    return ArchiveImport(
+        done.read + len(part.read),
+        done.skipped + len(part.skipped),
+        done.notes + part.notes,
+        list(runs.values()),
+    )
 
 
 def _with_held(store: Store, run: SpanRun) -> SpanRun:
