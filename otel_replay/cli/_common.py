@@ -166,7 +166,7 @@ def stored_ref(ref: str, store: str) -> str:
     """``ref`` with a run prefix or ``latest`` resolved to the run id it names in ``store``;
     a file (or anything with a ``/``) and a store that is not there are left to the loader,
     which names them in its error."""
-    if Path(ref.partition("#")[0]).expanduser().exists() or "/" in ref.partition("#")[0]:
+    if _is_source(ref):
         return ref
     try:
         opened = Store.open(store, create=False)

@@ -20,6 +20,7 @@ from click.testing import Result
 
 from otel_replay.replay.sources import load_run, load_sources
 from otel_replay.replay.sources._archive import archive_files
+from otel_replay.replay.sources._framing import is_length_prefixed
 from otel_replay.store import Store
 from tests.cli._checks import assert_bad_input, run_cli
 from tests.replay._collector_files import (
@@ -366,3 +367,15 @@ def test_an_archive_past_the_bound_is_imported_a_part_at_a_time(
     assert f"{SUPPORT}: imported 9 steps (9 exact, 0 semantic), 9 stored with their bytes" in out
     assert sorted(_ids(store)) == sorted(RUNS)
     assert_matches_wire(load_run(SUPPORT, store=str(store)), recorded)
+
+
+def test_varint_delimited_protobuf_is_not_taken_for_length_prefixed_records() -> None:
+    """A varint-delimited message whose bytes 2-5 look like a record start (4 bytes of
+    length, then field 1) is not the exporter's framing: its "first record" does not fit."""
+    message = bytes([0x0A, 38, 0x0A, 0x0A]) + bytes(36)
+    delimited = bytes([len(message)]) + message
+    assert delimited[4:5] == b"\n"
+    assert not is_length_prefixed(delimited)
+    record = b"\n\x03abc"
+    assert is_length_prefixed(len(record).to_bytes(4, "big") + record)
+    assert is_length_prefixed(len(record).to_bytes(4, "big") + record[:2], growing=True)

@@ -70,7 +70,7 @@ def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -
         data, cut = whole.parts[0][1], whole.cut
         if not data.strip(_WHITESPACE) and cut:
             return Decoded([], cut, 0)
-    if is_length_prefixed(data):
+    if is_length_prefixed(data, growing=growing):
         records = length_prefixed(data, source, growing=growing)
         docs, size = _records(records.parts, limits)
         return Decoded(docs, records.cut or cut, size)

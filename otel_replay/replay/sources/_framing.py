@@ -104,14 +104,18 @@ def _frame_end(data: bytes, pos: int) -> int | None:
     return at if at <= len(data) else None
 
 
-def is_length_prefixed(data: bytes) -> bool:
+def is_length_prefixed(data: bytes, *, growing: bool = False) -> bool:
     """True when ``data`` starts like the exporter's length-prefixed records: 4 bytes of
-    length, then a zstd frame, OTLP JSON or a protobuf trace message."""
+    length, then a zstd frame, OTLP JSON or a protobuf trace message, all of it there (but
+    in a ``growing`` file: the first record may be being written). A varint-delimited
+    sequence of messages is not taken for one."""
+    size = int.from_bytes(data[:4], "big")
     return (
         len(data) > 4
         and data[0] not in _NOT_A_LENGTH
-        and int.from_bytes(data[:4], "big") > 0
+        and size > 0
         and data[4:].startswith(_RECORD_STARTS)
+        and (growing or 4 + size <= len(data))
     )
 
 
