@@ -10,8 +10,9 @@ Matched against open-telemetry/opentelemetry-collector-contrib ``exporter/fileex
   (a16cbac0474ca5fa126f67db4f403713fb872beb): ``compression: zstd`` compresses each
   marshalled request into one zstd frame (``EncodeAll``) before that framing.
 * ``compression_writer.go`` (432a0e7093f680103eb6d9e0e1263140fb22347a), behind the
-  ``exporter.file.nativeCompression`` gate: the file is a zstd stream; with ``rotation``
-  each write is one frame, without it one frame runs until the next flush.
+  ``exporter.file.nativeCompression`` gate (``generated_feature_gates.go``, v0.154.0): the
+  file is a zstd stream; with ``rotation`` each write is one frame, without it one frame
+  runs until the next flush.
 * Rotation (``factory.go`` dfb8a5637b0a5975e7853ea2a372ab38819438d7, timberjack; lumberjack
   before it): the live file ``NAME.EXT`` is renamed ``NAME-2006-01-02T15-04-05.000.EXT``
   (timberjack adds ``-size`` or ``-time`` after the time) and a new live file begins.
@@ -58,18 +59,25 @@ class Exporter:
             return [buf, b"\n"]
         return [len(buf).to_bytes(4, "big") + buf]
 
-    def file(self, batches: Sequence[Sequence[ReadableSpan]], *, rotating: bool = True) -> bytes:
-        """A whole file holding ``batches``, one export request each."""
+    def file(self, batches: Sequence[Sequence[ReadableSpan]]) -> bytes:
+        """A whole file holding ``batches``, one export request each (native zstd: as with
+        ``rotation``, one frame per write)."""
         writes = [w for batch in batches for w in self.writes(batch)]
         if self.compression != "native":
             return b"".join(writes)
-        if rotating:  # one frame per write
-            return b"".join(zstandard.ZstdCompressor().compress(w) for w in writes)
+        return b"".join(zstandard.ZstdCompressor().compress(w) for w in writes)
+
+    def half_written(self, spans: Sequence[ReadableSpan]) -> bytes:
+        """The start of one more export request, as the live file holds it while the
+        Collector writes it: part of a line or record; with native zstd and no rotation, a
+        frame the next flush has not finished (its blocks so far)."""
+        if self.compression != "native":
+            return self.file([spans])[:-7]
         out = io.BytesIO()
         stream = zstandard.ZstdCompressor().stream_writer(out, closefd=False)
-        for write in writes:
+        for write in self.writes(spans):
             stream.write(write)
-        stream.flush(zstandard.FLUSH_FRAME)
+        stream.flush(zstandard.FLUSH_BLOCK)
         return out.getvalue()
 
 

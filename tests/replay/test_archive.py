@@ -126,7 +126,7 @@ def test_the_live_files_half_written_end_is_left_out_with_a_note(
     support = run_spans(recorded, SUPPORT)
     live = write_rotated(archive, exporter, [batches(support, 2), batches(recorded.raw, 50)])[-1]
     with live.open("ab") as stream:  # the Collector is writing its next record
-        stream.write(exporter.file([support[:1]])[:-7])
+        stream.write(exporter.half_written(support[:1]))
     with caplog.at_level(logging.WARNING, logger="otel_replay"):
         assert_matches_wire(load_run(f"{archive}#{SUPPORT}"), recorded)
     (note,) = [r.getMessage() for r in caplog.records]

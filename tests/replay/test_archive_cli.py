@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import zstandard
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from examples.otlp_sink import OtlpSink
@@ -32,8 +33,6 @@ RUN = "r_archived"
 def _archive(folder: Path, requests: list[bytes]) -> None:
     """The export requests as ``format: proto``, ``compression: zstd`` with the
     nativeCompression gate and ``rotation``: one zstd frame per write, two requests a file."""
-    import zstandard
-
     folder.mkdir()
     frames = [zstandard.ZstdCompressor().compress(len(r).to_bytes(4, "big") + r) for r in requests]
     files = [frames[i : i + 2] for i in range(0, len(frames), 2)]
