@@ -188,7 +188,7 @@ def test_bad_archives_are_one_line_naming_the_file(recorded: Recorded, tmp_path:
 
 @pytest.mark.parametrize("framing", ["record", "native"])
 def test_a_zstd_bomb_is_refused_in_one_line(tmp_path: Path, framing: str) -> None:
-    bomb = zstandard.ZstdCompressor(level=19).compress(b"\0" * (64 * 1024 * 1024))
+    bomb = zstandard.ZstdCompressor().compress(b"\0" * (64 * 1024 * 1024))
     assert len(bomb) < 64 * 1024
     archive = tmp_path / "archive"
     archive.mkdir()
@@ -287,7 +287,7 @@ def test_an_import_killed_anywhere_is_finished_by_the_next(
     archive, store = tmp_path / "archive", tmp_path / "store"
     files = write_rotated(archive, Exporter("proto", "native"), split(batches(recorded.raw, 2), 4))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_REPLAY")}
-    for delay in (0.2, 0.5, 0.8, 1.1, 1.4):
+    for delay in (0.3, 0.6, 0.9, 1.2):
         child = subprocess.Popen(
             [str(CLI), "import", str(archive), "--store", str(store)],
             env=env,
