@@ -282,12 +282,14 @@ def test_a_live_files_half_written_line_is_read_once_it_is_whole(
 def test_an_import_killed_anywhere_is_finished_by_the_next(
     recorded: Recorded, tmp_path: Path
 ) -> None:
-    """``kill -9`` at several points of an import, then one more import: every run is in
-    the store once and whole, and the store verifies clean."""
+    """``kill -9`` at several points of an import that reads the archive in parts (runs
+    completed part after part), then one more import: every run is in the store once and
+    whole, and the store verifies clean."""
     archive, store = tmp_path / "archive", tmp_path / "store"
-    files = write_rotated(archive, Exporter("proto", "native"), split(batches(recorded.raw, 2), 4))
+    files = write_rotated(archive, Exporter("json"), split(batches(recorded.raw, 2), 4))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_REPLAY")}
-    for delay in (0.3, 0.6, 0.9, 1.2):
+    env["OTEL_REPLAY_SOURCE_MAX_BYTES"] = str(max(f.stat().st_size for f in files) + 1)
+    for delay in (0.35, 0.5, 0.65, 0.8):  # an import takes about 0.9 s here
         child = subprocess.Popen(
             [str(CLI), "import", str(archive), "--store", str(store)],
             env=env,
@@ -297,7 +299,7 @@ def test_an_import_killed_anywhere_is_finished_by_the_next(
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
-    out = _import(archive, store)
+    out = run_cli("import", str(archive), "--store", str(store), env=env).stdout.splitlines()
     assert out[-1].endswith(f"completed into {store}"), out
     assert sorted(_ids(store)) == sorted(RUNS)
     assert_matches_wire(load_run(SUPPORT, store=str(store)), recorded)
