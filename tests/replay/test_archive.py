@@ -305,7 +305,7 @@ def test_an_import_killed_anywhere_is_finished_by_the_next(
     assert_matches_wire(load_run(SUPPORT, store=str(store)), recorded)
     assert _import(archive, store)[-1].startswith(f"0 files read, {len(files)} skipped, 0 runs")
     done = run_cli("verify", "--store", str(store))
-    assert "damage" not in done.output.lower(), done.output
+    assert done.exit_code == 0, done.output  # notices (a write cut off) lose nothing
 
 
 def test_import_of_a_copied_archive_adds_nothing(recorded: Recorded, tmp_path: Path) -> None:
