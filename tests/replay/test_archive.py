@@ -168,6 +168,13 @@ def test_bad_archives_are_one_line_naming_the_file(recorded: Recorded, tmp_path:
     assert "cannot read" in assert_bad_input(
         _cli_import(tmp_path, str(gone)), str(gone / "traces.json")
     )
+    if os.geteuid() != 0:  # root reads it anyway
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        (locked / "traces.json").write_bytes(b"{}\n")
+        (locked / "traces.json").chmod(0)
+        line = assert_bad_input(_cli_import(tmp_path, str(locked)), str(locked / "traces.json"))
+        assert "Permission denied" in line
     frames = Exporter("json", "native").file(batches(recorded.raw, 3))
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
