@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from otel_replay.store import RunInfo, Store
 __all__ = [
     "CliError",
     "emit",
+    "open_run",
     "open_store",
     "progress",
     "resolve_run",
@@ -76,6 +78,35 @@ def open_store(location: str | None) -> Store:
         raise
     except (ValueError, ImportError) as exc:
         raise CliError(f"cannot open store {where}: {exc}") from None
+
+
+@contextmanager
+def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
+    """The store holding the run ``ref`` names, and the run: a run of the store at
+    ``location`` (:func:`resolve_run`), or the one run of a trace source (a file, a
+    directory, a URL; ``#RUN_ID`` picks one of several), imported into a temporary store
+    that is gone on exit, so it is read back as an imported run would be."""
+    # The verbs that read only the store start without the replay stage.
+    from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
+
+    if not _is_source(ref):
+        with open_store(location) as opened:
+            yield opened, resolve_run(opened, ref)
+        return
+    loaded = load_sources(ref, store=location)
+    run_id = only_run(loaded, ref).run_id
+    with (
+        tempfile.TemporaryDirectory(prefix="otel-replay-source-") as folder,
+        Store.open(Path(folder) / "store") as temporary,
+    ):
+        import_runs(temporary, [r for r in loaded if r.run.run_id == run_id])
+        yield temporary, temporary.run(run_id)
+
+
+def _is_source(ref: str) -> bool:
+    source = ref.partition("#")[0]
+    remote = ref.lower().startswith(("http://", "https://"))
+    return bool(source) and (remote or "/" in source or Path(source).expanduser().exists())
 
 
 def run_mode(run: RunInfo) -> str:
@@ -135,7 +166,7 @@ def stored_ref(ref: str, store: str) -> str:
     """``ref`` with a run prefix or ``latest`` resolved to the run id it names in ``store``;
     a file (or anything with a ``/``) and a store that is not there are left to the loader,
     which names them in its error."""
-    if Path(ref.partition("#")[0]).expanduser().exists() or "/" in ref.partition("#")[0]:
+    if _is_source(ref):
         return ref
     try:
         opened = Store.open(store, create=False)

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from otel_replay import attributes as A
-from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
+from otel_replay.cli._common import emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
 from otel_replay.cli._runs import run_json
@@ -48,21 +48,21 @@ def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json:
     """Compare two runs of the store step by step, and name their first divergence.
 
     RUN_A and RUN_B are each a run id, a unique prefix of one, or `latest` (the newest
-    recording); a recording, a replay or a fork. Steps are aligned in order, so a step one
-    run inserted or left out shows as added or removed and the rest still line up; the steps
-    a tool (or side effect) made inside it follow it, and where only one run made any (the
-    other served the tool from a recording, as a replay does) they are `inside`, not a
-    difference. For each
-    pair: same, or what changed, field by field as the replay report names it (model,
-    parameters, messages, tools, tool arguments, HTTP method, path, query and body fields),
-    then the response (status, error, complete, body). Nothing in the store is changed.
+    recording); a recording, a replay or a fork; or a trace source (an OTLP file, the
+    Collector's archive directory, a URL; #RUN_ID picks one of several runs). Steps are
+    aligned in order, so a step one run inserted or left out shows as added or removed and
+    the rest still line up; the steps a tool (or side effect) made inside it follow it, and
+    where only one run made any (the other served the tool from a recording, as a replay
+    does) they are `inside`, not a difference. For each pair: same, or what changed, field by
+    field as the replay report names it (model, parameters, messages, tools, tool arguments,
+    HTTP method, path, query and body fields), then the response (status, error, complete,
+    body). Nothing in the store is changed.
 
     Exit status: 0 the runs are identical; 1 they differ; 2 bad input (unknown run, no store,
     corrupt store).
     """
-    with open_store(store) as opened:
-        info_a, info_b = resolve_run(opened, run_a), resolve_run(opened, run_b)
-        result = diff_runs(_store_run(opened, info_a), _store_run(opened, info_b))
+    with open_run(run_a, store) as (store_a, info_a), open_run(run_b, store) as (store_b, info_b):
+        result = diff_runs(_store_run(store_a, info_a), _store_run(store_b, info_b))
     if as_json:
         document = {"a": run_json(info_a), "b": run_json(info_b), **result.to_json()}
         click.echo(json_text(document))

@@ -7,7 +7,14 @@ import click
 from otel_replay import settings
 from otel_replay.cli._common import store_option
 from otel_replay.cli._format import plural, printable
-from otel_replay.replay.sources import ImportReport, import_runs, load_sources
+from otel_replay.replay.sources import (
+    ArchiveImport,
+    ImportReport,
+    archive_of,
+    import_archive,
+    import_runs,
+    load_sources,
+)
 from otel_replay.store import Store
 
 __all__ = ["import_"]
@@ -19,18 +26,30 @@ __all__ = ["import_"]
 def import_(source: str, store: str | None) -> None:
     """Load the runs of SOURCE into the store.
 
-    SOURCE is an OTLP file (JSON lines as the Collector's file exporter writes them, one JSON
-    document, or protobuf), an http(s) URL answering OTLP JSON (Jaeger's
-    /api/v3/traces/TRACE_ID), or either with #RUN_ID to import one run of several. Without
-    it, every run in SOURCE is imported.
+    SOURCE is an OTLP file (JSON lines, one JSON document, or protobuf; gzip or zstd; as the
+    Collector's file exporter writes them or not), a directory of them (the file exporter's
+    rotated output), an http(s) URL answering OTLP JSON (Jaeger's /api/v3/traces/TRACE_ID),
+    or any of these with #RUN_ID to import one run of several. Without it, every run in
+    SOURCE is imported.
+
+    A directory is imported incrementally, for a cron job: files imported whole before
+    (and unchanged, even renamed by rotation) are not read again, and a run that grew since
+    (more spans in a newer file) is completed.
 
     Recorded bytes (from inline bodies) are stored as steps; steps rebuilt from GenAI attributes
     alone are stored as spans and stay semantic. Importing a run the store already holds
     changes nothing (it is reported as already there); a different run with the same id is
     refused. The store is created when missing.
     """
-    loaded = load_sources(source, store=store)
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
+    archive = archive_of(source)
+    if archive is not None:
+        with Store.open(where) as opened:
+            done = import_archive(opened, *archive)
+            location = opened.location
+        _archive_lines(done, location)
+        return
+    loaded = load_sources(source, store=store)
     with Store.open(where) as opened:
         reports = import_runs(opened, loaded)
         location = opened.location
@@ -44,4 +63,23 @@ def _line(report: ImportReport) -> str:
     counts = f"{plural(report.steps, 'step')} ({report.exact} exact, {report.semantic} semantic)"
     if report.outcome == "present":
         return f"{printable(report.run_id)}: already in the store, {counts}; nothing changed"
+    if report.outcome == "completed":
+        return f"{printable(report.run_id)}: completed, now {counts}, {report.stored} more stored"
     return f"{printable(report.run_id)}: imported {counts}, {report.stored} stored with their bytes"
+
+
+def _archive_lines(done: ArchiveImport, location: str) -> None:
+    for note in done.notes:
+        click.echo(f"otel-replay: {note}", err=True)
+    for report in done.runs:
+        if report.outcome != "present":
+            click.echo(_line(report))
+    counts = {
+        outcome: sum(r.outcome == outcome for r in done.runs)
+        for outcome in ("imported", "completed")
+    }
+    click.echo(
+        f"{plural(done.read, 'file')} read, {done.skipped} skipped, "
+        f"{plural(counts['imported'], 'run')} imported, {counts['completed']} completed "
+        f"into {location}"
+    )

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from otel_replay.cli._common import emit, open_store, resolve_run, stdout_console, store_option
+from otel_replay.cli._common import emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
@@ -24,7 +24,9 @@ __all__ = ["show"]
 def show(run: str, store: str | None, as_json: bool) -> None:
     """Show the steps of RUN in order.
 
-    RUN is a run id, a unique prefix of one, or `latest` (the newest recording). The header
+    RUN is a run id, a unique prefix of one, or `latest` (the newest recording), or a trace
+    source (an OTLP file, the Collector's archive directory, a URL; with #RUN_ID to pick one
+    of several runs). The header
     gives the run's mode (record, or replay/fork of the run it re-executed). For each step:
     index, kind, model (or method and URL of a plain HTTP call; for a tool, its name, its
     effect and why: `refund (write: declared nowhere)`), the prompt (last user message) and
@@ -33,8 +35,7 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     was cut short). A step made inside another's body (an MCP call inside a LangChain tool, a
     tool's HTTP request) is marked `└ KIND in N`, N the outer step.
     """
-    with open_store(store) as opened:
-        info = resolve_run(opened, run)
+    with open_run(run, store) as (opened, info):
         views = step_views(opened, info.run_id)
     if as_json:
         document = {"run": run_json(info), "steps": [view.to_json() for view in views]}

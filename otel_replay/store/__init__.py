@@ -10,6 +10,7 @@ from otel_replay.store._migrate import migrate
 from otel_replay.store._types import (
     Buffered,
     GcReport,
+    ImportedFile,
     Progress,
     RunInfo,
     RunStatus,
@@ -21,6 +22,7 @@ from otel_replay.store.store import Store
 __all__ = [
     "Buffered",
     "GcReport",
+    "ImportedFile",
     "Progress",
     "Retention",
     "RunInfo",

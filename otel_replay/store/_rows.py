@@ -11,7 +11,7 @@ from typing import Any
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import ENTRY
 from otel_replay.store._records import RunName
-from otel_replay.store._types import RunInfo, RunStatus, StepInfo
+from otel_replay.store._types import ImportedFile, RunInfo, RunStatus, StepInfo
 
 __all__ = [
     "Located",
@@ -455,6 +455,29 @@ def run_row(conn: sqlite3.Connection, name: str) -> RunRow | None:
         "SELECT id, name, number FROM runs WHERE name = ?", (id_param(name),)
     ).fetchone()
     return None if row is None else _run_row(row)
+
+
+def recording_of(conn: sqlite3.Connection, run: RunRow) -> str:
+    """The recording that wrote ``run``."""
+    (recording,) = conn.execute("SELECT recording FROM runs WHERE id = ?", (run.id,)).fetchone()
+    return str(recording)
+
+
+def imported_files(conn: sqlite3.Connection) -> list[ImportedFile]:
+    """The files imported so far, oldest first."""
+    rows = conn.execute(
+        "SELECT path, size, mtime_ns, head, digest FROM imported_files ORDER BY read_ns"
+    ).fetchall()
+    return [ImportedFile(*row) for row in rows]
+
+
+def note_imported(conn: sqlite3.Connection, files: Iterable[ImportedFile], now_ns: int) -> None:
+    """Remember ``files`` as imported at ``now_ns`` (a file seen again replaces its row)."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO imported_files (path, size, mtime_ns, head, digest, read_ns) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(f.path, f.size, f.mtime_ns, f.head, f.digest, now_ns) for f in files],
+    )
 
 
 def _run_row(row: Sequence[Any]) -> RunRow:

@@ -9,6 +9,7 @@ from typing import Literal
 __all__ = [
     "Buffered",
     "GcReport",
+    "ImportedFile",
     "Progress",
     "RunInfo",
     "RunStatus",
@@ -30,6 +31,20 @@ class Buffered:
 
     steps: dict[str, int]
     spans: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedFile:
+    """A trace file whose runs were imported (``otel-replay import DIR``): as named then,
+    how many bytes were read, its modification time, and the sha256 of its first 64 KiB
+    (``head``) and of all the bytes read (``digest``). The same size, time and head later,
+    under any name, is the same file, unchanged: a rotated file is known after its rename."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    head: bytes
+    digest: bytes
 
 
 @dataclass(frozen=True, slots=True)

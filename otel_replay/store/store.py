@@ -48,6 +48,7 @@ from otel_replay.store._sync import sync
 from otel_replay.store._types import (
     Buffered,
     GcReport,
+    ImportedFile,
     Progress,
     RunInfo,
     StepInfo,
@@ -509,6 +510,31 @@ class Store:
                     span = {**span, "attributes": attrs}
                 spans.append(span)
         return spans
+
+    def recording_of(self, run_id: str) -> str:
+        """The recording that wrote run ``run_id`` (see :meth:`open`): a store opened with it
+        adds to that run rather than recording the id again. RunNotFoundError when unknown."""
+        row = self._row(run_id)
+        with self._index.guard():
+            return _rows.recording_of(self._index.conn(), row)
+
+    # -- imported files --------------------------------------------------------------------
+
+    def imported_files(self) -> list[ImportedFile]:
+        """The trace files imported so far (:meth:`note_imported`), oldest first.
+
+        The list lives in the index, a cache: after ``verify --rebuild-index`` it starts
+        empty again, and the next import reads every file once more (adding no run twice).
+        """
+        with self._index.guard():
+            return _rows.imported_files(self._index.conn())
+
+    def note_imported(self, files: Iterable[ImportedFile]) -> None:
+        """Remember ``files`` as imported; call it once their runs are flushed."""
+        with self._lock:
+            self._check_writable()
+            with self._index.transaction() as tx:
+                _rows.note_imported(tx.conn, files, time.time_ns())
 
     # -- upkeep ----------------------------------------------------------------------------
 

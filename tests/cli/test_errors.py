@@ -108,21 +108,17 @@ def test_an_unknown_run(invoke: Invoke, store: Path) -> None:
     assert_bad_input(invoke("pin", "r_nope", "--store", str(store)), "'r_nope'")
 
 
-def test_a_trace_source_given_as_a_run_says_to_import_it(
+def test_a_bad_trace_source_given_as_a_run_is_named(
     invoke: Invoke, store: Path, tmp_path: Path
 ) -> None:
-    # `replay` reads an OTLP file or URL as it is; the verbs that read the store do not.
+    # `show` and `diff` read an OTLP file, directory or URL as `replay` does.
     traces = tmp_path / "traces.jsonl"
     traces.write_text("{}\n")
-    for ref in (str(traces), f"{traces}#r_abc", "https://jaeger.example/api/v3/traces/abc"):
-        source = ref.partition("#")[0]
-        line = assert_bad_input(invoke("show", ref, "--store", str(store)), str(store))
-        assert line.endswith(
-            f"({source} is a trace source, not a run: load its runs with: "
-            f"otel-replay import {source})"
-        ), line
+    for ref in (str(traces), f"{traces}#r_abc"):
+        line = assert_bad_input(invoke("show", ref, "--store", str(store)), str(traces))
+        assert line.endswith("not OTLP trace data (no resourceSpans)"), line
     line = assert_bad_input(invoke("diff", "latest", str(traces), "--store", str(store)))
-    assert "otel-replay import" in line
+    assert str(traces) in line
 
 
 def test_latest_in_an_empty_store(invoke: Invoke, tmp_path: Path) -> None:

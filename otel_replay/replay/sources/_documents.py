@@ -1,19 +1,26 @@
 """Raw source bytes into OTLP trace documents: JSON lines, one JSON document, or protobuf,
-sniffed from the content."""
+gzip or zstd, length-prefixed as the Collector's file exporter writes them or not, sniffed
+from the content."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from otel_replay.errors import SourceError
+from otel_replay.replay.sources._framing import (
+    ZSTD_MAGIC,
+    is_length_prefixed,
+    length_prefixed,
+    unzstd,
+)
 from otel_replay.replay.sources._limits import Limits, gunzip
 from otel_replay.replay.sources._protobuf import WireError, decode_traces, split_messages
 
-__all__ = ["Document", "documents"]
+__all__ = ["Decoded", "Document", "decode", "documents"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _JSON_STARTS = frozenset(b"{[")
@@ -30,15 +37,61 @@ class Document:
     resource_spans: list[Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """The trace documents read, ``cut``: the half-written end a growing file's read left
+    out, said in one line (None: nothing was left out), and ``size``: the bytes of OTLP
+    data they were read from, once decompressed."""
+
+    documents: list[Document]
+    cut: str | None
+    size: int
+
+
 def documents(data: bytes, source: str, limits: Limits) -> list[Document]:
     """The trace documents in ``data``, read from ``source`` (named in errors).
 
-    Raises SourceError, naming the source (and the line, for JSON lines), when the data is
-    empty, truncated, corrupt, not OTLP trace data, or past ``limits`` once gunzipped or in
+    Raises SourceError, naming the source (and the line or record), when the data is empty,
+    truncated, corrupt, not OTLP trace data, or past ``limits`` once decompressed or in
     one line.
     """
+    return decode(data, source, limits).documents
+
+
+def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -> Decoded:
+    """:func:`documents`, for a file that may be ``growing`` too: one the Collector is
+    writing, whose half-written last line, record or zstd frame is left out (and said in
+    :attr:`Decoded.cut`) rather than an error. Damage before it is an error all the same."""
+    cut = None
     if data[:2] == _GZIP_MAGIC:
         data = gunzip(data, source, limits)
+    elif data[:4] == ZSTD_MAGIC:
+        whole = unzstd(data, source, limits, growing=growing)
+        data, cut = whole.parts[0][1], whole.cut
+        if not data.strip(_WHITESPACE) and cut:
+            return Decoded([], cut, 0)
+    if is_length_prefixed(data, growing=growing):
+        records = length_prefixed(data, source, growing=growing)
+        docs, size = _records(records.parts, limits)
+        return Decoded(docs, records.cut or cut, size)
+    try:
+        return Decoded(_plain(data, source, limits), cut, len(data))
+    except SourceError:
+        head, newline, tail = data.rpartition(b"\n")
+        if not growing or not newline or not tail.strip(_WHITESPACE):
+            raise
+        try:
+            complete = _plain(head + newline, source, limits)
+        except SourceError:
+            pass
+        else:
+            line = head.count(b"\n") + 2
+            cut = f"{source}:{line}: left out a line being written"
+            return Decoded(complete, cut, len(head) + 1)
+        raise
+
+
+def _plain(data: bytes, source: str, limits: Limits) -> list[Document]:
     body = data.removeprefix(_BOM).lstrip(_WHITESPACE)
     if not body:
         raise SourceError(f"{source} is empty: no OTLP trace data")
@@ -84,6 +137,25 @@ def _protobuf_documents(data: bytes, source: str) -> list[Document]:
             f"{source} is neither OTLP JSON nor OTLP protobuf trace data, or it is truncated "
             f"({exc})"
         ) from None
+
+
+def _records(parts: list[tuple[str, bytes]], limits: Limits) -> tuple[list[Document], int]:
+    """The documents of length-prefixed records (zstd frames or not, of OTLP JSON or
+    protobuf) and the bytes they hold once decompressed, which count against ``limits`` all
+    together."""
+    out: list[Document] = []
+    size = 0
+    for where, framed in parts:
+        record = framed
+        if framed[:4] == ZSTD_MAGIC:
+            bound = replace(limits, max_bytes=limits.max_bytes - size)
+            record = unzstd(framed, where, bound).parts[0][1]
+        size += len(record)
+        if record[:1] == b"{":
+            out.extend(_line(record, where))
+        else:
+            out.extend(_protobuf_documents(record, where))
+    return out, size
 
 
 def _spans_of(document: dict[str, Any]) -> list[Any]:

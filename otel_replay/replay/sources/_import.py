@@ -1,30 +1,40 @@
-"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans."""
+"""Copy runs rebuilt from a source into a store: recorded bytes as steps, spans as spans;
+an archive directory incrementally."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
 from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
-from otel_replay.replay.sources._build import SourceRun
-from otel_replay.replay.sources._runs import attrs_of, int_value
+from otel_replay.replay.sources._archive import ArchiveRead, archive_parts
+from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._group import select
+from otel_replay.replay.sources._limits import Limits
+from otel_replay.replay.sources._load import span_runs
+from otel_replay.replay.sources._runs import SpanRun, attrs_of, has_steps, int_value
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
 
-__all__ = ["ImportReport", "import_runs"]
+__all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs"]
+
+
+Outcome = Literal["imported", "present", "completed"]
 
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    """What happened to one run: ``imported``, or ``present`` (already in the store).
+    """What happened to one run: ``imported``, ``present`` (already in the store), or
+    ``completed`` (the store held part of it: the steps and spans it lacked were added).
     ``stored`` counts the steps put with their recorded bytes (the others go in as spans)."""
 
     run_id: str
-    outcome: Literal["imported", "present"]
+    outcome: Outcome
     steps: int
     exact: int
     semantic: int
@@ -34,37 +44,58 @@ class ImportReport:
 def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
     """Put ``runs`` into ``store`` and flush; one report per run, in order.
 
-    Raises SourceError naming the run (and the store) when the store already holds a
-    different run with the same id; nothing is imported then.
+    A run the store holds part of (its steps or its own span that the store lacks, beside
+    some it holds) is completed, written into the recording that holds the rest so that it
+    stays one run. Raises SourceError naming the run (and the store) when the store already
+    holds a different run with the same id (none of its step spans); nothing is imported
+    then.
     """
-    planned: list[tuple[SourceRun, list[Step], list[dict[str, Any]]]] = []
+    planned: list[tuple[SourceRun, list[Step], list[dict[str, Any]], _Held | None]] = []
     reports: list[ImportReport] = []
     for loaded in runs:
         run = loaded.run
-        present = _already_there(store, loaded)
-        stored = [] if present else _stored_steps(loaded)
-        spans = [] if present else [_owned(span, run.run_id) for span in loaded.spans]
+        held = _held(store, loaded)
+        present = held is not None and held.missing == 0
+        stored = [] if present else _stored_steps(loaded, held)
+        spans = [] if present else _new_spans(loaded, held)
         if not present:
-            planned.append((loaded, stored, spans))
+            planned.append((loaded, stored, spans, held))
         exact = sum(recorded.fidelity == "exact" for recorded in run.steps)
+        outcome: Outcome = "present" if present else "imported" if held is None else "completed"
         reports.append(
             ImportReport(
                 run_id=run.run_id,
-                outcome="present" if present else "imported",
+                outcome=outcome,
                 steps=len(run.steps),
                 exact=exact,
                 semantic=len(run.steps) - exact,
                 stored=len(stored),
             )
         )
-    for loaded, steps, spans in planned:
-        store.put(steps, spans, runs=[_run_facts(loaded)])
-        # An imported run is whole: it is closed, ended where its last span ended, failed
-        # as its own span says.
-        ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
-        store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0), _error_type(loaded)))
+    for loaded, steps, spans, held in planned:
+        if held is None:
+            _put(store, loaded, steps, spans)
+            continue
+        # Another recording's run: written by a store of that recording, or it would be
+        # recorded again under a new name.
+        with Store.open(
+            store.location,
+            create=False,
+            recording=store.recording_of(loaded.run.run_id),
+            inherited_runs=[loaded.run.run_id],
+        ) as adding:
+            _put(adding, loaded, steps, spans)
+            adding.flush()
     store.flush()
     return reports
+
+
+def _put(store: Store, loaded: SourceRun, steps: list[Step], spans: list[dict[str, Any]]) -> None:
+    store.put(steps, spans, runs=[_run_facts(loaded)])
+    # An imported run is whole: it is closed, ended where its last span ended, failed
+    # as its own span says.
+    ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
+    store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0), _error_type(loaded)))
 
 
 def _error_type(loaded: SourceRun) -> str | None:
@@ -101,22 +132,47 @@ def _int_or_zero(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _already_there(store: Store, loaded: SourceRun) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """What the store holds of a run: its step indexes and the ids of its spans, and how
+    many of the loaded run's step spans and own spans it lacks."""
+
+    steps: frozenset[int]
+    span_ids: frozenset[str]
+    missing: int
+
+
+def _held(store: Store, loaded: SourceRun) -> _Held | None:
+    """What ``store`` holds of ``loaded``'s run (None: nothing); SourceError when it holds
+    a different run by that id."""
     run_id = loaded.run.run_id
     try:
         held = store.steps(run_id)
     except RunNotFoundError:
-        return False
+        return None
     if loaded.in_store:
-        return True
+        return _Held(frozenset(s.index for s in held), frozenset(), 0)
     ids = {f"{step.span_id:016x}" for step in held}
     ids.update(str(span.get("span_id")) for span in store.spans(run_id))
-    wanted = {str(span.get("span_id")) for span in loaded.step_spans.values()}
-    if wanted <= ids:
-        return True
-    raise SourceError(
-        f"the store at {store.location} already holds a different run {run_id!r}; nothing imported"
-    )
+    steps = {str(span.get("span_id")) for span in loaded.step_spans.values()}
+    own = {str(s.get("span_id")) for s in loaded.spans if _is_run_span(s, run_id)}
+    # A run row with nothing in it is what an import cut off before its steps leaves.
+    if ids and steps and not steps & ids:
+        raise SourceError(
+            f"the store at {store.location} already holds a different run {run_id!r}; "
+            "nothing imported"
+        )
+    return _Held(frozenset(s.index for s in held), frozenset(ids), len((steps | own) - ids))
+
+
+def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
+    """The spans of ``loaded`` to put: those the store does not hold yet."""
+    run_id = loaded.run.run_id
+    return [
+        _owned(span, run_id)
+        for span in loaded.spans
+        if held is None or str(span.get("span_id")) not in held.span_ids
+    ]
 
 
 def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
@@ -127,11 +183,13 @@ def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     return {**span, "attributes": attributes}
 
 
-def _stored_steps(loaded: SourceRun) -> list[Step]:
+def _stored_steps(loaded: SourceRun, held: _Held | None = None) -> list[Step]:
     facts = _run_facts(loaded)
     out = []
     for recorded in loaded.run.steps:
         span = loaded.step_spans.get(recorded.step.index)
+        if held is not None and recorded.step.index in held.steps:
+            continue
         if span is not None and _recorded(recorded):
             out.append(_stored(facts, recorded, span))
     return out
@@ -196,3 +254,81 @@ def _stored(facts: RunFacts, recorded: RecordedStep, span: Mapping[str, Any]) ->
         tokens_out=int_value(attrs.get("gen_ai.usage.output_tokens")) if llm else None,
         run=facts,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveImport:
+    """What importing an archive directory did: files read and skipped (imported before,
+    unchanged), the notes on half-written ends left out, and one report per run read."""
+
+    read: int
+    skipped: int
+    notes: list[str]
+    runs: list[ImportReport]
+
+
+def import_archive(
+    store: Store, root: Path, selector: str | None = None, limits: Limits | None = None
+) -> ArchiveImport:
+    """Import the runs of the archive directory ``root`` that ``store`` lacks, reading only
+    the files it has not imported whole before (by size, time and first bytes: a renamed
+    file is known); ``selector`` picks one run (then every file is read, and none is
+    remembered as read).
+
+    The files are read in parts within ``limits`` (default: from the environment), in the
+    order written, each part imported and its files remembered before the next is read:
+    cut off anywhere, the next import reads the rest. A run spread over several parts (or
+    over files imported before) is rebuilt from the spans the store holds and those read,
+    and completed. Raises SourceError (an unreadable or corrupt file, a different run by a
+    held id, no run ``selector``).
+    """
+    limits = limits if limits is not None else Limits.from_env()
+    known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()} if not selector else ()
+    done = ArchiveImport(0, 0, [], [])
+    source = str(root)
+    for part in archive_parts(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known):
+        grouped = span_runs(part.documents, source)
+        if selector is not None:
+            grouped = select(grouped, selector)
+        whole = [_with_held(store, run) for run in grouped]
+        # A run with no step (an agent that failed before its first call) has nothing to
+        # replay, and must not stop every later import.
+        runs = [run for run in whole if selector is not None or has_steps(run)]
+        reports = import_runs(store, [build_run(run, source) for run in runs]) if runs else []
+        if selector is None:
+            store.note_imported(part.read)
+        done = _merged(done, part, reports)
+    if selector is not None and not done.runs:
+        raise SourceError(f"{source} has no run {selector!r}")
+    return done
+
+
+def _merged(done: ArchiveImport, part: ArchiveRead, reports: list[ImportReport]) -> ArchiveImport:
+    """``done`` and one more part: a run imported by an earlier part and completed by this
+    one was imported (its stored steps added up), one that was there before and completed
+    now was completed."""
+    runs = {report.run_id: report for report in done.runs}
+    for report in reports:
+        earlier = runs.get(report.run_id)
+        if earlier is not None and earlier.outcome != "present":
+            stored = earlier.stored + report.stored
+            runs[report.run_id] = replace(report, outcome=earlier.outcome, stored=stored)
+        else:
+            runs[report.run_id] = report
+    return ArchiveImport(
+        done.read + len(part.read),
+        done.skipped + len(part.skipped),
+        done.notes + part.notes,
+        list(runs.values()),
+    )
+
+
+def _with_held(store: Store, run: SpanRun) -> SpanRun:
+    """``run`` with the spans the store holds of it before its own (its earlier files')."""
+    try:
+        held = store.spans(run.run_id)
+    except RunNotFoundError:
+        return run
+    ids = {(span.get("trace_id"), span.get("span_id")) for span in held}
+    fresh = [s for s in run.spans if (s.get("trace_id"), s.get("span_id")) not in ids]
+    return SpanRun(run.run_id, (*held, *fresh))

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from otel_replay import settings
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
+from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._backends import download, is_remote, source_name
 from otel_replay.replay.sources._build import SourceRun, build_run
 from otel_replay.replay.sources._bundle import is_bundle, read_bundle
-from otel_replay.replay.sources._documents import documents
+from otel_replay.replay.sources._documents import Document, documents
 from otel_replay.replay.sources._group import (
     GroupingError,
     RunSummary,
@@ -24,11 +27,13 @@ from otel_replay.replay.sources._group import (
     summary,
 )
 from otel_replay.replay.sources._limits import Limits, read_file
-from otel_replay.replay.sources._runs import SpanRun
+from otel_replay.replay.sources._runs import SpanRun, has_steps
 from otel_replay.replay.sources._spans import span_dicts
 from otel_replay.store import RunInfo, Store
 
-__all__ = ["load_run", "load_sources", "only_run", "read_runs", "stored_run"]
+__all__ = ["archive_of", "load_run", "load_sources", "only_run", "read_runs", "stored_run"]
+
+_log = logging.getLogger("otel_replay")
 
 _FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".protobuf", ".otlp", ".bin", ".gz")
 
@@ -37,11 +42,12 @@ def load_run(ref: str, *, store: str | None = None) -> Run:
     """The run ``ref`` names, rebuilt with its payloads.
 
     ``ref`` is a run id in the store (``store``, default ``OTEL_REPLAY_STORE``), a file
-    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf: the content decides; a path
-    or a ``file:`` URL of this host), a bundle directory (``otel-replay export``), an
-    http(s) URL answering OTLP JSON (Jaeger's ``{"result": …}``, Tempo's ``{"trace": …}``
-    too) or a trace backend (``phoenix://``, ``jaeger://``, ``tempo://``:
-    :mod:`otel_replay.replay.sources._backends`). ``ref#RUN_ID`` picks
+    (OTLP JSON lines, one OTLP JSON document, or OTLP protobuf, gzip or zstd, as the
+    Collector's file exporter writes them or not: the content decides; a path or a ``file:``
+    URL of this host), a bundle directory (``otel-replay export``), a directory of such
+    files (the file exporter's rotated output: :mod:`._archive`), an http(s) URL answering
+    OTLP JSON (Jaeger's ``{"result": …}``, Tempo's ``{"trace": …}`` too) or a trace backend
+    (``phoenix://``, ``jaeger://``, ``tempo://``: :mod:`._backends`). ``ref#RUN_ID`` picks
     one run of a source that holds several (by run id, or by the trace id of any of its
     traces); without it such a source is an error that lists them. Which spans make a run:
     :mod:`otel_replay.replay.sources._group`.
@@ -82,7 +88,10 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
         if is_bundle(path):
             return [_bundled(path, selector, limits)]
         if path.is_dir():
-            raise SourceError(f"{path} is a directory, not an OTLP file or a bundle")
+            archive = read_archive(path, limits)
+            for note in archive.notes:
+                _log.warning("otel-replay: %s", note)
+            return runs_of(archive.documents, str(path), selector, stepless="skip")
         try:
             data = read_file(path, limits)
         except OSError as exc:
@@ -91,6 +100,17 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     if _looks_like_path(ref):
         raise SourceError(f"no such file: {ref}")
     return [_from_store(ref, store)]
+
+
+def archive_of(ref: str) -> tuple[Path, str | None] | None:
+    """The archive directory ``ref`` names (not a bundle) and its ``#RUN_ID`` selector, or
+    None when ``ref`` names something else."""
+    if ref[:5].lower() == "file:":
+        ref = _local(ref)
+    path, selector = _split(ref)
+    if path is None or not path.is_dir() or is_bundle(path):
+        return None
+    return path, selector
 
 
 def read_runs(
@@ -104,19 +124,39 @@ def read_runs(
     (default: from the environment).
     """
     limits = limits if limits is not None else Limits.from_env()
-    spans = span_dicts(documents(data, source, limits))
-    try:
-        grouped = group_runs(spans)
-    except GroupingError as exc:
-        raise SourceError(f"{source}: {exc}") from None
-    if selector is not None:
-        chosen = select(grouped, selector)
-        if not chosen:
-            raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
-        grouped = chosen
+    return runs_of(documents(data, source, limits), source, selector)
+
+
+def runs_of(
+    docs: list[Document],
+    source: str,
+    selector: str | None = None,
+    stepless: Literal["refuse", "skip"] = "refuse",
+) -> list[SourceRun]:
+    """:func:`read_runs` of documents already read. ``stepless="skip"`` leaves out the runs
+    with no step (unless ``selector`` names one): an archive holds every run the Collector
+    saw, an agent that failed before its first call among them."""
+    grouped = span_runs(docs, source, selector)
+    if selector is None and stepless == "skip":
+        grouped = [run for run in grouped if has_steps(run)]
     if not grouped:
         raise SourceError(f"{source} has no replayable steps (no GenAI or replay step spans)")
     return [build_run(run, source) for run in grouped]
+
+
+def span_runs(docs: list[Document], source: str, selector: str | None = None) -> list[SpanRun]:
+    """The runs of ``docs`` as spans, ``selector``'s only when given; SourceError naming
+    ``source`` when the spans cannot be grouped or no run is ``selector``."""
+    try:
+        grouped = group_runs(span_dicts(docs))
+    except GroupingError as exc:
+        raise SourceError(f"{source}: {exc}") from None
+    if selector is None:
+        return grouped
+    chosen = select(grouped, selector)
+    if not chosen:
+        raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
+    return chosen
 
 
 def _bundled(path: Path, selector: str | None, limits: Limits) -> SourceRun:

@@ -16,6 +16,7 @@ __all__ = [
     "Span",
     "SpanRun",
     "attrs_of",
+    "has_steps",
     "inference_steps",
     "int_value",
     "is_inference",
@@ -117,3 +118,11 @@ def inference_steps(run: SpanRun) -> dict[int, Span]:
         key=lambda s: (span_start(s) or 0, str(s.get("span_id"))),
     )
     return dict(enumerate(ordered))
+
+
+def has_steps(run: SpanRun) -> bool:
+    """True when some span of ``run`` is a step (or when two claim one: the build says so)."""
+    try:
+        return bool(step_spans(run) or inference_steps(run))
+    except ValueError:
+        return True

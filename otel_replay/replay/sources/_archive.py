@@ -1,0 +1,161 @@
+"""The Collector file exporter's output directory as a source: live files, their rotated
+backups and ``group_by`` subdirectories, read in the order they were written.
+
+Rotation (timberjack, lumberjack before it) renames the live file ``NAME.EXT`` to
+``NAME-<time>.EXT`` (``NAME-<time>-size.EXT`` or ``-time.EXT`` with timberjack), the time
+``2006-01-02T15-04-05.000`` in UTC or local time, and starts a new live file. A run whose
+spans are spread over several files is read as one: each live file's backups oldest first,
+then the live file. A live file may end in a record the Collector is writing: it is left out
+with a note, not an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from otel_replay.errors import SourceError
+from otel_replay.replay.sources._documents import Document, decode
+from otel_replay.replay.sources._limits import Limits
+from otel_replay.store import ImportedFile
+
+__all__ = ["ArchiveFile", "ArchiveRead", "archive_files", "archive_parts", "read_archive"]
+
+_HEAD_BYTES = 64 * 1024
+_BACKUP = re.compile(
+    r"^(?P<name>.+)-(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3})(?:-(?:size|time))?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveFile:
+    """One file of an archive: its path, the live file it was rotated from (itself when it
+    is the live file) and the rotation time its name carries (None: the live file)."""
+
+    path: Path
+    live: Path
+    rotated: str | None
+
+
+def archive_files(root: Path) -> list[ArchiveFile]:
+    """The files under ``root`` (hidden ones aside), in the order they were written.
+
+    Raises SourceError naming ``root`` when it holds none.
+    """
+    files = [_archive_file(path) for path in _walk(root)]
+    if not files:
+        raise SourceError(f"{root} holds no trace files (an empty directory)")
+    return sorted(files, key=lambda f: (str(f.live), f.rotated is None, f.rotated or ""))
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for folder, dirs, names in os.walk(root, onerror=_unreadable):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if not name.startswith("."):
+                yield Path(folder, name)
+
+
+def _unreadable(exc: OSError) -> None:
+    raise SourceError(f"cannot read {exc.filename}: {exc.strerror or exc}")
+
+
+def _archive_file(path: Path) -> ArchiveFile:
+    # The time goes before the last extension; a name without one ends with the time,
+    # whose milliseconds look like an extension.
+    for suffix in (path.suffix, ""):
+        backup = _BACKUP.match(path.name[: len(path.name) - len(suffix)])
+        if backup is not None:
+            return ArchiveFile(path, path.with_name(backup["name"] + suffix), backup["time"])
+    return ArchiveFile(path, path, None)
+
+
+@dataclass(slots=True)
+class ArchiveRead:
+    """What reading (part of) an archive gave: the documents of the files read, in order,
+    and their size once decompressed; the files read (as an import remembers them), those
+    skipped as imported already, and the notes on half-written ends left out."""
+
+    documents: list[Document] = field(default_factory=list)
+    size: int = 0
+    read: list[ImportedFile] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_archive(root: Path, limits: Limits) -> ArchiveRead:
+    """Every file of the archive at ``root``, read within ``limits`` all together.
+
+    Raises SourceError naming the file (and the line or record) when one cannot be read,
+    is corrupt, is truncated (but for a live file's last record), or when the archive is
+    past the limits.
+    """
+    whole = ArchiveRead()
+    for part in archive_parts(root, limits):
+        if whole.size + part.size > limits.max_bytes:
+            raise SourceError(
+                f"{limits.too_large(str(root))}; `otel-replay import {root}` reads it a "
+                "part at a time"
+            )
+        whole.documents += part.documents
+        whole.size += part.size
+        whole.read += part.read
+        whole.notes += part.notes
+    return whole
+
+
+def archive_parts(
+    root: Path, limits: Limits, skip: Callable[[ImportedFile], bool] | None = None
+) -> Iterator[ArchiveRead]:
+    """The archive at ``root`` read in parts, in order, each part whole files within
+    ``limits`` once decompressed; a file ``skip`` says was imported already is not read.
+
+    Raises SourceError as :func:`read_archive` does (one file past the limits included).
+    """
+    part = ArchiveRead()
+    for file in archive_files(root):
+        head, size, mtime_ns = _peek(file.path)
+        if size == 0:
+            continue  # a live file just started (or rotated): nothing in it yet
+        if skip is not None and skip(ImportedFile(str(file.path), size, mtime_ns, head, b"")):
+            part.skipped.append(file.path)
+            continue
+        data = _read(file.path, limits)
+        decoded = decode(data, str(file.path), limits, growing=file.rotated is None)
+        if part.size and part.size + decoded.size > limits.max_bytes:
+            yield part
+            part = ArchiveRead()
+        part.documents += decoded.documents
+        part.size += decoded.size
+        if decoded.cut is not None:
+            part.notes.append(decoded.cut)
+        digest = hashlib.sha256(data).digest()
+        head = hashlib.sha256(data[:_HEAD_BYTES]).digest()
+        part.read.append(ImportedFile(str(file.path), len(data), mtime_ns, head, digest))
+    yield part
+
+
+def _peek(path: Path) -> tuple[bytes, int, int]:
+    """The sha256 of a file's first bytes, its size and its modification time."""
+    try:
+        with path.open("rb") as stream:
+            stat = os.fstat(stream.fileno())
+            head = hashlib.sha256(stream.read(_HEAD_BYTES)).digest()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return head, stat.st_size, stat.st_mtime_ns
+
+
+def _read(path: Path, limits: Limits) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(limits.max_bytes + 1)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limits.max_bytes:
+        raise limits.too_large(str(path))
+    return data
