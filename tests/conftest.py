@@ -32,6 +32,10 @@ SLOW = (
 """Tests marked ``slow`` (besides those on the moto S3 server, ``s3_server``): ``make
 test-fast`` leaves them out, ``make test`` runs them."""
 
+FIRST = ("tests/test_demo.py", "tests/replay/test_sources_phoenix.py", "tests/frameworks/")
+"""Files that take long, run first: pytest-xdist hands out files in the order collected, and
+one of these handed out last would leave the other workers idle till it ends."""
+
 ALLOWED = ("slow", "subprocess")
 """The markers under which a test may start a process; ``make test-fast`` leaves both out."""
 
@@ -46,6 +50,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(ROOT).as_posix()
         if where.startswith(SLOW) or "s3_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+    # A stable sort: the order within each file, and among the others, stays.
+    items.sort(key=lambda item: not item.path.relative_to(ROOT).as_posix().startswith(FIRST))
 
 
 class _Guard:

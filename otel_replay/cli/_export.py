@@ -24,7 +24,8 @@ def export(run: str, directory: Path, store: str | None) -> None:
     (and `@pytest.mark.otel_replay`) take as a source.
 
     RUN is a run id in the store (a unique prefix, or `latest`: the newest recording), an
-    OTLP file, or a URL answering OTLP JSON. DIR must not exist yet, or be empty: nothing is
+    OTLP file or the Collector's archive directory, a URL answering OTLP JSON, or phoenix://,
+    jaeger://, tempo://. DIR must not exist yet, or be empty: nothing is
     overwritten.
 
     DIR/bundle.json holds the run's kit and each step's facts; DIR/steps/ each step's exact

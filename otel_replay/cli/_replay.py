@@ -156,7 +156,8 @@ def replay(
     """Re-execute CMD against the recorded RUN and report where it diverges.
 
     RUN is a run id in the store (a unique prefix, or `latest`: the newest recording), an
-    OTLP JSON or protobuf file, or an http(s) URL that returns OTLP JSON (add #RUN_ID to
+    OTLP JSON or protobuf file, the Collector's archive directory, a bundle directory, an
+    http(s) URL that returns OTLP JSON, or phoenix://, jaeger://, tempo:// (add #RUN_ID to
     pick one run from a source that holds several). CMD runs with OTEL_REPLAY_MODE=replay:
     every httpx/httpx2 request is answered from the recording, and in strict mode no socket
     opens: CMD runs in namespaces of its own under a seccomp filter where the system allows,

@@ -46,8 +46,9 @@ __all__ = ["check_writable", "loaded", "report", "write_report"]
 def report(run: str, output: Path, other: str | None, no_content: bool, store: str | None) -> None:
     """Write the step-through HTML report of RUN to FILE.html.
 
-    RUN (and OTHER) is a run id in the store (a unique prefix, or `latest`: the newest
-    recording), an OTLP file, a bundle directory, or a URL answering OTLP JSON. The file is
+    RUN (and OTHER) is any source `replay` takes: a run id in the store (a unique prefix, or
+    `latest`: the newest recording), an OTLP file or the Collector's archive directory, a
+    bundle directory, a URL answering OTLP JSON, or phoenix://, jaeger://, tempo://. The file is
     self-contained (no network, inline CSS and script): it opens from disk or from a CI
     artifact. Its timeline lists every step (model calls, tools, HTTP calls, values,
     checkpoints; fork changes marked; steps made inside a tool indented under it) with
