@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from typing import Any
 
 import orjson
 
-__all__ = ["canonical_json", "sha256_tag"]
+__all__ = ["canonical_json", "parse_json", "sha256_tag", "surrogate_safe_json"]
 
 # Where orjson's output can differ from RFC 8785, each with the byte every match holds at
 # offset 1 (the anchor searched with memchr).
@@ -25,6 +26,7 @@ _sha256 = hashlib.sha256
 # Lead bytes of the 4-byte UTF-8 sequences, i.e. of the characters outside the BMP.
 _NON_BMP_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def sha256_tag(data: bytes, *more: bytes) -> str:
@@ -78,6 +80,18 @@ def canonical_json(value: Any) -> bytes:
     return out
 
 
+def parse_json(data: bytes | str) -> Any:
+    """The value of JSON text ``data``, fast; JSON that escapes a lone surrogate (which
+    :func:`canonical_json` writes for such a string) too. Raises ValueError when it is not
+    JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "surrogate" not in str(exc):
+            raise
+        return json.loads(data)  # slower, and it takes lone surrogates
+
+
 def _number_diverges(out: bytes) -> bool:
     """True when some ``_DIVERGENT`` pattern matches ``out`` (same answer as ``search``)."""
     find = out.find
@@ -117,9 +131,24 @@ def _keys_outside_bmp(value: Any) -> bool:
     return False
 
 
+def surrogate_safe_json(value: Any) -> str:
+    """JSON text of ``value`` (parsed-JSON types) in its own key order, compact, with each
+    lone surrogate written as its escape: JSON text may escape one (a model's tool arguments
+    can hold one), but I-JSON, and so JCS and orjson, exclude it."""
+    written = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", written)
+
+
+def _string(text: str) -> str:
+    try:
+        return orjson.dumps(text).decode()
+    except orjson.JSONEncodeError:
+        return surrogate_safe_json(text)
+
+
 def _exact(value: Any) -> str:
     if isinstance(value, str):
-        return orjson.dumps(value).decode()
+        return _string(value)
     if value is None or isinstance(value, bool):
         return "null" if value is None else ("true" if value else "false")
     if isinstance(value, int):
@@ -127,8 +156,8 @@ def _exact(value: Any) -> str:
     if isinstance(value, float):
         return _number(value)
     if isinstance(value, dict):
-        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
-        items = (f"{orjson.dumps(str(k)).decode()}:{_exact(value[k])}" for k in keys)
+        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be", "surrogatepass"))
+        items = (f"{_string(str(k))}:{_exact(value[k])}" for k in keys)
         return "{" + ",".join(items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(_exact(v) for v in value) + "]"

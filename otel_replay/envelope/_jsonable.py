@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from otel_replay._canonical import canonical_json
+from otel_replay._canonical import canonical_json, parse_json, surrogate_safe_json
 
 __all__ = [
     "SHAPE_PARAMETER",
@@ -93,8 +93,11 @@ def encode_exact(value: Any) -> bytes:
         bytes_mode = "base64"
         try:
             body = to_json(value, fallback=_text, inf_nan_mode="strings", bytes_mode="base64")
-        except Exception:  # nested too deep, circular, or a serialiser that raises
-            return orjson.dumps(_text(value))
+        except Exception:  # a lone surrogate, nested too deep, circular, or a serialiser
+            try:
+                body = surrogate_safe_json(_jsonable(value)).encode()
+            except Exception:  # nothing but its text is left
+                return orjson.dumps(_text(value))
     try:
         shape = _Shaper(bytes_mode).of(value)
     except (_TooBig, RecursionError):
@@ -455,7 +458,7 @@ def restore_body(body: bytes, annotation: Any = None) -> Any:
     served = _restoring.get()
     if served is not None and served[0] is body and len(served[1]) <= _MAX_SHAPE:
         try:
-            return _shaped(value, orjson.loads(served[1]))
+            return _shaped(value, parse_json(served[1]))
         except (_Unshapeable, ValueError, TypeError, RecursionError):
             # A shape that does not fit (set members or keys that cannot be hashed too):
             # what fits the annotation, as a recording without a shape.
@@ -474,7 +477,7 @@ def parse_exact(body: bytes) -> Any:
     quadratic time. Raises ``json.JSONDecodeError`` (orjson's is one) when ``body`` is not
     JSON, is nested too deeply (past 1,024 levels) or holds a number that huge."""
     if _BIG_INT.search(body) is None:
-        return orjson.loads(body)
+        return parse_json(body)
     try:
         return json.loads(body)
     except json.JSONDecodeError:

@@ -13,13 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_replay import attributes as A
-from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._canonical import canonical_json, parse_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body
 from otel_replay._workers import in_pool_worker, unmatched
@@ -205,7 +204,7 @@ def claim_tool_call(run_id: str, name: str, arguments: bytes) -> str | None:
         candidates = [call for call in waiting or () if call[1] == name]
         if not candidates:
             return None
-        parsed = orjson.loads(arguments)
+        parsed = parse_json(arguments)
         for call in candidates:
             if _fits(call[2], parsed):
                 assert waiting is not None
@@ -335,8 +334,8 @@ def _raise_recorded(body: bytes, error_type: str) -> None:
     among the modules already imported, see ``loaded_class``) with its message;
     :class:`RecordedError` when the class is not there or cannot be rebuilt."""
     try:
-        message = str(orjson.loads(body).get("message", ""))
-    except (orjson.JSONDecodeError, AttributeError):
+        message = str(parse_json(body).get("message", ""))
+    except (ValueError, AttributeError):
         message = ""
     raise _rebuilt(error_type, message)
 

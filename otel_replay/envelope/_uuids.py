@@ -15,9 +15,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-import orjson
-
-from otel_replay._canonical import canonical_json
+from otel_replay._canonical import canonical_json, parse_json
 from otel_replay.envelope._jsonable import Unfit, encode_exact, json_kind
 from otel_replay.envelope._steps import named_call, perform, recorded_at
 
@@ -147,7 +145,7 @@ def _replace(names: dict[str, Any]) -> None:
 
 
 def _recorded_uuid(body: bytes) -> uuid_module.UUID:
-    text = orjson.loads(body)
+    text = parse_json(body)
     try:
         return uuid_module.UUID(text)
     except (AttributeError, TypeError, ValueError):

@@ -11,8 +11,7 @@ import uuid as uuid_module
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import orjson
-
+from otel_replay._canonical import parse_json
 from otel_replay.envelope._jsonable import (
     Unfit,
     encode,
@@ -71,7 +70,7 @@ def checkpoint(name: str, state: T) -> T:
 
 
 def _recorded_time(body: bytes) -> dt.datetime:
-    text = orjson.loads(body)
+    text = parse_json(body)
     try:
         time = dt.datetime.fromisoformat(text)
     except (TypeError, ValueError):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from otel_replay._canonical import _exact, canonical_json, sha256_tag
+from otel_replay._canonical import _exact, canonical_json, parse_json, sha256_tag
 
 # (value, RFC 8785 text): numbers follow ECMAScript Number::toString.
 CASES = [
@@ -62,3 +62,11 @@ def test_sha256_tag_of_every_size_and_split_is_the_plain_digest(size: int) -> No
     assert sha256_tag(data) == expected
     assert sha256_tag(data[: size // 3], data[size // 3 :]) == expected
     assert sha256_tag(bytearray(data)) == expected
+
+
+def test_a_lone_surrogate_is_written_as_its_escape() -> None:
+    value = {"\udc00 key": ["half \ud83d", "whole \U0001f600", "\n"], "a": 1}
+    out = canonical_json(value)
+    assert out == b'{"a":1,"\\udc00 key":["half \\ud83d","whole \xf0\x9f\x98\x80","\\n"]}'
+    assert json.loads(out) == value
+    assert parse_json(out) == value

@@ -382,3 +382,29 @@ def test_a_live_read_tool_that_answers_otherwise_diverges_at_its_own_step(
     assert changed.live and changed.recorded == 2 and not changed.identical
     assert raised.live and raised.identical  # raised OutOfStock again, as recorded
     assert result.outcome == "diverged"
+
+
+@otel_replay.tool(effect="read")
+def echo_text(text: str) -> str:
+    RUNS["echo_text"] = RUNS.get("echo_text", 0) + 1
+    return text
+
+
+def test_a_lone_surrogate_in_a_tool_call_is_recorded_and_replayed(tmp_path: Path) -> None:
+    """JSON may escape a lone surrogate, and a model's tool arguments can hold one: the tool
+    runs as it would unrecorded, and its step keeps and serves back the very string."""
+    half = json.loads('"half an emoji \\ud83d"')
+    RUNS.clear()
+    with Pipeline(tmp_path / "store") as pipeline:
+        seen = echo_text(half)
+        drawn = otel_replay.side_effect("draw", lambda: half)
+        run_id = pipeline.run.run_id
+    assert seen == drawn == half and RUNS == {"echo_text": 1}
+    with Store.open(tmp_path / "store", create=False) as opened:
+        tool = opened.read_step(opened.steps(run_id)[0])
+    assert tool.request_body == b'{"text":"half an emoji \\ud83d"}'
+    RUNS.clear()
+    with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
+        again = (echo_text(half), otel_replay.side_effect("draw", lambda: "live"))
+    assert again == (seen, half) and RUNS == {}
+    assert result.identical, result.first_divergence

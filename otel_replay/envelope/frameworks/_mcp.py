@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from otel_replay._canonical import parse_json
 from otel_replay.envelope._contract import schema_version
 from otel_replay.envelope._effect import effect_of
 from otel_replay.envelope._jsonable import encode, encode_exact
@@ -175,7 +176,7 @@ async def _step(
         return _Progressed(result, notes, delivered=True) if notes else result
 
     def restored(body: bytes) -> Any:
-        value = orjson.loads(body)
+        value = parse_json(body)
         notes = value.pop(_PROGRESS, None) if isinstance(value, dict) else None
         parser = getattr(session, "_call_tool_adapter", None)  # claims-aware, when present
         if parser is not None and hasattr(parser, "validate_python"):
@@ -242,7 +243,7 @@ def _is_error(outcome: Any) -> bool:
 def _recorded(outcome: Any) -> bytes:
     if not isinstance(outcome, _Progressed):
         return _dumped(outcome)
-    wire = orjson.loads(_dumped(outcome.result))
+    wire = parse_json(_dumped(outcome.result))
     if not isinstance(wire, dict):  # not a result the session parses: the progress is left out
         return _dumped(outcome.result)
     return orjson.dumps({**wire, _PROGRESS: outcome.notes})

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-import orjson
-
+from otel_replay._canonical import parse_json
 from otel_replay.envelope._contract import schema_version
 from otel_replay.envelope._effect import effect_of
 from otel_replay.envelope._jsonable import encode, encode_exact, restorer
@@ -161,8 +160,8 @@ def _arguments(text: Any) -> bytes:
     """The model's arguments as canonical JSON (text that is not JSON: as a JSON string)."""
     if isinstance(text, str | bytes):
         try:
-            return encode(orjson.loads(text or b"{}"))
-        except orjson.JSONDecodeError:
+            return encode(parse_json(text or b"{}"))
+        except ValueError:
             pass
     return encode(text)
 
