@@ -377,7 +377,8 @@ def test_status_says_incomplete_and_an_error_once(
     cut = replace(
         step(0, url + "1", b"", b"{"), complete=False, error_type="httpx.RemoteProtocolError"
     )
-    missing = replace(step(1, url + "2", b"", b"{}", status=404), error_type="404")
+    # Capture records an error response as not complete, with its code as its error type.
+    missing = replace(step(1, url + "2", b"", b"{}", status=404), complete=False, error_type="404")
     path = tmp_path / "status.html"
     path.write_text(render(run(cut, missing)))
     page = view(path)

@@ -55,13 +55,14 @@
   var ENVELOPE = { tool: true, value: true, checkpoint: true };
   var SYSTEM = { system: true, developer: true };
 
-  // ``200 incomplete httpx.RemoteProtocolError``: the code, whether the response was cut,
-  // and the error type unless it only repeats the code (an HTTP 404's is "404").
+  // ``200 incomplete httpx.RemoteProtocolError``: the code, whether a success was cut short,
+  // and the error type unless it only repeats the code (an HTTP 404's is "404"). Capture
+  // records every error response as not complete: for those, the code says it already.
   function status(step) {
     if (ENVELOPE[step.kind]) return step.error ? step.error : "ok";
     if (step.status === null) return step.error || "no response";
     var said = [String(step.status)];
-    if (!step.complete) said.push("incomplete");
+    if (!step.complete && step.status < 400) said.push("incomplete");
     if (step.error && step.error !== said[0]) said.push(step.error);
     return said.join(" ");
   }
