@@ -167,7 +167,8 @@ def _step(
         "depth": depth,
         "fork": fork if isinstance(fork, str) else None,
         "effect": attrs.get(A.REPLAY_TOOL_EFFECT),
-        "request_size": len(recorded.request_body or b""),
+        # None: the source did not carry the request's bytes (not an empty request)
+        "request_size": None if recorded.request_body is None else len(recorded.request_body),
         "response_size": len(step.response_body),
     }
 

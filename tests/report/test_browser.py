@@ -13,18 +13,20 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
 from examples.standin import StandIn
+from otel_replay.replay import RecordedStep, Run
 from otel_replay.report import render
+from otel_replay.step import Step
 from tests.cli._checks import run_cli
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.report._agent import MARKUP, QUESTION, SECRET
-from tests.report._document import run, step
+from tests.report._document import document, run, step
 
 pytestmark = pytest.mark.subprocess
 
@@ -225,7 +227,7 @@ def test_the_pane_shows_the_prompt_the_answer_the_tool_call_and_its_result(
     assert '"order_id": "A-1234"' in prompt.locator(".tool-call").inner_text()
     assert '"status": "' in prompt.locator(".message.role-tool").inner_text()  # the result
     answer = section("response").inner_text()
-    assert "A-1234" in answer and "finish: stop" in answer
+    assert "A-1234" in answer and answer.count("finish: stop") == 1
     page.keyboard.press("k")  # the tool's own HTTP call: status and body
     text = pane.inner_text()
     assert "GET /tools/orders/A-1234" in text and "made inside step 2" in text
@@ -305,6 +307,7 @@ def test_a_pair_that_differs_in_status_shows_both(
     page = view(path)
     row = page.locator(".row.selected")
     assert row.locator(".status").inner_text() == "200 | 429"
+    assert row.locator(".status").get_attribute("title") == "200 | 429"
     assert "failed" in (row.get_attribute("class") or "")
 
 
@@ -343,3 +346,107 @@ def test_a_model_call_no_codec_reads_shows_its_bodies(
     path.write_text(render(run(unread)), encoding="utf-8")
     text = view(path).locator("#pane").inner_text()
     assert "request body\nprompt=hi" in text and "response body\nbusy" in text
+
+
+def test_the_diff_scrolls_the_timeline_to_a_late_first_divergence(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    def steps(diverging: int | None) -> list[Step]:
+        return [
+            step(i, f"http://tools.test/orders/{i}", b"", b'{"n": %d}' % (i * (i != diverging)))
+            for i in range(60)
+        ]
+
+    path = tmp_path / "long.html"
+    path.write_text(render(run(*steps(None)), other=run(*steps(50), run_id="r_b")))
+    page = view(path)
+    assert selected(page) == "50 50"
+    assert page.evaluate("document.getElementById('timeline').scrollTop") > 0
+    row = page.locator(".row.selected").bounding_box()
+    timeline = page.locator("#timeline").bounding_box()
+    assert row is not None and timeline is not None
+    assert (
+        timeline["y"] <= row["y"] and row["y"] + row["height"] <= timeline["y"] + timeline["height"]
+    )
+
+
+def test_status_says_incomplete_and_an_error_once(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    url = "http://tools.test/orders/"
+    cut = replace(
+        step(0, url + "1", b"", b"{"), complete=False, error_type="httpx.RemoteProtocolError"
+    )
+    # Capture records an error response as not complete, with its code as its error type.
+    missing = replace(step(1, url + "2", b"", b"{}", status=404), complete=False, error_type="404")
+    path = tmp_path / "status.html"
+    path.write_text(render(run(cut, missing)))
+    page = view(path)
+    statuses = page.locator(".row .status")
+    assert statuses.nth(0).inner_text() == "200 incomplete httpx.RemoteProtocolError"
+    assert statuses.nth(1).inner_text() == "404"
+    assert "status\n200 incomplete httpx.RemoteProtocolError" in page.inner_text("#pane")
+    page.keyboard.press("/")
+    page.keyboard.type("incomplete")
+    assert page.locator("#count").inner_text() == "1 of 2 steps"
+
+
+def test_every_step_of_a_fork_starts_on_one_clock(runs: Runs, tmp_path: Path) -> None:
+    """A replay's HTTP spans carry its virtual clock, its envelope steps the wall clock: the
+    offsets are the ones ``show --json`` gives, from the steps' own (wall-clock) starts."""
+    shown = run_cli("show", runs.fork, "--json", "--store", str(runs.store))
+    assert shown.exit_code == 0, shown.output
+    starts = {s["index"]: s["start_ns"] for s in json.loads(shown.output)["steps"]}
+    first = min(starts.values())
+    page = document(write(runs, tmp_path / "fork.html", runs.fork).read_text())
+    offsets = {s["index"]: s["offset_ms"] for s in page["steps"]}
+    kinds = {s["kind"] for s in page["steps"]}
+    assert {"llm", "tool", "value"} <= kinds
+    assert offsets == pytest.approx({i: (t - first) / 1e6 for i, t in starts.items()})
+
+
+def test_long_statuses_badges_and_run_ids_fit_their_places(
+    runs: Runs, view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    page = view(write(runs, tmp_path / "diff.html", RUN, "--diff", runs.fork))
+    row = page.locator(".row.selected")
+    name, badge, diff = (row.locator(sel).bounding_box() for sel in (".name", ".fork", ".diff"))
+    assert name is not None and badge is not None and diff is not None
+    assert badge["x"] + badge["width"] <= min(name["x"] + name["width"], diff["x"]) + 0.5
+    assert "override @lost.json" in (row.locator(".name").get_attribute("title") or "")
+    page.set_viewport_size({"width": 1000, "height": 700})
+    for term in page.locator(".run dt").all():
+        box = term.bounding_box()
+        assert box is not None and box["height"] < 24, term.inner_text()  # one line
+
+
+def test_a_refused_model_call_shows_its_body_once_and_unknown_request_bytes(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    chat = "http://llm.test/v1/chat/completions"
+    asked = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
+    limited = step(0, chat, asked, b'{"error": {"type": "rate_limit_error"}}', "llm", 429)
+    limited = replace(limited, error_type="rate_limit_error")
+    unsent = step(1, "http://tools.test/orders/A-1", b"", b'{"ok": true}')
+    path = tmp_path / "refused.html"
+    recorded = Run(
+        "r_page",
+        "test",
+        (
+            RecordedStep(limited, "openai.chat_completions", "exact"),
+            RecordedStep(unsent, "A-1", "exact", request_known=False),
+        ),
+    )
+    path.write_text(render(recorded))
+    page = view(path)
+    pane = page.locator("#pane")
+    assert pane.locator("summary").all_inner_texts() == [
+        "prompt: 1 message",
+        "response body",
+        "headers",
+    ]
+    assert page.locator(".row .status").nth(0).get_attribute("title") == "429 rate_limit_error"
+    page.keyboard.press("j")
+    text = pane.inner_text()
+    assert "bytes\nrequest not known, 12 response" in text
+    assert "the request's are not known" in text

@@ -281,11 +281,12 @@ def _fit(chunks: Sequence[tuple[int, int]], total: int) -> list[tuple[int, int]]
 
 
 def _start(span: Mapping[str, Any] | None, stored: Step | None) -> int:
-    """When the step started (Unix ns), 0 when not known."""
+    """When the step started (Unix ns), 0 when not known: the stored step's wall clock first,
+    as every step of a run has one (a replay's HTTP spans carry its virtual clock)."""
+    if stored is not None and stored.start_ns > 0:
+        return stored.start_ns
     start = span.get("start_ns") if span is not None else None
-    if isinstance(start, int) and start > 0:
-        return start
-    return stored.start_ns if stored is not None and stored.start_ns > 0 else 0
+    return start if isinstance(start, int) and start > 0 else 0
 
 
 def _duration(span: Mapping[str, Any] | None, stored: Step | None) -> int:

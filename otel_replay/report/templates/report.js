@@ -55,12 +55,16 @@
   var ENVELOPE = { tool: true, value: true, checkpoint: true };
   var SYSTEM = { system: true, developer: true };
 
+  // ``200 incomplete httpx.RemoteProtocolError``: the code, whether a success was cut short,
+  // and the error type unless it only repeats the code (an HTTP 404's is "404"). Capture
+  // records every error response as not complete: for those, the code says it already.
   function status(step) {
     if (ENVELOPE[step.kind]) return step.error ? step.error : "ok";
-    if (step.error) return step.status ? step.status + " " + step.error : step.error;
-    if (step.status === null) return "no response";
-    if (!step.complete) return step.status + " incomplete";
-    return String(step.status);
+    if (step.status === null) return step.error || "no response";
+    var said = [String(step.status)];
+    if (!step.complete && step.status < 400) said.push("incomplete");
+    if (step.error && step.error !== said[0]) said.push(step.error);
+    return said.join(" ");
   }
 
   function failed(step) {
@@ -110,6 +114,13 @@
     return (said[0] || "–") + " | " + (said[1] || "–");
   }
 
+  // A cell that may be cut short: its whole text is its title.
+  function cell(className, text) {
+    var node = el("span", className, text);
+    if (text) node.title = text;
+    return node;
+  }
+
   function drawRow(position) {
     var id = shown[position];
     var row = rows[id];
@@ -135,8 +146,8 @@
     add(name, el("span", "label", step.name));
     var mark = fork(row);
     if (mark) add(name, el("span", "badge fork", mark));
-    name.title = step.name + (mark ? "  (" + mark + ")" : "");
     if (step.effect) add(name, el("span", "badge effect-" + step.effect, step.effect));
+    name.title = [step.name, mark, step.effect].filter(Boolean).join("  ·  ");
     var bar = el("span", "bar");
     var fill = el("span", "fill");
     fill.style.width = maxDuration ? Math.max(1, (100 * step.duration_ms) / maxDuration) + "%" : "0";
@@ -145,10 +156,10 @@
       el("span", "index", index),
       el("span", "kind", step.kind),
       name,
-      data.diff ? el("span", "diff", statusWord(row)) : null,
+      data.diff ? cell("diff", statusWord(row)) : null,
       el("span", "fidelity fidelity-" + step.fidelity, step.fidelity),
-      el("span", "status", each(both, status)),
-      el("span", "tokens", each(both, tokens)),
+      cell("status", each(both, status)),
+      cell("tokens", each(both, tokens)),
       el("span", "duration", ms(step.duration_ms)),
       data.diff ? null : bar);
     node.addEventListener("click", function () { select(position, false); });
@@ -156,7 +167,6 @@
   }
 
   function drawTimeline() {
-    spacer.style.height = shown.length * ROW + "px";
     var first = Math.max(0, Math.floor(timeline.scrollTop / ROW) - OVERSCAN);
     var last = Math.min(shown.length,
       Math.ceil((timeline.scrollTop + timeline.clientHeight) / ROW) + OVERSCAN);
@@ -196,6 +206,8 @@
       return;
     }
     selected = Math.max(0, Math.min(shown.length - 1, position));
+    // The spacer's height first: a scrollTop past the old height would be cut back to it.
+    spacer.style.height = shown.length * ROW + "px";
     if (center) timeline.scrollTop = Math.max(0, selected * ROW - timeline.clientHeight / 3);
     else reveal(selected);
     drawTimeline();
@@ -303,10 +315,14 @@
     fact(facts, "duration", ms(step.duration_ms));
     fact(facts, "tokens", tokens(step), d("tokens_in") || d("tokens_out"));
     fact(facts, "status", status(step), d("status") || d("error") || d("complete"));
-    fact(facts, "fidelity", FIDELITY[step.fidelity] || step.fidelity, d("fidelity"));
+    var unsent = step.request_size === null; // a source that did not carry the request's bytes
+    fact(facts, "fidelity", (FIDELITY[step.fidelity] || step.fidelity) +
+      (unsent && step.fidelity === "exact" ? " of the response; the request's are not known" : ""),
+      d("fidelity"));
     fact(facts, "tool effect", step.effect);
     fact(facts, "fork", step.fork === "served" ? "served from the recording" : step.fork);
-    fact(facts, "bytes", step.request_size + " request, " + step.response_size + " response");
+    fact(facts, "bytes", (unsent ? "request not known" : step.request_size + " request") + ", " +
+      step.response_size + " response");
     add(view, facts);
     if (step.error) add(view, el("div", "error", "error: " + step.error));
     if (!data.content) {
@@ -363,10 +379,15 @@
         add(folded, shown);
       } else add(prompt, shown);
     });
+    var said = step.output.map(function (id) { return contents[id]; });
+    var finish = step.finish && step.finish.length ? step.finish : null;
+    if (said.some(function (m) { return m && m.finish_reason; })) finish = null; // said there
+    // No message but a body (an error object): the "response body" section below shows it.
+    if (!said.length && step.response !== null && !finish) return;
     var answer = section(view, "response", true);
-    step.output.forEach(function (id, i) { add(answer, message(contents[id], differs("output", i))); });
-    if (!step.output.length && step.response === null) add(answer, el("p", "note", "no response message"));
-    if (step.finish && step.finish.length) add(answer, el("div", "finish", "finish: " + step.finish.join(", ")));
+    said.forEach(function (m, i) { add(answer, message(m, differs("output", i))); });
+    if (!said.length && step.response === null) add(answer, el("p", "note", "no response message"));
+    if (finish) add(answer, el("div", "finish", "finish: " + finish.join(", ")));
   }
 
   // A changed value, with the part that differs marked and a window of context around it.
