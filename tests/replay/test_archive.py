@@ -456,8 +456,9 @@ def test_a_run_that_cannot_be_rebuilt_stops_no_other(recorded: Recorded, tmp_pat
 def test_a_stray_file_is_left_out_with_a_note(
     recorded: Recorded, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A README beside the trace files is left out with a note naming it; a file named as
-    a trace file that is no OTLP data is still an error naming it."""
+    """A README beside the trace files is left out with a note naming it (once: the next
+    import skips it silently); a file named as a trace file that is no OTLP data is still an
+    error naming it."""
     archive, store = tmp_path / "archive", tmp_path / "store"
     write_rotated(archive, Exporter("proto", "zstd"), split(batches(recorded.raw, 3), 2))
     (archive / "README.txt").write_text("notes\n")
@@ -468,6 +469,8 @@ def test_a_stray_file_is_left_out_with_a_note(
     assert result.exit_code == 0, result.output
     assert "README.txt: left out, not a trace file" in result.stderr
     assert result.stdout.splitlines()[-1].startswith("2 files read, 0 skipped, 4 runs imported")
+    again = run_cli("import", str(archive), "--store", str(store))
+    assert again.stderr == "" and again.stdout.startswith("0 files read, 3 skipped")
     (archive / "traces-old.json").write_text("notes\n")
     line = assert_bad_input(run_cli("show", f"{archive}#{SUPPORT}"), "traces-old.json")
     assert "invalid or truncated JSON" in line

@@ -87,12 +87,14 @@ def _archive_file(path: Path) -> ArchiveFile:
 class ArchiveRead:
     """What reading (part of) an archive gave: the documents of the files read, in order,
     and their size once decompressed; the files read (as an import remembers them), those
-    skipped as imported already, and the notes on half-written ends left out."""
+    skipped as imported already, those left out as no trace files (remembered too, so that
+    a cron job notes each once), and the notes on half-written ends and stray files."""
 
     documents: list[Document] = field(default_factory=list)
     size: int = 0
     read: list[ImportedFile] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    stray: list[ImportedFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -130,11 +132,12 @@ def archive_parts(
         head, size, mtime_ns, first = _peek(file.path)
         if size == 0:
             continue  # a live file just started (or rotated): nothing in it yet
-        if _stray(file.path, first):
-            part.notes.append(f"{file.path}: left out, not a trace file")
-            continue
         if skip is not None and skip(ImportedFile(str(file.path), size, mtime_ns, head, b"")):
             part.skipped.append(file.path)
+            continue
+        if _stray(file.path, first):
+            part.notes.append(f"{file.path}: left out, not a trace file")
+            part.stray.append(ImportedFile(str(file.path), size, mtime_ns, head, head))
             continue
         data = _read(file.path, limits)
         decoded = decode(data, str(file.path), limits, growing=file.rotated is None)

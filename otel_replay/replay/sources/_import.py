@@ -303,7 +303,7 @@ def import_archive(
             raise SourceError(unbuilt[0].problem)
         reports = import_runs(store, built) if built else []
         if selector is None:
-            store.note_imported(part.read)
+            store.note_imported(part.read + part.stray)
         done = _merged(done, part, reports, unbuilt)
     if selector is not None and not done.runs:
         raise SourceError(f"{source} has no run {selector!r}")
