@@ -172,7 +172,7 @@ def _stray(path: Path, first: bytes) -> bool:
     error naming it) when its name says what it is."""
     if any(suffix.lower() in _TRACE_SUFFIXES for suffix in path.suffixes):
         return False
-    return not (first[0] < 0x20 or first[0] in _STARTS or first == ZSTD_MAGIC)
+    return bool(first) and not (first[0] < 0x20 or first[0] in _STARTS or first == ZSTD_MAGIC)
 
 
 def _read(path: Path, limits: Limits) -> bytes:
