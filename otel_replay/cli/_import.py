@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 
 from otel_replay import settings
 from otel_replay.cli._common import store_option
 from otel_replay.cli._format import plural, printable
+from otel_replay.errors import SourceError
 from otel_replay.replay.sources import (
     ArchiveImport,
     ImportReport,
+    SourceRun,
+    Unbuilt,
+    UnbuiltRuns,
     archive_of,
     import_archive,
     import_runs,
@@ -39,7 +45,9 @@ def import_(source: str, store: str | None) -> None:
     Recorded bytes (from inline bodies) are stored as steps; steps rebuilt from GenAI attributes
     alone are stored as spans and stay semantic. Importing a run the store already holds
     changes nothing (it is reported as already there); a different run with the same id is
-    refused. The store is created when missing.
+    refused. A run that cannot be rebuilt (a step's body was not recorded) is reported on a
+    line of its own and the others are imported; the exit status is 2 only when no run of
+    SOURCE could be. The store is created when missing.
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
     archive = archive_of(source)
@@ -48,8 +56,11 @@ def import_(source: str, store: str | None) -> None:
             done = import_archive(opened, *archive)
             location = opened.location
         _archive_lines(done, location)
+        _refuse_when_none(source, done.runs, done.unbuilt)
         return
-    loaded = load_sources(source, store=store)
+    loaded, unbuilt = _loaded(source, store)
+    _unbuilt_lines(unbuilt)
+    _refuse_when_none(source, loaded, unbuilt)
     with Store.open(where) as opened:
         reports = import_runs(opened, loaded)
         location = opened.location
@@ -57,6 +68,25 @@ def import_(source: str, store: str | None) -> None:
         click.echo(_line(report))
     imported = sum(r.outcome == "imported" for r in reports)
     click.echo(f"{plural(imported, 'run')} imported into {location}")
+
+
+def _loaded(source: str, store: str | None) -> tuple[list[SourceRun], list[Unbuilt]]:
+    """The runs of ``source`` rebuilt, and those that could not be."""
+    try:
+        return load_sources(source, store=store), []
+    except UnbuiltRuns as exc:
+        return exc.runs, exc.unbuilt
+
+
+def _unbuilt_lines(unbuilt: list[Unbuilt]) -> None:
+    for run in unbuilt:
+        click.echo(f"otel-replay: not imported: {run.problem}", err=True)
+
+
+def _refuse_when_none(source: str, runs: Sequence[object], unbuilt: list[Unbuilt]) -> None:
+    """Exit 2 when runs were found and none could be rebuilt (``runs``: those that were)."""
+    if unbuilt and not runs:
+        raise SourceError(f"nothing imported from {source}: no run of it could be rebuilt")
 
 
 def _line(report: ImportReport) -> str:
@@ -71,9 +101,9 @@ def _line(report: ImportReport) -> str:
 def _archive_lines(done: ArchiveImport, location: str) -> None:
     for note in done.notes:
         click.echo(f"otel-replay: {note}", err=True)
+    _unbuilt_lines(done.unbuilt)
     for report in done.runs:
-        if report.outcome != "present":
-            click.echo(_line(report))
+        click.echo(_line(report))
     counts = {
         outcome: sum(r.outcome == outcome for r in done.runs)
         for outcome in ("imported", "completed")

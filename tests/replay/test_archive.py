@@ -388,3 +388,104 @@ def test_varint_delimited_protobuf_is_not_taken_for_length_prefixed_records() ->
     record = b"\n\x03abc"
     assert is_length_prefixed(len(record).to_bytes(4, "big") + record)
     assert is_length_prefixed(len(record).to_bytes(4, "big") + record[:2], growing=True)
+
+
+# -- what is not a run of the archive stops no other ------------------------------------------
+
+UNBUILT = "r_unbuildable"
+
+
+def _unbuildable_line() -> bytes:
+    """One OTLP JSON line: a run whose one step, a GET, was recorded without its body (over
+    the inline limit), so it cannot be rebuilt."""
+
+    def attr(key: str, value: str | int) -> dict[str, object]:
+        kind = "intValue" if isinstance(value, int) else "stringValue"
+        return {"key": key, "value": {kind: str(value)}}
+
+    span = {
+        "traceId": "6b8aa5a2d2c872e8321cf37308d69df2",
+        "spanId": "151581bf3cb55c13",
+        "name": "GET",
+        "startTimeUnixNano": "1763715600000000000",
+        "endTimeUnixNano": "1763715600100000000",
+        "attributes": [
+            attr("replay.run.id", UNBUILT),
+            attr("replay.step.index", 0),
+            attr("replay.step.kind", "http"),
+            attr("http.request.method", "GET"),
+            attr("url.full", "http://files.test/big"),
+            attr("http.response.status_code", 200),
+        ],
+    }
+    line = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [span]}]}]}
+    return orjson.dumps(line) + b"\n"
+
+
+def test_a_run_that_cannot_be_rebuilt_stops_no_other(recorded: Recorded, tmp_path: Path) -> None:
+    """A run whose GET body was over the inline limit: listing the archive lists it with the
+    others and says why it cannot be rebuilt, another run is picked and replayed, and
+    ``import`` imports the others and reports it on a line of its own, once."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    (live,) = write_rotated(archive, Exporter("json"), [batches(recorded.raw, 4)])
+    with live.open("ab") as stream:
+        stream.write(_unbuildable_line())
+    line = assert_bad_input(run_cli("show", str(archive)), f"holds {len(RUNS) + 1} runs")
+    assert "pick one" in line and SUPPORT in line and UNBUILT in line
+    assert "1 of them cannot be rebuilt" in line and "step 0 (GET)" in line
+    assert_matches_wire(load_run(f"{archive}#{SUPPORT}"), recorded)
+    for source in (str(live), str(archive)):
+        result = run_cli("import", source, "--store", str(store))
+        assert result.exit_code == 0, result.output
+        assert result.stderr.count(UNBUILT) == 1 and "not imported" in result.stderr
+        assert "no recorded response body" in result.stderr
+        assert sorted(_ids(store)) == sorted(RUNS)
+    assert _import(archive, store) == [
+        f"0 files read, 1 skipped, 0 runs imported, 0 completed into {store}"
+    ]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "traces.json").write_bytes(_unbuildable_line())
+    refused = run_cli("import", str(alone), "--store", str(tmp_path / "other"))
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert refused.stderr.splitlines()[-1] == (
+        f"Error: nothing imported from {alone}: no run of it could be rebuilt"
+    )
+
+
+def test_a_stray_file_is_left_out_with_a_note(
+    recorded: Recorded, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A README beside the trace files is left out with a note naming it (once: the next
+    import skips it silently); a file named as a trace file that is no OTLP data is still an
+    error naming it."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    write_rotated(archive, Exporter("proto", "zstd"), split(batches(recorded.raw, 3), 2))
+    (archive / "README.txt").write_text("notes\n")
+    shown = run_cli("show", f"{archive}#{SUPPORT}")
+    assert shown.exit_code == 0, shown.output
+    assert f"{archive / 'README.txt'}: left out, not a trace file" in caplog.text
+    result = run_cli("import", str(archive), "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert "README.txt: left out, not a trace file" in result.stderr
+    assert result.stdout.splitlines()[-1].startswith("2 files read, 0 skipped, 4 runs imported")
+    again = run_cli("import", str(archive), "--store", str(store))
+    assert again.stderr == "" and again.stdout.startswith("0 files read, 3 skipped")
+    (archive / "traces-old.json").write_text("notes\n")
+    line = assert_bad_input(run_cli("show", f"{archive}#{SUPPORT}"), "traces-old.json")
+    assert "invalid or truncated JSON" in line
+
+
+def test_import_says_which_runs_were_there_already(recorded: Recorded, tmp_path: Path) -> None:
+    """An archive whose runs the store holds (imported from a file before): each is reported
+    as already there, and nothing changes."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    (live,) = write_rotated(archive, Exporter("json"), [batches(recorded.raw, 4)])
+    single = tmp_path / "single.json"
+    single.write_bytes(live.read_bytes())
+    assert run_cli("import", str(single), "--store", str(store)).exit_code == 0
+    out = _import(archive, store)
+    assert out[-1] == f"1 file read, 0 skipped, 0 runs imported, 0 completed into {store}"
+    there = [line for line in out if "already in the store" in line]
+    assert len(there) == len(RUNS) and all("nothing changed" in line for line in there)
+    assert any(line.startswith(f"{SUPPORT}: already in the store") for line in there)

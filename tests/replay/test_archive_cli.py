@@ -20,10 +20,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.replay.sources import load_run
-from tests.cli._checks import run_cli
+from tests.cli._checks import assert_bad_input, run_cli
 from tests.replay._collector_files import backup_name
 from tests.replay.conftest import run_pytest
 from tests.replay.test_replay_cli import AGENT, _record, replay
+from tests.replay.test_sources_backends import (
+    PHOENIX_SPAN,
+    Backend,
+    backend,  # noqa: F401 (the fixture, used by name)
+    phoenix_page,
+)
 
 pytestmark = pytest.mark.subprocess
 
@@ -127,3 +133,44 @@ def test_the_pytest_marker_takes_the_archive(
     )
     session = run_pytest(tmp_path)
     assert "PASSED test_archived.py::test_the_agent" in session.stdout, session.stdout
+
+
+def test_a_phoenix_project_with_a_run_that_cannot_be_rebuilt(
+    backend: Backend,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+) -> None:
+    """The same as an archive's: a Phoenix project whose one run cannot be rebuilt lists
+    both runs, and ``import`` imports the other and names the bad one on a line of its own."""
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]
+    good = {
+        **PHOENIX_SPAN,
+        "attributes": {
+            **PHOENIX_SPAN["attributes"],
+            "replay.run.id": "r_ok",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.output.messages": json.dumps(answer),
+        },
+    }
+    bad = {
+        **PHOENIX_SPAN,
+        "name": "GET",
+        "context": {"trace_id": "6b8aa5a2d2c872e8321cf37308d69df2", "span_id": "151581bf3cb55c13"},
+        "span_kind": "UNKNOWN",
+        "attributes": {
+            "replay.run.id": "r_bad",
+            "replay.step.index": 0,
+            "replay.step.kind": "http",
+            "http.request.method": "GET",
+            "url.full": "http://files.test/big",
+            "http.response.status_code": 200,
+        },
+    }
+    ref = phoenix_page(backend, good, bad)
+    line = assert_bad_input(run_cli("show", ref), "holds 2 runs", "r_ok", "r_bad")
+    assert "1 of them cannot be rebuilt" in line and "no recorded response body" in line
+    assert run_cli("show", f"{ref}#r_ok").exit_code == 0
+    result = run_cli("import", ref, "--store", str(tmp_path / "store"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("otel-replay: not imported: ") and "r_bad" in result.stderr
+    assert result.stdout.splitlines()[-1].startswith("1 run imported into")

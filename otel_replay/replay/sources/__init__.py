@@ -3,7 +3,7 @@ directories, OTLP JSON URLs, trace backends (Phoenix, Jaeger, Tempo) and bundle 
 Runs (:func:`load_run`)."""
 
 from otel_replay.replay.sources._backends import download, is_remote, source_name
-from otel_replay.replay.sources._build import SourceRun
+from otel_replay.replay.sources._build import SourceRun, Unbuilt, UnbuiltRuns
 from otel_replay.replay.sources._bundle import write_bundle
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._import import (
@@ -27,6 +27,8 @@ __all__ = [
     "ImportReport",
     "Limits",
     "SourceRun",
+    "Unbuilt",
+    "UnbuiltRuns",
     "archive_of",
     "download",
     "fetch",

@@ -6,7 +6,8 @@ Rotation (timberjack, lumberjack before it) renames the live file ``NAME.EXT`` t
 ``2006-01-02T15-04-05.000`` in UTC or local time, and starts a new live file. A run whose
 spans are spread over several files is read as one: each live file's backups oldest first,
 then the live file. A live file may end in a record the Collector is writing: it is left out
-with a note, not an error.
+with a note, not an error. A file that is not the exporter's (a README beside them: not named
+like a trace file, and its first byte starts none of its formats) is left out with a note.
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ from pathlib import Path
 
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._documents import Document, decode
+from otel_replay.replay.sources._framing import ZSTD_MAGIC
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.store import ImportedFile
 
 __all__ = ["ArchiveFile", "ArchiveRead", "archive_files", "archive_parts", "read_archive"]
 
 _HEAD_BYTES = 64 * 1024
+# Names a trace file is given: such a file is read, and an error when it is no OTLP data.
+_TRACE_SUFFIXES = frozenset(
+    (".json", ".jsonl", ".ndjson", ".pb", ".proto", ".protobuf", ".otlp", ".bin", ".gz", ".zst")
+)
+# What OTLP data starts with: JSON ("{", "[", whitespace, a byte order mark), a record's
+# 4-byte big-endian length or protobuf's first field (bytes below 0x20), gzip (0x1f), zstd.
+_STARTS = frozenset(b"{[ \xef")
 _BACKUP = re.compile(
     r"^(?P<name>.+)-(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3})(?:-(?:size|time))?$"
 )
@@ -78,12 +87,14 @@ def _archive_file(path: Path) -> ArchiveFile:
 class ArchiveRead:
     """What reading (part of) an archive gave: the documents of the files read, in order,
     and their size once decompressed; the files read (as an import remembers them), those
-    skipped as imported already, and the notes on half-written ends left out."""
+    skipped as imported already, those left out as no trace files (remembered too, so that
+    a cron job notes each once), and the notes on half-written ends and stray files."""
 
     documents: list[Document] = field(default_factory=list)
     size: int = 0
     read: list[ImportedFile] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    stray: list[ImportedFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -118,11 +129,15 @@ def archive_parts(
     """
     part = ArchiveRead()
     for file in archive_files(root):
-        head, size, mtime_ns = _peek(file.path)
+        head, size, mtime_ns, first = _peek(file.path)
         if size == 0:
             continue  # a live file just started (or rotated): nothing in it yet
         if skip is not None and skip(ImportedFile(str(file.path), size, mtime_ns, head, b"")):
             part.skipped.append(file.path)
+            continue
+        if _stray(file.path, first):
+            part.notes.append(f"{file.path}: left out, not a trace file")
+            part.stray.append(ImportedFile(str(file.path), size, mtime_ns, head, head))
             continue
         data = _read(file.path, limits)
         decoded = decode(data, str(file.path), limits, growing=file.rotated is None)
@@ -139,15 +154,25 @@ def archive_parts(
     yield part
 
 
-def _peek(path: Path) -> tuple[bytes, int, int]:
-    """The sha256 of a file's first bytes, its size and its modification time."""
+def _peek(path: Path) -> tuple[bytes, int, int, bytes]:
+    """The sha256 of a file's first bytes, its size, its modification time and its first
+    four bytes."""
     try:
         with path.open("rb") as stream:
             stat = os.fstat(stream.fileno())
-            head = hashlib.sha256(stream.read(_HEAD_BYTES)).digest()
+            first = stream.read(_HEAD_BYTES)
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return head, stat.st_size, stat.st_mtime_ns
+    return hashlib.sha256(first).digest(), stat.st_size, stat.st_mtime_ns, first[:4]
+
+
+def _stray(path: Path, first: bytes) -> bool:
+    """True for a file beside the trace files that is none: not named like one, and not
+    starting as OTLP data does. A trace file damaged from its first byte is read (and is an
+    error naming it) when its name says what it is."""
+    if any(suffix.lower() in _TRACE_SUFFIXES for suffix in path.suffixes):
+        return False
+    return bool(first) and not (first[0] < 0x20 or first[0] in _STARTS or first == ZSTD_MAGIC)
 
 
 def _read(path: Path, limits: Limits) -> bytes:

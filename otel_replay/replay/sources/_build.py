@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from otel_replay.replay.sources._runs import (
 from otel_replay.replay.sources._steps import StepProblem, build_step
 from otel_replay.step import Step
 
-__all__ = ["SourceRun", "build_run"]
+__all__ = ["SourceRun", "Unbuilt", "UnbuiltRuns", "build_run", "build_runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,39 @@ class SourceRun:
     spans: tuple[Span, ...]
     step_spans: Mapping[int, Span] = field(default_factory=dict)
     in_store: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unbuilt:
+    """A run of a source that cannot be rebuilt, and why: the one line of its SourceError,
+    naming the source, the run and the step."""
+
+    run_id: str
+    problem: str
+
+
+class UnbuiltRuns(SourceError):
+    """A source holds several runs and some cannot be rebuilt. The message lists every run
+    (as a source of several does when none is picked); ``runs`` are those rebuilt, so that
+    one bad run stops neither ``import`` nor the others, ``unbuilt`` the others."""
+
+    def __init__(self, message: str, runs: list[SourceRun], unbuilt: list[Unbuilt]) -> None:
+        super().__init__(message)
+        self.runs = runs
+        self.unbuilt = unbuilt
+
+
+def build_runs(runs: Iterable[SpanRun], source: str) -> tuple[list[SourceRun], list[Unbuilt]]:
+    """:func:`build_run` of each of ``runs``; one that cannot be rebuilt is set aside, with
+    why, rather than stopping the others."""
+    built: list[SourceRun] = []
+    unbuilt: list[Unbuilt] = []
+    for run in runs:
+        try:
+            built.append(build_run(run, source))
+        except SourceError as exc:
+            unbuilt.append(Unbuilt(run.run_id, str(exc)))
+    return built, unbuilt
 
 
 def build_run(

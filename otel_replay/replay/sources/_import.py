@@ -13,7 +13,7 @@ from otel_replay._canonical import sha256_tag
 from otel_replay.errors import RunNotFoundError, SourceError
 from otel_replay.replay._model import RecordedStep
 from otel_replay.replay.sources._archive import ArchiveRead, archive_parts
-from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._build import SourceRun, Unbuilt, build_runs
 from otel_replay.replay.sources._group import select
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._load import span_runs
@@ -259,12 +259,15 @@ def _stored(facts: RunFacts, recorded: RecordedStep, span: Mapping[str, Any]) ->
 @dataclass(frozen=True, slots=True)
 class ArchiveImport:
     """What importing an archive directory did: files read and skipped (imported before,
-    unchanged), the notes on half-written ends left out, and one report per run read."""
+    unchanged), the notes on half-written ends and stray files left out, one report per run
+    read, and the runs that could not be rebuilt (not imported, the others imported all the
+    same)."""
 
     read: int
     skipped: int
     notes: list[str]
     runs: list[ImportReport]
+    unbuilt: list[Unbuilt]
 
 
 def import_archive(
@@ -279,12 +282,13 @@ def import_archive(
     order written, each part imported and its files remembered before the next is read:
     cut off anywhere, the next import reads the rest. A run spread over several parts (or
     over files imported before) is rebuilt from the spans the store holds and those read,
-    and completed. Raises SourceError (an unreadable or corrupt file, a different run by a
-    held id, no run ``selector``).
+    and completed. A run that cannot be rebuilt is set aside (:attr:`ArchiveImport.unbuilt`),
+    its files remembered all the same. Raises SourceError (an unreadable or corrupt file, a
+    different run by a held id, no run ``selector``, the run ``selector`` cannot be rebuilt).
     """
     limits = limits if limits is not None else Limits.from_env()
     known = {(f.size, f.mtime_ns, f.head) for f in store.imported_files()} if not selector else ()
-    done = ArchiveImport(0, 0, [], [])
+    done = ArchiveImport(0, 0, [], [], [])
     source = str(root)
     for part in archive_parts(root, limits, lambda f: (f.size, f.mtime_ns, f.head) in known):
         grouped = span_runs(part.documents, source)
@@ -294,19 +298,24 @@ def import_archive(
         # A run with no step (an agent that failed before its first call) has nothing to
         # replay, and must not stop every later import.
         runs = [run for run in whole if selector is not None or has_steps(run)]
-        reports = import_runs(store, [build_run(run, source) for run in runs]) if runs else []
+        built, unbuilt = build_runs(runs, source)
+        if selector is not None and unbuilt:
+            raise SourceError(unbuilt[0].problem)
+        reports = import_runs(store, built) if built else []
         if selector is None:
-            store.note_imported(part.read)
-        done = _merged(done, part, reports)
+            store.note_imported(part.read + part.stray)
+        done = _merged(done, part, reports, unbuilt)
     if selector is not None and not done.runs:
         raise SourceError(f"{source} has no run {selector!r}")
     return done
 
 
-def _merged(done: ArchiveImport, part: ArchiveRead, reports: list[ImportReport]) -> ArchiveImport:
+def _merged(
+    done: ArchiveImport, part: ArchiveRead, reports: list[ImportReport], unbuilt: list[Unbuilt]
+) -> ArchiveImport:
     """``done`` and one more part: a run imported by an earlier part and completed by this
     one was imported (its stored steps added up), one that was there before and completed
-    now was completed."""
+    now was completed; a run that cannot be rebuilt is said once, as this part left it."""
     runs = {report.run_id: report for report in done.runs}
     for report in reports:
         earlier = runs.get(report.run_id)
@@ -315,11 +324,13 @@ def _merged(done: ArchiveImport, part: ArchiveRead, reports: list[ImportReport])
             runs[report.run_id] = replace(report, outcome=earlier.outcome, stored=stored)
         else:
             runs[report.run_id] = report
+    later = {u.run_id for u in unbuilt} | {r.run_id for r in reports}
     return ArchiveImport(
         done.read + len(part.read),
         done.skipped + len(part.skipped),
         done.notes + part.notes,
         list(runs.values()),
+        [u for u in done.unbuilt if u.run_id not in later] + unbuilt,
     )
 
 

@@ -15,7 +15,12 @@ from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._backends import download, is_remote, source_name
-from otel_replay.replay.sources._build import SourceRun, build_run
+from otel_replay.replay.sources._build import (
+    SourceRun,
+    UnbuiltRuns,
+    build_run,
+    build_runs,
+)
 from otel_replay.replay.sources._bundle import is_bundle, read_bundle
 from otel_replay.replay.sources._documents import Document, documents
 from otel_replay.replay.sources._group import (
@@ -135,13 +140,27 @@ def runs_of(
 ) -> list[SourceRun]:
     """:func:`read_runs` of documents already read. ``stepless="skip"`` leaves out the runs
     with no step (unless ``selector`` names one): an archive holds every run the Collector
-    saw, an agent that failed before its first call among them."""
+    saw, an agent that failed before its first call among them. Raises :class:`UnbuiltRuns`
+    when some of several runs cannot be rebuilt."""
     grouped = span_runs(docs, source, selector)
     if selector is None and stepless == "skip":
         grouped = [run for run in grouped if has_steps(run)]
     if not grouped:
         raise SourceError(f"{source} has no replayable steps (no GenAI or replay step spans)")
-    return [build_run(run, source) for run in grouped]
+    if len(grouped) == 1:
+        return [build_run(grouped[0], source)]
+    built, unbuilt = build_runs(grouped, source)
+    if unbuilt:
+        # One bad run must not hide the others: listed, they can still be picked by id.
+        listed = describe([summary(run) for run in grouped])
+        why = unbuilt[0].problem.removeprefix(f"{source}: ")
+        raise UnbuiltRuns(
+            f"{source} holds {len(grouped)} runs; pick one with {source}#RUN_ID: {listed}; "
+            f"{len(unbuilt)} of them cannot be rebuilt: {why}",
+            built,
+            unbuilt,
+        )
+    return built
 
 
 def span_runs(docs: list[Document], source: str, selector: str | None = None) -> list[SpanRun]:
