@@ -1,4 +1,5 @@
-"""Store at scale: the index of 3,000 runs x 10 steps, and memory at exporter shutdown.
+"""Store at scale: the index of 3,000 runs x 10 steps, one run of 1,000 steps, and memory at
+exporter shutdown.
 
 * Index — 3,000 runs of ``bench/_chat.py``'s agent (10 turns each, one shared system prompt
   and tool list, spans included), each recorded by a store opening of its own, as separate
@@ -8,6 +9,11 @@
   --store S --json`` and ``otel-replay show RUN --store S --json`` (subprocesses, best of 3)
   against ``otel-replay --help`` (the interpreter and CLI start-up, the baseline), and of
   ``Store.runs()`` in process (best of 3) against ``Store.open`` and ``close``.
+* A long run — one run of 1,000 one-turn chat steps (``bench/_chat.py``'s, ~3 KB each), put
+  and flushed 20 at a time as the exporter's batches are, without step spans (as a capture
+  without content: ``show`` then reads every step's record). Printed: the seconds of
+  ``otel-replay show RUN --json`` and ``otel-replay report RUN`` (subprocesses) and of
+  ``load_run`` in process (what ``replay`` loads); each grows linearly with the steps.
 * Memory at shutdown — in a child process: 5,000 steps of 20 KB (a 16 KB request, mostly new
   text, and a 4 KB response; 20 steps per ``run()`` block) recorded through the instrumentor
   and a ``ReplaySpanExporter`` behind the SDK's batch processor, then ``provider.shutdown()``.
@@ -15,12 +21,14 @@
   recording, the peak during the shutdown (which writes what is left, closes the store and
   merges what the session wrote), their ratio, and ``ru_maxrss`` before and after shutdown.
 
-    python bench/store_scale.py [--runs 3000] [--steps 10] [--memory-steps 5000]
+    python bench/store_scale.py [--runs 3000] [--steps 10] [--long-steps 1000]
+                                [--memory-steps 5000]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import resource
@@ -36,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._chat import conversation, raw_bytes, shared_prompt, text
+from otel_replay.replay.sources import load_run
 from otel_replay.store import Store
 
 TARGET_SHUTDOWN = 2.0
@@ -146,6 +155,35 @@ def scale(args: argparse.Namespace) -> None:
         f"{'':>9} {show_cli_s / args.steps * 1e3:>6.1f} ms  --help {help_s * 1e3:.0f} ms: "
         f"{show_cli_s / help_s:.1f}x ({show_out:,} B printed)"
     )
+
+
+# -- one long run -----------------------------------------------------------------------------
+
+
+def long_run(args: argparse.Namespace) -> None:
+    run_id = "r_20261121T0900_long"
+    with tempfile.TemporaryDirectory(prefix="otel-replay-bench-") as tmp:
+        folder = Path(tmp) / "store"
+        with Store.open(folder) as store:
+            for start in range(0, args.long_steps, 20):
+                batch = [
+                    dataclasses.replace(conversation(1, args.seed + n, run_id)[0][0], index=n)
+                    for n in range(start, min(start + 20, args.long_steps))
+                ]
+                store.put(batch, [])
+                store.flush()
+        where = ("--store", str(folder))
+        show_s = best_of(1, lambda: cli("show", run_id, "--json", *where))
+        report = str(Path(tmp) / "report.html")
+        report_s = best_of(1, lambda: cli("report", run_id, "-o", report, *where))
+        load_s = best_of(1, lambda: load_run(run_id, store=str(folder)))
+    print(f"one run of {args.long_steps:,} steps")
+    for name, seconds in (
+        ("otel-replay show RUN --json", show_s),
+        ("otel-replay report RUN", report_s),
+        ("load_run (replay's loading) in process", load_s),
+    ):
+        print(f"  {name:<44} {seconds:>10.2f} s")
 
 
 # -- memory at shutdown (child process) -------------------------------------------------------
@@ -309,10 +347,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=10, help="steps per run (index)")
+    parser.add_argument("--long-steps", type=int, default=1000, help="steps of the long run")
     parser.add_argument("--memory-steps", type=int, default=5000)
     parser.add_argument("--step-kb", type=int, default=20, help="request + response KB")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--skip-index", action="store_true")
+    parser.add_argument("--skip-long", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -321,6 +361,8 @@ def main() -> int:
         return 0
     if not args.skip_index:
         scale(args)
+    if not args.skip_long:
+        long_run(args)
     if not args.skip_memory:
         memory(args)
     return 0

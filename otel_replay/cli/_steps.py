@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -151,7 +152,11 @@ def _decode_llm(view: StepView, step: Step) -> None:
         return
 
 
-def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepView:
+def _view(
+    store: Store, info: StepInfo, span: Mapping[str, Any] | None, stored: Callable[[], Step]
+) -> StepView:
+    """The view of step ``info``; ``stored()`` reads it when its span does not say enough."""
+
     def attr(key: str) -> Any:
         return attribute(span, key) if span is not None else None
 
@@ -162,7 +167,7 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
     if attr(A.REPLAY_MODE) == "fork":
         change = attr(A.REPLAY_FORK_CHANGE)
         view.forked = change if isinstance(change, str) else "served"
-    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else store.read_step(info).within
+    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else stored().within
     view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
     first_chunk = attr("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
@@ -176,7 +181,7 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
         view.finish_reasons = _strings(reasons)
     content = bool(view.input_messages or view.output_messages)
     if (info.kind == "llm" and not content) or (info.kind != "llm" and not view.url):
-        step = store.read_step(info)
+        step = stored()
         if info.kind == "llm":
             _decode_llm(view, step)
         else:
@@ -202,7 +207,19 @@ def _view(store: Store, info: StepInfo, span: Mapping[str, Any] | None) -> StepV
 def step_views(store: Store, run_id: str) -> list[StepView]:
     """The steps of ``run_id`` in order, with their messages and previews."""
     spans = _spans_by_step(store.spans(run_id))
-    return [_view(store, info, spans.get(info.index)) for info in store.steps(run_id)]
+    steps: dict[int, Step] = {}
+
+    def stored(info: StepInfo) -> Step:
+        # A run's steps are read together, once, and only when some span falls short: each
+        # record file holds many steps, and reading one per step made ``show`` quadratic.
+        if not steps:
+            steps.update((step.index, step) for step in store.read_steps(run_id))
+        return steps.get(info.index) or store.read_step(info)
+
+    return [
+        _view(store, info, spans.get(info.index), partial(stored, info))
+        for info in store.steps(run_id)
+    ]
 
 
 def attribute(span: Mapping[str, Any], key: str) -> Any:

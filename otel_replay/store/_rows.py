@@ -550,15 +550,22 @@ class StepRef:
 
 def step_ref(conn: sqlite3.Connection, run: RunRow, index: int) -> StepRef | None:
     """The step ``index`` of a run, with its record file, or None."""
-    row = conn.execute(
+    found = step_refs(conn, run, index)
+    return found[0] if found else None
+
+
+def step_refs(conn: sqlite3.Connection, run: RunRow, index: int | None = None) -> list[StepRef]:
+    """The steps of a run in index order (or only step ``index``), with their record files."""
+    sql = (
         f"SELECT {STEP_COLUMNS}, records.path FROM steps "
-        "JOIN records ON records.id = steps.record WHERE steps.run = ? AND step_index = ?",
-        (run.id, index),
-    ).fetchone()
-    if row is None:
-        return None
-    *step, record = row
-    return StepRef(_step_info(run.name, step), record)
+        "JOIN records ON records.id = steps.record WHERE steps.run = ?"
+    )
+    params: tuple[object, ...] = (run.id,)
+    if index is not None:
+        sql += " AND step_index = ?"
+        params += (index,)
+    rows = conn.execute(sql + " ORDER BY step_index", params)
+    return [StepRef(_step_info(run.name, step), record) for *step, record in rows]
 
 
 def sweeps(conn: sqlite3.Connection) -> int:

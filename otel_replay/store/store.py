@@ -100,6 +100,16 @@ def _open_index(path: Path, holder: str) -> Index:
     return index
 
 
+def _entries(records: list[Record]) -> dict[int, tuple[str, Mapping[str, Any]]]:
+    """The step entries of a record file by step index (the first of an index wins), each
+    with its record's run id."""
+    found: dict[int, tuple[str, Mapping[str, Any]]] = {}
+    for record in records:
+        for entry in record.steps:
+            found.setdefault(entry["index"], (record.run_id, entry))
+    return found
+
+
 def _writable(root: Path) -> bool:
     return os.access(root, os.W_OK)
 
@@ -108,10 +118,11 @@ class Store:
     """A store of recorded runs: a local directory or an fsspec URL, opened with :meth:`open`.
 
     Writing: :meth:`put` buffers steps and spans, :meth:`end_run` marks a run closed,
-    :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`read_step`,
-    :meth:`request_body` / :meth:`response_body` (bytes checked against their sha256) and
-    :meth:`spans`. Upkeep: :meth:`pin`, :meth:`verify`, :meth:`gc`, :meth:`compact`. Close
-    it (or use ``with``) to flush, end the runs it recorded, and merge what it wrote.
+    :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`read_step`
+    (:meth:`read_steps` for a whole run), :meth:`request_body` / :meth:`response_body` (bytes
+    checked against their sha256) and :meth:`spans`. Upkeep: :meth:`pin`, :meth:`verify`,
+    :meth:`gc`, :meth:`compact`. Close it (or use ``with``) to flush, end the runs it recorded,
+    and merge what it wrote.
 
     Thread-safe. Several processes (and, for a remote store, several machines) may record
     into one store at once; each open store is a recording of its own (``_write``). A store
@@ -471,19 +482,43 @@ class Store:
         """The step as the capture handed it over: headers, timing, chunks, verified bodies
         and its run's facts. Takes and raises like :meth:`request_body`."""
         ref = self._ref(step, index)
-        info = ref.info
         with self._index.guard():
-            facts = _rows.run_facts(self._index.conn(), self._row(info.run_id).id)
-        for record in self._records(ref.record):
-            for entry in record.steps:
-                if entry["index"] == info.index:
-                    request = self.body(info.request_hash)
-                    response = b"" if info.response_hash is None else self.body(info.response_hash)
-                    return step_from_entry(record.run_id, entry, request, response, facts)
-        raise CorruptBlobError(
-            f"record file {self.location}/{ref.record} does not hold step {info.index} of run "
-            f"{info.run_id!r} as the index says"
-        )
+            facts = _rows.run_facts(self._index.conn(), self._row(ref.info.run_id).id)
+        return self._step(ref, _entries(self._records(ref.record)), facts)
+
+    def read_steps(self, run_id: str) -> list[Step]:
+        """Every step of a run in index order, each as :meth:`read_step` gives it, reading
+        each of the run's record files once. RunNotFoundError for an unknown run; raises
+        CorruptBlobError like :meth:`read_step`."""
+        row = self._row(run_id)
+        with self._index.guard():
+            refs = _rows.step_refs(self._index.conn(), row)
+            facts = _rows.run_facts(self._index.conn(), row.id)
+        entries: dict[str, dict[int, tuple[str, Mapping[str, Any]]]] = {}
+        steps: list[Step] = []
+        for ref in refs:
+            if ref.record not in entries:
+                entries[ref.record] = _entries(self._records(ref.record))
+            steps.append(self._step(ref, entries[ref.record], facts))
+        return steps
+
+    def _step(
+        self,
+        ref: _rows.StepRef,
+        entries: dict[int, tuple[str, Mapping[str, Any]]],
+        facts: RunFacts | None,
+    ) -> Step:
+        """The step ``ref`` names, from the ``entries`` of its record file, bodies verified."""
+        info = ref.info
+        if info.index not in entries:
+            raise CorruptBlobError(
+                f"record file {self.location}/{ref.record} does not hold step {info.index} of "
+                f"run {info.run_id!r} as the index says"
+            )
+        run_id, entry = entries[info.index]
+        request = self.body(info.request_hash)
+        response = b"" if info.response_hash is None else self.body(info.response_hash)
+        return step_from_entry(run_id, entry, request, response, facts)
 
     def spans(self, run_id: str) -> list[dict[str, Any]]:
         """The spans put for a run, as they were given, in the order they were put."""

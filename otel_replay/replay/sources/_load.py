@@ -240,7 +240,7 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
 def stored_run(store: Store, info: RunInfo) -> SourceRun:
     """Run ``info`` of the open ``store``, rebuilt from its steps and spans."""
     run_id = info.run_id
-    stored = {s.index: store.read_step(s) for s in store.steps(run_id)}
+    stored = {s.index: s for s in store.read_steps(run_id)}
     spans = SpanRun(run_id, tuple(store.spans(run_id)))
     built = build_run(spans, f"store {store.location}", stored, in_store=True)
     run = built.run
