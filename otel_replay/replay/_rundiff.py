@@ -220,6 +220,7 @@ def _slot(recorded: RecordedStep) -> tuple[str, str]:
 def _align(a: Sequence[RecordedStep], b: Sequence[RecordedStep]) -> list[StepPair]:
     pairs: list[StepPair] = []
     left_a, left_b = _twins(a, b, _key, pairs)
+    left_a, left_b = _repeats(left_a, left_b, a, b, pairs)
     left_a, left_b = _twins(left_a, left_b, _meaning, pairs)
     pairs.extend(_align_block(left_a, left_b))
     return _in_order(pairs, a, b)
@@ -250,6 +251,33 @@ def _twins(
         else:
             left_a.append(x)
     return left_a, [y for y in b if y.step.index not in taken]
+
+
+def _repeats(
+    left_a: list[RecordedStep],
+    left_b: list[RecordedStep],
+    a: Sequence[RecordedStep],
+    b: Sequence[RecordedStep],
+    pairs: list[StepPair],
+) -> tuple[list[RecordedStep], list[RecordedStep]]:
+    """A step left unpaired whose very request the other run made, fewer times (a retry one
+    run made, after a fault injected into a fork, say): only in its own run, onto ``pairs``,
+    rather than paired with some other call further on. The steps of each left, in order."""
+    keys_a = {k for k in map(_key, a) if k is not None}
+    keys_b = {k for k in map(_key, b) if k is not None}
+    kept_a = []
+    for x in left_a:
+        if _key(x) in keys_b:
+            pairs.append(StepPair(x, None, "removed"))
+        else:
+            kept_a.append(x)
+    kept_b = []
+    for y in left_b:
+        if _key(y) in keys_a:
+            pairs.append(StepPair(None, y, "added"))
+        else:
+            kept_b.append(y)
+    return kept_a, kept_b
 
 
 def _in_order(

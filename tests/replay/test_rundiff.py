@@ -122,3 +122,57 @@ def test_a_damaged_within_chain_still_shows_every_step_once() -> None:
     pairs = diff_runs(Run("r_a", "test", steps), Run("r_b", "test", steps)).pairs
     assert sorted(p.a.step.index for p in pairs if p.a is not None) == [0, 1, 2, 3]
     assert sorted(p.b.step.index for p in pairs if p.b is not None) == [0, 1, 2, 3]
+
+
+def _call(index: int, name: str, asked: str, answer: bytes = b'{"ok":true}') -> RecordedStep:
+    body = json.dumps({"ask": asked}).encode()
+    return recorded_step(
+        index=index,
+        kind="http",
+        endpoint=f"POST /{name}",
+        method="POST",
+        url=f"http://x.test/{name}",
+        request_body=body,
+        request_hash=sha256_tag(body),
+        status_code=200,
+        response_headers=(),
+        response_body=answer,
+        fidelity="exact",
+    )
+
+
+def test_a_retry_only_one_run_made_is_added_not_paired_with_a_later_call() -> None:
+    # B: a fork with a 429 injected at step 0 (the client asks again) and the first lookup's
+    # answer overridden, so every later chat differs from A's.
+    a = [
+        _call(0, "chat", "where is A-1?"),
+        _call(1, "lookup", "A-1"),
+        _call(2, "chat", "A-1 shipped"),
+        _call(3, "lookup", "A-2"),
+        _call(4, "chat", "final"),
+    ]
+    b = [
+        _call(0, "chat", "where is A-1?", b'{"error":"rate_limit"}'),
+        _call(1, "chat", "where is A-1?"),
+        _call(2, "lookup", "A-1", b'{"lost":true}'),
+        _call(3, "chat", "A-1 lost"),
+        _call(4, "lookup", "A-2"),
+        _call(5, "chat", "final, lost"),
+    ]
+    pairs = diff_runs(Run("r_a", "test", tuple(a)), Run("r_b", "test", tuple(b))).pairs
+    shown = [
+        (
+            None if p.a is None else p.a.step.index,
+            None if p.b is None else p.b.step.index,
+            p.status,
+        )
+        for p in pairs
+    ]
+    assert shown == [
+        (0, 0, "changed"),
+        (None, 1, "added"),
+        (1, 2, "changed"),
+        (2, 3, "changed"),
+        (3, 4, "same"),
+        (4, 5, "changed"),
+    ]
