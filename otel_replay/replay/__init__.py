@@ -10,7 +10,7 @@ from otel_replay.replay._background import without_background
 from otel_replay.replay._boot import BOOT_DIR
 from otel_replay.replay._change import Change, category
 from otel_replay.replay._child import refuse_to_replay, start_replay
-from otel_replay.replay._diff import recorded_llm
+from otel_replay.replay._diff import json_list, recorded_llm
 from otel_replay.replay._fork import ForkPlan
 from otel_replay.replay._live_from import WentLive
 from otel_replay.replay._model import RecordedStep, Run
@@ -68,6 +68,7 @@ __all__ = [
     "isolated_launcher",
     "isolation_notice",
     "isolation_unavailable",
+    "json_list",
     "recorded_llm",
     "refuse_to_replay",
     "replaying",

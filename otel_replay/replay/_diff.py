@@ -24,6 +24,7 @@ __all__ = [
     "Request",
     "category",
     "comparable_prompts",
+    "json_list",
     "json_paths_differing",
     "llm_changes",
     "normal_message",
@@ -333,9 +334,9 @@ def _llm_from_attributes(attrs: Mapping[str, Any]) -> LlmRequest:
         model=model if isinstance(model, str) else None,
         stream=bool(attrs.get("gen_ai.request.stream", False)),
         attributes=params,
-        system_instructions=_json_list(attrs.get("gen_ai.system_instructions")),
-        input_messages=_json_list(attrs.get("gen_ai.input.messages")),
-        tool_definitions=_json_list(attrs.get("gen_ai.tool.definitions")),
+        system_instructions=json_list(attrs.get("gen_ai.system_instructions")),
+        input_messages=json_list(attrs.get("gen_ai.input.messages")),
+        tool_definitions=json_list(attrs.get("gen_ai.tool.definitions")),
     )
 
 
@@ -343,7 +344,8 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _json_list(value: Any) -> list[Any]:
+def json_list(value: Any) -> list[Any]:
+    """A span attribute holding a JSON array, as a list (``[]`` when it holds none)."""
     if isinstance(value, str):
         try:
             value = json.loads(value)

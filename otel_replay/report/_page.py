@@ -18,7 +18,7 @@ from typing import Any
 from otel_replay import attributes as A
 from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
-from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, recorded_llm
+from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, json_list, recorded_llm
 from otel_replay.step import ENVELOPE_KINDS
 
 __all__ = ["page"]
@@ -186,16 +186,6 @@ def _is_sse(headers: Sequence[tuple[str, str]]) -> bool:
     return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
 
 
-def _json_list(value: Any) -> list[Any]:
-    """A span attribute holding a JSON array, as a list (``[]`` when it holds none)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
-    return list(value) if isinstance(value, list | tuple) else []
-
-
 @dataclass(slots=True)
 class _Conversation:
     """A model call's content, read from its bodies by the provider codec, else from its
@@ -231,7 +221,7 @@ def _conversation(recorded: RecordedStep) -> _Conversation:
         except (ValueError, CodecError):
             pass
     if not out.output:
-        out.output = _json_list(recorded.attributes.get("gen_ai.output.messages"))
+        out.output = json_list(recorded.attributes.get("gen_ai.output.messages"))
     return out
 
 

@@ -22,6 +22,7 @@ from otel_replay import attributes as A
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._fetch import fetch
 from otel_replay.replay.sources._limits import Limits
+from otel_replay.replay.sources._spans import Malformed, json_object
 
 __all__ = ["phoenix_spans"]
 
@@ -33,10 +34,6 @@ _ISO = re.compile(
     r"(Z|[+-]\d\d:?\d\d)?",
     re.IGNORECASE,
 )
-
-
-class _Bad(ValueError):
-    """A span Phoenix answered that cannot be read."""
 
 
 def phoenix_spans(
@@ -137,8 +134,8 @@ def otlp_span(span: Mapping[str, Any], named: str) -> dict[str, Any]:
     try:
         context = span.get("context")
         if not isinstance(context, Mapping):
-            raise _Bad("context is not an object")
-        attributes = _flat(_object(span.get("attributes"), "attributes"))
+            raise Malformed("context is not an object")
+        attributes = _flat(json_object(span.get("attributes"), "attributes"))
         kind = span.get("span_kind")
         if isinstance(kind, str) and kind not in ("", "UNKNOWN"):
             # Phoenix moved the attribute into span_kind; the span held it.
@@ -157,33 +154,25 @@ def otlp_span(span: Mapping[str, Any], named: str) -> dict[str, Any]:
             "attributes": attributes,
             "events": [_event(event) for event in _list(span.get("events"), "events")],
         }
-    except _Bad as exc:
+    except Malformed as exc:
         name = span.get("name")
         raise SourceError(f"{named}: span {name!r} cannot be read: {exc}") from None
 
 
 def _event(event: Any) -> dict[str, Any]:
-    event = _object(event, "an event")
+    event = json_object(event, "an event")
     return {
         "name": str(event.get("name") or ""),
         "timeUnixNano": _nanos(event.get("timestamp"), "an event's timestamp"),
-        "attributes": _flat(_object(event.get("attributes"), "an event's attributes")),
+        "attributes": _flat(json_object(event.get("attributes"), "an event's attributes")),
     }
-
-
-def _object(value: Any, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _Bad(f"{what} is not an object")
-    return value
 
 
 def _list(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _Bad(f"{what} is not a list")
+        raise Malformed(f"{what} is not a list")
     return value
 
 
@@ -210,14 +199,14 @@ def _nanos(value: Any, what: str) -> str | None:
         return None
     match = _ISO.fullmatch(value.strip()) if isinstance(value, str) else None
     if match is None:
-        raise _Bad(f"{what} {str(value)[:40]!r} is not an ISO 8601 time")
+        raise Malformed(f"{what} {str(value)[:40]!r} is not an ISO 8601 time")
     year, month, day, hour, minute, second, fraction, zone = match.groups()
     try:
         seconds = calendar.timegm(
             (int(year), int(month), int(day), int(hour), int(minute), int(second), 0, 0, 0)
         )
     except (ValueError, OverflowError):
-        raise _Bad(f"{what} {value!r} is not a valid time") from None
+        raise Malformed(f"{what} {value!r} is not a valid time") from None
     if zone and zone.upper() != "Z":
         sign = -1 if zone[0] == "+" else 1
         digits = zone[1:].replace(":", "")

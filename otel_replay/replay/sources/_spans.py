@@ -13,7 +13,7 @@ from typing import Any
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._documents import Document
 
-__all__ = ["shown", "span_dicts"]
+__all__ = ["Malformed", "json_object", "shown", "span_dicts"]
 
 _KINDS = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _STATUS = ("UNSET", "OK", "ERROR")
@@ -27,7 +27,7 @@ _SHOWN = 40
 """Most characters of a bad value an error message quotes."""
 
 
-class _Bad(ValueError):
+class Malformed(ValueError):
     """A value in a span that cannot be read; becomes a SourceError naming the span."""
 
 
@@ -61,16 +61,16 @@ def _list(obj: Mapping[str, Any], camel: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _Bad(f"{camel} is not a list")
+        raise Malformed(f"{camel} is not a list")
     return value
 
 
-def _object(value: Any, what: str) -> Mapping[str, Any]:
-    """``value`` when it is a JSON object, ``{}`` when it is absent; _Bad otherwise."""
+def json_object(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, ``{}`` when it is absent; Malformed otherwise."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise _Bad(f"{what} is not an object")
+        raise Malformed(f"{what} is not an object")
     return value
 
 
@@ -82,15 +82,15 @@ def shown(value: Any) -> str:
 
 def _resource_spans(resource_spans: Mapping[str, Any], where: str) -> Iterable[dict[str, Any]]:
     try:
-        resource = _object(_get(resource_spans, "resource"), "resource")
+        resource = json_object(_get(resource_spans, "resource"), "resource")
         resource_attrs = _attributes(_get(resource, "attributes"))
         groups = [
-            _object(group, "a scopeSpans entry")
+            json_object(group, "a scopeSpans entry")
             for group in _list(resource_spans, "scopeSpans")
             + _list(resource_spans, "instrumentationLibrarySpans")
         ]
         scoped = [(_scope_name(group), _list(group, "spans")) for group in groups]
-    except _Bad as exc:
+    except Malformed as exc:
         raise SourceError(f"{where}: unreadable resource: {exc}") from None
     for scope_name, spans in scoped:
         for span in spans:
@@ -98,7 +98,7 @@ def _resource_spans(resource_spans: Mapping[str, Any], where: str) -> Iterable[d
                 raise SourceError(f"{where}: a span is not an object: {shown(span)}")
             try:
                 yield _span(span, resource_attrs, scope_name)
-            except (_Bad, TypeError, AttributeError) as exc:
+            except (Malformed, TypeError, AttributeError) as exc:
                 name = span.get("name")
                 raise SourceError(f"{where}: span {name!r} cannot be read: {exc}") from None
 
@@ -110,7 +110,7 @@ def _scope_name(group: Mapping[str, Any]) -> Any:
 
 
 def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict[str, Any]:
-    status = _object(_get(span, "status"), "status")
+    status = json_object(_get(span, "status"), "status")
     return {
         "name": str(_get(span, "name", "")),
         "kind": _enum(_get(span, "kind"), _KINDS, "SPAN_KIND_"),
@@ -130,7 +130,7 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict
                 "time_ns": _int(_get(event, "timeUnixNano"), "timeUnixNano", _TIME),
                 "attributes": _attributes(_get(event, "attributes")),
             }
-            for event in (_object(e, "an event") for e in _list(span, "events"))
+            for event in (json_object(e, "an event") for e in _list(span, "events"))
         ],
         "links": [
             {
@@ -138,7 +138,7 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Any) -> dict
                 "span_id": _id(_get(link, "spanId"), 8, "links.spanId"),
                 "attributes": _attributes(_get(link, "attributes")),
             }
-            for link in (_object(x, "a link") for x in _list(span, "links"))
+            for link in (json_object(x, "a link") for x in _list(span, "links"))
         ],
         "resource": dict(resource),
         "scope": scope if isinstance(scope, str) else None,
@@ -149,19 +149,19 @@ def _id(value: Any, size: int, what: str, *, required: bool = False) -> str | No
     """A trace or span id as lowercase hex; None when absent (or all zero, for a parent)."""
     if value is None or value == "":
         if required:
-            raise _Bad(f"{what} is missing")
+            raise Malformed(f"{what} is missing")
         return None
     if not isinstance(value, str):
-        raise _Bad(f"{what} is not a string")
+        raise Malformed(f"{what} is not a string")
     if len(value) == size * 2 and _HEX.fullmatch(value):
         raw = bytes.fromhex(value)
     else:
         raw = _base64(value, what)
         if len(raw) != size:
-            raise _Bad(f"{what} {value!r} is neither {size * 2} hex digits nor {size} bytes")
+            raise Malformed(f"{what} {value!r} is neither {size * 2} hex digits nor {size} bytes")
     if not any(raw):
         if required:
-            raise _Bad(f"{what} is all zeros")
+            raise Malformed(f"{what} is all zeros")
         return None
     return raw.hex()
 
@@ -171,16 +171,16 @@ def _base64(value: str, what: str) -> bytes:
     try:
         return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except (binascii.Error, ValueError):
-        raise _Bad(f"{what} {value!r} is neither hex nor base64") from None
+        raise Malformed(f"{what} {value!r} is neither hex nor base64") from None
 
 
 def _int(value: Any, what: str, bounds: tuple[int, int] = _INT64) -> int | None:
     """An int64/uint64 field: a number, or a decimal string (the JSON mapping's choice),
-    within ``bounds`` (inclusive; int64 unless told): _Bad names one outside them."""
+    within ``bounds`` (inclusive; int64 unless told): Malformed names one outside them."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
-        raise _Bad(f"{what} is a boolean")
+        raise Malformed(f"{what} is a boolean")
     number: int | None = None
     if isinstance(value, int):
         number = value
@@ -190,10 +190,10 @@ def _int(value: Any, what: str, bounds: tuple[int, int] = _INT64) -> int | None:
         with contextlib.suppress(ValueError):
             number = int(value.strip())
     if number is None:
-        raise _Bad(f"{what} {shown(value)} is not an integer")
+        raise Malformed(f"{what} {shown(value)} is not an integer")
     low, high = bounds
     if not low <= number <= high:
-        raise _Bad(f"{what} {shown(value)} is out of range ({low} to {high})")
+        raise Malformed(f"{what} {shown(value)} is out of range ({low} to {high})")
     return number
 
 
@@ -207,7 +207,7 @@ def _enum(value: Any, names: tuple[str, ...], prefix: str) -> str:
         if text.isdigit():
             return _enum(int(text), names, prefix)
         return text
-    raise _Bad(f"enum value {shown(value)} is neither a number nor a name")
+    raise Malformed(f"enum value {shown(value)} is neither a number nor a name")
 
 
 def _attributes(value: Any) -> dict[str, Any]:
@@ -217,11 +217,11 @@ def _attributes(value: Any) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return {str(k): _any(v) for k, v in value.items()}
     if not isinstance(value, list):
-        raise _Bad("attributes is neither a list nor an object")
+        raise Malformed("attributes is neither a list nor an object")
     out: dict[str, Any] = {}
     for item in value:
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise _Bad("an attribute has no key")
+            raise Malformed("an attribute has no key")
         out[item["key"]] = _any(item.get("value"))
     return out
 
@@ -250,7 +250,7 @@ def _double(value: Any) -> float:
             return float(value)
         except ValueError:
             pass
-    raise _Bad(f"doubleValue {shown(value)} is not a number")
+    raise Malformed(f"doubleValue {shown(value)} is not a number")
 
 
 def _bool(value: Any) -> bool:
@@ -258,7 +258,7 @@ def _bool(value: Any) -> bool:
         return value
     if value in {"true", "false"}:
         return bool(value == "true")
-    raise _Bad(f"boolValue {shown(value)} is not a boolean")
+    raise Malformed(f"boolValue {shown(value)} is not a boolean")
 
 
 def _array(value: Any) -> list[Any]:
