@@ -8,6 +8,7 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit, urlun
 
 from otel_replay.redact._json_text import (
     ANY_ESCAPE,
+    CREDENTIAL_KEY,
     HIDING_ESCAPE,
     credential_values,
     may_name_credentials,
@@ -16,7 +17,7 @@ from otel_replay.redact._json_text import (
 from otel_replay.redact._secrets import Secrets
 from otel_replay.redact._stream_text import redact_stream
 
-__all__ = ["REDACTED", "Redactor"]
+__all__ = ["AUTH_VALUE", "CREDENTIAL_KEY", "CREDENTIAL_NAME", "REDACTED", "Redactor"]
 
 REDACTED = "REDACTED"
 _REDACTED_BYTES = REDACTED.encode()
@@ -43,13 +44,25 @@ _SECRET_QUERY = re.compile(
     r"|accesskeyid|securitytoken|code)$"
 )
 
-# Header names (lower-cased, separators removed) that say credential; not "tokens", which
-# ends rate-limit headers a replay keeps.
-_SECRET_HEADER_NAME = re.compile(
-    rb"(apikey|token|secret|password|passwd|auth|authorization|credential|credentials"
-    rb"|session|signature|cookie)$"
+# These two patterns and CREDENTIAL_KEY are also the Collector's `redaction` processor's (its
+# blocked_key_patterns and blocked_values in collector-config/otelcol.yaml; a test keeps them
+# equal): each is written in the syntax Python's `re` and Go's RE2 share (no look-around, no
+# backreference) and matches a raw name as well as the one folded here.
+
+CREDENTIAL_NAME = (
+    r"(?i)(api[-_.]?key|subscription[-_.]?key|token|secret|password|passwd|auth"
+    r"|authorization|credentials?|session|signature|cookie)$"
 )
-_AUTH_VALUE = re.compile(rb"\s*(?i:bearer|basic|digest)\s+\S")
+"""A header name or span attribute key that names a credential (``x-api-key``,
+``http.request.header.authorization``); not "tokens", which ends rate-limit headers a replay
+keeps and the token counts of ``gen_ai.usage``."""
+
+AUTH_VALUE = r"^\s*(?i:bearer|basic|digest)\s+\S.*"
+"""A value that carries an auth scheme's credential (``Bearer sk-…``), matched whole: the
+processor masks what a pattern matches, so the match runs to the end of the line."""
+
+_SECRET_HEADER_NAME = re.compile(CREDENTIAL_NAME.encode())
+_AUTH_VALUE = re.compile(AUTH_VALUE.encode())
 
 _ESCAPE_DEPTH = 3
 """JSON in a string in a string…: how deep the escaped-string pass decodes."""

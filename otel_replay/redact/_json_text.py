@@ -9,6 +9,7 @@ import orjson
 
 __all__ = [
     "ANY_ESCAPE",
+    "CREDENTIAL_KEY",
     "HIDING_ESCAPE",
     "credential_values",
     "is_credential_key",
@@ -24,28 +25,17 @@ ANY_ESCAPE = re.compile(rb"\\")
 HIDING_ESCAPE = re.compile(rb"\\[u/]")
 """The escapes that can hide a secret's characters (``\\u0043``, ``\\/``)."""
 
-# Matched against the lower-cased key with separators removed; "token" alone is not here:
-# it names the tokens of log-probabilities in model responses.
-_CREDENTIAL_KEYS = (
-    "apikey",
-    "secret",
-    "secretkey",
-    "clientsecret",
-    "password",
-    "passwd",
-    "passphrase",
-    "accesstoken",
-    "refreshtoken",
-    "authtoken",
-    "bearertoken",
-    "sessiontoken",
-    "securitytoken",
-    "idtoken",
-    "apitoken",
-    "authorization",
-    "privatekey",
-    "secretaccesskey",
+CREDENTIAL_KEY = (
+    r"(?i)(api[-_.]?key|secret|secret[-_.]?key|password|passwd|passphrase"
+    r"|(access|refresh|auth|bearer|session|security|id|api)[-_.]?token|authorization"
+    r"|private[-_.]?key|secret[-_.]?access[-_.]?key)$"
 )
+"""A key that names a credential (``api_key``, ``clientSecret``, ``aws.secret_access_key``):
+JSON keys here, span attribute keys in the Collector's ``redaction`` processor
+(``collector-config/otelcol.yaml``), so it is written in the syntax Python's ``re`` and Go's
+RE2 share. Not "token" alone: it names the tokens of log-probabilities in model responses."""
+
+_CREDENTIAL_KEY = re.compile(CREDENTIAL_KEY)
 
 # A credential key's ending just before its closing quote and colon (the quote escaped when
 # the JSON is itself in a string), written backwards: searched in the reversed bytes, the
@@ -59,7 +49,7 @@ _STRING_VALUE = re.compile(rb'"\s*:\s*"')
 def is_credential_key(key: str) -> bool:
     """True when a JSON key names a credential (``api_key``, ``apiKey``, ``client_secret``…)."""
     folded = key.lower().replace("_", "").replace("-", "").replace(".", "").replace(" ", "")
-    return folded.endswith(_CREDENTIAL_KEYS)
+    return _CREDENTIAL_KEY.search(folded) is not None
 
 
 def may_name_credentials(data: bytes) -> bool:
