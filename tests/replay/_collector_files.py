@@ -28,12 +28,15 @@ from typing import Literal
 
 import orjson
 import zstandard
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tests.replay.conftest import collector_json, otlp_request
+from tests.replay.conftest import otlp_request, request_json
 
 Format = Literal["json", "proto"]
 Compression = Literal["none", "zstd", "native"]
+Batch = Sequence[ReadableSpan] | ExportTraceServiceRequest
+"""One export request: its spans, or the request itself (as an OTLP receiver got it)."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,14 @@ class Exporter:
     format: Format = "json"
     compression: Compression = "none"
 
-    def marshal(self, spans: Sequence[ReadableSpan]) -> bytes:
+    def marshal(self, spans: Batch) -> bytes:
         """One export request, as the exporter's marshaller gives it."""
+        request = spans if isinstance(spans, ExportTraceServiceRequest) else otlp_request(spans)
         if self.format == "json":
-            return orjson.dumps(collector_json(spans))
-        return bytes(otlp_request(spans).SerializeToString())
+            return orjson.dumps(request_json(request))
+        return bytes(request.SerializeToString())
 
-    def writes(self, spans: Sequence[ReadableSpan]) -> list[bytes]:
+    def writes(self, spans: Batch) -> list[bytes]:
         """The writes to the file's writer for one export request, before native zstd."""
         buf = self.marshal(spans)
         if self.compression == "zstd":
@@ -59,7 +63,7 @@ class Exporter:
             return [buf, b"\n"]
         return [len(buf).to_bytes(4, "big") + buf]
 
-    def file(self, batches: Sequence[Sequence[ReadableSpan]]) -> bytes:
+    def file(self, batches: Sequence[Batch]) -> bytes:
         """A whole file holding ``batches``, one export request each (native zstd: as with
         ``rotation``, one frame per write)."""
         writes = [w for batch in batches for w in self.writes(batch)]
@@ -94,7 +98,7 @@ def backup_name(live: str, stamp: str, reason: str = "") -> str:
 def write_rotated(
     folder: Path,
     exporter: Exporter,
-    files: Sequence[Sequence[Sequence[ReadableSpan]]],
+    files: Sequence[Sequence[Batch]],
     live: str = "traces.json",
     reason: str = "size",
 ) -> list[Path]:

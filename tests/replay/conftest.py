@@ -315,7 +315,12 @@ def protobuf_json(spans: Sequence[ReadableSpan], **options: Any) -> dict[str, An
 
 def collector_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     """As the Collector's file exporter writes it: hex ids and enums as numbers."""
-    return _rewrite_ids_and_enums(protobuf_json(spans))
+    return request_json(otlp_request(spans))
+
+
+def request_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """An export request as the Collector's file exporter writes it in JSON."""
+    return _rewrite_ids_and_enums(json_format.MessageToDict(request))
 
 
 def _rewrite_ids_and_enums(value: Any) -> Any:
