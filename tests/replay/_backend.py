@@ -65,6 +65,8 @@ class Backend:
         self.routes: dict[str, Answer] = {}
         self.requests: list[tuple[str, str | None]] = []
         self.headers: list[dict[str, str]] = []
+        self.sizes: list[int] = []
+        """The size of each answer's body."""
         self.traces = Traces()
         owner = self
 
@@ -74,6 +76,7 @@ class Backend:
                 owner.headers.append(dict(self.headers))
                 found = owner.routes.get(self.path) or owner.routes.get(self.path.partition("?")[0])
                 found = found or owner.traces.answer(self.path) or answer(NOT_FOUND, 404)
+                owner.sizes.append(len(found.body))
                 time.sleep(found.delay)
                 with contextlib.suppress(OSError):  # the client gave up waiting
                     self.send_response(found.status)
@@ -101,6 +104,7 @@ class Backend:
         self.routes.clear()
         self.requests.clear()
         self.headers.clear()
+        self.sizes.clear()
         self.traces = Traces()
 
     def close(self) -> None:
