@@ -131,8 +131,9 @@ def asked(backend: Backend) -> list[tuple[str, dict[str, str]]]:
 
 
 def test_jaeger_finds_a_run_split_over_traces_by_run_id(
-    recorded: Recorded, backend: Backend
+    recorded: Recorded, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PHOENIX_API_KEY", "px-for-phoenix-only")  # never sent elsewhere
     three_services(backend, recorded)
     ref = f"jaeger://127.0.0.1:{backend.port}"
     run = load_run(f"{ref}#{SUPPORT}")
@@ -151,6 +152,7 @@ def test_jaeger_finds_a_run_split_over_traces_by_run_id(
         ("/api/v3/traces", {"query.service_name": "claude-agent", **search}),
         ("/api/v3/traces", {"query.service_name": "support-agent", **search}),
     ]
+    assert not any("Authorization" in headers for headers in backend.headers)
 
 
 def test_tempo_finds_a_run_split_over_traces_by_run_id(

@@ -206,9 +206,7 @@ def _trace_ids(path: str, named: str) -> tuple[str, ...]:
         raise SourceError(f"{named}: more than {_MAX_TRACES} trace ids")
     for trace_id in ids:
         if not _TRACE_ID.fullmatch(trace_id):
-            raise SourceError(
-                f"{named}: {_quoted(trace_id)} is not a trace id (32 hex digits)"
-            )
+            raise SourceError(f"{named}: {_quoted(trace_id)} is not a trace id (32 hex digits)")
     return tuple(dict.fromkeys(ids))
 
 

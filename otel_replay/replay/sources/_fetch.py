@@ -177,9 +177,9 @@ def _reason(error: urllib.error.HTTPError, redactor: Redactor) -> str:
         return ""
     text = redactor.body(head).decode(errors="replace")
     line = " ".join((_message(text) or text).split())
-    if not line.isprintable() or line.startswith("<"):  # an HTML error page says nothing
+    if not line or not line.isprintable() or line.startswith("<"):  # an HTML page: nothing
         return ""
-    return f" ({line if len(line) <= 200 else line[:199] + '…'})" if line else ""
+    return f" ({line if len(line) <= 200 else line[:199] + '…'})"
 
 
 def _message(text: str) -> str | None:

@@ -147,15 +147,18 @@ def tempo_trace_ids(get: Downloads, base_url: str, run_id: str, window: Window) 
 
 def run_ids(answer: bytes, get: Downloads) -> set[str]:
     """The run ids the spans of a trace API's ``answer`` carry."""
-    spans = span_dicts(documents(answer, get.named, get.limits))
-    return {run_id for span in spans if isinstance(run_id := _run_id(span), str) and run_id}
+    return {r for span in _spans(answer, get) if isinstance(r := _run_id(span), str) and r}
 
 
 def _traces_carrying(answer: bytes, run_id: str, get: Downloads) -> tuple[set[str], set[str]]:
     """The trace ids in ``answer``, and those of its traces with a span carrying ``run_id``."""
-    spans = span_dicts(documents(answer, get.named, get.limits))
+    spans = _spans(answer, get)
     traces = {str(span["trace_id"]) for span in spans}
     return traces, {str(span["trace_id"]) for span in spans if _run_id(span) == run_id}
+
+
+def _spans(answer: bytes, get: Downloads) -> list[dict[str, Any]]:
+    return span_dicts(documents(answer, get.named, get.limits))
 
 
 def _run_id(span: Mapping[str, Any]) -> Any:
