@@ -32,7 +32,7 @@ SLOW = (
 """Tests marked ``slow`` (besides those on the moto S3 server, ``s3_server``): ``make
 test-fast`` leaves them out, ``make test`` runs them."""
 
-FIRST = ("tests/test_demo.py", "tests/replay/test_sources_phoenix.py", "tests/frameworks/")
+FIRST = ("tests/test_demo.py", "tests/replay/test_sources_phoenix", "tests/frameworks/")
 """Files that take long, run first: pytest-xdist hands out files in the order collected, and
 one of these handed out last would leave the other workers idle till it ends."""
 

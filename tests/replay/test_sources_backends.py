@@ -2,39 +2,34 @@
 backend references, and Phoenix servers that answer what a real one would not.
 
 Neither Jaeger nor Tempo can be installed here, so a local HTTP server stands in for each,
-answering in its documented format (a real Phoenix is in ``test_sources_phoenix.py``):
-
-* Jaeger v2, query API v3, ``GET /api/v3/traces/{trace_id}``: OTLP JSON (hex ids, enums as
-  numbers) wrapped in ``{"result": …}``; an unknown trace is HTTP 404 with
-  ``{"error": {"httpCode": 404, "message": …}}``
-  (``proto/api_v3/query_service.proto`` in jaegertracing/jaeger-idl, and its HTTP gateway,
-  ``cmd/query/app/apiv3/http_gateway.go`` in jaegertracing/jaeger).
-* Tempo, ``GET /api/v2/traces/{trace_id}`` with ``Accept: application/json``: the protobuf
-  JSON mapping (base64 ids, enum names) of ``TraceByIDResponse``, ``{"trace": {"batches" |
-  "resourceSpans": […]}}``, and ``/api/traces/{trace_id}`` answering the bare trace
-  (https://grafana.com/docs/tempo/latest/api_docs/).
+answering in its documented format (:mod:`tests.replay._backend` says where each shape comes
+from; a real Phoenix is in ``test_sources_phoenix.py``). Tempo's older
+``/api/traces/{trace_id}`` answers the bare trace.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources import Limits, _limits, load_run, load_sources
+from otel_replay.replay.sources import (
+    Limits,
+    _limits,
+    download,
+    load_run,
+    load_sources,
+    source_name,
+)
 from otel_replay.replay.sources._backends import parse
 from otel_replay.replay.sources._phoenix import otlp_span, phoenix_spans
 from otel_replay.store import Store
 from tests.cli._checks import assert_bad_input, run_cli
+from tests.replay._backend import Backend
 from tests.replay.conftest import (
     CLAUDE,
     SUPPORT,
@@ -49,61 +44,6 @@ from tests.replay.conftest import (
 UNKNOWN = "0af7651916cd43dd8448eb211c80319c"
 
 
-@dataclass
-class Answer:
-    status: int
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-class Backend:
-    """A loopback HTTP server answering each path (with its query, else without) as
-    :attr:`routes` says, logging each request's path and Accept header; a path it does not
-    know is Jaeger's 404."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, Answer] = {}
-        self.requests: list[tuple[str, str | None]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.requests.append((self.path, self.headers.get("Accept")))
-                error = {"error": {"httpCode": 404, "message": "trace not found"}}
-                answer = owner.routes.get(self.path) or owner.routes.get(
-                    self.path.partition("?")[0], Answer(404, json.dumps(error).encode())
-                )
-                time.sleep(answer.delay)
-                with contextlib.suppress(OSError):  # the client gave up waiting
-                    self.send_response(answer.status)
-                    headers = {"Content-Type": "application/json", **answer.headers}
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(answer.body)))
-                    self.end_headers()
-                    self.wfile.write(answer.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def serve(
-        self, path: str, document: Any, status: int = 200, delay: float = 0.0, **headers: str
-    ) -> None:
-        body = document if isinstance(document, bytes) else json.dumps(document).encode()
-        self.routes[path] = Answer(status, body, headers, delay)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
-
-
 @pytest.fixture(scope="module")
 def backend() -> Iterator[Backend]:
     server = Backend()
@@ -113,8 +53,7 @@ def backend() -> Iterator[Backend]:
 
 @pytest.fixture(autouse=True)
 def fresh(backend: Backend) -> None:
-    backend.routes.clear()
-    backend.requests.clear()
+    backend.reset()
 
 
 def trace_id(recorded: Recorded, run_id: str) -> str:
@@ -283,34 +222,93 @@ def test_redirects_stay_on_the_host(recorded: Recorded, backend: Backend) -> Non
     assert backend.requests == [(f"/api/v3/traces/{tid}", "application/json")]
 
 
+LONG = "x" * 257
+
+
 @pytest.mark.parametrize(
     ("ref", "problem"),
     [
         ("jaeger://127.0.0.1:{port}/../../admin", "'../../admin' is not a trace id"),
         ("jaeger://127.0.0.1:{port}/%2e%2e%2fapi", "'../api' is not a trace id"),
-        ("jaeger://127.0.0.1:{port}/", "the trace id is missing"),
+        ("tempo://127.0.0.1:{port}/%00", "'\\x00' is not a trace id"),
+        ("tempo://127.0.0.1:{port}/%EF%BC%90" + "0" * 31, "'\\uff10" + "0" * 31 + "' is not a"),
+        ("jaeger://127.0.0.1:{port}/", "give a trace id (…/TRACE_ID) or a run to search for"),
+        ("tempo://127.0.0.1:{port}", "give a trace id (…/TRACE_ID) or a run to search for"),
         ("jaeger://127.0.0.1:{port}/{tid}/spans", "is not a trace id (32 hex digits)"),
+        ("jaeger://127.0.0.1:{port}#r_\x1b[31m", "the run id 'r_\\x1b[31m' is not printable"),
+        ("tempo://127.0.0.1:{port}#r_\u202egnp.exe", "the run id 'r_\\u202egnp.exe' is not pr"),
+        ("tempo://127.0.0.1:{port}#" + LONG, "the run id is longer than 256 characters"),
         ("tempo://127.0.0.1:{port}/{tid}?limit=1", "a backend reference takes no query"),
         ("tempo://ann:pw@127.0.0.1:{port}/{tid}", "takes no user name or password"),
+        ("tempo://127.0.0.1%40evil.example:{port}/{tid}", "the host and port hold a '%' or"),
+        ("jaeger://127.0.0.1%2f..:{port}/{tid}", "the host and port hold a '%' or '\\'"),
+        ("jaeger://127.0.0.1\\evil.example:{port}/{tid}", "the host and port hold a '%' or"),
         ("tempo://127.0.0.1:99999/{tid}", "the port is not a number from 1 to 65535"),
         ("tempo://127.0.0.1:/{tid}", "the port is not a number"),
         ("tempo://exa_mple:{port}/{tid}", "the host is not a host name or an IP address"),
+        ("tempo://\uff45xample.org:{port}/{tid}", "the host is not a host name or an IP address"),
         ("jaeger://[::1/{tid}", "the host is not an IPv6 address in brackets"),
         ("jaeger://:{port}/{tid}", "the host is missing"),
-        ("phoenix://127.0.0.1:{port}/..", "a Phoenix project name holds no '/'"),
-        ("phoenix://127.0.0.1:{port}/a%2Fb", "a Phoenix project name holds no '/'"),
-        ("phoenix://127.0.0.1:{port}/a%1b[31m", "the project name is not printable"),
+        ("phoenix://127.0.0.1:{port}/..", "the project name '..' is a path step ('..')"),
+        ("phoenix://127.0.0.1:{port}/%2e%2e", "the project name '..' is a path step ('..')"),
+        ("phoenix://127.0.0.1:{port}/%2E", "the project name '.' is a path step ('.')"),
+        (
+            "phoenix://127.0.0.1:{port}/%E2%80%A5",
+            "the project name '\\u2025' is a path step ('..')",
+        ),
+        ("phoenix://127.0.0.1:{port}/%EF%BC%8E%EF%BC%8E", "'\\uff0e\\uff0e' is a path step ('..')"),
+        ("phoenix://127.0.0.1:{port}/a%2Fb", "the project name 'a/b' holds a path separator"),
+        ("phoenix://127.0.0.1:{port}/a%5Cb", "the project name 'a\\\\b' holds a path separator"),
+        ("phoenix://127.0.0.1:{port}/a\\b", "the project name 'a\\\\b' holds a path separator"),
+        ("phoenix://127.0.0.1:{port}/a%E2%88%95b", "'a\\u2215b' holds a look-alike of a path se"),
+        ("phoenix://127.0.0.1:{port}/a%E2%88%95b", "separator (U+2215 DIVISION SLASH)"),
+        ("phoenix://127.0.0.1:{port}/%EF%BC%8Fadmin", "(U+FF0F FULLWIDTH SOLIDUS)"),
+        ("phoenix://127.0.0.1:{port}/a%252Fb", "the project name 'a%2Fb' is percent-encoded twice"),
+        ("phoenix://127.0.0.1:{port}/a%23b", "a project name holding '?' or '#' is not supported"),
+        ("phoenix://127.0.0.1:{port}/a%00b", "the project name 'a\\x00b' is not printable"),
+        ("phoenix://127.0.0.1:{port}/a%1b[31m", "the project name 'a\\x1b[31m' is not printable"),
+        ("phoenix://127.0.0.1:{port}/" + LONG, "the project name is longer than 256 characters"),
         ("phoenix://127.0.0.1:{port}/%ff", "the path is not percent-encoded UTF-8"),
+        ("phoenix://127.0.0.1:{port}#r_\x1b]0;pwned\x07", "the run id 'r_\\x1b]0;pwned\\x07' is"),
     ],
 )
 def test_a_hostile_reference_is_refused_before_any_request(
     backend: Backend, tmp_path: Path, ref: str, problem: str
 ) -> None:
+    """Each is refused for what is wrong with it, on one printable line, before a request."""
     ref = ref.format(port=backend.port, tid=UNKNOWN)
     line = assert_bad_input(run_cli("import", ref, "--store", str(tmp_path / "s")), problem)
     assert line.isprintable() and "\x1b" not in line
     assert backend.requests == []
     assert not (tmp_path / "s").exists()
+
+
+def test_a_nul_in_a_run_id_is_refused_before_any_request(backend: Backend) -> None:
+    """A NUL cannot travel in an argument: given through the API."""
+    for scheme in ("jaeger", "tempo", "phoenix"):
+        with pytest.raises(SourceError) as caught:
+            load_run(f"{scheme}://127.0.0.1:{backend.port}#r_\x00x")
+        assert "the run id 'r_\\x00x' is not printable" in str(caught.value)
+    assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    ("given", "project", "sent"),
+    [
+        ("ann@example.org", "ann@example.org", "ann%40example.org"),
+        ("a..b", "a..b", "a..b"),
+        ("100%25", "100%", "100%25"),
+    ],
+)
+def test_a_project_name_that_only_looks_odd_is_sent_escaped(
+    backend: Backend, given: str, project: str, sent: str
+) -> None:
+    """``@`` in a project is no user name: it is sent escaped, to the host given."""
+    ref = f"phoenix://127.0.0.1:{backend.port}/{given}"
+    backend.serve(f"/v1/projects/{sent}/spans", {"data": [PHOENIX_SPAN], "next_cursor": None})
+    assert source_name(ref) == f"phoenix://127.0.0.1:{backend.port}/{project}"
+    assert b"b94732b82ab1e7b5" in download(ref, Limits.from_env())
+    assert backend.requests == [(f"/v1/projects/{sent}/spans?limit=1000", "application/json")]
 
 
 def test_default_ports() -> None:

@@ -1,25 +1,17 @@
 """Runs read from a real Phoenix server (``phoenix://HOST:PORT[/PROJECT]``).
 
-The module starts ``phoenix serve`` from its own venv (``.venv/phoenix``, made by ``make
-setup``) on free loopback ports with a scratch working directory, once. The example agent is
-recorded into it as a user would: ``opentelemetry-instrument`` with
-``OTEL_TRACES_EXPORTER=otlp`` pointed at Phoenix, and no otel-replay store at all. Runs are
-then read back through Phoenix's REST API and replayed with the stand-in provider stopped.
+The module starts one Phoenix (:mod:`tests.replay._phoenix`) and records the example agent
+into it as a user would, with no otel-replay store at all. Runs are then read back through
+Phoenix's REST API and replayed with the stand-in provider stopped.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,155 +20,37 @@ from examples.standin import StandIn
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources import load_run, load_sources
 from tests.cli._checks import assert_bad_input, run_cli
+from tests.replay._phoenix import AGENT, Phoenix, Recording, record, serve
 from tests.replay.conftest import run_pytest
 
 pytestmark = pytest.mark.subprocess
 
-ROOT = Path(__file__).resolve().parents[2]
-PHOENIX = ROOT / ".venv" / "phoenix" / "bin" / "phoenix"
-INSTRUMENT = Path(sys.executable).with_name("opentelemetry-instrument")
 CLI = str(Path(sys.executable).with_name("otel-replay"))
-AGENT = (sys.executable, str(ROOT / "examples" / "support_agent.py"))
 FIRST, SECOND, NIGHT = "r_phoenix_first", "r_phoenix_second", "r_phoenix_night"
 NIGHT_PROJECT = "night shift"
 DEAD = "http://127.0.0.1:9"
 """Where the replayed agent is sent: nothing listens there, and nothing has to."""
 
 
-@dataclass(frozen=True)
-class Phoenix:
-    port: int
-    log: Path
-
-    @property
-    def ref(self) -> str:
-        return f"phoenix://127.0.0.1:{self.port}"
-
-    def requests(self) -> list[str]:
-        """The request lines Phoenix logged, oldest first."""
-        return [line for line in self.log.read_text().splitlines() if '"GET /v1/' in line]
-
-
-@dataclass(frozen=True)
-class Recording:
-    """A run recorded into Phoenix, and the request bodies the stand-in got, in order."""
-
-    run_id: str
-    bodies: tuple[bytes, ...]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    assert PHOENIX.is_file(), f"Phoenix is missing from {PHOENIX.parent}; run `make setup`"
-    home = tmp_path_factory.mktemp("phoenix")
-    server = Phoenix(free_port(), home / "phoenix.log")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "PHOENIX_WORKING_DIR": str(home),
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_PORT": str(server.port),
-        "PHOENIX_GRPC_PORT": str(free_port()),
-        "PHOENIX_TELEMETRY_ENABLED": "false",
-    }
-    with server.log.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(PHOENIX), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        _wait_until_up(server, proc)
+    with serve(tmp_path_factory.mktemp("phoenix")) as server:
         yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _wait_until_up(server: Phoenix, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"phoenix serve exited {proc.returncode}: {server.log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"phoenix serve did not answer in 90 s: {server.log.read_text()[-2000:]}")
 
 
 @pytest.fixture(scope="module")
 def recordings(phoenix: Phoenix) -> dict[str, Recording]:
     """Three runs of the example agent: two in the default project, one in the project "night
     shift" whose streamed answers (about 5 KiB each) are over OTEL_REPLAY_INLINE_LIMIT."""
-    runs = [(FIRST, {}), (SECOND, {}), (NIGHT, {"OTEL_REPLAY_INLINE_LIMIT": "4096"})]
-    out: dict[str, Recording] = {}
-    with StandIn() as standin:
-        for run_id, extra in runs:
-            before = len(standin.received)
-            if run_id == NIGHT:
-                extra["OTEL_RESOURCE_ATTRIBUTES"] = f"openinference.project.name={NIGHT_PROJECT}"
-            _record(phoenix, standin, run_id, extra)
-            bodies = tuple(r.body for r in standin.received[before:])
-            out[run_id] = Recording(run_id, bodies)
-    for recording in out.values():
-        _wait_for_spans(phoenix, recording)
-    return out
-
-
-def _record(phoenix: Phoenix, standin: StandIn, run_id: str, extra: dict[str, str]) -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-        "STANDIN_URL": standin.base_url,
-        "OTEL_SERVICE_NAME": "support-agent",
-        "OTEL_TRACES_EXPORTER": "otlp",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_LOGS_EXPORTER": "none",
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{phoenix.port}",
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx,httpx2,openai,openai_v2,openai_agents",
-        "OTEL_REPLAY_RUN_ID": run_id,
-        **extra,
+    night = {
+        "OTEL_REPLAY_INLINE_LIMIT": "4096",
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={NIGHT_PROJECT}",
     }
-    done = subprocess.run(
-        [str(INSTRUMENT), *AGENT],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-
-
-def _wait_for_spans(phoenix: Phoenix, recording: Recording) -> None:
-    """Phoenix stores what it receives a moment later: wait until the run's step spans are
-    all there."""
-    project = NIGHT_PROJECT if recording.run_id == NIGHT else "default"
-    query = urllib.parse.urlencode({"attribute": f'replay.run.id:"{recording.run_id}"'})
-    url = f"http://127.0.0.1:{phoenix.port}/v1/projects/{urllib.parse.quote(project)}/spans?{query}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as answer:
-                spans = json.load(answer)["data"]
-        except OSError:
-            spans = []
-        if sum("replay.step.index" in s["attributes"] for s in spans) >= len(recording.bodies):
-            return
-        time.sleep(0.2)
-    pytest.fail(f"Phoenix did not store the spans of {recording.run_id} in 30 s")
+    with StandIn() as standin:
+        return {
+            run_id: record(phoenix, standin, run_id, extra)
+            for run_id, extra in [(FIRST, {}), (SECOND, {}), (NIGHT, night)]
+        }
 
 
 def test_runs_read_back_byte_exact(phoenix: Phoenix, recordings: dict[str, Recording]) -> None:
@@ -291,3 +165,11 @@ def test_the_pytest_marker_takes_a_phoenix_run(
     done = run_pytest(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_an_api_key_does_no_harm_without_authentication(
+    phoenix: Phoenix, recordings: dict[str, Recording], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PHOENIX_API_KEY set for another Phoenix: this one, with authentication off, ignores it."""
+    monkeypatch.setenv("PHOENIX_API_KEY", "px-key-of-another-phoenix")
+    assert load_run(f"{phoenix.ref}#{FIRST}").run_id == FIRST

@@ -110,7 +110,8 @@ def test_an_error_answer_names_the_url(jaeger: Jaeger) -> None:
     url = jaeger.url("0" * 32)
     with pytest.raises(SourceError) as caught:
         load_run(url)
-    assert str(caught.value) == f"{url}: the server answered HTTP 404 Not Found"
+    # The server's own words come after the status.
+    assert str(caught.value) == f"{url}: the server answered HTTP 404 Not Found (trace not found)"
 
 
 def test_an_unreachable_server_names_the_url() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import json
 import socket
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -18,7 +19,7 @@ from otel_replay.errors import SourceError
 from otel_replay.redact import Redactor
 from otel_replay.replay.sources._limits import Limits, read_bounded
 
-__all__ = ["fetch", "is_url", "shown"]
+__all__ = ["Downloads", "fetch", "is_url", "shown"]
 
 _CONNECT_TIMEOUT_S = 30.0
 
@@ -42,40 +43,91 @@ def _shown(redactor: Redactor, address: str) -> str:
         return address
 
 
-def _redactor(url: str) -> Redactor:
-    """A redactor that knows the credentials ``url`` carries, to scrub them wherever they
-    recur (a library's error message may quote the URL)."""
+def _redactor(url: str, headers: Mapping[str, str] | None = None) -> Redactor:
+    """A redactor that knows the credentials ``url`` and ``headers`` carry, to scrub them
+    wherever they recur (a library's error message, a server's, may quote them)."""
     redactor = Redactor()
+    sent = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     with contextlib.suppress(ValueError):
-        redactor.learn((), url)
+        redactor.learn(sent, url)
     return redactor
 
 
-def fetch(
-    url: str,
-    limits: Limits | None = None,
-    *,
-    named: str | None = None,
-    same_host: bool = False,
-    statuses: Mapping[int, str] | None = None,
-    until: float | None = None,
-) -> bytes:
+def fetch(url: str, limits: Limits | None = None) -> bytes:
     """The body ``url`` answers a GET with (any ``#fragment`` is not sent).
 
     Uses urllib rather than httpx on purpose: in a recording process httpx is instrumented,
     and downloading a trace must not become a step of the run being recorded. Follows http(s)
-    redirects only, and with ``same_host`` only those to the same host and port. Raises
-    SourceError naming the URL (or ``named``) when the server cannot be reached, answers with
-    an error (said as ``statuses`` says for its code, when it does), answers more than the
-    byte bound, or takes longer than the time bound (``limits``, default from the environment;
-    a source read in several requests passes the ``time.monotonic()`` its bound ends at as
-    ``until``).
+    redirects only. Raises SourceError naming the URL when the server cannot be reached,
+    answers with an error, answers more than the byte bound, or takes longer than the time
+    bound (``limits``, default from the environment).
     """
     limits = limits if limits is not None else Limits.from_env()
+    body = _get(url, limits, time.monotonic() + limits.timeout_s, same_host=False)
+    assert body is not None  # no status is taken for absence
+    return body
+
+
+class Downloads:
+    """The requests one source makes to one server, bounded together: the bytes of all
+    their answers by ``limits.max_bytes`` (the error names ``named``), their time by
+    ``limits.timeout_s`` from this object's making. Redirects to another host or port are
+    refused; ``headers`` go with every request and never into a message."""
+
+    def __init__(
+        self, limits: Limits, named: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.limits = limits
+        self.named = named
+        self._headers = dict(headers or {})
+        self._until = time.monotonic() + limits.timeout_s
+        self._read = 0
+
+    def get(
+        self,
+        url: str,
+        *,
+        named: str | None = None,
+        statuses: Mapping[int, str] | None = None,
+        absent: Collection[int] = (),
+    ) -> bytes | None:
+        """The body ``url`` answers, None when its status is one of ``absent`` (a search
+        that found nothing). Raises SourceError naming ``named`` (default: the source) as
+        :func:`fetch` does, an error status said as ``statuses`` says for its code."""
+        body = _get(
+            url,
+            self.limits,
+            self._until,
+            same_host=True,
+            named=named or self.named,
+            headers=self._headers,
+            statuses=statuses,
+            absent=absent,
+        )
+        if body is not None:
+            self._read += len(body)
+            if self._read > self.limits.max_bytes:
+                raise self.limits.too_large(self.named, "answers")
+        return body
+
+
+def _get(
+    url: str,
+    limits: Limits,
+    until: float,
+    *,
+    same_host: bool,
+    named: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    statuses: Mapping[int, str] | None = None,
+    absent: Collection[int] = (),
+) -> bytes | None:
+    """:func:`fetch` with the options of :class:`Downloads` (``same_host``: redirects stay
+    on the host and port)."""
     address = url.split("#", 1)[0]
-    redactor = _redactor(address)
+    redactor = _redactor(address, headers or {})
     target = named if named is not None else _shown(redactor, address)
-    seconds = limits.timeout_s if until is None else until - time.monotonic()
+    seconds = until - time.monotonic()
     if seconds <= 0:
         raise _late(target, limits)
     deadline = _Deadline(seconds)
@@ -83,22 +135,30 @@ def fetch(
     connect_timeout = min(_CONNECT_TIMEOUT_S, seconds)
     try:
         request = urllib.request.Request(  # ValueError for a malformed URL: http://[::1
-            address, headers={"Accept": "application/json", "User-Agent": "otel-replay"}
+            address,
+            headers={"Accept": "application/json", "User-Agent": "otel-replay", **(headers or {})},
         )
-        with deadline, opener.open(request, timeout=connect_timeout) as response:
-            # read1 returns what one read of the socket gives, so the deadline can cut a
-            # slow body.
-            body = read_bounded(response.read1, target, limits, "answers")
-    except SourceError:  # past the byte bound: already one line naming the source
+        with deadline:
+            try:
+                with opener.open(request, timeout=connect_timeout) as response:
+                    # read1 returns what one read of the socket gives, so the deadline can
+                    # cut a slow body.
+                    body = read_bounded(response.read1, target, limits, "answers")
+            except urllib.error.HTTPError as exc:
+                with exc:  # it holds the connection
+                    if exc.code in absent:
+                        return None
+                    said = (statuses or {}).get(exc.code)
+                    if said is None:
+                        why = _reason(exc, redactor)
+                        said = f"the server answered HTTP {exc.code} {exc.reason}{why}"
+                    else:
+                        said = f"{said} (HTTP {exc.code})"
+                raise SourceError(f"{target}: {said}") from None
+    except SourceError:  # already one line naming the source
         raise
-    except urllib.error.HTTPError as exc:
-        exc.close()  # it holds the connection
-        said = (statuses or {}).get(exc.code)
-        if said is not None:
-            raise SourceError(f"{target}: {said} (HTTP {exc.code})") from None
-        raise SourceError(f"{target}: the server answered HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-        if deadline.expired:
+        if deadline.expired or time.monotonic() >= until:  # the socket's timeout came first
             raise _late(target, limits) from None
         reason = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
         reason = redactor.body(reason.encode(errors="replace")).decode(errors="replace")
@@ -106,6 +166,34 @@ def fetch(
     if deadline.expired:  # the shut socket read as the end of the body
         raise _late(target, limits)
     return body
+
+
+def _reason(error: urllib.error.HTTPError, redactor: Redactor) -> str:
+    """What the server's error answer says, as `` (…)``: the message of its JSON, or its
+    text, on one line, at most 200 characters; nothing when it says nothing readable."""
+    try:
+        head = error.read(4096)
+    except (OSError, http.client.HTTPException):
+        return ""
+    text = redactor.body(head).decode(errors="replace")
+    line = " ".join((_message(text) or text).split())
+    if not line or not line.isprintable() or line.startswith("<"):  # an HTML page: nothing
+        return ""
+    return f" ({line if len(line) <= 200 else line[:199] + '…'})"
+
+
+def _message(text: str) -> str | None:
+    """The message of a JSON error answer: Jaeger's ``{"error": {"message": …}}``,
+    FastAPI's (Phoenix's) ``{"detail": …}``."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        value = value.get("error", value)
+    if isinstance(value, dict):
+        value = value.get("message", value.get("detail"))
+    return value if isinstance(value, str) else None
 
 
 def _late(target: str, limits: Limits) -> SourceError:

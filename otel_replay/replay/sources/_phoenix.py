@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
 import re
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -20,7 +20,7 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources._fetch import fetch
+from otel_replay.replay.sources._fetch import Downloads
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._spans import Malformed, json_object
 
@@ -45,9 +45,11 @@ def phoenix_spans(
     asked for: those of that trace and those carrying that ``replay.run.id`` (and the run
     ids the trace's spans carry); a trace whose spans carry no run id is grouped with its
     neighbours in time, so then the whole project is read, as it is when nothing matches (so
-    the error lists the runs it holds). Raises SourceError naming
-    ``named`` when the server cannot be reached, has no such project, answers something that
-    is not Phoenix's span JSON, or past ``limits`` (bytes over all pages, and time).
+    the error lists the runs it holds). Requests carry the API key in ``PHOENIX_API_KEY``
+    when it is set (a Phoenix with authentication on asks for one). Raises SourceError naming
+    ``named`` when the server cannot be reached, refuses access (one line naming the
+    variable, never the key), has no such project, answers something that is not Phoenix's
+    span JSON, or past ``limits`` (bytes over all pages, and time).
     """
     pages = _Pages(base_url, project, named, limits)
     spans = pages.spans() if selector is None else _selected(pages, selector)
@@ -78,11 +80,18 @@ class _Pages:
 
     def __init__(self, base_url: str, project: str, named: str, limits: Limits) -> None:
         self._url = f"{base_url}/v1/projects/{quote(project, safe='')}/spans"
-        self._project = project
         self._named = named
-        self._limits = limits
-        self._deadline = time.monotonic() + limits.timeout_s
-        self._read = 0
+        key = _api_key(named)
+        self._get = Downloads(limits, named, {"Authorization": f"Bearer {key}"} if key else None)
+        self._statuses = {
+            401: "the server refused the API key in PHOENIX_API_KEY"
+            if key
+            else "the server asks for an API key: set PHOENIX_API_KEY",
+            403: "the API key in PHOENIX_API_KEY may not read spans"
+            if key
+            else "the server refused access: set PHOENIX_API_KEY",
+            404: f"no project {project!r} on the server",
+        }
 
     def spans(self, **query: str) -> list[dict[str, Any]]:
         """Every span the query answers, over all its pages, as OTLP JSON spans."""
@@ -108,24 +117,26 @@ class _Pages:
             seen.add(cursor)
 
     def _page(self, query: Mapping[str, str]) -> Mapping[str, Any]:
-        body = fetch(
-            f"{self._url}?{urlencode(query)}",
-            self._limits,
-            named=self._named,
-            same_host=True,
-            statuses={404: f"no project {self._project!r} on the server"},
-            until=self._deadline,
-        )
-        self._read += len(body)
-        if self._read > self._limits.max_bytes:
-            raise self._limits.too_large(self._named, "answers")
+        body = self._get.get(f"{self._url}?{urlencode(query)}", statuses=self._statuses)
         try:
-            page = orjson.loads(body)
+            page = orjson.loads(body or b"")
         except orjson.JSONDecodeError as exc:
             raise SourceError(f"{self._named}: the server's answer is not JSON ({exc})") from None
         if not isinstance(page, Mapping):
             raise SourceError(f"{self._named}: the server's answer is not Phoenix span pages")
         return page
+
+
+def _api_key(named: str) -> str | None:
+    """The API key in ``PHOENIX_API_KEY`` (Phoenix's own variable, which its clients read),
+    None when unset; SourceError, which never quotes it, when a header cannot carry it."""
+    key = os.environ.get("PHOENIX_API_KEY", "").strip()
+    if key and not all(c.isascii() and c.isprintable() and not c.isspace() for c in key):
+        raise SourceError(
+            f"{named}: PHOENIX_API_KEY holds characters an HTTP header cannot carry "
+            "(spaces, line breaks, non-ASCII)"
+        )
+    return key or None
 
 
 def otlp_span(span: Mapping[str, Any], named: str) -> dict[str, Any]:
