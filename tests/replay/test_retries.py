@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_replay
 from otel_replay import Budget, CircuitOpenError, ConfigError, RetryOverflowError
 from otel_replay.store import Store
-from tests.export._support import Pipeline
+from tests.export._support import INSTRUMENT, ROOT, Pipeline, subprocess_env
 
 RUNS: list[str] = []
 OVERFLOW = {"replay.failure.category": "retry_overflow", "replay.failure.severity": "error"}
@@ -378,3 +381,46 @@ def test_a_framework_tool_made_of_a_budgeted_function_retries_as_one(tmp_path: P
         assert quote.invoke({"order_id": "A-1"}) == 4.5
     assert tries == []
     assert result.identical, result.first_divergence
+
+
+AGENT = Path(__file__).with_name("_retry_agent.py")
+CLI = Path(sys.executable).parent / "otel-replay"
+
+
+@pytest.mark.subprocess
+def test_the_replay_verb_reproduces_the_overflow_without_waiting(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    recorded = subprocess.run(
+        [str(INSTRUMENT), sys.executable, str(AGENT)],
+        env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_retry", RETRY_BACKOFF="0.05"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert recorded.returncode == 1, recorded.stderr
+    error = recorded.stderr.strip().splitlines()[-1]
+    assert error == (
+        "otel_replay.errors.RetryOverflowError: tool 'fetch_forecast' failed all 3 attempts "
+        "its retry budget allows; last error: ConnectionError: weather service refused the "
+        "forecast for Oslo"
+    )
+    with Store.open(store, create=False) as opened:
+        spans = opened.spans("r_retry")
+    (run,) = [s["attributes"] for s in spans if s["name"] == "invoke_agent forecaster"]
+    assert run["replay.failure.category"] == "retry_overflow"
+
+    # Replayed with back-offs of 30 s then 60 s: waited, they would pass the timeout.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    replayed = subprocess.run(
+        [str(CLI), "replay", "r_retry", "--store", str(store), "--", sys.executable, str(AGENT)],
+        env=env | {"PYTHONPATH": str(ROOT), "RETRY_BACKOFF": "30", "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=75,
+        check=False,
+    )
+    assert replayed.returncode == 3, replayed.stdout + replayed.stderr  # the agent failed
+    assert replayed.stderr.strip().splitlines()[-1] == error
+    assert "identical steps, but the agent failed" in replayed.stdout
+    assert "3 requests, 3 served from 3 recorded steps" in replayed.stdout
