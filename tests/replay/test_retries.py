@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -312,6 +313,54 @@ def test_the_circuit_opens_fails_fast_and_closes_and_a_replay_repeats_it(
     WAREHOUSE["up"] = True
     with pytest.raises(CircuitOpenError):
         inventory("Z")  # the process's circuit, still open
+
+
+PROBE = Budget(max_attempts=1, circuit_open_after=2, circuit_cooldown=1.0, retry_on=OSError)
+ANSWER = threading.Event()
+
+
+@otel_replay.tool(effect="read", retries=PROBE)
+def probe(how: str) -> str:
+    RUNS.append(how)
+    if how == "down":
+        raise ConnectionError("down")
+    if how == "bad":
+        raise ValueError("not a transient failure")
+    if how == "slow":
+        ANSWER.wait(timeout=30)
+    return "ok"
+
+
+def _outcome(how: str) -> str:
+    try:
+        return probe(how)
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def test_a_failed_trial_opens_the_circuit_again_and_one_trial_runs_at_a_time() -> None:
+    """Not recorded: the circuit of a process that only runs its tools."""
+    RUNS.clear()
+    # An exception the budget does not retry is an answer: the count starts again after it.
+    assert [_outcome(h) for h in ("down", "bad", "down", "down", "ok")] == [
+        "RetryOverflowError",
+        "ValueError",
+        "RetryOverflowError",
+        "RetryOverflowError",  # the second failure in a row: open
+        "CircuitOpenError",
+    ]
+    time.sleep(PROBE.circuit_cooldown)
+    assert [_outcome(h) for h in ("down", "ok")] == ["RetryOverflowError", "CircuitOpenError"]
+    time.sleep(PROBE.circuit_cooldown)
+    trial = threading.Thread(target=lambda: RUNS.append(_outcome("slow")))
+    trial.start()
+    while "slow" not in RUNS:
+        time.sleep(0.01)
+    assert _outcome("ok") == "CircuitOpenError"  # while the trial runs
+    ANSWER.set()
+    trial.join()
+    assert _outcome("ok") == "ok"  # the trial answered: closed
+    assert RUNS == ["down", "bad", "down", "down", "down", "slow", "ok", "ok"]
 
 
 @pytest.mark.parametrize(
