@@ -19,7 +19,8 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -82,7 +83,7 @@ class Budget:
     tool's circuit: for ``circuit_cooldown`` seconds every call fails fast with
     :class:`~otel_replay.errors.CircuitOpenError` without running the tool; then one call goes
     through (a trial): its success closes the circuit, its failure opens it again. A result,
-    or an exception the budget does not retry, is a success.
+    or an Exception the budget does not retry, is a success; a cancellation counts for nothing.
 
     Raises :class:`~otel_replay.errors.ConfigError` (a ValueError) naming the argument that
     cannot be used.
@@ -179,8 +180,10 @@ class _Circuit:
         """Count an attempt's outcome: it returned (``exc`` None) or raised ``exc``."""
         with self._lock:
             self._trial = False
-            if exc is not None and isinstance(exc, NEVER_RETRIED):
-                return  # refused, or no answer from the tool
+            if exc is not None and (
+                not isinstance(exc, Exception) or isinstance(exc, NEVER_RETRIED)
+            ):
+                return  # refused, cancelled, or no answer from the tool
             if exc is None or not budget.retries(exc):
                 self._failures, self._opened_at = 0, None
                 return
@@ -242,6 +245,16 @@ class _Attempts:
     def admit(self) -> None:
         self.circuit.admit(self.first.name, self.budget)
 
+    @contextmanager
+    def settling(self) -> Iterator[None]:
+        """While an attempt runs: its outcome, when it ends, goes to the circuit."""
+        try:
+            yield
+        except BaseException as exc:
+            self.circuit.settle(self.budget, exc)
+            raise
+        self.circuit.settle(self.budget, None)
+
     def wait(self, state: tenacity.RetryCallState) -> float:
         if self.circuit.is_open(self.budget):
             return 0.0  # the next attempt fails fast: no use waiting for it
@@ -276,13 +289,8 @@ def retried(budget: Budget, first: Call, attempt: Callable[[Call, Admit], T]) ->
 
     def one() -> T:
         call = attempts.next_call()
-        try:
-            value = attempt(call, attempts.admit)
-        except BaseException as exc:
-            attempts.circuit.settle(budget, exc)
-            raise
-        attempts.circuit.settle(budget, None)
-        return value
+        with attempts.settling():
+            return attempt(call, attempts.admit)
 
     try:
         return tenacity.Retrying(**attempts.policy())(one)
@@ -298,13 +306,8 @@ async def retried_async(
 
     async def one() -> T:
         call = attempts.next_call()
-        try:
-            value = await attempt(call, attempts.admit)
-        except BaseException as exc:
-            attempts.circuit.settle(budget, exc)
-            raise
-        attempts.circuit.settle(budget, None)
-        return value
+        with attempts.settling():
+            return await attempt(call, attempts.admit)
 
     try:
         return await tenacity.AsyncRetrying(**attempts.policy())(one)

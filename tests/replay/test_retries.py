@@ -363,6 +363,46 @@ def test_a_failed_trial_opens_the_circuit_again_and_one_trial_runs_at_a_time() -
     assert RUNS == ["down", "bad", "down", "down", "down", "slow", "ok", "ok"]
 
 
+STALLS = Budget(max_attempts=1, circuit_open_after=2, circuit_cooldown=60)
+
+
+@otel_replay.tool(effect="read", retries=STALLS)
+async def stalled(how: str) -> str:
+    RUNS.append(how)
+    if how == "down":
+        raise ConnectionError("down")
+    await asyncio.sleep(30)
+    return how
+
+
+def test_a_cancelled_attempt_is_not_retried_nor_counted() -> None:
+    async def calls() -> list[str]:
+        seen = []
+        for how in ("down", "stall", "down", "down"):
+            task = asyncio.create_task(stalled(how))
+            if how == "stall":
+                for _ in range(500):  # until the attempt runs (at most 5 s)
+                    await asyncio.sleep(0.01)
+                    if RUNS[-1] == "stall":
+                        break
+                task.cancel()
+            try:
+                seen.append(await task)
+            except (asyncio.CancelledError, RetryOverflowError) as exc:
+                seen.append(type(exc).__name__)
+        return seen
+
+    RUNS.clear()
+    # Two failures in a row, the cancellation between them counted for nothing: open.
+    assert asyncio.run(calls()) == [
+        "RetryOverflowError",
+        "CancelledError",  # not retried
+        "RetryOverflowError",
+        "CircuitOpenError",
+    ]
+    assert RUNS == ["down", "stall", "down"]
+
+
 @pytest.mark.parametrize(
     ("given", "named"),
     [
