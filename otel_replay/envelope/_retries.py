@@ -48,7 +48,7 @@ Admit = Callable[[], None]
 """Called by an attempt's live call before it runs the tool: raises CircuitOpenError when
 the tool's circuit refuses the call."""
 
-NEVER_RETRIED: tuple[type[BaseException], ...] = (
+_NEVER_RETRIED: tuple[type[BaseException], ...] = (
     ToolContractError,  # the program's bug: the same call breaks the same contract again
     RetryOverflowError,  # a budget ran out already (a tool this one calls, or the circuit)
     UnmatchedRequestError,  # a replay's own refusals: the replay stops there
@@ -129,7 +129,7 @@ class Budget:
 
     def retries(self, exc: BaseException) -> bool:
         """Whether a failed attempt that raised ``exc`` is retried."""
-        return isinstance(exc, self.retry_on) and not isinstance(exc, NEVER_RETRIED)
+        return isinstance(exc, self.retry_on) and not isinstance(exc, _NEVER_RETRIED)
 
     def wait(self, failed: int) -> float:
         """The seconds to wait after failed attempt ``failed`` (from 1), jitter drawn."""
@@ -181,7 +181,7 @@ class _Circuit:
         with self._lock:
             self._trial = False
             if exc is not None and (
-                not isinstance(exc, Exception) or isinstance(exc, NEVER_RETRIED)
+                not isinstance(exc, Exception) or isinstance(exc, _NEVER_RETRIED)
             ):
                 return  # refused, cancelled, or no answer from the tool
             if exc is None or not budget.retries(exc):
