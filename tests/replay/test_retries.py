@@ -65,7 +65,7 @@ def _labels(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 # A tool that fails twice, then answers. Recorded with short back-offs; replayed by the same
-# tool (the same name) with back-offs of 30 s and more, which would time the test out.
+# tool (the same name) with back-offs of 30 s and 60 s: waited, they would fail the test.
 FAILS = 2
 FAST = Budget(max_attempts=3, backoff=0.2, multiplier=2.0)
 SLOW = Budget(max_attempts=3, backoff=30.0, max_backoff=60.0)
