@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from otel_replay.errors import (
+    CircuitOpenError,
     CodecError,
     ConfigError,
     CorruptBlobError,
@@ -16,6 +17,7 @@ from otel_replay.errors import (
     OtelReplayError,
     RecordedError,
     RecordedValueError,
+    RetryOverflowError,
     RunNotFoundError,
     SourceError,
     StoreError,
@@ -28,7 +30,7 @@ from otel_replay.errors import (
 
 if TYPE_CHECKING:
     from otel_replay.capture.instrumentor import ReplayInstrumentor
-    from otel_replay.envelope.tools import idempotency_key, tool
+    from otel_replay.envelope.tools import Budget, idempotency_key, tool
     from otel_replay.envelope.values import checkpoint, now, side_effect, uuid4
     from otel_replay.export import ReplaySpanExporter
     from otel_replay.replay import ReplayResult, replaying
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "Budget",
+    "CircuitOpenError",
     "CodecError",
     "ConfigError",
     "CorruptBlobError",
@@ -49,6 +53,7 @@ __all__ = [
     "ReplayInstrumentor",
     "ReplayResult",
     "ReplaySpanExporter",
+    "RetryOverflowError",
     "RunNotFoundError",
     "SourceError",
     "Store",
@@ -72,6 +77,7 @@ __all__ = [
 _LAZY = {
     "run": "otel_replay.runs._run",
     "tool": "otel_replay.envelope.tools",
+    "Budget": "otel_replay.envelope.tools",
     "idempotency_key": "otel_replay.envelope.tools",
     "now": "otel_replay.envelope.values",
     "uuid4": "otel_replay.envelope.values",

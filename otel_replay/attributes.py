@@ -34,6 +34,7 @@ __all__ = [
     "REPLAY_STEP_INDEX",
     "REPLAY_STEP_KIND",
     "REPLAY_STEP_WITHIN",
+    "REPLAY_TOOL_ATTEMPT",
     "REPLAY_TOOL_EFFECT",
     "REPLAY_TOOL_EFFECT_REASON",
     "REPLAY_TOOL_SCHEMA_VERSION",
@@ -290,6 +291,16 @@ REPLAY_STEP_WITHIN: Final[str] = "replay.step.within"
 Set on a step (a model or HTTP call, a nested tool, a value) made while a tool's body ran. When
 replay serves that tool from the recording its body does not run, so the steps made inside it
 are not expected again.
+
+Type: ``int``; stability: development.
+"""
+
+REPLAY_TOOL_ATTEMPT: Final[str] = "replay.tool.attempt"
+"""The attempt, from 1, that this tool step is of a call retried under a retry budget.
+
+Set on the steps of a tool declared with `@otel_replay.tool(retries=Budget(...))`: each attempt
+of one call is a step of its own, in order; a call the tool's circuit refused is an attempt too.
+Absent on a tool without a budget.
 
 Type: ``int``; stability: development.
 """

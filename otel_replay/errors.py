@@ -13,7 +13,9 @@
     │   └── RunNotFoundError(LookupError)           no such run (or step) in the store
     ├── SourceError(ValueError)        a replay source is missing, corrupt or has nothing to replay
     ├── NetworkBlockedError(ConnectionRefusedError)  strict replay refused a socket
-    └── ToolContractError(ValueError)  a tool's arguments or result break its JSON Schema
+    ├── ToolContractError(ValueError)  a tool's arguments or result break its JSON Schema
+    └── RetryOverflowError(RuntimeError)  a tool's retry budget ran out
+        └── CircuitOpenError              the tool's circuit is open: the call failed fast
 
     RecordedError(Exception)           a recorded exception whose class cannot be rebuilt
     InjectedToolError(RuntimeError)    a tool failure a fork injected (--inject N=tool:error)
@@ -33,6 +35,7 @@ from __future__ import annotations
 import threading
 
 __all__ = [
+    "CircuitOpenError",
     "CodecError",
     "ConfigError",
     "CorruptBlobError",
@@ -43,6 +46,7 @@ __all__ = [
     "RecordedError",
     "RecordedValueError",
     "RecordedValueInPoolError",
+    "RetryOverflowError",
     "RunNotFoundError",
     "SourceError",
     "StoreError",
@@ -142,6 +146,43 @@ class ToolContractError(OtelReplayError, ValueError):
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:
         return type(self), (self.tool, self.code, self.path, self.message)
+
+
+class RetryOverflowError(OtelReplayError, RuntimeError):
+    """A tool's calls went past its retry budget (``@otel_replay.tool(retries=Budget(...))``):
+    ``attempts`` attempts of tool ``tool`` failed, the last with ``last_error`` (its type and
+    message; the exception itself is the ``__cause__``). Its step and the run it fails are
+    labelled ``replay.failure.category`` ``retry_overflow``."""
+
+    def __init__(self, tool: str, attempts: int, last_error: str) -> None:
+        super().__init__(
+            f"tool {tool!r} failed {'the' if attempts == 1 else 'all'} {attempts} "
+            f"attempt{'' if attempts == 1 else 's'} its retry budget allows; "
+            f"last error: {last_error}"
+        )
+        self.tool, self.attempts, self.last_error = tool, attempts, last_error
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:
+        return type(self), (self.tool, self.attempts, self.last_error)
+
+
+class CircuitOpenError(RetryOverflowError):
+    """Tool ``tool`` failed ``failures`` times in a row, across calls, so its circuit is open:
+    the call failed fast, without running the tool, and the next call runs in ``retry_in``
+    seconds (the budget's ``circuit_cooldown``). A step of its own, so a replay fails fast
+    where the recording did. Rebuilt by a replay, it keeps its message only."""
+
+    def __init__(self, tool: str, failures: int, retry_in: float) -> None:
+        RuntimeError.__init__(
+            self,
+            f"tool {tool!r} is failing fast: its circuit opened after {failures} failures in "
+            f"a row; it lets a call through again in {retry_in:.1f} s",
+        )
+        self.tool, self.failures, self.retry_in = tool, failures, retry_in
+        self.attempts, self.last_error = 0, ""
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, float]]:  # type: ignore[override]
+        return type(self), (self.tool, self.failures, self.retry_in)
 
 
 class RecordedError(Exception):

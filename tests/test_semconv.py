@@ -52,6 +52,7 @@ EXTRA_ATTRIBUTES = {
     "replay.value.name": "string",
     "replay.step.within": "int",
     "replay.tool.effect_reason": "string",
+    "replay.tool.attempt": "int",
     "replay.fork.change": "string",
 }
 ENUMS = {

@@ -8,10 +8,10 @@ import json
 import threading
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -49,6 +49,7 @@ __all__ = [
     "address",
     "claim_tool_call",
     "current_call_key",
+    "current_server",
     "enclosing_step",
     "named_call",
     "note_tool_calls",
@@ -248,6 +249,12 @@ class Call:
     instant: bool = False
     """The live call makes no steps of its own (reading the clock, drawing an id): its step
     is recorded after it ran, in one go."""
+    key: tuple[str, int] | None = None
+    """The step the call's idempotency key stands for: its own, set when the step begins,
+    unless given (the later attempts of a retried call keep their first attempt's)."""
+    failure_attributes: Callable[[BaseException], Mapping[str, Any]] | None = None
+    """What the step's span also says when the call raises the given exception (a retry
+    budget's last attempt: ``replay.failure.category`` ``retry_overflow``)."""
 
 
 _TOOL_CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
@@ -318,6 +325,11 @@ def recorded_at(kind: str, name: str) -> bool:
     return server is None or server.holds(address(kind, name)[1])
 
 
+def current_server() -> Server | None:
+    """The replay session serving steps now, if any."""
+    return _server
+
+
 def active() -> bool:
     """Whether envelope steps are recorded or served now (else a framework hook stands
     aside and the call runs as if we were not there)."""
@@ -329,15 +341,15 @@ def _error_body(exc: BaseException) -> bytes:
     return canonical_json({"type": qualified_name(exc), "message": str(exc)})
 
 
-def _raise_recorded(body: bytes, error_type: str) -> None:
-    """Raise again the exception a step recorded: its class (found by its qualified name
+def _recorded_exception(body: bytes, error_type: str) -> BaseException:
+    """The exception a step recorded, to raise again: its class (found by its qualified name
     among the modules already imported, see ``loaded_class``) with its message;
     :class:`RecordedError` when the class is not there or cannot be rebuilt."""
     try:
         message = str(parse_json(body).get("message", ""))
     except (ValueError, AttributeError):
         message = ""
-    raise _rebuilt(error_type, message)
+    return _rebuilt(error_type, message)
 
 
 def _rebuilt(error_type: str, message: str) -> BaseException:
@@ -434,18 +446,22 @@ class _Open:
             elif (
                 call.effect is not None and call.effect.writes and not server.runs_live(call.effect)
             ):
-                effect = describe_effect(call.effect.effect, call.effect.reason)
-                message = (
-                    f"otel-replay: tool {call.name!r} (step {self.index}) has no recorded call "
-                    "to serve, and a write tool never runs in replay or a fork without "
-                    f"--allow-writes ({effect}; OTEL_REPLAY_READ_TOOLS names the tools that "
-                    "only read)"
-                )
-                refused = unmatched(message)
-                self.finish(_error_body(refused), qualified_name(refused))
-                raise refused
+                self._refuse_write(call.effect)
             elif server.went_live():
                 self._mark({A.REPLAY_FORK_CHANGE: "live"})
+        call.key = self.key = call.key or self.key  # a retry's later attempts keep the first's
+
+    def _refuse_write(self, effect: ToolEffect) -> NoReturn:
+        """A write tool the recording has no call of: it never runs in a replay."""
+        said = describe_effect(effect.effect, effect.reason)
+        message = (
+            f"otel-replay: tool {self.call.name!r} (step {self.index}) has no recorded call "
+            "to serve, and a write tool never runs in replay or a fork without "
+            f"--allow-writes ({said}; OTEL_REPLAY_READ_TOOLS names the tools that only read)"
+        )
+        refused = unmatched(message)
+        self.finish(_error_body(refused), qualified_name(refused))
+        raise refused
 
     def _take_effect(self, effect: ToolEffect) -> None:
         """The recording says this tool writes, whatever today's settings say (a replay run
@@ -477,7 +493,10 @@ class _Open:
         attrs.update(call.attributes)
         attrs[A.REPLAY_REQUEST_HASH] = self.request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(self.body)
-        foreign = _foreign_tool_span(call) if call.kind == "tool" else None
+        # A retried call's attempts each get a span of their own (the framework's span is
+        # their parent): enriching it would give it the first attempt's outcome.
+        retried = A.REPLAY_TOOL_ATTEMPT in call.attributes
+        foreign = _foreign_tool_span(call) if call.kind == "tool" and not retried else None
         self.owns_span = foreign is None
         self._content(self.body, A.REPLAY_REQUEST_BODY, 0, attrs)
         attrs.update(end_attrs)
@@ -504,12 +523,18 @@ class _Open:
         if inline and recorder.inline_limit and len(body) <= recorder.inline_limit:
             attrs[inline_key] = encode_body(body)
 
-    def finish(self, body: bytes, error_type: str | None, shape: str | None = None) -> None:
+    def finish(
+        self,
+        body: bytes,
+        error_type: str | None,
+        shape: str | None = None,
+        raised: BaseException | None = None,
+    ) -> None:
         """End the step with response ``body`` (``error_type``: what it raised, or
         :data:`TOOL_ERROR` for a result that says it failed; ``shape``:
         of the value a served body was written from, else that of the body encode_exact
-        wrote); once, whoever ends it (its call, or the SIGTERM handler's thread cutting it
-        off)."""
+        wrote; ``raised``: the exception the call raises, for its ``failure_attributes``);
+        once, whoever ends it (its call, or the SIGTERM handler's thread cutting it off)."""
         written = take_shape(body)  # taken even unrecorded: it holds on to the body
         shape = shape or written
         live, server = self.live, _server
@@ -522,14 +547,21 @@ class _Open:
         tracked = self.tracked
         if tracked is not None and not recorder.open_steps.claim(tracked):
             return  # cut off already
-        self._end(recorder, body, error_type, shape)
+        describe = self.call.failure_attributes
+        said = describe(raised) if describe is not None and raised is not None else None
+        self._end(recorder, body, error_type, shape, said)
 
     def _end(
-        self, recorder: Recorder, body: bytes, error_type: str | None, shape: str | None = None
+        self,
+        recorder: Recorder,
+        body: bytes,
+        error_type: str | None,
+        shape: str | None = None,
+        said: Mapping[str, Any] | None = None,
     ) -> None:
         """Record the step's end: response ``body`` (written with ``shape``, see
         ``_jsonable``) or, with ``error_type``, what it raised (with :data:`TOOL_ERROR`: the
-        result that says it failed)."""
+        result that says it failed); ``said``: more for its span to say."""
         self.done = True
         body = recorder.redactor.body(body)
         response_hash = sha256_tag(body)
@@ -550,6 +582,8 @@ class _Open:
             attrs[A.REPLAY_RESPONSE_BODY] = encode_body(body)
         if error_type is not None:
             attrs["error.type"] = error_type
+        if said:
+            attrs.update(said)
         span = self.span
         if span is None:
             span = self._open(attrs)
@@ -599,7 +633,7 @@ class _Open:
         try:
             yield
         except BaseException as exc:
-            self.finish(_error_body(exc), qualified_name(exc))
+            self.finish(_error_body(exc), qualified_name(exc), raised=exc)
             raise
         finally:
             if current is not None:
@@ -634,9 +668,11 @@ class _InFlight:
 def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     served = opened.served
     assert served is not None
-    opened.finish(served.body, served.error_type, served.shape)  # a replay's own run keeps it
     if served.error_type is not None and served.error_type != TOOL_ERROR:
-        _raise_recorded(served.body, served.error_type)
+        recorded = _recorded_exception(served.body, served.error_type)
+        opened.finish(served.body, served.error_type, served.shape, raised=recorded)
+        raise recorded
+    opened.finish(served.body, served.error_type, served.shape)  # a replay's own run keeps it
     try:
         with restoring(served.body, served.shape):
             return restore(served.body)
@@ -679,7 +715,7 @@ def perform(
             value = live()
             body = encode(value)
         except BaseException as exc:
-            opened.finish(_error_body(exc), qualified_name(exc))
+            opened.finish(_error_body(exc), qualified_name(exc), raised=exc)
             raise
     else:
         with opened.running():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
-from otel_replay.errors import ToolContractError, UnmatchedRequestError
+from otel_replay.errors import RetryOverflowError, ToolContractError, UnmatchedRequestError
 from otel_replay.redact import Redactor
 
 __all__ = ["Failure", "describe_with", "mark_failed"]
@@ -66,4 +66,6 @@ def _category(exc: BaseException | None) -> str | None:
         return A.ReplayFailureCategoryValues.CONTRACT_VIOLATION.value
     if isinstance(exc, UnmatchedRequestError):
         return A.ReplayFailureCategoryValues.REPLAY_MISMATCH.value
+    if isinstance(exc, RetryOverflowError):
+        return A.ReplayFailureCategoryValues.RETRY_OVERFLOW.value
     return None
