@@ -10,7 +10,7 @@ content the document holds no body, message, header or changed value: only metad
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -107,9 +107,15 @@ def _run(run: Run, shown: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "steps": len(shown),
         "exact": fidelity.count("exact"),
         "semantic": fidelity.count("semantic"),
-        "tokens_in": sum(s["tokens_in"] or 0 for s in shown),
-        "tokens_out": sum(s["tokens_out"] or 0 for s in shown),
+        "tokens_in": _total(s["tokens_in"] for s in shown),
+        "tokens_out": _total(s["tokens_out"] for s in shown),
     }
+
+
+def _total(counts: Iterable[int | None]) -> int | None:
+    """The sum of the counts known; None when no step said (not 0: nothing was counted)."""
+    known = [count for count in counts if count is not None]
+    return sum(known) if known else None
 
 
 def _depths(steps: Sequence[RecordedStep]) -> dict[int, int]:

@@ -41,3 +41,21 @@ def test_a_lone_surrogate_in_a_message_is_carried_escaped() -> None:
     page = document(html)
     (message,) = [page["contents"][i] for i in page["steps"][0]["output"]]
     assert message["parts"][0]["content"] == "bad \ud800 half"
+
+
+def test_a_run_that_counted_no_tokens_does_not_say_zero() -> None:
+    # A LangChain chat model streaming without stream_usage: no call says what it cost.
+    request = b'{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    silent = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "yo"}}]}'
+    counted = b'{"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 0}}'
+    tool = step(1, "http://tools.test/a", b"", b"{}")
+    html = render(run(step(0, CHAT, request, silent, kind="llm"), tool))
+    assert document(html)["runs"][0]["tokens_in"] is None
+    assert "tokens" not in _header(html)
+    html = render(run(step(0, CHAT, request, counted, kind="llm"), tool))
+    assert "· tokens 7 in / 0 out ·" in _header(html)
+
+
+def _header(html: str) -> str:
+    """The page's header as one line of text."""
+    return " ".join(html.partition("<header>")[2].partition("</header>")[0].split())
