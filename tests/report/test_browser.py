@@ -234,6 +234,11 @@ def test_the_pane_shows_the_prompt_the_answer_the_tool_call_and_its_result(
     text = pane.inner_text()
     assert "GET /tools/orders/A-1234" in text and "made inside step 2" in text
     assert "status\n200" in text and '"order_id": "A-1234"' in text
+    assert "url\nhttp://" in text
+    page.keyboard.press("k")  # the tool: its endpoint, once
+    facts = pane.locator(".facts dt").all_inner_texts()
+    assert "endpoint" in facts and "url" not in facts
+    assert pane.inner_text().count("tool:lookup_order") == 1
 
 
 def test_content_is_redacted_and_markup_is_text(

@@ -347,7 +347,9 @@
     fact(facts, "step", step.index + (step.depth ? "  (made inside step " + step.within + ")" : ""));
     fact(facts, "endpoint", step.endpoint, d("endpoint"));
     fact(facts, "model", step.model, d("model"));
-    fact(facts, "url", step.url); // hosts move between environments: never a difference
+    // Hosts move between environments: never a difference. A tool's or a value's "URL" is
+    // its endpoint again ("tool:" and its name).
+    fact(facts, "url", step.url === step.endpoint ? null : step.url);
     fact(facts, "started", step.offset_ms === null ? null : "+" + ms(step.offset_ms));
     fact(facts, "duration", ms(step.duration_ms));
     fact(facts, "tokens", tokens(step), d("tokens_in") || d("tokens_out"));
