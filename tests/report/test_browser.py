@@ -353,6 +353,21 @@ def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+def test_a_long_difference_is_cut_in_the_list_of_changes(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    # A fork's stream cut after 200 bytes: all the rest of A's answer differs.
+    answer = b"".join(b'data: {"delta": "word %d"}\n\n' % i for i in range(400))
+    whole, cut = (step(0, "http://tools.test/feed", b"", body) for body in (answer, answer[:200]))
+    path = tmp_path / "cut.html"
+    path.write_text(render(run(whole), other=run(cut, run_id="r_cut")), encoding="utf-8")
+    page = view(path)
+    before = page.locator(".change .before mark").inner_text()
+    assert before.endswith("…") and len(before) == 321 and '"word 8"' in before
+    assert page.locator(".change .after").inner_text().endswith('data: {"del')  # B's end
+    assert '"word 399"' in page.locator(".columns pre.body").first.inner_text()  # A whole
+
+
 def test_a_run_without_steps_says_so(view: Callable[[Path], Page], tmp_path: Path) -> None:
     path = tmp_path / "empty.html"
     path.write_text(render(run()), encoding="utf-8")

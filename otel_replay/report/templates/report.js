@@ -447,7 +447,7 @@
     var to = Math.min(text.length, text.length - end + WINDOW);
     add(node,
       el("span", "context", (from ? "…" : "") + text.slice(from, start)),
-      el("mark", null, text.slice(start, text.length - end)),
+      el("mark", null, clip(text.slice(start, text.length - end))), // a stream cut short: the rest
       el("span", "context", text.slice(text.length - end, to) + (to < text.length ? "…" : "")));
     return node;
   }
