@@ -4,6 +4,7 @@ its script, inject markup, carry a lone surrogate), and each body written once."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from otel_replay.report import render
 from tests.report._document import document, run, step
@@ -59,3 +60,25 @@ def test_a_run_that_counted_no_tokens_does_not_say_zero() -> None:
 def _header(html: str) -> str:
     """The page's header as one line of text."""
     return " ".join(html.partition("<header>")[2].partition("</header>")[0].split())
+
+
+def test_the_steps_made_inside_a_tool_follow_it_when_tools_ran_at_once() -> None:
+    # A LangGraph ToolNode running two tools at once: both start (steps 1 and 2) before
+    # either makes its HTTP call (3 inside 2, 4 inside 1; 5 inside 4).
+    tools = [
+        replace(step(i, f"http://tools.test/{i}", b"", b"{}"), within=within)
+        for i, within in ((1, None), (2, None), (3, 2), (4, 1), (5, 4), (6, None))
+    ]
+    page = document(render(run(*tools)))
+    shown = [(page["steps"][r["a"]]["index"], page["steps"][r["a"]]["depth"]) for r in page["rows"]]
+    assert shown == [(1, 0), (4, 1), (5, 2), (2, 0), (3, 1), (6, 0)]
+
+
+def test_a_damaged_nesting_still_shows_every_step_once() -> None:
+    # A source whose `within` names a step it lacks, or goes round.
+    tools = [
+        replace(step(i, f"http://tools.test/{i}", b"", b"{}"), within=within)
+        for i, within in ((0, None), (1, 9), (2, 3), (3, 2), (4, 0))
+    ]
+    page = document(render(run(*tools)))
+    assert [page["steps"][r["a"]]["index"] for r in page["rows"]] == [0, 4, 1, 2, 3]
