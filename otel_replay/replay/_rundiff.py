@@ -260,24 +260,46 @@ def _repeats(
     b: Sequence[RecordedStep],
     pairs: list[StepPair],
 ) -> tuple[list[RecordedStep], list[RecordedStep]]:
-    """A step left unpaired whose very request the other run made, fewer times (a retry one
-    run made, after a fault injected into a fork, say): only in its own run, onto ``pairs``,
-    rather than paired with some other call further on. The steps of each left, in order."""
+    """A step left unpaired whose very request the other run made, fewer times, or that asks
+    again what its own run's last call to that endpoint asked and got an error for (a retry
+    one run made, after a fault injected into a fork, say): only in its own run, onto
+    ``pairs``, rather than paired with some other call further on. The steps of each left,
+    in order."""
     keys_a = {k for k in map(_key, a) if k is not None}
     keys_b = {k for k in map(_key, b) if k is not None}
+    retries_a, retries_b = _retries(a), _retries(b)
     kept_a = []
     for x in left_a:
-        if _key(x) in keys_b:
+        if _key(x) in keys_b or x.step.index in retries_a:
             pairs.append(StepPair(x, None, "removed"))
         else:
             kept_a.append(x)
     kept_b = []
     for y in left_b:
-        if _key(y) in keys_a:
+        if _key(y) in keys_a or y.step.index in retries_b:
             pairs.append(StepPair(None, y, "added"))
         else:
             kept_b.append(y)
     return kept_a, kept_b
+
+
+def _retries(steps: Sequence[RecordedStep]) -> set[int]:
+    """The indexes of the steps that send again the request of the step before them at the
+    same endpoint, which failed (an HTTP error, no answer, an answer cut short, an error
+    raised or returned)."""
+    out: set[int] = set()
+    last: dict[tuple[str, str], RecordedStep] = {}
+    for recorded in steps:
+        slot = _slot(recorded)
+        before = last.get(slot)
+        last[slot] = recorded
+        if before is None or _key(recorded) is None or _key(recorded) != _key(before):
+            continue
+        failed = before.step
+        status = failed.status_code
+        if status is None or status >= 400 or not failed.complete or failed.error_type:
+            out.add(recorded.step.index)
+    return out
 
 
 def _in_order(

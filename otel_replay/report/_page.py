@@ -10,7 +10,7 @@ content the document holds no body, message, header or changed value: only metad
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -69,7 +69,7 @@ def page(
         at.append(places)
         summaries.append(_run(run, steps[begin:]))
     if diff is None:
-        rows = [{"a": place} for place in at[0].values()]
+        rows = [{"a": at[0][index]} for index in _tree_order(a.steps)]
         first = None
     else:
         rows = [_row(pair, at, contents if content else None) for pair in diff.pairs]
@@ -107,9 +107,15 @@ def _run(run: Run, shown: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "steps": len(shown),
         "exact": fidelity.count("exact"),
         "semantic": fidelity.count("semantic"),
-        "tokens_in": sum(s["tokens_in"] or 0 for s in shown),
-        "tokens_out": sum(s["tokens_out"] or 0 for s in shown),
+        "tokens_in": _total(s["tokens_in"] for s in shown),
+        "tokens_out": _total(s["tokens_out"] for s in shown),
     }
+
+
+def _total(counts: Iterable[int | None]) -> int | None:
+    """The sum of the counts known; None when no step said (not 0: nothing was counted)."""
+    known = [count for count in counts if count is not None]
+    return sum(known) if known else None
 
 
 def _depths(steps: Sequence[RecordedStep]) -> dict[int, int]:
@@ -124,6 +130,29 @@ def _depths(steps: Sequence[RecordedStep]) -> dict[int, int]:
             depth += 1
             parent = parents[parent]
         out[index] = depth
+    return out
+
+
+def _tree_order(steps: Sequence[RecordedStep]) -> list[int]:
+    """The steps' indexes as the timeline lists them: each step followed by the steps made
+    inside it, depth first (so tools that ran at once each have their own steps beneath
+    them); a step whose ``within`` names a step the run lacks is an outer one, and steps
+    whose chain goes round come last."""
+    indexes = {s.step.index for s in steps}
+    inside: dict[int | None, list[int]] = {}
+    for recorded in steps:
+        within = recorded.step.within
+        inside.setdefault(within if within in indexes else None, []).append(recorded.step.index)
+    out: list[int] = []
+    seen: set[int] = set()
+    for start in [*inside.get(None, []), *(s.step.index for s in steps)]:
+        stack = [start]
+        while stack:
+            index = stack.pop()
+            if index not in seen:
+                seen.add(index)
+                out.append(index)
+                stack.extend(reversed(inside.get(index, [])))
     return out
 
 

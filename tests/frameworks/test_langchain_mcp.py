@@ -15,11 +15,14 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from examples.otlp_sink import OtlpSink
+from otel_replay.store import Store
+from tests.cli._checks import run_cli
 from tests.export._support import ROOT
 from tests.frameworks._support import (
     CLI,
@@ -116,3 +119,25 @@ def test_the_run_is_one_trace(recorded: Recording, exported: OtlpSink) -> None:
     assert len({s["trace_id"] for s in spans}) == 1
     indices = sorted(s["attributes"].get("replay.step.index", -1) for s in spans)
     assert [i for i in indices if i >= 0] == list(range(8))  # each step once
+
+
+def test_the_run_read_from_the_collectors_archive_keeps_its_nesting(
+    recorded: Recording, exported: OtlpSink, tmp_path: Path
+) -> None:
+    # The spans as the Collector's file exporter keeps them (format: proto): read back from
+    # there (imported into a store on the way, as every verb does), the MCP calls are still
+    # inside the LangChain steps, so the run is the one in the store, step for step.
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    bodies = [r.body for r in exported.requests() if r.signal == "traces"]
+    (archive / "traces.pb").write_bytes(b"".join(len(b).to_bytes(4, "big") + b for b in bodies))
+    diffed = _cli(recorded, "diff", f"{archive}#{recorded.run_id}", recorded.run_id)
+    assert "identical: 8 steps" in diffed
+    assert diffed.count("inside step") == 0  # both sides made the MCP calls
+    target = tmp_path / "imported"
+    imported = run_cli("import", str(archive), "--store", str(target))
+    assert imported.exit_code == 0, imported.output
+    with Store.open(target, create=False) as store:
+        within = {s.index: s.within for s in store.read_steps(recorded.run_id)}
+    outer, inner = tool_spans(recorded)[:2]
+    assert within[inner["replay.step.index"]] == outer["replay.step.index"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay._model import RecordedStep, Run
@@ -174,5 +175,43 @@ def test_a_retry_only_one_run_made_is_added_not_paired_with_a_later_call() -> No
         (1, 2, "changed"),
         (2, 3, "changed"),
         (3, 4, "same"),
+        (4, 5, "changed"),
+    ]
+
+
+def test_a_retry_of_a_request_only_one_run_made_is_added() -> None:
+    # B: a fork with the lookup's answer overridden (so every later chat differs from A's)
+    # and a 429 injected at the weather chat: the client asks again, a request A never made.
+    a = [
+        _call(0, "chat", "where is A-1?"),
+        _call(1, "lookup", "A-1"),
+        _call(2, "chat", "A-1 shipped"),
+        _call(3, "chat", "weather? (A-1 shipped)"),
+        _call(4, "chat", "final"),
+    ]
+    limited = _call(3, "chat", "weather? (A-1 lost)", b'{"error":"rate_limit"}')
+    b = [
+        _call(0, "chat", "where is A-1?"),
+        _call(1, "lookup", "A-1", b'{"lost":true}'),
+        _call(2, "chat", "A-1 lost"),
+        RecordedStep(replace(limited.step, status_code=429, complete=False), "POST /chat", "exact"),
+        _call(4, "chat", "weather? (A-1 lost)"),
+        _call(5, "chat", "final, lost"),
+    ]
+    pairs = diff_runs(Run("r_a", "test", tuple(a)), Run("r_b", "test", tuple(b))).pairs
+    shown = [
+        (
+            None if p.a is None else p.a.step.index,
+            None if p.b is None else p.b.step.index,
+            p.status,
+        )
+        for p in pairs
+    ]
+    assert shown == [
+        (0, 0, "same"),
+        (1, 1, "changed"),
+        (2, 2, "changed"),
+        (3, 3, "changed"),
+        (None, 4, "added"),
         (4, 5, "changed"),
     ]

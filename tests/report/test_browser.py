@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, sync_playwright
@@ -44,6 +45,7 @@ ARGS = [
 CLI = Path(sys.executable).parent / "otel-replay"
 RUN = "r_report"
 AGENT = [sys.executable, "-m", "tests.report._agent"]
+CHAT = "http://llm.test/v1/chat/completions"
 DEAD = "http://127.0.0.1:9"  # nothing listens: a request that got out would fail
 
 
@@ -232,6 +234,11 @@ def test_the_pane_shows_the_prompt_the_answer_the_tool_call_and_its_result(
     text = pane.inner_text()
     assert "GET /tools/orders/A-1234" in text and "made inside step 2" in text
     assert "status\n200" in text and '"order_id": "A-1234"' in text
+    assert "url\nhttp://" in text
+    page.keyboard.press("k")  # the tool: its endpoint, once
+    facts = pane.locator(".facts dt").all_inner_texts()
+    assert "endpoint" in facts and "url" not in facts
+    assert pane.inner_text().count("tool:lookup_order") == 1
 
 
 def test_content_is_redacted_and_markup_is_text(
@@ -309,6 +316,56 @@ def test_a_pair_that_differs_in_status_shows_both(
     assert row.locator(".status").inner_text() == "200 | 429"
     assert row.locator(".status").get_attribute("title") == "200 | 429"
     assert "failed" in (row.get_attribute("class") or "")
+
+
+def test_json_bodies_are_laid_out_with_their_numbers_as_recorded(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    # An MCP tool's JSON text (an id past 2**53, a price written 148.0), as the HTTP
+    # answer of a tool and as the tool result in the next prompt.
+    said = '{"big_id": 12345678901234567890, "price": 148.0, "2": "b", "1": "a", "none": {}}'
+    asked = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "user", "content": "Is A-1234 in stock?"},
+            {"role": "assistant", "tool_calls": [_call("call_1", "lookup_order", "{}")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": said},
+        ],
+    }
+    answer = {"choices": [{"message": {"role": "assistant", "content": "Yes."}}]}
+    path = tmp_path / "numbers.html"
+    steps = (
+        step(0, "http://tools.test/stock/A-1234", b"", said.encode()),
+        step(1, CHAT, json.dumps(asked).encode(), json.dumps(answer).encode(), kind="llm"),
+    )
+    path.write_text(render(run(*steps)), encoding="utf-8")
+    page = view(path)
+    laid_out = (
+        '{\n  "big_id": 12345678901234567890,\n  "price": 148.0,\n  "2": "b",\n  "1": "a",\n'
+        '  "none": {}\n}'
+    )
+    assert page.locator("#pane pre.body").first.inner_text() == laid_out
+    page.keyboard.press("j")
+    assert page.locator("#pane .tool-result pre.body").inner_text() == laid_out
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_a_long_difference_is_cut_in_the_list_of_changes(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    # A fork's stream cut after 200 bytes: all the rest of A's answer differs.
+    answer = b"".join(b'data: {"delta": "word %d"}\n\n' % i for i in range(400))
+    whole, cut = (step(0, "http://tools.test/feed", b"", body) for body in (answer, answer[:200]))
+    path = tmp_path / "cut.html"
+    path.write_text(render(run(whole), other=run(cut, run_id="r_cut")), encoding="utf-8")
+    page = view(path)
+    before = page.locator(".change .before mark").inner_text()
+    assert before.endswith("…") and len(before) == 321 and '"word 8"' in before
+    assert page.locator(".change .after").inner_text().endswith('data: {"del')  # B's end
+    assert '"word 399"' in page.locator(".columns pre.body").first.inner_text()  # A whole
 
 
 def test_a_run_without_steps_says_so(view: Callable[[Path], Page], tmp_path: Path) -> None:

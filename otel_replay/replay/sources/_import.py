@@ -253,6 +253,7 @@ def _stored(facts: RunFacts, recorded: RecordedStep, span: Mapping[str, Any]) ->
         tokens_in=int_value(attrs.get("gen_ai.usage.input_tokens")) if llm else None,
         tokens_out=int_value(attrs.get("gen_ai.usage.output_tokens")) if llm else None,
         run=facts,
+        within=step.within,
     )
 
 

@@ -216,24 +216,63 @@
 
   // ---- the pane ------------------------------------------------------------------------
 
-  function pretty(text) {
+  // A body as drawn: JSON laid out as JSON.stringify(value, null, 2) lays it out, but with
+  // its numbers and its keys' order as written (printing the parsed value would show
+  // 12345678901234567890 as 12345678901234567000 and 148.0 as 148), strings as
+  // JSON.stringify prints them ("\u00e9" as "é"); any other text as it is. Laid out up to
+  // ``limit`` characters (or so) when given: the rest is drawn only on demand.
+  function pretty(text, limit) {
     var head = text.trimStart().charAt(0);
-    if (head === "{" || head === "[") {
-      try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* not JSON */ }
+    if (head !== "{" && head !== "[") return text;
+    try { JSON.parse(text); } catch (e) { return text; } // not JSON
+    return indent(text, limit || Infinity);
+  }
+
+  var TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/g;
+  var CLOSE = { "{": "}", "[": "]" };
+
+  function indent(json, limit) {
+    var out = "";
+    var pads = [""];
+    var open = null; // an object or array just begun: "{}" when it ends at once
+    function line(depth) {
+      if (pads[depth] === undefined) pads[depth] = pads[depth - 1] + "  ";
+      return "\n" + pads[depth];
     }
-    return text;
+    TOKEN.lastIndex = 0;
+    var depth = 0;
+    var found;
+    while (out.length <= limit && (found = TOKEN.exec(json)) !== null) {
+      var t = found[0];
+      if (open !== null) {
+        if (t === CLOSE[open]) { out += open + t; open = null; continue; }
+        depth++;
+        out += open + line(depth);
+        open = null;
+      }
+      if (t === "{" || t === "[") open = t;
+      else if (t === "}" || t === "]") {
+        depth--;
+        out += line(depth) + t;
+      } else if (t === ",") out += "," + line(depth);
+      else if (t === ":") out += ": ";
+      else if (t.charAt(0) === '"' && (t.indexOf("\\u") >= 0 || t.indexOf("\\/") >= 0)) {
+        out += JSON.stringify(JSON.parse(t)); // escapes JSON.stringify writes otherwise
+      } else out += t;
+    }
+    return out;
   }
 
   function body(text, className) {
     var node = el("pre", "body " + (className || ""));
-    text = pretty(text);
-    if (text.length <= BODY_LIMIT) {
-      node.textContent = text;
+    var shown = pretty(text, BODY_LIMIT);
+    if (shown.length <= BODY_LIMIT) {
+      node.textContent = shown;
       return node;
     }
-    node.textContent = text.slice(0, BODY_LIMIT);
+    node.textContent = shown.slice(0, BODY_LIMIT);
     var more = el("button", "more", "show all " + text.length + " characters");
-    more.addEventListener("click", function () { node.textContent = text; });
+    more.addEventListener("click", function () { node.textContent = pretty(text); });
     var box = el("div");
     return add(box, node, more);
   }
@@ -251,9 +290,7 @@
     if (type === "tool_call") {
       var call = el("div", "tool-call");
       add(call, el("span", "call-name", "→ " + (p.name || "?") + (p.id ? "  (" + p.id + ")" : "")));
-      var args = p.arguments;
-      if (typeof args === "string") args = pretty(args);
-      return add(call, body(value(args), "arguments"));
+      return add(call, body(value(p.arguments), "arguments"));
     }
     if (type === "tool_call_response") {
       var result = el("div", "tool-result");
@@ -310,7 +347,9 @@
     fact(facts, "step", step.index + (step.depth ? "  (made inside step " + step.within + ")" : ""));
     fact(facts, "endpoint", step.endpoint, d("endpoint"));
     fact(facts, "model", step.model, d("model"));
-    fact(facts, "url", step.url); // hosts move between environments: never a difference
+    // Hosts move between environments: never a difference. A tool's or a value's "URL" is
+    // its endpoint again ("tool:" and its name).
+    fact(facts, "url", step.url === step.endpoint ? null : step.url);
     fact(facts, "started", step.offset_ms === null ? null : "+" + ms(step.offset_ms));
     fact(facts, "duration", ms(step.duration_ms));
     fact(facts, "tokens", tokens(step), d("tokens_in") || d("tokens_out"));
@@ -408,7 +447,7 @@
     var to = Math.min(text.length, text.length - end + WINDOW);
     add(node,
       el("span", "context", (from ? "…" : "") + text.slice(from, start)),
-      el("mark", null, text.slice(start, text.length - end)),
+      el("mark", null, clip(text.slice(start, text.length - end))), // a stream cut short: the rest
       el("span", "context", text.slice(text.length - end, to) + (to < text.length ? "…" : "")));
     return node;
   }
