@@ -22,6 +22,10 @@ NODE_DIR := $(VENV)/node
 # download is not used): installed from Debian's packages when missing.
 CHROMIUM := /usr/bin/chromium
 
+# Some images set PYTHONDONTWRITEBYTECODE: then every process the tests and the demo start
+# compiles the package's sources again, about a second of CPU each.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo test test-fast lint types unit unit-fast docs setup clean
 
 SETUP_PARTS := $(VENV)/.installed $(MCP1)/.installed $(NODE_DIR)/.installed $(CHROMIUM) \
