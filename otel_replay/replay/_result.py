@@ -497,6 +497,7 @@ class ReplayResult:
         """Why each recorded attempt of a budgeted tool call after a fault's attempt came
         late, by step index: the fault took an attempt, or ended the call."""
         why: dict[int, str] = {}
+        recorded = {s.step.index: s for s in self.run.steps}
         for fault in self.faults:
             if fault.attempt is None:
                 continue
@@ -506,7 +507,7 @@ class ReplayResult:
                 if fault.retry is not None
                 else f"its call ended at the fault injected at step {fault.step}"
             )
-            (first,) = (s for s in self.run.steps if s.step.index == fault.step)
+            first = recorded[fault.step]
             expected = fault.attempt + 1
             for later in self.run.steps:
                 if later.step.index <= fault.step or later.endpoint != first.endpoint:
@@ -617,6 +618,7 @@ class ReplayResult:
                 "step": first.step,
                 "request": None if first.served is None else first.served.order,
                 "changes": [c.to_json() for c in first.changes],
+                "because": first.because,
             },
             "unused": [s.step.index for s in self.unused],
             "faults": [f.to_json() for f in self.faults],
