@@ -324,19 +324,10 @@ def test_json_bodies_are_laid_out_with_their_numbers_as_recorded(
     # An MCP tool's JSON text (an id past 2**53, a price written 148.0), as the HTTP
     # answer of a tool and as the tool result in the next prompt.
     said = '{"big_id": 12345678901234567890, "price": 148.0, "2": "b", "1": "a", "none": {}}'
-    asked = {
-        "model": "gpt-4o-mini",
-        "messages": [
-            {"role": "user", "content": "Is A-1234 in stock?"},
-            {"role": "assistant", "tool_calls": [_call("call_1", "lookup_order", "{}")]},
-            {"role": "tool", "tool_call_id": "call_1", "content": said},
-        ],
-    }
-    answer = {"choices": [{"message": {"role": "assistant", "content": "Yes."}}]}
     path = tmp_path / "numbers.html"
     steps = (
         step(0, "http://tools.test/stock/A-1234", b"", said.encode()),
-        step(1, CHAT, json.dumps(asked).encode(), json.dumps(answer).encode(), kind="llm"),
+        _answered_tool_call(1, said),
     )
     path.write_text(render(run(*steps)), encoding="utf-8")
     page = view(path)
@@ -358,19 +349,10 @@ def test_a_string_holding_json_is_laid_out_and_on_demand_as_recorded(
     held = '{\n  "order_id": "A-1234",\n  "id": 12345678901234567890,\n  "total": 129.0\n}'
     result = {"content": [{"type": "text", "text": held}], "isError": False}
     blocks = [{"type": "text", "text": '{"order_id": "B-2041", "status": "lost in transit"}'}]
-    asked = {
-        "model": "gpt-4o-mini",
-        "messages": [
-            {"role": "user", "content": "Where is B-2041?"},
-            {"role": "assistant", "tool_calls": [_call("call_1", "lookup_order", "{}")]},
-            {"role": "tool", "tool_call_id": "call_1", "content": blocks},
-        ],
-    }
-    answer = {"choices": [{"message": {"role": "assistant", "content": "Lost."}}]}
     path = tmp_path / "held.html"
     steps = (
         step(0, "tool:lookup_order", b"{}", json.dumps(result).encode(), kind="tool"),
-        step(1, CHAT, json.dumps(asked).encode(), json.dumps(answer).encode(), kind="llm"),
+        _answered_tool_call(1, blocks),
     )
     path.write_text(render(run(*steps)), encoding="utf-8")
     page = view(path)
@@ -434,6 +416,21 @@ def test_a_long_fork_badge_is_cut_before_the_tool_name(
     name, box = row.locator(".name").bounding_box(), badge.bounding_box()
     assert name is not None and box is not None
     assert box["x"] + box["width"] <= name["x"] + name["width"] + 0.5
+
+
+def _answered_tool_call(index: int, content: Any) -> Step:
+    """Step ``index``: a model call whose prompt holds a call of ``lookup_order`` and its
+    result, ``content`` (a tool message's content: text, or a list of blocks)."""
+    asked = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "user", "content": "Where is my order?"},
+            {"role": "assistant", "tool_calls": [_call("call_1", "lookup_order", "{}")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": content},
+        ],
+    }
+    answer = {"choices": [{"message": {"role": "assistant", "content": "Here it is."}}]}
+    return step(index, CHAT, json.dumps(asked).encode(), json.dumps(answer).encode(), kind="llm")
 
 
 def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
