@@ -280,6 +280,8 @@ def render(
     if unused:
         listed = _named([f"{s.step.index} ({s.endpoint})" for s in unused])
         out.append(Text(f"recorded steps never requested: {listed}"))
+    for fault in result.faults:  # the fork's own, a few: each said whole
+        out.append(Text(printable(fault.describe()), style="cyan"))
     extra = result.extra
     if extra:
         listed = _named([f"{s.order} ({s.method} {s.url})" for s in extra])

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from otel_replay import attributes as A
 from otel_replay.envelope import address
 from otel_replay.replay._change import Change
 from otel_replay.replay._live_from import WentLive, went_live
@@ -19,6 +20,7 @@ __all__ = [
     "AgentStatus",
     "BadValue",
     "Divergence",
+    "InjectedFault",
     "Isolation",
     "Outcome",
     "ReplayResult",
@@ -158,6 +160,9 @@ class Divergence:
     step: int | None
     served: ServedStep | None
     changes: tuple[Change, ...]
+    because: str | None = None
+    """Why an unused step was never requested, when the replay knows (a fault took an
+    attempt of its call's retry budget)."""
 
     def describe(self) -> str:
         """One line naming the step."""
@@ -167,7 +172,8 @@ class Divergence:
                 "has no recorded step"
             )
         if self.kind == "unused":
-            return f"recorded step {self.step} was never requested"
+            why = f": {self.because}" if self.because else ""
+            return f"recorded step {self.step} was never requested{why}"
         if self.served is not None and self.served.live:
             return f"step {self.step} ran live and differs from the recording"
         return f"step {self.step} differs from the recording"
@@ -206,6 +212,52 @@ def _narrow(change: Change) -> str:
         if windows is not None:
             return f"{change.field}: {windows[0]} → {windows[1]}"
     return change.describe()
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedFault:
+    """A fault a fork injected (``--inject``), and what the program did after it.
+
+    ``step`` is the recorded step it stood in for, ``fault`` what was served there
+    (``inject tool:error``), ``request`` the request that got it, ``retry`` the later request
+    that got the step's recorded answer (None: the program never asked for it again; the
+    step was requested all the same, so it is not left unused). ``attempt``: the step is
+    attempt N of a tool call under a retry budget (None otherwise): the fault took attempt N
+    of the replay's budget, an attempt more than the recording made, so each recorded attempt
+    after it comes one attempt later (the last may find the budget spent).
+    """
+
+    step: int
+    endpoint: str
+    fault: str
+    request: int
+    retry: int | None
+    attempt: int | None
+
+    def describe(self) -> str:
+        """One line: where the fault went and whether the program asked again."""
+        said = f"{self.fault} at step {self.step} ({self.endpoint}): request {self.request} got it"
+        if self.retry is None:
+            said += "; the program never asked for the recorded answer again"
+        else:
+            said += f", its retry (request {self.retry}) the recorded answer"
+        if self.attempt is not None:
+            said += (
+                f"; the fault took attempt {self.attempt} of the tool's retry budget, an "
+                "attempt more than the recording made"
+            )
+        return said
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        return {
+            "step": self.step,
+            "endpoint": self.endpoint,
+            "fault": self.fault,
+            "request": self.request,
+            "retry": self.retry,
+            "attempt": self.attempt,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,11 +461,72 @@ class ReplayResult:
         return list(self._subprocesses)
 
     @property
+    def faults(self) -> list[InjectedFault]:
+        """The faults the fork injected, in the order they were served, each with what the
+        program did after it."""
+        steps = self.steps
+        recorded = {s.step.index: s for s in self.run.steps}
+        found: list[InjectedFault] = []
+        for step in steps:
+            if not step.injected or step.recorded is None or step.forked is None:
+                continue
+            retry = next(
+                (
+                    later.order
+                    for later in steps
+                    if later.order > step.order
+                    and later.recorded == step.recorded
+                    and not later.injected
+                ),
+                None,
+            )
+            attempt = recorded[step.recorded].attributes.get(A.REPLAY_TOOL_ATTEMPT)
+            found.append(
+                InjectedFault(
+                    step.recorded,
+                    step.endpoint,
+                    step.forked,
+                    step.order,
+                    retry,
+                    attempt if isinstance(attempt, int) else None,
+                )
+            )
+        return found
+
+    def _late_attempts(self) -> dict[int, str]:
+        """Why each recorded attempt of a budgeted tool call after a fault's attempt came
+        late, by step index: the fault took an attempt, or ended the call."""
+        why: dict[int, str] = {}
+        recorded = {s.step.index: s for s in self.run.steps}
+        for fault in self.faults:
+            if fault.attempt is None:
+                continue
+            reason = (
+                f"the fault injected at step {fault.step} took an attempt of its call's retry "
+                "budget"
+                if fault.retry is not None
+                else f"its call ended at the fault injected at step {fault.step}"
+            )
+            first = recorded[fault.step]
+            expected = fault.attempt + 1
+            for later in self.run.steps:
+                if later.step.index <= fault.step or later.endpoint != first.endpoint:
+                    continue
+                if later.step.request_hash != first.step.request_hash:
+                    continue
+                if later.attributes.get(A.REPLAY_TOOL_ATTEMPT) != expected:
+                    break  # another call of the tool with the same arguments
+                why.setdefault(later.step.index, reason)
+                expected += 1
+        return why
+
+    @property
     def unused(self) -> list[RecordedStep]:
-        """Recorded steps no request was answered with, but those made inside a tool or side
-        effect that was itself served from the recording (its body, and so they, did not
-        run again)."""
-        used = {s.recorded for s in self._steps if not s.injected}
+        """Recorded steps no request asked for, but those made inside a tool or side effect
+        that was itself served from the recording (its body, and so they, did not run
+        again). A step a fault was injected at was asked for, its recorded answer given or
+        not (see :attr:`faults`)."""
+        used = {s.recorded for s in self._steps}
         within = {s.step.index: s.step.within for s in self.run.steps}
 
         def covered(index: int) -> bool:
@@ -444,7 +557,9 @@ class ReplayResult:
                 return Divergence("changed", step.recorded, step, step.changes)
         unused = self.unused
         if unused:
-            return Divergence("unused", unused[0].step.index, None, ())
+            index = unused[0].step.index
+            because = self._late_attempts().get(index)
+            return Divergence("unused", index, None, (), because)
         return None
 
     @property
@@ -503,8 +618,10 @@ class ReplayResult:
                 "step": first.step,
                 "request": None if first.served is None else first.served.order,
                 "changes": [c.to_json() for c in first.changes],
+                "because": first.because,
             },
             "unused": [s.step.index for s in self.unused],
+            "faults": [f.to_json() for f in self.faults],
             "extra": [s.to_json() for s in self.extra],
             "steps": [s.to_json() for s in self.steps],
             "network_attempts": self.network_attempts,

@@ -18,6 +18,7 @@ from tests.frameworks._support import (
     Recording,
     assert_a_changed_system_prompt_diverges_at_the_first_call,
     record,
+    replay,
     replay_identically,
     spans,
     tool_spans,
@@ -104,3 +105,35 @@ def test_every_model_call_is_one_complete_streamed_step(recorded: Recording) -> 
 
 def test_a_changed_system_prompt_diverges_at_the_first_call(recorded: Recording) -> None:
     assert_a_changed_system_prompt_diverges_at_the_first_call(recorded)
+
+
+def test_steps_given_injected_faults_were_requested_not_left_unused(recorded: Recording) -> None:
+    """The refund raises an injected error (the SDK makes it the tool's output) and the next
+    streamed answer is cut (the SDK fails): both steps were asked for and got their fault,
+    and so was the uuid the refund's body made; the summary lists neither as never requested
+    but says what became of each fault."""
+    steps = sorted(
+        (a["replay.step.index"], a.get("gen_ai.tool.name") or a["replay.step.kind"])
+        for a in (s["attributes"] for s in spans(recorded))
+        if "replay.step.index" in a
+    )
+    refund = next(index for index, name in steps if name == "refund_order")
+    answer = next(index for index, name in steps if index > refund and name == "llm")
+    done = replay(
+        recorded,
+        "--inject",
+        f"{refund}=tool:error:refund service down",
+        "--inject",
+        f"{answer}=stream-cut:200",
+        COLUMNS="400",
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "openai.APIConnectionError" in done.stdout  # the cut stream ended the program
+    (unused,) = [line for line in done.stdout.splitlines() if "never requested" in line]
+    listed = [int(item.split()[0]) for item in unused.split(": ", 1)[1].split(", ")]
+    assert listed == [index for index, _ in steps if index > answer]
+    assert (
+        f"inject tool:error:refund service down at step {refund} (tool:refund_order): request "
+        f"{refund} got it; the program never asked for the recorded answer again"
+    ) in done.stdout
+    assert f"inject stream-cut:200 at step {answer} (openai.{recorded.args[0]}" in done.stdout

@@ -28,6 +28,8 @@ from tests.frameworks._support import (
     CLI,
     Recording,
     record,
+    refunds,
+    replay,
     replay_identically,
     run_ids,
     tool_spans,
@@ -112,6 +114,37 @@ def test_the_replay_serves_the_langchain_step_whole_and_diff_says_identical(
     diffed = _cli(recorded, "diff", recorded.run_id, replayed)
     assert "identical: 8 steps" in diffed
     assert diffed.count("inside step") == 2  # the MCP calls, inside the steps B served
+
+
+def test_the_langchain_step_has_the_mcp_tools_read_only_hint(recorded: Recording) -> None:
+    """The adapter copies the MCP tool's annotations into the LangChain tool's metadata: the
+    outer step reads where the server says so, and runs live with the MCP call inside it
+    under ``--live-tools read``; the refund, a write by the setting (and by its hint), never
+    does."""
+    effects = [
+        (t["gen_ai.tool.name"], t["replay.tool.effect"], t["replay.tool.effect_reason"])
+        for t in tool_spans(recorded)
+    ]
+    assert effects == [
+        ("lookup_order", "read", "hint"),  # LangChain's, from its metadata
+        ("lookup_order", "read", "hint"),  # the MCP call's, from the listing
+        ("refund_order", "write", "setting"),
+        ("refund_order", "write", "setting"),
+    ]
+    shown = _cli(recorded, "show", recorded.run_id)
+    assert shown.count("lookup_order (read: readOnlyHint true)") == 2
+    assert "write: declared nowhere" not in shown
+
+    done = replay(recorded, "--live-tools", "read", "--json", **ON_MCP1)
+    report = json.loads(done.stdout)
+    tools = [s for s in report["steps"] if s["method"] == "TOOL"]
+    assert [(s["url"], s["live"], s["effect"], s["effect_reason"]) for s in tools] == [
+        ("tool:lookup_order", True, "read", "hint"),
+        ("tool:lookup_order", True, "read", "hint"),  # the MCP call, made by the live body
+        ("tool:refund_order", False, "write", "hint"),  # readOnlyHint false
+    ]
+    assert report["outcome"] == "diverged"  # the live lookup read today's "delivered"
+    assert refunds(recorded.database) == 0
 
 
 def test_the_run_is_one_trace(recorded: Recording, exported: OtlpSink) -> None:

@@ -115,20 +115,35 @@ def test_the_fault_is_met_where_the_call_was_made_and_the_retry_is_served(
     attempts = [s for s in result.steps if s.recorded == index]
     assert [s.forked for s in attempts] == [f"inject {fault}", None]
     assert len(result.steps) == len(recorded.steps) + 1
+    (injected,) = result.faults
+    assert (injected.step, injected.request, injected.retry) == (
+        index,
+        attempts[0].order,
+        attempts[1].order,
+    )
 
 
-def test_a_fault_the_program_does_not_get_over_leaves_its_step_unused(recorded: Recorded) -> None:
+def test_a_fault_the_program_does_not_get_over_is_its_failure_not_an_unused_step(
+    recorded: Recorded,
+) -> None:
+    """The step was asked for and got the fault: the program failing on it is the outcome,
+    not a step "never requested"."""
     index = recorded.steps["tool"]
     with (
+        pytest.raises(InjectedToolError, match=f"at step {index}"),
         otel_replay.replaying(
             recorded.run_id, store=recorded.store, inject={index: "tool:error"}
         ) as result,
-        pytest.raises(InjectedToolError, match=f"at step {index}"),
     ):
         agent(recorded.base, retry=False)
-    assert result.outcome == "diverged"
-    divergence = result.first_divergence
-    assert divergence is not None and (divergence.kind, divergence.step) == ("unused", index)
+    assert result.unused == []
+    assert result.outcome == "agent_failed", result.first_divergence
+    (injected,) = result.faults
+    assert injected.retry is None
+    assert injected.describe() == (
+        f"inject tool:error at step {index} (tool:lookup): request {len(recorded.steps) - 1} "
+        "got it; the program never asked for the recorded answer again"
+    )
 
 
 def _met_the_fault(url: str) -> None:

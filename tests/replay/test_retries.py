@@ -476,9 +476,17 @@ AGENT = Path(__file__).with_name("_retry_agent.py")
 CLI = Path(sys.executable).parent / "otel-replay"
 
 
-@pytest.mark.subprocess
-def test_the_replay_verb_reproduces_the_overflow_without_waiting(tmp_path: Path) -> None:
-    store = tmp_path / "store"
+@dataclass(frozen=True)
+class Overflowed:
+    store: Path
+    error: str
+    """The last line of the recording's stderr: the overflow error."""
+
+
+@pytest.fixture(scope="module")
+def overflowed(tmp_path_factory: pytest.TempPathFactory) -> Overflowed:
+    """``_retry_agent`` recorded as run ``r_retry``: three attempts, each refused."""
+    store = tmp_path_factory.mktemp("retry") / "store"
     recorded = subprocess.run(
         [str(INSTRUMENT), sys.executable, str(AGENT)],
         env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_retry", RETRY_BACKOFF="0.05"),
@@ -488,28 +496,62 @@ def test_the_replay_verb_reproduces_the_overflow_without_waiting(tmp_path: Path)
         check=False,
     )
     assert recorded.returncode == 1, recorded.stderr
-    error = recorded.stderr.strip().splitlines()[-1]
-    assert error == (
-        "otel_replay.errors.RetryOverflowError: tool 'fetch_forecast' failed all 3 attempts "
-        "its retry budget allows; last error: ConnectionError: weather service refused the "
-        "forecast for Oslo"
-    )
-    with Store.open(store, create=False) as opened:
-        spans = opened.spans("r_retry")
-    (run,) = [s["attributes"] for s in spans if s["name"] == "invoke_agent forecaster"]
-    assert run["replay.failure.category"] == "retry_overflow"
+    return Overflowed(store, recorded.stderr.strip().splitlines()[-1])
 
-    # Replayed with back-offs of 30 s then 60 s: waited, they would pass the timeout.
+
+def replay_retry_agent(store: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``otel-replay replay r_retry [flags]`` of ``_retry_agent``, its back-offs 30 s then 60
+    s: waited, they would pass the timeout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    replayed = subprocess.run(
-        [str(CLI), "replay", "r_retry", "--store", str(store), "--", sys.executable, str(AGENT)],
-        env=env | {"PYTHONPATH": str(ROOT), "RETRY_BACKOFF": "30", "COLUMNS": "200"},
+    verb = [str(CLI), "replay", "r_retry", "--store", str(store), *flags]
+    return subprocess.run(
+        [*verb, "--", sys.executable, str(AGENT)],
+        env=env | {"PYTHONPATH": str(ROOT), "RETRY_BACKOFF": "30", "COLUMNS": "400"},
         capture_output=True,
         text=True,
         timeout=75,
         check=False,
     )
+
+
+@pytest.mark.subprocess
+def test_the_replay_verb_reproduces_the_overflow_without_waiting(overflowed: Overflowed) -> None:
+    error = overflowed.error
+    assert error == (
+        "otel_replay.errors.RetryOverflowError: tool 'fetch_forecast' failed all 3 attempts "
+        "its retry budget allows; last error: ConnectionError: weather service refused the "
+        "forecast for Oslo"
+    )
+    with Store.open(overflowed.store, create=False) as opened:
+        spans = opened.spans("r_retry")
+    (run,) = [s["attributes"] for s in spans if s["name"] == "invoke_agent forecaster"]
+    assert run["replay.failure.category"] == "retry_overflow"
+
+    replayed = replay_retry_agent(overflowed.store)
     assert replayed.returncode == 3, replayed.stdout + replayed.stderr  # the agent failed
     assert replayed.stderr.strip().splitlines()[-1] == error
     assert "identical steps, but the agent failed" in replayed.stdout
     assert "3 requests, 3 served from 3 recorded steps" in replayed.stdout
+
+
+@pytest.mark.subprocess
+def test_a_fault_injected_at_an_attempt_takes_one_of_the_budget_and_says_so(
+    overflowed: Overflowed,
+) -> None:
+    """The fault is an attempt more than the recording made: the retries get the recorded
+    attempts one later each, and the budget is spent before the last one, which the replay
+    names as never requested, and why."""
+    replayed = replay_retry_agent(overflowed.store, "--inject", "0=tool:error")
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    out = replayed.stdout
+    assert (
+        "diverged — recorded step 2 was never requested: the fault injected at step 0 took an "
+        "attempt of its call's retry budget"
+    ) in out
+    assert (
+        "inject tool:error at step 0 (tool:fetch_forecast): request 0 got it, its retry "
+        "(request 1) the recorded answer; the fault took attempt 1 of the tool's retry "
+        "budget, an attempt more than the recording made"
+    ) in out
+    assert "recorded steps never requested: 2 (tool:fetch_forecast)\n" in out
+    assert "failed all 3 attempts" in replayed.stderr.strip().splitlines()[-1]

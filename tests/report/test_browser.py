@@ -324,19 +324,10 @@ def test_json_bodies_are_laid_out_with_their_numbers_as_recorded(
     # An MCP tool's JSON text (an id past 2**53, a price written 148.0), as the HTTP
     # answer of a tool and as the tool result in the next prompt.
     said = '{"big_id": 12345678901234567890, "price": 148.0, "2": "b", "1": "a", "none": {}}'
-    asked = {
-        "model": "gpt-4o-mini",
-        "messages": [
-            {"role": "user", "content": "Is A-1234 in stock?"},
-            {"role": "assistant", "tool_calls": [_call("call_1", "lookup_order", "{}")]},
-            {"role": "tool", "tool_call_id": "call_1", "content": said},
-        ],
-    }
-    answer = {"choices": [{"message": {"role": "assistant", "content": "Yes."}}]}
     path = tmp_path / "numbers.html"
     steps = (
         step(0, "http://tools.test/stock/A-1234", b"", said.encode()),
-        step(1, CHAT, json.dumps(asked).encode(), json.dumps(answer).encode(), kind="llm"),
+        _answered_tool_call(1, said),
     )
     path.write_text(render(run(*steps)), encoding="utf-8")
     page = view(path)
@@ -347,6 +338,99 @@ def test_json_bodies_are_laid_out_with_their_numbers_as_recorded(
     assert page.locator("#pane pre.body").first.inner_text() == laid_out
     page.keyboard.press("j")
     assert page.locator("#pane .tool-result pre.body").inner_text() == laid_out
+
+
+def test_a_string_holding_json_is_laid_out_and_on_demand_as_recorded(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    # An MCP tool's result on the wire (its text content a JSON document, an id past 2**53,
+    # a price written 129.0), then the tool result in the next prompt as LangChain's
+    # content-and-artifact tool sends it: a list of text blocks.
+    held = '{\n  "order_id": "A-1234",\n  "id": 12345678901234567890,\n  "total": 129.0\n}'
+    result = {"content": [{"type": "text", "text": held}], "isError": False}
+    blocks = [{"type": "text", "text": '{"order_id": "B-2041", "status": "lost in transit"}'}]
+    path = tmp_path / "held.html"
+    steps = (
+        step(0, "tool:lookup_order", b"{}", json.dumps(result).encode(), kind="tool"),
+        _answered_tool_call(1, blocks),
+    )
+    path.write_text(render(run(*steps)), encoding="utf-8")
+    page = view(path)
+    section = page.locator("#pane details:has(> summary:text-is('response'))")
+    response = section.locator("pre.body")
+    laid_out = (
+        '{\n  "content": [\n    {\n      "type": "text",\n      "text": {\n'
+        '        "order_id": "A-1234",\n        "id": 12345678901234567890,\n'
+        '        "total": 129.0\n      }\n    }\n  ],\n  "isError": false\n}'
+    )
+    assert response.inner_text() == laid_out
+    marked = response.locator(".json-string")
+    assert marked.inner_text().startswith('{\n        "order_id"')
+    assert marked.get_attribute("title") == "a string holding JSON, laid out"
+    # The recorded text, one string as the tool sent it, a click away and back.
+    toggle = section.locator("button.strings")
+    toggle.click()
+    assert f'"text": {json.dumps(held)}' in response.inner_text()
+    assert response.locator(".json-string").count() == 0
+    toggle.click()
+    assert response.inner_text() == laid_out
+
+    page.keyboard.press("j")
+    content = page.locator("#pane .tool-result pre.body").inner_text()
+    assert '"content": {\n      "order_id": "B-2041",\n      "status": "lost in transit"' in content
+
+
+# Whether an element is as wide as it would be if nothing in its row squeezed it.
+WHOLE = """e => {
+  const shown = e.getBoundingClientRect().width;
+  e.style.flex = "none"; e.style.maxWidth = "none";
+  const whole = e.getBoundingClientRect().width;
+  e.style.flex = ""; e.style.maxWidth = "";
+  return shown >= whole - 0.01;
+}"""
+
+
+def test_a_long_fork_badge_is_cut_before_the_tool_name(
+    view: Callable[[Path], Page], tmp_path: Path
+) -> None:
+    given = "override @/tmp/forks/of/the/refund/case/a-result-file-with-a-long-name.json"
+    served = step(0, "tool:lookup_order", b"{}", b'{"status": "lost"}', kind="tool")
+    forked = RecordedStep(
+        served,
+        "tool:lookup_order",
+        "exact",
+        attributes={"replay.fork.change": given, "replay.mode": "fork"},
+    )
+    path = tmp_path / "badge.html"
+    path.write_text(render(Run("r_fork", "test", (forked,))), encoding="utf-8")
+    page = view(path)
+    page.set_viewport_size({"width": 1000, "height": 700})
+    row = page.locator(".row.selected")
+    label, badge = row.locator(".label"), row.locator(".badge.fork")
+    assert badge.get_attribute("title") == given  # the whole on hover
+    assert badge.inner_text() == "override @…/a-result-file-with-a-long-name.json"
+    # The name whole (as wide as it is when nothing squeezes it), the badge cut short, both
+    # inside the name's cell.
+    assert label.evaluate(WHOLE), label.inner_text()
+    assert not badge.evaluate(WHOLE)
+    name, box = row.locator(".name").bounding_box(), badge.bounding_box()
+    assert name is not None and box is not None
+    assert box["x"] + box["width"] <= name["x"] + name["width"] + 0.5
+
+
+def _answered_tool_call(index: int, content: Any) -> Step:
+    """Step ``index``: a model call whose prompt holds a call of ``lookup_order`` and its
+    result, ``content`` (a tool message's content: text, or a list of blocks)."""
+    asked = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "user", "content": "Where is my order?"},
+            {"role": "assistant", "tool_calls": [_call("call_1", "lookup_order", "{}")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": content},
+        ],
+    }
+    answer = {"choices": [{"message": {"role": "assistant", "content": "Here it is."}}]}
+    return step(index, CHAT, json.dumps(asked).encode(), json.dumps(answer).encode(), kind="llm")
 
 
 def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from otel_replay.envelope._effect import effect_of
 from otel_replay.envelope._jsonable import encode, encode_exact, restore_body, return_hint
 from otel_replay.envelope._steps import Call, active, perform, perform_async, tool_call
 from otel_replay.envelope.frameworks._langgraph_values import is_command, tagged, untagged
+from otel_replay.envelope.frameworks._mcp import read_only_hint
 from otel_replay.envelope.frameworks._patch import unrecorded, wrap, wrap_each
 
 __all__ = ["patch"]
@@ -230,10 +231,13 @@ def _call_of(pending: _Pending) -> Call:
     tool = pending.tool
     name = str(tool.name)
     description = tool.description or None
+    # langchain-mcp-adapters copies an MCP tool's annotations into the LangChain tool's
+    # metadata: the tool made of it has the MCP tool's readOnlyHint.
+    read_only = read_only_hint(getattr(tool, "metadata", None))
     return tool_call(
         name,
         pending.arguments,
-        effect_of(name),
+        effect_of(name, read_only=read_only),
         description=description,
         schema_version=_schema_version(tool, name, description),
         call_id=pending.call_id,

@@ -145,7 +145,12 @@
     if (step.depth) add(name, el("span", "nest", "└ "));
     add(name, el("span", "label", step.name));
     var mark = fork(row);
-    if (mark) add(name, el("span", "badge fork", mark));
+    if (mark) {
+      // A file's directories say little and take the label's room: cut, whole on hover.
+      var badge = el("span", "badge fork", mark.replace(/@(?:[^\s@]*\/)+(?=[^\/\s])/g, "@…/"));
+      badge.title = mark;
+      add(name, badge);
+    }
     if (step.effect) add(name, el("span", "badge effect-" + step.effect, step.effect));
     name.title = [step.name, mark, step.effect].filter(Boolean).join("  ·  ");
     var bar = el("span", "bar");
@@ -219,62 +224,122 @@
   // A body as drawn: JSON laid out as JSON.stringify(value, null, 2) lays it out, but with
   // its numbers and its keys' order as written (printing the parsed value would show
   // 12345678901234567890 as 12345678901234567000 and 148.0 as 148), strings as
-  // JSON.stringify prints them ("\u00e9" as "é"); any other text as it is. Laid out up to
-  // ``limit`` characters (or so) when given: the rest is drawn only on demand.
-  function pretty(text, limit) {
+  // JSON.stringify prints them ("\u00e9" as "é"); any other text as it is. ``nested``: a
+  // string value that is itself a JSON document (an MCP tool's text content, a LangChain
+  // tool's content) is laid out in its place the same way, and ``spans`` says where
+  // ([from, to] in ``text``). Laid out up to ``limit`` characters (or so) when given: the
+  // rest is drawn only on demand.
+  function pretty(text, limit, nested) {
+    var plain = { text: text, spans: [] };
     var head = text.trimStart().charAt(0);
-    if (head !== "{" && head !== "[") return text;
-    try { JSON.parse(text); } catch (e) { return text; } // not JSON
-    return indent(text, limit || Infinity);
+    if (head !== "{" && head !== "[") return plain;
+    try { JSON.parse(text); } catch (e) { return plain; } // not JSON
+    return indent(text, limit || Infinity, Boolean(nested));
   }
 
-  var TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/g;
+  var TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/; // each use makes its own, with g
   var CLOSE = { "{": "}", "[": "]" };
+  // A string token whose text may begin a JSON object or array (after blanks, "\n" and such).
+  var MAY_HOLD_JSON = /^"(?:\s|\\[nrt])*[{[]/;
 
-  function indent(json, limit) {
+  // The JSON text a string token holds, when it holds a document; null otherwise.
+  function held(token) {
+    if (!MAY_HOLD_JSON.test(token)) return null;
+    var text = JSON.parse(token);
+    try { JSON.parse(text); } catch (e) { return null; }
+    return text;
+  }
+
+  function indent(json, limit, nested) {
     var out = "";
+    var spans = [];
     var pads = [""];
     var open = null; // an object or array just begun: "{}" when it ends at once
+    var within = []; // the objects and arrays open around the token, innermost last
+    var prev = null; // the token before: an object's string after "{" or "," is a key
     function line(depth) {
       if (pads[depth] === undefined) pads[depth] = pads[depth - 1] + "  ";
       return "\n" + pads[depth];
     }
-    TOKEN.lastIndex = 0;
+    var tokens = new RegExp(TOKEN.source, "g"); // a string's JSON is laid out inside this one
     var depth = 0;
     var found;
-    while (out.length <= limit && (found = TOKEN.exec(json)) !== null) {
+    while (out.length <= limit && (found = tokens.exec(json)) !== null) {
       var t = found[0];
+      var key = within[within.length - 1] === "{" && (prev === "{" || prev === ",");
+      prev = t;
       if (open !== null) {
-        if (t === CLOSE[open]) { out += open + t; open = null; continue; }
+        if (t === CLOSE[open]) { out += open + t; open = null; within.pop(); continue; }
         depth++;
         out += open + line(depth);
         open = null;
       }
-      if (t === "{" || t === "[") open = t;
+      var inner = nested && !key && t.charAt(0) === '"' ? held(t) : null;
+      if (t === "{" || t === "[") { open = t; within.push(t); }
       else if (t === "}" || t === "]") {
         depth--;
+        within.pop();
         out += line(depth) + t;
       } else if (t === ",") out += "," + line(depth);
       else if (t === ":") out += ": ";
-      else if (t.charAt(0) === '"' && (t.indexOf("\\u") >= 0 || t.indexOf("\\/") >= 0)) {
+      else if (inner !== null) {
+        var from = out.length;
+        out += indent(inner, Infinity, true).text.split("\n").join(line(depth));
+        spans.push([from, out.length]);
+      } else if (t.charAt(0) === '"' && (t.indexOf("\\u") >= 0 || t.indexOf("\\/") >= 0)) {
         out += JSON.stringify(JSON.parse(t)); // escapes JSON.stringify writes otherwise
       } else out += t;
     }
-    return out;
+    return { text: out, spans: spans };
   }
 
+  // ``laid`` (see pretty) as the text of ``node``, up to ``limit`` characters, each string
+  // laid out as JSON marked.
+  function fill(node, laid, limit) {
+    var text = laid.text;
+    var end = Math.min(text.length, limit);
+    var at = 0;
+    node.replaceChildren();
+    laid.spans.forEach(function (span) {
+      if (span[0] >= end) return;
+      node.appendChild(document.createTextNode(text.slice(at, span[0])));
+      var json = el("span", "json-string", text.slice(span[0], Math.min(span[1], end)));
+      json.title = "a string holding JSON, laid out";
+      node.appendChild(json);
+      at = Math.min(span[1], end);
+    });
+    node.appendChild(document.createTextNode(text.slice(at, end)));
+  }
+
+  // A body laid out (see pretty), with a button to show its strings that hold JSON as
+  // recorded (one string each) and back, and one to draw the rest of a long body.
   function body(text, className) {
     var node = el("pre", "body " + (className || ""));
-    var shown = pretty(text, BODY_LIMIT);
-    if (shown.length <= BODY_LIMIT) {
-      node.textContent = shown;
+    var nested = true;
+    var limit = BODY_LIMIT;
+    var laid = pretty(text, limit, nested);
+    if (!laid.spans.length && laid.text.length <= limit) {
+      node.textContent = laid.text;
       return node;
     }
-    node.textContent = shown.slice(0, BODY_LIMIT);
+    var strings = laid.spans.length ? el("button", "strings", "show strings as recorded") : null;
     var more = el("button", "more", "show all " + text.length + " characters");
-    more.addEventListener("click", function () { node.textContent = pretty(text); });
-    var box = el("div");
-    return add(box, node, more);
+    function draw() {
+      laid = pretty(text, limit, nested);
+      fill(node, laid, limit);
+      more.hidden = laid.text.length <= limit;
+    }
+    if (strings) {
+      strings.title = "strings that hold JSON: as recorded, or laid out";
+      strings.addEventListener("click", function () {
+        nested = !nested;
+        strings.textContent = nested ? "show strings as recorded" : "lay out strings holding JSON";
+        draw();
+      });
+    }
+    more.addEventListener("click", function () { limit = Infinity; draw(); });
+    draw();
+    return add(el("div"), strings, node, more);
   }
 
   function value(v) {
