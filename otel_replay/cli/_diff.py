@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import time
 
 import click
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from otel_replay import attributes as A
-from otel_replay.cli._common import emit, open_run, stdout_console, store_option
+from otel_replay.cli._common import PIPE_WIDTH, emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
 from otel_replay.cli._runs import run_json
@@ -19,7 +20,7 @@ from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, diff_runs
 from otel_replay.replay.sources import stored_run
 from otel_replay.store import RunInfo, Store
 
-__all__ = ["diff", "render"]
+__all__ = ["diff", "diff_text", "render"]
 
 _MAX_CHANGES = 12
 
@@ -72,6 +73,19 @@ def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json:
             emit(console, safe_text(renderable) if isinstance(renderable, Text) else renderable)
     if not result.identical:
         ctx.exit(1)
+
+
+def diff_text(run_a: str, run_b: str, store: str | None = None) -> tuple[bool, str]:
+    """Whether runs ``run_a`` and ``run_b`` (any RUN ``diff`` takes) are identical, and what
+    ``otel-replay diff RUN_A RUN_B`` prints about them, as plain text."""
+    with open_run(run_a, store) as (store_a, info_a), open_run(run_b, store) as (store_b, info_b):
+        result = diff_runs(_store_run(store_a, info_a), _store_run(store_b, info_b))
+    console = Console(file=io.StringIO(), width=PIPE_WIDTH, color_system=None, highlight=False)
+    with console.capture() as captured:
+        for renderable in render(result, info_a, info_b):
+            console.print(safe_text(renderable) if isinstance(renderable, Text) else renderable)
+    lines = (line.rstrip() for line in captured.get().splitlines())
+    return result.identical, "\n".join(lines)
 
 
 def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[RenderableType]:
