@@ -51,7 +51,8 @@ def write_bundle(run: Run, directory: Path, redactor: Redactor, *, replace: bool
     (only, if killed, a ``.NAME.*.partial`` sibling). A link to a directory is written
     through: the bundle takes the place of the empty directory it points to. A bundle already
     at ``directory`` (``replace``) is exchanged with the new one in one step (``renameat2``),
-    so ``directory`` holds one whole bundle or the other at every moment; where the file
+    so ``directory`` holds one whole bundle or the other at every moment, and what else it
+    held (files beside ``bundle.json`` and ``steps/``) is kept; where the file
     system cannot exchange, the old one is moved aside first (a ``.NAME.*.old`` sibling if
     killed right then) and put back if the new one cannot take its place."""
     target = directory.resolve()
@@ -64,6 +65,7 @@ def write_bundle(run: Run, directory: Path, redactor: Redactor, *, replace: bool
     try:
         written = _write_into(staging, run, redactor)
         if old:
+            _keep_others(target, staging)
             _swap(staging, target)  # staging now holds the old bundle, removed below
             shutil.rmtree(staging, ignore_errors=True)
         else:
@@ -74,6 +76,18 @@ def write_bundle(run: Run, directory: Path, redactor: Redactor, *, replace: bool
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return written
+
+
+def _keep_others(old: Path, new: Path) -> None:
+    """Copy what ``old`` holds besides the bundle itself (a reviewer's notes, a test's
+    inputs) into ``new``: a bundle replaced keeps them."""
+    for entry in old.iterdir():
+        if entry.name in (MANIFEST, _STEPS):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, new / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, new / entry.name, follow_symlinks=False)
 
 
 def _sibling(target: Path, what: str) -> Path:
