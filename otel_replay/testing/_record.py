@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -26,10 +26,7 @@ from otel_replay.replay import ReplayResult, Run, ServedStep
 from otel_replay.replay.sources import is_bundle, load_run, write_bundle
 from otel_replay.runs import start_process_run
 
-__all__ = ["MODES", "LiveRecording", "LiveResult", "RecordMode", "Saved", "bundle_path", "save"]
-
-RecordMode = Literal["none", "new", "all"]
-MODES: tuple[RecordMode, ...] = ("none", "new", "all")
+__all__ = ["LiveRecording", "LiveResult", "Saved", "bundle_path", "save"]
 
 
 def bundle_path(source: object) -> Path | None:
