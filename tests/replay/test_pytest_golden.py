@@ -15,6 +15,7 @@ from examples.standin import StandIn
 from otel_replay.redact import Redactor
 from otel_replay.replay import Run
 from otel_replay.replay.sources import load_run, write_bundle
+from tests.replay._recorded import recorded_step
 
 pytest_plugins = ["pytester"]
 
@@ -318,23 +319,25 @@ def test_xdist_workers_record_and_replay_their_own_tests_with_the_same_results(
     spread.stdout.fnmatch_lines(["*[[]gw0[]]*PASSED*", "*[[]gw1[]]*PASSED*"], consecutive=False)
 
 
-def test_a_replaced_bundle_reads_whole_at_every_moment(tmp_path: Path) -> None:
-    """A reader that loads the bundle while it is replaced again and again reads one whole
-    bundle or the other, never a mix or nothing."""
-    bundle = tmp_path / "bundle"
-    body = b"{}"
-    from tests.replay._recorded import recorded_step
-
+def _one_call(run_id: str, answer: bytes) -> Run:
+    """A run of one HTTP call answered with ``answer``."""
     step = recorded_step(
         index=0,
         kind="http",
         endpoint="POST /x",
         method="POST",
         url="http://tools.test/x",
-        request_body=body,
-        response_body=body,
+        request_body=b"{}",
+        response_body=answer,
     )
-    runs = [Run(f"r_{n}", "", (step,)) for n in ("a", "b")]
+    return Run(run_id, "", (step,))
+
+
+def test_a_replaced_bundle_reads_whole_at_every_moment(tmp_path: Path) -> None:
+    """A reader that loads the bundle while it is replaced again and again reads one whole
+    bundle or the other, never a mix or nothing."""
+    bundle = tmp_path / "bundle"
+    runs = [_one_call(f"r_{n}", b"{}") for n in ("a", "b")]
     write_bundle(runs[0], bundle, Redactor())
     seen: set[str] = set()
     errors: list[Exception] = []
@@ -366,19 +369,9 @@ def test_diff_compares_two_bundles_step_by_step(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from otel_replay.cli.main import cli
-    from tests.replay._recorded import recorded_step
 
     for name, answer in (("a", b'{"total": 1}'), ("b", b'{"total": 2}')):
-        step = recorded_step(
-            index=0,
-            kind="http",
-            endpoint="POST /x",
-            method="POST",
-            url="http://tools.test/x",
-            request_body=b"{}",
-            response_body=answer,
-        )
-        write_bundle(Run(f"r_{name}", "", (step,)), tmp_path / name, Redactor())
+        write_bundle(_one_call(f"r_{name}", answer), tmp_path / name, Redactor())
     result = CliRunner().invoke(cli, ["diff", str(tmp_path / "a"), str(tmp_path / "b")])
     assert result.exit_code == 1, result.output
     assert "A: run r_a  ok  record" in result.output
