@@ -38,7 +38,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "replay": frozenset({"capture", "store", "export"}),
     "report": frozenset({"store", "replay"}),
     "cli": frozenset({"capture", "store", "export", "replay", "report"}),
-    "testing": frozenset({"capture", "store", "export", "replay"}),
+    "testing": frozenset({"capture", "store", "export", "replay", "cli"}),
 }
 """The stages each stage may import (besides the shared modules)."""
 

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import io
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from otel_replay import attributes as A
-from otel_replay.cli._common import emit, open_run, stdout_console, store_option
+from otel_replay.cli._common import PIPE_WIDTH, emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._tables import run_header, safe_text, table
 from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, diff_runs
-from otel_replay.replay.sources import stored_run
+from otel_replay.replay.sources import is_bundle, load_run, stored_run
 from otel_replay.store import RunInfo, Store
 
-__all__ = ["diff", "render"]
+__all__ = ["diff", "diff_text", "render"]
 
 _MAX_CHANGES = 12
 
@@ -30,6 +34,46 @@ def _store_run(store: Store, info: RunInfo) -> Run:
     if info.step_count == 0 and not store.spans(info.run_id):
         return Run(info.run_id, f"store {store.location}", ())
     return stored_run(store, info).run
+
+
+@contextmanager
+def opened(ref: str, store: str | None) -> Iterator[tuple[Run, RunInfo]]:
+    """The run ``ref`` names with its payloads, and its facts as the index gives them. A
+    bundle is read as it is: it has no spans, which an import into a store would need to
+    keep its steps."""
+    if is_bundle(Path(ref)):
+        run = load_run(ref)
+        yield run, _bundle_info(run)
+        return
+    with open_run(ref, store) as (opened_store, info):
+        yield _store_run(opened_store, info), info
+
+
+def _bundle_info(run: Run) -> RunInfo:
+    """What ``diff`` shows of a bundle's run above its steps."""
+    start = run.start_ns or min((s.step.start_ns for s in run.steps), default=0)
+    end = max((s.step.end_ns for s in run.steps), default=start)
+    failed = sum(1 for s in run.steps if s.step.error_type)
+    return RunInfo(
+        run_id=run.run_id,
+        recorded_id=run.run_id,
+        recording=0,
+        mode="record",
+        start_ns=start,
+        end_ns=max(end, start),
+        status="error" if failed else "ok",
+        error_type=None,
+        error_steps=failed,
+        commit=run.commit,
+        code_dirty=run.code_dirty,
+        seed=run.seed,
+        step_count=len(run.steps),
+        tokens_in=None,
+        tokens_out=None,
+        bytes=sum(len(s.step.request_body) + len(s.step.response_body) for s in run.steps),
+        pinned=False,
+        models=tuple(dict.fromkeys(s.step.model for s in run.steps if s.step.model)),
+    )
 
 
 @click.command()
@@ -61,8 +105,8 @@ def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json:
     Exit status: 0 the runs are identical; 1 they differ; 2 bad input (unknown run, no store,
     corrupt store).
     """
-    with open_run(run_a, store) as (store_a, info_a), open_run(run_b, store) as (store_b, info_b):
-        result = diff_runs(_store_run(store_a, info_a), _store_run(store_b, info_b))
+    with opened(run_a, store) as (a, info_a), opened(run_b, store) as (b, info_b):
+        result = diff_runs(a, b)
     if as_json:
         document = {"a": run_json(info_a), "b": run_json(info_b), **result.to_json()}
         click.echo(json_text(document))
@@ -72,6 +116,19 @@ def diff(ctx: click.Context, run_a: str, run_b: str, store: str | None, as_json:
             emit(console, safe_text(renderable) if isinstance(renderable, Text) else renderable)
     if not result.identical:
         ctx.exit(1)
+
+
+def diff_text(run_a: str, run_b: str, store: str | None = None) -> tuple[bool, str]:
+    """Whether runs ``run_a`` and ``run_b`` (any RUN ``diff`` takes) are identical, and what
+    ``otel-replay diff RUN_A RUN_B`` prints about them, as plain text."""
+    with opened(run_a, store) as (a, info_a), opened(run_b, store) as (b, info_b):
+        result = diff_runs(a, b)
+    console = Console(file=io.StringIO(), width=PIPE_WIDTH, color_system=None, highlight=False)
+    with console.capture() as captured:
+        for renderable in render(result, info_a, info_b):
+            console.print(safe_text(renderable) if isinstance(renderable, Text) else renderable)
+    lines = (line.rstrip() for line in captured.get().splitlines())
+    return result.identical, "\n".join(lines)
 
 
 def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[RenderableType]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from otel_replay.replay._api import replaying
 from otel_replay.replay._background import without_background
 from otel_replay.replay._boot import BOOT_DIR
+from otel_replay.replay._calls import Checkpoint, ModelCall, ToolCall, Value
 from otel_replay.replay._change import Change, category
 from otel_replay.replay._child import refuse_to_replay, start_replay
 from otel_replay.replay._diff import json_list, recorded_llm
@@ -22,10 +23,9 @@ from otel_replay.replay._result import (
     Isolation,
     Outcome,
     ReplayResult,
-    ServedStep,
-    changes_from_json,
 )
 from otel_replay.replay._rundiff import RunDiff, StepPair, diff_runs
+from otel_replay.replay._served import ServedStep, changes_from_json
 from otel_replay.replay._textdiff import excerpts
 
 if TYPE_CHECKING:
@@ -51,10 +51,12 @@ __all__ = [
     "AgentStatus",
     "BadValue",
     "Change",
+    "Checkpoint",
     "Divergence",
     "ForkPlan",
     "InjectedFault",
     "Isolation",
+    "ModelCall",
     "Outcome",
     "RecordedStep",
     "ReplayResult",
@@ -62,6 +64,8 @@ __all__ = [
     "RunDiff",
     "ServedStep",
     "StepPair",
+    "ToolCall",
+    "Value",
     "WentLive",
     "category",
     "changes_from_json",

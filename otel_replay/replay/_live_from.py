@@ -15,7 +15,7 @@ from otel_replay.replay._match import Match
 from otel_replay.replay._observe import NetworkObserver
 
 if TYPE_CHECKING:
-    from otel_replay.replay._result import ServedStep
+    from otel_replay.replay._served import ServedStep
 from otel_replay.replay._change import Change, body_change, change
 from otel_replay.replay._diff import json_paths_differing, parse_json, value_at
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay.envelope import address
+from otel_replay.replay._calls import Checkpoint, ModelCall, ToolCall, Value, read_calls
 from otel_replay.replay._change import Change
 from otel_replay.replay._live_from import WentLive, went_live
 from otel_replay.replay._model import RecordedStep, Run
+from otel_replay.replay._served import ServedStep
 from otel_replay.replay._textdiff import excerpts
 from otel_replay.runs import qualified_name
 
@@ -24,8 +26,6 @@ __all__ = [
     "Isolation",
     "Outcome",
     "ReplayResult",
-    "ServedStep",
-    "live_event",
 ]
 
 _MESSAGE_LIMIT = 300
@@ -40,111 +40,6 @@ signal, an uncaught exception), or it failed before its first request (a script 
 there, an import error at its top: nothing was compared); or ``bad_recording``: a recorded
 step's value could not be given back (:class:`BadValue`), whatever happened before or
 after."""
-
-
-@dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
-class ServedStep:
-    """One request of the replay, in the order today's code sent it (not to be changed).
-
-    ``recorded`` is the index of the recorded step that answered it (None: no match, the
-    request was refused in strict mode or went live otherwise); ``how`` is the match level
-    (``hash``, ``canonical``, ``position``) or ``none``; ``changes`` what differs from the
-    recorded request (empty when identical) and, for a step that ran live, from the recorded
-    answer (``result $.path``, ``error``). ``live``: the call was not answered from the
-    recording (an unmatched request let through, or a read tool under ``--live-tools read``,
-    matched all the same). ``effect`` and ``effect_reason``: a tool call's effect in the
-    replay and why it has it (``write``, ``default``; see ``envelope._effect``), None for other
-    calls. ``forked``: what a fork served here instead of the recorded answer
-    (``override @result.json``, ``inject http:429``; see ``_fork``), None when it did not.
-    """
-
-    order: int
-    method: str
-    url: str
-    endpoint: str
-    request_hash: str
-    how: str
-    recorded: int | None
-    repeat: bool
-    fidelity: str | None
-    changes: tuple[Change, ...]
-    live: bool = False
-    effect: str | None = None
-    effect_reason: str | None = None
-    forked: str | None = None
-
-    @property
-    def identical(self) -> bool:
-        """The request equals its recorded one and was answered from the recording, or, run
-        live, answered as recorded."""
-        return self.recorded is not None and not self.changes and not self.repeat
-
-    @property
-    def injected(self) -> bool:
-        """A fault the fork injected was served here in place of the recorded answer, which
-        is still to be served (to the program's retry: see ``_faults``)."""
-        return self.forked is not None and self.forked.startswith("inject ")
-
-    def ran_live(self, changes: Iterable[Change]) -> ServedStep:
-        """This step once its call ran live: marked live, with ``changes`` (how its answer
-        differs from the recorded one) after its request's."""
-        return replace(self, live=True, changes=(*self.changes, *changes))
-
-    def to_json(self) -> dict[str, Any]:
-        """The report-file form (see :meth:`from_json`)."""
-        return {
-            "type": "step",
-            "order": self.order,
-            "method": self.method,
-            "url": self.url,
-            "endpoint": self.endpoint,
-            "request_hash": self.request_hash,
-            "how": self.how,
-            "recorded": self.recorded,
-            "repeat": self.repeat,
-            "fidelity": self.fidelity,
-            "changes": [c.to_json() for c in self.changes],
-            "live": self.live,
-            "effect": self.effect,
-            "effect_reason": self.effect_reason,
-            "forked": self.forked,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ServedStep:
-        """Rebuild a step from its report-file form; raises KeyError/TypeError when damaged."""
-        return cls(
-            order=int(data["order"]),
-            method=str(data["method"]),
-            url=str(data["url"]),
-            endpoint=str(data["endpoint"]),
-            request_hash=str(data["request_hash"]),
-            how=str(data["how"]),
-            recorded=None if data["recorded"] is None else int(data["recorded"]),
-            repeat=bool(data["repeat"]),
-            fidelity=data["fidelity"],
-            changes=changes_from_json(data["changes"]),
-            live=bool(data.get("live", False)),
-            effect=data.get("effect"),
-            effect_reason=data.get("effect_reason"),
-            forked=data.get("forked"),
-        )
-
-
-def changes_from_json(data: Iterable[Mapping[str, Any]]) -> tuple[Change, ...]:
-    """Changes from their report-file form; raises KeyError/TypeError when damaged. A
-    "change" between two equal values is no change and is left out."""
-    return tuple(
-        Change(c["field"], c["kind"], c["recorded"], c["replayed"])
-        for c in data
-        if c["kind"] != "changed" or c["recorded"] != c["replayed"]
-    )
-
-
-def live_event(order: int, changes: Iterable[Change]) -> dict[str, Any]:
-    """The report-file event saying that request ``order`` ran live, its answer differing
-    from the recorded one by ``changes`` (applied with :meth:`ServedStep.ran_live`)."""
-    return {"type": "step-live", "order": order, "changes": [c.to_json() for c in changes]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,10 +337,34 @@ class ReplayResult:
         """The requests of the replay, in order."""
         return sorted(self._steps, key=lambda s: s.order)
 
-    def tool_calls(self, name: str) -> list[ServedStep]:
-        """The calls of tool ``name`` the replayed code made, in order (matched or not)."""
+    def tool_calls(self, name: str) -> list[ToolCall]:
+        """The calls of tool ``name`` the replayed code made, in order (matched or not), with
+        their arguments and the result or error the code got (:class:`ToolCall`)."""
         method, url = address("tool", name)
-        return [step for step in self.steps if step.method == method and step.url == url]
+        mine = [step for step in self.steps if step.method == method and step.url == url]
+        return read_calls(mine, self._by_index(), ToolCall)
+
+    def model_calls(self) -> list[ModelCall]:
+        """The model calls the replayed code made, in order (matched or not): each one's
+        request messages, system instructions, tools offered, and the answer served
+        (``output``, ``text``, ``tool_calls``); see :class:`ModelCall`."""
+        return read_calls(self.steps, self._by_index(), ModelCall)
+
+    @property
+    def values(self) -> list[Value]:
+        """The values the replayed code asked for (``now()``, ``uuid4()``,
+        ``side_effect()``), in order, each with its ``name`` and the ``value`` it got."""
+        return read_calls(self.steps, self._by_index(), Value)
+
+    def checkpoints(self, name: str) -> list[Checkpoint]:
+        """The checkpoints named ``name`` the replayed code passed, in order, each with the
+        ``state`` it got back (the recorded one, or a fork's ``state=``)."""
+        method, url = address("checkpoint", name)
+        mine = [step for step in self.steps if step.method == method and step.url == url]
+        return read_calls(mine, self._by_index(), Checkpoint)
+
+    def _by_index(self) -> dict[int, RecordedStep]:
+        return {recorded.step.index: recorded for recorded in self.run.steps}
 
     @property
     def network_attempts(self) -> list[str]:

@@ -41,13 +41,8 @@ from otel_replay.replay._live_from import LiveFrom, result_changes
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import served_instead
-from otel_replay.replay._result import (
-    AgentStatus,
-    BadValue,
-    ReplayResult,
-    ServedStep,
-    live_event,
-)
+from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult
+from otel_replay.replay._served import ServedStep, live_event
 from otel_replay.replay.synth import synthesize
 from otel_replay.settings import Timing
 
@@ -361,7 +356,7 @@ class ReplaySession:
             steps = self._steps
             for at in range(len(steps) - 1, -1, -1):  # the latest steps are the likeliest
                 if steps[at].order == served.order:
-                    steps[at] = steps[at].ran_live(found)
+                    steps[at] = steps[at].ran_live(found, body)
                     break
             self._write(live_event(served.order, found))
 
@@ -441,6 +436,8 @@ class ReplaySession:
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
                 forked=forked,
+                request_body=body,
+                response_body=None if live or fault is not None else served.step.response_body,
             )
         )
         return None if live else _Serving(served, order, effect, forked, fault)
@@ -564,6 +561,7 @@ class ReplaySession:
                 ),
                 effect=None if effect is None else effect.effect,
                 effect_reason=None if effect is None else effect.reason,
+                request_body=body,
             )
         )
         if self.strict and not live and not self.went_live():

@@ -23,7 +23,7 @@ import pytest
 import otel_replay.replay._boot
 from examples.standin import StandIn
 from otel_replay.cli._replay import _kept
-from otel_replay.replay._result import ReplayResult, ServedStep
+from otel_replay.replay import ReplayResult, ServedStep
 from otel_replay.replay.sources import load_run
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env

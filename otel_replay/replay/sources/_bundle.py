@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import re
@@ -38,30 +40,86 @@ def is_bundle(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).exists()
 
 
-def write_bundle(run: Run, directory: Path, redactor: Redactor) -> int:
-    """Write ``run`` as a bundle into ``directory`` (which must not exist, or be empty);
-    returns how many body files were written. Raises SourceError when ``directory`` holds
-    anything (nothing is overwritten) and OSError when it cannot be written.
+def write_bundle(run: Run, directory: Path, redactor: Redactor, *, replace: bool = False) -> int:
+    """Write ``run`` as a bundle into ``directory`` (which must not exist, or be empty, or
+    with ``replace`` hold a bundle); returns how many body files were written. Raises
+    SourceError when ``directory`` holds anything else (nothing is overwritten) and OSError
+    when it cannot be written.
 
     The bundle is written into a hidden sibling and renamed to ``directory`` once whole, so
     a failed or interrupted export leaves nothing at ``directory`` that reads as a bundle
     (only, if killed, a ``.NAME.*.partial`` sibling). A link to a directory is written
-    through: the bundle takes the place of the empty directory it points to."""
+    through: the bundle takes the place of the empty directory it points to. A bundle already
+    at ``directory`` (``replace``) is exchanged with the new one in one step (``renameat2``),
+    so ``directory`` holds one whole bundle or the other at every moment, and what else it
+    held (files beside ``bundle.json`` and ``steps/``) is kept; where the file
+    system cannot exchange, the old one is moved aside first (a ``.NAME.*.old`` sibling if
+    killed right then) and put back if the new one cannot take its place."""
     target = directory.resolve()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    old = replace and is_bundle(target)
+    if not old and target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise SourceError(f"{directory} already exists and is not an empty directory")
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+    staging = _sibling(target, "partial")
     staging.mkdir()
     try:
         written = _write_into(staging, run, redactor)
-        # Atomic, and it replaces only an empty directory: one that filled up meanwhile is
-        # left as it is (OSError, ENOTEMPTY).
-        os.rename(staging, target)
+        if old:
+            _keep_others(target, staging)
+            _swap(staging, target)  # staging now holds the old bundle, removed below
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            # Atomic, and it replaces only an empty directory: one that filled up meanwhile
+            # is left as it is (OSError, ENOTEMPTY).
+            os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return written
+
+
+def _keep_others(old: Path, new: Path) -> None:
+    """Copy what ``old`` holds besides the bundle itself (a reviewer's notes, a test's
+    inputs) into ``new``: a bundle replaced keeps them."""
+    for entry in old.iterdir():
+        if entry.name in (MANIFEST, _STEPS):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, new / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, new / entry.name, follow_symlinks=False)
+
+
+def _sibling(target: Path, what: str) -> Path:
+    return target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.{what}"
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _swap(new: Path, target: Path) -> None:
+    """Exchange the directories ``new`` and ``target`` (each then holds the other's bundle)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        exchange = libc.renameat2
+    except (OSError, AttributeError):
+        exchange = None
+    if exchange is not None:
+        paths = (os.fsencode(new), os.fsencode(target))
+        if exchange(_AT_FDCWD, paths[0], _AT_FDCWD, paths[1], _RENAME_EXCHANGE) == 0:
+            return
+        error = ctypes.get_errno()
+        if error not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(error, os.strerror(error), str(target))
+    aside = _sibling(target, "old")
+    os.rename(target, aside)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    os.rename(aside, new)
 
 
 def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
