@@ -42,6 +42,7 @@ from .recording import RecordedRequest, Recorder
 
 SLOW_SECONDS = 2.0
 SERVER_ERROR = "The server had an error while processing your request. Sorry about that!"
+RETRY_SOON = ("retry-after-ms", "20")  # an SDK retrying a refused call waits no longer
 CUT_AFTER_EVENTS = 3
 FAIL_FIRST_HEADER = "x-standin-fail-first"
 FAIL_STATUS_HEADER = "x-standin-fail-status"
@@ -298,7 +299,8 @@ class _Handler(BaseHTTPRequestHandler):
             if status == 429:
                 self._send(endpoint.rate_limited(str(model)))
             else:
-                self._send(endpoint.error(status, endpoint.server_error, SERVER_ERROR))
+                error = endpoint.error(status, endpoint.server_error, SERVER_ERROR)
+                self._send(JsonReply(status, error.body, (*error.headers, RETRY_SOON)))
             return
         if model == "standin-slow" and self.server.stopping.wait(SLOW_SECONDS):
             self.close_connection = True
