@@ -57,23 +57,6 @@ def _own(labels: list[FailureLabel] | None) -> FailureLabel | None:
     return labels[0] if labels and labels[0].step is None else None
 
 
-def _labels_json(labels: list[FailureLabel]) -> dict[str, Any]:
-    """What ``otel-replay triage`` found in a run: ``failure``, its own label (null: none),
-    and ``failed_steps``, its steps' labels."""
-
-    def shown(label: FailureLabel) -> dict[str, Any]:
-        return {
-            "category": label.category,
-            "severity": label.severity,
-            "rule": label.rule,
-            "reason": label.reason,
-        }
-
-    own = _own(labels)
-    steps = [{"step": x.step, **shown(x)} for x in labels if x.step is not None]
-    return {"failure": None if own is None else shown(own), "failed_steps": steps}
-
-
 def forks_under_parents(found: list[RunInfo]) -> list[RunInfo]:
     """``found`` in its order, but each fork whose parent is listed right under it (newest
     fork first), so that a recording and its what-ifs read together."""
@@ -148,7 +131,7 @@ def runs(
         raise click.UsageError("--all and --limit cannot be used together")
     with open_store(store) as opened:
         found = sorted(opened.runs(), key=lambda r: (r.start_ns, r.run_id), reverse=True)
-        labels = opened.labels() if failed or category or as_json else {}
+        labels = opened.labels() if failed or category else {}
         location = opened.location
     if mode is not None:
         found = [run for run in found if run_mode(run) == mode]
@@ -160,8 +143,7 @@ def runs(
         ]
     total = len(found)
     if as_json:
-        listed = [run_json(run) | _labels_json(labels.get(run.run_id, [])) for run in found[:limit]]
-        click.echo(json_text(listed))
+        click.echo(json_text([run_json(run) for run in found[:limit]]))
         return
     found = found if show_all else found[: limit or TABLE_LIMIT]
     kind = " ".join(x for x in ("failed" if failed else "", category, mode, "run") if x)

@@ -202,8 +202,11 @@ def _listed(invoke: Invoke, store: Path, *args: str) -> list[str]:
 def test_runs_failed_and_category_filter_on_the_labels_kept_in_the_store(
     invoke: Invoke, store: Path
 ) -> None:
-    assert _listed(invoke, store, "--category", "model_hallucination") == []  # not triaged yet
+    # Not triaged yet: the runs that ended in error, and no category.
+    assert _listed(invoke, store, "--failed") == [BROKEN_CONTRACT, OVERFLOWING, LOOPING, DRIFT]
+    assert _listed(invoke, store, "--category", "model_hallucination") == []
     triaged(invoke, store)
+    # Triaged: the runs that got over an error of theirs are failed runs too.
     failed = [BROKEN_CONTRACT, OVERFLOWING, LOOPING_TOOL, LOOPING, HALLUCINATED, DRIFT]
     assert _listed(invoke, store, "--failed") == failed
     assert _listed(invoke, store, "--category", "model_hallucination") == [HALLUCINATED]
@@ -212,18 +215,6 @@ def test_runs_failed_and_category_filter_on_the_labels_kept_in_the_store(
         OVERFLOWING,
         DRIFT,
     ]
-    listed = {
-        r["run_id"]: r for r in json.loads(invoke("runs", "--json", "--store", str(store)).stdout)
-    }
-    assert listed[BROKEN_CONTRACT]["failure"] == {
-        "category": "contract_violation",
-        "severity": "critical",
-        "rule": "tool_contract",
-        "reason": "step 0: tool 'count_orders': invalid_result at $: 'several' is not of type "
-        "'integer'",
-    }
-    assert [s["step"] for s in listed[BROKEN_CONTRACT]["failed_steps"]] == [0]
-    assert (listed[HEALTHY]["failure"], listed[HEALTHY]["failed_steps"]) == (None, [])
     table = invoke("runs", "--category", "tool_exhaustion", "--store", str(store)).stdout
     assert table.splitlines()[-1] == f"2 tool_exhaustion runs in {store}"
 
