@@ -106,7 +106,7 @@ def step_labels(run: Run) -> list[FailureLabel]:
         *_hallucination(steps),
         *_exhaustion(steps),
     ]
-    return sorted(found, key=lambda label: label.step if label.step is not None else -1)
+    return sorted(found, key=lambda label: label.step or 0)
 
 
 # -- retry overflow: labelled when recorded (Budget stamps the step) --------------------------

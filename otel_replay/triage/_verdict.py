@@ -175,8 +175,10 @@ def judge(subject: Subject, parent: Run | None) -> Verdict:
     if run is not None and subject.mode in ("replay", "fork"):
         fork_step = subject.fork_step() if subject.mode == "fork" else None
         found += mismatch_labels(run, parent, fork_step)
+    # In step order, what concerns no one step (a step the replay never made) last.
+    found.sort(key=lambda x: (x.step is None, x.step or 0))
     own = _run_label(subject, found)
-    steps = sorted((x for x in found if x.step is not None), key=lambda x: x.step or 0)
+    steps = [x for x in found if x.step is not None]
     cold = cold_cases(
         run=run,
         spans=subject.spans,

@@ -16,13 +16,17 @@ from tests.triage._recorded import BROKEN_CONTRACT, count_orders
 
 
 def test_labels_written_by_one_machine_are_read_by_another(
-    s3_bucket: tuple[str, dict[str, Any]], tmp_path: Path
+    s3_bucket: tuple[str, dict[str, Any]],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     url, options = s3_bucket
     with Store.open(url, storage_options=options, cache_dir=tmp_path / "a") as store:
-        with Pipeline(tmp_path, store=store), contextlib.suppress(otel_replay.ToolContractError):
-            with otel_replay.run("orders", seed=6, run_id=BROKEN_CONTRACT):
-                count_orders("C-42")
+        with (
+            Pipeline(tmp_path, store=store),
+            contextlib.suppress(otel_replay.ToolContractError),
+            otel_replay.run("orders", seed=6, run_id=BROKEN_CONTRACT),
+        ):
+            count_orders("C-42")
         verdict = Triage(store).stored(store.run(BROKEN_CONTRACT))
         assert [(x.step, x.category) for x in verdict.labels] == [
             (None, "contract_violation"),

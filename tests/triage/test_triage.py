@@ -287,6 +287,17 @@ def test_bad_input_is_one_line_and_exit_2(invoke: Invoke, store: Path, tmp_path:
     assert_bad_input(invoke("runs", "--category", "typo", "--store", str(store)), "typo")
 
 
+def test_a_golden_bundle_is_triaged_as_its_run(invoke: Invoke, store: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "golden" / "drift"
+    exported = invoke("export", DRIFT, str(bundle), "--store", str(store))
+    assert exported.exit_code == 0, exported.output
+    from_store = triaged(invoke, store, DRIFT)["by_run"][DRIFT]
+    from_bundle = triaged(invoke, store, str(bundle))["by_run"][DRIFT]
+    assert from_bundle["steps"] == from_store["steps"]
+    assert from_bundle["cold"] == []
+    assert len(list((store / "labels").iterdir())) == 1  # the store's run's, not the bundle's
+
+
 def test_a_trace_source_is_triaged_without_a_store(
     invoke: Invoke, recorded: Recorded, tmp_path: Path
 ) -> None:
