@@ -34,6 +34,8 @@ __all__ = ["triage"]
 DEFAULT_SINCE = "7d"
 EXAMPLES = 3
 """Example runs a summary row names."""
+KEEP_EVERY = 500
+"""Runs triaged between two writes of their labels: few writes, and little lost if cut off."""
 _AGE = re.compile(r"(\d+)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
@@ -132,6 +134,9 @@ def _verdicts(session: Triage, store: Store | None, refs: Sequence[str]) -> list
         for done, info in enumerate(unique, start=1):
             verdicts.append(session.stored(info))
             report(done, len(unique))
+            if done % KEEP_EVERY == 0:
+                session.keep()
+    session.keep()
     for ref in refs:
         if is_source(ref):
             verdicts.extend(session.source(ref))

@@ -72,22 +72,39 @@ def _replace_rows(
     )
 
 
-def write(backend: Backend, index: Index, run: _rows.RunRow, found: Sequence[FailureLabel]) -> None:
-    """Make ``found`` the labels of ``run``: its file first (removed when ``found`` is
-    empty), then the index."""
-    path = label_path(run.name)
-    if found:
-        data = _encode(run.name, found)
-        backend.publish(path, data, replace=True)
-    else:
-        backend.delete(path)
+def write(
+    backend: Backend,
+    index: Index,
+    labelled: Sequence[tuple[_rows.RunRow, Sequence[FailureLabel]]],
+) -> int:
+    """Make each run's labels those given: files first (a run left with none loses its
+    file), then the index, in one transaction. A run whose labels are already those is left
+    alone; the number of runs whose labels changed."""
+    conn = index.conn()
+    with index.guard():
+        held = labels(conn)
+        filed = {run for (run,) in conn.execute("SELECT run FROM label_files")}
+    changed = [
+        (row, list(found))
+        for row, found in labelled
+        if held.get(row.name, []) != list(found) or (bool(found) != (row.id in filed))
+    ]
+    written = [(label_path(row.name), _encode(row.name, found)) for row, found in changed if found]
+    backend.publish_many(written)
+    for row, found in changed:
+        if not found:
+            backend.delete(label_path(row.name))
     backend.sync()
+    sizes = {path: len(data) for path, data in written}
     with index.transaction() as tx:
-        if found:
-            _replace_rows(tx.conn, run.id, found, path, (len(data), None))
-        else:
-            tx.execute("DELETE FROM labels WHERE run = ?", (run.id,))
-            tx.execute("DELETE FROM label_files WHERE run = ?", (run.id,))
+        for row, found in changed:
+            path = label_path(row.name)
+            if found:
+                _replace_rows(tx.conn, row.id, found, path, (sizes[path], None))
+            else:
+                tx.execute("DELETE FROM labels WHERE run = ?", (row.id,))
+                tx.execute("DELETE FROM label_files WHERE run = ?", (row.id,))
+    return len(changed)
 
 
 def labels(conn: sqlite3.Connection, name: str | None = None) -> dict[str, list[FailureLabel]]:

@@ -575,17 +575,18 @@ class Store:
 
     # -- failure labels --------------------------------------------------------------------
 
-    def label(self, run_id: str, labels: Sequence[FailureLabel]) -> None:
-        """Make ``labels`` the failure labels of run ``run_id`` (none: remove its labels).
+    def label(self, labels: Mapping[str, Sequence[FailureLabel]]) -> int:
+        """Make ``labels[run_id]`` the failure labels of each run named (none: remove its
+        labels); the number of runs whose labels changed.
 
         Labels are derived data (``otel-replay triage`` finds them in the recording): they
-        are kept in a file of their own under ``labels/``, so an index rebuilt from the files
-        has them again, and the run's recording is not touched. RunNotFoundError for an
-        unknown run."""
-        row = self._row(run_id)
+        are kept in a file per run under ``labels/``, so an index rebuilt from the files has
+        them again, and the runs' recordings are not touched. RunNotFoundError for an
+        unknown run (nothing is written then)."""
+        rows = [(self._row(run_id), found) for run_id, found in labels.items()]
         with self._lock:
             self._check_writable()
-            _labels.write(self._backend, self._index, row, labels)
+            return _labels.write(self._backend, self._index, rows)
 
     def labels(self, run_id: str | None = None) -> dict[str, list[FailureLabel]]:
         """The failure labels of every labelled run (or of run ``run_id`` alone), by run

@@ -14,7 +14,7 @@ from otel_replay.replay.sources import (
     load_sources,
     stored_run,
 )
-from otel_replay.store import RunInfo, Store
+from otel_replay.store import FailureLabel, RunInfo, Store
 from otel_replay.triage._verdict import Subject, Verdict, judge
 
 __all__ = ["Triage"]
@@ -22,16 +22,18 @@ __all__ = ["Triage"]
 
 @dataclass
 class Triage:
-    """Triage of runs of ``store`` (None when there is none: trace sources only). Labels of
-    the store's runs are written into it unless it is read-only (``written`` is then False)."""
+    """Triage of runs of ``store`` (None when there is none: trace sources only). The labels
+    of the store's runs are written into it by :meth:`keep`."""
 
     store: Store | None
     written: bool = True
     _parents: dict[str, Run | None] = field(default_factory=dict)
     _sources: dict[str, Run] = field(default_factory=dict)
+    _found: dict[str, tuple[FailureLabel, ...]] = field(default_factory=dict)
 
     def stored(self, info: RunInfo) -> Verdict:
-        """The verdict on run ``info`` of the store, its labels kept there."""
+        """The verdict on run ``info`` of the store, its labels to be kept there
+        (:meth:`keep`)."""
         assert self.store is not None
         where = f"store {self.store.location}"
         try:
@@ -41,7 +43,7 @@ class Triage:
         except SourceError:  # no step at all: nothing to rebuild, its end still says
             subject = Subject.stored(info, None, where)
         verdict = judge(subject, self._parent(subject))
-        self._keep(verdict)
+        self._found[verdict.run_id] = verdict.labels
         return verdict
 
     def source(self, ref: str) -> Iterator[Verdict]:
@@ -89,11 +91,15 @@ class Triage:
         except (RunNotFoundError, SourceError):
             return None
 
-    def _keep(self, verdict: Verdict) -> None:
-        """Write the labels of a store's run into the store (replacing what it had)."""
-        if self.store is None or not self.written:
-            return
+    def keep(self) -> int:
+        """Write the labels of the store's runs triaged so far into the store, replacing what
+        it had for them (unless it is read-only: :attr:`written` is then False); the number
+        of runs whose labels changed."""
+        found, self._found = self._found, {}
+        if self.store is None or not self.written or not found:
+            return 0
         try:
-            self.store.label(verdict.run_id, verdict.labels)
+            return self.store.label(found)
         except StoreNotWritableError:
             self.written = False
+            return 0

@@ -27,7 +27,9 @@ def test_labels_written_by_one_machine_are_read_by_another(
             otel_replay.run("orders", seed=6, run_id=BROKEN_CONTRACT),
         ):
             count_orders("C-42")
-        verdict = Triage(store).stored(store.run(BROKEN_CONTRACT))
+        session = Triage(store)
+        verdict = session.stored(store.run(BROKEN_CONTRACT))
+        assert session.keep() == 1
         assert [(x.step, x.category) for x in verdict.labels] == [
             (None, "contract_violation"),
             (0, "contract_violation"),
