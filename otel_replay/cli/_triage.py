@@ -91,12 +91,11 @@ def triage(refs: tuple[str, ...], since: int | None, as_json: bool, store: str |
     --category C` lists them); triaging a run again replaces them. The recordings are never
     changed. Exit status: 0 when triaged (whatever was found); 2 on bad input.
     """
-    cutoff = time.time_ns() - (since if since is not None else parse_age(DEFAULT_SINCE))
-    if refs and since is None:
-        cutoff = 0
+    age = since if since is not None else None if refs else parse_age(DEFAULT_SINCE)
+    cutoff = 0 if age is None else time.time_ns() - age
     with _store(store, needed=not refs or any(not is_source(r) for r in refs)) as opened:
         session = Triage(opened)
-        verdicts = [v for v in _verdicts(session, opened, refs) if v.start_ns >= cutoff]
+        verdicts = _verdicts(session, opened, refs, cutoff)
         location = None if opened is None else opened.location
     if as_json:
         click.echo(json_text(_document(verdicts, since, session.written, location)))
@@ -122,13 +121,16 @@ def _store(location: str | None, *, needed: bool) -> Iterator[Store | None]:
         yield opened
 
 
-def _verdicts(session: Triage, store: Store | None, refs: Sequence[str]) -> list[Verdict]:
-    """The verdict on each run ``refs`` name (every run of the store when none), each once."""
+def _verdicts(
+    session: Triage, store: Store | None, refs: Sequence[str], cutoff: int
+) -> list[Verdict]:
+    """The verdict on each run ``refs`` name (every run of the store when none), each once,
+    those that started before ``cutoff`` (Unix nanoseconds) left out."""
     if store is not None and not refs:
         infos = store.runs()
     else:
         infos = [resolve_run(store, r) for r in refs if not is_source(r) and store is not None]
-    unique = list({info.run_id: info for info in infos}.values())
+    unique = [i for i in {i.run_id: i for i in infos}.values() if i.start_ns >= cutoff]
     verdicts: list[Verdict] = []
     with progress("triaging") as report:
         for done, info in enumerate(unique, start=1):
@@ -139,7 +141,7 @@ def _verdicts(session: Triage, store: Store | None, refs: Sequence[str]) -> list
     session.keep()
     for ref in refs:
         if is_source(ref):
-            verdicts.extend(session.source(ref))
+            verdicts.extend(v for v in session.source(ref) if v.start_ns >= cutoff)
     return verdicts
 
 

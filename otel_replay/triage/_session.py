@@ -74,7 +74,7 @@ class Triage:
         return True
 
     def _parent(self, subject: Subject) -> Run | None:
-        """The run ``subject`` replays or forks: from the store, else from the sources read;
+        """The run ``subject`` replays or forks: from the sources read, else from the store;
         None when neither holds it."""
         parent = subject.parent_run_id
         if parent is None or subject.mode not in ("replay", "fork"):

@@ -359,3 +359,10 @@ def test_cold_cases_say_what_is_missing_and_the_settings_that_would_keep_it(
     assert text.splitlines()[-1] == (
         "4 runs triaged (as named), 0 failed, 0 labelled, 4 cold cases"
     )
+
+
+def test_since_leaves_out_the_runs_that_started_before(invoke: Invoke, tmp_path: Path) -> None:
+    """The foreign traces were recorded once, long enough ago."""
+    everything = triaged(invoke, tmp_path / "no-store", str(FOREIGN))
+    assert len(everything["runs"]) == 1
+    assert triaged(invoke, tmp_path / "no-store", str(FOREIGN), "--since", "1h")["runs"] == []
