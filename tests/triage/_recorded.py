@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import socket
 from collections.abc import Iterator, Sequence
@@ -69,7 +68,7 @@ from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay import Budget
 from tests.export._support import Pipeline
-from tests.replay.conftest import collector_json
+from tests.replay.conftest import _env, collector_json
 
 DRIFT = "r_20261121T080000_d1f70001"
 HALLUCINATED = "r_20261121T080100_4a110002"
@@ -265,20 +264,6 @@ class _NoToolSpans(Sampler):
 
     def get_description(self) -> str:
         return "NoToolSpans"
-
-
-@contextlib.contextmanager
-def _env(**values: str) -> Iterator[None]:
-    old = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @contextlib.contextmanager
