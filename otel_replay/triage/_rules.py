@@ -189,8 +189,9 @@ def _connection(error_type: str) -> bool:
 
 
 def _retried_through(refused: RecordedStep, later: Sequence[RecordedStep]) -> bool:
-    """Whether a later step sent the same request and got an answer (a retry got through)."""
-    return any(
+    """Whether a later step sent the same request and got an answer (a retry got through);
+    a step whose request bytes were not recorded has nothing to compare."""
+    return bool(refused.step.request_hash) and any(
         other.step.request_hash == refused.step.request_hash
         and other.step.status_code is not None
         and other.step.status_code < 400
@@ -221,8 +222,8 @@ def _model_turn(recorded: RecordedStep) -> _ModelTurn | None:
     """The tool calls of a model call that answered, from its bytes when recorded, else from
     its span's GenAI attributes; None when neither says."""
     step = recorded.step
-    if step.kind != "llm" or step.status_code != 200:
-        return None
+    if step.kind != "llm" or step.status_code != 200 or not step.complete:
+        return None  # an answer cut short may end mid-arguments: the network's doing
     codec = next((c for c in CODECS if c.name == recorded.endpoint), None)
     if codec is not None and recorded.fidelity == "exact" and recorded.request_known:
         try:
