@@ -181,10 +181,11 @@ def _verdict_json(verdict: Verdict) -> dict[str, Any]:
 def _document(
     verdicts: list[Verdict], since: int | None, written: bool, location: str | None
 ) -> dict[str, Any]:
+    """What ``--json`` prints (see docs/triage.md)."""
     return {
         "since_s": None if since is None else since // 10**9,
         "store": location,
-        "labels_written": written and location is not None,
+        "labels_written": written and any(v.stored for v in verdicts),
         "summary": _summary(verdicts),
         "uncategorised": [v.run_id for v in _newest(verdicts) if v.failed and v.label is None],
         "runs": [_verdict_json(v) for v in _newest(verdicts)],
@@ -258,8 +259,7 @@ def _print(
         f"{plural(len(cold), 'cold case')}",
     ]
     emit(console, ", ".join(counts), style="dim")
-    stored = any(v.labels or v.source.startswith("store ") for v in verdicts)
-    if location is not None and stored:
+    if location is not None and any(v.stored for v in verdicts):
         note = (
             f"labels kept in the store at {location}: otel-replay runs --failed --category C"
             if written

@@ -146,10 +146,12 @@ def _kit(spans: Sequence[Span], key: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What triage found in one run: its labels (its own, ``step`` None, first; then its
-    steps'), its cold cases, and the facts a summary shows."""
+    steps'), its cold cases, and the facts a summary shows. ``stored``: the run is the
+    store's (its labels are kept there)."""
 
     run_id: str
     source: str
+    stored: bool
     status: str
     error_type: str | None
     start_ns: int
@@ -189,6 +191,7 @@ def judge(subject: Subject, parent: Run | None) -> Verdict:
     return Verdict(
         run_id=subject.run_id,
         source=subject.source,
+        stored=subject.held is None,
         status=subject.status,
         error_type=subject.error_type,
         start_ns=subject.start_ns,

@@ -351,6 +351,7 @@ def test_cold_cases_say_what_is_missing_and_the_settings_that_would_keep_it(
         "OTEL_REPLAY_COMMIT=<revision> (or record from a git checkout)"
     ]
     assert not (store / "labels").exists()  # runs of a trace source are not the store's
+    assert document["labels_written"] is False
 
     text = invoke("triage", str(recorded.traces), "--store", str(store)).stdout
     assert "Cold cases: runs that cannot be replayed exactly" in text
