@@ -1,5 +1,6 @@
-"""The failure rules: what in a recorded run earns which ``replay.failure.category`` label,
-and each category's severity. docs/triage.md states them for users; keep the two alike.
+"""The failure rules: what in a recorded run earns which ``replay.failure.category`` label
+(its severity comes with the category: ``_severity``). docs/triage.md states them for users;
+keep the two alike.
 
 Each rule reads a rebuilt :class:`~otel_replay.replay.Run` (steps with their bytes, or
 rebuilt from their spans' GenAI attributes) and returns step labels. Pure functions, no I/O.
@@ -75,13 +76,14 @@ def drift_error(error_type: str | None) -> bool:
     ``ConnectionError``…)."""
     if not error_type:
         return False
-    last = _last(error_type)
-    return bool(_TIMEOUT.search(last) or _CONNECTION.search(last) or _PROVIDER.search(last))
+    return (
+        _timeout(error_type) or _connection(error_type) or bool(_PROVIDER.search(_last(error_type)))
+    )
 
 
 def refused_by_replay(error_type: str | None) -> bool:
     """Whether an exception type is a replay's refusal of a request it has no recording of."""
-    return bool(error_type) and _last(error_type or "") in _REPLAY_REFUSALS
+    return error_type is not None and _last(error_type) in _REPLAY_REFUSALS
 
 
 def _call(recorded: RecordedStep) -> str:
@@ -162,7 +164,7 @@ def _drift(steps: Sequence[RecordedStep]) -> Iterator[FailureLabel]:
             continue  # labelled when recorded (a budget's last attempt): that label says it
         error_type = step.error_type or ""
         if step.kind == "tool":
-            if error_type and (_TIMEOUT.search(_last(error_type)) or _connection(error_type)):
+            if error_type and (_timeout(error_type) or _connection(error_type)):
                 yield _label(
                     step.index, DRIFT, "tool_error", f"{_call(recorded)} raised {error_type}"
                 )
@@ -176,12 +178,16 @@ def _drift(steps: Sequence[RecordedStep]) -> Iterator[FailureLabel]:
             reason = f"HTTP 429 from {_call(recorded)}, and no retry of the request got through"
             yield _label(step.index, DRIFT, "rate_limited", reason)
         elif status is None and error_type and not refused_by_replay(error_type):
-            rule = "timeout" if _TIMEOUT.search(_last(error_type)) else "connection"
+            rule = "timeout" if _timeout(error_type) else "connection"
             what = "timed out" if rule == "timeout" else "failed to connect or lost the connection"
             yield _label(step.index, DRIFT, rule, f"{_call(recorded)} {what} ({error_type})")
         elif status is not None and status < 400 and not step.complete and error_type:
             reason = f"the connection dropped in the middle of {_call(recorded)}'s answer"
             yield _label(step.index, DRIFT, "connection", f"{reason} ({error_type})")
+
+
+def _timeout(error_type: str) -> bool:
+    return bool(_TIMEOUT.search(_last(error_type)))
 
 
 def _connection(error_type: str) -> bool:
