@@ -23,17 +23,18 @@ Runs in the store (oldest first):
 * ``BROKEN_CONTRACT``: a tool that returns what its declared type refuses (error).
 * ``HEALTHY``: the support agent's conversation, nothing wrong.
 
-Runs only in the trace file (``traces.jsonl``):
+Runs in the trace file (``traces.jsonl``), in the store too but for ``SAMPLED_OUT``, whole
+there, but not in the trace:
 
 * ``CUT_BODIES``: a model call recorded with ``OTEL_REPLAY_INLINE_LIMIT=64``: its bodies did not
-  travel in the span; the store does hold them.
+  travel in the span.
 * ``NO_CONTENT``: a model call recorded with content capture off
   (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=NO_CONTENT``): the span carries neither
   bytes nor messages.
 * ``SAMPLED_OUT``: a successful run recorded with ``OTEL_REPLAY_SAMPLE_OK=0`` (the store drops
   its fixtures) and small inline bodies.
 * ``GAPPY``: the support agent's first question with the tracer provider's sampler dropping the
-  spans of the HTTP tool calls: its steps are in the store, not all in the trace.
+  spans of the HTTP tool calls.
 """
 
 from __future__ import annotations
