@@ -59,7 +59,9 @@ Type: ``boolean``; stability: development.
 REPLAY_FAILURE_CATEGORY: Final[str] = "replay.failure.category"
 """The kind of failure of a failed step or run.
 
-Set on failed steps and runs.
+Set on failed steps and runs: by the capture where the failure says which it is (a retry
+budget's last attempt, a `ToolContractError`), and by `otel-replay triage`, which keeps its
+labels in the store.
 
 Type: enum, values in :class:`ReplayFailureCategoryValues`; stability: development.
 """
@@ -351,32 +353,38 @@ class ReplayFailureCategoryValues(str, Enum):
     """A tool's input or output broke its contract."""
 
     ENVIRONMENT_DRIFT = "environment_drift"
-    """The world the agent runs against changed."""
+    """The world the agent runs against failed: a provider's or a tool's 5xx, a rate limit past the
+    retries, a timeout, a lost connection.
+    """
 
     MODEL_HALLUCINATION = "model_hallucination"
-    """The model asked for something that does not exist."""
+    """The model called a tool it was not offered, or with arguments that break the tool's schema
+    or do not parse.
+    """
 
     TOOL_EXHAUSTION = "tool_exhaustion"
-    """A tool was called past its budget."""
+    """The same tool was called with the same arguments again and again."""
 
     RETRY_OVERFLOW = "retry_overflow"
     """Retries ran out."""
 
     REPLAY_MISMATCH = "replay_mismatch"
-    """Replayed code asked for something the recording does not have."""
+    """A replay or fork did not do what the recording did: it sent a request the recording does not
+    have, or a step differs.
+    """
 
 
 class ReplayFailureSeverityValues(str, Enum):
     """Values of ``replay.failure.severity`` (:data:`REPLAY_FAILURE_SEVERITY`)."""
 
     CRITICAL = "critical"
-    """The run cannot go on."""
+    """The run failed."""
 
     ERROR = "error"
-    """The step failed."""
+    """The agent's code, its model or its tools did something wrong."""
 
     WARNING = "warning"
-    """The step went on, degraded."""
+    """The environment failed; the run may get over it."""
 
 
 class ReplayModeValues(str, Enum):

@@ -1,7 +1,7 @@
 """Which part of the package imports which, read from its source.
 
-The package has stages (``capture``, ``store``, ``export``, ``replay``, ``report``, ``cli``,
-``testing``), homes of concepts several stages share (``codecs``, ``redact``, ``envelope``,
+The package has stages (``capture``, ``store``, ``export``, ``replay``, ``report``, ``triage``,
+``cli``, ``testing``), homes of concepts several stages share (``codecs``, ``redact``, ``envelope``,
 ``runs``) and top-level shared modules (``step``, ``settings``, ``errors``, ``attributes``,
 ``_canonical``…). Imports under ``if TYPE_CHECKING:`` do not count. The rules:
 
@@ -28,7 +28,7 @@ from otel_replay.settings import CLI_CHANNEL, SETTINGS
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(otel_replay.__file__).parent
 
-STAGES = ("capture", "store", "export", "replay", "report", "cli", "testing")
+STAGES = ("capture", "store", "export", "replay", "report", "triage", "cli", "testing")
 HOMES = ("codecs", "redact", "envelope", "runs")
 """Packages that are the public home of a concept several stages share."""
 ALLOWED: dict[str, frozenset[str]] = {
@@ -37,7 +37,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "export": frozenset({"store"}),
     "replay": frozenset({"capture", "store", "export"}),
     "report": frozenset({"store", "replay"}),
-    "cli": frozenset({"capture", "store", "export", "replay", "report"}),
+    "triage": frozenset({"store", "replay"}),
+    "cli": frozenset({"capture", "store", "export", "replay", "report", "triage"}),
     "testing": frozenset({"capture", "store", "export", "replay", "cli"}),
 }
 """The stages each stage may import (besides the shared modules)."""

@@ -13,7 +13,10 @@ the user asks for them, then quotes the tool results (rules in `_brain.py`).
 Special models: `standin-error` (HTTP 429 in the provider's error format), `standin-cut` (the
 answer stops mid-stream and the connection drops), `standin-slow` (2 s before the headers),
 `standin-flaky` (HTTP 429 to the first request of each distinct body, then the answer; the header
-`x-standin-fail-first: N` refuses the first N instead, for any model).
+`x-standin-fail-first: N` refuses the first N instead, for any model and for tool calls, and
+`x-standin-fail-status: 503` refuses them with that status), `standin-loop` (asks for the same
+tools again after their results), `standin-unoffered`, `standin-bad-arguments`,
+`standin-bad-json` (tool calls that are wrong: rules in `_brain.py`).
 An integer `seed` in the request body makes the wording deterministic; ids stay random.
 Command line: `python -m examples.standin --port 8765 [--port-file PATH] [--event-delay S]`.
 """

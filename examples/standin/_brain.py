@@ -14,13 +14,19 @@ The rules, in order:
      - a known city, or "weather in <City>" -> `get_weather` `{"city": "Paris"}`.
 3. Otherwise a chatty answer (mentioning what the tools can do when tools are offered).
 
-Two models opt in to more (any other model is unaffected):
+Some models opt in to more (any other model is unaffected):
 - `standin-triage`, before rule 2: a handoff tool is offered (`transfer_to_<agent>`, as the
   OpenAI Agents SDK names them) -> a call of the first one, `{}`;
 - `standin-structured`, instead of a text answer (rules 1 and 3): an output tool is offered
   (`final_result…`, as Pydantic AI names them) -> a call of it whose arguments fill each
   property of its schema from the same key of the tool results, else the text (a string), 0
-  (a number), false or null.
+  (a number), false or null;
+- `standin-loop` skips rule 1: tool results never satisfy it, it asks for the same tool calls
+  again (an agent stuck in a loop);
+- the bad tool calls of rule 2, each call of it made wrong: `standin-unoffered` calls
+  `cancel_order`, a tool the request did not offer; `standin-bad-arguments` sends each argument
+  as a one-item list (a string property gets an array); `standin-bad-json` sends arguments cut
+  in half, JSON that does not parse (OpenAI protocols: Anthropic's `input` is an object).
 
 All phrasing comes from the `rng` passed in, so a seeded rng gives a deterministic answer.
 Token counts are word-based (`count_tokens`): every word and every punctuation mark is one token.
@@ -50,6 +56,11 @@ CITIES = (
 
 TRIAGE_MODEL = "standin-triage"
 STRUCTURED_MODEL = "standin-structured"
+LOOP_MODEL = "standin-loop"
+UNOFFERED_MODEL = "standin-unoffered"
+BAD_ARGUMENTS_MODEL = "standin-bad-arguments"
+BAD_JSON_MODEL = "standin-bad-json"
+UNOFFERED_TOOL = "cancel_order"
 HANDOFF_PREFIX = "transfer_to_"
 OUTPUT_PREFIX = "final_result"
 _ORDER_ID = re.compile(r"\b([A-Z]{1,3}-\d{3,8})\b", re.IGNORECASE)
@@ -70,9 +81,13 @@ def count_tokens(text: str) -> int:
 class ToolCall:
     name: str
     arguments: dict[str, object]
+    broken: bool = False  # the arguments text is cut in half (`standin-bad-json`)
 
     def arguments_json(self, *, compact: bool = True) -> str:
         """OpenAI sends compact JSON; Anthropic's `partial_json` pieces use `", "` and `": "`."""
+        if self.broken:
+            whole = json.dumps(self.arguments, separators=(",", ":"))
+            return whole[: len(whole) // 2]
         if compact:
             return json.dumps(self.arguments, separators=(",", ":"))
         return json.dumps(self.arguments)
@@ -148,10 +163,10 @@ def think(prompt: Prompt, rng: random.Random, cache: PromptCache | None = None) 
     latest = _latest_user_index(prompt.messages)
     results = [m for m in prompt.messages[latest + 1 :] if m.role == "tool"]
     calls: tuple[ToolCall, ...] = ()
-    if results:
+    if results and prompt.model != LOOP_MODEL:
         text = _final_answer(results, rng)
     else:
-        calls = _decide_tool_calls(prompt, latest)
+        calls = _wrong(prompt.model, _decide_tool_calls(prompt, latest))
         if calls:
             text = _narration(calls, rng) if prompt.narrate_tool_calls else ""
         else:
@@ -220,6 +235,17 @@ def _decide_tool_calls(prompt: Prompt, latest: int) -> tuple[ToolCall, ...]:
     if prompt.tool_choice not in ("auto", "required", "none"):
         calls = [c for c in calls if c.name == prompt.tool_choice]
     return tuple(calls)
+
+
+def _wrong(model: str, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """``calls`` made wrong as the bad-tool-call models make them (see the module)."""
+    if model == UNOFFERED_MODEL:
+        return tuple(ToolCall(UNOFFERED_TOOL, c.arguments) for c in calls)
+    if model == BAD_ARGUMENTS_MODEL:
+        return tuple(ToolCall(c.name, {k: [v] for k, v in c.arguments.items()}) for c in calls)
+    if model == BAD_JSON_MODEL:
+        return tuple(ToolCall(c.name, c.arguments, broken=True) for c in calls)
+    return calls
 
 
 def _structured(prompt: Prompt, results: Sequence[Message], text: str) -> tuple[ToolCall, ...]:

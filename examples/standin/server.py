@@ -16,7 +16,9 @@ dropped without the terminating chunk; `standin-slow` -> 2 s before the response
 SDK that retries sees a rate limit and then succeeds; `standin-triage` -> a call of the first
 offered `transfer_to_*` tool (an OpenAI Agents SDK handoff) rather than of the other tools.
 A request header `x-standin-fail-first: N` (any model) answers 429 to the first N requests of
-each distinct body the same way.
+each distinct body the same way; with `x-standin-fail-status: CODE` they get that status instead
+(`503`: the provider's server error). Both headers work on `/tools/` too, counted per method,
+path, query and body, answered in the tool backend's error format.
 A request body's integer `seed` (any protocol) makes the phrasing deterministic.
 """
 
@@ -39,8 +41,11 @@ from ._wire import JsonReply, Reply, SseReply, json_reply
 from .recording import RecordedRequest, Recorder
 
 SLOW_SECONDS = 2.0
+SERVER_ERROR = "The server had an error while processing your request. Sorry about that!"
+RETRY_SOON = ("retry-after-ms", "20")  # an SDK retrying a refused call waits no longer
 CUT_AFTER_EVENTS = 3
 FAIL_FIRST_HEADER = "x-standin-fail-first"
+FAIL_STATUS_HEADER = "x-standin-fail-status"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class _Endpoint:
     handle: Callable[[dict[str, Any], random.Random, _brain.PromptCache], Reply]
     error: Callable[[int, str, str], JsonReply]
     rate_limited: Callable[[str], JsonReply]
+    server_error: str = "server_error"  # the error type of a 5xx in the provider's format
 
 
 _ENDPOINTS = {
@@ -56,7 +62,10 @@ _ENDPOINTS = {
         openai_responses.handle, openai_responses.error, openai_responses.rate_limited
     ),
     "/messages": _Endpoint(
-        anthropic_messages.handle, anthropic_messages.error, anthropic_messages.rate_limited
+        anthropic_messages.handle,
+        anthropic_messages.error,
+        anthropic_messages.rate_limited,
+        "api_error",
     ),
 }
 
@@ -177,9 +186,10 @@ class _Server(ThreadingHTTPServer):
         self._open: set[socket.socket] = set()
         self._changed = threading.Condition()
 
-    def refuse(self, body: bytes, times: int) -> bool:
-        """True (and counted) while fewer than ``times`` requests with ``body`` were refused."""
-        digest = hashlib.sha256(body).digest()
+    def refuse(self, key: bytes, times: int) -> bool:
+        """True (and counted) while fewer than ``times`` requests with ``key`` (a model call's
+        body, a tool call's method, path, query and body) were refused."""
+        digest = hashlib.sha256(key).digest()
         with self._refused_lock:
             refused = self._refused.get(digest, 0)
             if refused >= times:
@@ -256,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = list(self.headers.items())
         self.server.recorder.add(RecordedRequest(self.command, path, query, headers, body))
         if path.startswith("/tools/"):
+            call = f"{self.command} {path}?{query}\n".encode() + body
+            if self.server.refuse(call, self._fail_first(None)):
+                self._send(tools.failed(self._fail_status()))
+                return
             self._send(tools.handle(self.command, path, query, body))
             return
         sink = next((reply for s, reply in _SINKS.items() if path.endswith(s)), None)
@@ -277,8 +291,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(endpoint.error(400, "invalid_request_error", "body must be a JSON object"))
             return
         model = request.get("model")
-        if model == "standin-error" or self.server.refuse(body, self._fail_first(model)):
+        if model == "standin-error":
             self._send(endpoint.rate_limited(str(model)))
+            return
+        if self.server.refuse(body, self._fail_first(model)):
+            status = self._fail_status()
+            if status == 429:
+                self._send(endpoint.rate_limited(str(model)))
+            else:
+                error = endpoint.error(status, endpoint.server_error, SERVER_ERROR)
+                self._send(JsonReply(status, error.body, (*error.headers, RETRY_SOON)))
             return
         if model == "standin-slow" and self.server.stopping.wait(SLOW_SECONDS):
             self.close_connection = True
@@ -293,6 +315,11 @@ class _Handler(BaseHTTPRequestHandler):
         if header.isdigit():
             return int(header)
         return 1 if model == "standin-flaky" else 0
+
+    def _fail_status(self) -> int:
+        """The status a refused request gets: ``x-standin-fail-status``, else 429."""
+        header = self.headers.get(FAIL_STATUS_HEADER, "").strip()
+        return int(header) if header.isdigit() and 400 <= int(header) <= 599 else 429
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

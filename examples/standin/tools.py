@@ -6,6 +6,8 @@
 - `GET /tools/weather?city=Paris` -> current weather, different on every call like a live API.
 - `POST /tools/refunds` with JSON `{"order_id": ..., "reason": ...}` -> 201 refund confirmation
   with a random id; 404 for unknown orders, 400 for a malformed body.
+- `failed(status)`: the error the server answers a refused tool call with
+  (`x-standin-fail-first`, `x-standin-fail-status`).
 """
 
 from __future__ import annotations
@@ -109,6 +111,12 @@ def _refund(body: bytes) -> JsonReply:
         "status": "approved",
     }
     return json_reply(201, refund, headers=(("x-request-id", hex_id("", 16)),))
+
+
+def failed(status: int) -> JsonReply:
+    """A tool call refused with ``status`` (a 5xx: the backend is down)."""
+    message = "service unavailable" if status >= 500 else "too many requests"
+    return _error(status, message)
 
 
 def _error(status: int, message: str) -> JsonReply:

@@ -10,7 +10,9 @@ import click
 from otel_replay.cli._common import emit, open_store, run_mode, stdout_console, store_option
 from otel_replay.cli._format import iso_time, json_text, plural
 from otel_replay.cli._tables import runs_table
-from otel_replay.store import RunInfo
+from otel_replay.store import FailureLabel, RunInfo
+from otel_replay.triage import CATEGORIES
+from otel_replay.triage import failed as run_failed
 
 __all__ = ["forks_under_parents", "run_json", "runs"]
 
@@ -48,6 +50,11 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "bytes": run.bytes,
         "models": list(run.models),
     }
+
+
+def _own(labels: list[FailureLabel] | None) -> FailureLabel | None:
+    """A run's own label among its ``labels`` (it comes first)."""
+    return labels[0] if labels and labels[0].step is None else None
 
 
 def forks_under_parents(found: list[RunInfo]) -> list[RunInfo]:
@@ -89,8 +96,27 @@ def forks_under_parents(found: list[RunInfo]) -> list[RunInfo]:
     default=None,
     help="Only recordings, only replays (otel-replay replay), or only forks.",
 )
+@click.option(
+    "--failed",
+    is_flag=True,
+    help="Only runs that failed: ended in error, or labelled by otel-replay triage with an "
+    "error (a warning alone is something the run got over).",
+)
+@click.option(
+    "--category",
+    type=click.Choice(CATEGORIES),
+    default=None,
+    help="Only runs otel-replay triage labelled with this failure category (the run or one "
+    "of its steps).",
+)
 def runs(
-    store: str | None, as_json: bool, limit: int | None, show_all: bool, mode: str | None
+    store: str | None,
+    as_json: bool,
+    limit: int | None,
+    show_all: bool,
+    mode: str | None,
+    failed: bool,
+    category: str | None,
 ) -> None:
     """List the recorded runs, newest first.
 
@@ -105,15 +131,22 @@ def runs(
         raise click.UsageError("--all and --limit cannot be used together")
     with open_store(store) as opened:
         found = sorted(opened.runs(), key=lambda r: (r.start_ns, r.run_id), reverse=True)
+        labels = opened.labels() if failed or category else {}
         location = opened.location
     if mode is not None:
         found = [run for run in found if run_mode(run) == mode]
+    if failed:
+        found = [run for run in found if run_failed(run.status, _own(labels.get(run.run_id)))]
+    if category is not None:
+        found = [
+            run for run in found if any(x.category == category for x in labels.get(run.run_id, ()))
+        ]
     total = len(found)
     if as_json:
         click.echo(json_text([run_json(run) for run in found[:limit]]))
         return
     found = found if show_all else found[: limit or TABLE_LIMIT]
-    kind = "run" if mode is None else f"{mode} run"
+    kind = " ".join(x for x in ("failed" if failed else "", category, mode, "run") if x)
     if not found:
         click.echo(f"No {kind}s in the store at {location} yet.")
         return

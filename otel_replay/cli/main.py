@@ -57,6 +57,9 @@ VERBS: dict[str, Verb] = {
     "report": Verb("_report", "report", "Write the step-through HTML report of RUN to FILE.html."),
     "runs": Verb("_runs", "runs", "List the recorded runs, newest first."),
     "show": Verb("_show", "show", "Show the steps of RUN in order."),
+    "triage": Verb(
+        "_triage", "triage", "Label how runs failed, and say which cannot be replayed exactly."
+    ),
     "verify": Verb(
         "_verify",
         "verify",

@@ -9,6 +9,7 @@ from otel_replay.store._gc import Retention
 from otel_replay.store._migrate import migrate
 from otel_replay.store._types import (
     Buffered,
+    FailureLabel,
     GcReport,
     ImportedFile,
     Progress,
@@ -21,6 +22,7 @@ from otel_replay.store.store import Store
 
 __all__ = [
     "Buffered",
+    "FailureLabel",
     "GcReport",
     "ImportedFile",
     "Progress",

@@ -16,6 +16,7 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "INDEX_FILE",
+    "LABELS_DIR",
     "LOCK_FILE",
     "OBJECTS_DIR",
     "PINS_DIR",
@@ -24,6 +25,7 @@ __all__ = [
     "ensure_format",
     "id_bytes",
     "is_recording_id",
+    "label_path",
     "new_recording_id",
     "pack_path",
     "parse_pack_path",
@@ -43,6 +45,7 @@ LOCK_FILE = "LOCK"
 OBJECTS_DIR = "objects"
 RUNS_DIR = "runs"
 PINS_DIR = "pins"
+LABELS_DIR = "labels"
 
 _PACK_PATH = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{64})\.pack$")
 _RECORD_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8})-([0-9a-f]{8})\.rec$")
@@ -114,6 +117,11 @@ def parse_pack_path(rel: str) -> str | None:
 def pin_path(run_name: str) -> str:
     """The marker file that pins the run named ``run_name``."""
     return f"{PINS_DIR}/{run_key(run_name)}"
+
+
+def label_path(run_name: str) -> str:
+    """The file holding the failure labels of the run named ``run_name``."""
+    return f"{LABELS_DIR}/{run_key(run_name)}.json"
 
 
 def _format_bytes() -> bytes:

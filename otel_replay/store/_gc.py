@@ -9,7 +9,7 @@ from otel_replay import settings
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
 from otel_replay.store._condemned import read_condemned, write_condemned
-from otel_replay.store._format import pack_path, parse_pack_path
+from otel_replay.store._format import label_path, pack_path, parse_pack_path
 from otel_replay.store._objects import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from otel_replay.store._read import MAX_DEPTH
@@ -201,8 +201,15 @@ def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
         # Its rows, children first, unchecked: a cascade from a record row would read every
         # step (steps have no index by record).
         with ctx.index.transaction(checked=False) as tx:
-            for table, column in (("steps", "run"), ("records", "run"), ("runs", "id")):
+            for table, column in (
+                ("steps", "run"),
+                ("records", "run"),
+                ("labels", "run"),
+                ("label_files", "run"),
+                ("runs", "id"),
+            ):
                 tx.execute(f"DELETE FROM {table} WHERE {column} = ?", (row.id,))
+        ctx.backend.delete(label_path(row.name))
         for rel in paths:
             ctx.backend.delete(rel)
             files += 1

@@ -14,7 +14,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreFullError, St
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _BUSY_MS = 30_000
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
 _LOW_SPACE = 1 << 20
@@ -91,6 +91,21 @@ CREATE TABLE imported_files (
     digest    BLOB NOT NULL,            -- sha256 of all the bytes read
     read_ns   INTEGER NOT NULL,         -- when it was imported
     PRIMARY KEY (size, mtime_ns, head)
+) WITHOUT ROWID;
+CREATE TABLE labels (                  -- what the files under labels/ say (otel-replay triage)
+    run        INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step_index INTEGER,                 -- NULL: the run's own label
+    category   TEXT NOT NULL,           -- replay.failure.category
+    severity   TEXT NOT NULL,           -- replay.failure.severity
+    rule       TEXT NOT NULL,           -- the triage rule that found it
+    reason     TEXT NOT NULL            -- what happened, on one line
+);
+CREATE INDEX labels_by_run ON labels (run);
+CREATE TABLE label_files (
+    path   TEXT PRIMARY KEY,            -- labels/<key>.json, as last read into labels
+    run    INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    size   INTEGER NOT NULL,
+    mtime  REAL                         -- NULL: written here, its time not read yet
 ) WITHOUT ROWID;
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,             -- 'sweeps': how many gc sweeps have removed objects

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from otel_replay.store import _rows
+from otel_replay.store import _labels, _rows
 from otel_replay.store._format import (
     OBJECTS_DIR,
     PINS_DIR,
@@ -170,6 +170,7 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
         tx.executemany(
             "UPDATE runs SET pinned = 1 WHERE name = ?", [(_rows.id_param(n),) for n in pins]
         )
+    report.problems += _labels.read_files(index, backend, forget_missing=forget_missing)
     return report
 
 

@@ -8,6 +8,7 @@ from typing import Literal
 
 __all__ = [
     "Buffered",
+    "FailureLabel",
     "GcReport",
     "ImportedFile",
     "Progress",
@@ -112,15 +113,39 @@ class StepInfo:
     tokens_out: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class FailureLabel:
+    """A failure ``otel-replay triage`` found in a run: at step ``step`` (None: the run's own
+    label), its ``category`` and ``severity`` (the values of ``replay.failure.category`` and
+    ``replay.failure.severity``), the ``rule`` that found it, and what happened, on one line
+    (``reason``)."""
+
+    step: int | None
+    category: str
+    severity: str
+    rule: str
+    reason: str
+
+
 ProblemKind = Literal[
-    "pack", "object", "body", "record", "index", "unindexed", "leftover", "temp", "incomplete"
+    "pack",
+    "object",
+    "body",
+    "record",
+    "index",
+    "unindexed",
+    "leftover",
+    "temp",
+    "incomplete",
+    "labels",
 ]
 
 
-NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "leftover", "temp", "incomplete"})
+NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "leftover", "temp", "incomplete", "labels"})
 """Problem kinds that are worth saying but lose nothing: files a crashed writer left, copies
 a cut-off compaction or gc left (``leftover``: the next gc removes them), runs cut off
-mid-write. Every other kind is damage."""
+mid-write, a failure labels file that cannot be read (``triage`` labels the run again).
+Every other kind is damage."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -22,7 +22,7 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import _gc, _repack, _rows, _verify
+from otel_replay.store import _gc, _labels, _repack, _rows, _verify
 from otel_replay.store._format import (
     INDEX_FILE,
     LOCK_FILE,
@@ -47,6 +47,7 @@ from otel_replay.store._records import Record, decode_records, step_from_entry
 from otel_replay.store._sync import sync
 from otel_replay.store._types import (
     Buffered,
+    FailureLabel,
     GcReport,
     ImportedFile,
     Progress,
@@ -120,7 +121,8 @@ class Store:
     Writing: :meth:`put` buffers steps and spans, :meth:`end_run` marks a run closed,
     :meth:`flush` makes them durable. Reading: :meth:`runs`, :meth:`steps`, :meth:`read_step`
     (:meth:`read_steps` for a whole run), :meth:`request_body` / :meth:`response_body` (bytes
-    checked against their sha256) and :meth:`spans`. Upkeep: :meth:`pin`, :meth:`verify`,
+    checked against their sha256) and :meth:`spans`. Derived: :meth:`label` and
+    :meth:`labels`, the failure labels of ``triage``. Upkeep: :meth:`pin`, :meth:`verify`,
     :meth:`gc`, :meth:`compact`. Close it (or use ``with``) to flush, end the runs it recorded,
     and merge what it wrote.
 
@@ -570,6 +572,27 @@ class Store:
             self._check_writable()
             with self._index.transaction() as tx:
                 _rows.note_imported(tx.conn, files, time.time_ns())
+
+    # -- failure labels --------------------------------------------------------------------
+
+    def label(self, labels: Mapping[str, Sequence[FailureLabel]]) -> int:
+        """Make ``labels[run_id]`` the failure labels of each run named (none: remove its
+        labels); the number of runs whose labels changed.
+
+        Labels are derived data (``otel-replay triage`` finds them in the recording): they
+        are kept in a file per run under ``labels/``, so an index rebuilt from the files has
+        them again, and the runs' recordings are not touched. RunNotFoundError for an
+        unknown run (nothing is written then)."""
+        rows = [(self._row(run_id), found) for run_id, found in labels.items()]
+        with self._lock:
+            self._check_writable()
+            return _labels.write(self._backend, self._index, rows)
+
+    def labels(self, run_id: str | None = None) -> dict[str, list[FailureLabel]]:
+        """The failure labels of every labelled run (or of run ``run_id`` alone), by run
+        name: each run's own label (``step`` None) first, then its steps' in order."""
+        with self._index.guard():
+            return _labels.labels(self._index.conn(), run_id)
 
     # -- upkeep ----------------------------------------------------------------------------
 

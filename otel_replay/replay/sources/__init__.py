@@ -3,7 +3,7 @@ directories, OTLP JSON URLs, trace backends (Phoenix, Jaeger, Tempo) and bundle 
 Runs (:func:`load_run`)."""
 
 from otel_replay.replay.sources._backends import download, is_remote, source_name
-from otel_replay.replay.sources._build import SourceRun, Unbuilt, UnbuiltRuns
+from otel_replay.replay.sources._build import SourceRun, Unbuilt, UnbuiltRun, UnbuiltRuns
 from otel_replay.replay.sources._bundle import is_bundle, write_bundle
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._import import (
@@ -11,6 +11,7 @@ from otel_replay.replay.sources._import import (
     ImportReport,
     import_archive,
     import_runs,
+    run_error_type,
 )
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._load import (
@@ -28,6 +29,7 @@ __all__ = [
     "Limits",
     "SourceRun",
     "Unbuilt",
+    "UnbuiltRun",
     "UnbuiltRuns",
     "archive_of",
     "download",
@@ -41,6 +43,7 @@ __all__ = [
     "load_sources",
     "only_run",
     "read_runs",
+    "run_error_type",
     "shown",
     "source_name",
     "stored_run",

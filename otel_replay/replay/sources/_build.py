@@ -21,7 +21,7 @@ from otel_replay.replay.sources._runs import (
 from otel_replay.replay.sources._steps import StepProblem, build_step
 from otel_replay.step import Step
 
-__all__ = ["SourceRun", "Unbuilt", "UnbuiltRuns", "build_run", "build_runs"]
+__all__ = ["SourceRun", "Unbuilt", "UnbuiltRun", "UnbuiltRuns", "build_run", "build_runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +44,21 @@ class SourceRun:
 @dataclass(frozen=True, slots=True)
 class Unbuilt:
     """A run of a source that cannot be rebuilt, and why: the one line of its SourceError,
-    naming the source, the run and the step."""
+    naming the source, the run and the step; and the run's spans."""
 
     run_id: str
     problem: str
+    spans: tuple[Span, ...] = ()
+
+
+class UnbuiltRun(SourceError):
+    """A step of a source's run cannot be rebuilt (its bytes were not recorded and its span
+    does not say enough to synthesise them): ``unbuilt`` says which run, why, and holds its
+    spans."""
+
+    def __init__(self, unbuilt: Unbuilt) -> None:
+        super().__init__(unbuilt.problem)
+        self.unbuilt = unbuilt
 
 
 class UnbuiltRuns(SourceError):
@@ -69,8 +80,10 @@ def build_runs(runs: Iterable[SpanRun], source: str) -> tuple[list[SourceRun], l
     for run in runs:
         try:
             built.append(build_run(run, source))
+        except UnbuiltRun as exc:
+            unbuilt.append(exc.unbuilt)
         except SourceError as exc:
-            unbuilt.append(Unbuilt(run.run_id, str(exc)))
+            unbuilt.append(Unbuilt(run.run_id, str(exc), run.spans))
     return built, unbuilt
 
 
@@ -84,8 +97,8 @@ def build_run(
     """The Run of ``spans`` (plus ``stored``, the store's steps by index), read from
     ``source`` (named in errors).
 
-    Raises SourceError naming the source, the run and the step when a step cannot be rebuilt
-    or when the run has no replayable step.
+    Raises UnbuiltRun (a SourceError) naming the source, the run and the step when a step
+    cannot be rebuilt, SourceError when the run has no replayable step.
     """
     stored = stored or {}
     where = f"{source}: run {spans.run_id!r}"
@@ -105,9 +118,11 @@ def build_run(
             steps.append(build_step(spans.run_id, index, span, stored.get(index)))
         except StepProblem as exc:
             name = f" ({span.get('name')})" if span is not None else ""
-            raise SourceError(f"{where}: step {index}{name}: {exc}") from None
+            problem = f"{where}: step {index}{name}: {exc}"
+            raise UnbuiltRun(Unbuilt(spans.run_id, problem, spans.spans)) from None
         except SourceError as exc:
-            raise SourceError(f"{where}: step {index}: {exc}") from None
+            problem = f"{where}: step {index}: {exc}"
+            raise UnbuiltRun(Unbuilt(spans.run_id, problem, spans.spans)) from None
     if not steps:
         raise SourceError(
             f"{where} has no replayable steps (no model, HTTP, tool or value step spans)"

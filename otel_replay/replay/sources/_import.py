@@ -21,7 +21,7 @@ from otel_replay.replay.sources._runs import SpanRun, attrs_of, has_steps, int_v
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
 
-__all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs"]
+__all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs", "run_error_type"]
 
 
 Outcome = Literal["imported", "present", "completed"]
@@ -95,10 +95,10 @@ def _put(store: Store, loaded: SourceRun, steps: list[Step], spans: list[dict[st
     # An imported run is whole: it is closed, ended where its last span ended, failed
     # as its own span says.
     ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
-    store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0), _error_type(loaded)))
+    store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0), run_error_type(loaded)))
 
 
-def _error_type(loaded: SourceRun) -> str | None:
+def run_error_type(loaded: SourceRun) -> str | None:
     """How the run failed, as the capture wrote it on the run's own span (``runs._failed``):
     the ``error.type`` of the ``invoke_agent`` span of the run that ended last (a ``run()``
     block's, or the process run's last root span), when its status is ERROR; None when the

@@ -1,0 +1,85 @@
+"""Replay mismatch and a run with no commit, through the real programs: the example support
+agent recorded under ``opentelemetry-instrument`` from a directory outside any git checkout
+(so its run names no commit), then replayed by ``otel-replay replay`` with the stand-in
+stopped: once with a changed system prompt (the replay diverges at its first step), once as a
+fork whose change comes at step 2 (a fork differs from there on: that is its point)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.standin import StandIn
+from otel_replay.store import Store
+from tests.cli._checks import run_cli
+from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.replay.test_replay_cli import replay
+
+pytestmark = pytest.mark.subprocess
+
+RUN = "r_20261121T070000_0a0b0c0d"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The store holding the recording, a replay that diverged and a fork; their ids."""
+    root = tmp_path_factory.mktemp("triage-replays")
+    store, outside = root / "store", root / "outside-any-checkout"
+    outside.mkdir()
+    agent = Path(shutil.copy(ROOT / "examples" / "support_agent.py", outside))
+    with StandIn(event_delay=0.001) as standin:
+        done = subprocess.run(
+            [str(INSTRUMENT), sys.executable, str(agent)],
+            env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN, STANDIN_URL=standin.base_url),
+            cwd=outside,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    prompt = {"SUPPORT_SYSTEM_PROMPT": "You are Ada. Answer in one word."}
+    diverged = replay(store, RUN, sys.executable, str(agent), flags=["--json"], **prompt)
+    assert diverged.returncode == 1, diverged.stderr
+    (outside / "lost.json").write_text('{"error": {"status": 404, "message": "lost"}}')
+    flags = ["--json", "--override", f"1=@{outside / 'lost.json'}"]
+    forked = replay(store, RUN, sys.executable, str(agent), flags=flags)
+    assert forked.returncode == 1, forked.stderr  # what the agent sends next differs
+    return (
+        store,
+        json.loads(diverged.stdout)["replay_run_id"],
+        json.loads(forked.stdout)["replay_run_id"],
+    )
+
+
+def test_a_replay_that_diverged_is_a_replay_mismatch_and_a_fork_past_its_change_is_not(
+    replayed: tuple[Path, str, str],
+) -> None:
+    store, diverged, forked = replayed
+    result = run_cli("triage", "--json", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    runs = {run["run_id"]: run for run in json.loads(result.stdout)["runs"]}
+    replay_run = runs[diverged]
+    assert replay_run["mode"] == "replay"
+    assert [(x["step"], x["category"], x["rule"]) for x in replay_run["steps"]] == [
+        (0, "replay_mismatch", "diverged")
+    ]
+    assert replay_run["steps"][0]["reason"] == (
+        f"step 0 (openai.chat_completions) differs from {RUN}: prompt hash, system instructions"
+    )
+    assert replay_run["label"]["severity"] == "error" and replay_run["failed"]
+    fork = runs[forked]
+    assert fork["mode"] == "fork" and (fork["label"], fork["steps"]) == (None, [])
+    # The recording itself: nothing failed, but which code made it is unknown.
+    recording = runs[RUN]
+    assert recording["label"] is None
+    assert [case["kind"] for case in recording["cold"]] == ["no_commit"]
+    with Store.open(store, create=False) as opened:
+        assert opened.run(RUN).commit is None
+    listed = run_cli("runs", "--json", "--category", "replay_mismatch", "--store", str(store))
+    assert [run["run_id"] for run in json.loads(listed.stdout)] == [diverged]
