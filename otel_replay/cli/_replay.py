@@ -59,7 +59,6 @@ from otel_replay.replay.sources import (
     read_runs,
     source_name,
 )
-from otel_replay.report import render as render_html
 from otel_replay.runs import new_run_id
 from otel_replay.store import Store
 
@@ -261,6 +260,8 @@ def _kept(store: str, run_id: str, result: ReplayResult) -> _Kept:
 def _write_html(path: Path, recorded: Run, result: ReplayResult, kept: _Kept, store: str) -> None:
     """The report of the re-execution (as recorded in ``store``) against ``recorded``; of the
     recording alone when the re-execution was not recorded, saying why."""
+    from otel_replay.report import render as render_html  # noqa: PLC0415 - with --report only
+
     said = verdict(result).plain
     replayed = None if kept.run_id is None else load_run(kept.run_id, store=store)
     if replayed is None:

@@ -13,7 +13,6 @@ from otel_replay.cli._common import CliError, store_option, stored_ref
 from otel_replay.cli._format import plural, printable
 from otel_replay.replay import Run
 from otel_replay.replay.sources import is_url, load_run
-from otel_replay.report import render
 
 __all__ = ["check_writable", "loaded", "report", "write_report"]
 
@@ -63,6 +62,8 @@ def report(run: str, output: Path, other: str | None, no_content: bool, store: s
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
     a = loaded(run, where)
     b = None if other is None else loaded(other, where)
+    from otel_replay.report import render  # noqa: PLC0415 - Jinja2, for a report only
+
     write_report(output, render(a, other=b, content=not no_content))
     what = f"run {a.run_id}" if b is None else f"run {a.run_id} against run {b.run_id}"
     click.echo(
