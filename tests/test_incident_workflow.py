@@ -55,7 +55,7 @@ FIX = (  # the README's patch to examples/support_agent.py, hunk by hunk: (befor
     ),
 )
 
-GOLDEN = '''
+GOLDEN = """
 import pytest
 
 import agent
@@ -68,7 +68,7 @@ def test_a_tool_loop_is_handed_to_a_colleague(replay_result, monkeypatch, capsys
     assert replay_result.identical, replay_result.first_divergence
     assert len(replay_result.model_calls()) == 2
     assert capsys.readouterr().out.endswith("a colleague will take it from here.\\n")
-'''
+"""
 
 
 def _fixed(source: str) -> str:
@@ -80,12 +80,13 @@ def _fixed(source: str) -> str:
 
 def _pytest(work: Path, standin_url: str) -> subprocess.CompletedProcess[str]:
     paths = [str(ROOT), str(work), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    path = os.pathsep.join(p for p in paths if p)
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SUPPORT_", "STANDIN_"))
     }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "tests/test_golden.py", "-p", "no:cacheprovider"],
-        env=env | {"PYTHONPATH": os.pathsep.join(p for p in paths if p), "COLUMNS": "200", "STANDIN_URL": standin_url},
+        env=env | {"PYTHONPATH": path, "STANDIN_URL": standin_url},
         cwd=work,
         capture_output=True,
         text=True,
