@@ -4,7 +4,7 @@ Runs (:func:`load_run`)."""
 
 from otel_replay.replay.sources._backends import download, is_remote, source_name
 from otel_replay.replay.sources._build import SourceRun, Unbuilt, UnbuiltRuns
-from otel_replay.replay.sources._bundle import write_bundle
+from otel_replay.replay.sources._bundle import is_bundle, write_bundle
 from otel_replay.replay.sources._fetch import fetch, is_url, shown
 from otel_replay.replay.sources._import import (
     ArchiveImport,
@@ -34,6 +34,7 @@ __all__ = [
     "fetch",
     "import_archive",
     "import_runs",
+    "is_bundle",
     "is_remote",
     "is_url",
     "load_run",
