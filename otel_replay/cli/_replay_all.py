@@ -30,7 +30,7 @@ import click
 from rich.text import Text
 
 from otel_replay.cli._common import CliError, emit, stdout_console
-from otel_replay.cli._format import json_text, printable
+from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import isolation_lines
 from otel_replay.cli.main import EXPECTED, one_line, write_traceback
 from otel_replay.replay import Isolation, ReplayResult, isolation_notice, isolation_unavailable
@@ -39,7 +39,7 @@ from otel_replay.replay.sources import is_bundle
 __all__ = ["Ran", "ReplayBundle", "Shard", "find_bundles", "replay_all"]
 
 _VERDICTS = {0: "identical", 1: "diverged", 2: "bad recording", 3: "agent failed", 70: "error"}
-_WORDS = 120  # a line's account of what went wrong is cut past this many characters
+_WORDS = 200  # a line's account of what went wrong is cut past this many characters
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _STOP_GRACE_S = 10.0
 
@@ -160,9 +160,9 @@ def replay_all(
     if strict and reason is not None:
         click.echo(isolation_notice(reason), err=True)
     console = stdout_console()
-    corpus = f"the {len(entries)} bundles under {directory}"
+    corpus = f"{plural(len(entries), 'bundle')} under {directory}"
     if shard is not None:
-        corpus = f"shard {shard} of {corpus}: {len(picked)} of them"
+        corpus = f"shard {shard} of the {corpus}: {len(picked)} of them"
     if not as_json:
         emit(console, Text(printable(f"replaying {corpus}, {jobs} at a time")))
     width = max((len(printable(_name(entry))) for entry in picked), default=0)
@@ -295,12 +295,14 @@ def _summary(
                 seen.add(text.plain)
                 out.append(text)
     tally = ", ".join(f"{counts[v]} {v}" for v in _VERDICTS.values() if counts[v])
-    head = f"{len(lines)} runs in {elapsed:.1f} s: {tally or 'none'}"
+    head = f"{plural(len(lines), 'run')} in {elapsed:.1f} s: {tally or 'none'}"
     if stopped is not None:
-        head += f"; stopped by {signal.Signals(stopped).name} with {total - len(lines)} not run"
+        head += (
+            f"; stopped by {signal.Signals(stopped).name} with {total - len(lines)} not replayed"
+        )
     out.append(Text(head, style="bold green" if all(not x.status for x in lines) else "bold red"))
-    failed = next((line for line in lines if line.status), None)
-    if failed is not None:
+    failed = min((line for line in lines if line.status), key=lambda x: x.status, default=None)
+    if failed is not None:  # one whose status is the corpus's
         rerun = f"{shlex.quote(failed.bundle)} [OPTIONS] -- {shlex.join(command)}"
         out.append(Text(printable(f"one run's whole report: otel-replay replay {rerun}")))
     return out
