@@ -36,7 +36,7 @@ from otel_replay.cli.main import EXPECTED, one_line, write_traceback
 from otel_replay.replay import Isolation, ReplayResult, isolation_notice, isolation_unavailable
 from otel_replay.replay.sources import is_bundle
 
-__all__ = ["Ran", "ReplayBundle", "Shard", "find_bundles", "replay_all"]
+__all__ = ["Ran", "ReplayBundle", "Shard", "Watch", "find_bundles", "replay_all"]
 
 _VERDICTS = {0: "identical", 1: "diverged", 2: "bad recording", 3: "agent failed", 70: "error"}
 _WORDS = 200  # a line's account of what went wrong is cut past this many characters
@@ -119,15 +119,20 @@ class RunLine:
 def find_bundles(directory: Path) -> tuple[list[Path], list[OSError]]:
     """Every bundle under ``directory`` (itself included), in path order: each directory
     holding a ``bundle.json``, not looked into further; hidden directories (an export under
-    way) are passed by and links are not followed. Also what could not be read."""
+    way) are passed by, and a link counts when it leads to a bundle (no other is followed).
+    Also what could not be read."""
     found: list[Path] = []
     unreadable: list[OSError] = []
     for root, dirs, _files in os.walk(directory, onerror=unreadable.append):
-        if is_bundle(Path(root)):
-            found.append(Path(root))
+        here = Path(root)
+        if is_bundle(here):
+            found.append(here)
             dirs.clear()
-        else:
-            dirs[:] = [name for name in dirs if not name.startswith(".")]
+            continue
+        dirs[:] = [name for name in dirs if not name.startswith(".")]
+        found.extend(
+            here / name for name in dirs if is_bundle(here / name) and (here / name).is_symlink()
+        )
     return sorted(found), unreadable
 
 
