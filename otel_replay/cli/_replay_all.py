@@ -40,6 +40,7 @@ __all__ = ["Ran", "ReplayBundle", "Shard", "Watch", "find_bundles", "replay_all"
 
 _VERDICTS = {0: "identical", 1: "diverged", 2: "bad recording", 3: "agent failed", 70: "error"}
 _WORDS = 200  # a line's account of what went wrong is cut past this many characters
+_RUN_ID = len("r_20261121T090000_a1b2c3d4")  # the run ids' column, as otel-replay makes them
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _STOP_GRACE_S = 10.0
 
@@ -276,10 +277,12 @@ def _line_text(line: RunLine, width: int) -> Text:
     """``verdict  time  bundle  run id  detail``, the bundles' column ``width`` wide."""
     text = Text(f"{line.verdict:<13}", style="green" if line.status == 0 else "bold red")
     bundle = printable(line.bundle).ljust(width)
-    text.append(printable(f" {line.elapsed_s:6.2f} s  {bundle}  {line.run_id or '-'}"))
+    run_id = printable(line.run_id or "-")
+    text.append(f" {line.elapsed_s:6.2f} s  {bundle}  {run_id}")
     if line.detail:
         detail = printable(line.detail)
-        text.append("  " + (detail if len(detail) <= _WORDS else detail[: _WORDS - 1] + "…"))
+        detail = detail if len(detail) <= _WORDS else detail[: _WORDS - 1] + "…"
+        text.append(" " * (_RUN_ID - len(run_id)) + "  " + detail)
     text.no_wrap = True
     return text
 

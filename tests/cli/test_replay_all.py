@@ -39,7 +39,7 @@ AGENT = Path(_corpus_agent.__file__)
 RUNS = {"a-short": 2, "nested/c-long": 4}
 LINE = re.compile(
     r"(?P<verdict>identical|diverged|bad recording|agent failed|error) +"
-    r"(?P<seconds>\d+\.\d\d) s  (?P<bundle>\S+) +(?P<run>\S+)(?:  (?P<detail>.+))?"
+    r"(?P<seconds>\d+\.\d\d) s  (?P<bundle>\S+) +(?P<run>\S+)(?: {2,}(?P<detail>\S.*))?"
 )
 ISOLATION = ("isolated: ", "filtered: ", "not isolated ", "not filtered ", "no PID namespace")
 
@@ -161,6 +161,17 @@ def test_a_bad_bundle_is_a_failed_line_not_a_traceback(
     assert run["detail"].startswith("bundle.json is not JSON (Expecting property name")
     assert re.fullmatch(r"1 run in \d+\.\d s: 1 bad recording", summary)
     assert rerun == f"one run's whole report: otel-replay replay {broken} [OPTIONS] -- python"
+
+
+def test_a_shard_with_no_bundle_replays_nothing_and_passes(
+    corpus: Path, invoke: Callable[..., Result]
+) -> None:
+    """More CI jobs than bundles: the jobs left over pass."""
+    result = invoke("replay", "--all", str(corpus), "--shard", "4/4", "--", "python")
+    assert result.exit_code == 0, result.output
+    header, summary = result.stdout.splitlines()
+    assert header == f"replaying shard 4/4 of the 3 bundles under {corpus}: 0 of them, 1 at a time"
+    assert re.fullmatch(r"0 runs in \d+\.\d s: none", summary)
 
 
 @pytest.mark.parametrize(
