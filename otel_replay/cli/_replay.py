@@ -65,7 +65,7 @@ from otel_replay.report import render as render_html
 from otel_replay.runs import new_run_id
 from otel_replay.store import Store
 
-__all__ = ["EXIT_STATUS", "How", "Replayed", "replay", "replay_one"]
+__all__ = ["EXIT_STATUS", "replay"]
 
 EXIT_STATUS: dict[Outcome, int] = {
     "identical": 0,
