@@ -15,11 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import click
 
 from otel_replay import settings
+from otel_replay._ignore import IgnoreRules
 from otel_replay.cli._common import (
     CliError,
     emit,
@@ -30,6 +31,7 @@ from otel_replay.cli._common import (
 )
 from otel_replay.cli._fork import fork_options
 from otel_replay.cli._format import json_text, printable
+from otel_replay.cli._replay_all import Ran, Shard, Watch, replay_all
 from otel_replay.cli._replay_report import render, verdict
 from otel_replay.cli._report import check_writable, write_report
 from otel_replay.errors import OtelReplayError
@@ -88,9 +90,73 @@ _QUIET_EXPORTERS = {
 _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
-@click.command()
-@click.argument("run")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+class _Replay(click.Command):
+    """``replay``'s arguments: RUN then CMD, or with ``--all DIR`` CMD alone."""
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return ["[OPTIONS]", "(RUN | --all DIR)", "--", "CMD..."]
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Click fills RUN first, whether it came before `--` or after: with --all, what came
+        # after is CMD, and a word before it is a RUN given by mistake.
+        after = len(args) - args.index("--") - 1 if "--" in args else None
+        rest = super().parse_args(ctx, args)
+        run, command = ctx.params["run"], ctx.params["command"]
+        run_needed = ctx.params["corpus"] is None
+        if not run_needed:
+            words = command if run is None else (run, *command)
+            if after is not None and len(words) > after:
+                raise click.UsageError(
+                    f"--all replays the bundles under DIR: {words[0]!r} comes before --, "
+                    "where no RUN goes",
+                    ctx,
+                )
+            ctx.params.update(run=None, command=words)
+        elif ctx.params["jobs"] is not None or ctx.params["shard"] is not None:
+            raise click.UsageError("--jobs and --shard go with --all DIR", ctx)
+        params = {param.name: param for param in self.params}
+        if run_needed and ctx.params["run"] is None:
+            raise click.MissingParameter(ctx=ctx, param=params["run"])
+        if not ctx.params["command"]:
+            raise click.MissingParameter(ctx=ctx, param=params["command"])
+        return rest
+
+
+def _shard(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Shard | None:
+    try:
+        return None if value is None else Shard.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command(cls=_Replay)
+@click.argument("run", required=False, metavar="RUN")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="CMD...")
+@click.option(
+    "--all",
+    "corpus",
+    metavar="DIR",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Replay every bundle under DIR (the directories `export` writes, at any depth) "
+    "against CMD, several at once: a line per run as it ends, then a summary. No RUN then.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --all: how many runs at once. [default: the number of CPUs]",
+)
+@click.option(
+    "--shard",
+    metavar="K/N",
+    default=None,
+    callback=_shard,
+    help="With --all: replay shard K of N only (in path order, the K-th bundle and every N-th "
+    "after it), one per job of a CI matrix.",
+)
 @store_option
 @click.option(
     "--timing",
@@ -129,7 +195,8 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the comparison as JSON on stdout (CMD's own stdout goes to stderr).",
+    help="Print the comparison as JSON on stdout (CMD's own stdout goes to stderr; with "
+    "--all, one document for every run).",
 )
 @click.option(
     "--report",
@@ -141,8 +208,11 @@ _PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
     "(as `otel-replay report RUN --diff REPLAY`), whatever the outcome: for CI to keep.",
 )
 def replay(
-    run: str,
+    run: str | None,
     command: tuple[str, ...],
+    corpus: Path | None,
+    jobs: int | None,
+    shard: Shard | None,
     store: str | None,
     timing: str,
     strict: bool,
@@ -164,6 +234,12 @@ def replay(
     The re-execution is recorded in the store as a run of its own (mode replay, naming RUN as
     its parent).
 
+    With --all DIR instead of RUN, every bundle under DIR is replayed so, --jobs at a time
+    (CMD's output is not shown): a line per run as it ends (verdict, time, bundle, run id,
+    the first divergence or what failed), then a summary. Its exit status is 0 when every
+    run was identical, else the lowest of the runs' statuses below (a divergence first);
+    2 when DIR holds no bundle; 130 after Ctrl-C.
+
     \b
     Exit status:
       0   identical: every recorded step was requested as recorded, and the
@@ -179,52 +255,137 @@ def replay(
     The agent's own exit status is in the report and in --json (agent.exit_code).
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
-    ignore = settings.read("OTEL_REPLAY_IGNORE")  # a bad rule stops us before the program
+    # A bad rule stops us before the program.
+    how = How(where, settings.read("OTEL_REPLAY_IGNORE"), timing, strict, isolate, live_tools)
+    if corpus is not None:
+        _one_run_only(fork, html)
+
+        def one(bundle: Path, watch: Watch) -> Ran:
+            replayed = replay_one(str(bundle), command, how, fork, output="discard", watch=watch)
+            outcome = replayed.result.outcome
+            return Ran(replayed.result, EXIT_STATUS[outcome], replayed.kept.run_id)
+
+        replay_all(corpus, command, one, jobs=jobs, shard=shard, strict=strict, as_json=as_json)
+    assert run is not None  # the command's parser makes sure
     if html is not None:
         check_writable(html)
+    replayed = replay_one(run, command, how, fork, output="stderr" if as_json else "inherit")
+    result, kept = replayed.result, replayed.kept
+    status = EXIT_STATUS[result.outcome]
+    if html is not None:
+        _write_html(html, replayed.recorded, result, kept, where)
+    if result.bad_value is not None and not as_json:
+        # The recording, not the program, is at fault: one line, as for any bad input.
+        raise CliError(printable(result.bad_value.describe()))
+    if as_json:
+        document = result.to_json()
+        document.update(
+            agent_exit_code=replayed.agent_exit_code, exit_code=status, replay_run_id=kept.run_id
+        )
+        document["fork"] = [
+            {"step": at, "change": what} for at, what in replayed.fork.changes(replayed.recorded)
+        ]
+        click.echo(json_text(document))
+    else:
+        console = stdout_console()
+        for block in render(result, kept=kept.describe(), fork=replayed.fork):
+            emit(console, block)
+    sys.exit(status)
+
+
+def _one_run_only(fork: ForkPlan, html: Path | None) -> None:
+    """Refuse, with --all, the flags that fork or report one run."""
+    given = [
+        flag
+        for flag, on in (
+            ("--override", fork.overrides),
+            ("--inject", fork.injections),
+            ("--state", fork.states),
+            ("--live-from", fork.live_from is not None),
+            ("--allow-writes", fork.allow_writes),
+            ("--report", html is not None),
+        )
+        if on
+    ]
+    if given:
+        raise CliError(
+            f"--all replays every run as it was recorded: {' and '.join(given)} "
+            f"{'is' if len(given) == 1 else 'are'} for one run (give RUN instead of --all)"
+        )
+
+
+@dataclass(frozen=True)
+class How:
+    """How each run is replayed: the ``replay`` verb's options that are not a fork's."""
+
+    store: str
+    ignore: IgnoreRules
+    timing: str
+    strict: bool
+    isolate: bool
+    live_tools: str | None
+
+
+Output = Literal["inherit", "stderr", "discard"]
+"""Where CMD's output goes: ours (with progress on a terminal), our stderr (stdout carries
+JSON), or nowhere (many replays at once; CMD's stdin is closed too)."""
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One re-execution of a recorded run: the run (``fork`` checked against it), what the
+    comparison found, CMD's exit status, and where the re-execution was recorded."""
+
+    recorded: Run
+    fork: ForkPlan
+    result: ReplayResult
+    agent_exit_code: int
+    kept: _Kept
+
+
+def replay_one(
+    ref: str,
+    command: Sequence[str],
+    how: How,
+    fork: ForkPlan,
+    *,
+    output: Output,
+    watch: Watch | None = None,
+) -> Replayed:
+    """Re-execute ``command`` against the run ``ref`` names and compare. Raises CliError,
+    OtelReplayError or OSError on bad input (the source, an option, a command that does not
+    start). ``watch`` (default: signals sent to us are passed on to CMD, from the main thread
+    only) looks after CMD while it runs."""
     with tempfile.TemporaryDirectory(prefix="otel-replay-") as scratch:
-        source, recorded = _local_source(run, Path(scratch), where)
-        recorded = without_background(recorded, ignore)  # as the program's session does
+        source, recorded = _local_source(ref, Path(scratch), how.store)
+        recorded = without_background(recorded, how.ignore)  # as the program's session does
         if not recorded.steps:
             raise CliError(f"{recorded.source} has no replayable steps")
-        fork = fork.check(recorded, live_read_tools=live_tools == "read")
+        fork = fork.check(recorded, live_read_tools=how.live_tools == "read")
         report = Path(scratch) / "events.jsonl"
         report.touch()
         new_id = new_run_id()
-        env = _child_env(source, where, new_id, report, timing, strict)
-        env["OTEL_REPLAY_LIVE_TOOLS"] = live_tools or ""
+        env = _child_env(source, how.store, new_id, report, how.timing, how.strict)
+        env["OTEL_REPLAY_LIVE_TOOLS"] = how.live_tools or ""
         env["OTEL_REPLAY_FORK"] = "" if fork.empty else _written(fork, Path(scratch))
         # The launcher's own events (how CMD is isolated, what the filter refused) go to a file
         # with no name, passed to it alone: CMD can neither erase nor forge them.
         with tempfile.TemporaryFile(dir=scratch) as launcher_events:
             argv, isolation = _launch(
                 command,
-                strict=strict,
-                isolate=isolate,
+                strict=how.strict,
+                isolate=how.isolate,
                 live_from=fork.live_from,
                 events_fd=launcher_events.fileno(),
+                notify=output != "discard",
             )
             private = launcher_events if isolation is None else None
-            code, events = _run_child(argv, env, report, private, len(recorded.steps), as_json)
+            code, events = _run_child(
+                argv, env, report, private, len(recorded.steps), output, watch or _stopping_together
+            )
     result = _result(recorded, events, isolation, code)
     result.live_from = fork.live_from
-    status = EXIT_STATUS[result.outcome]
-    kept = _kept(where, new_id, result)
-    if html is not None:
-        _write_html(html, recorded, result, kept, where)
-    if result.bad_value is not None and not as_json:
-        # The recording, not the program, is at fault: one line, as for any bad input.
-        raise CliError(printable(result.bad_value.describe()))
-    if as_json:
-        document = result.to_json()
-        document.update(agent_exit_code=code, exit_code=status, replay_run_id=kept.run_id)
-        document["fork"] = [{"step": at, "change": what} for at, what in fork.changes(recorded)]
-        click.echo(json_text(document))
-    else:
-        console = stdout_console()
-        for block in render(result, kept=kept.describe(), fork=fork):
-            emit(console, block)
-    sys.exit(status)
+    return Replayed(recorded, fork, result, code, _kept(how.store, new_id, result))
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +466,17 @@ def _written(fork: ForkPlan, scratch: Path) -> str:
 
 
 def _launch(
-    command: Sequence[str], *, strict: bool, isolate: bool, live_from: int | None, events_fd: int
+    command: Sequence[str],
+    *,
+    strict: bool,
+    isolate: bool,
+    live_from: int | None,
+    events_fd: int,
+    notify: bool,
 ) -> tuple[list[str], Isolation | None]:
     """How CMD is started, and how it is isolated when known here (None: the launcher says,
-    in its event); the one-line notice is printed when the system is what stands in the way.
+    in its event); with ``notify``, the one-line notice is printed when the system is what
+    stands in the way.
     A fork that goes live (``live_from``) gets neither namespaces nor the filter: its live
     part needs the network and the host's sockets, and the in-process guards keep the part
     before its live point from them."""
@@ -320,7 +488,8 @@ def _launch(
     reason = isolation_unavailable()
     if reason is None:
         return isolated_launcher(command, namespaces=isolate, events_fd=events_fd), None
-    click.echo(isolation_notice(reason), err=True)
+    if notify:
+        click.echo(isolation_notice(reason), err=True)
     return list(command), Isolation(False, reason=reason)
 
 
@@ -352,20 +521,22 @@ def _run_child(
     report: Path,
     launcher: IO[bytes] | None,
     total: int,
-    quiet: bool,
+    output: Output,
+    watch: Watch,
 ) -> tuple[int, list[dict[str, Any]]]:
     """Run CMD, following its report for progress; returns its exit status and the events
     (``launcher``: the file the launcher writes its own events to, when it runs)."""
     passed = () if launcher is None else (launcher.fileno(),)
+    # With --json, stdout carries only the comparison: the program's output goes to stderr.
+    streams: dict[str, Any] = {"stdout": sys.stderr} if output == "stderr" else {}
+    if output == "discard":
+        streams = dict.fromkeys(("stdin", "stdout", "stderr"), subprocess.DEVNULL)
     try:
-        # With --json, stdout carries only the comparison: the program's output goes to stderr.
-        child = subprocess.Popen(
-            list(command), env=dict(env), stdout=sys.stderr if quiet else None, pass_fds=passed
-        )
+        child = subprocess.Popen(list(command), env=dict(env), pass_fds=passed, **streams)
     except OSError as exc:
         raise CliError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-    with _stopping_together(child):
-        code = _follow(child, report, total, quiet)
+    with watch(child):
+        code = _follow(child, report, total, quiet=output != "inherit")
     events = _events(report.read_bytes(), f"replay report {report}")
     if launcher is not None:  # what CMD wrote in the launcher's name does not count
         launcher.seek(0)

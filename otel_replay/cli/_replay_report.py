@@ -25,7 +25,7 @@ from otel_replay.replay import (
 )
 from otel_replay.step import describe_effect
 
-__all__ = ["change_lines", "render", "verdict"]
+__all__ = ["change_lines", "isolation_lines", "render", "verdict"]
 
 _MAX_CHANGES = 12
 _MAX_LISTED = 20
@@ -184,7 +184,8 @@ def _each(prefix: str, items: Sequence[str], style: str, noun: str) -> list[Rend
     return out
 
 
-def _isolation(isolation: Isolation | None, subprocesses: int) -> list[RenderableType]:
+def isolation_lines(isolation: Isolation | None, subprocesses: int) -> list[RenderableType]:
+    """How the program was kept from the network (``subprocesses``: how many it started)."""
     if isolation is None:
         return []
     if isolation.reason is not None and isolation.reason.startswith("--no-strict"):
@@ -305,7 +306,7 @@ def render(
         label = "subprocess (possible escape)"
     contained = label != "subprocess (possible escape)"
     out.extend(_each(label, subprocesses, "" if contained else "yellow", "subprocesses"))
-    out.extend(_isolation(isolation, len(subprocesses)))
+    out.extend(isolation_lines(isolation, len(subprocesses)))
     # A call that ran live was matched to a recorded step but not answered from it.
     served = sum(1 for s in steps if s.recorded is not None and not s.live)
     summary = Text(
