@@ -15,6 +15,7 @@ __all__ = [
     "FORMAT_FILE",
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "IMPORTS_DIR",
     "INDEX_FILE",
     "LOCK_FILE",
     "OBJECTS_DIR",
@@ -43,6 +44,7 @@ LOCK_FILE = "LOCK"
 OBJECTS_DIR = "objects"
 RUNS_DIR = "runs"
 PINS_DIR = "pins"
+IMPORTS_DIR = "imports"
 
 _PACK_PATH = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{64})\.pack$")
 _RECORD_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8})-([0-9a-f]{8})\.rec$")

@@ -14,7 +14,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreFullError, St
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _BUSY_MS = 30_000
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
 _LOW_SPACE = 1 << 20
@@ -83,7 +83,7 @@ CREATE TABLE objects (
     offset       INTEGER NOT NULL,      -- in the frame's content
     size         INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE imported_files (
+CREATE TABLE imported_files (             -- what the ledger files under imports/ name
     path      TEXT NOT NULL,            -- the file as named when it was read
     size      INTEGER NOT NULL,         -- bytes read
     mtime_ns  INTEGER NOT NULL,
@@ -91,6 +91,9 @@ CREATE TABLE imported_files (
     digest    BLOB NOT NULL,            -- sha256 of all the bytes read
     read_ns   INTEGER NOT NULL,         -- when it was imported
     PRIMARY KEY (size, mtime_ns, head)
+) WITHOUT ROWID;
+CREATE TABLE ledgers (
+    name  TEXT PRIMARY KEY              -- a ledger file under imports/ read into imported_files
 ) WITHOUT ROWID;
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,             -- 'sweeps': how many gc sweeps have removed objects

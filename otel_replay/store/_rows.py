@@ -6,12 +6,15 @@ import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import ENTRY
 from otel_replay.store._records import RunName
 from otel_replay.store._types import ImportedFile, RunInfo, RunStatus, StepInfo
+
+if TYPE_CHECKING:
+    from otel_replay.store._imports import LedgerEntry
 
 __all__ = [
     "Located",
@@ -471,13 +474,30 @@ def imported_files(conn: sqlite3.Connection) -> list[ImportedFile]:
     return [ImportedFile(*row) for row in rows]
 
 
-def note_imported(conn: sqlite3.Connection, files: Iterable[ImportedFile], now_ns: int) -> None:
-    """Remember ``files`` as imported at ``now_ns`` (a file seen again replaces its row)."""
+def note_imported(conn: sqlite3.Connection, entries: Iterable[LedgerEntry], ledger: str) -> None:
+    """Index the entries of the ledger file ``ledger``: a file seen again keeps its latest
+    reading."""
     conn.executemany(
-        "INSERT OR REPLACE INTO imported_files (path, size, mtime_ns, head, digest, read_ns) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [(f.path, f.size, f.mtime_ns, f.head, f.digest, now_ns) for f in files],
+        "INSERT INTO imported_files (path, size, mtime_ns, head, digest, read_ns) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (size, mtime_ns, head) DO UPDATE SET "
+        "path = excluded.path, digest = excluded.digest, read_ns = excluded.read_ns "
+        "WHERE excluded.read_ns >= imported_files.read_ns",
+        [
+            (e.file.path, e.file.size, e.file.mtime_ns, e.file.head, e.file.digest, e.read_ns)
+            for e in entries
+        ],
     )
+    conn.execute("INSERT OR IGNORE INTO ledgers (name) VALUES (?)", (ledger,))
+
+
+def ledgers(conn: sqlite3.Connection) -> list[str]:
+    """The ledger files read into ``imported_files``."""
+    return [name for (name,) in conn.execute("SELECT name FROM ledgers")]
+
+
+def forget_ledgers(conn: sqlite3.Connection, names: Iterable[str]) -> None:
+    """Forget that the ledger files ``names`` were read (they are gone)."""
+    conn.executemany("DELETE FROM ledgers WHERE name = ?", [(name,) for name in names])
 
 
 def _run_row(row: Sequence[Any]) -> RunRow:

@@ -15,6 +15,7 @@ from otel_replay.store._format import (
     run_dir,
 )
 from otel_replay.store._fs import Backend
+from otel_replay.store._imports import read_ledgers
 from otel_replay.store._index import Index, Tx
 from otel_replay.store._pack import PackError, parse_table
 from otel_replay.store._records import Record, decode_records
@@ -170,6 +171,7 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
         tx.executemany(
             "UPDATE runs SET pinned = 1 WHERE name = ?", [(_rows.id_param(n),) for n in pins]
         )
+    report.problems.extend(read_ledgers(index, backend, forget_missing=forget_missing))
     return report
 
 

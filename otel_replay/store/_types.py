@@ -113,14 +113,24 @@ class StepInfo:
 
 
 ProblemKind = Literal[
-    "pack", "object", "body", "record", "index", "unindexed", "leftover", "temp", "incomplete"
+    "pack",
+    "object",
+    "body",
+    "record",
+    "index",
+    "unindexed",
+    "leftover",
+    "temp",
+    "incomplete",
+    "ledger",
 ]
 
 
-NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "leftover", "temp", "incomplete"})
+NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "leftover", "temp", "incomplete", "ledger"})
 """Problem kinds that are worth saying but lose nothing: files a crashed writer left, copies
 a cut-off compaction or gc left (``leftover``: the next gc removes them), runs cut off
-mid-write. Every other kind is damage."""
+mid-write, an import ledger file that cannot be read (its trace files are read again). Every
+other kind is damage."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import _gc, _repack, _rows, _verify
+from otel_replay.store import _gc, _imports, _repack, _rows, _verify
 from otel_replay.store._format import (
     INDEX_FILE,
     LOCK_FILE,
@@ -556,11 +556,8 @@ class Store:
     # -- imported files --------------------------------------------------------------------
 
     def imported_files(self) -> list[ImportedFile]:
-        """The trace files imported so far (:meth:`note_imported`), oldest first.
-
-        The list lives in the index, a cache: after ``verify --rebuild-index`` it starts
-        empty again, and the next import reads every file once more (adding no run twice).
-        """
+        """The trace files imported so far (:meth:`note_imported`), oldest first. The list
+        is kept as files in the store (``imports/``), so a rebuilt index knows it again."""
         with self._index.guard():
             return _rows.imported_files(self._index.conn())
 
@@ -568,8 +565,7 @@ class Store:
         """Remember ``files`` as imported; call it once their runs are flushed."""
         with self._lock:
             self._check_writable()
-            with self._index.transaction() as tx:
-                _rows.note_imported(tx.conn, files, time.time_ns())
+            _imports.note(self._backend, self._index, list(files), time.time_ns())
 
     # -- upkeep ----------------------------------------------------------------------------
 

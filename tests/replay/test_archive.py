@@ -489,3 +489,28 @@ def test_import_says_which_runs_were_there_already(recorded: Recorded, tmp_path:
     there = [line for line in out if "already in the store" in line]
     assert len(there) == len(RUNS) and all("nothing changed" in line for line in there)
     assert any(line.startswith(f"{SUPPORT}: already in the store") for line in there)
+
+
+def test_the_import_ledger_survives_an_index_rebuild(recorded: Recorded, tmp_path: Path) -> None:
+    """The files imported are remembered in the store's files, not only in its index: after
+    ``verify --rebuild-index`` (or a deleted index) the next import reads nothing, and a cron
+    job's many imports keep a few ledger files, not one per import."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    files = write_rotated(archive, Exporter("json", "zstd"), split(batches(recorded.raw, 2), 3))
+    _import(archive, store)
+    rebuilt = run_cli("verify", "--rebuild-index", "--store", str(store))
+    assert rebuilt.exit_code == 0, rebuilt.output
+    skipped = f"0 files read, {len(files)} skipped, 0 runs imported, 0 completed into {store}"
+    assert _import(archive, store) == [skipped]
+    (store / "index.sqlite").unlink()
+    assert _import(archive, store) == [skipped]
+    for number in range(40):  # a file a minute, as the live file is rotated
+        (archive / f"other-{number:02d}.json").write_bytes(files[0].read_bytes())
+        _import(archive, store)
+    ledgers = list((store / "imports").iterdir())
+    assert 1 <= len(ledgers) <= 17
+    rebuilt = run_cli("verify", "--rebuild-index", "--store", str(store))
+    assert rebuilt.exit_code == 0, rebuilt.output
+    everything = f"0 files read, {len(files) + 40} skipped, 0 runs imported, 0 completed"
+    assert _import(archive, store) == [f"{everything} into {store}"]
+    assert sorted(_ids(store)) == sorted(RUNS)
