@@ -10,7 +10,14 @@ from otel_replay.cli._common import emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
-from otel_replay.cli._tables import NESTED_NOTE, has_nested, run_header, steps_table
+from otel_replay.cli._tables import (
+    NESTED_NOTE,
+    has_nested,
+    run_header,
+    semantic_note,
+    steps_table,
+)
+from otel_replay.replay.sources import stored_run
 
 __all__ = ["show"]
 
@@ -33,10 +40,11 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     the response (text, or tool calls as name(arguments)), duration and time to first chunk
     in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when a response
     was cut short). A step made inside another's body (an MCP call inside a LangChain tool, a
-    tool's HTTP request) is marked `└ KIND in N`, N the outer step.
+    tool's HTTP request) is marked `└ KIND in N`, N the outer step. Steps known from their
+    spans only (imported without their bytes) are listed too, and named as semantic.
     """
     with open_run(run, store) as (opened, info):
-        views = step_views(opened, info.run_id)
+        views = step_views(stored_run(opened, info, empty=True))
     if as_json:
         document = {"run": run_json(info), "steps": [view.to_json() for view in views]}
         click.echo(json_text(document))
@@ -49,3 +57,6 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     emit(console, steps_table(views))
     if has_nested(views):
         emit(console, NESTED_NOTE, style="dim")
+    semantic = [view.step.index for view in views if view.fidelity == "semantic"]
+    if semantic:
+        emit(console, semantic_note(semantic), style="dim")

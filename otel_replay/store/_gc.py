@@ -201,7 +201,12 @@ def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
         # Its rows, children first, unchecked: a cascade from a record row would read every
         # step (steps have no index by record).
         with ctx.index.transaction(checked=False) as tx:
-            for table, column in (("steps", "run"), ("records", "run"), ("runs", "id")):
+            for table, column in (
+                ("steps", "run"),
+                ("span_steps", "run"),
+                ("records", "run"),
+                ("runs", "id"),
+            ):
                 tx.execute(f"DELETE FROM {table} WHERE {column} = ?", (row.id,))
         for rel in paths:
             ctx.backend.delete(rel)

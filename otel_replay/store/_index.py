@@ -14,7 +14,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreFullError, St
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 _BUSY_MS = 30_000
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
 _LOW_SPACE = 1 << 20
@@ -60,6 +60,20 @@ CREATE TABLE steps (
     record        INTEGER NOT NULL REFERENCES records (id) ON DELETE CASCADE,
                                         -- the record file holding its headers and timing
     PRIMARY KEY (run, step_index)
+) WITHOUT ROWID;
+CREATE TABLE span_steps (
+    -- the step spans of a record whose steps it holds no bytes of (imported semantic)
+    run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    trace_id    TEXT NOT NULL,
+    span_id     TEXT NOT NULL,
+    step_index  INTEGER,                -- NULL: another instrumentation's span, imported
+    kind        TEXT NOT NULL,
+    model       TEXT,
+    error_type  TEXT,
+    tokens_in   INTEGER,
+    tokens_out  INTEGER,
+    record      INTEGER NOT NULL REFERENCES records (id) ON DELETE CASCADE,
+    PRIMARY KEY (run, trace_id, span_id)
 ) WITHOUT ROWID;
 CREATE TABLE records (
     id     INTEGER PRIMARY KEY,

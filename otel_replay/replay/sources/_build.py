@@ -80,12 +80,13 @@ def build_run(
     stored: Mapping[int, Step] | None = None,
     *,
     in_store: bool = False,
+    empty: bool = False,
 ) -> SourceRun:
     """The Run of ``spans`` (plus ``stored``, the store's steps by index), read from
     ``source`` (named in errors).
 
     Raises SourceError naming the source, the run and the step when a step cannot be rebuilt
-    or when the run has no replayable step.
+    or, unless ``empty``, when the run has no replayable step.
     """
     stored = stored or {}
     where = f"{source}: run {spans.run_id!r}"
@@ -108,7 +109,7 @@ def build_run(
             raise SourceError(f"{where}: step {index}{name}: {exc}") from None
         except SourceError as exc:
             raise SourceError(f"{where}: step {index}: {exc}") from None
-    if not steps:
+    if not steps and not empty:
         raise SourceError(
             f"{where} has no replayable steps (no model, HTTP, tool or value step spans)"
         )

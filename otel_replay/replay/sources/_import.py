@@ -168,18 +168,28 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
 def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
     """The spans of ``loaded`` to put: those the store does not hold yet."""
     run_id = loaded.run.run_id
+    kinds = {step.step.index: step.step.kind for step in loaded.run.steps}
+    steps = {_ids(span): kinds[index] for index, span in loaded.step_spans.items()}
     return [
-        _owned(span, run_id)
+        _owned(span, run_id, steps.get(_ids(span)))
         for span in loaded.spans
         if held is None or str(span.get("span_id")) not in held.span_ids
     ]
 
 
-def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
-    """A copy of ``span`` that names its run: spans of other instrumentations do not, and
-    a ``replay.run.id`` that is not a run id (empty, not a string) is replaced."""
+def _ids(span: Mapping[str, Any]) -> tuple[Any, Any]:
+    return span.get("trace_id"), span.get("span_id")
+
+
+def _owned(span: Mapping[str, Any], run_id: str, kind: str | None) -> dict[str, Any]:
+    """A copy of ``span`` that names its run (spans of other instrumentations do not, and a
+    ``replay.run.id`` that is not a run id, empty or not a string, is replaced) and, when it
+    is the span of a step of ``kind``, says so (``replay.step.kind``: the store counts the
+    steps it holds no bytes of by their spans; another instrumentation's spans do not say)."""
     attributes = dict(span.get("attributes") or {})
     attributes[A.REPLAY_RUN_ID] = run_id
+    if kind is not None:
+        attributes.setdefault(A.REPLAY_STEP_KIND, kind)
     return {**span, "attributes": attributes}
 
 

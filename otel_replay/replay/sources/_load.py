@@ -237,12 +237,13 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
         return stored_run(opened, info)
 
 
-def stored_run(store: Store, info: RunInfo) -> SourceRun:
-    """Run ``info`` of the open ``store``, rebuilt from its steps and spans."""
+def stored_run(store: Store, info: RunInfo, *, empty: bool = False) -> SourceRun:
+    """Run ``info`` of the open ``store``, rebuilt from its steps and spans; SourceError when
+    it has no step, unless ``empty`` (to show a run that failed before its first call)."""
     run_id = info.run_id
     stored = {s.index: s for s in store.read_steps(run_id)}
     spans = SpanRun(run_id, tuple(store.spans(run_id)))
-    built = build_run(spans, f"store {store.location}", stored, in_store=True)
+    built = build_run(spans, f"store {store.location}", stored, in_store=True, empty=empty)
     run = built.run
     # The index keeps the kit even when the spans carrying it were not stored.
     run = replace(
