@@ -7,7 +7,7 @@ import time
 import click
 
 from otel_replay.cli._common import emit, open_run, stdout_console, store_option
-from otel_replay.cli._format import json_text
+from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
 from otel_replay.cli._tables import (
@@ -44,13 +44,17 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     spans only (imported without their bytes) are listed too, and named as semantic.
     """
     with open_run(run, store) as (opened, info):
-        views = step_views(stored_run(opened, info, empty=True))
+        loaded = stored_run(opened, info, empty=True)
+    views = step_views(loaded)
+    missing = loaded.run.missing
     if as_json:
-        document = {"run": run_json(info), "steps": [view.to_json() for view in views]}
-        click.echo(json_text(document))
+        head = run_json(info) | {"missing": missing}
+        click.echo(json_text({"run": head, "steps": [view.to_json() for view in views]}))
         return
     console = stdout_console()
     emit(console, run_header(info, time.time_ns()))
+    if missing is not None:
+        emit(console, f"incomplete: {printable(missing)} is not there yet", style="yellow")
     if not views:
         emit(console, "(no steps recorded)", style="dim")
         return

@@ -18,7 +18,8 @@ __all__ = [
 ]
 
 RunStatus = Literal["ok", "error", "incomplete"]
-"""``incomplete``: the recorder never closed the run (it was killed, or is still recording);
+"""``incomplete``: the recorder never closed the run (it was killed, or is still recording;
+or it was imported before its last spans arrived, and no import has completed it yet);
 ``error``: the run ended with an error, or one of its steps failed; else ``ok``."""
 
 Progress = Callable[[int, int], None]

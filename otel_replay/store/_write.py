@@ -272,8 +272,8 @@ class Session:
     numbers, the digests it knows are stored, and the packs it wrote (for ``close`` to merge).
 
     ``recording`` is the recording to write (default: a new one, under the writer's own id);
-    ``inherited`` names runs of it that another writer began and ends (:meth:`unended`
-    leaves them open).
+    ``inherited`` names runs of it that another writer began and ends, or that are to stay
+    open (:meth:`unended` leaves them so).
 
     What the store already holds is reused, never stored again; in a remote store only from
     a pack this session wrote or one that is not condemned right now (``_condemned``).
@@ -291,7 +291,7 @@ class Session:
     ) -> None:
         self.writer = new_recording_id()
         self.recording = recording or self.writer
-        self.inherited = frozenset(inherited)
+        self.inherited = set(inherited)
         self.backend = backend
         self.index = index
         self.lock = lock

@@ -346,6 +346,13 @@ class Store:
             self._check_writable()
             self._pending.ends[end.run_id] = end
 
+    def keep_open(self, run_id: str) -> None:
+        """Leave run ``run_id`` unended (``incomplete``) when this store closes, which ends
+        the runs it wrote: an import's run whose last spans have not arrived yet, which a
+        later import ends (:meth:`end_run`)."""
+        with self._lock:
+            self._session.inherited.add(run_id)
+
     def flush(self) -> None:
         """Make everything put so far durable; on return it survives a crash or power loss.
 

@@ -16,6 +16,7 @@ from otel_replay.replay.sources._runs import (
     attrs_of,
     inference_steps,
     is_inference,
+    outcome,
     step_spans,
 )
 from otel_replay.replay.sources._steps import StepProblem, build_step
@@ -114,6 +115,7 @@ def build_run(
             f"{where} has no replayable steps (no model, HTTP, tool or value step spans)"
         )
     kit = _kit(spans.spans)
+    ended = outcome(spans, None if foreign else by_index)
     run = Run(
         run_id=spans.run_id,
         source=source,
@@ -123,6 +125,9 @@ def build_run(
         code_dirty=kit.get(A.REPLAY_CODE_DIRTY),
         resource=_resource(spans.spans, by_index),
         start_ns=_start(spans.spans, stored),
+        status=ended.status,
+        error_type=ended.error_type,
+        missing=ended.missing,
     )
     return SourceRun(run, spans.spans, by_index, in_store)
 

@@ -251,5 +251,9 @@ def stored_run(store: Store, info: RunInfo, *, empty: bool = False) -> SourceRun
         commit=run.commit or info.commit,
         seed=run.seed if run.seed is not None else info.seed,
         start_ns=info.start_ns or run.start_ns,
+        # As the store says: its recorder's end, or an import's reading of the spans.
+        status=info.status,
+        error_type=info.error_type,
+        missing=run.missing if info.status == "incomplete" else None,
     )
     return SourceRun(run, built.spans, built.step_spans, in_store=True)
