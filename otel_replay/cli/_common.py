@@ -25,6 +25,7 @@ from otel_replay.store import RunInfo, Store
 __all__ = [
     "CliError",
     "emit",
+    "is_source",
     "open_run",
     "open_store",
     "progress",
@@ -89,7 +90,7 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
     # The verbs that read only the store start without the replay stage.
     from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
 
-    if not _is_source(ref):
+    if not is_source(ref):
         with open_store(location) as opened:
             yield opened, resolve_run(opened, ref)
         return
@@ -103,7 +104,8 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
         yield temporary, temporary.run(run_id)
 
 
-def _is_source(ref: str) -> bool:
+def is_source(ref: str) -> bool:
+    """Whether ``ref`` names a trace source (a file, a directory, a URL), not a stored run."""
     source = ref.partition("#")[0]
     remote = ref.lower().startswith(("http://", "https://"))
     return bool(source) and (remote or "/" in source or Path(source).expanduser().exists())
@@ -166,7 +168,7 @@ def stored_ref(ref: str, store: str) -> str:
     """``ref`` with a run prefix or ``latest`` resolved to the run id it names in ``store``;
     a file (or anything with a ``/``) and a store that is not there are left to the loader,
     which names them in its error."""
-    if _is_source(ref):
+    if is_source(ref):
         return ref
     try:
         opened = Store.open(store, create=False)
