@@ -54,7 +54,7 @@ class SpanEntry:
     strings: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanStep:
     """A step as its span states it, for counting the steps the store holds a span of but no
     recorded bytes (a step imported semantic): the span's ids, ``replay.step.index`` (None
