@@ -48,8 +48,8 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     views = step_views(loaded)
     missing = loaded.run.missing
     if as_json:
-        head = run_json(info) | {"missing": missing}
-        click.echo(json_text({"run": head, "steps": [view.to_json() for view in views]}))
+        steps = [view.to_json() for view in views]
+        click.echo(json_text({"run": run_json(info), "missing": missing, "steps": steps}))
         return
     console = stdout_console()
     emit(console, run_header(info, time.time_ns()))

@@ -546,6 +546,8 @@ def test_a_run_read_before_its_last_spans_arrived_is_incomplete_until_they_do(
     assert status() == "incomplete"
     shown = run_cli("show", SUPPORT, "--store", str(store)).stdout.splitlines()
     assert "  incomplete  " in shown[0] and shown[1] == f"incomplete: {missing}"
+    as_json = run_cli("show", SUPPORT, "--json", "--store", str(store)).stdout
+    assert f"{json.loads(as_json)['missing']} is not there yet" == missing
     for source in (SUPPORT, f"{archive}#{SUPPORT}"):
         report = tmp_path / "report.html"
         done = run_cli("report", source, "-o", str(report), "--store", str(store))
