@@ -30,6 +30,7 @@ __all__ = [
     "REPLAY_RESPONSE_SIZE",
     "REPLAY_RESPONSE_STATUS_CODE",
     "REPLAY_RUN_ID",
+    "REPLAY_RUN_SPAN_ID",
     "REPLAY_SEED",
     "REPLAY_STEP_INDEX",
     "REPLAY_STEP_KIND",
@@ -255,6 +256,19 @@ Set on every span otel-replay records. The value comes from `OTEL_REPLAY_RUN_ID`
 variable is set; otherwise a unique id is generated when recording starts. All steps of one
 execution of the agent share it, and it is the `RUN` argument of `otel-replay show RUN` and
 `otel-replay replay RUN`.
+
+Type: ``string``; stability: development.
+"""
+
+REPLAY_RUN_SPAN_ID: Final[str] = "replay.run.span_id"
+"""The span id (16 hex digits) of the run's own span that this step was made under.
+
+The run's own span is the `invoke_agent` span of its `run()` block, or the root span the process
+run opened for this step's burst of work. It ends after the run's steps, so the Collector
+exports it last: a trace source that holds a step but not the span it names holds the run only
+in part (not all its spans had arrived when it was read), and `otel-replay` lists that run as
+incomplete. Absent when the step was made under no span of the run's own (under the
+application's spans, outside any `run()` block).
 
 Type: ``string``; stability: development.
 """

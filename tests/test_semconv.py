@@ -51,6 +51,7 @@ EXTRA_ATTRIBUTES = {
     "replay.response.chunk.times": "int[]",
     "replay.value.name": "string",
     "replay.step.within": "int",
+    "replay.run.span_id": "string",
     "replay.tool.effect_reason": "string",
     "replay.tool.attempt": "int",
     "replay.fork.change": "string",

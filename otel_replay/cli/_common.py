@@ -105,8 +105,7 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
 
 
 def is_source(ref: str) -> bool:
-    """Whether ``ref`` names a trace source (a file, a directory, a URL: anything with a
-    ``/`` or that exists) rather than a run of the store."""
+    """Whether ``ref`` names a trace source (a file, a directory, a URL), not a stored run."""
     source = ref.partition("#")[0]
     remote = ref.lower().startswith(("http://", "https://"))
     return bool(source) and (remote or "/" in source or Path(source).expanduser().exists())

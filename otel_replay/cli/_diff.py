@@ -29,11 +29,9 @@ _MAX_CHANGES = 12
 
 
 def _store_run(store: Store, info: RunInfo) -> Run:
-    """Run ``info`` of ``store`` with its payloads, as ``replay`` rebuilds it (an empty Run
-    when it has neither steps nor spans)."""
-    if info.step_count == 0 and not store.spans(info.run_id):
-        return Run(info.run_id, f"store {store.location}", ())
-    return stored_run(store, info).run
+    """Run ``info`` of ``store`` with its payloads, as ``replay`` rebuilds it (with no steps
+    when it has none)."""
+    return stored_run(store, info, empty=True).run
 
 
 @contextmanager

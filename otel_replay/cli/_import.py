@@ -91,11 +91,16 @@ def _refuse_when_none(source: str, runs: Sequence[object], unbuilt: list[Unbuilt
 
 def _line(report: ImportReport) -> str:
     counts = f"{plural(report.steps, 'step')} ({report.exact} exact, {report.semantic} semantic)"
+    run = printable(report.run_id)
     if report.outcome == "present":
-        return f"{printable(report.run_id)}: already in the store, {counts}; nothing changed"
-    if report.outcome == "completed":
-        return f"{printable(report.run_id)}: completed, now {counts}, {report.stored} more stored"
-    return f"{printable(report.run_id)}: imported {counts}, {report.stored} stored with their bytes"
+        said = f"{run}: already in the store, {counts}; nothing changed"
+    elif report.outcome == "completed":
+        said = f"{run}: completed, now {counts}, {report.stored} more stored"
+    else:
+        said = f"{run}: imported {counts}, {report.stored} stored with their bytes"
+    if report.missing is not None:  # an import to come completes it
+        said += f"; incomplete: {printable(report.missing)} is not there yet"
+    return said
 
 
 def _archive_lines(done: ArchiveImport, location: str) -> None:

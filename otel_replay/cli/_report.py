@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 
 from otel_replay import settings
-from otel_replay.cli._common import CliError, store_option, stored_ref
+from otel_replay.cli._common import CliError, is_source, open_store, resolve_run, store_option
 from otel_replay.cli._format import plural, printable
 from otel_replay.replay import Run
-from otel_replay.replay.sources import is_url, load_run
+from otel_replay.replay.sources import is_url, load_run, stored_run
 
 __all__ = ["check_writable", "loaded", "report", "write_report"]
 
@@ -73,8 +73,12 @@ def report(run: str, output: Path, other: str | None, no_content: bool, store: s
 
 
 def loaded(ref: str, store: str) -> Run:
-    """The run ``ref`` names (a prefix or ``latest`` resolved in ``store``), with payloads."""
-    return load_run(ref if is_url(ref) else stored_ref(ref, store), store=store)
+    """The run ``ref`` names (a prefix or ``latest`` resolved in ``store``), with payloads: a
+    run of the store with no step (it failed before its first call) too."""
+    if is_url(ref) or is_source(ref):
+        return load_run(ref, store=store)
+    with open_store(store) as opened:
+        return stored_run(opened, resolve_run(opened, ref), empty=True).run
 
 
 def check_writable(path: Path) -> None:

@@ -121,7 +121,8 @@ def runs(
     """List the recorded runs, newest first.
 
     For each run: its id, when it started (local time), status (ok; error when it or a step
-    failed; incomplete when its recorder never closed it: killed, or still recording), its
+    failed; incomplete when its recorder never closed it: killed, or still recording, or
+    imported before its last spans arrived), its
     mode (a recording, or a replay or fork of the run named), steps, the models it called,
     tokens in/out and the bytes recorded. A run id recorded again by another process is
     listed as its own run, ``<id>@<n>``. The table shows the newest 50 unless ``--limit``

@@ -7,10 +7,17 @@ import time
 import click
 
 from otel_replay.cli._common import emit, open_run, stdout_console, store_option
-from otel_replay.cli._format import json_text
+from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._runs import run_json
 from otel_replay.cli._steps import step_views
-from otel_replay.cli._tables import NESTED_NOTE, has_nested, run_header, steps_table
+from otel_replay.cli._tables import (
+    NESTED_NOTE,
+    has_nested,
+    run_header,
+    semantic_note,
+    steps_table,
+)
+from otel_replay.replay.sources import stored_run
 
 __all__ = ["show"]
 
@@ -33,19 +40,27 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     the response (text, or tool calls as name(arguments)), duration and time to first chunk
     in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when a response
     was cut short). A step made inside another's body (an MCP call inside a LangChain tool, a
-    tool's HTTP request) is marked `└ KIND in N`, N the outer step.
+    tool's HTTP request) is marked `└ KIND in N`, N the outer step. Steps known from their
+    spans only (imported without their bytes) are listed too, and named as semantic.
     """
     with open_run(run, store) as (opened, info):
-        views = step_views(opened, info.run_id)
+        loaded = stored_run(opened, info, empty=True)
+    views = step_views(loaded)
+    missing = loaded.run.missing
     if as_json:
-        document = {"run": run_json(info), "steps": [view.to_json() for view in views]}
-        click.echo(json_text(document))
+        steps = [view.to_json() for view in views]
+        click.echo(json_text({"run": run_json(info), "missing": missing, "steps": steps}))
         return
     console = stdout_console()
     emit(console, run_header(info, time.time_ns()))
+    if missing is not None:
+        emit(console, f"incomplete: {printable(missing)} is not there yet", style="yellow")
     if not views:
         emit(console, "(no steps recorded)", style="dim")
         return
     emit(console, steps_table(views))
     if has_nested(views):
         emit(console, NESTED_NOTE, style="dim")
+    semantic = [view.step.index for view in views if view.fidelity == "semantic"]
+    if semantic:
+        emit(console, semantic_note(semantic), style="dim")

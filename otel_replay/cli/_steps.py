@@ -1,11 +1,11 @@
-"""What ``show`` says about each step, gathered from the index, the spans and the bodies."""
+"""What ``show`` says about each step, gathered from the run as loaded: its steps (recorded
+bytes, or rebuilt from their spans) and their spans' attributes."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,8 +20,9 @@ from otel_replay.cli._messages import (
 )
 from otel_replay.codecs import detect
 from otel_replay.errors import CodecError
+from otel_replay.replay import RecordedStep
+from otel_replay.replay.sources import SourceRun
 from otel_replay.step import Step
-from otel_replay.store import StepInfo, Store
 
 __all__ = ["StepView", "step_views"]
 
@@ -29,9 +30,17 @@ __all__ = ["StepView", "step_views"]
 @dataclass(slots=True)
 class StepView:
     """One step as ``show`` presents it; ``prompt`` and ``response`` are full-length
-    previews (cut to width when drawn)."""
+    previews (cut to width when drawn). ``step`` is the step as loaded: a ``semantic`` one
+    (``fidelity``) has no recorded bytes, its answer rebuilt from its span."""
 
-    info: StepInfo
+    step: Step
+    fidelity: str
+    trace_id: int
+    span_id: int
+    request_hash: str | None
+    response_hash: str | None
+    request_size: int | None
+    response_size: int | None
     method: str | None = None
     url: str | None = None
     stream: bool = False
@@ -59,32 +68,33 @@ class StepView:
 
     def to_json(self) -> dict[str, Any]:
         """Everything about the step, JSON-ready, messages parsed."""
-        info = self.info
+        step = self.step
         out: dict[str, Any] = {
-            "index": info.index,
-            "kind": info.kind,
-            "provider": info.provider,
-            "model": info.model,
+            "index": step.index,
+            "kind": step.kind,
+            "fidelity": self.fidelity,
+            "provider": step.provider,
+            "model": step.model,
             "method": self.method,
             "url": self.url,
-            "start_ns": info.start_ns,
-            "end_ns": info.end_ns,
-            "duration_ms": (info.end_ns - info.start_ns) / 1e6,
+            "start_ns": step.start_ns,
+            "end_ns": step.end_ns,
+            "duration_ms": (step.end_ns - step.start_ns) / 1e6,
             "stream": self.stream,
             "time_to_first_chunk_ms": None
             if self.first_chunk_ns is None
             else self.first_chunk_ns / 1e6,
-            "status_code": info.status_code,
-            "error_type": info.error_type,
-            "complete": info.complete,
-            "tokens_in": info.tokens_in,
-            "tokens_out": info.tokens_out,
-            "request_hash": info.request_hash,
-            "response_hash": info.response_hash,
-            "request_size": info.request_size,
-            "response_size": info.response_size,
-            "trace_id": f"{info.trace_id:032x}",
-            "span_id": f"{info.span_id:016x}",
+            "status_code": step.status_code,
+            "error_type": step.error_type,
+            "complete": step.complete,
+            "tokens_in": step.tokens_in,
+            "tokens_out": step.tokens_out,
+            "request_hash": self.request_hash,
+            "response_hash": self.response_hash,
+            "request_size": self.request_size,
+            "response_size": self.response_size,
+            "trace_id": f"{self.trace_id:032x}",
+            "span_id": f"{self.span_id:016x}",
         }
         if self.effect is not None:
             out["effect"] = self.effect
@@ -93,7 +103,7 @@ class StepView:
             out["within"] = self.within
         if self.forked is not None:
             out["fork"] = self.forked
-        if info.kind == "llm":
+        if step.kind == "llm":
             out["system_instructions"] = self.system_instructions
             out["input_messages"] = self.input_messages
             out["output_messages"] = self.output_messages
@@ -105,15 +115,6 @@ class StepView:
             out["request_body"] = self.request_text
             out["response_body"] = self.response_text
         return out
-
-
-def _spans_by_step(spans: list[dict[str, Any]]) -> dict[int, Mapping[str, Any]]:
-    by_index: dict[int, Mapping[str, Any]] = {}
-    for span in spans:
-        index = attribute(span, "replay.step.index")
-        if isinstance(index, int) and not isinstance(index, bool):
-            by_index.setdefault(index, span)
-    return by_index
 
 
 def _text(body: bytes) -> str | None:
@@ -152,77 +153,75 @@ def _decode_llm(view: StepView, step: Step) -> None:
         return
 
 
-def _view(
-    store: Store, info: StepInfo, span: Mapping[str, Any] | None, stored: Callable[[], Step]
-) -> StepView:
-    """The view of step ``info``; ``stored()`` reads it when its span does not say enough."""
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    def attr(key: str) -> Any:
-        return attribute(span, key) if span is not None else None
 
-    view = StepView(info=info, method=attr("http.request.method"), url=attr("url.full"))
-    effect, reason = attr(A.REPLAY_TOOL_EFFECT), attr(A.REPLAY_TOOL_EFFECT_REASON)
+def _hash(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.startswith("sha256:") else None
+
+
+def _view(recorded: RecordedStep, span: Mapping[str, Any] | None) -> StepView:
+    """The view of one step as loaded, with its span (None: the source had none)."""
+    step, attrs = recorded.step, recorded.attributes
+    exact = recorded.fidelity == "exact"
+    ids = span if span is not None else {}
+    view = StepView(
+        step=step,
+        fidelity=recorded.fidelity,
+        trace_id=step.trace_id or int(str(ids.get("trace_id") or "0"), 16),
+        span_id=step.span_id or int(str(ids.get("span_id") or "0"), 16),
+        # A semantic step's answer was synthesised: its recorded bytes are known by their
+        # span's hashes and sizes only, when it carries them.
+        request_hash=step.request_hash or _hash(attrs.get(A.REPLAY_REQUEST_HASH)),
+        response_hash=step.response_hash if exact else _hash(attrs.get(A.REPLAY_RESPONSE_HASH)),
+        request_size=len(step.request_body)
+        if recorded.request_known
+        else _int(attrs.get(A.REPLAY_REQUEST_SIZE)),
+        response_size=len(step.response_body) if exact else _int(attrs.get(A.REPLAY_RESPONSE_SIZE)),
+        method=step.method or None,
+        url=step.url or None,
+        within=step.within,
+    )
+    if step.tokens_in is None and step.tokens_out is None:  # rebuilt from its span
+        step.tokens_in = _int(attrs.get("gen_ai.usage.input_tokens"))
+        step.tokens_out = _int(attrs.get("gen_ai.usage.output_tokens"))
+    effect, reason = attrs.get(A.REPLAY_TOOL_EFFECT), attrs.get(A.REPLAY_TOOL_EFFECT_REASON)
     if isinstance(effect, str) and isinstance(reason, str):  # a tool step's, always both
         view.effect, view.effect_reason = effect, reason
-    if attr(A.REPLAY_MODE) == "fork":
-        change = attr(A.REPLAY_FORK_CHANGE)
+    if attrs.get(A.REPLAY_MODE) == "fork":
+        change = attrs.get(A.REPLAY_FORK_CHANGE)
         view.forked = change if isinstance(change, str) else "served"
-    within = attr(A.REPLAY_STEP_WITHIN) if span is not None else stored().within
-    view.within = within if isinstance(within, int) and not isinstance(within, bool) else None
-    first_chunk = attr("gen_ai.response.time_to_first_chunk")
+    first_chunk = attrs.get("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
         view.first_chunk_ns = round(first_chunk * 1e9)
-    view.stream = attr("gen_ai.request.stream") is True or view.first_chunk_ns is not None
-    if info.kind == "llm":
-        view.system_instructions = parse_json_list(attr("gen_ai.system_instructions"))
-        view.input_messages = parse_json_list(attr("gen_ai.input.messages"))
-        view.output_messages = parse_json_list(attr("gen_ai.output.messages"))
-        reasons = attr("gen_ai.response.finish_reasons")
-        view.finish_reasons = _strings(reasons)
-    content = bool(view.input_messages or view.output_messages)
-    if (info.kind == "llm" and not content) or (info.kind != "llm" and not view.url):
-        step = stored()
-        if info.kind == "llm":
+    if _is_sse(step.response_headers):
+        view.stream = True
+        if view.first_chunk_ns is None and step.chunks:
+            view.first_chunk_ns = step.chunks[0][1]
+    view.stream = view.stream or attrs.get("gen_ai.request.stream") is True
+    view.stream = view.stream or view.first_chunk_ns is not None
+    if step.kind == "llm":
+        view.system_instructions = parse_json_list(attrs.get("gen_ai.system_instructions"))
+        view.input_messages = parse_json_list(attrs.get("gen_ai.input.messages"))
+        view.output_messages = parse_json_list(attrs.get("gen_ai.output.messages"))
+        view.finish_reasons = _strings(attrs.get("gen_ai.response.finish_reasons"))
+        if not (view.input_messages or view.output_messages):
             _decode_llm(view, step)
-        else:
-            view.method = view.method or step.method
-            view.url = view.url or step.url
-        if _is_sse(step.response_headers):
-            view.stream = True
-            if view.first_chunk_ns is None and step.chunks:
-                view.first_chunk_ns = step.chunks[0][1]
-    if info.kind == "llm":
         view.calls = tool_calls(view.output_messages)
         view.prompt = prompt_preview(view.input_messages)
         view.response = response_preview(view.output_messages)
-        if not view.response and info.response_size:
-            view.response = body_preview(store.response_body(info))  # e.g. an error object
+        if not view.response and step.response_body:
+            view.response = body_preview(step.response_body)  # e.g. an error object
     else:
-        request, response = store.request_body(info), store.response_body(info)
-        view.request_text, view.response_text = _text(request), _text(response)
-        view.prompt, view.response = body_preview(request), body_preview(response)
+        request = step.request_body if recorded.request_known else b""
+        view.request_text, view.response_text = _text(request), _text(step.response_body)
+        view.prompt, view.response = body_preview(request), body_preview(step.response_body)
     return view
 
 
-def step_views(store: Store, run_id: str) -> list[StepView]:
-    """The steps of ``run_id`` in order, with their messages and previews."""
-    spans = _spans_by_step(store.spans(run_id))
-    steps: dict[int, Step] = {}
-
-    def stored(info: StepInfo) -> Step:
-        # A run's steps are read together, once, and only when some span falls short: each
-        # record file holds many steps, and reading one per step made ``show`` quadratic.
-        if not steps:
-            steps.update((step.index, step) for step in store.read_steps(run_id))
-        return steps.get(info.index) or store.read_step(info)
-
+def step_views(loaded: SourceRun) -> list[StepView]:
+    """The steps of ``loaded`` in order, with their messages and previews."""
     return [
-        _view(store, info, spans.get(info.index), partial(stored, info))
-        for info in store.steps(run_id)
+        _view(recorded, loaded.step_spans.get(recorded.step.index)) for recorded in loaded.run.steps
     ]
-
-
-def attribute(span: Mapping[str, Any], key: str) -> Any:
-    """The value of attribute ``key`` of a stored span, or None."""
-    attrs = span.get("attributes")
-    return attrs.get(key) if isinstance(attrs, Mapping) else None

@@ -36,6 +36,7 @@ __all__ = [
     "run_header",
     "runs_table",
     "safe_text",
+    "semantic_note",
     "steps_table",
     "table",
 ]
@@ -163,6 +164,20 @@ def run_header(run: RunInfo, now_ns: int) -> Text:
     return safe_text(text)
 
 
+_MAX_LISTED = 20
+
+
+def semantic_note(indexes: list[int]) -> str:
+    """Said under a steps table whose steps ``indexes`` have no recorded bytes."""
+    listed = ", ".join(map(str, indexes[:_MAX_LISTED]))
+    more = f" and {len(indexes) - _MAX_LISTED} more" if len(indexes) > _MAX_LISTED else ""
+    steps = f"step {listed} is" if len(indexes) == 1 else f"steps {listed}{more} are"
+    return (
+        f"{steps} semantic: known from their spans only (no recorded bytes); a replay "
+        "answers them from their GenAI attributes"
+    )
+
+
 NESTED_NOTE = (
     "└ in N: made inside step N, by its body; a replay gives step N's recorded answer and "
     "does not make it again"
@@ -178,7 +193,7 @@ def has_nested(views: list[StepView]) -> bool:
 def _depths(views: list[StepView]) -> dict[int, int]:
     """How deep each step is nested (0: an outer step), following ``within`` while it names a
     step of the run (a chain that goes round counts as outer)."""
-    within = {view.info.index: view.within for view in views}
+    within = {view.step.index: view.within for view in views}
     depths: dict[int, int] = {}
     for index, first in within.items():
         depth, parent, seen = 0, first, {index}
@@ -191,7 +206,7 @@ def _depths(views: list[StepView]) -> dict[int, int]:
 
 def _kind(view: StepView, depth: int) -> Text:
     """``tool``, or for a step made inside another, ``└ tool in 1`` indented by its depth."""
-    kind = view.info.kind
+    kind = view.step.kind
     style = "magenta" if kind == "llm" else "blue"
     if not depth:
         return Text(kind, style=style)
@@ -202,9 +217,9 @@ def _kind(view: StepView, depth: int) -> Text:
 
 
 def _call(view: StepView) -> Text:
-    if view.info.kind == "llm":
-        return Text(view.info.model or view.info.provider or "?")
-    if view.info.kind in ENVELOPE_KINDS:  # tool:refund -> refund (write: declared nowhere)
+    if view.step.kind == "llm":
+        return Text(view.step.model or view.step.provider or "?")
+    if view.step.kind in ENVELOPE_KINDS:  # tool:refund -> refund (write: declared nowhere)
         name = (view.url or "").partition(":")[2] or "?"
         if view.effect and view.effect_reason:
             return Text(f"{name} ({describe_effect(view.effect, view.effect_reason)})")
@@ -216,23 +231,23 @@ def _call(view: StepView) -> Text:
 
 
 def _step_status(view: StepView) -> Text:
-    info = view.info
-    if info.kind in ENVELOPE_KINDS:  # no HTTP status: it returned, or it raised
-        return Text(info.error_type, style="bold red") if info.error_type else Text("ok")
-    text = Text(str(info.status_code) if info.status_code is not None else "no response")
-    if info.error_type is not None and info.error_type != str(info.status_code):
-        text.append(f" {info.error_type}")
-    if info.error_type is not None or (info.status_code or 0) >= 400:
+    step = view.step
+    if step.kind in ENVELOPE_KINDS:  # no HTTP status: it returned, or it raised
+        return Text(step.error_type, style="bold red") if step.error_type else Text("ok")
+    text = Text(str(step.status_code) if step.status_code is not None else "no response")
+    if step.error_type is not None and step.error_type != str(step.status_code):
+        text.append(f" {step.error_type}")
+    if step.error_type is not None or (step.status_code or 0) >= 400:
         text.stylize("bold red")
     # An error status is complete in itself; a cut-short answer (a stream that broke, a
     # response the application abandoned) says so.
-    if not info.complete and info.status_code is not None and info.status_code < 400:
+    if not step.complete and step.status_code is not None and step.status_code < 400:
         text.append(" incomplete", style="yellow")
     return text
 
 
 def _prompt(view: StepView) -> str:
-    if view.info.kind == "llm":
+    if view.step.kind == "llm":
         return prompt_preview(view.input_messages, PROMPT_WIDTH)
     return one_line(view.prompt, PROMPT_WIDTH)
 
@@ -258,17 +273,17 @@ def steps_table(views: list[StepView]) -> Table:
         rows.add_column("fork", no_wrap=True)
     depths = _depths(views)
     for view in views:
-        info = view.info
+        step = view.step
         fork = [] if not forked else [_fork_cell(view.forked)]
         rows.add_row(
-            Text(str(info.index)),
-            _kind(view, depths.get(info.index, 0)),
+            Text(str(step.index)),
+            _kind(view, depths.get(step.index, 0)),
             _cut(_call(view)),
             _cut(Text(_prompt(view))),
             _cut(Text(one_line(view.response, RESPONSE_WIDTH))),
-            Text(ms(info.end_ns - info.start_ns)),
+            Text(ms(step.end_ns - step.start_ns)),
             Text(ms(view.first_chunk_ns) if view.stream else ""),
-            Text(_tokens(info.tokens_in, info.tokens_out).replace(" / ", "/")),
+            Text(_tokens(step.tokens_in, step.tokens_out).replace(" / ", "/")),
             _step_status(view),
             *fork,
         )

@@ -89,3 +89,9 @@ class Run:
     resource: Mapping[str, Any] = field(default_factory=dict)
     start_ns: int | None = None
     """When the recorded run started (Unix nanoseconds), when known: a replay's clock."""
+    status: str = "ok"
+    """How the recorded run ended: ``ok``; ``error`` (``error_type`` names its own error);
+    ``incomplete``: its recorder never closed it, or its source holds it only in part (not
+    all its spans had arrived when it was read; ``missing`` says what is not there)."""
+    error_type: str | None = None
+    missing: str | None = None

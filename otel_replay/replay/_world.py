@@ -14,6 +14,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, ClassVar
 
+from otel_replay._clock import wall_ns
 from otel_replay.settings import Clock, Timing
 
 __all__ = ["MOVING_SLEEP_S", "World"]
@@ -38,6 +39,7 @@ class World:
         self._travel: Any = None
         self._traveller: Any = None
         self._patched: list[tuple[Any, str, Any]] = []
+        self._sdk_clock: tuple[Any, Any] | None = None  # the SDK's span clock, replaced
         self._skipped_ns = 0  # what the skipped sleeps add to the monotonic clocks
         self._skipping = True  # False once live: sleeps take their time again
         self._outer: World | None = None  # the world current before this one started
@@ -54,8 +56,18 @@ class World:
 
             self._travel = time_machine.travel(self._start_s, tick=True)
             self._traveller = self._travel.start()
+            self._spans_on_the_wall_clock()
         if self._timing == "fast" and not self._patched:
             self._patch_sleeps_and_clocks()
+
+    def _spans_on_the_wall_clock(self) -> None:
+        """Have the OpenTelemetry SDK time spans (and their events) by the real clock while
+        the application's reads the recorded run's: a replay's spans say when it ran and how
+        long each step took, as a trace backend shows them, not when the recording did."""
+        sdk = sys.modules.get("opentelemetry.sdk.trace")
+        if sdk is not None and getattr(sdk, "time_ns", None) is not None:
+            self._sdk_clock = (sdk, sdk.time_ns)
+            setattr(sdk, "time_ns", wall_ns)  # noqa: B010 - bound by the SDK, not exported
 
     def stop(self) -> None:
         # A module imported during the replay bound our sleeps and clocks by name, and keeps
@@ -67,6 +79,10 @@ class World:
         patched, self._patched = self._patched, []
         for owner, name, original in reversed(patched):
             setattr(owner, name, original)
+        if self._sdk_clock is not None:
+            sdk, clock = self._sdk_clock
+            setattr(sdk, "time_ns", clock)  # noqa: B010
+            self._sdk_clock = None
         if self._travel is not None:
             self._travel.stop()
             self._travel = self._traveller = None

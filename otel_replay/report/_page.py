@@ -99,6 +99,9 @@ def _run(run: Run, shown: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         "id": run.run_id,
         "source": run.source,
+        "status": run.status,
+        "error": run.error_type,
+        "missing": run.missing,
         "mode": first.get(A.REPLAY_MODE) or "record",
         "parent": first.get(A.REPLAY_PARENT_RUN_ID),
         "commit": run.commit,

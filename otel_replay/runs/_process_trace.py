@@ -165,16 +165,21 @@ class _ProcessTrace:
                 if step and burst.kit is not None:
                     burst.take_kit()
 
-    def step_within(self, context: Context | None) -> None:
+    def step_within(self, context: Context | None) -> int | None:
         """A step starts under a span of its own (``context``'s, else the current one): when
-        that span is in the trace of a root still without the run's kit, the root takes it."""
+        that span is in the trace of the process run's root, the root (which takes the run's
+        kit now if it has not yet) is the run's span the step was made under: its span id,
+        else None."""
         burst = self._burst
-        if burst is None or burst.kit is None or burst.root is None:
-            return  # the common case
-        trace_id = trace.get_current_span(context).get_span_context().trace_id
-        if trace_id == burst.root.get_span_context().trace_id:
+        if burst is None or burst.root is None:
+            return None
+        root = burst.root.get_span_context()
+        if trace.get_current_span(context).get_span_context().trace_id != root.trace_id:
+            return None
+        if burst.kit is not None:
             with self._lock:
                 burst.take_kit()
+        return root.span_id
 
     def for_workers(self, tracer: Tracer) -> Borrowed | None:
         """What the steps of workers started now outside any span nest under: the process
@@ -472,12 +477,18 @@ class StepTracer(Tracer):
     ) -> Span:
         burst = None
         step = _is_step(attributes)
+        run_span = None
         if step and context is None:
             burst = _PROCESS.parent(self.inner, start_time)
             if burst is not None:
                 context = burst.context
+                run_span = trace.get_current_span(context).get_span_context().span_id
         if step and burst is None:
-            _PROCESS.step_within(context)
+            run_span = _PROCESS.step_within(context)
+        if run_span is not None and attributes and A.REPLAY_RUN_SPAN_ID not in attributes:
+            # The process run's root this step is made under (a run() block's steps name their
+            # block's span already: RunState.attributes).
+            attributes = {**attributes, A.REPLAY_RUN_SPAN_ID: f"{run_span:016x}"}
         span = self.inner.start_span(
             name,
             context,

@@ -94,6 +94,9 @@ class RunState:
     _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     counter: StepCounter = field(init=False, repr=False, compare=False)
+    span_id: int | None = field(default=None, repr=False, compare=False)
+    """The span id of the run's ``run()`` block span, which its steps name
+    (``replay.run.span_id``); None for the process run (each burst has a root of its own)."""
 
     def __post_init__(self) -> None:
         self.counter = StepCounter(self.run_id)
@@ -147,7 +150,15 @@ class RunState:
             attrs[A.REPLAY_PARENT_RUN_ID] = facts.parent_run_id
         if self.mode == "fork" and self.fork_step is not None:
             attrs[A.REPLAY_FORK_STEP] = self.fork_step
+        if self.span_id is not None:
+            attrs[A.REPLAY_RUN_SPAN_ID] = f"{self.span_id:016x}"
         return attrs
+
+    def use_span(self, span: Span) -> None:
+        """Make ``span`` (a ``run()`` block's, started) the run's own span, which its steps'
+        attributes name from now on."""
+        self.span_id = span.get_span_context().span_id
+        self._attrs = None
 
 
 _process_run: RunState | None = None
@@ -341,6 +352,8 @@ class run:
         self._span = tracer.start_span(
             f"invoke_agent {self.name}", kind=SpanKind.INTERNAL, attributes=attrs
         )
+        if recording:
+            self.state.use_span(self._span)
         run_token = _current.set(self.state)
         ctx_token = otel_context.attach(trace.set_span_in_context(self._span))
         self._tokens = (run_token, ctx_token)

@@ -15,6 +15,7 @@ __all__ = [
     "FORMAT_FILE",
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "IMPORTS_DIR",
     "INDEX_FILE",
     "LABELS_DIR",
     "LOCK_FILE",
@@ -46,6 +47,7 @@ OBJECTS_DIR = "objects"
 RUNS_DIR = "runs"
 PINS_DIR = "pins"
 LABELS_DIR = "labels"
+IMPORTS_DIR = "imports"
 
 _PACK_PATH = re.compile(r"^objects/([0-9a-f]{2})/([0-9a-f]{64})\.pack$")
 _RECORD_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{8})-([0-9a-f]{8})\.rec$")

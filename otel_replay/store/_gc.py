@@ -203,6 +203,7 @@ def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
         with ctx.index.transaction(checked=False) as tx:
             for table, column in (
                 ("steps", "run"),
+                ("span_steps", "run"),
                 ("records", "run"),
                 ("labels", "run"),
                 ("label_files", "run"),

@@ -14,7 +14,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreFullError, St
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 12
 _BUSY_MS = 30_000
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
 _LOW_SPACE = 1 << 20
@@ -61,6 +61,20 @@ CREATE TABLE steps (
                                         -- the record file holding its headers and timing
     PRIMARY KEY (run, step_index)
 ) WITHOUT ROWID;
+CREATE TABLE span_steps (
+    -- the step spans of a record whose steps it holds no bytes of (imported semantic)
+    run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    trace_id    TEXT NOT NULL,
+    span_id     TEXT NOT NULL,
+    step_index  INTEGER,                -- NULL: another instrumentation's span, imported
+    kind        TEXT NOT NULL,
+    model       TEXT,
+    error_type  TEXT,
+    tokens_in   INTEGER,
+    tokens_out  INTEGER,
+    record      INTEGER NOT NULL REFERENCES records (id) ON DELETE CASCADE,
+    PRIMARY KEY (run, trace_id, span_id)
+) WITHOUT ROWID;
 CREATE TABLE records (
     id     INTEGER PRIMARY KEY,
     path   TEXT NOT NULL UNIQUE,        -- a record file under runs/
@@ -83,7 +97,7 @@ CREATE TABLE objects (
     offset       INTEGER NOT NULL,      -- in the frame's content
     size         INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE imported_files (
+CREATE TABLE imported_files (             -- what the ledger files under imports/ name
     path      TEXT NOT NULL,            -- the file as named when it was read
     size      INTEGER NOT NULL,         -- bytes read
     mtime_ns  INTEGER NOT NULL,
@@ -106,6 +120,9 @@ CREATE TABLE label_files (
     run    INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     size   INTEGER NOT NULL,
     mtime  REAL                         -- NULL: written here, its time not read yet
+) WITHOUT ROWID;
+CREATE TABLE ledgers (
+    name  TEXT PRIMARY KEY              -- a ledger file under imports/ read into imported_files
 ) WITHOUT ROWID;
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,             -- 'sweeps': how many gc sweeps have removed objects

@@ -6,14 +6,15 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import zstandard
 
-from otel_replay.step import RunFacts, Step
+from otel_replay import attributes as A
+from otel_replay.step import ENVELOPE_KINDS, RunFacts, Step
 
 __all__ = [
     "SPAN_STRING_MIN",
@@ -21,13 +22,16 @@ __all__ = [
     "RecordError",
     "RunName",
     "SpanEntry",
+    "SpanStep",
     "decode_record",
     "decode_records",
     "encode_record",
     "frame_record",
     "span_entry_json",
+    "span_step",
     "step_entry",
     "step_from_entry",
+    "steps_without_bytes",
 ]
 
 VERSION = 3
@@ -48,6 +52,67 @@ class SpanEntry:
 
     span: dict[str, Any]
     strings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SpanStep:
+    """A step as its span states it, for counting the steps the store holds a span of but no
+    recorded bytes (a step imported semantic): the span's ids, ``replay.step.index`` (None
+    for another instrumentation's span, which the import marks with ``replay.step.kind``
+    only), kind, model, error and tokens."""
+
+    trace_id: str
+    span_id: str
+    index: int | None
+    kind: str
+    model: str | None
+    error_type: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+
+
+_STEP_KINDS = frozenset({"llm", "http", *ENVELOPE_KINDS})
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int and -(2**63) <= value < 2**63 else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def span_step(span: Mapping[str, Any]) -> SpanStep | None:
+    """What ``span`` says of its step, or None when it is no step's span (no
+    ``replay.step.kind``, or one no replay serves)."""
+    attrs = span.get("attributes")
+    if not isinstance(attrs, Mapping):
+        return None
+    kind = attrs.get(A.REPLAY_STEP_KIND)
+    if not isinstance(kind, str) or kind not in _STEP_KINDS:
+        return None
+    index = _int_or_none(attrs.get(A.REPLAY_STEP_INDEX))
+    return SpanStep(
+        trace_id=str(span.get("trace_id")),
+        span_id=str(span.get("span_id")),
+        index=None if index is None or index < 0 else index,
+        kind=kind,
+        model=_str_or_none(attrs.get("gen_ai.request.model"))
+        or _str_or_none(attrs.get("gen_ai.response.model")),
+        error_type=_str_or_none(attrs.get("error.type")),
+        tokens_in=_int_or_none(attrs.get("gen_ai.usage.input_tokens")),
+        tokens_out=_int_or_none(attrs.get("gen_ai.usage.output_tokens")),
+    )
+
+
+def steps_without_bytes(
+    spans: Iterable[SpanStep | None], entries: Iterable[Mapping[str, Any]]
+) -> list[SpanStep]:
+    """The step spans of a record (``spans``: :func:`span_step` of each) whose steps its
+    step ``entries`` do not state: what the index counts from spans (a recorded run's spans
+    and steps come in one record, and add nothing)."""
+    held = {entry["index"] for entry in entries}
+    return [s for s in spans if s is not None and (s.index is None or s.index not in held)]
 
 
 @dataclass(frozen=True, slots=True)

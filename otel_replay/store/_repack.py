@@ -230,8 +230,8 @@ def _covered(ctx: Context, paths: list[str]) -> dict[str, str]:
 
 
 def _replace_records(ctx: Context, old: list[str], new: str) -> None:
-    """Point the index's steps from record files ``old`` to ``new`` (indexed), forget
-    ``old``, then delete them."""
+    """Point the index's steps (and step spans) from record files ``old`` to ``new``
+    (indexed), forget ``old``, then delete them."""
     with ctx.index.transaction(checked=False) as tx:  # no step points at ``old`` when deleted
         row = tx.execute("SELECT id FROM records WHERE path = ?", (new,)).fetchone()
         if row is None:
@@ -240,11 +240,12 @@ def _replace_records(ctx: Context, old: list[str], new: str) -> None:
         for at in range(0, len(old), _BATCH):
             batch = old[at : at + _BATCH]
             marks = ",".join("?" * len(batch))
-            tx.execute(
-                "UPDATE steps SET record = ? WHERE record IN "
-                f"(SELECT id FROM records WHERE path IN ({marks}))",
-                (record, *batch),
-            )
+            for table in ("steps", "span_steps"):
+                tx.execute(
+                    f"UPDATE {table} SET record = ? WHERE record IN "
+                    f"(SELECT id FROM records WHERE path IN ({marks}))",
+                    (record, *batch),
+                )
             tx.execute(f"DELETE FROM records WHERE path IN ({marks})", tuple(batch))
     for rel in old:
         ctx.backend.delete(rel)

@@ -6,12 +6,15 @@ import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import ENTRY
-from otel_replay.store._records import RunName
+from otel_replay.store._records import RunName, SpanStep
 from otel_replay.store._types import ImportedFile, RunInfo, RunStatus, StepInfo
+
+if TYPE_CHECKING:
+    from otel_replay.store._imports import LedgerEntry
 
 __all__ = [
     "Located",
@@ -336,6 +339,56 @@ def add_steps(
     )
 
 
+def add_span_steps(
+    conn: sqlite3.Connection, run: int, record: int, steps: Iterable[SpanStep]
+) -> None:
+    """Index the step spans of one record whose steps it holds no bytes of."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO span_steps (run, trace_id, span_id, step_index, kind, model, "
+        "error_type, tokens_in, tokens_out, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                run,
+                s.trace_id,
+                s.span_id,
+                s.index,
+                s.kind,
+                s.model,
+                s.error_type,
+                s.tokens_in,
+                s.tokens_out,
+                record,
+            )
+            for s in steps
+        ],
+    )
+
+
+_SPAN_ONLY = """
+FROM span_steps AS s
+WHERE (s.step_index IS NULL OR NOT EXISTS (
+    SELECT 1 FROM steps WHERE steps.run = s.run AND steps.step_index = s.step_index))
+"""
+"""The step spans of steps the store holds no bytes of (a step held twice counts once)."""
+
+_SPAN_ONLY_TOTALS = (
+    "SELECT s.run, COUNT(DISTINCT s.step_index) + COUNT(*) - COUNT(s.step_index), "
+    "COUNT(s.error_type), SUM(s.tokens_in), SUM(s.tokens_out)" + _SPAN_ONLY
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    steps: int = 0
+    errors: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return a if b is None else b if a is None else a + b
+
+
 _RUN_QUERY = """
 SELECT runs.id, runs.name, runs.run_id, runs.number, runs.mode,
        runs.started_ns, MIN(steps.start_ns), runs.ended_ns, MAX(steps.end_ns),
@@ -348,10 +401,14 @@ WHERE EXISTS (SELECT 1 FROM records WHERE records.run = runs.id)
 
 
 def _models(conn: sqlite3.Connection, run: int) -> tuple[str, ...]:
+    """The distinct models of a run's steps, those known by their spans only included, in
+    first-use order (a span of another instrumentation has no index: it comes last)."""
     rows = conn.execute(
-        "SELECT model FROM steps WHERE run = ? AND model IS NOT NULL "
-        "GROUP BY model ORDER BY MIN(step_index)",
-        (run,),
+        "SELECT model FROM (SELECT model, step_index FROM steps WHERE run = ? "
+        "UNION ALL SELECT s.model, COALESCE(s.step_index, 1 << 62)"
+        + _SPAN_ONLY
+        + "AND s.run = ?) WHERE model IS NOT NULL GROUP BY model ORDER BY MIN(step_index)",
+        (run, run),
     )
     return tuple(model for (model,) in rows)
 
@@ -374,6 +431,9 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
     where = "" if name is None else "AND runs.name = ? "
     params: tuple[object, ...] = () if name is None else (id_param(name),)
     rows = conn.execute(_RUN_QUERY + where + "GROUP BY runs.id", params).fetchall()
+    which = "" if name is None else "AND s.run = (SELECT id FROM runs WHERE name = ?) "
+    totals = conn.execute(_SPAN_ONLY_TOTALS + which + "GROUP BY s.run", params).fetchall()
+    span_only = {run: _Totals(*counts) for run, *counts in totals}
     infos = []
     for (
         run,
@@ -399,6 +459,7 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
     ) in rows:
         # no steps, no start: its end
         start = _bound(min, started_ns, first_step_ns) or _bound(max, ended_ns)
+        more = span_only.get(run, _Totals())
         infos.append(
             RunInfo(
                 run_id=_text(run_name),
@@ -409,13 +470,13 @@ def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo
                 end_ns=_bound(max, start, ended_ns, last_step_ns),
                 status=_status(ended_ns is not None, error_type),
                 error_type=error_type,
-                error_steps=error_steps,
+                error_steps=error_steps + more.errors,
                 commit=commit,
                 code_dirty=None if code_dirty is None else bool(code_dirty),
                 seed=seed,
-                step_count=step_count,
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
+                step_count=step_count + more.steps,
+                tokens_in=_add(tokens_in, more.tokens_in),
+                tokens_out=_add(tokens_out, more.tokens_out),
                 bytes=size,
                 pinned=bool(pinned),
                 models=_models(conn, run),
@@ -471,13 +532,30 @@ def imported_files(conn: sqlite3.Connection) -> list[ImportedFile]:
     return [ImportedFile(*row) for row in rows]
 
 
-def note_imported(conn: sqlite3.Connection, files: Iterable[ImportedFile], now_ns: int) -> None:
-    """Remember ``files`` as imported at ``now_ns`` (a file seen again replaces its row)."""
+def note_imported(conn: sqlite3.Connection, entries: Iterable[LedgerEntry], ledger: str) -> None:
+    """Index the entries of the ledger file ``ledger``: a file seen again keeps its latest
+    reading."""
     conn.executemany(
-        "INSERT OR REPLACE INTO imported_files (path, size, mtime_ns, head, digest, read_ns) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [(f.path, f.size, f.mtime_ns, f.head, f.digest, now_ns) for f in files],
+        "INSERT INTO imported_files (path, size, mtime_ns, head, digest, read_ns) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (size, mtime_ns, head) DO UPDATE SET "
+        "path = excluded.path, digest = excluded.digest, read_ns = excluded.read_ns "
+        "WHERE excluded.read_ns >= imported_files.read_ns",
+        [
+            (e.file.path, e.file.size, e.file.mtime_ns, e.file.head, e.file.digest, e.read_ns)
+            for e in entries
+        ],
     )
+    conn.execute("INSERT OR IGNORE INTO ledgers (name) VALUES (?)", (ledger,))
+
+
+def ledgers(conn: sqlite3.Connection) -> list[str]:
+    """The ledger files read into ``imported_files``."""
+    return [name for (name,) in conn.execute("SELECT name FROM ledgers")]
+
+
+def forget_ledgers(conn: sqlite3.Connection, names: Iterable[str]) -> None:
+    """Forget that the ledger files ``names`` were read (they are gone)."""
+    conn.executemany("DELETE FROM ledgers WHERE name = ?", [(name,) for name in names])
 
 
 def _run_row(row: Sequence[Any]) -> RunRow:

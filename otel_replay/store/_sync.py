@@ -15,9 +15,10 @@ from otel_replay.store._format import (
     run_dir,
 )
 from otel_replay.store._fs import Backend
+from otel_replay.store._imports import read_ledgers
 from otel_replay.store._index import Index, Tx
 from otel_replay.store._pack import PackError, parse_table
-from otel_replay.store._records import Record, decode_records
+from otel_replay.store._records import Record, decode_records, span_step, steps_without_bytes
 from otel_replay.store._types import VerifyProblem
 
 __all__ = ["TMP_PREFIX", "Listing", "SyncReport", "list_files", "read_pins", "sync"]
@@ -95,7 +96,10 @@ def _index_records(tx: Tx, rel: str, size: int, records: list[Record], where: st
         row = _rows.ensure_run(
             tx.conn, record.run_id, record.recording, record.facts, where, record.name
         )
-        _rows.add_steps(tx.conn, row.id, _rows.add_record(tx.conn, rel, row.id, size), record.steps)
+        indexed = _rows.add_record(tx.conn, rel, row.id, size)
+        _rows.add_steps(tx.conn, row.id, indexed, record.steps)
+        spans = (span_step(entry.span) for entry in record.spans)
+        _rows.add_span_steps(tx.conn, row.id, indexed, steps_without_bytes(spans, record.steps))
         if record.end is not None:
             _rows.end_run(tx.conn, row.id, record.end.end_ns, record.end.error_type)
 
@@ -159,10 +163,12 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     with index.transaction() as tx:
         if forget_missing:
             for rel in known_records - set(listing.records):
-                tx.execute(
-                    "DELETE FROM steps WHERE record IN (SELECT id FROM records WHERE path = ?)",
-                    (rel,),
-                )
+                for table in ("steps", "span_steps"):
+                    tx.execute(
+                        f"DELETE FROM {table} WHERE record IN "
+                        "(SELECT id FROM records WHERE path = ?)",
+                        (rel,),
+                    )
                 tx.execute("DELETE FROM records WHERE path = ?", (rel,))
             tx.execute("DELETE FROM runs WHERE id NOT IN (SELECT run FROM records)")
         pins = read_pins(backend)
@@ -171,6 +177,7 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
             "UPDATE runs SET pinned = 1 WHERE name = ?", [(_rows.id_param(n),) for n in pins]
         )
     report.problems += _labels.read_files(index, backend, forget_missing=forget_missing)
+    report.problems.extend(read_ledgers(index, backend, forget_missing=forget_missing))
     return report
 
 

@@ -19,7 +19,8 @@ __all__ = [
 ]
 
 RunStatus = Literal["ok", "error", "incomplete"]
-"""``incomplete``: the recorder never closed the run (it was killed, or is still recording);
+"""``incomplete``: the recorder never closed the run (it was killed, or is still recording;
+or it was imported before its last spans arrived, and no import has completed it yet);
 ``error``: the run ended with an error, or one of its steps failed; else ``ok``."""
 
 Progress = Callable[[int, int], None]
@@ -138,14 +139,18 @@ ProblemKind = Literal[
     "temp",
     "incomplete",
     "labels",
+    "ledger",
 ]
 
 
-NOTICE_KINDS: frozenset[str] = frozenset({"unindexed", "leftover", "temp", "incomplete", "labels"})
+NOTICE_KINDS: frozenset[str] = frozenset(
+    {"unindexed", "leftover", "temp", "incomplete", "labels", "ledger"}
+)
 """Problem kinds that are worth saying but lose nothing: files a crashed writer left, copies
 a cut-off compaction or gc left (``leftover``: the next gc removes them), runs cut off
-mid-write, a failure labels file that cannot be read (``triage`` labels the run again).
-Every other kind is damage."""
+mid-write, a failure labels file that cannot be read (``triage`` labels the run again), an
+import ledger file that cannot be read (its trace files are read again). Every other kind is
+damage."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -288,7 +288,8 @@ def _incomplete(index: Index) -> list[VerifyProblem]:
     return [
         VerifyProblem(
             "incomplete",
-            f"run {run.run_id!r} was not closed by its recorder (cut off, or still recording): "
+            f"run {run.run_id!r} was not closed by its recorder (cut off, still recording, or "
+            "imported before its last spans arrived): "
             f"{run.step_count} steps stored",
             run_id=run.run_id,
         )

@@ -26,10 +26,13 @@ from otel_replay.store._records import (
     SPAN_STRING_MIN,
     RunEndFact,
     RunName,
+    SpanStep,
     encode_record,
     frame_record,
     span_entry_json,
+    span_step,
     step_entry,
+    steps_without_bytes,
 )
 from otel_replay.store._segments import Previous, Recent, Shapes
 
@@ -64,11 +67,13 @@ class SpanString:
 @dataclass(frozen=True, slots=True)
 class EncodedSpan:
     """A span as its run's record will keep it, encoded when it was put: the JSON of its
-    record entry, and the long string attributes that entry names by digest."""
+    record entry, the long string attributes that entry names by digest, and what it says
+    of its step when it is a step's span."""
 
     run_id: str
     entry: bytes
     strings: list[SpanString]
+    step: SpanStep | None = None
 
 
 def encode_span(span: Mapping[str, Any], bodies: Mapping[str, bytes] | None = None) -> EncodedSpan:
@@ -113,7 +118,7 @@ def encode_span(span: Mapping[str, Any], bodies: Mapping[str, bytes] | None = No
         entry = span_entry_json(span, {s.key: s.digest.hex() for s in strings})
     except (TypeError, ValueError) as exc:
         raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
-    return EncodedSpan(run_id, entry, strings)
+    return EncodedSpan(run_id, entry, strings, span_step(span))
 
 
 def _digest(data: bytes, named: list[tuple[str, bytes]]) -> bytes:
@@ -256,6 +261,7 @@ class _RunPlan:
     run_id: str
     state: _RunState
     entries: list[dict[str, Any]]
+    span_steps: list[SpanStep]
     end: RunEnd | None
     rel: str
     data: bytes
@@ -266,8 +272,8 @@ class Session:
     numbers, the digests it knows are stored, and the packs it wrote (for ``close`` to merge).
 
     ``recording`` is the recording to write (default: a new one, under the writer's own id);
-    ``inherited`` names runs of it that another writer began and ends (:meth:`unended`
-    leaves them open).
+    ``inherited`` names runs of it that another writer began and ends, or that are to stay
+    open (:meth:`unended` leaves them so).
 
     What the store already holds is reused, never stored again; in a remote store only from
     a pack this session wrote or one that is not condemned right now (``_condemned``).
@@ -285,7 +291,7 @@ class Session:
     ) -> None:
         self.writer = new_recording_id()
         self.recording = recording or self.writer
-        self.inherited = frozenset(inherited)
+        self.inherited = set(inherited)
         self.backend = backend
         self.index = index
         self.lock = lock
@@ -372,19 +378,28 @@ class Session:
                     state.facts, state.facts_written = step.run, False
             end = pending.ends.get(run_id)
             entries = [step_entry(step) for step in steps]
+            spans = pending.spans.get(run_id, [])
             record = encode_record(
                 run_id,
                 self.recording,
                 state.seq,
                 facts=None if state.facts_written else state.facts,
                 steps=entries,
-                spans=[span.entry for span in pending.spans.get(run_id, [])],
+                spans=[span.entry for span in spans],
                 end=None if end is None else RunEndFact(end.end_ns, end.error_type),
                 name=state.name,
             )
             rel = record_path(run_id, self.writer, state.seq, state.seq)
             plans.append(
-                _RunPlan(run_id, state, entries, end, rel, frame_record(record, self._records_zstd))
+                _RunPlan(
+                    run_id,
+                    state,
+                    entries,
+                    steps_without_bytes((span.step for span in spans), entries),
+                    end,
+                    rel,
+                    frame_record(record, self._records_zstd),
+                )
             )
         return plans
 
@@ -451,5 +466,6 @@ class Session:
         )
         record = _rows.add_record(conn, plan.rel, row.id, len(plan.data))
         _rows.add_steps(conn, row.id, record, plan.entries)
+        _rows.add_span_steps(conn, row.id, record, plan.span_steps)
         if plan.end is not None:
             _rows.end_run(conn, row.id, plan.end.end_ns, plan.end.error_type)

@@ -22,7 +22,7 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import _gc, _labels, _repack, _rows, _verify
+from otel_replay.store import _gc, _imports, _labels, _repack, _rows, _verify
 from otel_replay.store._format import (
     INDEX_FILE,
     LOCK_FILE,
@@ -348,6 +348,13 @@ class Store:
             self._check_writable()
             self._pending.ends[end.run_id] = end
 
+    def keep_open(self, run_id: str) -> None:
+        """Leave run ``run_id`` unended (``incomplete``) when this store closes, which ends
+        the runs it wrote: an import's run whose last spans have not arrived yet, which a
+        later import ends (:meth:`end_run`)."""
+        with self._lock:
+            self._session.inherited.add(run_id)
+
     def flush(self) -> None:
         """Make everything put so far durable; on return it survives a crash or power loss.
 
@@ -558,11 +565,8 @@ class Store:
     # -- imported files --------------------------------------------------------------------
 
     def imported_files(self) -> list[ImportedFile]:
-        """The trace files imported so far (:meth:`note_imported`), oldest first.
-
-        The list lives in the index, a cache: after ``verify --rebuild-index`` it starts
-        empty again, and the next import reads every file once more (adding no run twice).
-        """
+        """The trace files imported so far (:meth:`note_imported`), oldest first. The list
+        is kept as files in the store (``imports/``), so a rebuilt index knows it again."""
         with self._index.guard():
             return _rows.imported_files(self._index.conn())
 
@@ -570,8 +574,7 @@ class Store:
         """Remember ``files`` as imported; call it once their runs are flushed."""
         with self._lock:
             self._check_writable()
-            with self._index.transaction() as tx:
-                _rows.note_imported(tx.conn, files, time.time_ns())
+            _imports.note(self._backend, self._index, list(files), time.time_ns())
 
     # -- failure labels --------------------------------------------------------------------
 

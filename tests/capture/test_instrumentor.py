@@ -109,6 +109,7 @@ def test_plain_http_step_attributes(client_module: ModuleType) -> None:
                 "vcs.ref.head.revision": "<revision>",
                 "replay.code.dirty": "<dirty>",
                 "replay.step.index": 0,
+                "replay.run.span_id": f"{1:016x}",  # the root span it was made under
                 "replay.request.hash": "sha256:" + hashlib.sha256(body).hexdigest(),
                 "replay.request.size": len(body),
                 "replay.request.body": body.decode(),

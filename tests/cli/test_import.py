@@ -119,6 +119,44 @@ def test_a_trace_of_the_official_instrumentation_is_imported_as_spans(
     assert {s.fidelity for s in from_store.steps} == {"semantic"}
 
 
+def test_runs_and_show_count_the_steps_imported_without_their_bytes(
+    invoke: Invoke, recording: Recorded, traces: Path, tmp_path: Path
+) -> None:
+    """A step imported semantic (its body over the inline limit; another instrumentation's
+    span) is a step of its run in ``runs`` and ``show``, as in the report and the replay,
+    and stays one when the index is rebuilt from the files."""
+    official = tmp_path / "official.json"
+    official.write_text(json.dumps(protobuf_json(recording.official)))
+    trace_id = f"{recording.official[0].context.trace_id:032x}"
+    target = tmp_path / "imported"
+    for source in (traces, official):
+        assert invoke("import", str(source), "--store", str(target)).exit_code == 0
+
+    def listed() -> dict[str, Any]:
+        runs = json.loads(invoke("runs", "--json", "--store", str(target)).stdout)
+        return {run["run_id"]: run for run in runs}
+
+    before = listed()
+    for run_id, steps in ((LARGE, 1), (trace_id, 2), (SUPPORT, 9)):
+        assert before[run_id]["step_count"] == steps, run_id
+        assert before[run_id]["models"] == ["gpt-4o-mini"]
+        assert before[run_id]["tokens_in"] and before[run_id]["tokens_out"]
+    shown = json.loads(invoke("show", LARGE, "--json", "--store", str(target)).stdout)
+    (step,) = shown["steps"]
+    assert (step["index"], step["fidelity"], step["model"]) == (0, "semantic", "gpt-4o-mini")
+    assert step["input_messages"][0]["parts"][0]["content"] == "Hello there"
+    assert step["response_hash"].startswith("sha256:") and step["response_size"] > 0
+    table = invoke("show", trace_id, "--store", str(target)).stdout
+    rows = [line.split()[:2] for line in table.splitlines() if line[:1].isdigit()]
+    assert rows == [["0", "llm"], ["1", "llm"]]
+    assert "Where is my order A-1234?" in table and "steps 0, 1 are semantic" in table
+    exact = json.loads(invoke("show", SUPPORT, "--json", "--store", str(target)).stdout)
+    assert {s["fidelity"] for s in exact["steps"]} == {"exact"}
+    rebuilt = invoke("verify", "--rebuild-index", "--store", str(target))
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert listed() == before
+
+
 def _claiming(document: Any, run_id: str) -> Any:
     if isinstance(document, list):
         return [_claiming(item, run_id) for item in document]

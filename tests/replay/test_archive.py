@@ -4,6 +4,7 @@ again and again, as a cron job runs it, while the archive grows and rotates."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -39,6 +40,7 @@ from tests.replay.conftest import (
     assert_matches_wire,
     run_spans,
 )
+from tests.report._document import document
 
 EXPORTERS = [Exporter(f, c) for f in ("json", "proto") for c in ("none", "zstd", "native")]
 RUNS = {SUPPORT, CLAUDE, ERRORS, LARGE}
@@ -238,7 +240,8 @@ def test_import_twice_then_grow_then_rotate(recorded: Recorded, tmp_path: Path) 
     write_rotated(archive, exporter, [others, first])
     out = _import(archive, store)
     assert out[-1] == f"2 files read, 0 skipped, 4 runs imported, 0 completed into {store}"
-    assert f"{SUPPORT}: imported 4 steps (4 exact, 0 semantic), 4 stored with their bytes" in out
+    imported = f"{SUPPORT}: imported 4 steps (4 exact, 0 semantic), 4 stored with their bytes"
+    assert f"{imported}; incomplete: the run's own span" in next(x for x in out if SUPPORT in x)
     assert _import(archive, store) == [
         f"0 files read, 2 skipped, 0 runs imported, 0 completed into {store}"
     ]
@@ -489,3 +492,79 @@ def test_import_says_which_runs_were_there_already(recorded: Recorded, tmp_path:
     there = [line for line in out if "already in the store" in line]
     assert len(there) == len(RUNS) and all("nothing changed" in line for line in there)
     assert any(line.startswith(f"{SUPPORT}: already in the store") for line in there)
+
+
+def test_the_import_ledger_survives_an_index_rebuild(recorded: Recorded, tmp_path: Path) -> None:
+    """The files imported are remembered in the store's files, not only in its index: after
+    ``verify --rebuild-index`` (or a deleted index) the next import reads nothing, and a cron
+    job's many imports keep a few ledger files, not one per import."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    files = write_rotated(archive, Exporter("json", "zstd"), split(batches(recorded.raw, 2), 3))
+    _import(archive, store)
+    rebuilt = run_cli("verify", "--rebuild-index", "--store", str(store))
+    assert rebuilt.exit_code == 0, rebuilt.output
+    skipped = f"0 files read, {len(files)} skipped, 0 runs imported, 0 completed into {store}"
+    assert _import(archive, store) == [skipped]
+    (store / "index.sqlite").unlink()
+    assert _import(archive, store) == [skipped]
+    for number in range(40):  # a file a minute, as the live file is rotated
+        (archive / f"other-{number:02d}.json").write_bytes(files[0].read_bytes())
+        _import(archive, store)
+    ledgers = list((store / "imports").iterdir())
+    assert 1 <= len(ledgers) <= 17
+    rebuilt = run_cli("verify", "--rebuild-index", "--store", str(store))
+    assert rebuilt.exit_code == 0, rebuilt.output
+    everything = f"0 files read, {len(files) + 40} skipped, 0 runs imported, 0 completed"
+    assert _import(archive, store) == [f"{everything} into {store}"]
+    assert sorted(_ids(store)) == sorted(RUNS)
+
+
+def test_a_run_read_before_its_last_spans_arrived_is_incomplete_until_they_do(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """The Collector exports a span when it ends, the run's own span (its ``run()`` block's)
+    last: an import made before that span arrived says the run is incomplete, and so do
+    ``runs``, ``show`` and the report, until the import that reads it completes the run."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    exporter = Exporter("json", "zstd")
+    spans = run_spans(recorded, SUPPORT)
+    assert spans[-1].name == "invoke_agent support-agent"
+    early, last = batches(spans[:-1], 3), [spans[-1:]]
+    write_rotated(archive, exporter, [early])
+    out = _import(archive, store)
+    run_span = f"{spans[-1].context.span_id:016x}"
+    missing = f"the run's own span {run_span} (step 0 names it) is not there yet"
+    assert out[0] == (
+        f"{SUPPORT}: imported 9 steps (9 exact, 0 semantic), 9 stored with their bytes; "
+        f"incomplete: {missing}"
+    )
+
+    def status() -> str:
+        listed = json.loads(run_cli("runs", "--json", "--store", str(store)).stdout)
+        return str(next(run["status"] for run in listed if run["run_id"] == SUPPORT))
+
+    assert status() == "incomplete"
+    shown = run_cli("show", SUPPORT, "--store", str(store)).stdout.splitlines()
+    assert "  incomplete  " in shown[0] and shown[1] == f"incomplete: {missing}"
+    as_json = run_cli("show", SUPPORT, "--json", "--store", str(store)).stdout
+    assert f"{json.loads(as_json)['missing']} is not there yet" == missing
+    for source in (SUPPORT, f"{archive}#{SUPPORT}"):
+        report = tmp_path / "report.html"
+        done = run_cli("report", source, "-o", str(report), "--store", str(store))
+        assert done.exit_code == 0, done.output
+        (said,) = document(report.read_text())["runs"]
+        assert (said["status"], said["missing"]) == (
+            "incomplete",
+            missing.removesuffix(" is not there yet"),
+        )
+    # The live file rotates; the new one holds the run's span.
+    (archive / "traces.json").rename(
+        archive / backup_name("traces.json", "2026-11-21T09-30-00.000")
+    )
+    (archive / "traces.json").write_bytes(exporter.file(last))
+    assert _import(archive, store)[0] == (
+        f"{SUPPORT}: completed, now 9 steps (9 exact, 0 semantic), 0 more stored"
+    )
+    assert status() == "ok"
+    assert "incomplete" not in run_cli("show", SUPPORT, "--store", str(store)).stdout
+    assert run_cli("verify", "--store", str(store)).exit_code == 0

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from examples.standin import StandIn
 from otel_replay.cli._replay import _kept
 from otel_replay.replay import ReplayResult, ServedStep
 from otel_replay.replay.sources import load_run
+from otel_replay.replay.sources._build import build_run
+from otel_replay.replay.sources._runs import SpanRun
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 
@@ -106,6 +109,31 @@ def test_the_agent_replays_identically_without_the_provider(
         s["attributes"].get("replay.mode") for s in spans if "replay.step.index" in s["attributes"]
     }
     assert modes == {"replay"}
+
+
+def test_a_replays_spans_time_its_steps_by_the_wall_clock(
+    agent_store: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """The replayed application reads the recorded run's time; the spans its replay exports
+    say when the replay ran and how long each step took, so that the replay read from its
+    spans alone (a trace backend, the Collector's archive) times every step as the store
+    does, HTTP and model calls as the run's own span."""
+    store = Path(shutil.copytree(agent_store[0], tmp_path / "store"))
+    before = time.time_ns()
+    done = replay(store, agent_store[1], sys.executable, str(AGENT))
+    after = time.time_ns()
+    assert done.returncode == 0, done.stdout + done.stderr
+    replayed = done.stdout.rsplit("recorded as run ", 1)[1].split()[0]
+    with Store.open(store, create=False) as opened:
+        spans = opened.spans(replayed)
+        stored = {step.index: step for step in opened.read_steps(replayed)}
+    assert all(before <= s["start_ns"] <= s["end_ns"] <= after for s in spans), spans
+    from_spans = build_run(SpanRun(replayed, tuple(spans)), "its spans").run
+    assert {s.step.kind for s in from_spans.steps} == {"llm", "http"}
+    for step in from_spans.steps:
+        wall = stored[step.step.index]
+        assert abs(step.step.start_ns - wall.start_ns) < 50_000_000, step.step.index
+        assert 0 <= step.duration_ns <= wall.end_ns - wall.start_ns + 50_000_000
 
 
 def test_a_read_only_store_replays_and_says_the_replay_was_not_recorded(

@@ -533,8 +533,8 @@ def test_status_says_incomplete_and_an_error_once(
 
 
 def test_every_step_of_a_fork_starts_on_one_clock(runs: Runs, tmp_path: Path) -> None:
-    """A replay's HTTP spans carry its virtual clock, its envelope steps the wall clock: the
-    offsets are the ones ``show --json`` gives, from the steps' own (wall-clock) starts."""
+    """A fork's steps, HTTP and envelope alike, are timed by the wall clock (the application's
+    reads the recorded run's): the offsets are the ones ``show --json`` gives."""
     shown = run_cli("show", runs.fork, "--json", "--store", str(runs.store))
     assert shown.exit_code == 0, shown.output
     starts = {s["index"]: s["start_ns"] for s in json.loads(shown.output)["steps"]}

@@ -9,13 +9,19 @@ from pathlib import Path
 
 import pytest
 
+import otel_replay
 from examples.support_agent import CONVERSATION
+from otel_replay.runs._handoff import handoff
+from otel_replay.step import RunEnd
+from otel_replay.store import Store
+from otel_replay.testing import CaptureKit
 from tests.cli._checks import assert_bad_input, run_cli
-from tests.cli._recording import CLAUDE, KEY, SUPPORT, Recorded, record
+from tests.cli._recording import CLAUDE, KEY, SUPPORT, Recorded, record, span_dict
 from tests.report._document import document
 
 DATA = Path(__file__).resolve().parents[1] / "replay" / "data"
 QUESTION = CONVERSATION[0]
+FAILED = "r_20261121T093000_badc0f1g"
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +161,31 @@ def test_replay_checks_the_report_path_before_it_runs_anything(store: Path, tmp_
     )
     assert_bad_input(done, "cannot write the report", str(missing.parent))
     # No process started: the conftest refuses one in a test not marked subprocess.
+
+
+def test_a_run_that_failed_before_its_first_call_is_reported(tmp_path: Path) -> None:
+    """An agent that raised before its first call leaves a run with no step, which ``show``
+    shows: the report renders it too, with its status and error, and no steps."""
+    store = tmp_path / "store"
+    consumer = handoff().attach()
+    try:
+        with CaptureKit() as kit:
+            with pytest.raises(KeyError), otel_replay.run(name="support-agent", run_id=FAILED):
+                raise KeyError("ORDER_DB_URL")
+            raw = kit.raw_spans()
+            ends = [item for item in consumer.drain() if isinstance(item, RunEnd)]
+    finally:
+        handoff().detach(consumer)
+    with Store.open(store) as opened:
+        opened.put(spans=[span_dict(span) for span in raw])
+        for end in ends:
+            opened.end_run(end)
+    shown = run_cli("show", FAILED, "--store", str(store))
+    assert shown.exit_code == 0 and "error (KeyError)" in shown.stdout
+    html, said = written(store, tmp_path, FAILED)
+    assert said.startswith(f"wrote the report of run {FAILED} (0 steps)")
+    page = document(html)
+    assert page["steps"] == [] and page["rows"] == []
+    (run,) = page["runs"]
+    assert (run["id"], run["status"], run["error"]) == (FAILED, "error", "KeyError")
+    assert "error (KeyError)" in html

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from otel_replay.errors import ConfigError
 from otel_replay.store import Retention, Store
-from tests.store._data import chat_bodies, make_step
+from tests.store._data import chat_bodies, make_step, span
 
 
 def test_location_defaults_to_the_setting(tmp_path: Path, monkeypatch) -> None:
@@ -108,3 +109,37 @@ def test_compact_merges_small_packs_and_records(tmp_path: Path) -> None:
                 q for q, _ in chat_bodies(3, seed)
             ]
         assert [p for p in store.verify() if p.damage] == []
+
+
+def test_steps_known_by_their_spans_alone_count_through_merges_and_gc(tmp_path: Path) -> None:
+    """A step whose span the store holds and whose bytes it does not (imported semantic) is
+    one of its run's steps, with its model, tokens and error; merging the run's record files,
+    rebuilding the index and removing the run keep the count right."""
+    run_id = "r_spans_only"
+
+    def step_span(index: int, **attributes: Any) -> dict[str, Any]:
+        return span(run_id, index, **{"replay.step.kind": "llm", **attributes})
+
+    with Store.open(tmp_path / "s") as store:
+        request, response = chat_bodies(1)[0]
+        store.put([make_step(run_id, 0, request, response)], [step_span(0)])
+        store.flush()
+        for index in (1, 2):
+            usage = {"gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 2}
+            store.put(spans=[step_span(index, **{"gen_ai.request.model": "m2", **usage})])
+            store.flush()
+        store.put(spans=[step_span(2), step_span(3, **{"error.type": "429"})])
+        store.put(spans=[span(run_id, None)])  # the run's own span: no step
+        store.flush()
+        (info,) = store.runs()
+        assert (info.step_count, info.error_steps) == (4, 1)
+        assert info.models[-1] == "m2" and info.tokens_in == 10
+        assert store.compact() > 0
+        assert store.runs() == [info]
+    with Store.open(tmp_path / "s") as store:
+        (info,) = store.runs()
+        assert (info.status, info.step_count) == ("ok", 4)
+    with Store.rebuild(tmp_path / "s") as store:
+        assert store.runs() == [info]
+        store.discard(run_id)
+        assert store.runs() == []

@@ -350,8 +350,8 @@ def test_a_writer_killed_before_its_index_commit_loses_nothing(tmp_path: Path) -
     done = _cli("verify", "--rebuild-index", "--store", str(root))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1:] == [
-        "notice (incomplete): run 'cut' was not closed by its recorder (cut off, or still "
-        "recording): 3 steps stored",
+        "notice (incomplete): run 'cut' was not closed by its recorder (cut off, still "
+        "recording, or imported before its last spans arrived): 3 steps stored",
         f"The store at {root} is intact: 2 runs, 5 steps, every body re-hashed.",
     ]
     temp.unlink()

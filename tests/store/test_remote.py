@@ -11,7 +11,7 @@ import fsspec
 import pytest
 
 from otel_replay.errors import CorruptBlobError, StoreFormatError
-from otel_replay.store import Retention, Store
+from otel_replay.store import ImportedFile, Retention, Store
 from otel_replay.store._format import FORMAT_VERSION
 from tests.store._data import chat_bodies, make_step, span
 
@@ -54,6 +54,25 @@ def test_another_machine_rebuilds_everything_from_the_bucket(
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
     assert fs.find(f"{root}/objects") and not fs.exists(f"{root}/index.sqlite")
+
+
+def test_the_files_one_machine_imported_are_known_to_another(
+    s3_bucket: Bucket, tmp_path: Path
+) -> None:
+    """The import ledger lives in the bucket: another machine's import skips what this one
+    read, and many imports (merged past a few ledger files) lose no entry."""
+    files = [
+        ImportedFile(f"/archive/traces-{n}.json", 100 + n, n, bytes([n]) * 32, bytes(32))
+        for n in range(20)
+    ]
+    with _open(s3_bucket, tmp_path / "a") as store:
+        for file in files:
+            store.note_imported([file])
+    with _open(s3_bucket, tmp_path / "b") as other:
+        assert other.imported_files() == files
+    url, options = s3_bucket
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    assert 1 <= len(fs.ls(f"{root}/imports")) < len(files)
 
 
 def test_two_machines_record_at_once_and_see_each_other(s3_bucket: Bucket, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from otel_replay.replay.sources._runs import (
     attrs_of,
     inference_steps,
     is_inference,
+    outcome,
     step_spans,
 )
 from otel_replay.replay.sources._steps import StepProblem, build_step
@@ -93,12 +94,13 @@ def build_run(
     stored: Mapping[int, Step] | None = None,
     *,
     in_store: bool = False,
+    empty: bool = False,
 ) -> SourceRun:
     """The Run of ``spans`` (plus ``stored``, the store's steps by index), read from
     ``source`` (named in errors).
 
     Raises UnbuiltRun (a SourceError) naming the source, the run and the step when a step
-    cannot be rebuilt, SourceError when the run has no replayable step.
+    cannot be rebuilt, SourceError when (unless ``empty``) the run has no replayable step.
     """
     stored = stored or {}
     where = f"{source}: run {spans.run_id!r}"
@@ -123,11 +125,12 @@ def build_run(
         except SourceError as exc:
             problem = f"{where}: step {index}: {exc}"
             raise UnbuiltRun(Unbuilt(spans.run_id, problem, spans.spans)) from None
-    if not steps:
+    if not steps and not empty:
         raise SourceError(
             f"{where} has no replayable steps (no model, HTTP, tool or value step spans)"
         )
     kit = _kit(spans.spans)
+    ended = outcome(spans, None if foreign else by_index)
     run = Run(
         run_id=spans.run_id,
         source=source,
@@ -137,6 +140,9 @@ def build_run(
         code_dirty=kit.get(A.REPLAY_CODE_DIRTY),
         resource=_resource(spans.spans, by_index),
         start_ns=_start(spans.spans, stored),
+        status=ended.status,
+        error_type=ended.error_type,
+        missing=ended.missing,
     )
     return SourceRun(run, spans.spans, by_index, in_store)
 

@@ -17,7 +17,13 @@ from otel_replay.replay.sources._build import SourceRun, Unbuilt, build_runs
 from otel_replay.replay.sources._group import select
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._load import span_runs
-from otel_replay.replay.sources._runs import SpanRun, attrs_of, has_steps, int_value
+from otel_replay.replay.sources._runs import (
+    SpanRun,
+    attrs_of,
+    has_steps,
+    int_value,
+    is_run_span,
+)
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import Store
 
@@ -31,7 +37,9 @@ Outcome = Literal["imported", "present", "completed"]
 class ImportReport:
     """What happened to one run: ``imported``, ``present`` (already in the store), or
     ``completed`` (the store held part of it: the steps and spans it lacked were added).
-    ``stored`` counts the steps put with their recorded bytes (the others go in as spans)."""
+    ``stored`` counts the steps put with their recorded bytes (the others go in as spans).
+    ``missing``: what the run still lacks when its spans hold it only in part (it stays
+    ``incomplete`` until an import completes it), else None."""
 
     run_id: str
     outcome: Outcome
@@ -39,6 +47,7 @@ class ImportReport:
     exact: int
     semantic: int
     stored: int
+    missing: str | None = None
 
 
 def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
@@ -70,6 +79,7 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
                 exact=exact,
                 semantic=len(run.steps) - exact,
                 stored=len(stored),
+                missing=run.missing if run.status == "incomplete" else None,
             )
         )
     for loaded, steps, spans, held in planned:
@@ -92,44 +102,19 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
 
 def _put(store: Store, loaded: SourceRun, steps: list[Step], spans: list[dict[str, Any]]) -> None:
     store.put(steps, spans, runs=[_run_facts(loaded)])
-    # An imported run is whole: it is closed, ended where its last span ended, failed
-    # as its own span says.
+    run = loaded.run
+    if run.status == "incomplete":
+        # Its last spans have not arrived: it stays open until an import completes it.
+        store.keep_open(run.run_id)
+        return
     ends = [e for e in (span.get("end_ns") for span in loaded.spans) if isinstance(e, int)]
-    store.end_run(RunEnd(loaded.run.run_id, max(ends, default=0), run_error_type(loaded)))
+    store.end_run(RunEnd(run.run_id, max(ends, default=0), run.error_type))
 
 
 def run_error_type(loaded: SourceRun) -> str | None:
-    """How the run failed, as the capture wrote it on the run's own span (``runs._failed``):
-    the ``error.type`` of the ``invoke_agent`` span of the run that ended last (a ``run()``
-    block's, or the process run's last root span), when its status is ERROR; None when the
-    run did not fail (a failed step the program got over fails no run)."""
-    run_id = loaded.run.run_id
-    own = [span for span in loaded.spans if _is_run_span(span, run_id)]
-    if not own:
-        return None
-    last = max(own, key=lambda span: _int_or_zero(span.get("end_ns")))
-    status = last.get("status")
-    if not isinstance(status, Mapping) or status.get("code") != "ERROR":
-        return None
-    error_type = attrs_of(last).get("error.type")
-    if isinstance(error_type, str) and error_type:
-        return error_type
-    message = status.get("message")
-    return message if isinstance(message, str) and message else "error"
-
-
-def _is_run_span(span: Mapping[str, Any], run_id: str) -> bool:
-    """A span the capture opens for a run itself (not for one of its steps)."""
-    attrs = attrs_of(span)
-    return (
-        attrs.get("gen_ai.operation.name") == "invoke_agent"
-        and attrs.get(A.REPLAY_RUN_ID) == run_id
-        and A.REPLAY_STEP_INDEX not in attrs
-    )
-
-
-def _int_or_zero(value: Any) -> int:
-    return value if isinstance(value, int) else 0
+    """How the run failed, as the capture wrote it on the run's own span; None when it did
+    not fail (a failed step the program got over fails no run)."""
+    return loaded.run.error_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +140,7 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
     ids = {f"{step.span_id:016x}" for step in held}
     ids.update(str(span.get("span_id")) for span in store.spans(run_id))
     steps = {str(span.get("span_id")) for span in loaded.step_spans.values()}
-    own = {str(s.get("span_id")) for s in loaded.spans if _is_run_span(s, run_id)}
+    own = {str(s.get("span_id")) for s in loaded.spans if is_run_span(s, run_id)}
     # A run row with nothing in it is what an import cut off before its steps leaves.
     if ids and steps and not steps & ids:
         raise SourceError(
@@ -168,18 +153,28 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
 def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
     """The spans of ``loaded`` to put: those the store does not hold yet."""
     run_id = loaded.run.run_id
+    kinds = {step.step.index: step.step.kind for step in loaded.run.steps}
+    steps = {_ids(span): kinds[index] for index, span in loaded.step_spans.items()}
     return [
-        _owned(span, run_id)
+        _owned(span, run_id, steps.get(_ids(span)))
         for span in loaded.spans
         if held is None or str(span.get("span_id")) not in held.span_ids
     ]
 
 
-def _owned(span: Mapping[str, Any], run_id: str) -> dict[str, Any]:
-    """A copy of ``span`` that names its run: spans of other instrumentations do not, and
-    a ``replay.run.id`` that is not a run id (empty, not a string) is replaced."""
+def _ids(span: Mapping[str, Any]) -> tuple[Any, Any]:
+    return span.get("trace_id"), span.get("span_id")
+
+
+def _owned(span: Mapping[str, Any], run_id: str, kind: str | None) -> dict[str, Any]:
+    """A copy of ``span`` that names its run (spans of other instrumentations do not, and a
+    ``replay.run.id`` that is not a run id, empty or not a string, is replaced) and, when it
+    is the span of a step of ``kind``, says so (``replay.step.kind``: the store counts the
+    steps it holds no bytes of by their spans; another instrumentation's spans do not say)."""
     attributes = dict(span.get("attributes") or {})
     attributes[A.REPLAY_RUN_ID] = run_id
+    if kind is not None:
+        attributes.setdefault(A.REPLAY_STEP_KIND, kind)
     return {**span, "attributes": attributes}
 
 

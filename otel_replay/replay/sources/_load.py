@@ -237,12 +237,13 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
         return stored_run(opened, info)
 
 
-def stored_run(store: Store, info: RunInfo) -> SourceRun:
-    """Run ``info`` of the open ``store``, rebuilt from its steps and spans."""
+def stored_run(store: Store, info: RunInfo, *, empty: bool = False) -> SourceRun:
+    """Run ``info`` of the open ``store``, rebuilt from its steps and spans; SourceError when
+    it has no step, unless ``empty`` (to show a run that failed before its first call)."""
     run_id = info.run_id
     stored = {s.index: s for s in store.read_steps(run_id)}
     spans = SpanRun(run_id, tuple(store.spans(run_id)))
-    built = build_run(spans, f"store {store.location}", stored, in_store=True)
+    built = build_run(spans, f"store {store.location}", stored, in_store=True, empty=empty)
     run = built.run
     # The index keeps the kit even when the spans carrying it were not stored.
     run = replace(
@@ -250,5 +251,9 @@ def stored_run(store: Store, info: RunInfo) -> SourceRun:
         commit=run.commit or info.commit,
         seed=run.seed if run.seed is not None else info.seed,
         start_ns=info.start_ns or run.start_ns,
+        # As the store says: its recorder's end, or an import's reading of the spans.
+        status=info.status,
+        error_type=info.error_type,
+        missing=run.missing if info.status == "incomplete" else None,
     )
     return SourceRun(run, built.spans, built.step_spans, in_store=True)

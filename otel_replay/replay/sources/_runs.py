@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay.codecs import INFERENCE_OPERATIONS
@@ -13,6 +13,7 @@ from otel_replay.replay.sources._spans import shown
 
 __all__ = [
     "SERVED_KINDS",
+    "Outcome",
     "Span",
     "SpanRun",
     "attrs_of",
@@ -20,6 +21,8 @@ __all__ = [
     "inference_steps",
     "int_value",
     "is_inference",
+    "is_run_span",
+    "outcome",
     "span_start",
     "step_index",
     "step_spans",
@@ -126,3 +129,84 @@ def has_steps(run: SpanRun) -> bool:
         return bool(step_spans(run) or inference_steps(run))
     except ValueError:
         return True
+
+
+def is_run_span(span: Span, run_id: str) -> bool:
+    """A span the capture opens for a run itself (a ``run()`` block's, a process run's root),
+    not for one of its steps."""
+    attrs = attrs_of(span)
+    return (
+        attrs.get("gen_ai.operation.name") == "invoke_agent"
+        and attrs.get(A.REPLAY_RUN_ID) == run_id
+        and A.REPLAY_STEP_INDEX not in attrs
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended, as its spans tell: ``ok``; ``error`` (``error_type``: the run's own
+    error); ``incomplete`` when the spans hold it only in part (``missing`` says what is not
+    there: spans are exported as they end, so a run read before its last spans arrived)."""
+
+    status: Literal["ok", "error", "incomplete"]
+    error_type: str | None = None
+    missing: str | None = None
+
+
+_ENTRY_KINDS = frozenset({"SERVER", "CONSUMER"})
+"""Span kinds whose parent may be another process's span, exported elsewhere."""
+
+
+def outcome(run: SpanRun, steps: Mapping[int, Span] | None) -> Outcome:
+    """How ``run`` ended; ``steps`` are its step spans by ``replay.step.index`` (None: it has
+    none, its spans are another instrumentation's).
+
+    A run otel-replay recorded is incomplete when a step below its last has no span, or when
+    a step names as its run's own span (``replay.run.span_id``: the ``run()`` block's, or the
+    process run's root) one it lacks: that span ends after the steps. Another
+    instrumentation's run is incomplete when a span's parent is missing (a span that entered
+    from another process, a server or consumer span, may have its parent elsewhere).
+    """
+    missing = _missing(run, steps)
+    if missing is not None:
+        return Outcome("incomplete", _error_type(run), missing)
+    error_type = _error_type(run)
+    return Outcome("ok" if error_type is None else "error", error_type)
+
+
+def _missing(run: SpanRun, steps: Mapping[int, Span] | None) -> str | None:
+    ids = {(span.get("trace_id"), span.get("span_id")) for span in run.spans}
+    if steps is None:
+        for span in run.spans:
+            parent = span.get("parent_span_id")
+            entry = span.get("kind") in _ENTRY_KINDS
+            if parent and not entry and (span.get("trace_id"), parent) not in ids:
+                return f"the parent {parent} of span {span.get('span_id')}"
+        return None
+    gaps = sorted(set(range(max(steps, default=-1) + 1)) - set(steps))
+    if gaps:
+        return f"the span of step {gaps[0]}"
+    for index, span in sorted(steps.items()):
+        named = attrs_of(span).get(A.REPLAY_RUN_SPAN_ID)
+        if isinstance(named, str) and (span.get("trace_id"), named) not in ids:
+            return f"the run's own span {named} (step {index} names it)"
+    return None
+
+
+def _error_type(run: SpanRun) -> str | None:
+    """How the run failed, as the capture wrote it on the run's own span (``runs._failed``):
+    the ``error.type`` of the ``invoke_agent`` span of the run that ended last (a ``run()``
+    block's, or the process run's last root span), when its status is ERROR; None when the
+    run did not fail (a failed step the program got over fails no run)."""
+    own = [span for span in run.spans if is_run_span(span, run.run_id)]
+    if not own:
+        return None
+    last = max(own, key=lambda span: span.get("end_ns") or 0)
+    status = last.get("status")
+    if not isinstance(status, Mapping) or status.get("code") != "ERROR":
+        return None
+    error_type = attrs_of(last).get("error.type")
+    if isinstance(error_type, str) and error_type:
+        return error_type
+    message = status.get("message")
+    return message if isinstance(message, str) and message else "error"

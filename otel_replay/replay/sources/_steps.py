@@ -282,7 +282,7 @@ def _fit(chunks: Sequence[tuple[int, int]], total: int) -> list[tuple[int, int]]
 
 def _start(span: Mapping[str, Any] | None, stored: Step | None) -> int:
     """When the step started (Unix ns), 0 when not known: the stored step's wall clock first,
-    as every step of a run has one (a replay's HTTP spans carry its virtual clock)."""
+    else its span's (a replay's spans are timed by the wall clock too: ``replay._world``)."""
     if stored is not None and stored.start_ns > 0:
         return stored.start_ns
     start = span.get("start_ns") if span is not None else None
