@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,7 @@ _WORDS = 200  # a line's account of what went wrong is cut past this many charac
 _RUN_ID = len("r_20261121T090000_a1b2c3d4")  # the run ids' column, as otel-replay makes them
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _STOP_GRACE_S = 10.0
+_POLL_S = 0.1  # how soon a stop asked for by a signal is acted on
 
 
 @dataclass(frozen=True)
@@ -181,18 +182,20 @@ def replay_all(
             return RunLine(_name(entry), None, 2, f"cannot read it: {entry.strerror}", 0.0)
         return _replay_bundle(entry, replay, children)
 
-    stopped: int | None = None
-    with _stop_signals(), ThreadPoolExecutor(jobs, thread_name_prefix="otel-replay") as pool:
-        try:
-            for future in as_completed([pool.submit(one, entry) for entry in picked]):
+    stop = _StopRequest()
+    with stop.installed(), ThreadPoolExecutor(jobs, thread_name_prefix="otel-replay") as pool:
+        pending = {pool.submit(one, entry) for entry in picked}
+        while pending and stop.signum is None:
+            done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+            for future in done:
                 line = future.result()
                 if line is None:
                     continue
                 lines.append(line)
                 if not as_json:
                     emit(console, _line_text(line, width))
-        except (KeyboardInterrupt, _Stopped) as stop:
-            stopped = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
+        stopped = stop.signum
+        if stopped is not None:
             _stop(pool, children, stopped)
     elapsed = time.perf_counter() - started
     lines.sort(key=lambda line: line.bundle)
@@ -334,12 +337,6 @@ class _Interrupted(Exception):
     """The corpus was stopped while this run's program ran."""
 
 
-class _Stopped(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 class _Children:
     """The programs of the replays under way, so that a stop reaches each of them; one that
     starts after the stop is killed at once."""
@@ -389,21 +386,28 @@ def _stop(pool: ThreadPoolExecutor, children: _Children, signum: int) -> None:
     grace.cancel()
 
 
-@contextlib.contextmanager
-def _stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop the corpus as Ctrl-C does (main thread only); every handler
-    is as it was afterwards (SIGINT's too, which a stop ignores)."""
+class _StopRequest:
+    """Ctrl-C, SIGTERM and SIGHUP, asked to stop the corpus. The handlers only note the signal
+    (main thread only): an exception raised into the main thread at an arbitrary point could
+    leave a future's lock held, and the pool would never finish."""
 
-    def stop(signum: int, _frame: object) -> None:
-        raise _Stopped(signum)
+    def __init__(self) -> None:
+        self.signum: int | None = None
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT)}
-    previous.update({number: signal.signal(number, stop) for number in _STOP_SIGNALS})
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    def _note(self, signum: int, _frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """While the corpus runs; every handler is as it was afterwards (SIGINT's too, which
+        a stop ignores)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {n: signal.signal(n, self._note) for n in (signal.SIGINT, *_STOP_SIGNALS)}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)

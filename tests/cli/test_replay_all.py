@@ -245,6 +245,7 @@ def test_a_stop_ends_every_program_and_leaves_no_scratch(
         stdout, stderr = child.communicate(timeout=30)
     finally:
         child.kill()
+        child.communicate()  # reaped and its pipes closed, whatever happened above
     assert child.returncode == 128 + signum, stdout + stderr
     assert stderr == ""
     header, *lines = stdout.splitlines()
