@@ -17,6 +17,7 @@ from otel_replay.cli._tables import (
     semantic_note,
     steps_table,
 )
+from otel_replay.errors import SourceError
 from otel_replay.replay.sources import stored_run
 
 __all__ = ["show"]
@@ -44,7 +45,11 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     spans only (imported without their bytes) are listed too, and named as semantic.
     """
     with open_run(run, store) as (opened, info):
-        loaded = stored_run(opened, info, empty=True)
+        try:
+            loaded = stored_run(opened, info, empty=True)
+        except SourceError as exc:  # spans a replay refuses: what was stored can be shown
+            click.echo(f"otel-replay: {exc}; shown without its spans", err=True)
+            loaded = stored_run(opened, info, empty=True, spans=False)
     views = step_views(loaded)
     missing = loaded.run.missing
     if as_json:

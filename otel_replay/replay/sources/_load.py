@@ -237,13 +237,17 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
         return stored_run(opened, info)
 
 
-def stored_run(store: Store, info: RunInfo, *, empty: bool = False) -> SourceRun:
+def stored_run(
+    store: Store, info: RunInfo, *, empty: bool = False, spans: bool = True
+) -> SourceRun:
     """Run ``info`` of the open ``store``, rebuilt from its steps and spans; SourceError when
-    it has no step, unless ``empty`` (to show a run that failed before its first call)."""
+    it has no step, unless ``empty`` (to show a run that failed before its first call).
+    ``spans`` False leaves its spans out: its stored steps as they are, for a run whose
+    spans cannot be rebuilt (SourceError says why)."""
     run_id = info.run_id
     stored = {s.index: s for s in store.read_steps(run_id)}
-    spans = SpanRun(run_id, tuple(store.spans(run_id)))
-    built = build_run(spans, f"store {store.location}", stored, in_store=True, empty=empty)
+    read = SpanRun(run_id, tuple(store.spans(run_id)) if spans else ())
+    built = build_run(read, f"store {store.location}", stored, in_store=True, empty=empty)
     run = built.run
     # The index keeps the kit even when the spans carrying it were not stored.
     run = replace(
