@@ -126,7 +126,7 @@ def test_a_shard_replays_its_part_and_json_is_one_document(corpus: Path, tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads(done.stdout)
     (run,) = document.pop("runs")
-    assert document.pop("elapsed_s") > run.pop("elapsed_s") > 0
+    assert document.pop("elapsed_s") >= run.pop("elapsed_s") > 0  # both rounded to 1 ms
     replay_run_id = run.pop("replay_run_id")
     assert document == {
         "directory": str(corpus),
