@@ -15,11 +15,13 @@ from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import orjson
+
 from otel_replay.errors import SourceError
 from otel_replay.redact import Redactor
 from otel_replay.replay.sources._limits import Limits, read_bounded
 
-__all__ = ["Downloads", "fetch", "is_url", "shown"]
+__all__ = ["Downloads", "answer_object", "fetch", "is_url", "shown"]
 
 _CONNECT_TIMEOUT_S = 30.0
 
@@ -285,3 +287,15 @@ def _opener(deadline: _Deadline, host: str | None = None) -> urllib.request.Open
     ):
         opener.add_handler(handler)
     return opener
+
+
+def answer_object(body: bytes | None, named: str, kind: str = "a JSON object") -> Mapping[str, Any]:
+    """A server's answer ``body`` read as a JSON object; SourceError naming the source
+    ``named`` when it is not JSON, or not an object (``kind`` says what was expected)."""
+    try:
+        value = orjson.loads(body or b"")
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(f"{named}: the server's answer is not JSON ({exc})") from None
+    if not isinstance(value, Mapping):
+        raise SourceError(f"{named}: the server's answer is not {kind}")
+    return value

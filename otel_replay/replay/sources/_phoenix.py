@@ -20,7 +20,7 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources._fetch import Downloads
+from otel_replay.replay.sources._fetch import Downloads, answer_object
 from otel_replay.replay.sources._limits import Limits
 from otel_replay.replay.sources._spans import Malformed, json_object
 
@@ -118,13 +118,7 @@ class _Pages:
 
     def _page(self, query: Mapping[str, str]) -> Mapping[str, Any]:
         body = self._get.get(f"{self._url}?{urlencode(query)}", statuses=self._statuses)
-        try:
-            page = orjson.loads(body or b"")
-        except orjson.JSONDecodeError as exc:
-            raise SourceError(f"{self._named}: the server's answer is not JSON ({exc})") from None
-        if not isinstance(page, Mapping):
-            raise SourceError(f"{self._named}: the server's answer is not Phoenix span pages")
-        return page
+        return answer_object(body, self._named, "Phoenix span pages")
 
 
 def _api_key(named: str) -> str | None:

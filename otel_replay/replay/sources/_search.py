@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-import orjson
-
 from otel_replay import attributes as A
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._documents import documents
-from otel_replay.replay.sources._fetch import Downloads
+from otel_replay.replay.sources._fetch import Downloads, answer_object
 from otel_replay.replay.sources._spans import span_dicts
 
 __all__ = ["MAX_TRACES", "Window", "jaeger_traces", "run_ids", "tempo_trace_ids"]
@@ -79,7 +77,7 @@ def jaeger_traces(get: Downloads, base_url: str, run_id: str, window: Window) ->
     answer per service that has some. Raises SourceError naming the source when none does,
     when more than :data:`MAX_TRACES` do, or when the server answered traces without the
     run id (it ignored the filter: Jaeger before v2.19 did over HTTP)."""
-    listed = _object(get.get(f"{base_url}/api/v3/services"), get.named).get("services", [])
+    listed = answer_object(get.get(f"{base_url}/api/v3/services"), get.named).get("services", [])
     if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
         raise SourceError(f"{get.named}: the server's list of services is not a list of names")
     if len(listed) > MAX_SERVICES:
@@ -128,7 +126,7 @@ def tempo_trace_ids(get: Downloads, base_url: str, run_id: str, window: Window) 
         "limit": str(MAX_TRACES + 1),
         "spss": "1",  # the ids are all that is read
     }
-    answer = _object(get.get(f"{base_url}/api/search?{urlencode(query)}"), get.named)
+    answer = answer_object(get.get(f"{base_url}/api/search?{urlencode(query)}"), get.named)
     traces = answer.get("traces", [])
     if not isinstance(traces, list):
         raise SourceError(f"{get.named}: the server's search answer is not Tempo's")
@@ -163,16 +161,6 @@ def _spans(answer: bytes, get: Downloads) -> list[dict[str, Any]]:
 
 def _run_id(span: Mapping[str, Any]) -> Any:
     return span["attributes"].get(A.REPLAY_RUN_ID)
-
-
-def _object(body: bytes | None, named: str) -> Mapping[str, Any]:
-    try:
-        value = orjson.loads(body or b"")
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(f"{named}: the server's answer is not JSON ({exc})") from None
-    if not isinstance(value, Mapping):
-        raise SourceError(f"{named}: the server's answer is not a JSON object")
-    return value
 
 
 def _none(named: str, run_id: str, window: Window, where: str = "") -> SourceError:
