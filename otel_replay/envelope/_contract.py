@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay._canonical import canonical_json, parse_json, sha256_tag
-from otel_replay._schema import SchemaCheck
+from otel_replay._schema import SchemaCheck, check_schema
 from otel_replay.errors import ConfigError, ToolContractError
 
 __all__ = ["Contract", "bound_arguments", "contract_for", "schema_version"]
@@ -179,11 +179,12 @@ def _validator(schema: Mapping[str, Any], tool: str, which: str) -> SchemaCheck:
     import jsonschema  # noqa: PLC0415 - first use only
 
     try:
-        return SchemaCheck.of(schema)
+        check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ConfigError(
             f"tool {tool!r}: {which} is not a valid JSON Schema: {exc.message}"
         ) from None
+    return SchemaCheck(schema)
 
 
 def _check(validator: SchemaCheck, data: bytes, tool: str, code: str) -> None:

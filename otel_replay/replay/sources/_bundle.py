@@ -277,7 +277,7 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
 @cache
 def _manifest_check() -> SchemaCheck:
     """The manifest's schema checks, built once per process (every bundle read uses them)."""
-    return SchemaCheck.of(SCHEMA)
+    return SchemaCheck(SCHEMA)
 
 
 def _int(value: float | None) -> int | None:
