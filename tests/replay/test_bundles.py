@@ -265,7 +265,7 @@ with otel_replay.replaying(sys.argv[1]):
         httpx.get("http://127.0.0.1:9/nothing-recorded")
     except otel_replay.UnmatchedRequestError:
         print("served by the replay")
-print(sorted(m for m in ("jsonschema", "httpx2") if m in sys.modules))
+print(sorted(m for m in ("jsonschema", "httpx2", "otel_replay.store") if m in sys.modules))
 """
 
 
@@ -274,7 +274,7 @@ def test_a_replay_of_a_bundle_loads_no_checker_nor_client_it_does_not_use(
     bundles: dict[str, Path],
 ) -> None:
     # Each xdist worker pays for what its first marked test imports: jsonschema only says
-    # why a manifest is refused, and an agent of httpx alone never loads httpx2.
+    # why a manifest is refused, a bundle needs no store, an agent of httpx no httpx2.
     done = subprocess.run(
         [sys.executable, "-c", LOADED, str(bundles[SUPPORT])],
         capture_output=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
@@ -25,7 +25,9 @@ from otel_replay.replay.sources._runs import (
     is_run_span,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import Store
+
+if TYPE_CHECKING:  # a bundle's replay loads no store
+    from otel_replay.store import Store
 
 __all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs", "run_error_type"]
 
@@ -91,7 +93,7 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
             continue
         # Another recording's run: written by a store of that recording, or it would be
         # recorded again under a new name.
-        with Store.open(
+        with type(store).open(
             store.location,
             create=False,
             recording=store.recording_of(loaded.run.run_id),
