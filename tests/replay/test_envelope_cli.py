@@ -171,6 +171,9 @@ def test_an_exported_bundle_imported_is_the_run_again(
         f"1 run imported into {fresh}",
     ]
     assert _show(fresh) == _show(store)
+    # show reads a bundle itself through a temporary store the same way.
+    shown = json.loads(_cli("show", str(bundle), "--json").stdout)
+    assert [step["index"] for step in shown["steps"]] == list(range(10))
     table = _cli("show", "r_orders", "--store", str(fresh)).stdout
     assert "refund_order (write: declared)" in table and "└ value in 6" in table
     replayed = _replay(fresh, database)
