@@ -32,20 +32,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import otel_replay
+from bench._archive import archive_sizes, otlp_json
 from bench._chat import conversation, raw_bytes, shared_prompt, stream_floor
 from bench.store_ratio import where_bytes_go
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
+from otel_replay.export._encode import span_to_dict
 from otel_replay.step import Step
 from otel_replay.store import Store
 
 TARGET_CONCURRENT = 1.2
+TARGET_ARCHIVE = 0.5
 TARGET_RAW = 40.0
 TARGET_FLUSH_SIZE = 0.10
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench-not-a-secret"}
@@ -74,6 +77,19 @@ def sizes(folder: Path) -> Sizes:
     return Sizes(steps, total, files)
 
 
+class Archive(SpanProcessor):
+    """The spans in the order they end, as the Collector's file exporter would get them."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict] = []
+        self._lock = threading.Lock()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        encoded = span_to_dict(span)
+        with self._lock:
+            self.spans.append(encoded)
+
+
 @dataclass(frozen=True)
 class Recording:
     written: Sizes
@@ -88,6 +104,8 @@ class Recording:
     """Where the bytes go once shut down (``store_ratio.where_bytes_go``)."""
     content: int
     """Compressed bytes of the chunks, as the packs hold them."""
+    archive: dict[str, int]
+    """The same spans as the Collector's OTLP JSON file: raw, zstd -3, zstd -19 --long."""
 
 
 def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) -> Recording:
@@ -111,6 +129,8 @@ def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) 
     provider = TracerProvider()
     exporter = ReplaySpanExporter(str(folder))
     provider.add_span_processor(BatchSpanProcessor(exporter))
+    archive = Archive()
+    provider.add_span_processor(archive)
     instrumentor = ReplayInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     started = time.perf_counter()
@@ -138,7 +158,10 @@ def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) 
         stored = sum(run.step_count for run in store.runs())
     lost = stats.dropped + exporter.stats().failed
     where, content = where_bytes_go(folder)
-    return Recording(written, closed, seconds, shutdown_s, stored, lost, where, content)
+    sizes_of_archive = archive_sizes(otlp_json(archive.spans))
+    return Recording(
+        written, closed, seconds, shutdown_s, stored, lost, where, content, sizes_of_archive
+    )
 
 
 def record_batches(
@@ -216,7 +239,31 @@ def main() -> int:
         for line in rec.where:
             print(f"      {line}")
     print()
+    print("  the Collector's OTLP JSON file of the same spans (one line per batch of 512):")
+    print(f"  {'':<44} {'in order':>14} {'concurrent':>14}")
+    for key in in_order.archive:
+        print(f"  {key:<44} {in_order.archive[key]:>12,} B {together.archive[key]:>12,} B")
+    print(
+        f"  {'store, whole dir, shut down':<44} {in_order.closed.total:>12,} B"
+        f" {together.closed.total:>12,} B"
+    )
+    print()
     print(f"  {'':<44} {'figure':>11}   target")
+    for label, rec in (("in order", in_order), ("concurrent", together)):
+        print(
+            _ratio_row(
+                f"store / zstd-3 archive ({label})",
+                rec.closed.total / rec.archive["zstd -3"],
+                f"<= {TARGET_ARCHIVE}x",
+            )
+        )
+        print(
+            _ratio_row(
+                f"store / zstd-19 --long archive ({label})",
+                rec.closed.total / rec.archive["zstd -19 --long"],
+                "",
+            )
+        )
     print(
         _ratio_row(
             "concurrent / in order (whole dir, shut down)",
