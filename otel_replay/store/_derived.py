@@ -2,7 +2,8 @@
 
 A recorded model call's span carries its bodies again (``replay.request.body``,
 ``replay.response.body``) and the codec's reading of them (``gen_ai.input.messages``,
-``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, ``gen_ai.output.messages``).
+``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, ``gen_ai.output.messages``) with
+their hashes (``replay.prompt.hash``, ``replay.tool.schema.version``).
 Stored as given they cost more than the bodies' own chunks: they are other bytes. When a
 span is put with its step, each of these attributes is rebuilt from the step's bodies at
 once; one that comes out byte for byte the same is left out of the record, which names it
@@ -24,14 +25,20 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay._bodies import is_sse
-from otel_replay._canonical import canonical_json
+from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body
 from otel_replay.codecs import CODECS, Codec
 from otel_replay.step import Step
 
 __all__ = ["Derivation", "Sources", "derivable", "rebuild"]
 
-REQUEST_CONTENT = ("gen_ai.input.messages", "gen_ai.system_instructions", "gen_ai.tool.definitions")
+REQUEST_CONTENT = (
+    "gen_ai.input.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+    A.REPLAY_PROMPT_HASH,
+    A.REPLAY_TOOL_SCHEMA_VERSION,
+)
 RESPONSE_CONTENT = ("gen_ai.output.messages",)
 _CODECS: dict[str, Codec] = {codec.name: codec for codec in CODECS}
 
@@ -107,11 +114,19 @@ def _content(
         except Exception:  # a codec meeting a body it does not read: nothing derived
             llm = None
         if llm is not None:
-            out["gen_ai.input.messages"] = canonical_json(llm.input_messages).decode()
+            messages = canonical_json(llm.input_messages)
+            system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
+            out["gen_ai.input.messages"] = messages.decode()
+            # As the capture hashes them (``capture._recorder.prompt_hash``).
+            out[A.REPLAY_PROMPT_HASH] = sha256_tag(
+                b'{"input_messages":', messages, b',"system_instructions":', system, b"}"
+            )
             if llm.system_instructions:
-                out["gen_ai.system_instructions"] = canonical_json(llm.system_instructions).decode()
+                out["gen_ai.system_instructions"] = system.decode()
             if llm.tool_definitions:
-                out["gen_ai.tool.definitions"] = canonical_json(llm.tool_definitions).decode()
+                tools = canonical_json(llm.tool_definitions)
+                out["gen_ai.tool.definitions"] = tools.decode()
+                out[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)
     if response is not None:
         try:
             answer = codec.parse_response(status, response, sse)

@@ -31,6 +31,8 @@ from tests.export._support import Pipeline
 KEY = "sk-test-fidelity-not-a-secret"
 EDITED = '[{"role":"user","parts":[{"type":"text","content":"edited after capture"}]}]'
 CONTENT = (
+    "replay.prompt.hash",
+    "replay.tool.schema.version",
     "gen_ai.input.messages",
     "gen_ai.output.messages",
     "gen_ai.system_instructions",
