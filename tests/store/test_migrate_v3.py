@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from otel_replay.errors import StoreFormatError
+from otel_replay.errors import CorruptBlobError, StoreFormatError
 from otel_replay.store import Store
 from otel_replay.store._migrate import migrate
-from otel_replay.store._records import decode_records
+from otel_replay.store._records import decode_records, merge_frames, read_frames
 
 DATA = Path(__file__).with_name("data")
 EXPECTED: list[dict[str, Any]] = json.loads((DATA / "v3-store.json").read_text())
@@ -134,3 +134,33 @@ def test_the_cli_migrates_version_3(tmp_path: Path) -> None:
         [CLI, "runs", "--json", "--store", str(root)], check=False, capture_output=True, text=True
     )
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == len(EXPECTED)
+
+
+def test_a_span_whose_content_does_not_rebuild_is_named(tmp_path: Path) -> None:
+    """A derived attribute that no longer comes back as recorded (a codec that reads the
+    body differently, a damaged record) is damage: named by verify, and by spans()."""
+    root = _copy(tmp_path)
+    migrate(root)
+    path = next(
+        p
+        for p in sorted((root / "runs").rglob("*.rec"))
+        if any(e.derived for r in decode_records(p.read_bytes()).records for e in r.spans)
+    )
+    lines = []
+    for raw in read_frames(path.read_bytes()).records:
+        value = json.loads(raw)
+        for item in value["spans"]:
+            if item.get("derived"):
+                item["derived"]["crc"] ^= 1
+                span_id = item["span"]["span_id"]
+        lines.append(json.dumps(value, separators=(",", ":")).encode())
+    path.write_bytes(merge_frames(lines, 3))
+    run_id = decode_records(path.read_bytes()).records[0].run_id
+    with Store.rebuild(root) as store:
+        named = [p for p in store.verify() if p.damage]
+        assert named and all(p.kind == "record" and path.name in p.message for p in named)
+        assert any(span_id in p.message for p in named)
+        with pytest.raises(
+            CorruptBlobError, match=f"span [0-9a-f]{{16}} of record file .*{path.name}"
+        ):
+            store.spans(run_id)
