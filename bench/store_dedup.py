@@ -11,6 +11,9 @@ list (as the runs of one agent do) and differing in everything else.
   closes the store, which merges what it wrote). The store's size is taken after a
   ``force_flush`` (as written) and after the shutdown. Concurrent / in order compares the two;
   raw / store compares the request and response bodies with the store.
+* The archive: the same spans as the Collector's file exporter writes them (``_archive``: OTLP
+  JSON, one line per batch of 512, in the order they ended), raw, ``zstd -3`` and ``zstd -19
+  --long``, in order and concurrently, and the store (whole directory, shut down) against it.
 * Floors: the same content as one zstd stream (``_chat.stream_floor``): bodies, bodies and
   the facts a replay needs, and the spans too.
 * Flush size: the same steps and spans put straight into a ``Store``, flushed after every
