@@ -339,10 +339,10 @@ class Store:
         a run that has none (spans only, say).
         Spans are JSON-ready dicts (name, ids, times, status, attributes, events, …), each
         with a ``replay.run.id`` attribute naming the run they are filed under; they come
-        back from :meth:`spans` equal. A span's long string that is the body of a step put
-        in the same call (an inline body, under the digest the span names) is not hashed
-        again: put a span with its steps. Raises ValueError when a body does not match its
-        hash or a span has no run id.
+        back from :meth:`spans` equal. What a span repeats of a step put in the same call
+        (its inline bodies, the codec's content attributes) is not stored again but rebuilt
+        on read (``_derived``): put a span with its steps. Raises ValueError when a body
+        does not match its hash or a span has no run id.
         """
         accepted = [checked(step) for step in steps]
         sources = Sources.of(accepted, step_bodies(accepted))
