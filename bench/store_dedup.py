@@ -9,8 +9,10 @@ list (as the runs of one agent do) and differing in everything else.
   ``otel_replay.run()`` block. Once *in order* (one run after another, on one thread) and once
   *concurrently* (80 threads, one run each), then the provider is shut down (the exporter
   closes the store, which merges what it wrote). The store's size is taken after a
-  ``force_flush`` (as written) and after the shutdown. Concurrent / in order compares the two;
-  raw / store compares the request and response bodies with the store.
+  ``force_flush`` (as written), after the shutdown (whose merge is bounded in time, so it
+  varies with the machine's load) and after ``Store.compact()`` (all merged, as gc keeps
+  it). Concurrent / in order compares the two; raw / store compares the request and response
+  bodies with the store.
 * The archive: the same spans as the Collector's file exporter writes them (``_archive``: OTLP
   JSON, one line per batch of 512, in the order they ended), raw, ``zstd -3`` and ``zstd -19
   --long``, in order and concurrently, and the store (whole directory, shut down) against it.
@@ -99,6 +101,8 @@ class Recording:
     """After ``force_flush``: what the flushes wrote."""
     closed: Sizes
     """After the provider's shutdown (the store merged what the session wrote)."""
+    compacted: Sizes
+    """After ``Store.compact()`` (everything merged, no time limit)."""
     seconds: float
     shutdown_s: float
     stored: int
@@ -159,11 +163,23 @@ def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) 
     closed = sizes(folder)
     with Store.open(folder, create=False) as store:
         stored = sum(run.step_count for run in store.runs())
+        # What the shutdown's bounded merge left, merged: the store as gc keeps it.
+        store.compact()
+    compacted = sizes(folder)
     lost = stats.dropped + exporter.stats().failed
     where, content = where_bytes_go(folder)
     sizes_of_archive = archive_sizes(otlp_json(archive.spans))
     return Recording(
-        written, closed, seconds, shutdown_s, stored, lost, where, content, sizes_of_archive
+        written,
+        closed,
+        compacted,
+        seconds,
+        shutdown_s,
+        stored,
+        lost,
+        where,
+        content,
+        sizes_of_archive,
     )
 
 
@@ -233,12 +249,13 @@ def main() -> int:
     for label, rec in (("in order", in_order), (f"concurrent ({args.runs} threads)", together)):
         print(_size_row(f"{label}, after force_flush", rec.written, raw))
         print(_size_row(f"{label}, after shutdown", rec.closed, raw))
+        print(_size_row(f"{label}, compacted", rec.compacted, raw))
     for label, rec in (("in order", in_order), ("concurrent", together)):
         print(
             f"  {label}: {rec.seconds:.2f} s recording ({steps / rec.seconds:,.0f} steps/s), "
             f"shutdown {rec.shutdown_s:.2f} s; stored {rec.stored}/{steps}, lost {rec.lost}"
         )
-        print("    where the bytes go, shut down:")
+        print("    where the bytes go, compacted:")
         for line in rec.where:
             print(f"      {line}")
     print()
@@ -249,6 +266,10 @@ def main() -> int:
     print(
         f"  {'store, whole dir, shut down':<44} {in_order.closed.total:>12,} B"
         f" {together.closed.total:>12,} B"
+    )
+    print(
+        f"  {'store, whole dir, compacted':<44} {in_order.compacted.total:>12,} B"
+        f" {together.compacted.total:>12,} B"
     )
     print()
     print(f"  {'':<44} {'figure':>11}   target")
@@ -264,6 +285,13 @@ def main() -> int:
             _ratio_row(
                 f"store / zstd-19 --long archive ({label})",
                 rec.closed.total / rec.archive["zstd -19 --long"],
+                "",
+            )
+        )
+        print(
+            _ratio_row(
+                f"compacted store / zstd-3 archive ({label})",
+                rec.compacted.total / rec.archive["zstd -3"],
                 "",
             )
         )
