@@ -19,7 +19,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,7 +27,6 @@ from otel_replay import attributes as A
 from otel_replay._bodies import is_sse
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body
-from otel_replay.codecs import CODECS, Codec
 from otel_replay.step import Step
 
 __all__ = ["Derivation", "Sources", "derivable", "rebuild"]
@@ -40,7 +39,17 @@ REQUEST_CONTENT = (
     A.REPLAY_TOOL_SCHEMA_VERSION,
 )
 RESPONSE_CONTENT = ("gen_ai.output.messages",)
-_CODECS: dict[str, Codec] = {codec.name: codec for codec in CODECS}
+
+if TYPE_CHECKING:
+    from otel_replay.codecs import Codec
+
+
+def _codecs() -> dict[str, Codec]:
+    """The provider codecs by name, imported when a span is first derived or rebuilt (a
+    store opened to list runs never needs them)."""
+    from otel_replay.codecs import CODECS  # noqa: PLC0415 - only where spans are derived
+
+    return {codec.name: codec for codec in CODECS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +83,7 @@ class Derivation:
         sse, crc = value.get("sse"), value.get("crc")
         if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
             raise ValueError("a span's derived keys are malformed")
-        if not (codec is None or codec in _CODECS):
+        if not (codec is None or isinstance(codec, str)):
             raise ValueError(f"a span names an unknown codec {codec!r}")
         if not (type(status) is int and isinstance(sse, bool) and type(crc) is int):
             raise ValueError("a span's derivation is malformed")
@@ -168,7 +177,7 @@ def derivable(attrs: Mapping[str, Any], sources: Sources) -> Derivation | None:
         # The codec that rebuilds the most of them: bodies of one API may read partly alike
         # through another's codec (a plain user message), the rest not.
         best = 0
-        for codec in CODECS:
+        for codec in _codecs().values():
             content = _content(codec, request, response, status, sse)
             matched = sum(content.get(key) == attrs[key] for key in wanted)
             if matched > best:
@@ -215,7 +224,9 @@ def rebuild(
     if response is not None:
         rebuilt[A.REPLAY_RESPONSE_BODY] = encode_body(response)
     if derivation.codec is not None:
-        codec = _CODECS[derivation.codec]
+        codec = _codecs().get(derivation.codec)
+        if codec is None:
+            raise ValueError(f"it names a codec this otel-replay lacks: {derivation.codec!r}")
         rebuilt.update(_content(codec, request, response, derivation.status, derivation.sse))
     missing = [key for key in derivation.keys if key not in rebuilt]
     if missing:
