@@ -24,6 +24,7 @@ import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay.export._encode import span_to_dict
+from otel_replay.store import Store
 from otel_replay.store._format import RUNS_DIR
 from otel_replay.store._records import decode_records
 from tests.export._support import Pipeline
@@ -111,7 +112,7 @@ def test_every_span_attribute_comes_back_as_the_exporter_was_handed_it(
 ) -> None:
     root = tmp_path / "store"
     handed, edited = _record(standin, root)
-    with Pipeline(root).open_store() as store:
+    with Store.open(root, create=False) as store:
         stored = {
             span["span_id"]: span
             for run in ("fidelity-support", "fidelity-claude")
