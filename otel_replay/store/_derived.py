@@ -16,6 +16,7 @@ the span is reported damaged rather than shown changed.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from otel_replay.codecs import Codec
 
 
+@functools.cache
 def _codecs() -> dict[str, Codec]:
     """The provider codecs by name, imported when a span is first derived or rebuilt (a
     store opened to list runs never needs them)."""
