@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -83,7 +84,11 @@ def _terminate_on(
 ) -> _Ended:
     """Send ``signum`` once the program printed ``line`` (and ``wait`` seconds more); an
     empty ``line``: at once."""
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
+    errors = proc.stderr
+    err: list[str] = []  # read alongside, so that a full stderr pipe cannot block the program
+    drain = threading.Thread(target=lambda: err.append(errors.read()), daemon=True)
+    drain.start()
     seen = []
     sent = time.monotonic()
     if not line:
@@ -95,8 +100,16 @@ def _terminate_on(
             sent = time.monotonic()
             proc.send_signal(signum)
             break
-    out, err = proc.communicate(timeout=60)
-    return _Ended("".join(seen) + out, err, time.monotonic() - sent)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()  # nothing once it has ended
+    # The rest through the same reader: lines it read ahead of ``line`` (a loaded machine
+    # delivers several at once) are in its buffer; communicate() reads past it and lost them.
+    with proc.stdout, errors:
+        seen.append(proc.stdout.read())
+        drain.join(timeout=60)
+    return _Ended("".join(seen), "".join(err), time.monotonic() - sent)
 
 
 @dataclass
