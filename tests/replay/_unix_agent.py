@@ -174,29 +174,44 @@ def square(n: int) -> int:
     return n * n
 
 
+def begin(step: str) -> None:
+    """Say which step of ``own`` starts (on stderr, apart from the results the test reads):
+    a replay that never ends names the step it hung in."""
+    print("begin", step, file=sys.stderr, flush=True)
+
+
 def own(tcp: bool) -> None:
     """The program's own sockets, processes and (in a namespace) loopback: all must work."""
+    import faulthandler
     import multiprocessing
 
+    # Every thread's stack, should a step take far longer than it ever does (the test gives
+    # the replay 120 s): where a hang is, not only which step.
+    faulthandler.dump_traceback_later(90)
     scratch = tempfile.mkdtemp()
     path = os.path.join(scratch, "own.sock")
+    begin("path")
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
     listener.listen()
     serve_echo(listener)
     print("own path", echo(path), flush=True)
+    begin("abstract")
     abstract = socket.socket(socket.AF_UNIX)
     abstract.bind(f"\0otel-replay-own-{os.getpid()}")
     abstract.listen()
     serve_echo(abstract)
     print("own abstract", echo(abstract.getsockname()), flush=True)
+    begin("stale")
     stale = os.path.join(scratch, "stale.sock")
     with socket.socket(socket.AF_UNIX) as gone:
         gone.bind(stale)  # closed: the file stays, nothing listens
     attempt("own", "stale", lambda: echo(stale))
+    begin("socketpair")
     one, two = socket.socketpair()
     one.sendall(b"pair")
     print("own socketpair", two.recv(4), flush=True)
+    begin("from a subprocess")
     child = subprocess.run(
         [sys.executable, "-I", "-S", "-c", CONNECT, path],
         capture_output=True,
@@ -219,10 +234,13 @@ def own(tcp: bool) -> None:
             writer.close()
             return answer
 
+    begin("asyncio")
     print("own asyncio", asyncio.run(unix_stream()), flush=True)
+    begin("forkserver")
     with multiprocessing.get_context("forkserver").Pool(2) as pool:
         print("own forkserver", pool.map(square, [1, 2, 3]), flush=True)
     if tcp:  # a process of the replay that no in-process guard watches: its own loopback
+        begin("loopback")
         program = (
             "import socket; s = socket.create_server(('127.0.0.1', 0)); "
             "c = socket.create_connection(s.getsockname()); c.sendall(b'tcp'); "
@@ -232,6 +250,7 @@ def own(tcp: bool) -> None:
             [sys.executable, "-I", "-S", "-c", program], capture_output=True, check=False
         )
         print("own loopback", looped.stdout.decode().strip(), flush=True)
+    faulthandler.cancel_dump_traceback_later()
 
 
 def race(path: str, rounds: int = 400) -> None:

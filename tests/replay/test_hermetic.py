@@ -227,29 +227,25 @@ def replay(
     flags: tuple[str, ...] = ("--json",),
     prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``PREFIX otel-replay replay RUN --store STORE FLAGS -- python SCRIPT URL ARGS``."""
-    return subprocess.run(
-        [
-            *prefix,
-            str(CLI),
-            "replay",
-            RUN,
-            "--store",
-            str(recording.store),
-            *flags,
-            "--",
-            sys.executable,
-            str(script),
-            recording.url,
-            *args,
-        ],
-        env=_env(recording.store),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    """``PREFIX otel-replay replay RUN --store STORE FLAGS -- python SCRIPT URL ARGS``; one
+    that does not end in time fails the test with all it printed (where it stopped)."""
+    command = [*prefix, str(CLI), "replay", RUN, "--store", str(recording.store), *flags]
+    try:
+        return subprocess.run(
+            [*command, "--", sys.executable, str(script), recording.url, *args],
+            env=_env(recording.store),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out, err = (
+            part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+            for part in (exc.stdout, exc.stderr)
+        )
+        pytest.fail(f"{exc}\nstdout:\n{out}\nstderr:\n{err}", pytrace=False)
 
 
 def escape_script(directory: Path, body: str) -> Path:
