@@ -189,6 +189,36 @@ def test_a_program_that_never_loads_otel_replay_is_named_as_such(
     assert "no process of the program loaded" not in healthy.stdout
 
 
+# Whether a process has loaded what a replay loads (its store is SQLite), once the resource
+# tracker has started up: it then waits on its pipe for the program's commands.
+TRACKER_PROGRAM = """
+import time
+from multiprocessing import resource_tracker
+
+def replayed(pid):
+    with open(f"/proc/{pid}/maps") as maps:
+        return "_sqlite3" in maps.read()
+
+resource_tracker.ensure_running()
+tracker = resource_tracker._resource_tracker._pid
+deadline = time.monotonic() + 100
+while "pipe_read" not in open(f"/proc/{tracker}/wchan").read():
+    assert time.monotonic() < deadline, "the resource tracker did not start"
+    time.sleep(0.05)
+print("program", replayed("self"), "tracker", replayed(tracker))
+"""
+
+
+def test_multiprocessing_s_resource_tracker_is_not_replayed(
+    agent_store: tuple[Path, str, str],
+) -> None:
+    """It runs none of the program's code: it starts as a plain Python would, not with a
+    replay's start-up (a forkserver or spawned worker does run the program's code, and is)."""
+    store, run, _ = agent_store
+    done = replay(store, run, sys.executable, "-c", TRACKER_PROGRAM)
+    assert "program True tracker False" in done.stdout, done.stdout + done.stderr
+
+
 def test_the_summary_claims_a_recording_only_where_the_store_holds_it(
     agent_store: tuple[Path, str, str], tmp_path: Path
 ) -> None:

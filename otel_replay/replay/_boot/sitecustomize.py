@@ -7,7 +7,14 @@ import sys
 from importlib.machinery import PathFinder
 from importlib.util import module_from_spec
 
-if os.environ.get("OTEL_REPLAY_MODE", "").strip().lower() == "replay":
+# multiprocessing's resource tracker (started by its spawn and forkserver methods) runs none
+# of the program's code, only the clean-up of its semaphores: replaying it would cost a whole
+# start-up and serve nothing.
+_TRACKER = "from multiprocessing.resource_tracker import main;"
+_argv = getattr(sys, "orig_argv", [])
+_tracker = _argv[-2:-1] == ["-c"] and _argv[-1].startswith(_TRACKER)
+
+if os.environ.get("OTEL_REPLAY_MODE", "").strip().lower() == "replay" and not _tracker:
     from otel_replay.replay._child import bootstrap
 
     bootstrap()
