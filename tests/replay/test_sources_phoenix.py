@@ -1,17 +1,26 @@
-"""Runs read from a real Phoenix server (``phoenix://HOST:PORT[/PROJECT]``).
+"""Runs read from a real Phoenix server (``phoenix://HOST:PORT[/PROJECT]``) with
+authentication on, the API key in ``PHOENIX_API_KEY`` (Phoenix's own variable, which its
+clients read).
 
-The module starts one Phoenix (:mod:`tests.replay._phoenix`) and records the example agent
-into it as a user would, with no otel-replay store at all. Runs are then read back through
-Phoenix's REST API and replayed with the stand-in provider stopped.
+The module starts one Phoenix (:mod:`tests.replay._phoenix`) with ``PHOENIX_ENABLE_AUTH=true``,
+a JWT secret and an admin secret, and makes a system API key through its REST API (``POST
+/v1/system/api_keys`` with the admin secret as bearer token: how a deployment gets a key
+without the web UI). The example agent is recorded into it as a user would, with the key on
+the exporter (``OTEL_EXPORTER_OTLP_HEADERS``) and no otel-replay store at all. Runs are then
+read back through Phoenix's REST API and replayed with the stand-in provider stopped.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,16 +39,57 @@ FIRST, SECOND, NIGHT = "r_phoenix_first", "r_phoenix_second", "r_phoenix_night"
 NIGHT_PROJECT = "night shift"
 DEAD = "http://127.0.0.1:9"
 """Where the replayed agent is sent: nothing listens there, and nothing has to."""
+ADMIN_SECRET = "admin-secret-for-the-tests-0123456789"
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """A Phoenix with authentication on, and a system API key for it."""
+
+    phoenix: Phoenix
+    key: str
+
+    @property
+    def secret(self) -> str:
+        """The part of the key that must never be written anywhere: the JWT's signature."""
+        return self.key.rpartition(".")[2]
 
 
 @pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    with serve(tmp_path_factory.mktemp("phoenix")) as server:
-        yield server
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
+    settings = {
+        "PHOENIX_ENABLE_AUTH": "true",
+        "PHOENIX_SECRET": "jwt-signing-secret-for-the-tests-0123456789",
+        "PHOENIX_ADMIN_SECRET": ADMIN_SECRET,
+    }
+    with serve(tmp_path_factory.mktemp("phoenix"), **settings) as server:
+        yield Guarded(server, system_api_key(server))
+
+
+def system_api_key(phoenix: Phoenix) -> str:
+    request = urllib.request.Request(
+        f"{phoenix.url}/v1/system/api_keys",
+        data=json.dumps({"data": {"name": "otel-replay tests"}}).encode(),
+        headers={"Authorization": f"Bearer {ADMIN_SECRET}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        key: str = json.load(answer)["data"]["key"]
+    return key
 
 
 @pytest.fixture(scope="module")
-def recordings(phoenix: Phoenix) -> dict[str, Recording]:
+def phoenix(guarded: Guarded) -> Phoenix:
+    return guarded.phoenix
+
+
+@pytest.fixture(autouse=True)
+def api_key(guarded: Guarded, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test reads Phoenix as its users would: with the key in ``PHOENIX_API_KEY``."""
+    monkeypatch.setenv("PHOENIX_API_KEY", guarded.key)
+
+
+@pytest.fixture(scope="module")
+def recordings(guarded: Guarded) -> dict[str, Recording]:
     """Three runs of the example agent: two in the default project, one in the project "night
     shift" whose streamed answers (about 5 KiB each) are over OTEL_REPLAY_INLINE_LIMIT."""
     night = {
@@ -48,9 +98,17 @@ def recordings(phoenix: Phoenix) -> dict[str, Recording]:
     }
     with StandIn() as standin:
         return {
-            run_id: record(phoenix, standin, run_id, extra)
+            run_id: record(guarded.phoenix, standin, run_id, extra, key=guarded.key)
             for run_id, extra in [(FIRST, {}), (SECOND, {}), (NIGHT, night)]
         }
+
+
+def _assert_secret_kept(guarded: Guarded, texts: Iterable[str], directory: Path) -> None:
+    """The key is in none of ``texts`` and no file under ``directory``."""
+    assert guarded.secret not in "".join(texts)
+    for path in directory.rglob("*"):
+        if path.is_file():
+            assert guarded.secret.encode() not in path.read_bytes(), path
 
 
 def test_runs_read_back_byte_exact(phoenix: Phoenix, recordings: dict[str, Recording]) -> None:
@@ -89,7 +147,7 @@ def test_a_selector_asks_phoenix_for_that_run_only(
 
 
 def test_replay_from_phoenix_is_identical(
-    phoenix: Phoenix, recordings: dict[str, Recording], tmp_path: Path
+    guarded: Guarded, phoenix: Phoenix, recordings: dict[str, Recording], tmp_path: Path
 ) -> None:
     done = subprocess.run(
         [CLI, "replay", f"{phoenix.ref}#{FIRST}", "--store", str(tmp_path / "s"), "--", *AGENT],
@@ -103,11 +161,17 @@ def test_replay_from_phoenix_is_identical(
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"fidelity: exact {steps};" in done.stdout
     assert "network attempts: 0" in done.stdout
+    _assert_secret_kept(guarded, [done.stdout, done.stderr], tmp_path)
 
 
 def test_import_show_diff_and_export(
-    phoenix: Phoenix, recordings: dict[str, Recording], tmp_path: Path
+    guarded: Guarded,
+    phoenix: Phoenix,
+    recordings: dict[str, Recording],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     store = str(tmp_path / "store")
     done = run_cli("import", phoenix.ref, "--store", store)
     assert done.exit_code == 0, done.output
@@ -122,7 +186,11 @@ def test_import_show_diff_and_export(
     assert diffed.exit_code in (0, 1) and FIRST in diffed.stdout
     exported = run_cli("export", f"{phoenix.ref}#{FIRST}", str(tmp_path / "bundle"))
     assert exported.exit_code == 0, exported.output
-    assert load_run(str(tmp_path / "bundle")).run_id == FIRST
+    run = load_run(str(tmp_path / "bundle"))
+    assert run.run_id == FIRST
+    # The key is in no message, log, stored run or bundle.
+    outputs = [r.output for r in (done, shown, diffed, exported)]
+    _assert_secret_kept(guarded, [*outputs, caplog.text, str(run)], tmp_path)
 
 
 def test_a_step_without_inline_bodies_is_semantic(
@@ -167,9 +235,33 @@ def test_the_pytest_marker_takes_a_phoenix_run(
     assert "1 passed" in done.stdout
 
 
-def test_an_api_key_does_no_harm_without_authentication(
-    phoenix: Phoenix, recordings: dict[str, Recording], monkeypatch: pytest.MonkeyPatch
+def test_without_the_key_or_with_another_it_is_one_line(
+    guarded: Guarded,
+    phoenix: Phoenix,
+    recordings: dict[str, Recording],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """PHOENIX_API_KEY set for another Phoenix: this one, with authentication off, ignores it."""
-    monkeypatch.setenv("PHOENIX_API_KEY", "px-key-of-another-phoenix")
-    assert load_run(f"{phoenix.ref}#{FIRST}").run_id == FIRST
+    ref = phoenix.ref
+    store = str(tmp_path / "s")
+    monkeypatch.delenv("PHOENIX_API_KEY")
+    line = assert_bad_input(run_cli("import", ref, "--store", store))
+    assert line == (
+        f"Error: {ref}/default: the server asks for an API key: set PHOENIX_API_KEY (HTTP 401)"
+    )
+    wrong = "px-wrong-key-5309-" + guarded.key[-8:]
+    monkeypatch.setenv("PHOENIX_API_KEY", wrong)
+    line = assert_bad_input(run_cli("import", f"{ref}#{FIRST}", "--store", store))
+    assert line == (
+        f"Error: {ref}/default: the server refused the API key in PHOENIX_API_KEY (HTTP 401)"
+    )
+    # A key a header cannot carry is refused before any request, without being quoted.
+    asked = len(phoenix.requests())
+    monkeypatch.setenv("PHOENIX_API_KEY", "px-line-one\r\nX-Injected: px-line-two")
+    with pytest.raises(SourceError) as caught:
+        load_run(ref)
+    assert str(caught.value) == (
+        f"{ref}/default: PHOENIX_API_KEY holds characters an HTTP header cannot carry "
+        "(spaces, line breaks, non-ASCII)"
+    )
+    assert len(phoenix.requests()) == asked
