@@ -195,14 +195,17 @@ TRACKER_PROGRAM = """
 import time
 from multiprocessing import resource_tracker
 
+def proc(pid, name):
+    with open(f"/proc/{pid}/{name}") as entry:
+        return entry.read()
+
 def replayed(pid):
-    with open(f"/proc/{pid}/maps") as maps:
-        return "_sqlite3" in maps.read()
+    return "_sqlite3" in proc(pid, "maps")
 
 resource_tracker.ensure_running()
 tracker = resource_tracker._resource_tracker._pid
 deadline = time.monotonic() + 100
-while "pipe_read" not in open(f"/proc/{tracker}/wchan").read():
+while "pipe_read" not in proc(tracker, "wchan"):
     assert time.monotonic() < deadline, "the resource tracker did not start"
     time.sleep(0.05)
 print("program", replayed("self"), "tracker", replayed(tracker))
