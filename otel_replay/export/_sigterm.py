@@ -70,14 +70,39 @@ class _Helper:
 _helper: _Helper | None = None
 
 
+_mask_before_fork: set[int | signal.Signals] | None = None
+"""The forking thread's signal mask before :func:`_before_fork` blocked ours."""
+
+
+def _before_fork() -> None:
+    # A signal sent to a child before it first runs (Pool.terminate right after a worker was
+    # forked, on a busy machine) reaches CPython's C handler, and the child's reset at start
+    # (PyOS_AfterFork_Child) clears it: with ours in place of the default, the signal would be
+    # lost and the worker wait on its queue for ever. Blocked across the fork, it stays
+    # pending in the kernel until the child has reset and unblocks it.
+    global _mask_before_fork  # noqa: PLW0603 - set and read by one fork, under the GIL
+    if _installed:
+        _mask_before_fork = signal.pthread_sigmask(signal.SIG_BLOCK, list(_previous))
+
+
+def _restore_mask() -> None:
+    global _mask_before_fork  # noqa: PLW0603
+    if _mask_before_fork is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _mask_before_fork)
+        _mask_before_fork = None
+
+
 def _after_fork_in_child() -> None:
     global _helper  # noqa: PLW0603 - one helper per process
     if _installed:
         _helper = _Helper()
+    _restore_mask()  # a signal that came meanwhile is handled now, helper ready
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_restore_mask, after_in_child=_after_fork_in_child
+    )
 
 
 def install(exporter: _Flushable, timeout_s: float) -> bool:

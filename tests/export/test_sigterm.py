@@ -363,3 +363,43 @@ def test_under_nohup_a_hangup_is_still_ignored(
     ended = _terminate_on(proc, "", wait=0)
     assert proc.returncode == -signal.SIGTERM, ended.err
     assert len(_one_trace(tmp_path / "store", sink).steps) == 2
+
+
+# Forks children that wait, each sent SIGTERM at once (most often before it first ran), and
+# counts those it still had to kill with SIGKILL after 5 s.
+_FORK_AND_TERMINATE = """
+import os, signal, time
+lost = 0
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(7)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            lost += 1
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(0.01)
+print("lost", lost, flush=True)
+"""
+
+
+def test_a_child_sent_sigterm_before_it_first_ran_still_ends(tmp_path: Path) -> None:
+    # Pool.terminate signals workers it may have forked a moment before: a signal that came
+    # before the child ran was cleared by CPython's reset of the child, and with our handler
+    # in place of the default the worker lived on, blocked on its queue, and so did the pool.
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, "-c", _FORK_AND_TERMINATE],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "store"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["lost 0"], done.stderr
