@@ -94,9 +94,11 @@ def _restore_mask() -> None:
 
 def _after_fork_in_child() -> None:
     global _helper  # noqa: PLW0603 - one helper per process
-    if _installed:
-        _helper = _Helper()
-    _restore_mask()  # a signal that came meanwhile is handled now, helper ready
+    try:
+        if _installed:
+            _helper = _Helper()
+    finally:
+        _restore_mask()  # a signal that came meanwhile is handled now, helper ready
 
 
 if hasattr(os, "register_at_fork"):
