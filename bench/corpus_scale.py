@@ -17,7 +17,8 @@ Rounds alternate the variants, so drift in the machine's load touches each alike
 each variant's median wall time, the CPU time of the command and all it started (a machine
 busy with other work slows the wall time, and leaves no second core to gain), the speed-up
 of 2 workers over 1, and for pytest the most a second worker can give: the session's
-start-up (``-n 1`` selecting no test) does not shrink with it.
+start-up (``-n 1`` selecting no test) does not shrink with it; and pytest's CPU: the start-up,
+a marked test's (``-n 1`` beyond its start-up, per test) and a second worker's own.
 
 Target: at least 1.7x faster with 2 workers than with 1, on a machine with 2 idle cores.
 
@@ -158,9 +159,9 @@ def main() -> None:
         f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} (others' work included)"
     )
     wall = {name: statistics.median(t.wall for t in values) for name, values in timings.items()}
-    for name, values in timings.items():
-        cpu = statistics.median(t.cpu for t in values)
-        print(f"{name:>20} {wall[name]:8.1f} s wall {cpu:8.1f} s CPU")
+    cpu = {name: statistics.median(t.cpu for t in values) for name, values in timings.items()}
+    for name in timings:
+        print(f"{name:>20} {wall[name]:8.1f} s wall {cpu[name]:8.1f} s CPU")
     for one, two in (("pytest -n 1", "pytest -n 2"), ("replay --all -j 1", "replay --all -j 2")):
         if one in wall:
             speedup = wall[one] / wall[two]
@@ -173,6 +174,13 @@ def main() -> None:
         print(
             f"pytest: start-up {start:.1f} s of {wall['pytest -n 1']:.1f} s; 2 workers "
             f"can be at most {bound:.2f}x faster"
+        )
+        # CPU, unlike wall time, is not stretched by other work on the machine.
+        per_test = (cpu["pytest -n 1"] - cpu["pytest -n 1, no test"]) / args.bundles
+        print(
+            f"pytest CPU: start-up {cpu['pytest -n 1, no test']:.1f} s; a marked test "
+            f"{per_test * 1000:.1f} ms (the replay's imports in its worker included); a "
+            f"second worker {cpu['pytest -n 2'] - cpu['pytest -n 1']:.1f} s more"
         )
 
 

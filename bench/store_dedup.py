@@ -9,8 +9,13 @@ list (as the runs of one agent do) and differing in everything else.
   ``otel_replay.run()`` block. Once *in order* (one run after another, on one thread) and once
   *concurrently* (80 threads, one run each), then the provider is shut down (the exporter
   closes the store, which merges what it wrote). The store's size is taken after a
-  ``force_flush`` (as written) and after the shutdown. Concurrent / in order compares the two;
-  raw / store compares the request and response bodies with the store.
+  ``force_flush`` (as written), after the shutdown (whose merge is bounded in time, so it
+  varies with the machine's load) and after ``Store.compact()`` (all merged, as gc keeps
+  it). Concurrent / in order compares the two; raw / store compares the request and response
+  bodies with the store.
+* The archive: the same spans as the Collector's file exporter writes them (``_archive``: OTLP
+  JSON, one line per batch of 512, in the order they ended), raw, ``zstd -3`` and ``zstd -19
+  --long``, in order and concurrently, and the store (whole directory, shut down) against it.
 * Floors: the same content as one zstd stream (``_chat.stream_floor``): bodies, bodies and
   the facts a replay needs, and the spans too.
 * Flush size: the same steps and spans put straight into a ``Store``, flushed after every
@@ -32,20 +37,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import otel_replay
+from bench._archive import archive_sizes, otlp_json
 from bench._chat import conversation, raw_bytes, shared_prompt, stream_floor
 from bench.store_ratio import where_bytes_go
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
+from otel_replay.export._encode import span_to_dict
 from otel_replay.step import Step
 from otel_replay.store import Store
 
 TARGET_CONCURRENT = 1.2
+TARGET_ARCHIVE = 0.5
 TARGET_RAW = 40.0
 TARGET_FLUSH_SIZE = 0.10
 HEADERS = {"content-type": "application/json", "authorization": "Bearer sk-bench-not-a-secret"}
@@ -74,12 +82,27 @@ def sizes(folder: Path) -> Sizes:
     return Sizes(steps, total, files)
 
 
+class Archive(SpanProcessor):
+    """The spans in the order they end, as the Collector's file exporter would get them."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict] = []
+        self._lock = threading.Lock()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        encoded = span_to_dict(span)
+        with self._lock:
+            self.spans.append(encoded)
+
+
 @dataclass(frozen=True)
 class Recording:
     written: Sizes
     """After ``force_flush``: what the flushes wrote."""
     closed: Sizes
     """After the provider's shutdown (the store merged what the session wrote)."""
+    compacted: Sizes
+    """After ``Store.compact()`` (everything merged, no time limit)."""
     seconds: float
     shutdown_s: float
     stored: int
@@ -88,6 +111,8 @@ class Recording:
     """Where the bytes go once shut down (``store_ratio.where_bytes_go``)."""
     content: int
     """Compressed bytes of the chunks, as the packs hold them."""
+    archive: dict[str, int]
+    """The same spans as the Collector's OTLP JSON file: raw, zstd -3, zstd -19 --long."""
 
 
 def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) -> Recording:
@@ -111,6 +136,8 @@ def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) 
     provider = TracerProvider()
     exporter = ReplaySpanExporter(str(folder))
     provider.add_span_processor(BatchSpanProcessor(exporter))
+    archive = Archive()
+    provider.add_span_processor(archive)
     instrumentor = ReplayInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     started = time.perf_counter()
@@ -136,9 +163,24 @@ def record_instrumented(runs: list[list[Step]], folder: Path, concurrent: bool) 
     closed = sizes(folder)
     with Store.open(folder, create=False) as store:
         stored = sum(run.step_count for run in store.runs())
+        # What the shutdown's bounded merge left, merged: the store as gc keeps it.
+        store.compact()
+    compacted = sizes(folder)
     lost = stats.dropped + exporter.stats().failed
     where, content = where_bytes_go(folder)
-    return Recording(written, closed, seconds, shutdown_s, stored, lost, where, content)
+    sizes_of_archive = archive_sizes(otlp_json(archive.spans))
+    return Recording(
+        written,
+        closed,
+        compacted,
+        seconds,
+        shutdown_s,
+        stored,
+        lost,
+        where,
+        content,
+        sizes_of_archive,
+    )
 
 
 def record_batches(
@@ -207,16 +249,52 @@ def main() -> int:
     for label, rec in (("in order", in_order), (f"concurrent ({args.runs} threads)", together)):
         print(_size_row(f"{label}, after force_flush", rec.written, raw))
         print(_size_row(f"{label}, after shutdown", rec.closed, raw))
+        print(_size_row(f"{label}, compacted", rec.compacted, raw))
     for label, rec in (("in order", in_order), ("concurrent", together)):
         print(
             f"  {label}: {rec.seconds:.2f} s recording ({steps / rec.seconds:,.0f} steps/s), "
             f"shutdown {rec.shutdown_s:.2f} s; stored {rec.stored}/{steps}, lost {rec.lost}"
         )
-        print("    where the bytes go, shut down:")
+        print("    where the bytes go, compacted:")
         for line in rec.where:
             print(f"      {line}")
     print()
+    print("  the Collector's OTLP JSON file of the same spans (one line per batch of 512):")
+    print(f"  {'':<44} {'in order':>14} {'concurrent':>14}")
+    for key in in_order.archive:
+        print(f"  {key:<44} {in_order.archive[key]:>12,} B {together.archive[key]:>12,} B")
+    print(
+        f"  {'store, whole dir, shut down':<44} {in_order.closed.total:>12,} B"
+        f" {together.closed.total:>12,} B"
+    )
+    print(
+        f"  {'store, whole dir, compacted':<44} {in_order.compacted.total:>12,} B"
+        f" {together.compacted.total:>12,} B"
+    )
+    print()
     print(f"  {'':<44} {'figure':>11}   target")
+    for label, rec in (("in order", in_order), ("concurrent", together)):
+        print(
+            _ratio_row(
+                f"store / zstd-3 archive ({label})",
+                rec.closed.total / rec.archive["zstd -3"],
+                f"<= {TARGET_ARCHIVE}x",
+            )
+        )
+        print(
+            _ratio_row(
+                f"store / zstd-19 --long archive ({label})",
+                rec.closed.total / rec.archive["zstd -19 --long"],
+                "",
+            )
+        )
+        print(
+            _ratio_row(
+                f"compacted store / zstd-3 archive ({label})",
+                rec.compacted.total / rec.archive["zstd -3"],
+                "",
+            )
+        )
     print(
         _ratio_row(
             "concurrent / in order (whole dir, shut down)",

@@ -14,6 +14,9 @@ interactions:
   to the same store. The index has SQLite's default page size, so its first pages are paid
   once per store, not per run.
 
+Beside them: the Collector's file exporter archive of the run's spans (``bench/_archive.py``:
+OTLP JSON, raw, ``zstd -3`` and ``zstd -19 --long``), against the store with spans.
+
 Where the bytes go: the packs' objects by kind (chunks, manifests; compressed bytes are each
 frame's size shared out by the raw bytes of each kind in it), the packs' own framing and
 tables, the record files, the index (pages by table), ``FORMAT`` and ``LOCK``. Also the cost of
@@ -43,6 +46,7 @@ from vcr.serializers import jsonserializer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._archive import archive_sizes, otlp_json
 from bench._chat import RUN_ID, conversation, prose_ratio, raw_bytes, stream_floor
 from otel_replay.step import Step
 from otel_replay.store import Store
@@ -272,6 +276,16 @@ def main() -> int:
         print("    where the bytes go (one run):")
         for line in recorded.where:
             print(f"      {line}")
+    archive = archive_sizes(otlp_json(spans))
+    whole = sum(full.files[1].values())
+    print("  the Collector's OTLP JSON file of the run's spans (what the store holds of it)")
+    for key, size in archive.items():
+        print(_row(f"OTLP JSON file, {key}", size, raw, cassette))
+    print(
+        f"  store (steps + spans, whole directory) / zstd -3 file: "
+        f"{whole / archive['zstd -3']:.2f}x, / zstd -19 --long file: "
+        f"{whole / archive['zstd -19 --long']:.2f}x"
+    )
     print("  floors: the same content as one zstd-19 stream (no random access, no addressing)")
     for label, size in stream_floor([(steps, spans)]).items():
         print(_row(label, size, raw, cassette))

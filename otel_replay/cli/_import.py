@@ -35,8 +35,9 @@ def import_(source: str, store: str | None) -> None:
     SOURCE is an OTLP file (JSON lines, one JSON document, or protobuf; gzip or zstd; as the
     Collector's file exporter writes them or not), a directory of them (the file exporter's
     rotated output), an http(s) URL answering OTLP JSON (Jaeger's /api/v3/traces/TRACE_ID),
-    or any of these with #RUN_ID to import one run of several. Without it, every run in
-    SOURCE is imported.
+    or any of these with #RUN_ID to import one run of several, or a golden bundle directory
+    (from export: every step it holds is imported). Without #RUN_ID, every run in SOURCE is
+    imported.
 
     A directory is imported incrementally, for a cron job: files imported whole before
     (and unchanged, even renamed by rotation) are not read again, and a run that grew since

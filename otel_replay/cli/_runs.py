@@ -14,7 +14,7 @@ from otel_replay.store import FailureLabel, RunInfo
 from otel_replay.triage import CATEGORIES
 from otel_replay.triage import failed as run_failed
 
-__all__ = ["forks_under_parents", "run_json", "runs"]
+__all__ = ["forks_under_parents", "label_json", "run_json", "runs"]
 
 
 MODES = ("record", "replay", "fork")
@@ -49,6 +49,18 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "tokens_out": run.tokens_out,
         "bytes": run.bytes,
         "models": list(run.models),
+    }
+
+
+def label_json(label: FailureLabel) -> dict[str, Any]:
+    """A failure label of ``otel-replay triage``, JSON-ready (``step``: null for the run's
+    own)."""
+    return {
+        "step": label.step,
+        "category": label.category,
+        "severity": label.severity,
+        "rule": label.rule,
+        "reason": label.reason,
     }
 
 

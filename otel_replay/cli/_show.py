@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
+from rich.text import Text
 
 from otel_replay.cli._common import emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, printable
-from otel_replay.cli._runs import run_json
-from otel_replay.cli._steps import step_views
+from otel_replay.cli._runs import label_json, run_json
+from otel_replay.cli._steps import StepView, step_views
 from otel_replay.cli._tables import (
     NESTED_NOTE,
     has_nested,
+    label_text,
     run_header,
     semantic_note,
     steps_table,
 )
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources import stored_run
+from otel_replay.store import FailureLabel
 
 __all__ = ["show"]
 
@@ -42,7 +46,9 @@ def show(run: str, store: str | None, as_json: bool) -> None:
     in ms, tokens in/out, and status (HTTP status, error type, `incomplete` when a response
     was cut short). A step made inside another's body (an MCP call inside a LangChain tool, a
     tool's HTTP request) is marked `└ KIND in N`, N the outer step. Steps known from their
-    spans only (imported without their bytes) are listed too, and named as semantic.
+    spans only (imported without their bytes) are listed too, and named as semantic. The
+    failure labels of the last `otel-replay triage` are shown: the run's under the header,
+    each labelled step's in a label column, with their reasons under the table.
     """
     with open_run(run, store) as (opened, info):
         try:
@@ -50,22 +56,44 @@ def show(run: str, store: str | None, as_json: bool) -> None:
         except SourceError as exc:  # spans a replay refuses: what was stored can be shown
             click.echo(f"otel-replay: {exc}; shown without its spans", err=True)
             loaded = stored_run(opened, info, empty=True, spans=False)
+        labels = opened.labels(info.run_id).get(info.run_id, [])
     views = step_views(loaded)
     missing = loaded.run.missing
+    own = next((label for label in labels if label.step is None), None)
     if as_json:
-        steps = [view.to_json() for view in views]
-        click.echo(json_text({"run": run_json(info), "missing": missing, "steps": steps}))
+        steps = [_step_json(view, labels) for view in views]
+        kept = None if own is None else label_json(own)
+        document = {"run": run_json(info), "missing": missing, "label": kept, "steps": steps}
+        click.echo(json_text(document))
         return
     console = stdout_console()
     emit(console, run_header(info, time.time_ns()))
     if missing is not None:
         emit(console, f"incomplete: {printable(missing)} is not there yet", style="yellow")
+    if own is not None:
+        emit(
+            console,
+            Text("label: ").append_text(label_text(own)).append(f": {printable(own.reason)}"),
+        )
     if not views:
         emit(console, "(no steps recorded)", style="dim")
         return
-    emit(console, steps_table(views))
+    emit(console, steps_table(views, labels))
     if has_nested(views):
         emit(console, NESTED_NOTE, style="dim")
     semantic = [view.step.index for view in views if view.fidelity == "semantic"]
     if semantic:
         emit(console, semantic_note(semantic), style="dim")
+    for label in labels:
+        if label.step is not None:
+            line = Text(f"step {label.step}: ").append_text(label_text(label))
+            emit(console, line.append(f" ({printable(label.rule)}): {printable(label.reason)}"))
+
+
+def _step_json(view: StepView, labels: list[FailureLabel]) -> dict[str, Any]:
+    """A step's JSON, with its failure labels (``labels``: only when it has some)."""
+    out = view.to_json()
+    found = [label_json(x) for x in labels if x.step == view.step.index]
+    if found:
+        out["labels"] = [{k: v for k, v in x.items() if k != "step"} for x in found]
+    return out

@@ -3,6 +3,7 @@ recorded content (``[bold]`` in a prompt) prints as it is."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,7 +23,7 @@ from otel_replay.cli._format import (
 )
 from otel_replay.cli._messages import prompt_preview
 from otel_replay.step import ENVELOPE_KINDS, describe_effect
-from otel_replay.store import Retention, RunInfo
+from otel_replay.store import FailureLabel, Retention, RunInfo
 
 if TYPE_CHECKING:  # the steps' views (and the codecs behind them) load only where used
     from otel_replay.cli._steps import StepView
@@ -31,8 +32,10 @@ __all__ = [
     "NESTED_NOTE",
     "PROMPT_WIDTH",
     "RESPONSE_WIDTH",
+    "SEVERITY_STYLE",
     "gc_table",
     "has_nested",
+    "label_text",
     "run_header",
     "runs_table",
     "safe_text",
@@ -43,6 +46,7 @@ __all__ = [
 
 PROMPT_WIDTH = 48
 RESPONSE_WIDTH = 64
+SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
 
 
 class _Table(Table):
@@ -258,9 +262,9 @@ def _cut(text: Text) -> Text:
     return text
 
 
-def steps_table(views: list[StepView]) -> Table:
+def steps_table(views: list[StepView], labels: Sequence[FailureLabel] = ()) -> Table:
     """One row per step: index, kind, model or URL, prompt and response previews, timing,
-    tokens and status."""
+    tokens and status; with ``labels`` (of ``otel-replay triage``), each step's labels."""
     rows = table("#", "kind", "call", "prompt", "response", "ms", "ttfc", "tokens", "status")
     for column in (0, 5, 6, 7):
         rows.columns[column].justify = "right"
@@ -271,10 +275,18 @@ def steps_table(views: list[StepView]) -> Table:
     forked = any(view.forked is not None for view in views)
     if forked:  # a fork: served from the recording, changed, or live
         rows.add_column("fork", no_wrap=True)
+    by_step: dict[int, list[FailureLabel]] = {}
+    for label in labels:
+        if label.step is not None:
+            by_step.setdefault(label.step, []).append(label)
+    if by_step:
+        rows.add_column("label", no_wrap=True)
     depths = _depths(views)
     for view in views:
         step = view.step
         fork = [] if not forked else [_fork_cell(view.forked)]
+        if by_step:
+            fork.append(Text(", ").join(label_text(x) for x in by_step.get(step.index, ())))
         rows.add_row(
             Text(str(step.index)),
             _kind(view, depths.get(step.index, 0)),
@@ -288,6 +300,14 @@ def steps_table(views: list[StepView]) -> Table:
             *fork,
         )
     return rows
+
+
+def label_text(label: FailureLabel) -> Text:
+    """``environment_drift warning``: a failure label's category and severity (styled)."""
+    text = Text(printable(label.category))
+    return text.append(
+        f" {printable(label.severity)}", style=SEVERITY_STYLE.get(label.severity, "")
+    )
 
 
 def _fork_cell(forked: str | None) -> Text:

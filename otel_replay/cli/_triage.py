@@ -24,9 +24,10 @@ from otel_replay.cli._common import (
     store_option,
 )
 from otel_replay.cli._format import iso_time, json_text, plural, printable, when
-from otel_replay.cli._tables import table
+from otel_replay.cli._runs import label_json
+from otel_replay.cli._tables import SEVERITY_STYLE, label_text, table
 from otel_replay.errors import StoreNotFoundError
-from otel_replay.store import FailureLabel, Store
+from otel_replay.store import Store
 from otel_replay.triage import CATEGORIES, ColdCase, Triage, Verdict, severity_rank
 
 __all__ = ["triage"]
@@ -38,7 +39,6 @@ KEEP_EVERY = 500
 """Runs triaged between two writes of their labels: few writes, and little lost if cut off."""
 _AGE = re.compile(r"(\d+)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
-_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow"}
 
 
 def parse_age(text: str) -> int:
@@ -148,16 +148,6 @@ def _verdicts(
 # -- JSON ----------------------------------------------------------------------------------
 
 
-def _label_json(label: FailureLabel) -> dict[str, Any]:
-    return {
-        "step": label.step,
-        "category": label.category,
-        "severity": label.severity,
-        "rule": label.rule,
-        "reason": label.reason,
-    }
-
-
 def _cold_json(case: ColdCase) -> dict[str, Any]:
     return {"kind": case.kind, "detail": case.detail, "settings": list(case.settings)}
 
@@ -172,8 +162,8 @@ def _verdict_json(verdict: Verdict) -> dict[str, Any]:
         "error_type": verdict.error_type,
         "mode": verdict.mode,
         "failed": verdict.failed,
-        "label": None if label is None else _label_json(label),
-        "steps": [_label_json(x) for x in verdict.labels if x.step is not None],
+        "label": None if label is None else label_json(label),
+        "steps": [label_json(x) for x in verdict.labels if x.step is not None],
         "cold": [_cold_json(c) for c in verdict.cold],
     }
 
@@ -275,7 +265,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
     for row in rows:
         summary.add_row(
             Text(row["category"], style="bold"),
-            Text(row["severity"], style=_SEVERITY_STYLE.get(row["severity"], "")),
+            Text(row["severity"], style=SEVERITY_STYLE.get(row["severity"], "")),
             Text(str(row["runs"])),
             Text(str(row["steps"])),
             Text(", ".join(printable(r) for r in row["examples"])),
@@ -296,9 +286,7 @@ def _runs_table(verdicts: list[Verdict], now: int) -> Table:
             shown = Text("-", style="dim")
             what = Text("no rule explains it", style="dim")
         else:
-            shown = Text(label.category).append(
-                f" {label.severity}", style=_SEVERITY_STYLE.get(label.severity, "")
-            )
+            shown = label_text(label)
             steps = sum(x.step is not None for x in verdict.labels)
             more = f" (+{plural(steps, 'step')} labelled)" if steps > 1 else ""
             what = Text(printable(label.reason) + more)

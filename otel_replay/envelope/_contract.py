@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay._canonical import canonical_json, parse_json, sha256_tag
+from otel_replay._schema import SchemaCheck, check_schema
 from otel_replay.errors import ConfigError, ToolContractError
 
 __all__ = ["Contract", "bound_arguments", "contract_for", "schema_version"]
@@ -28,8 +29,8 @@ class Contract:
     version: str
     return_annotation: Any
     signature: inspect.Signature
-    _input: _Validator
-    _output: _Validator | None
+    _input: SchemaCheck
+    _output: SchemaCheck | None
 
     def check_arguments(self, arguments: bytes) -> None:
         """Raise ToolContractError (``invalid_arguments``) when the canonical JSON
@@ -174,43 +175,19 @@ def _hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-@dataclass(frozen=True, slots=True)
-class _Validator:
-    """One schema's checks: ``fast`` (jsonschema-rs; None if it cannot compile the schema)
-    says whether an instance holds, ``reference`` (jsonschema) says why it does not."""
-
-    fast: Any
-    reference: Any
-
-
-def _validator(schema: Mapping[str, Any], tool: str, which: str) -> _Validator:
+def _validator(schema: Mapping[str, Any], tool: str, which: str) -> SchemaCheck:
     import jsonschema  # noqa: PLC0415 - first use only
-    import jsonschema_rs  # noqa: PLC0415 - first use only
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(dict(schema))
+        check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ConfigError(
             f"tool {tool!r}: {which} is not a valid JSON Schema: {exc.message}"
         ) from None
-    try:
-        fast = jsonschema_rs.validator_for(dict(schema))
-    except Exception:  # a schema it cannot compile: the reference validator decides alone
-        fast = None
-    return _Validator(fast, cls(dict(schema)))
+    return SchemaCheck(schema)
 
 
-def _check(validator: _Validator, data: bytes, tool: str, code: str) -> None:
-    instance = parse_json(data)
-    try:
-        if validator.fast is not None and validator.fast.is_valid(instance):
-            return
-    except ValueError:  # a lone surrogate (Rust strings cannot hold one): the reference decides
-        pass
-    import jsonschema  # noqa: PLC0415 - first use only
-
-    # The reference validator has the last word, so both validators never disagree visibly.
-    error = jsonschema.exceptions.best_match(validator.reference.iter_errors(instance))
+def _check(validator: SchemaCheck, data: bytes, tool: str, code: str) -> None:
+    error = validator.first_error(parse_json(data))
     if error is not None:
         raise ToolContractError(tool, code, error.json_path, error.message)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
+import functools
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from otel_replay import settings
 from otel_replay._workers import add_part, remove_part
 from otel_replay.capture.package import CLIENT_MODULES
+from otel_replay.capture.transports import wrap_on_import
 from otel_replay.envelope import hold_uuids, release_uuids, use_server, use_tool_lists
 from otel_replay.envelope.frameworks import attach, detach
 from otel_replay.replay._audit import AuditGuard
@@ -28,17 +30,16 @@ PART = "replay"
 def install(session: ReplaySession) -> Callable[[], None]:
     """Route every httpx/httpx2, urllib3 and aiohttp request through ``session``; returns
     the undo function."""
-    wrapped: list[tuple[type[Any], Any]] = []
-    for name in CLIENT_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        sync_cls, async_cls = transport_classes(module)
-        for client, cls in ((module.Client, sync_cls), (module.AsyncClient, async_cls)):
-            choose = client._transport_for_url
-            client._transport_for_url = _chooser(session, cls, choose)
-            wrapped.append((client, choose))
+    # A client library the application has not imported is served once it does: importing
+    # it here would cost every replay (every marked test) what it does not use.
+    clients = [
+        undo
+        for undo in (
+            wrap_on_import(name, functools.partial(_serve_clients, session))
+            for name in CLIENT_MODULES
+        )
+        if undo is not None
+    ]
     undo_transports = install_transports(session)  # urllib3 (requests, botocore), aiohttp
     guards: list[SocketGuard | AuditGuard | NetworkObserver | LiveGuard] = []
     if session.live_from is not None:  # strict until the fork goes live
@@ -71,13 +72,30 @@ def install(session: ReplaySession) -> Callable[[], None]:
         release_uuids()
         detach()
         use_server(None)
-        for client, choose in reversed(wrapped):
-            client._transport_for_url = choose
-        wrapped.clear()
+        for undo_clients in reversed(clients):
+            undo_clients()
+        clients.clear()
         undo_transports()
         for guard in reversed(guards):
             guard.uninstall()
         guards.clear()
+
+    return undo
+
+
+def _serve_clients(session: ReplaySession, module: ModuleType) -> Callable[[], None]:
+    """Make the clients of ``module`` (httpx or httpx2) send through the replay transport;
+    the undo function."""
+    sync_cls, async_cls = transport_classes(module)
+    wrapped: list[tuple[type[Any], Any]] = []
+    for client, cls in ((module.Client, sync_cls), (module.AsyncClient, async_cls)):
+        choose = client._transport_for_url
+        client._transport_for_url = _chooser(session, cls, choose)
+        wrapped.append((client, choose))
+
+    def undo() -> None:
+        for client, choose in reversed(wrapped):
+            client._transport_for_url = choose
 
     return undo
 

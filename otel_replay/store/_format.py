@@ -36,10 +36,11 @@ __all__ = [
     "record_path",
     "run_dir",
     "run_key",
+    "write_format",
 ]
 
 FORMAT_NAME = "otel-replay-store"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 FORMAT_FILE = "FORMAT"
 INDEX_FILE = "index.sqlite"
 LOCK_FILE = "LOCK"
@@ -147,17 +148,19 @@ def read_format_version(data: bytes, where: str) -> int:
     return version
 
 
-def _check(data: bytes, where: str) -> None:
+def _check(data: bytes, where: str, *, previous: bool = False) -> None:
     version = read_format_version(data, where)
+    if previous and version == FORMAT_VERSION - 1:
+        return
     if version > FORMAT_VERSION:
         raise StoreFormatError(
             f"{where} is format version {version}; this otel-replay reads version "
             f"{FORMAT_VERSION}. Upgrade otel-replay to read it (nothing was changed)"
         )
-    if version == 2:
+    if version in (2, 3):
         raise StoreFormatError(
-            f"{where} is format version 2; this otel-replay reads version {FORMAT_VERSION}. "
-            "Convert it with `otel-replay migrate` (nothing was changed)"
+            f"{where} is format version {version}; this otel-replay reads version "
+            f"{FORMAT_VERSION}. Convert it with `otel-replay migrate` (nothing was changed)"
         )
     if version < FORMAT_VERSION:
         raise StoreFormatError(
@@ -166,8 +169,15 @@ def _check(data: bytes, where: str) -> None:
         )
 
 
-def ensure_format(backend: Backend, *, create: bool) -> None:
-    """Check the store's ``FORMAT``, creating the store when it is new and ``create`` is set.
+def write_format(backend: Backend) -> None:
+    """Mark the store as of :data:`FORMAT_VERSION` (a migration's last step)."""
+    backend.publish(FORMAT_FILE, _format_bytes(), replace=True)
+    backend.sync()
+
+
+def ensure_format(backend: Backend, *, create: bool, previous: bool = False) -> None:
+    """Check the store's ``FORMAT``, creating the store when it is new and ``create`` is set
+    (``previous``: the version before :data:`FORMAT_VERSION` is accepted too, to migrate it).
 
     Raises StoreFormatError (a version other than :data:`FORMAT_VERSION`, or a non-empty
     directory without ``FORMAT``), StoreNotFoundError (no store and ``create`` is False) or
@@ -175,7 +185,7 @@ def ensure_format(backend: Backend, *, create: bool) -> None:
     """
     where = f"{backend.location}/{FORMAT_FILE}"
     try:
-        _check(backend.read(FORMAT_FILE), where)
+        _check(backend.read(FORMAT_FILE), where, previous=previous)
         return
     except (FileNotFoundError, NotADirectoryError):
         pass

@@ -15,6 +15,7 @@ import zstandard
 
 from otel_replay import attributes as A
 from otel_replay.step import ENVELOPE_KINDS, RunFacts, Step
+from otel_replay.store._derived import Derivation
 
 __all__ = [
     "SPAN_STRING_MIN",
@@ -34,7 +35,9 @@ __all__ = [
     "steps_without_bytes",
 ]
 
-VERSION = 3
+VERSION = 4
+_READ_VERSIONS = (3, VERSION)
+"""Record versions read: format 3's records (no derived attributes) are read as they are."""
 _HEAD = struct.Struct("<II")
 SPAN_STRING_MIN = 1024
 """Span string attributes of at least this many bytes are stored as bodies (deduplicated:
@@ -52,6 +55,8 @@ class SpanEntry:
 
     span: dict[str, Any]
     strings: dict[str, str] = field(default_factory=dict)
+    derived: Derivation | None = None
+    """The attributes left out as rebuilt from the step's bodies (``_derived``)."""
 
 
 @dataclass(slots=True)
@@ -305,10 +310,18 @@ def _loads(data: bytes) -> Any:
         return json.loads(data)
 
 
-def span_entry_json(span: Mapping[str, Any], strings: Mapping[str, str]) -> bytes:
+def span_entry_json(
+    span: Mapping[str, Any], strings: Mapping[str, str], derived: dict[str, Any] | None = None
+) -> bytes:
     """The JSON of one span entry of a record (``strings``: the hex digest of each long
-    string attribute taken out of ``span``); TypeError when the span is not JSON-ready."""
-    return dumps({"span": span, "strings": strings})
+    string attribute taken out of ``span``; ``derived``: how the attributes left out are
+    rebuilt, ``Derivation.value``); TypeError when the span is not JSON-ready."""
+    value: dict[str, Any] = {"span": span}
+    if strings:
+        value["strings"] = strings
+    if derived is not None:
+        value["derived"] = derived
+    return dumps(value)
 
 
 def _array(items: list[bytes]) -> orjson.Fragment:
@@ -421,7 +434,7 @@ def decode_record(data: bytes) -> Record:
         value = _loads(data)
     except ValueError as exc:
         raise RecordError(f"record is not JSON: {exc}") from None
-    if not isinstance(value, dict) or value.get("v") != VERSION:
+    if not isinstance(value, dict) or value.get("v") not in _READ_VERSIONS:
         raise RecordError("record has an unknown version")
     run_id = _id_from(value.get("run"))
     recording, seq = value.get("recording"), value.get("seq")
@@ -441,7 +454,13 @@ def decode_record(data: bytes) -> Record:
             raise RecordError("a span entry's strings are malformed")
         for digest in strings.values():
             _digest_hex(digest, optional=False)
-        span_entries.append(SpanEntry(item["span"], strings))
+        derived = None
+        if item.get("derived") is not None:
+            try:
+                derived = Derivation.from_value(item["derived"])
+            except ValueError as exc:
+                raise RecordError(str(exc)) from None
+        span_entries.append(SpanEntry(item["span"], strings, derived))
     end_value = value.get("end")
     end = None
     if isinstance(end_value, dict):
@@ -493,3 +512,18 @@ def iter_refs(record: Record) -> Iterator[bytes]:
     for span in record.spans:
         for digest in span.strings.values():
             yield bytes.fromhex(digest)
+        if span.derived is not None:
+            yield from derived_refs(span)
+
+
+def derived_refs(span: SpanEntry) -> list[bytes]:
+    """The digests of the bodies a span's derived attributes are rebuilt from."""
+    attrs = span.span.get("attributes")
+    if span.derived is None or not isinstance(attrs, dict):
+        return []
+    tags = [attrs.get(A.REPLAY_REQUEST_HASH), attrs.get(A.REPLAY_RESPONSE_HASH)]
+    return [bytes.fromhex(tag[7:]) for tag in tags if isinstance(tag, str) and _is_tag(tag)]
+
+
+def _is_tag(tag: str) -> bool:
+    return tag.startswith("sha256:") and len(tag) == 71 and set(tag[7:]) <= _HEX

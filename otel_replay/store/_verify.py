@@ -6,6 +6,7 @@ import hashlib
 
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
+from otel_replay.store._derived import rebuild
 from otel_replay.store._format import parse_pack_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
@@ -251,6 +252,7 @@ def verify(
             problems.append(_unknown_record(backend.location, rel, covered.get(rel)))
         else:
             _check_indexed(decoded.records, indexed_steps, backend.location, rel, problems)
+        _check_derived(decoded.records, reader, f"{backend.location}/{rel}", rel, problems)
         done += 1
         if progress:
             progress(done, total)
@@ -279,6 +281,37 @@ def verify(
             progress(done, total)
     problems.extend(_incomplete(index))
     return problems
+
+
+def _check_derived(
+    records: list[Record],
+    reader: ObjectReader,
+    where: str,
+    rel: str,
+    problems: list[VerifyProblem],
+) -> None:
+    """Rebuild the attributes each span of ``records`` left out as derived (``_derived``),
+    naming each span whose attributes do not come back as recorded."""
+
+    def body(tag: str) -> bytes:
+        return reader.content(bytes.fromhex(tag.removeprefix("sha256:")))
+
+    for record in records:
+        for entry in record.spans:
+            if entry.derived is None:
+                continue
+            try:
+                rebuild(entry.span.get("attributes") or {}, entry.derived, body)
+            except (ValueError, CorruptBlobError) as exc:
+                problems.append(
+                    VerifyProblem(
+                        "record",
+                        f"record file {where}: span {entry.span.get('span_id')} of run "
+                        f"{record.run_id!r}: its content attributes cannot be rebuilt: {exc}",
+                        rel,
+                        run_id=record.run_id,
+                    )
+                )
 
 
 def _incomplete(index: Index) -> list[VerifyProblem]:

@@ -16,6 +16,7 @@ from otel_replay._canonical import sha256_tag
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _rows
 from otel_replay.store._condemned import read_condemned
+from otel_replay.store._derived import Sources, derivable
 from otel_replay.store._format import new_recording_id, pack_path, record_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
@@ -76,17 +77,16 @@ class EncodedSpan:
     step: SpanStep | None = None
 
 
-def encode_span(span: Mapping[str, Any], bodies: Mapping[str, bytes] | None = None) -> EncodedSpan:
-    """``span`` (a JSON-ready dict with a ``replay.run.id`` attribute) as its record keeps it:
-    string attributes of :data:`SPAN_STRING_MIN` bytes or more become bodies, named in the
-    entry by digest (``gen_ai.input.messages`` repeats the conversation, an inline body is its
-    step's body: stored as bodies, they are deduplicated). ValueError when the span has no run
-    id or is not JSON-ready.
+def encode_span(span: Mapping[str, Any], sources: Sources | None = None) -> EncodedSpan:
+    """``span`` (a JSON-ready dict with a ``replay.run.id`` attribute) as its record keeps it.
+    ValueError when the span has no run id or is not JSON-ready.
 
-    ``bodies`` are bodies whose digests are known to be right, by ``sha256:<hex>`` (those of
-    the steps put with the span). A long string that is byte for byte one of them, under a
-    digest an attribute of the span names (``replay.request.body`` beside
-    ``replay.request.hash``), takes that digest: the bytes are compared, not hashed again.
+    ``sources`` are what the steps put with the span offer (bodies whose digests are known to
+    be right, by ``sha256:<hex>``): attributes they rebuild byte for byte (its inline bodies,
+    the codec's content attributes: ``_derived``) are left out and named. Other string
+    attributes of :data:`SPAN_STRING_MIN` bytes or more become bodies, named by digest (stored
+    as bodies, they are deduplicated). Either kind keeps its place in the attributes (a null
+    stands in).
 
     Encoding it at once keeps the span as it was put, whatever its owner changes later.
     """
@@ -95,38 +95,34 @@ def encode_span(span: Mapping[str, Any], bodies: Mapping[str, bytes] | None = No
     if not (isinstance(run_id, str) and run_id):
         raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
     assert isinstance(attrs, Mapping)
+    derivation = derivable(attrs, sources) if sources is not None else None
+    derived = frozenset(derivation.keys) if derivation is not None else frozenset()
     long: list[tuple[str, bytes]] = []
-    named: list[tuple[str, bytes]] = []
     kept: dict[str, Any] = {}
     for key, value in attrs.items():
-        if isinstance(value, str):
-            # UTF-8 takes at most 4 bytes a character: a shorter one is not long enough.
-            if len(value) >= SPAN_STRING_MIN // 4:
-                data = value.encode("utf-8", "surrogatepass")
-                if len(data) >= SPAN_STRING_MIN:
-                    long.append((key, data))
-                    continue
-            elif bodies and value.startswith("sha256:"):
-                body = bodies.get(value)
-                if body is not None:
-                    named.append((value, body))
+        if key in derived:
+            kept[key] = None
+            continue
+        # UTF-8 takes at most 4 bytes a character: a shorter one is not long enough.
+        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4:
+            data = value.encode("utf-8", "surrogatepass")
+            if len(data) >= SPAN_STRING_MIN:
+                long.append((key, data))
+                kept[key] = None
+                continue
         kept[key] = value
-    strings = [SpanString(key, _digest(data, named), data) for key, data in long]
-    if strings:
+    strings = [SpanString(key, hashlib.sha256(data).digest(), data) for key, data in long]
+    if strings or derived:
         span = {**span, "attributes": kept}
     try:
-        entry = span_entry_json(span, {s.key: s.digest.hex() for s in strings})
+        entry = span_entry_json(
+            span,
+            {s.key: s.digest.hex() for s in strings},
+            None if derivation is None else derivation.value(),
+        )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
     return EncodedSpan(run_id, entry, strings, span_step(span))
-
-
-def _digest(data: bytes, named: list[tuple[str, bytes]]) -> bytes:
-    """The sha256 of ``data``: the digest of the named body it equals, else computed."""
-    for tag, body in named:
-        if body == data:
-            return bytes.fromhex(tag[7:])
-    return hashlib.sha256(data).digest()
 
 
 def step_bodies(steps: Iterable[Step]) -> dict[str, bytes]:

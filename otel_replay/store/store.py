@@ -23,6 +23,7 @@ from otel_replay.errors import (
 )
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _gc, _imports, _labels, _repack, _rows, _verify
+from otel_replay.store._derived import Sources, rebuild
 from otel_replay.store._format import (
     INDEX_FILE,
     LOCK_FILE,
@@ -43,7 +44,7 @@ from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import Record, decode_records, step_from_entry
+from otel_replay.store._records import Record, SpanEntry, decode_records, step_from_entry
 from otel_replay.store._sync import sync
 from otel_replay.store._types import (
     Buffered,
@@ -267,6 +268,19 @@ class Store:
         return store
 
     @classmethod
+    def _previous_format(cls, root: Path) -> Store:
+        """The local store at ``root``, of the format version before this one, opened to be
+        migrated (``_migrate``): read, and its record files rewritten."""
+        local = LocalBackend(root)
+        ensure_format(local, create=False, previous=True)
+        lost_index = not (root / INDEX_FILE).exists()
+        index = _open_index(root / INDEX_FILE, f"the store at {local.location}")
+        store = cls(local, index, Retention.from_env())
+        if lost_index or index.rebuilt:
+            store.refresh()
+        return store
+
+    @classmethod
     def rebuild(
         cls,
         location: str | os.PathLike[str],
@@ -325,14 +339,14 @@ class Store:
         a run that has none (spans only, say).
         Spans are JSON-ready dicts (name, ids, times, status, attributes, events, …), each
         with a ``replay.run.id`` attribute naming the run they are filed under; they come
-        back from :meth:`spans` equal. A span's long string that is the body of a step put
-        in the same call (an inline body, under the digest the span names) is not hashed
-        again: put a span with its steps. Raises ValueError when a body does not match its
-        hash or a span has no run id.
+        back from :meth:`spans` equal. What a span repeats of a step put in the same call
+        (its inline bodies, the codec's content attributes) is not stored again but rebuilt
+        on read (``_derived``): put a span with its steps. Raises ValueError when a body
+        does not match its hash or a span has no run id.
         """
         accepted = [checked(step) for step in steps]
-        bodies = step_bodies(accepted)
-        encoded = [encode_span(span, bodies) for span in spans]
+        sources = Sources.of(accepted, step_bodies(accepted))
+        encoded = [encode_span(span, sources) for span in spans]
         with self._lock:
             self._check_writable()
             for step in accepted:
@@ -537,23 +551,36 @@ class Store:
         # A record is read once, however many of its writer's files hold it (a merge cut
         # off leaves the merged file beside the ones it merged until the next gc).
         by_seq: dict[tuple[str, int], Record] = {}
+        rel_of: dict[int, str] = {}
         for rel in paths:
             name = parse_record_name(rel.rsplit("/", 1)[1])
             writer = rel if name is None else name.writer
             for record in self._records(rel):
-                by_seq.setdefault((writer, record.seq), record)
+                if by_seq.setdefault((writer, record.seq), record) is record:
+                    rel_of[id(record)] = rel
         records = sorted(by_seq.values(), key=lambda r: r.seq)
         spans: list[dict[str, Any]] = []
         for record in records:
             for entry in record.spans:
-                span = entry.span
-                if entry.strings:
-                    attrs = dict(span.get("attributes") or {})
-                    for key, digest in entry.strings.items():
-                        attrs[key] = self.body(digest).decode("utf-8", "surrogatepass")
-                    span = {**span, "attributes": attrs}
-                spans.append(span)
+                spans.append(self._span(entry, rel_of[id(record)]))
         return spans
+
+    def _span(self, entry: SpanEntry, rel: str) -> dict[str, Any]:
+        """A span as it was put, from its record entry (record file ``rel``)."""
+        span = entry.span
+        if not (entry.strings or entry.derived):
+            return span
+        attrs = dict(span.get("attributes") or {})
+        for key, digest in entry.strings.items():
+            attrs[key] = self.body(digest).decode("utf-8", "surrogatepass")
+        if entry.derived is not None:
+            try:
+                attrs.update(rebuild(attrs, entry.derived, self.body))
+            except ValueError as exc:
+                raise CorruptBlobError(
+                    f"span {span.get('span_id')} of record file {self.location}/{rel}: {exc}"
+                ) from None
+        return {**span, "attributes": attrs}
 
     def recording_of(self, run_id: str) -> str:
         """The recording that wrote run ``run_id`` (see :meth:`open`): a store opened with it

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import Result
 
-from otel_replay.replay.sources import load_run
+from otel_replay.redact import Redactor
+from otel_replay.replay.sources import load_run, write_bundle
 from otel_replay.store import Store
 from tests.cli._checks import assert_bad_input
 from tests.replay.conftest import (
@@ -219,3 +221,42 @@ def test_a_span_whose_run_id_is_no_run_id_is_filed_under_its_run(
     run_id = result.stdout.split(":")[0]
     assert len(run_id) == 32 and run_id != CLAUDE  # the trace id
     assert [s.fidelity for s in load_run(run_id, store=str(target)).steps] == ["exact"]
+
+
+def test_a_bundle_of_a_different_run_under_a_held_id_is_refused(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    target = Path(shutil.copytree(recording.store, tmp_path / "store"))
+    claude = load_run(CLAUDE, store=str(target))
+    bundle = tmp_path / "impostor"
+    write_bundle(replace(claude, run_id=SUPPORT), bundle, Redactor())
+    line = assert_bad_input(invoke("import", str(bundle), "--store", str(target)), SUPPORT)
+    assert line == (
+        f"Error: the store at {target} already holds a different run {SUPPORT!r}; nothing imported"
+    )
+    assert len(load_run(SUPPORT, store=str(target)).steps) == 9
+
+
+def test_a_bundle_of_semantic_steps_is_imported_as_spans(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    # The official instrumentation's run, known from its GenAI attributes only, exported:
+    # its steps have no span in the bundle and no bytes to store, and come in all the same.
+    path = tmp_path / "official.json"
+    path.write_text(json.dumps(protobuf_json(recording.official)))
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert invoke("import", str(path), "--store", str(first)).exit_code == 0
+    trace_id = f"{recording.official[0].context.trace_id:032x}"
+    bundle = tmp_path / "bundle"
+    assert invoke("export", trace_id, str(bundle), "--store", str(first)).exit_code == 0
+    result = invoke("import", str(bundle), "--store", str(again))
+    assert result.stdout.splitlines()[0] == (
+        f"{trace_id}: imported 2 steps (0 exact, 2 semantic), 0 stored with their bytes"
+    )
+    before, after = load_run(trace_id, store=str(first)), load_run(trace_id, store=str(again))
+    assert [s.step.response_body for s in after.steps] == [
+        s.step.response_body for s in before.steps
+    ]
+    assert {s.fidelity for s in after.steps} == {"semantic"}
+    shown = invoke("show", trace_id, "--store", str(again), "--json")
+    assert [step["index"] for step in json.loads(shown.stdout)["steps"]] == [0, 1]

@@ -11,7 +11,9 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
 from otel_replay._canonical import sha256_tag
@@ -19,7 +21,8 @@ from otel_replay.errors import SourceError
 from otel_replay.redact import Redactor
 from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import load_run
-from otel_replay.replay.sources._bundle import write_bundle
+from otel_replay.replay.sources._bundle import _manifest_check, write_bundle
+from otel_replay.replay.sources._bundle_schema import SCHEMA
 from tests.replay._recorded import recorded_step
 from tests.replay.conftest import KEY, SUPPORT, Recorded
 
@@ -198,3 +201,48 @@ def test_no_credential_a_run_holds_reaches_its_bundle(recorded: Recorded, tmp_pa
 
 def _every_byte(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())
+
+
+def _at(document: dict[str, Any], path: tuple[str | int, ...], value: object) -> None:
+    for key in path[:-1]:
+        document = document[key]  # type: ignore[index]
+    document[path[-1]] = value  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("steps", 0, "attributes", "x"), float("nan")),
+        (("steps", 0, "attributes", "x"), float("inf")),
+        (("steps", 0, "attributes", "x"), 2**100),
+        (("steps", 0, "attributes", "x"), [[1]]),
+        (("steps", 0, "attributes"), {"\ud800": 1}),
+        (("steps", 0, "kind"), "\ud800"),
+        (("steps", 0, "index"), 3.0),
+        (("steps", 0, "index"), 1.5),
+        (("steps", 0, "index"), True),
+        (("steps", 0, "start_ns"), float("inf")),
+        (("steps", 0, "start_ns"), 2**63 - 1),
+        (("steps", 0, "duration_ns"), -0.0),
+        (("steps", 0, "chunks"), [[1, 2, 3]]),
+        (("steps", 0, "response_headers"), [["a", 1]]),
+        (("run", "seed"), 2**63),
+        (("run", "seed"), -(2**63)),
+        (("run", "id"), "😀" * 256),
+        (("run", "id"), "😀" * 257),
+        (("version",), 1.0),
+    ],
+)
+def test_the_fast_manifest_check_never_accepts_what_jsonschema_refuses(
+    bundle: Path, path: tuple[str | int, ...], value: object
+) -> None:
+    # Manifests are checked by jsonschema-rs first, jsonschema only for the message: at the
+    # edges where the two could read JSON otherwise (NaN, big ints, surrogates, 3.0) the
+    # verdict must stay jsonschema's.
+    document = json.loads((bundle / "bundle.json").read_text())
+    _at(document, path, value)
+    reference = jsonschema.Draft202012Validator(SCHEMA)
+    expected = jsonschema.exceptions.best_match(reference.iter_errors(document))
+    error = _manifest_check().first_error(document)
+    assert (error is None) == (expected is None)
+    assert getattr(error, "message", None) == getattr(expected, "message", None)

@@ -256,3 +256,30 @@ def test_odd_bodies_and_headers_export_and_read_back(tmp_path: Path) -> None:
         ("content-type", "application/json"),
         ("x-note", "café ?"),
     ]
+
+
+LOADED = """
+import sys, httpx, otel_replay
+with otel_replay.replaying(sys.argv[1]):
+    try:
+        httpx.get("http://127.0.0.1:9/nothing-recorded")
+    except otel_replay.UnmatchedRequestError:
+        print("served by the replay")
+print(sorted(m for m in ("jsonschema", "httpx2", "otel_replay.store") if m in sys.modules))
+"""
+
+
+@pytest.mark.subprocess
+def test_a_replay_of_a_bundle_loads_no_checker_nor_client_it_does_not_use(
+    bundles: dict[str, Path],
+) -> None:
+    # Each xdist worker pays for what its first marked test imports: jsonschema only says
+    # why a manifest is refused, a bundle needs no store, an agent of httpx no httpx2.
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, str(bundles[SUPPORT])],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert done.stdout.splitlines() == ["served by the replay", "[]"], done.stderr

@@ -135,3 +135,54 @@ def test_each_tool_step_names_the_model_tool_call_it_answers(
         name, arguments = asked[attrs["gen_ai.tool.call.id"]]
         assert name == attrs["gen_ai.tool.name"]
         assert json.loads(attrs["gen_ai.tool.call.arguments"]) == arguments
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"COLUMNS": "250"}
+    done = subprocess.run(
+        [str(CLI), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _show(store: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """``show r_orders --json`` of ``store``: its steps without their span ids (an
+    imported bundle's are made on import), and the run's start."""
+    shown = json.loads(_cli("show", "r_orders", "--store", str(store), "--json").stdout)
+    steps = [
+        {k: v for k, v in step.items() if k not in ("trace_id", "span_id")}
+        for step in shown["steps"]
+    ]
+    return shown["run"]["start_ns"], steps
+
+
+def test_an_exported_bundle_imported_is_the_run_again(
+    recorded: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    # A bundle holds no spans: every step (model calls, tools, values, a checkpoint, a value
+    # made inside a tool) is brought in from the manifest, as show and replay see it.
+    store, database, _ = recorded
+    bundle, fresh = tmp_path / "bundle", tmp_path / "fresh"
+    _cli("export", "r_orders", str(bundle), "--store", str(store))
+    imported = _cli("import", str(bundle), "--store", str(fresh)).stdout.splitlines()
+    assert imported == [
+        "r_orders: imported 10 steps (10 exact, 0 semantic), 10 stored with their bytes",
+        f"1 run imported into {fresh}",
+    ]
+    assert _show(fresh) == _show(store)
+    # show reads a bundle itself through a temporary store the same way.
+    shown = json.loads(_cli("show", str(bundle), "--json").stdout)
+    assert [step["index"] for step in shown["steps"]] == list(range(10))
+    table = _cli("show", "r_orders", "--store", str(fresh)).stdout
+    assert "refund_order (write: declared)" in table and "└ value in 6" in table
+    replayed = _replay(fresh, database)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "10 recorded steps" in replayed.stdout and "matched: hash 9" in replayed.stdout
+    # Imported again, into the same store or into the one it was exported from: there.
+    for target in (fresh, store):
+        again = _cli("import", str(bundle), "--store", str(target)).stdout.splitlines()
+        assert (
+            again[0]
+            == "r_orders: already in the store, 10 steps (10 exact, 0 semantic); nothing changed"
+        )

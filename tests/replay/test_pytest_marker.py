@@ -206,3 +206,25 @@ def test_odd_markers_fail_their_own_set_up_and_the_session_goes_on(tmp_path: Pat
     assert "FAILED test_odd.py::test_unmatched - otel_replay.errors.UnmatchedRequestError" in out
     assert "PASSED test_odd.py::test_after_them_the_world_is_live" in out, out
     assert "1 failed, 4 passed, 1 error" in out, out
+
+
+LOADED = """
+import sys
+
+def test_only_the_plugin_is_loaded():
+    ours = sorted(m for m in sys.modules if m.startswith("otel_replay"))
+    print("LOADED", ours)
+"""
+
+
+@pytest.mark.subprocess
+def test_a_session_without_a_marked_test_loads_only_the_plugin(tmp_path: Path) -> None:
+    # pytest loads the plugin in every session and every xdist worker: it must not load the
+    # OTel SDK, the instrumentor, jsonschema or the replay until a marked test runs.
+    (tmp_path / "test_plain.py").write_text(LOADED)
+    out = run_pytest(tmp_path, "-s").stdout
+    loaded = next(line for line in out.splitlines() if line.startswith("LOADED"))
+    assert loaded == (
+        "LOADED ['otel_replay', 'otel_replay.errors', 'otel_replay.testing', "
+        "'otel_replay.testing.pytest_plugin']"
+    ), out

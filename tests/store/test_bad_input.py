@@ -187,26 +187,31 @@ def test_rebuild_keeps_every_step_whose_bodies_are_readable(tmp_path: Path) -> N
     [
         (
             1,
-            r"is format version 1, a pre-release layout; this otel-replay reads version 3 only\. "
+            r"is format version 1, a pre-release layout; this otel-replay reads version 4 only\. "
             r"Record into a new store \(nothing was changed\)$",
         ),
         (
             2,
-            r"is format version 2; this otel-replay reads version 3\. Convert it with "
+            r"is format version 2; this otel-replay reads version 4\. Convert it with "
             r"`otel-replay migrate` \(nothing was changed\)$",
         ),
         (
-            4,
-            r"is format version 4; this otel-replay reads version 3\. Upgrade otel-replay to "
+            3,
+            r"is format version 3; this otel-replay reads version 4\. Convert it with "
+            r"`otel-replay migrate` \(nothing was changed\)$",
+        ),
+        (
+            5,
+            r"is format version 5; this otel-replay reads version 4\. Upgrade otel-replay to "
             r"read it \(nothing was changed\)$",
         ),
-        (99, r"is format version 99; this otel-replay reads version 3\. Upgrade"),
+        (99, r"is format version 99; this otel-replay reads version 4\. Upgrade"),
     ],
 )
 def test_another_format_version_is_refused_with_its_hint(
     tmp_path: Path, version: int, message: str
 ) -> None:
-    assert FORMAT_VERSION == 3
+    assert FORMAT_VERSION == 4
     root = tmp_path / "s"
     _recorded(root, turns=1)
     (root / "FORMAT").write_text(json.dumps({"format": "otel-replay-store", "version": version}))

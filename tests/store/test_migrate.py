@@ -1,5 +1,5 @@
 """``otel-replay migrate``: a version-2 store written by the last version-2 code becomes a
-version-3 store holding every run, step, span and pin; the old store is kept."""
+version-4 store holding every run, step, span and pin; the old store is kept."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_migrate_carries_everything_over_and_keeps_the_old_store(tmp_path: Path)
     assert result.problems == []
     assert (result.runs, result.steps) == (len(EXPECTED), sum(len(r["steps"]) for r in EXPECTED))
     assert result.backup == tmp_path / "store.v2-backup" and _tree(result.backup) == before
-    assert json.loads((root / "FORMAT").read_text())["version"] == 3
+    assert json.loads((root / "FORMAT").read_text())["version"] == 4
     with Store.open(root, create=False) as store:
         listed = {run.run_id: run for run in store.runs()}
         assert sorted(listed) == sorted(run["run_id"] for run in EXPECTED)
@@ -122,7 +122,7 @@ def test_the_cli_migrates_once_and_names_the_backup(tmp_path: Path) -> None:
     listed = _cli("runs", "--json", "--store", str(root))
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == len(EXPECTED)
     again = _cli("migrate", "--store", str(root))
-    assert again.returncode == 2 and "version 3" in again.stderr
+    assert again.returncode == 2 and "version 4" in again.stderr
     assert len(again.stderr.splitlines()) == 1
 
 
@@ -146,20 +146,20 @@ def test_a_migration_cut_between_its_renames_is_finished(tmp_path: Path) -> None
     root = _copy(tmp_path)
     result = migrate(root)
     migrated = _tree(root)
-    root.rename(tmp_path / "store.v3-new")  # as if cut off after the first rename
+    root.rename(tmp_path / "store.v4-new")  # as if cut off after the first rename
     again = migrate(root)
     assert again.backup == result.backup and _tree(root) == migrated
     assert again.resumed and again.problems == []
-    root.rename(tmp_path / "store.v3-new")
+    root.rename(tmp_path / "store.v4-new")
     done = _cli("migrate", "--store", str(root))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Finished a migration that was cut off:")
     assert "not migrated" not in done.stdout and _tree(root) == migrated
 
 
-def test_only_version_2_is_migrated(tmp_path: Path) -> None:
+def test_only_versions_2_and_3_are_migrated(tmp_path: Path) -> None:
     Store.open(tmp_path / "new").close()
-    with pytest.raises(StoreFormatError, match="version 3"):
+    with pytest.raises(StoreFormatError, match="version 4"):
         migrate(tmp_path / "new")
 
 
@@ -201,7 +201,7 @@ def test_a_missing_pack_costs_only_its_steps_and_names_each(tmp_path: Path, pack
         if line.startswith("not migrated: ")
     )
     total = len(expected)
-    assert f"and {len(carried)} of {total} steps to format version 3" in done.stdout
+    assert f"and {len(carried)} of {total} steps to format version 4" in done.stdout
 
 
 def test_an_old_index_that_cannot_be_read_is_named(tmp_path: Path) -> None:

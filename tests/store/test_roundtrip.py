@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import RunInfo, Store, _write
+from otel_replay.store import RunInfo, Store, _derived, _write
 from tests.store._data import chat_bodies, make_step, span, tag
 
 
@@ -113,27 +113,30 @@ def test_spans_come_back_as_given(tmp_path: Path) -> None:
         assert store.run("run-c").seed == 42
 
 
-def test_a_span_string_that_is_a_body_of_its_steps_takes_the_body_s_digest() -> None:
+def test_a_span_s_inline_body_is_left_out_only_when_it_is_its_step_s_body() -> None:
     request = b'{"messages": [{"role": "user", "content": "' + b"q" * 2000 + b'"}]}'
-    named = "sha256:" + "ab" * 32  # the digest put() has checked; taken as it is
+    named = tag(request)
     attributes = {
         "replay.request.hash": named,
         "replay.request.body": request.decode(),
-        "other.hash": tag(b"x" * 1500),  # names no body given
         "other": "x" * 1500,
         "lies.hash": named,  # names the request beside a string that is not it
         "lies": "y" * len(request),
     }
-    encoded = _write.encode_span(span("run-s", 0, **attributes), {named: request})
-    digests = {s.key: s.digest.hex() for s in encoded.strings}
-    assert (
-        digests
-        == {
-            "replay.request.body": "ab" * 32,  # compared with the body, not hashed
-            "other": tag(b"x" * 1500)[7:],
-            "lies": tag(b"y" * len(request))[7:],
-        }
+    sources = _derived.Sources({named: request}, {})
+    encoded = _write.encode_span(span("run-s", 0, **attributes), sources)
+    assert {s.key for s in encoded.strings} == {"other", "lies"}
+    entry = json.loads(encoded.entry)
+    assert entry["derived"]["keys"] == ["replay.request.body"]
+    # Every attribute keeps its place: a null stands in for what was taken out.
+    assert list(entry["span"]["attributes"]) == list(span("run-s", 0, **attributes)["attributes"])
+    assert entry["span"]["attributes"]["replay.request.body"] is None
+    # Not the step's body: kept as given (a long string, stored as a body of its own).
+    other = _write.encode_span(
+        span("run-s", 0, **{**attributes, "replay.request.body": "z" * 1500}), sources
     )
+    assert "derived" not in json.loads(other.entry)
+    assert {s.key for s in other.strings} == {"replay.request.body", "other", "lies"}
 
 
 def test_spans_put_with_their_steps_come_back_as_given(tmp_path: Path) -> None:

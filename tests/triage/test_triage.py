@@ -367,3 +367,64 @@ def test_since_leaves_out_the_runs_that_started_before(invoke: Invoke, tmp_path:
     everything = triaged(invoke, tmp_path / "no-store", str(FOREIGN))
     assert len(everything["runs"]) == 1
     assert triaged(invoke, tmp_path / "no-store", str(FOREIGN), "--since", "1h")["runs"] == []
+
+
+def test_show_gives_a_triaged_runs_labels_and_marks_its_labelled_steps(
+    invoke: Invoke, store: Path
+) -> None:
+    def shown(run_id: str) -> dict[str, Any]:
+        result = invoke("show", run_id, "--json", "--store", str(store))
+        assert result.exit_code == 0, result.output
+        document: dict[str, Any] = json.loads(result.stdout)
+        return document
+
+    def marked(document: dict[str, Any]) -> dict[int, list[tuple[str, str, str]]]:
+        return {
+            step["index"]: [(x["category"], x["severity"], x["rule"]) for x in step["labels"]]
+            for step in document["steps"]
+            if "labels" in step
+        }
+
+    untriaged = shown(DRIFT)
+    assert untriaged["label"] is None and marked(untriaged) == {}
+    triaged(invoke, store)
+    drift = shown(DRIFT)
+    assert drift["label"] == {
+        "step": None,
+        "category": "environment_drift",
+        "severity": "critical",
+        "rule": "http_5xx",
+        "reason": "step 8: HTTP 503 from openai.chat_completions",
+    }
+    warning = ("environment_drift", "warning")
+    assert marked(drift) == {
+        2: [(*warning, "http_5xx")],
+        3: [(*warning, "timeout")],
+        4: [(*warning, "connection")],
+        5: [(*warning, "rate_limited")],
+        6: [(*warning, "rate_limited")],
+        7: [(*warning, "http_5xx")],
+        8: [(*warning, "http_5xx")],
+    }
+    assert shown(HEALTHY)["label"] is None and marked(shown(HEALTHY)) == {}
+    # The text: the run's label under its header, a label column, each label's reason.
+    result = invoke("show", OVERFLOWING, "--store", str(store), env={"COLUMNS": "250"})
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert lines[1] == (
+        "label: retry_overflow critical: step 2: attempt 3 of tool fetch_forecast failed "
+        "(ConnectionError): its retry budget ran out"
+    )
+    assert lines[2].split()[-1] == "label"
+    rows = [line for line in lines if line[:1].isdigit()]
+    assert [row.split("   ")[-1] for row in rows] == [
+        "environment_drift warning",
+        "environment_drift warning",
+        "retry_overflow error",
+    ]
+    drift = "environment_drift warning (tool_error): tool fetch_forecast raised ConnectionError"
+    assert lines[-3:] == [
+        f"step 0: {drift}",
+        f"step 1: {drift}",
+        "step 2: retry_overflow error (stamped): attempt 3 of tool fetch_forecast failed "
+        "(ConnectionError): its retry budget ran out",
+    ]

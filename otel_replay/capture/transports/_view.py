@@ -3,6 +3,7 @@ reads (an httpx ``Request``'s), and wrapping a library once it is imported."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import threading
@@ -91,11 +92,18 @@ def wrap_on_import(module: str, wrap: Callable[[ModuleType], Undo | None]) -> Un
     process which never uses the library does not pay for importing it. The undo function
     takes ``wrap``'s wrapping off, or keeps it from happening; None when the library is not
     installed."""
-    if module not in sys.modules and importlib.util.find_spec(module.partition(".")[0]) is None:
+    if module not in sys.modules and not _installed(module.partition(".")[0]):
         return None
     pending = _Pending(wrap)
     wrapt.register_post_import_hook(pending.imported, module)
     return pending.undo
+
+
+@functools.cache
+def _installed(package: str) -> bool:
+    """Whether ``package`` can be imported; asked once per process (every replay, every
+    marked test, wraps the same libraries, and a search of the path is not free)."""
+    return importlib.util.find_spec(package) is not None
 
 
 class _Pending:

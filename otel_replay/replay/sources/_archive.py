@@ -18,12 +18,15 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._documents import Document, decode
 from otel_replay.replay.sources._framing import ZSTD_MAGIC
 from otel_replay.replay.sources._limits import Limits
-from otel_replay.store import ImportedFile
+
+if TYPE_CHECKING:  # the store is loaded by what reads an archive, not by every replay
+    from otel_replay.store import ImportedFile
 
 __all__ = ["ArchiveFile", "ArchiveRead", "archive_files", "archive_parts", "read_archive"]
 
@@ -127,6 +130,8 @@ def archive_parts(
 
     Raises SourceError as :func:`read_archive` does (one file past the limits included).
     """
+    from otel_replay.store import ImportedFile  # noqa: PLC0415 - a bundle's replay needs none
+
     part = ArchiveRead()
     for file in archive_files(root):
         head, size, mtime_ns, first = _peek(file.path)

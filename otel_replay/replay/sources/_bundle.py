@@ -12,12 +12,12 @@ import secrets
 import shutil
 import stat
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from otel_replay._canonical import sha256_tag
+from otel_replay._schema import SchemaCheck
 from otel_replay.errors import SourceError
 from otel_replay.redact import Redactor
 from otel_replay.replay._model import RecordedStep, Run
@@ -250,9 +250,7 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
                 f"{where}: a bundle of format version {version!r}; this otel-replay reads "
                 f"version {VERSION}"
             )
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(SCHEMA).iter_errors(document)
-    )
+    error = _manifest_check().first_error(document)
     if error is not None:
         at = "/".join(str(p) for p in error.absolute_path)[:200] or "the top"
         message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
@@ -274,6 +272,12 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
         resource=_restored(facts.get("resource", {})),
         start_ns=_int(facts.get("start_ns")),
     )
+
+
+@cache
+def _manifest_check() -> SchemaCheck:
+    """The manifest's schema checks, built once per process (every bundle read uses them)."""
+    return SchemaCheck(SCHEMA)
 
 
 def _int(value: float | None) -> int | None:

@@ -1,5 +1,5 @@
 """The JSON Schema of a bundle's ``bundle.json`` (see :mod:`._bundle`), checked with
-``jsonschema`` (Draft 2020-12) before anything in a bundle is read."""
+``otel_replay._schema`` (Draft 2020-12) before anything in a bundle is read."""
 
 from __future__ import annotations
 

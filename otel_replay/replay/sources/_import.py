@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay._canonical import sha256_tag
@@ -25,7 +25,9 @@ from otel_replay.replay.sources._runs import (
     is_run_span,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import Store
+
+if TYPE_CHECKING:  # a bundle's replay loads no store
+    from otel_replay.store import Store
 
 __all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs", "run_error_type"]
 
@@ -55,15 +57,18 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
 
     A run the store holds part of (its steps or its own span that the store lacks, beside
     some it holds) is completed, written into the recording that holds the rest so that it
-    stays one run. Raises SourceError naming the run (and the store) when the store already
-    holds a different run with the same id (none of its step spans); nothing is imported
-    then.
+    stays one run. A bundle's run (no spans) has a span made for each step from its
+    manifest, so that every step it holds is imported. Raises SourceError naming the run
+    (and the store) when the store already holds a different run with the same id (none of
+    its step spans, or for a bundle none of its requests); nothing is imported then.
     """
     planned: list[tuple[SourceRun, list[Step], list[dict[str, Any]], _Held | None]] = []
     reports: list[ImportReport] = []
-    for loaded in runs:
+    for given in runs:
+        bundled = not given.spans and not given.in_store
+        loaded = _with_spans(given) if bundled else given
         run = loaded.run
-        held = _held(store, loaded)
+        held = _held_bundle(store, loaded) if bundled else _held(store, loaded)
         present = held is not None and held.missing == 0
         stored = [] if present else _stored_steps(loaded, held)
         spans = [] if present else _new_spans(loaded, held)
@@ -88,7 +93,7 @@ def import_runs(store: Store, runs: Iterable[SourceRun]) -> list[ImportReport]:
             continue
         # Another recording's run: written by a store of that recording, or it would be
         # recorded again under a new name.
-        with Store.open(
+        with type(store).open(
             store.location,
             create=False,
             recording=store.recording_of(loaded.run.run_id),
@@ -150,6 +155,84 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
     return _Held(frozenset(s.index for s in held), frozenset(ids), len((steps | own) - ids))
 
 
+def _with_spans(loaded: SourceRun) -> SourceRun:
+    """A bundle's run with a span for each step, made from what its manifest kept of the
+    step's own span (its attributes, times, outcome): a bundle holds no spans, and the store
+    keeps a step's facts (tokens, a tool's effect, a value's name) and a step without its
+    bytes (semantic) in its span. Ids are made from the run id and the step's index."""
+    run = loaded.run
+    trace = _hex(run.run_id, 32)
+    made = {
+        recorded.step.index: _step_span(run.run_id, trace, recorded, run.resource)
+        for recorded in run.steps
+    }
+    return replace(loaded, spans=tuple(made.values()), step_spans=made)
+
+
+def _hex(text: str, digits: int) -> str:
+    return sha256_tag(text.encode()).removeprefix("sha256:")[:digits]
+
+
+def _step_span(
+    run_id: str, trace: str, recorded: RecordedStep, resource: Mapping[str, Any]
+) -> dict[str, Any]:
+    step = recorded.step
+    attributes = dict(recorded.attributes)
+    attributes.update(
+        {A.REPLAY_RUN_ID: run_id, A.REPLAY_STEP_INDEX: step.index, A.REPLAY_STEP_KIND: step.kind}
+    )
+    if step.kind == "llm":
+        operation = str(attributes.get("gen_ai.operation.name") or "chat")
+        name = f"{operation} {step.model}" if step.model else operation
+    elif step.kind == "http":
+        name = step.method
+    else:
+        name = recorded.endpoint
+    parent = None if step.within is None else _hex(f"{run_id}\0{step.within}", 16)
+    return {
+        "name": name,
+        "kind": "CLIENT" if step.kind in ("llm", "http") else "INTERNAL",
+        "trace_id": trace,
+        "span_id": _hex(f"{run_id}\0{step.index}", 16),
+        "parent_span_id": parent,
+        "start_ns": step.start_ns,
+        "end_ns": step.end_ns,
+        "status": {"code": "ERROR" if step.error_type else "UNSET", "message": ""},
+        "attributes": attributes,
+        "events": [],
+        "links": [],
+        "resource": dict(resource),
+    }
+
+
+def _held_bundle(store: Store, loaded: SourceRun) -> _Held | None:
+    """:func:`_held` for a bundle's run, whose spans were made on reading it: the run is the
+    store's when the steps both hold send the same requests (the store's spans have other
+    ids: it may be the store the bundle was exported from)."""
+    run_id = loaded.run.run_id
+    try:
+        held = {step.index: step for step in store.steps(run_id)}
+    except RunNotFoundError:
+        return None
+    indexes = set(held)
+    indexes.update(
+        index
+        for index in (
+            int_value(attrs_of(span).get(A.REPLAY_STEP_INDEX)) for span in store.spans(run_id)
+        )
+        if index is not None
+    )
+    steps = {recorded.step.index: recorded.step for recorded in loaded.run.steps}
+    both = held.keys() & steps.keys()
+    if both and all(held[i].request_hash != steps[i].request_hash for i in both):
+        raise SourceError(
+            f"the store at {store.location} already holds a different run {run_id!r}; "
+            "nothing imported"
+        )
+    ids = frozenset(str(loaded.step_spans[i].get("span_id")) for i in indexes & steps.keys())
+    return _Held(frozenset(indexes), ids, len(steps.keys() - indexes))
+
+
 def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
     """The spans of ``loaded`` to put: those the store does not hold yet."""
     run_id = loaded.run.run_id
@@ -191,9 +274,12 @@ def _stored_steps(loaded: SourceRun, held: _Held | None = None) -> list[Step]:
 
 
 def _run_facts(loaded: SourceRun) -> RunFacts:
-    """The facts of ``loaded``'s run, from its spans' run kit (start: its first span's)."""
+    """The facts of ``loaded``'s run, from its spans' run kit (start: its first span's, or
+    the run's own start when earlier)."""
     run = loaded.run
     starts = [s for s in (span.get("start_ns") for span in loaded.spans) if isinstance(s, int)]
+    if run.start_ns:  # a bundle's run began before its first step
+        starts.append(run.start_ns)
     modes = (attrs_of(span).get(A.REPLAY_MODE) for span in loaded.spans)
     return RunFacts(
         run_id=run.run_id,

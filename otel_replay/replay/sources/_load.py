@@ -6,7 +6,7 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -34,7 +34,9 @@ from otel_replay.replay.sources._group import (
 from otel_replay.replay.sources._limits import Limits, read_file
 from otel_replay.replay.sources._runs import SpanRun, has_steps
 from otel_replay.replay.sources._spans import span_dicts
-from otel_replay.store import RunInfo, Store
+
+if TYPE_CHECKING:  # a bundle or a file is replayed without loading the store
+    from otel_replay.store import RunInfo, Store
 
 __all__ = ["archive_of", "load_run", "load_sources", "only_run", "read_runs", "stored_run"]
 
@@ -222,6 +224,8 @@ def _looks_like_path(ref: str) -> bool:
 
 
 def _from_store(run_id: str, location: str | None) -> SourceRun:
+    from otel_replay.store import Store  # noqa: PLC0415 - see the imports
+
     where = location if location is not None else settings.read("OTEL_REPLAY_STORE")
     try:
         opened = Store.open(where, create=False)

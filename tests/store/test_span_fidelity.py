@@ -1,0 +1,145 @@
+"""Spans read back from the store are the spans the exporter was handed, attribute for
+attribute, whether the store kept a content attribute as given or rebuilt it from the step's
+bodies (``store/_derived.py``).
+
+Real runs: the openai and anthropic SDKs against the stand-in provider, through the
+instrumentor, the SDK's batch processor and the ``replay`` exporter; an in-memory exporter
+beside it keeps what the exporter was handed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_replay
+from examples.standin import StandIn
+from examples.support_agent import CONVERSATION, SupportAgent
+from otel_replay.export._encode import span_to_dict
+from otel_replay.store import Store
+from otel_replay.store._format import RUNS_DIR
+from otel_replay.store._records import decode_records
+from tests.export._support import Pipeline
+
+KEY = "sk-test-fidelity-not-a-secret"
+EDITED = '[{"role":"user","parts":[{"type":"text","content":"edited after capture"}]}]'
+CONTENT = (
+    "replay.prompt.hash",
+    "replay.tool.schema.version",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+    "replay.request.body",
+    "replay.response.body",
+)
+
+
+class EditFirstCall(SpanProcessor):
+    """Changes the ``gen_ai.input.messages`` of the first model call's span as it starts:
+    a span whose content its step's bodies do not give."""
+
+    def __init__(self) -> None:
+        self.edited: str | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.edited is None and "gen_ai.input.messages" in (span.attributes or {}):
+            span.set_attribute("gen_ai.input.messages", EDITED)
+            self.edited = f"{span.context.span_id:016x}"
+
+
+def _record(standin: StandIn, root: Path) -> tuple[list[ReadableSpan], str]:
+    handed = InMemorySpanExporter()
+    edit = EditFirstCall()
+    with Pipeline(root, others=[handed]) as pipe:
+        pipe.provider.add_span_processor(edit)
+        with (
+            otel_replay.run(name="support", run_id="fidelity-support"),
+            openai.OpenAI(base_url=standin.openai_base_url, api_key=KEY) as client,
+            httpx.Client(base_url=standin.tools_url) as tools,
+        ):
+            agent = SupportAgent(client, tools, "gpt-4o-mini")
+            for number, question in enumerate(CONVERSATION, start=1):
+                agent.ask(question, stream=number == len(CONVERSATION))
+            # Another instrumentation's span, its content not derivable from any step.
+            with pipe.tracer.start_as_current_span("chat foreign") as foreign:
+                foreign.set_attribute("replay.run.id", "fidelity-support")
+                foreign.set_attribute("gen_ai.operation.name", "chat")
+                foreign.set_attribute("gen_ai.input.messages", '[{"role":"user"}]' + " " * 2000)
+                foreign.set_attribute("gen_ai.output.messages", "[]")
+        with (
+            otel_replay.run(name="claude", run_id="fidelity-claude"),
+            anthropic.Anthropic(base_url=standin.anthropic_base_url, api_key=KEY) as claude,
+        ):
+            claude.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=300,
+                system="You are a support agent.",
+                messages=[{"role": "user", "content": "Where is my order A-1234?"}],
+            )
+            with claude.messages.stream(
+                model="claude-sonnet-4-6",
+                max_tokens=300,
+                messages=[{"role": "user", "content": "Tell me a story"}],
+            ) as stream:
+                for _ in stream.text_stream:
+                    pass
+    assert edit.edited is not None
+    return list(handed.get_finished_spans()), edit.edited
+
+
+def _derived_keys(root: Path) -> dict[str, list[str]]:
+    """The attributes each span's record entry left out as derived, by span id."""
+    out: dict[str, list[str]] = {}
+    for path in (root / RUNS_DIR).rglob("*.rec"):
+        for record in decode_records(path.read_bytes()).records:
+            for entry in record.spans:
+                if entry.derived is not None:
+                    out[entry.span["span_id"]] = entry.derived.keys
+    return out
+
+
+def test_every_span_attribute_comes_back_as_the_exporter_was_handed_it(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    handed, edited = _record(standin, root)
+    with Store.open(root, create=False) as store:
+        stored = {
+            span["span_id"]: span
+            for run in ("fidelity-support", "fidelity-claude")
+            for span in store.spans(run)
+        }
+        assert [p for p in store.verify() if p.damage] == []
+    given: dict[str, dict[str, Any]] = {}
+    for span in handed:
+        encoded = json.loads(json.dumps(span_to_dict(span)))
+        if encoded["attributes"].get("replay.run.id", "").startswith("fidelity-"):
+            given[encoded["span_id"]] = encoded
+    assert set(stored) == set(given)
+    for span_id, span in given.items():
+        back = stored[span_id]
+        assert back == span, span["name"]
+        # In the same order, too: an export writes them as they come.
+        assert list(back["attributes"]) == list(span["attributes"]), span["name"]
+    derived = _derived_keys(root)
+    model_calls = [s for s in given.values() if "gen_ai.output.messages" in s["attributes"]]
+    assert len(model_calls) >= 8
+    for span in model_calls:
+        keys = derived.get(span["span_id"], [])
+        if span["span_id"] == edited:
+            # Its edited input messages are kept as given; the rest is still derived.
+            assert "gen_ai.input.messages" not in keys and "gen_ai.output.messages" in keys
+        elif span["name"] == "chat foreign":
+            assert keys == []
+        else:
+            present = [k for k in CONTENT if k in span["attributes"]]
+            assert sorted(keys) == sorted(present), (span["name"], keys, present)
