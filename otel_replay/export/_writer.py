@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,7 +160,7 @@ class Writer:
         # discard once their end is durable, then discarded (what of them comes later is
         # dropped; the latest runs only).
         self._to_discard: list[str] = []
-        self._discarded: dict[str, None] = {}
+        self._discarded: OrderedDict[str, None] = OrderedDict()
         # One token per barrier posted: it ends the writer's wait for a batch to gather. A
         # SimpleQueue, because barriers are posted from signal handlers too.
         self._urgent: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -173,8 +173,10 @@ class Writer:
         # Steps whose span is still open, by span id: several steps can share one span (an
         # SDK retry inside another instrumentation's span); the span is written once.
         self._parked: dict[int, tuple[list[tuple[Step, int]], ReadableSpan, float]] = {}
-        # Spans written lately: a later step of the same span is put without it.
-        self._written: dict[int, None] = {}
+        # Spans written lately: a later step of the same span is put without it. FIFO
+        # dicts are OrderedDicts: forgetting the oldest entry of a plain dict scans the slots
+        # its earlier deletions left, a cost that grows with the churn.
+        self._written: OrderedDict[int, None] = OrderedDict()
         # Ready for the next put: steps with their spans (SDK spans are encoded as they are
         # put), spans from export() (encoded), and run ends.
         self._groups: list[_Group] = []
@@ -362,7 +364,7 @@ class Writer:
             return
         self._written[span_id] = None
         if len(self._written) > WRITTEN_MAX:
-            del self._written[next(iter(self._written))]
+            self._written.popitem(last=False)
         group.span = span
 
     def _sweep(self, *, force: bool) -> None:
@@ -448,7 +450,7 @@ class Writer:
             store.discard(run_id)
             self._discarded[run_id] = None
             if len(self._discarded) > DISCARDED_MAX:
-                del self._discarded[next(iter(self._discarded))]
+                self._discarded.popitem(last=False)
             del self._to_discard[0]
 
     def _put_group(self, store: Store, group: _Group) -> None:

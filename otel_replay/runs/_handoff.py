@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -140,7 +141,9 @@ class Handoff:
         self._cond = threading.Condition(self._lock)
         self._consumers: list[Consumer] = []
         self._active: Consumer | None = None
-        self._claims: dict[int, None] = {}
+        # An OrderedDict: forgetting the oldest claim of a plain dict scans the slots its
+        # earlier deletions left (a cost that grows with the churn, paid under the lock).
+        self._claims: OrderedDict[int, None] = OrderedDict()
         self._bytes = 0
         self._shedding = False
         self.dropped = 0
@@ -211,7 +214,7 @@ class Handoff:
                 claims = self._claims
                 claims[step.span_id] = None
                 if len(claims) > CLAIMS_MAX:
-                    del claims[next(iter(claims))]
+                    claims.popitem(last=False)
                 consumer._queue.put((step, span, size))
                 return True
         if full:

@@ -6,6 +6,7 @@ import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from otel_replay.step import RunFacts
@@ -124,7 +125,7 @@ def add_pack(conn: sqlite3.Connection, name: str, size: int, table: bytes, *, mo
     conn.executemany(
         f"{verb} INTO objects (digest, kind, frame_offset, frame_size, offset, size, pack) "
         f"VALUES (?, ?, ?, ?, ?, ?, {pack_id})",
-        sorted(ENTRY.iter_unpack(table)),
+        sorted(ENTRY.iter_unpack(table), key=itemgetter(0)),  # digests compare as bytes
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 __all__ = ["MIN_BODY", "MIN_SEGMENT", "SPLIT_KEYS", "Previous", "Recent", "Shapes", "split"]
 
@@ -101,7 +102,7 @@ def _value_end(buf: bytes, pos: int) -> int:
 
 
 SHAPES = 8
-"""Element shapes a :class:`Shapes` remembers."""
+"""Prefixes a :class:`Shapes` remembers, and suffixes for each."""
 
 SHAPE_STRING = 64
 """A container whose longest string is at least this long teaches its shape."""
@@ -120,28 +121,40 @@ class Shapes:
     __slots__ = ("_items",)
 
     def __init__(self) -> None:
-        self._items: list[tuple[bytes, bytes]] = []
+        self._items: list[tuple[bytes, list[bytes]]] = []
+        """Each prefix with the suffixes seen after it, the prefix used last first."""
 
     def match(self, buf: bytes, pos: int) -> int | None:
         """The end of the element at ``pos`` if it has a known shape, else None."""
-        for at, (prefix, suffix) in enumerate(self._items):
+        items = self._items
+        for at, (prefix, suffixes) in enumerate(items):
             if buf.startswith(prefix, pos):
+                # Found once per prefix: messages whose role comes after their text (the
+                # GenAI conventions' parts) share a prefix and differ in their suffix.
                 try:
                     end = _string_end(buf, pos + len(prefix) - 1)
                 except _Malformed:
                     return None
-                if buf.startswith(suffix, end):
-                    if at:
-                        self._items.insert(0, self._items.pop(at))
-                    return end + len(suffix)
+                for suffix in suffixes:
+                    if buf.startswith(suffix, end):
+                        if at:
+                            items.insert(0, items.pop(at))
+                        return end + len(suffix)
         return None
 
     def learn(self, buf: bytes, start: int, end: int, string: tuple[int, int]) -> None:
         """Remember the shape of the container ``buf[start:end]`` around ``string``."""
-        shape = (buf[start : string[0] + 1], buf[string[1] : end])
-        if shape not in self._items:
-            self._items.insert(0, shape)
-            del self._items[SHAPES:]
+        prefix, suffix = buf[start : string[0] + 1], buf[string[1] : end]
+        items = self._items
+        for at, (known, suffixes) in enumerate(items):
+            if known == prefix:
+                if suffix not in suffixes:
+                    suffixes.insert(0, suffix)
+                    del suffixes[SHAPES:]
+                items.insert(0, items.pop(at))
+                return
+        items.insert(0, (prefix, [suffix]))
+        del items[SHAPES:]
 
 
 def _element_end(buf: bytes, pos: int, shapes: Shapes | None) -> int:
@@ -186,7 +199,9 @@ class Recent:
     def __init__(self, limit: int = 8 << 20) -> None:
         self._heads: dict[bytes, bytes] = {}
         """The first bytes of each segment -> its digest."""
-        self._segments: dict[bytes, bytes] = {}
+        # An OrderedDict: forgetting the oldest of a plain dict scans the slots its earlier
+        # deletions left, which grows with the churn; popitem(last=False) does not.
+        self._segments: OrderedDict[bytes, bytes] = OrderedDict()
         """Digest -> segment, oldest first."""
         self._bytes = 0
         self._limit = limit
@@ -212,8 +227,7 @@ class Recent:
         self._segments[digest] = segment
         self._bytes += len(segment)
         while self._bytes > self._limit or len(self._segments) > RECENT_ENTRIES:
-            oldest = next(iter(self._segments))
-            gone = self._segments.pop(oldest)
+            _, gone = self._segments.popitem(last=False)
             self._bytes -= len(gone)
             del self._heads[gone[:RECENT_HEAD]]
 
@@ -236,7 +250,9 @@ class Previous:
     __slots__ = ("_bodies", "_bytes", "_limit")
 
     def __init__(self, limit: int = 16 << 20) -> None:
-        self._bodies: dict[object, tuple[bytes, list[tuple[int, int, bytes]]]] = {}
+        self._bodies: OrderedDict[object, tuple[bytes, list[tuple[int, int, bytes]]]] = (
+            OrderedDict()
+        )
         self._bytes = 0
         self._limit = limit
 
@@ -246,12 +262,13 @@ class Previous:
         if previous is None:
             return None
         old, segments = previous
+        view = memoryview(old)  # compared in place, not copied
         # The segments repeated are a leading run (a prefix repeated up to one segment's end
         # is repeated up to every earlier one's): find its length by bisection.
         low, high = 0, len(segments)
         while low < high:
             middle = (low + high) // 2
-            if body.startswith(old[: segments[middle][1]]):
+            if body.startswith(view[: segments[middle][1]]):
                 low = middle + 1
             else:
                 high = middle
@@ -267,7 +284,7 @@ class Previous:
         self._bodies[stream] = (body, segments)
         self._bytes += len(body)
         while self._bytes > self._limit and self._bodies:
-            gone = self._bodies.pop(next(iter(self._bodies)))
+            _, gone = self._bodies.popitem(last=False)
             self._bytes -= len(gone[0])
 
 

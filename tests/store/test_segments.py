@@ -118,3 +118,46 @@ def test_previous_forgets_the_oldest_stream_beyond_its_limit() -> None:
         previous.learn(stream, body, ranges)
     assert previous.known(0, body) is None
     assert previous.known(3, body) == {start: (end, d) for start, end, d in ranges}
+
+
+def _parts_messages(rng: random.Random, count: int) -> list[dict[str, object]]:
+    """Messages in the GenAI conventions' shape (``gen_ai.input.messages``): the text comes
+    before the role, so every role shares one prefix and differs in the suffix."""
+    alphabet = 'ab "\\/\n\u00e9\U0001f600}],'
+    out: list[dict[str, object]] = []
+    for n in range(count):
+        content = "".join(rng.choice(alphabet) for _ in range(rng.randrange(60, 400)))
+        message: dict[str, object] = {"parts": [{"content": content, "type": "text"}]}
+        message["role"] = rng.choice(["system", "user", "assistant", "tool"])
+        if n % 7 == 3:  # the same prefix, then something else after the text
+            message["parts"] = [{"content": content, "type": "text", "x": [1, {"y": "}"}]}]
+        if n % 11 == 5:  # the same prefix, the text in two strings
+            message["parts"] = [{"content": content, "more": content[:70]}]
+        out.append(message)
+    return out
+
+
+def test_shapes_sharing_a_prefix_find_the_same_ends() -> None:
+    """Arrays of messages whose shapes share their prefix, compact, indented and cut short:
+    split with shapes learned from earlier bodies, every body gets the same ranges and
+    digests as when split alone."""
+    rng = random.Random(7)
+    bodies: list[bytes] = []
+    for n in range(60):
+        messages = _parts_messages(rng, rng.randrange(1, 9))
+        compact = (",", ":") if n % 3 else None
+        text = json.dumps(messages, ensure_ascii=n % 2 == 0, separators=compact)
+        if n % 5 == 4:
+            text = json.dumps(messages, indent=1)
+        body = text.encode()
+        bodies += [body, body[: rng.randrange(len(body) + 1)]]
+    alone = [_digests(body, split(body)) for body in bodies]
+    assert sum(len(ranges) for ranges in alone) > 200
+    assert _split_with_memory(bodies, [n % 2 for n in range(len(bodies))]) == alone
+    roles = [
+        b'{"parts":[{"content":"' + b"w" * 200 + b'","type":"text"}],"role":"' + role + b'"}'
+        for role in (b"system", b"user", b"assistant")
+    ]
+    shapes = Shapes()
+    split(b"[" + b",".join(roles) + b"]", shapes)
+    assert [shapes.match(element, 0) for element in roles] == [len(e) for e in roles]
