@@ -52,6 +52,7 @@ class Backend(Protocol):
     def read_range(self, rel: str, start: int, end: int) -> bytes: ...
     def read_tail(self, rel: str, size: int) -> bytes: ...
     def size(self, rel: str) -> int: ...
+    def stamp(self, rel: str) -> float: ...
     def exists(self, rel: str) -> bool: ...
     def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool: ...
     def publish_many(self, items: Sequence[tuple[str, bytes]]) -> None: ...
@@ -182,6 +183,10 @@ class LocalBackend:
     def size(self, rel: str) -> int:
         """Size of the file in bytes."""
         return self.path(rel).stat().st_size
+
+    def stamp(self, rel: str) -> float:
+        """The file's modification time (Unix seconds); FileNotFoundError when absent."""
+        return self.path(rel).stat().st_mtime
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists."""
@@ -337,6 +342,12 @@ class LocalBackend:
         self._dirty.add(base.parent)
 
 
+def _stamp(info: Mapping[str, Any]) -> float:
+    """The modification time in an fsspec ``info`` answer (S3's ``LastModified``)."""
+    modified: Any = info.get("LastModified") or info.get("mtime") or info.get("created")
+    return modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
+
+
 class FsspecBackend:
     """A store at an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``memory://…``)."""
 
@@ -378,6 +389,13 @@ class FsspecBackend:
         """Size of the object in bytes."""
         return int(self.fs.size(self._path(rel)))
 
+    def stamp(self, rel: str) -> float:
+        """When the object was last written, by the server's clock (Unix seconds);
+        FileNotFoundError when absent."""
+        path = self._path(rel)
+        self.fs.invalidate_cache(path)
+        return _stamp(self.fs.info(path))
+
     def exists(self, rel: str) -> bool:
         """Whether the object exists."""
         self.fs.invalidate_cache(self._path(rel))
@@ -418,9 +436,7 @@ class FsspecBackend:
         found: dict[str, FileInfo] = {}
         cut = len(self._root) + 1
         for name, info in self.fs.find(path, detail=True).items():
-            modified = info.get("LastModified") or info.get("mtime") or info.get("created")
-            stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
-            found[str(name)[cut:]] = (int(info.get("size") or 0), stamp)
+            found[str(name)[cut:]] = (int(info.get("size") or 0), _stamp(info))
         return found
 
     def delete(self, rel: str) -> None:

@@ -181,13 +181,14 @@ def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path:
 
 @pytest.mark.parametrize("gcs_before", [1, 2])
 def test_gc_keeps_what_a_machine_recording_relies_on(
-    s3_bucket: Bucket, tmp_path: Path, gcs_before: int
+    s3_bucket: Bucket, tmp_path: Path, gcs_before: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Machine B opened the store when an expired run's bodies were still there; machine C's
-    gc then removes that run (hours later, as far as the packs' ages go), and B records a run
-    that sends the same bodies. B's index says they are stored: it must not rely on that.
-    With one gc before B's flush the pack is condemned, not yet deleted; with two it is gone.
+    gc then removes that run (no grace period), and B records a run that sends the same
+    bodies. B's index says they are stored: it must not rely on that. With one gc before
+    B's flush the pack is condemned, not yet deleted; with two it is gone.
     """
+    monkeypatch.setenv("OTEL_REPLAY_GC_GRACE_S", "0")
     old = (int(time.time()) - 40 * 86_400) * 10**9
     sent = chat_bodies(3, seed=11)
     with _open(s3_bucket, tmp_path / "a") as store:
@@ -195,25 +196,24 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
             store.put([make_step("old", index, request, response, start_ns=old)])
         store.flush()
     writer = _open(s3_bucket, tmp_path / "b")
-    later = [time.time() + hours * 3 * 3600 for hours in (1, 2, 3)]
     with _open(s3_bucket, tmp_path / "c") as store:
         store.retention = Retention(ok_days=1, error_days=1)
-        assert store.gc(now=later[0]).runs_removed == ("old",)
-        for when in later[1:gcs_before]:
-            store.gc(now=when)
+        assert store.gc().runs_removed == ("old",)
+        for _ in range(1, gcs_before):
+            store.gc()
     for index, (request, response) in enumerate(sent):
         writer.put([make_step("new", index, request, response, start_ns=time.time_ns())])
         writer.flush()
     writer.close()
     with _open(s3_bucket, tmp_path / "c") as store:
-        store.retention = Retention(ok_days=1, error_days=1)
-        for when in later[gcs_before:]:
-            store.gc(now=when)
+        for _ in range(gcs_before, 3):
+            store.gc()
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
     # The expired run's pack went, one gc after it was condemned; the new run's stays.
     assert len(fs.find(f"{root}/objects")) == 1
-    assert json.loads(fs.cat_file(f"{root}/condemned")) == {"packs": {}}
+    assert json.loads(fs.cat_file(f"{root}/condemned"))["packs"] == {}
+    assert fs.find(f"{root}/locks") == []  # every gc gave its lease up
     with _open(s3_bucket, tmp_path / "d") as store:
         assert [r.run_id for r in store.runs()] == ["new"]
         steps = store.steps("new")
