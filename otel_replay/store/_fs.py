@@ -369,9 +369,17 @@ class FsspecBackend:
     def _path(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
 
+    def _fresh(self, rel: str) -> str:
+        """The path of ``rel``, with no listing of its directory cached: s3fs answers a size
+        (and a whole read, which asks for it) from a listing it cached, which does not know
+        an object written since (FileNotFoundError for an object that exists)."""
+        path = self._path(rel)
+        self.fs.invalidate_cache(path)
+        return path
+
     def read(self, rel: str) -> bytes:
         """The whole object; FileNotFoundError when absent."""
-        return bytes(self.fs.cat_file(self._path(rel)))
+        return bytes(self.fs.cat_file(self._fresh(rel)))
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` (exclusive) of the object."""
@@ -381,25 +389,22 @@ class FsspecBackend:
         """The last ``size`` bytes of the object (all of it when shorter): its size, then a
         ranged GET of explicit bounds. (A suffix range, ``bytes=-N``, would save the size
         lookup, but some S3-compatible servers serve the first N bytes for it.)"""
-        path = self._path(rel)
+        path = self._fresh(rel)
         total = int(self.fs.size(path))
         return bytes(self.fs.cat_file(path, start=max(0, total - size), end=total))
 
     def size(self, rel: str) -> int:
         """Size of the object in bytes."""
-        return int(self.fs.size(self._path(rel)))
+        return int(self.fs.size(self._fresh(rel)))
 
     def stamp(self, rel: str) -> float:
         """When the object was last written, by the server's clock (Unix seconds);
         FileNotFoundError when absent."""
-        path = self._path(rel)
-        self.fs.invalidate_cache(path)
-        return _stamp(self.fs.info(path))
+        return _stamp(self.fs.info(self._fresh(rel)))
 
     def exists(self, rel: str) -> bool:
         """Whether the object exists."""
-        self.fs.invalidate_cache(self._path(rel))
-        return bool(self.fs.exists(self._path(rel)))
+        return bool(self.fs.exists(self._fresh(rel)))
 
     def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool:
         """PUT the object (atomic on object stores); with ``replace=False`` an existing one

@@ -24,6 +24,8 @@ from otel_replay.store._types import VerifyProblem
 __all__ = ["TMP_PREFIX", "Listing", "SyncReport", "list_files", "read_pins", "sync"]
 
 TMP_PREFIX = ".tmp-"
+RELISTS = 5
+"""Listings a sync reads record files from while some vanish as they are read (merged)."""
 TABLE_READ = 64 << 10
 """Bytes read from a pack's end to find its table (more when the table is larger)."""
 
@@ -137,22 +139,7 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
                 _index_pack(index, backend, name, rel, listing, report)
                 with index.guard():
                     missing -= _rows.existing(conn, list(missing))
-    decoded: list[tuple[str, int, list[Record]]] = []
-    for rel, (size, _) in sorted(listing.records.items()):
-        if rel in known_records:
-            continue
-        try:
-            result = decode_records(backend.read(rel))
-        except OSError as exc:
-            report.problems.append(
-                VerifyProblem("record", f"record file {where}/{rel}: {exc}", path=rel)
-            )
-            continue
-        for problem in result.problems:
-            report.problems.append(
-                VerifyProblem("record", f"record file {where}/{rel}: {problem}", path=rel)
-            )
-        decoded.append((rel, size, result.records))
+    decoded = _read_records(backend, listing, known_records, report)
     # Recordings of one id are numbered by when they started, whatever order files list in.
     decoded.sort(key=lambda item: min((_first_ns(r) for r in item[2]), default=0))
     if decoded:
@@ -179,6 +166,42 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     report.problems += _labels.read_files(index, backend, forget_missing=forget_missing)
     report.problems.extend(read_ledgers(index, backend, forget_missing=forget_missing))
     return report
+
+
+def _read_records(
+    backend: Backend, listing: Listing, known: set[str], report: SyncReport
+) -> list[tuple[str, int, list[Record]]]:
+    """The record files listed that are not ``known``, decoded: (path, size, records). A
+    file gone by the time it is read was merged into one published before it went: the
+    store is listed again (``listing`` updated) for it."""
+    where = backend.location
+    decoded: list[tuple[str, int, list[Record]]] = []
+    read = set(known)
+    for _ in range(RELISTS):
+        gone = False
+        for rel, (size, _) in sorted(listing.records.items()):
+            if rel in read:
+                continue
+            read.add(rel)
+            try:
+                result = decode_records(backend.read(rel))
+            except FileNotFoundError:
+                gone = True
+                continue
+            except OSError as exc:
+                report.problems.append(
+                    VerifyProblem("record", f"record file {where}/{rel}: {exc}", path=rel)
+                )
+                continue
+            for problem in result.problems:
+                report.problems.append(
+                    VerifyProblem("record", f"record file {where}/{rel}: {problem}", path=rel)
+                )
+            decoded.append((rel, size, result.records))
+        if not gone:
+            break
+        listing.records = list_files(backend).records
+    return decoded
 
 
 def _index_pack(
