@@ -220,3 +220,30 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
         assert [store.request_body(s) for s in steps] == [q for q, _ in sent]
         assert [store.response_body(s) for s in steps] == [r for _, r in sent]
         assert store.verify() == []
+
+
+def test_a_record_written_after_another_machine_listed_is_read(
+    s3_bucket: Bucket, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Machine A lists a run's directory (its s3fs client caches the listing); machine B
+    then writes the run's next record there. A's refresh reads it. (Before, s3fs answered
+    A's read from its cached listing: 'not found', and the step was left out.)"""
+    url, options = s3_bucket
+    pairs = chat_bodies(2, seed=13)
+    writer = _open(s3_bucket, tmp_path / "b")
+    writer.put([make_step("r", 0, *pairs[0])])
+    writer.flush()
+    # A client of its own, as on another machine: B's writes do not touch its caches.
+    reader = Store.open(
+        url, storage_options={**options, "skip_instance_cache": True}, cache_dir=tmp_path / "a"
+    )
+    try:
+        assert reader.run("r").step_count == 1
+        writer.put([make_step("r", 1, *pairs[1])])
+        writer.flush()
+        reader.refresh()
+        assert [reader.request_body(s) for s in reader.steps("r")] == [q for q, _ in pairs]
+        assert "otel-replay" not in caplog.text
+    finally:
+        reader.close()
+        writer.close()
