@@ -3,6 +3,7 @@ published atomically."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -348,6 +349,39 @@ def _stamp(info: Mapping[str, Any]) -> float:
     return modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
 
 
+class _ExitSafePool(ThreadPoolExecutor):
+    """The default thread pool of fsspec's event loop, which still runs work while the
+    interpreter exits: ``concurrent.futures`` then refuses new work ("cannot schedule new
+    futures after interpreter shutdown"), and aiohttp resolves a host name through this pool
+    to connect. A write at exit (the SDK's ``atexit`` shutdown, the application's own exit
+    hooks) would fail, the steps it carries lost; each call then gets a thread of its own."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError:
+            done: Future[T] = Future()
+
+            def run() -> None:
+                if done.set_running_or_notify_cancel():
+                    try:
+                        done.set_result(fn(*args, **kwargs))
+                    except BaseException as exc:
+                        done.set_exception(exc)
+
+            threading.Thread(target=run, name="otel-replay-exit-io", daemon=True).start()
+            return done
+
+
+def _exit_safe(fs: Any) -> None:
+    """Give the event loop of the async file system ``fs`` (s3fs, gcsfs...) an
+    :class:`_ExitSafePool` as its default pool, once."""
+    loop = getattr(fs, "loop", None)
+    if isinstance(loop, asyncio.AbstractEventLoop) and not getattr(loop, "_otel_replay", False):
+        loop.set_default_executor(_ExitSafePool(thread_name_prefix="otel-replay-fsspec"))
+        loop._otel_replay = True  # type: ignore[attr-defined]
+
+
 class FsspecBackend:
     """A store at an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``memory://…``)."""
 
@@ -364,6 +398,7 @@ class FsspecBackend:
             self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
         except (ValueError, ImportError, OSError) as exc:
             raise StoreError(f"cannot open store {self.location}: {exc}") from None
+        _exit_safe(self.fs)
         self._root = str(root).rstrip("/")
 
     def _path(self, rel: str) -> str:

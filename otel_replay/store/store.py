@@ -16,6 +16,7 @@ from typing import Any
 from otel_replay import settings
 from otel_replay.errors import (
     CorruptBlobError,
+    CorruptIndexError,
     RunNotFoundError,
     StoreError,
     StoreFullError,
@@ -88,13 +89,16 @@ def _set_aside(index: Path) -> None:
             raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
 
 
-def _open_index(path: Path, holder: str) -> Index:
+def _open_index(path: Path, holder: str, *, cache: bool = False) -> Index:
     """The index at ``path`` (of ``holder``, for messages); one made by an earlier
     otel-replay is set aside and started afresh (``rebuilt`` is then True: the caller reads
-    the files into it)."""
+    the files into it). So is, for a remote store's ``cache``, one that cannot be read or
+    that a later otel-replay made: the bucket holds everything it knew."""
     try:
         return Index(path, holder=holder)
-    except OutdatedIndexError:
+    except CorruptIndexError as exc:
+        if not (cache or isinstance(exc, OutdatedIndexError)):
+            raise
         _set_aside(path)
     index = Index(path, holder=holder)
     index.rebuilt = True
@@ -235,6 +239,7 @@ class Store:
                 _open_index(
                     cache / INDEX_FILE,
                     f"the index cache {cache} of the store at {remote.location}",
+                    cache=True,
                 ),
                 policy,
                 remote=True,
