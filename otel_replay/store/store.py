@@ -420,10 +420,26 @@ class Store:
             self.refresh()
         self._reader.forget()
 
-    def runs(self) -> list[RunInfo]:
-        """Every run in the store, oldest first."""
+    def runs(self, limit: int | None = None) -> list[RunInfo]:
+        """Every run in the store, oldest first; with ``limit``, the ``limit`` that started
+        last (in a time that does not grow with the store: what ``otel-replay runs`` shows
+        by default)."""
         with self._index.guard():
-            return _rows.run_infos(self._index.conn())
+            conn = self._index.conn()
+            if limit is None:
+                return _rows.run_infos(conn)
+            return _rows.run_infos(conn, ids=_rows.newest_runs(conn, limit))
+
+    def run_count(self) -> int:
+        """How many runs :meth:`runs` lists."""
+        with self._index.guard():
+            return _rows.run_count(self._index.conn())
+
+    def run_ids(self) -> list[str]:
+        """The id of every run :meth:`runs` lists, in no order (without reading their
+        steps: to find one by a prefix)."""
+        with self._index.guard():
+            return _rows.run_names(self._index.conn())
 
     def _row(self, run_id: str) -> _rows.RunRow:
         with self._index.guard():
