@@ -66,6 +66,8 @@ class _Mark:
     unreadable: list[str] = field(default_factory=list)
     gone: int = 0
     """Record files listed that were gone when read."""
+    lease: GcLease | None = None
+    """A remote store's gc lease, kept fresh while the records are read."""
 
 
 def _mark(ctx: Context, records: Iterable[str], mark: _Mark) -> None:
@@ -75,6 +77,8 @@ def _mark(ctx: Context, records: Iterable[str], mark: _Mark) -> None:
         if rel in mark.read:
             continue
         mark.read.add(rel)
+        if mark.lease is not None:
+            mark.lease.keep()
         try:
             decoded = decode_records(ctx.backend.read(rel))
         except FileNotFoundError:
@@ -288,7 +292,7 @@ def _collect(
             doomed.update(_rows.run_records(conn, row.id))
     listing = list_files(ctx.backend)
     before = _bytes(listing)
-    mark = _Mark()
+    mark = _Mark(lease=lease)
     _mark(ctx, [rel for rel in listing.records if rel not in doomed], mark)
     if progress:
         progress(1, 3)

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +57,8 @@ LOCKS_DIR = "locks"
 """Remote stores: one object per gc at work (:class:`GcLease`)."""
 LEASE_STALE_S = 1800.0
 """A gc lock not refreshed for this long (by the server's clock) belongs to a gc that died."""
+LEASE_KEEP_S = 60.0
+"""How often a gc at work writes its lease again (:meth:`GcLease.keep`)."""
 
 
 class GcBusyError(Exception):
@@ -74,6 +77,7 @@ class GcLease:
         self._backend = backend
         self.rel = f"{LOCKS_DIR}/gc-{secrets.token_hex(8)}"
         self._body = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
+        self._kept = 0.0
 
     def acquire(self) -> float:
         """Take the lease; the server's time. GcBusyError naming the other gc when one is
@@ -96,7 +100,13 @@ class GcLease:
         if check and not self._backend.exists(self.rel):
             raise GcBusyError(f"this gc's lock {self.rel} was removed as stale")
         self._backend.publish(self.rel, self._body)
+        self._kept = time.monotonic()
         return self._backend.stamp(self.rel)
+
+    def keep(self) -> None:
+        """Refresh the lease if it was not for :data:`LEASE_KEEP_S` (for a long stage)."""
+        if time.monotonic() - self._kept > LEASE_KEEP_S:
+            self.refresh()
 
     def release(self) -> None:
         """Give the lease up."""
