@@ -8,7 +8,8 @@ is one: the disk's fsyncs are not what is measured). For each N, printed side by
 * the index's size (``index.sqlite``) and the store's;
 * ``runs``: ``Store.runs(limit=50)`` in process (what the CLI's default table asks), every
   run (``Store.runs()``), and ``otel-replay runs --store S`` (the default table: the newest
-  50) as a subprocess, against ``otel-replay --help`` (the interpreter and CLI start-up);
+  50) as a subprocess, against ``otel-replay --help`` (the interpreter and CLI start-up),
+  in wall seconds and in CPU seconds (what the command costs on an idle machine);
 * ``show``: ``Store.run`` + ``Store.steps`` + both bodies of every step of a run in the
   middle, in process, and ``otel-replay show RUN --json`` as a subprocess;
 * ``verify`` and ``gc`` (nothing expired: mark, repack, sweep), in process.
@@ -28,6 +29,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -120,6 +122,19 @@ def cli(*args: str) -> None:
     subprocess.run([*CLI, *args], check=True, capture_output=True, env=_CLI_ENV)
 
 
+def cli_cpu(*args: str, times: int = 3) -> float:
+    """CPU seconds (user + system) of the least costly of ``times`` CLI runs: what the
+    command costs, whatever else the machine is doing."""
+    least = float("inf")
+    for _ in range(times):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cli(*args)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        least = min(least, spent)
+    return least
+
+
 def measure(folder: Path, runs: int, upkeep: bool) -> dict[str, float]:
     """The figures of the store at ``folder`` holding ``runs`` runs."""
     middle = f"r_{runs // 2:07d}"
@@ -149,6 +164,9 @@ def measure(folder: Path, runs: int, upkeep: bool) -> dict[str, float]:
         "cli_runs_s": best(lambda: cli("runs", "--store", store)),
         "show_s": best(show_in_process),
         "cli_show_s": best(lambda: cli("show", middle, "--store", store, "--json")),
+        "cli_help_cpu_s": cli_cpu("--help"),
+        "cli_runs_cpu_s": cli_cpu("runs", "--store", store),
+        "cli_show_cpu_s": cli_cpu("show", middle, "--store", store, "--json"),
     }
     if not upkeep:
         return figures
