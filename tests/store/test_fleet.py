@@ -29,13 +29,14 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from otel_replay.store._pack import entries, parse_table
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
-from tests.store._data import shared_system
+from tests.store._data import chat_bodies, make_step, shared_system
 
 pytestmark = pytest.mark.subprocess
 
 AGENT = str(Path(__file__).with_name("_fleet_agent.py"))
 CLI = str(Path(sys.executable).with_name("otel-replay"))
 MACHINES, RUNS, TURNS = 8, 2, 4
+SEEDS = 3
 GRACE_S = "1"
 URL = "s3://fleet/store"
 ARGS = (str(RUNS), str(TURNS))
@@ -147,9 +148,18 @@ def test_eight_machines_record_while_gc_runs(
 ) -> None:
     monkeypatch.setenv("OTEL_REPLAY_GC_GRACE_S", GRACE_S)
     started = time.monotonic()
-    with Store.open(URL, storage_options=server.options, cache_dir=tmp_path / "gc"):
-        pass  # the store exists before the fleet starts
+    # Runs recorded before, one small pack each, the first holding the system prompt: the
+    # machines find it there when they open the store, and gc's first pass repacks these
+    # packs (condemning them) and its next deletes them, while the machines record.
+    seed = Store.open(URL, storage_options=server.options, cache_dir=tmp_path / "seed")
+    for n in range(SEEDS):
+        for index, (request, response) in enumerate(chat_bodies(2, seed=n, shared=True)):
+            step = make_step(f"seed-{n}", index, request, response, start_ns=time.time_ns())
+            seed.put([step])
+        seed.flush()
+    seed.close(timeout=0)  # no merge: the packs stay small, for gc to repack
     gc = _GcLoop(server, tmp_path / "gc")
+    gc.start()
     with StandIn(event_delay=0.001) as standin:
         agents = [
             subprocess.Popen(
@@ -162,7 +172,6 @@ def test_eight_machines_record_while_gc_runs(
             )
             for n in range(MACHINES)
         ]
-        gc.start()
         reported: dict[str, int] = {}
         for agent in agents:
             out, err = agent.communicate(timeout=120)
@@ -175,9 +184,10 @@ def test_eight_machines_record_while_gc_runs(
         gc.join(timeout=60)
         sent = [r for r in standin.received if r.path == "/v1/chat/completions"]
     assert gc.error is None, repr(gc.error)
-    assert gc.runs >= 2  # gc ran beside the fleet (how many packs it deleted: printed)
+    assert gc.runs >= 2 and gc.deleted > 0  # gc ran beside the fleet, and deleted packs
     recorded = time.monotonic() - started
     assert len(reported) == MACHINES * RUNS and sum(reported.values()) == len(sent)
+    reported |= {f"seed-{n}": 2 for n in range(SEEDS)}
     # Every step every machine reported, read back by a machine that saw none of it.
     env = _env(server, tmp_path / "reader")
     with Store.open(URL, storage_options=server.options, cache_dir=tmp_path / "reader") as store:
@@ -187,7 +197,8 @@ def test_eight_machines_record_while_gc_runs(
             r: (calls, "ok") for r, calls in reported.items()
         }
         stored = sorted(store.request_body(s) for r in reported for s in store.steps(r))
-        assert stored == sorted(r.body for r in sent)
+        seeded = [q for n in range(SEEDS) for q, _ in chat_bodies(2, seed=n, shared=True)]
+        assert stored == sorted([r.body for r in sent] + seeded)
     done = subprocess.run(
         [CLI, "verify", "--store", URL], env=env, capture_output=True, text=True, check=False
     )
