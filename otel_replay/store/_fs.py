@@ -413,8 +413,14 @@ class FsspecBackend:
         return path
 
     def read(self, rel: str) -> bytes:
-        """The whole object; FileNotFoundError when absent."""
-        return bytes(self.fs.cat_file(self._fresh(rel)))
+        """The whole object; FileNotFoundError when absent. One GET, of the range from byte
+        0: a read without a range first asks the size (see :meth:`_fresh`)."""
+        try:
+            return bytes(self.fs.cat_file(self._path(rel), start=0))
+        except FileNotFoundError:
+            raise
+        except OSError:  # an empty object has no byte 0 (416): the size, then the read
+            return bytes(self.fs.cat_file(self._fresh(rel)))
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` (exclusive) of the object."""

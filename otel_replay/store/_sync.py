@@ -140,16 +140,21 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
                 with index.guard():
                     missing -= _rows.existing(conn, list(missing))
     decoded = _read_records(backend, listing, known_records, report)
-    # Recordings of one id are numbered by when they started, whatever order files list in.
-    decoded.sort(key=lambda item: min((_first_ns(r) for r in item[2]), default=0))
+    # Recordings of one id are numbered by when they started, whatever order files list in;
+    # a merged file after those it merged, so that its steps are indexed as its own.
+    decoded.sort(key=lambda item: (min((_first_ns(r) for r in item[2]), default=0), len(item[2])))
     if decoded:
         with index.transaction() as tx:
             for rel, size, records in decoded:
                 _index_records(tx, rel, size, records, where)
                 report.records += 1
+    gone = known_records - set(listing.records) if forget_missing else set()
+    # The steps of a file gone go with it; those another file of the run holds (the file
+    # merged from it, indexed while it was still there) are indexed again from that file.
+    refill = _reread(backend, _siblings(index, gone, listing))
     with index.transaction() as tx:
         if forget_missing:
-            for rel in known_records - set(listing.records):
+            for rel in gone:
                 for table in ("steps", "span_steps"):
                     tx.execute(
                         f"DELETE FROM {table} WHERE record IN "
@@ -157,6 +162,8 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
                         (rel,),
                     )
                 tx.execute("DELETE FROM records WHERE path = ?", (rel,))
+            for rel, size, records in refill:
+                _index_records(tx, rel, size, records, where)
             tx.execute("DELETE FROM runs WHERE id NOT IN (SELECT run FROM records)")
         pins = read_pins(backend)
         tx.execute("UPDATE runs SET pinned = 0")
@@ -166,6 +173,40 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     report.problems += _labels.read_files(index, backend, forget_missing=forget_missing)
     report.problems.extend(read_ledgers(index, backend, forget_missing=forget_missing))
     return report
+
+
+def _reread(
+    backend: Backend, files: dict[str, tuple[int, float]]
+) -> list[tuple[str, int, list[Record]]]:
+    """Record files indexed before, decoded again: (path, size, records); one gone or
+    damaged since is left out (the next sync reads what replaced it; verify names damage)."""
+    out = []
+    for rel, (size, _) in sorted(files.items()):
+        try:
+            result = decode_records(backend.read(rel))
+        except OSError:
+            continue
+        out.append((rel, size, result.records))
+    return out
+
+
+def _siblings(index: Index, gone: set[str], listing: Listing) -> dict[str, tuple[int, float]]:
+    """The listed record files of the runs that the record files ``gone`` belonged to."""
+    if not gone:
+        return {}
+    with index.guard():
+        conn = index.conn()
+        runs = {
+            run
+            for rel in gone
+            for (run,) in conn.execute("SELECT run FROM records WHERE path = ?", (rel,))
+        }
+        paths = {
+            path
+            for run in runs
+            for (path,) in conn.execute("SELECT path FROM records WHERE run = ?", (run,))
+        }
+    return {rel: listing.records[rel] for rel in paths - gone if rel in listing.records}
 
 
 def _read_records(

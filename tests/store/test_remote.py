@@ -247,3 +247,40 @@ def test_a_record_written_after_another_machine_listed_is_read(
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_merge_seen_half_done_by_another_machine_keeps_every_step(
+    s3_bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Machine B refreshes while machine A merges a run's record files: the merged file is
+    published, the ones it merged not deleted yet. B indexes all three; once they are gone,
+    B's next refresh still lists every step of the run (from the merged file). (Before, the
+    steps B had indexed from a file since deleted were forgotten with it.)"""
+    url, options = s3_bucket
+    pairs = chat_bodies(3, seed=17)
+    writer = _open(s3_bucket, tmp_path / "a")
+    for index, (request, response) in enumerate(pairs):
+        writer.put([make_step("m", index, request, response)])
+        writer.flush()
+    reader = Store.open(
+        url, storage_options={**options, "skip_instance_cache": True}, cache_dir=tmp_path / "b"
+    )
+    fs: Any = writer._backend.fs  # type: ignore[attr-defined]
+    remove, refreshed = fs.rm_file, []
+
+    def rm_file(path: str, **kwargs: Any) -> Any:
+        if path.endswith(".rec") and not refreshed:  # the merged file is published
+            refreshed.append(reader.refresh())
+        return remove(path, **kwargs)
+
+    monkeypatch.setattr(fs, "rm_file", rm_file)
+    try:
+        writer.compact()
+        assert refreshed
+        reader.refresh()
+        assert [reader.request_body(s) for s in reader.steps("m")] == [q for q, _ in pairs]
+        assert [p for p in reader.verify() if p.damage] == []
+    finally:
+        monkeypatch.undo()
+        reader.close()
+        writer.close()
