@@ -7,9 +7,10 @@ is one: the disk's fsyncs are not what is measured). For each N, printed side by
 
 * the index's size (``index.sqlite``) and the store's;
 * ``runs``: ``Store.runs(limit=50)`` in process (what the CLI's default table asks), every
-  run (``Store.runs()``), and ``otel-replay runs --store S`` (the default table: the newest
-  50) as a subprocess, against ``otel-replay --help`` (the interpreter and CLI start-up),
-  in wall seconds and in CPU seconds (what the command costs on an idle machine);
+  run (``Store.runs()``: what the table read before, the baseline), and ``otel-replay runs
+  --store S`` (the newest 50) as a subprocess, against ``otel-replay --help`` (the
+  interpreter and CLI start-up), in wall seconds and in CPU seconds (what the command costs
+  on an idle machine);
 * ``show``: ``Store.run`` + ``Store.steps`` + both bodies of every step of a run in the
   middle, in process, and ``otel-replay show RUN --json`` as a subprocess;
 * ``verify`` and ``gc`` (nothing expired: mark, repack, sweep), in process.
@@ -20,7 +21,7 @@ package's are, whatever ``PYTHONDONTWRITEBYTECODE`` says.
 Times are the best of 3 (verify and gc: one). Targets: ``runs`` <= 0.5 s and ``show`` <=
 0.2 s, growing less than linearly with N.
 
-    python bench/store_fleet.py [--sizes 10000,100000] [--steps 3]
+    python bench/store_fleet.py [--sizes 10000,100000] [--steps 3] [--no-upkeep]
 """
 
 from __future__ import annotations
