@@ -253,6 +253,8 @@ def _index_pack(
     size = listing.packs[rel][0]
     try:
         table = read_pack_table(backend, rel, size)
+    except FileNotFoundError:
+        return 0  # deleted since listed (by gc, or merged by its writer): nothing to index
     except (PackError, OSError) as exc:
         report.problems.append(
             VerifyProblem("pack", f"pack {backend.location}/{rel} cannot be read: {exc}", path=rel)
