@@ -103,6 +103,13 @@ _MAX_DAYS = 36500
 nanosecond integers they become."""
 
 
+def _seconds(raw: str) -> float:
+    value = float(raw.strip())
+    if not 0 <= value <= _MAX_DAYS * 86_400:
+        raise ValueError("expected a number of seconds >= 0")
+    return value
+
+
 def _live_tools(raw: str) -> bool:
     value = raw.strip().lower()
     if value not in ("", "read"):
@@ -191,6 +198,13 @@ SETTINGS: tuple[Setting, ...] = (
         "30",
         _days,
         "days a run with an error is kept after its last activity, unless pinned",
+    ),
+    Setting(
+        "OTEL_REPLAY_GC_GRACE_S",
+        "3600",
+        _seconds,
+        "seconds gc leaves a file nothing references before deleting it (remote stores: from "
+        "its condemnation, by the server's clock)",
     ),
     Setting(
         "OTEL_REPLAY_CACHE_DIR",

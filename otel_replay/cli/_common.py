@@ -44,6 +44,9 @@ PIPE_WIDTH = 220
 tables piped to grep or a file keep one row per line."""
 
 LATEST = "latest"
+_LATEST_FIRST = 64
+"""Newest runs read first when looking for the latest recording (replays and forks may be
+newer)."""
 
 
 def store_option(command: F) -> F:
@@ -126,11 +129,14 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
     """
     if not ref:
         raise CliError("an empty run id names no run (give an id, a prefix of one, or latest)")
-    runs = store.runs()
-    exact = [run for run in runs if run.run_id == ref]
-    if exact:
-        return exact[0]
+    names = store.run_ids()
+    if ref in names:
+        return store.run(ref)
     if ref == LATEST:
+        # The newest runs first: a store of many runs is not read whole for its latest.
+        runs = store.runs(limit=_LATEST_FIRST)
+        if not any(run_mode(run) == "record" for run in runs) and len(runs) < len(names):
+            runs = store.runs()
         recordings = [run for run in runs if run_mode(run) == "record"]
         if not runs:
             raise RunNotFoundError(f"the store at {store.location} has no runs yet")
@@ -140,14 +146,14 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
                 "(name one by its id)"
             )
         return max(recordings, key=lambda run: (run.start_ns, run.run_id))
-    matches = sorted((run for run in runs if run.run_id.startswith(ref)), key=lambda r: r.run_id)
+    matches = sorted(name for name in names if name.startswith(ref))
     if len(matches) == 1:
-        return matches[0]
+        return store.run(matches[0])
     if not matches:
         raise RunNotFoundError(
             f"no run {ref!r} in the store at {store.location} ({_where_to_look(ref)})"
         )
-    shown = ", ".join(printable(run.run_id) for run in matches[:8])
+    shown = ", ".join(printable(name) for name in matches[:8])
     more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
     raise CliError(f"run prefix {ref!r} is ambiguous: it matches {shown}{more}")
 

@@ -67,3 +67,5 @@ def gc(store: str | None, dry_run: bool, as_json: bool) -> None:
     emit(console, summary, soft_wrap=True)
     if dry_run and (removed or result.files_removed):
         emit(console, "Nothing was changed (dry run).", style="dim")
+    if result.skipped:
+        emit(console, f"Nothing was swept: {result.skipped}.", soft_wrap=True)

@@ -3,6 +3,7 @@ published atomically."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -52,6 +53,7 @@ class Backend(Protocol):
     def read_range(self, rel: str, start: int, end: int) -> bytes: ...
     def read_tail(self, rel: str, size: int) -> bytes: ...
     def size(self, rel: str) -> int: ...
+    def stamp(self, rel: str) -> float: ...
     def exists(self, rel: str) -> bool: ...
     def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool: ...
     def publish_many(self, items: Sequence[tuple[str, bytes]]) -> None: ...
@@ -182,6 +184,10 @@ class LocalBackend:
     def size(self, rel: str) -> int:
         """Size of the file in bytes."""
         return self.path(rel).stat().st_size
+
+    def stamp(self, rel: str) -> float:
+        """The file's modification time (Unix seconds); FileNotFoundError when absent."""
+        return self.path(rel).stat().st_mtime
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists."""
@@ -337,6 +343,45 @@ class LocalBackend:
         self._dirty.add(base.parent)
 
 
+def _stamp(info: Mapping[str, Any]) -> float:
+    """The modification time in an fsspec ``info`` answer (S3's ``LastModified``)."""
+    modified: Any = info.get("LastModified") or info.get("mtime") or info.get("created")
+    return modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
+
+
+class _ExitSafePool(ThreadPoolExecutor):
+    """The default thread pool of fsspec's event loop, which still runs work while the
+    interpreter exits: ``concurrent.futures`` then refuses new work ("cannot schedule new
+    futures after interpreter shutdown"), and aiohttp resolves a host name through this pool
+    to connect. A write at exit (the SDK's ``atexit`` shutdown, the application's own exit
+    hooks) would fail, the steps it carries lost; each call then gets a thread of its own."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError:
+            done: Future[T] = Future()
+
+            def run() -> None:
+                if done.set_running_or_notify_cancel():
+                    try:
+                        done.set_result(fn(*args, **kwargs))
+                    except BaseException as exc:
+                        done.set_exception(exc)
+
+            threading.Thread(target=run, name="otel-replay-exit-io", daemon=True).start()
+            return done
+
+
+def _exit_safe(fs: Any) -> None:
+    """Give the event loop of the async file system ``fs`` (s3fs, gcsfs...) an
+    :class:`_ExitSafePool` as its default pool, once."""
+    loop = getattr(fs, "loop", None)
+    if isinstance(loop, asyncio.AbstractEventLoop) and not getattr(loop, "_otel_replay", False):
+        loop.set_default_executor(_ExitSafePool(thread_name_prefix="otel-replay-fsspec"))
+        loop._otel_replay = True  # type: ignore[attr-defined]
+
+
 class FsspecBackend:
     """A store at an fsspec URL (``s3://bucket/prefix``, ``gs://…``, ``memory://…``)."""
 
@@ -353,14 +398,29 @@ class FsspecBackend:
             self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
         except (ValueError, ImportError, OSError) as exc:
             raise StoreError(f"cannot open store {self.location}: {exc}") from None
+        _exit_safe(self.fs)
         self._root = str(root).rstrip("/")
 
     def _path(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
 
+    def _fresh(self, rel: str) -> str:
+        """The path of ``rel``, with no listing of its directory cached: s3fs answers a size
+        (and a whole read, which asks for it) from a listing it cached, which does not know
+        an object written since (FileNotFoundError for an object that exists)."""
+        path = self._path(rel)
+        self.fs.invalidate_cache(path)
+        return path
+
     def read(self, rel: str) -> bytes:
-        """The whole object; FileNotFoundError when absent."""
-        return bytes(self.fs.cat_file(self._path(rel)))
+        """The whole object; FileNotFoundError when absent. One GET, of the range from byte
+        0: a read without a range first asks the size (see :meth:`_fresh`)."""
+        try:
+            return bytes(self.fs.cat_file(self._path(rel), start=0))
+        except FileNotFoundError:
+            raise
+        except OSError:  # an empty object has no byte 0 (416): the size, then the read
+            return bytes(self.fs.cat_file(self._fresh(rel)))
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` (exclusive) of the object."""
@@ -370,18 +430,22 @@ class FsspecBackend:
         """The last ``size`` bytes of the object (all of it when shorter): its size, then a
         ranged GET of explicit bounds. (A suffix range, ``bytes=-N``, would save the size
         lookup, but some S3-compatible servers serve the first N bytes for it.)"""
-        path = self._path(rel)
+        path = self._fresh(rel)
         total = int(self.fs.size(path))
         return bytes(self.fs.cat_file(path, start=max(0, total - size), end=total))
 
     def size(self, rel: str) -> int:
         """Size of the object in bytes."""
-        return int(self.fs.size(self._path(rel)))
+        return int(self.fs.size(self._fresh(rel)))
+
+    def stamp(self, rel: str) -> float:
+        """When the object was last written, by the server's clock (Unix seconds);
+        FileNotFoundError when absent."""
+        return _stamp(self.fs.info(self._fresh(rel)))
 
     def exists(self, rel: str) -> bool:
         """Whether the object exists."""
-        self.fs.invalidate_cache(self._path(rel))
-        return bool(self.fs.exists(self._path(rel)))
+        return bool(self.fs.exists(self._fresh(rel)))
 
     def publish(self, rel: str, data: bytes, *, replace: bool = True) -> bool:
         """PUT the object (atomic on object stores); with ``replace=False`` an existing one
@@ -418,9 +482,7 @@ class FsspecBackend:
         found: dict[str, FileInfo] = {}
         cut = len(self._root) + 1
         for name, info in self.fs.find(path, detail=True).items():
-            modified = info.get("LastModified") or info.get("mtime") or info.get("created")
-            stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
-            found[str(name)[cut:]] = (int(info.get("size") or 0), stamp)
+            found[str(name)[cut:]] = (int(info.get("size") or 0), _stamp(info))
         return found
 
     def delete(self, rel: str) -> None:

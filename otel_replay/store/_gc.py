@@ -10,6 +10,7 @@ from otel_replay.errors import CorruptBlobError
 from otel_replay.store import _rows
 from otel_replay.store._condemned import read_condemned, write_condemned
 from otel_replay.store._format import label_path, pack_path, parse_pack_path
+from otel_replay.store._lock import GcBusyError, GcLease
 from otel_replay.store._objects import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from otel_replay.store._read import MAX_DEPTH
@@ -29,7 +30,10 @@ __all__ = ["GRACE_S", "Retention", "collect", "remove_runs"]
 
 DAY_NS = 86_400 * 10**9
 GRACE_S = 3600.0
-"""Files younger than this that nothing references are left alone: a writer may be at work."""
+"""Files younger than this that nothing references are left alone: a writer may be at work
+(the default of ``OTEL_REPLAY_GC_GRACE_S``)."""
+_RELISTS = 5
+"""Listings gc's mark tries before it gives up on record files that keep vanishing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,10 @@ class _Mark:
     live: set[bytes] = field(default_factory=set)
     read: set[str] = field(default_factory=set)
     unreadable: list[str] = field(default_factory=list)
+    gone: int = 0
+    """Record files listed that were gone when read."""
+    lease: GcLease | None = None
+    """A remote store's gc lease, kept fresh while the records are read."""
 
 
 def _mark(ctx: Context, records: Iterable[str], mark: _Mark) -> None:
@@ -69,10 +77,13 @@ def _mark(ctx: Context, records: Iterable[str], mark: _Mark) -> None:
         if rel in mark.read:
             continue
         mark.read.add(rel)
+        if mark.lease is not None:
+            mark.lease.keep()
         try:
             decoded = decode_records(ctx.backend.read(rel))
         except FileNotFoundError:
-            continue  # merged or removed since listed
+            mark.gone += 1  # merged or removed since listed
+            continue
         if decoded.problems:
             mark.unreadable.append(f"{ctx.backend.location}/{rel}")
         todo.extend((d, 0) for r in decoded.records for d in iter_refs(r))
@@ -96,37 +107,57 @@ class _Swept:
     bytes: int
 
 
-def _sweep(ctx: Context, mark: _Mark, now: float) -> _Swept:
+def _mark_listed(ctx: Context, mark: _Mark) -> Listing:
+    """List the store and mark what its record files reference. A record file that went
+    between the listing and its reading was merged into another (published first) or
+    removed: the store is listed again, so the merged file is read."""
+    for _ in range(_RELISTS):
+        listing = list_files(ctx.backend)
+        gone = mark.gone
+        _mark(ctx, listing.records, mark)
+        if mark.gone == gone:
+            return listing
+    mark.unreadable.append(f"{ctx.backend.location}/runs (record files kept vanishing)")
+    return listing
+
+
+def _sweep(ctx: Context, mark: _Mark, now: float, grace: float, lease: GcLease | None) -> _Swept:
     """Delete every pack that locates no live object (see the module docstring)."""
     with ctx.lock.exclusive():
-        if ctx.remote:
+        condemned: dict[str, float] = {}
+        if lease is not None:
+            now = lease.refresh()  # the server's time: every age below is the server's
+            # Read before the listing: a pack is deleted only if it was condemned before
+            # this gc listed the records (see ``Session.write`` for why that is enough).
+            listed = read_condemned(ctx.backend, stamped=True)
+            condemned = {} if listed is None else listed.packs
             sync(ctx.index, ctx.backend)
-        listing = list_files(ctx.backend)
-        _mark(ctx, listing.records, mark)
+        listing = _mark_listed(ctx, mark)
         if mark.unreadable:
             return _Swept(0, 0, 0)
         conn = ctx.index.conn()
         doomed: dict[str, list[bytes]] = {}  # pack name -> the objects it locates
         freed = 0
-        condemned = (read_condemned(ctx.backend) or {}) if ctx.remote else {}
-        still: dict[str, float] = {}
+        still: dict[str, float | None] = {}
         for rel, (size, mtime) in listing.packs.items():
             name = parse_pack_path(rel)
             assert name is not None
-            if ctx.remote and now - mtime < GRACE_S:
+            if ctx.remote and now - mtime < grace:
                 continue
             located = located_in(ctx, name)
             if any(digest in mark.live for digest, _ in located):
                 continue
-            if not located and now - mtime < GRACE_S and not _rows.pack_known(conn, name):
+            if not located and now - mtime < grace and not _rows.pack_known(conn, name):
                 continue  # not indexed yet: a writer may not have committed it
             if ctx.remote:  # condemned first, deleted by a gc a grace period later
-                since = condemned.get(name, now)
-                if now - since < GRACE_S:
-                    still[name] = since
+                since = condemned.get(name)
+                if since is None or now - since < grace:
+                    still[name] = since  # None: condemned by this gc's write of the list
                     continue
             doomed[name] = [digest for digest, _ in located]
             freed += size
+        if doomed and lease is not None:
+            lease.refresh()  # still this gc's: no other took it over as stale
         if doomed:
             # Every doomed object is forgotten at once; each pack's row stays until its file
             # is gone. Killed on the way, no located object lacks a chunk (a writer could
@@ -175,12 +206,12 @@ def _bytes(listing: Listing) -> int:
     )
 
 
-def _expired(runs: list[RunInfo], retention: Retention, now: float) -> list[RunInfo]:
+def _expired(runs: list[RunInfo], retention: Retention, now: float, grace: float) -> list[RunInfo]:
     now_ns = int(now * 1e9)
     out = []
     for run in runs:
         expires = retention.expires_ns(run)
-        recording = run.status == "incomplete" and now_ns - run.end_ns < GRACE_S * 1e9
+        recording = run.status == "incomplete" and now_ns - run.end_ns < grace * 1e9
         if expires is not None and expires <= now_ns and not recording:
             out.append(run)
     return out
@@ -221,12 +252,38 @@ def remove_runs(ctx: Context, run_ids: Iterable[str]) -> int:
 def collect(
     ctx: Context, retention: Retention, *, now: float, dry_run: bool, progress: Progress | None
 ) -> GcReport:
-    """One gc (see the module docstring)."""
+    """One gc (see the module docstring). On a remote store it holds a :class:`GcLease`
+    throughout, and does nothing (``skipped`` says why) while another gc holds one."""
+    grace = float(settings.read("OTEL_REPLAY_GC_GRACE_S"))
+    if not ctx.remote or dry_run:
+        return _collect(ctx, retention, now, grace, None, dry_run, progress)
+    lease = GcLease(ctx.backend)
+    try:
+        lease.acquire()
+    except GcBusyError as exc:
+        return GcReport((), 0, 0, 0, 0, dry_run=False, skipped=str(exc))
+    try:
+        return _collect(ctx, retention, now, grace, lease, dry_run, progress)
+    except GcBusyError as exc:
+        return GcReport((), 0, 0, 0, 0, dry_run=False, skipped=str(exc))
+    finally:
+        lease.release()
+
+
+def _collect(
+    ctx: Context,
+    retention: Retention,
+    now: float,
+    grace: float,
+    lease: GcLease | None,
+    dry_run: bool,
+    progress: Progress | None,
+) -> GcReport:
     if not dry_run:
         sync(ctx.index, ctx.backend)
     with ctx.index.guard():
         runs = _rows.run_infos(ctx.index.conn())
-    expired = _expired(runs, retention, now)
+    expired = _expired(runs, retention, now, grace)
     conn = ctx.index.conn()
     doomed: set[str] = set()
     for run in expired:
@@ -235,7 +292,7 @@ def collect(
             doomed.update(_rows.run_records(conn, row.id))
     listing = list_files(ctx.backend)
     before = _bytes(listing)
-    mark = _Mark()
+    mark = _Mark(lease=lease)
     _mark(ctx, [rel for rel in listing.records if rel not in doomed], mark)
     if progress:
         progress(1, 3)
@@ -262,12 +319,13 @@ def collect(
         repack(ctx, thinned, mark.live, None)
     if progress:
         progress(2, 3)
-    swept = _Swept(0, 0, 0) if skipped else _sweep(ctx, mark, now)
+    swept = _Swept(0, 0, 0) if skipped else _sweep(ctx, mark, now, grace, lease)
     if mark.unreadable and skipped is None:
         skipped = f"record file {mark.unreadable[0]} cannot be read; nothing was swept"
     temps = 0
+    clock = now if lease is None else lease.refresh()
     for rel, (_, mtime) in list_files(ctx.backend).temps.items():
-        if now - mtime >= GRACE_S:
+        if clock - mtime >= grace:
             ctx.backend.delete(rel)
             temps += 1
     merged = merge_records(ctx, None, None)

@@ -90,11 +90,14 @@ class ObjectReader:
                 ) from None
             self._relocate()
             moved = self._locate(digest)
-            if moved is None or moved == where:
+            try:
+                if moved is None or moved == where:
+                    raise FileNotFoundError
+                where, frame = moved, self._frame(moved, digest)
+            except FileNotFoundError:  # gone too (another machine's gc or merge)
                 raise CorruptBlobError(
                     f"pack {self._backend.location}/{pack_path(where.pack)} is missing"
                 ) from None
-            where, frame = moved, self._frame(moved, digest)
         data = frame[where.offset : where.offset + where.size]
         if len(data) != where.size:
             raise CorruptBlobError(

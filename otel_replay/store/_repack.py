@@ -324,7 +324,8 @@ def compact(ctx: Context, *, progress: Progress | None = None) -> int:
     # Indexed packs that locate nothing hold only copies (repacked, or two writers raced to
     # store the same objects): they go with the repacked ones.
     listed = [n for rel in listing.packs if (n := parse_pack_path(rel)) is not None]
-    _drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
+    if not ctx.remote:  # where another machine's copy may be condemned, gc deletes them
+        _drop_moved(ctx, [n for n in listed if _rows.pack_known(ctx.index.conn(), n)])
     if progress:
         progress(1, 2)
     merged = merge_records(ctx, None, None)

@@ -427,12 +427,49 @@ def _bound(pick: Any, *values: int | None) -> int:
     return int(pick(known)) if known else 0
 
 
-def run_infos(conn: sqlite3.Connection, name: str | None = None) -> list[RunInfo]:
-    """Every run (oldest first), or the one named ``name``."""
-    where = "" if name is None else "AND runs.name = ? "
-    params: tuple[object, ...] = () if name is None else (id_param(name),)
+_LISTED = "EXISTS (SELECT 1 FROM records WHERE records.run = runs.id)"
+"""A run the index lists: one with a record file (a name reserved by a writer that has not
+written yet is not)."""
+
+
+def run_count(conn: sqlite3.Connection) -> int:
+    """How many runs :func:`run_infos` lists."""
+    (count,) = conn.execute(f"SELECT COUNT(*) FROM runs WHERE {_LISTED}").fetchone()
+    return int(count)
+
+
+def run_names(conn: sqlite3.Connection) -> list[str]:
+    """The names of the runs :func:`run_infos` lists, in no order."""
+    return [_text(name) for (name,) in conn.execute(f"SELECT name FROM runs WHERE {_LISTED}")]
+
+
+def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
+    """The row ids of the ``limit`` runs that started last. Their start is read from the
+    run's own row (its recorder's word), else its first step, else its end: one look-up a
+    run, never a scan of the steps."""
+    rows = conn.execute(
+        f"SELECT id FROM runs WHERE {_LISTED} ORDER BY COALESCE(started_ns, "
+        "(SELECT MIN(start_ns) FROM steps WHERE steps.run = runs.id), ended_ns) DESC, "
+        "name DESC LIMIT ?",
+        (limit,),
+    )
+    return [run for (run,) in rows]
+
+
+def run_infos(
+    conn: sqlite3.Connection, name: str | None = None, *, ids: Sequence[int] | None = None
+) -> list[RunInfo]:
+    """Every run (oldest first), the one named ``name``, or those of row ``ids``."""
+    params: tuple[object, ...] = ()
+    if ids is not None:
+        marks = ",".join(str(int(run)) for run in ids) or "NULL"
+        where, which = f"AND runs.id IN ({marks}) ", f"AND s.run IN ({marks}) "
+    elif name is None:
+        where, which = "", ""
+    else:
+        where, params = "AND runs.name = ? ", (id_param(name),)
+        which = "AND s.run = (SELECT id FROM runs WHERE name = ?) "
     rows = conn.execute(_RUN_QUERY + where + "GROUP BY runs.id", params).fetchall()
-    which = "" if name is None else "AND s.run = (SELECT id FROM runs WHERE name = ?) "
     totals = conn.execute(_SPAN_ONLY_TOTALS + which + "GROUP BY s.run", params).fetchall()
     span_only = {run: _Totals(*counts) for run, *counts in totals}
     infos = []

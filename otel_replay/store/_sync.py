@@ -24,6 +24,8 @@ from otel_replay.store._types import VerifyProblem
 __all__ = ["TMP_PREFIX", "Listing", "SyncReport", "list_files", "read_pins", "sync"]
 
 TMP_PREFIX = ".tmp-"
+RELISTS = 5
+"""Listings a sync reads record files from while some vanish as they are read (merged)."""
 TABLE_READ = 64 << 10
 """Bytes read from a pack's end to find its table (more when the table is larger)."""
 
@@ -137,32 +139,22 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
                 _index_pack(index, backend, name, rel, listing, report)
                 with index.guard():
                     missing -= _rows.existing(conn, list(missing))
-    decoded: list[tuple[str, int, list[Record]]] = []
-    for rel, (size, _) in sorted(listing.records.items()):
-        if rel in known_records:
-            continue
-        try:
-            result = decode_records(backend.read(rel))
-        except OSError as exc:
-            report.problems.append(
-                VerifyProblem("record", f"record file {where}/{rel}: {exc}", path=rel)
-            )
-            continue
-        for problem in result.problems:
-            report.problems.append(
-                VerifyProblem("record", f"record file {where}/{rel}: {problem}", path=rel)
-            )
-        decoded.append((rel, size, result.records))
-    # Recordings of one id are numbered by when they started, whatever order files list in.
-    decoded.sort(key=lambda item: min((_first_ns(r) for r in item[2]), default=0))
+    decoded = _read_records(backend, listing, known_records, report)
+    # Recordings of one id are numbered by when they started, whatever order files list in;
+    # a merged file after those it merged, so that its steps are indexed as its own.
+    decoded.sort(key=lambda item: (min((_first_ns(r) for r in item[2]), default=0), len(item[2])))
     if decoded:
         with index.transaction() as tx:
             for rel, size, records in decoded:
                 _index_records(tx, rel, size, records, where)
                 report.records += 1
+    gone = known_records - set(listing.records) if forget_missing else set()
+    # The steps of a file gone go with it; those another file of the run holds (the file
+    # merged from it, indexed while it was still there) are indexed again from that file.
+    refill = _reread(backend, _siblings(index, gone, listing))
     with index.transaction() as tx:
         if forget_missing:
-            for rel in known_records - set(listing.records):
+            for rel in gone:
                 for table in ("steps", "span_steps"):
                     tx.execute(
                         f"DELETE FROM {table} WHERE record IN "
@@ -170,6 +162,8 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
                         (rel,),
                     )
                 tx.execute("DELETE FROM records WHERE path = ?", (rel,))
+            for rel, size, records in refill:
+                _index_records(tx, rel, size, records, where)
             tx.execute("DELETE FROM runs WHERE id NOT IN (SELECT run FROM records)")
         pins = read_pins(backend)
         tx.execute("UPDATE runs SET pinned = 0")
@@ -181,6 +175,76 @@ def sync(index: Index, backend: Backend, *, forget_missing: bool = True) -> Sync
     return report
 
 
+def _reread(
+    backend: Backend, files: dict[str, tuple[int, float]]
+) -> list[tuple[str, int, list[Record]]]:
+    """Record files indexed before, decoded again: (path, size, records); one gone or
+    damaged since is left out (the next sync reads what replaced it; verify names damage)."""
+    out = []
+    for rel, (size, _) in sorted(files.items()):
+        try:
+            result = decode_records(backend.read(rel))
+        except OSError:
+            continue
+        out.append((rel, size, result.records))
+    return out
+
+
+def _siblings(index: Index, gone: set[str], listing: Listing) -> dict[str, tuple[int, float]]:
+    """The listed record files of the runs that the record files ``gone`` belonged to."""
+    if not gone:
+        return {}
+    with index.guard():
+        conn = index.conn()
+        runs = {
+            run
+            for rel in gone
+            for (run,) in conn.execute("SELECT run FROM records WHERE path = ?", (rel,))
+        }
+        paths = {
+            path
+            for run in runs
+            for (path,) in conn.execute("SELECT path FROM records WHERE run = ?", (run,))
+        }
+    return {rel: listing.records[rel] for rel in paths - gone if rel in listing.records}
+
+
+def _read_records(
+    backend: Backend, listing: Listing, known: set[str], report: SyncReport
+) -> list[tuple[str, int, list[Record]]]:
+    """The record files listed that are not ``known``, decoded: (path, size, records). A
+    file gone by the time it is read was merged into one published before it went: the
+    store is listed again (``listing`` updated) for it."""
+    where = backend.location
+    decoded: list[tuple[str, int, list[Record]]] = []
+    read = set(known)
+    for _ in range(RELISTS):
+        gone = False
+        for rel, (size, _) in sorted(listing.records.items()):
+            if rel in read:
+                continue
+            read.add(rel)
+            try:
+                result = decode_records(backend.read(rel))
+            except FileNotFoundError:
+                gone = True
+                continue
+            except OSError as exc:
+                report.problems.append(
+                    VerifyProblem("record", f"record file {where}/{rel}: {exc}", path=rel)
+                )
+                continue
+            for problem in result.problems:
+                report.problems.append(
+                    VerifyProblem("record", f"record file {where}/{rel}: {problem}", path=rel)
+                )
+            decoded.append((rel, size, result.records))
+        if not gone:
+            break
+        listing.records = list_files(backend).records
+    return decoded
+
+
 def _index_pack(
     index: Index, backend: Backend, name: str, rel: str, listing: Listing, report: SyncReport
 ) -> int:
@@ -189,6 +253,8 @@ def _index_pack(
     size = listing.packs[rel][0]
     try:
         table = read_pack_table(backend, rel, size)
+    except FileNotFoundError:
+        return 0  # deleted since listed (by gc, or merged by its writer): nothing to index
     except (PackError, OSError) as exc:
         report.problems.append(
             VerifyProblem("pack", f"pack {backend.location}/{rel} cannot be read: {exc}", path=rel)

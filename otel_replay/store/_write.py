@@ -13,16 +13,17 @@ from typing import Any
 import zstandard
 
 from otel_replay._canonical import sha256_tag
+from otel_replay.errors import StoreError
 from otel_replay.step import RunEnd, RunFacts, Step
 from otel_replay.store import _rows
-from otel_replay.store._condemned import read_condemned
+from otel_replay.store._condemned import CONDEMNED_FILE, Condemned, read_condemned
 from otel_replay.store._derived import Sources, derivable
 from otel_replay.store._format import new_recording_id, pack_path, record_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._objects import Batch, Bodies
-from otel_replay.store._pack import frame_compressor
+from otel_replay.store._pack import SealedPack, frame_compressor
 from otel_replay.store._records import (
     SPAN_STRING_MIN,
     RunEndFact,
@@ -50,6 +51,10 @@ __all__ = [
 FLUSH_LEVEL = 3
 """zstd level of the packs and records a flush writes: fast, so recording stays cheap; gc and
 ``compact`` recompress at a high level."""
+
+_ATTEMPTS = 3
+"""Remote stores: writes of one flush before giving up on a gc that keeps condemning what it
+relies on (the caller then retries the batch later)."""
 
 KNOWN_MAX = 1 << 17
 """Digests a session remembers as stored (committed by it, or found in the index), so most
@@ -272,7 +277,8 @@ class Session:
     open (:meth:`unended` leaves them so).
 
     What the store already holds is reused, never stored again; in a remote store only from
-    a pack this session wrote or one that is not condemned right now (``_condemned``).
+    a pack that exists and is not condemned, checked again once the flush is published
+    (:meth:`_still_usable`).
 
     Not thread-safe: the store calls it under its lock.
     """
@@ -304,7 +310,11 @@ class Session:
         self._sweeps = 0
         self._usable: dict[str, bool] = {}
         """Remote stores: whether each pack asked about in this flush may be reused."""
-        self._condemned: dict[str, float] | None = {}
+        self._condemned: Condemned | None = None
+        self._trusted: set[str] = set()
+        """Remote stores: packs known to exist, and not to be condemned, as of the
+        ``condemned`` file's version ``_version`` (any other version: none is)."""
+        self._version: bytes | None = None
 
     def _exists(self, digests: Sequence[bytes]) -> set[bytes]:
         if not self.backend.local:
@@ -320,15 +330,15 @@ class Session:
         """Remote stores: those of ``digests`` stored in a pack this flush may rely on."""
         with self.index.guard():
             found = _rows.packs_of(self.index.conn(), digests)
-        written = set(self.packs)
+        condemned = self._condemned
         for pack in set(found.values()) - set(self._usable):
-            own = pack in written
-            if self._condemned is None:  # the list cannot be read: trust no one else's pack
-                self._usable[pack] = own
-            else:
-                self._usable[pack] = pack not in self._condemned and (
-                    own or self.backend.exists(pack_path(pack))
-                )
+            self._usable[pack] = (
+                condemned is not None
+                and pack not in condemned.packs
+                and (pack in self._trusted or self.backend.exists(pack_path(pack)))
+            )
+            if self._usable[pack]:
+                self._trusted.add(pack)
         return {digest for digest, pack in found.items() if self._usable[pack]}
 
     def _remember(self, digests: Sequence[bytes]) -> None:
@@ -414,7 +424,6 @@ class Session:
         """Write one flush (see the module docstring); StoreError on I/O failure, with
         nothing indexed (the caller keeps the batch and may retry it)."""
         self._name_new_runs(pending)
-        batch = Batch(self._shapes, self._recent, self._previous)
         plans = self._plan(pending)
         with self.lock.shared():
             with self.index.guard():
@@ -422,17 +431,25 @@ class Session:
             if sweeps != self._sweeps:  # gc removed objects: what was known may be gone
                 self._known.clear()
                 self._sweeps = sweeps
-            if not self.backend.local:
-                self._usable = {}
-                self._condemned = read_condemned(self.backend)
             bodies = pending.all_bodies()
-            batch.resolve(bodies, self._exists)
-            pack = batch.pack.seal(self._packs_zstd) if batch.pack.count else None
-            files = [(plan.rel, plan.data) for plan in plans]
-            if pack is not None:
-                files.insert(0, (pack_path(pack.name), pack.data))
-            self.backend.publish_many(files)
-            self.backend.sync()
+            for _ in range(_ATTEMPTS):
+                if not self.backend.local:
+                    self._begin_remote()
+                batch = Batch(self._shapes, self._recent, self._previous)
+                batch.resolve(bodies, self._exists)
+                pack = batch.pack.seal(self._packs_zstd) if batch.pack.count else None
+                files = [(plan.rel, plan.data) for plan in plans]
+                if pack is not None:
+                    files.insert(0, (pack_path(pack.name), pack.data))
+                self.backend.publish_many(files)
+                self.backend.sync()
+                if self.backend.local or self._still_usable(pack):
+                    break
+            else:
+                raise StoreError(
+                    f"cannot write {self.backend.location}: a gc condemned what each of "
+                    f"{_ATTEMPTS} attempts to write a flush relied on"
+                )
             with self.index.transaction() as tx:
                 if pack is not None:
                     # An object stored again because its pack was condemned or gone (remote
@@ -453,6 +470,47 @@ class Session:
             self.packs.append(pack.name)
             self._remember(pack.digests())
         self._remember(list(bodies.data))
+
+    def _begin_remote(self) -> None:
+        """Remote stores, before a flush decides what to reuse: read ``condemned``; when a
+        gc wrote it since the packs were checked, trust none of them unchecked."""
+        self._usable = {}
+        self._condemned = read_condemned(self.backend)
+        version = None if self._condemned is None else self._condemned.version
+        if version is None or version != self._version:
+            self._trusted.clear()
+        self._version = version
+
+    def _still_usable(self, pack: SealedPack | None) -> bool:
+        """Remote stores, once a flush's files are published: whether every pack it relies
+        on (those it reuses objects of, and its own) is still neither condemned nor gone.
+
+        This closes the race with gc. gc deletes a pack only when it was in ``condemned``
+        before gc listed the record files, and found no record referencing it. A pack not
+        condemned when the flush began and condemned or gone now makes the flush write
+        again (storing those objects anew). Otherwise, had a gc deleted it or were one to,
+        it was condemned after this check, so that gc listed the records after this flush's
+        were published, and found them. No clock is compared, however long the flush took.
+        When no gc wrote the list meanwhile (the same bytes), nothing was condemned or
+        deleted: nothing is asked of the store but the list.
+        """
+        relied = [name for name, usable in self._usable.items() if usable]
+        if pack is not None:
+            relied.append(pack.name)
+        if not relied:
+            return True
+        now = read_condemned(self.backend)
+        if now is None:
+            raise StoreError(f"cannot read {self.backend.location}/{CONDEMNED_FILE}")
+        if now.version != self._version:
+            if any(name in now.packs for name in relied) or not all(
+                self.backend.exists(pack_path(name)) for name in relied
+            ):
+                return False
+            self._trusted, self._version = set(relied), now.version
+        if pack is not None:
+            self._trusted.add(pack.name)
+        return True
 
     def _index_plan(self, conn: sqlite3.Connection, plan: _RunPlan) -> None:
         state = plan.state

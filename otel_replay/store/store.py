@@ -16,6 +16,7 @@ from typing import Any
 from otel_replay import settings
 from otel_replay.errors import (
     CorruptBlobError,
+    CorruptIndexError,
     RunNotFoundError,
     StoreError,
     StoreFullError,
@@ -89,13 +90,16 @@ def _set_aside(index: Path) -> None:
             raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
 
 
-def _open_index(path: Path, holder: str) -> Index:
+def _open_index(path: Path, holder: str, *, cache: bool = False) -> Index:
     """The index at ``path`` (of ``holder``, for messages); one made by an earlier
     otel-replay is set aside and started afresh (``rebuilt`` is then True: the caller reads
-    the files into it)."""
+    the files into it). So is, for a remote store's ``cache``, one that cannot be read or
+    that a later otel-replay made: the bucket holds everything it knew."""
     try:
         return Index(path, holder=holder)
-    except OutdatedIndexError:
+    except CorruptIndexError as exc:
+        if not (cache or isinstance(exc, OutdatedIndexError)):
+            raise
         _set_aside(path)
     index = Index(path, holder=holder)
     index.rebuilt = True
@@ -236,6 +240,7 @@ class Store:
                 _open_index(
                     cache / INDEX_FILE,
                     f"the index cache {cache} of the store at {remote.location}",
+                    cache=True,
                 ),
                 policy,
                 remote=True,
@@ -429,10 +434,26 @@ class Store:
             self.refresh()
         self._reader.forget()
 
-    def runs(self) -> list[RunInfo]:
-        """Every run in the store, oldest first."""
+    def runs(self, limit: int | None = None) -> list[RunInfo]:
+        """Every run in the store, oldest first; with ``limit``, the ``limit`` that started
+        last (in a time that does not grow with the store: what ``otel-replay runs`` shows
+        by default)."""
         with self._index.guard():
-            return _rows.run_infos(self._index.conn())
+            conn = self._index.conn()
+            if limit is None:
+                return _rows.run_infos(conn)
+            return _rows.run_infos(conn, ids=_rows.newest_runs(conn, limit))
+
+    def run_count(self) -> int:
+        """How many runs :meth:`runs` lists."""
+        with self._index.guard():
+            return _rows.run_count(self._index.conn())
+
+    def run_ids(self) -> list[str]:
+        """The id of every run :meth:`runs` lists, in no order (without reading their
+        steps: to find one by a prefix)."""
+        with self._index.guard():
+            return _rows.run_names(self._index.conn())
 
     def _row(self, run_id: str) -> _rows.RunRow:
         with self._index.guard():

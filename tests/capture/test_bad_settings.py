@@ -40,6 +40,7 @@ BAD = {
     "OTEL_REPLAY_HANDLE_SIGTERM": "perhaps",
     "OTEL_REPLAY_RETAIN_OK_DAYS": "forever",
     "OTEL_REPLAY_RETAIN_ERROR_DAYS": "-3",
+    "OTEL_REPLAY_GC_GRACE_S": "an hour",
     "OTEL_REPLAY_SAMPLE_OK": "1.5",
     "OTEL_REPLAY_STRICT": "maybe",
     "OTEL_REPLAY_TIMING": "slow",

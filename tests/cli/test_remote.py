@@ -15,6 +15,7 @@ from typing import Any
 import fsspec
 
 from otel_replay.store import Store
+from otel_replay.store._lock import GcLease
 from tests.store._data import chat_bodies, make_step, span
 from tests.store.conftest import s3_bucket, s3_server  # noqa: F401 (fixtures)
 
@@ -93,3 +94,19 @@ def test_verify_names_a_damaged_pack_in_a_bucket(s3_bucket: Bucket, tmp_path: Pa
         assert verify.returncode == 1, (verify.stdout, verify.stderr)
         assert f"damaged pack: s3://{pack}: " in verify.stdout
     assert list((tmp_path / "writer").rglob("index.sqlite.broken-*"))  # the cache, set aside
+
+
+def test_gc_steps_back_while_another_gc_works(s3_bucket: Bucket, tmp_path: Path) -> None:  # noqa: F811
+
+    _record(s3_bucket, tmp_path / "writer")
+    url, options = s3_bucket
+    with Store.open(url, storage_options=options, cache_dir=tmp_path / "other") as other:
+        lease = GcLease(other._backend)  # type: ignore[attr-defined]
+        lease.acquire()
+    try:
+        done = _cli(s3_bucket, tmp_path / "cli", "gc")
+    finally:
+        lease.release()
+    assert done.returncode == 0, done.stderr
+    assert "Nothing was swept: another gc is at work on" in done.stdout
+    assert lease.rel in done.stdout

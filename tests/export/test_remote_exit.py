@@ -13,6 +13,7 @@ recorded the store's own S3 requests as steps of its run (each write making more
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.store import Store
+from otel_replay.store._index import SCHEMA_VERSION
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.store import conftest as store_fixtures
 from tests.store import test_s3rver
@@ -39,6 +41,7 @@ ENDINGS = {
     "return": (0, "ok", None),
     "raise": (1, "error", "RuntimeError"),
     "exit": (3, "error", "exit status 3"),
+    "thread": (0, "ok", None),
 }
 
 
@@ -49,7 +52,7 @@ def _s3_env(url: str, options: dict[str, Any]) -> dict[str, str]:
         OTEL_REPLAY_STORE=url,
         AWS_ACCESS_KEY_ID=options["key"],
         AWS_SECRET_ACCESS_KEY=options["secret"],
-        AWS_ENDPOINT_URL=options["endpoint_url"],
+        AWS_ENDPOINT_URL=options["endpoint_url"].replace("127.0.0.1", "localhost"),
         AWS_DEFAULT_REGION="us-east-1",
         AWS_EC2_METADATA_DISABLED="true",
     )
@@ -58,7 +61,7 @@ def _s3_env(url: str, options: dict[str, Any]) -> dict[str, str]:
 def _record_and_read(
     url: str, options: dict[str, Any], ending: str, cache: Path, pause: float = 0.0
 ) -> None:
-    env = _s3_env(url, options)
+    env = _s3_env(url, options) | {"OTEL_REPLAY_CACHE_DIR": str(cache / "recorder")}
     with StandIn(event_delay=0.001) as standin, OtlpSink() as sink:
         env |= {
             "OTEL_TRACES_EXPORTER": "otlp,replay",
@@ -130,3 +133,19 @@ def test_the_stores_own_requests_are_not_recorded(
     # the store's own requests (through aiohttp) are not steps of the run.
     url, options = s3_bucket
     _record_and_read(url, options, "return", tmp_path, pause=0.3)
+
+
+def test_an_index_cache_a_later_otel_replay_made_loses_nothing(
+    s3_bucket: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The machine's index cache of the store was made by a later otel-replay (another
+    schema). It is only a cache of the bucket: it is set aside and rebuilt, and the run is
+    written. (Before, every write failed to open the store, the last one at exit, and the
+    run was lost: ``cannot schedule new futures after shutdown``.)"""
+    url, options = s3_bucket
+    with Store.open(url, storage_options=options, cache_dir=tmp_path / "recorder") as store:
+        index = store._index.path  # type: ignore[attr-defined]
+    with sqlite3.connect(index) as db:
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    _record_and_read(url, options, "return", tmp_path)
+    assert list(Path(index).parent.glob("index.sqlite.broken-*"))  # set aside, not deleted

@@ -143,3 +143,30 @@ def test_steps_known_by_their_spans_alone_count_through_merges_and_gc(tmp_path: 
         assert store.runs() == [info]
         store.discard(run_id)
         assert store.runs() == []
+
+
+def test_the_newest_runs_are_read_alone(tmp_path: Path) -> None:
+    """``runs(limit=N)`` is the N runs that started last, each as whole as ``runs()`` says
+    (steps, tokens, status), whether its start comes from its recorder (a run's facts) or
+    from its first step; ``run_count`` and ``run_ids`` name every run."""
+    from otel_replay.step import RunEnd, RunFacts
+
+    (request, response), *_ = chat_bodies(1, seed=3)
+    base = 1_750_000_000 * 10**9
+    with Store.open(tmp_path / "s") as store:
+        for n in range(12):
+            start = base + (n * 7 % 12) * 60 * 10**9  # not in the order they are written
+            steps = [make_step(f"run-{n}", i, request, response, start_ns=start) for i in range(2)]
+            if n % 3 == 0:
+                steps[0].run = RunFacts(run_id=f"run-{n}", mode="record", start_ns=start - 10**9)
+            store.put(steps)
+            if n % 2:
+                store.end_run(RunEnd(f"run-{n}", start + 5 * 10**9))
+        store.flush()
+        every = store.runs()
+        newest = store.runs(limit=5)
+        assert newest == every[-5:]
+        assert [r.step_count for r in newest] == [2] * 5
+        assert store.runs(limit=100) == every
+        assert store.run_count() == 12
+        assert sorted(store.run_ids()) == sorted(r.run_id for r in every)

@@ -181,13 +181,14 @@ def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path:
 
 @pytest.mark.parametrize("gcs_before", [1, 2])
 def test_gc_keeps_what_a_machine_recording_relies_on(
-    s3_bucket: Bucket, tmp_path: Path, gcs_before: int
+    s3_bucket: Bucket, tmp_path: Path, gcs_before: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Machine B opened the store when an expired run's bodies were still there; machine C's
-    gc then removes that run (hours later, as far as the packs' ages go), and B records a run
-    that sends the same bodies. B's index says they are stored: it must not rely on that.
-    With one gc before B's flush the pack is condemned, not yet deleted; with two it is gone.
+    gc then removes that run (no grace period), and B records a run that sends the same
+    bodies. B's index says they are stored: it must not rely on that. With one gc before
+    B's flush the pack is condemned, not yet deleted; with two it is gone.
     """
+    monkeypatch.setenv("OTEL_REPLAY_GC_GRACE_S", "0")
     old = (int(time.time()) - 40 * 86_400) * 10**9
     sent = chat_bodies(3, seed=11)
     with _open(s3_bucket, tmp_path / "a") as store:
@@ -195,28 +196,91 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
             store.put([make_step("old", index, request, response, start_ns=old)])
         store.flush()
     writer = _open(s3_bucket, tmp_path / "b")
-    later = [time.time() + hours * 3 * 3600 for hours in (1, 2, 3)]
     with _open(s3_bucket, tmp_path / "c") as store:
         store.retention = Retention(ok_days=1, error_days=1)
-        assert store.gc(now=later[0]).runs_removed == ("old",)
-        for when in later[1:gcs_before]:
-            store.gc(now=when)
+        assert store.gc().runs_removed == ("old",)
+        for _ in range(1, gcs_before):
+            store.gc()
     for index, (request, response) in enumerate(sent):
         writer.put([make_step("new", index, request, response, start_ns=time.time_ns())])
         writer.flush()
     writer.close()
     with _open(s3_bucket, tmp_path / "c") as store:
-        store.retention = Retention(ok_days=1, error_days=1)
-        for when in later[gcs_before:]:
-            store.gc(now=when)
+        for _ in range(gcs_before, 3):
+            store.gc()
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
     # The expired run's pack went, one gc after it was condemned; the new run's stays.
     assert len(fs.find(f"{root}/objects")) == 1
-    assert json.loads(fs.cat_file(f"{root}/condemned")) == {"packs": {}}
+    assert json.loads(fs.cat_file(f"{root}/condemned"))["packs"] == {}
+    assert fs.find(f"{root}/locks") == []  # every gc gave its lease up
     with _open(s3_bucket, tmp_path / "d") as store:
         assert [r.run_id for r in store.runs()] == ["new"]
         steps = store.steps("new")
         assert [store.request_body(s) for s in steps] == [q for q, _ in sent]
         assert [store.response_body(s) for s in steps] == [r for _, r in sent]
         assert store.verify() == []
+
+
+def test_a_record_written_after_another_machine_listed_is_read(
+    s3_bucket: Bucket, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Machine A lists a run's directory (its s3fs client caches the listing); machine B
+    then writes the run's next record there. A's refresh reads it. (Before, s3fs answered
+    A's read from its cached listing: 'not found', and the step was left out.)"""
+    url, options = s3_bucket
+    pairs = chat_bodies(2, seed=13)
+    writer = _open(s3_bucket, tmp_path / "b")
+    writer.put([make_step("r", 0, *pairs[0])])
+    writer.flush()
+    # A client of its own, as on another machine: B's writes do not touch its caches.
+    reader = Store.open(
+        url, storage_options={**options, "skip_instance_cache": True}, cache_dir=tmp_path / "a"
+    )
+    try:
+        assert reader.run("r").step_count == 1
+        writer.put([make_step("r", 1, *pairs[1])])
+        writer.flush()
+        reader.refresh()
+        assert [reader.request_body(s) for s in reader.steps("r")] == [q for q, _ in pairs]
+        assert "otel-replay" not in caplog.text
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_merge_seen_half_done_by_another_machine_keeps_every_step(
+    s3_bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Machine B refreshes while machine A merges a run's record files: the merged file is
+    published, the ones it merged not deleted yet. B indexes all three; once they are gone,
+    B's next refresh still lists every step of the run (from the merged file). (Before, the
+    steps B had indexed from a file since deleted were forgotten with it.)"""
+    url, options = s3_bucket
+    pairs = chat_bodies(3, seed=17)
+    writer = _open(s3_bucket, tmp_path / "a")
+    for index, (request, response) in enumerate(pairs):
+        writer.put([make_step("m", index, request, response)])
+        writer.flush()
+    reader = Store.open(
+        url, storage_options={**options, "skip_instance_cache": True}, cache_dir=tmp_path / "b"
+    )
+    fs: Any = writer._backend.fs  # type: ignore[attr-defined]
+    remove, refreshed = fs.rm_file, []
+
+    def rm_file(path: str, **kwargs: Any) -> Any:
+        if path.endswith(".rec") and not refreshed:  # the merged file is published
+            refreshed.append(reader.refresh())
+        return remove(path, **kwargs)
+
+    monkeypatch.setattr(fs, "rm_file", rm_file)
+    try:
+        writer.compact()
+        assert refreshed
+        reader.refresh()
+        assert [reader.request_body(s) for s in reader.steps("m")] == [q for q, _ in pairs]
+        assert [p for p in reader.verify() if p.damage] == []
+    finally:
+        monkeypatch.undo()
+        reader.close()
+        writer.close()
