@@ -47,7 +47,9 @@ VERBS: dict[str, Verb] = {
     ),
     "gc": Verb("_gc", "gc", "Remove expired runs and unreferenced blobs."),
     "import": Verb("_import", "import_", "Load the runs of SOURCE into the store."),
-    "migrate": Verb("_migrate", "migrate", "Convert a version-2 or 3 store to format version 4."),
+    "migrate": Verb(
+        "_migrate", "migrate", "Convert a version-2 or version-3 store to format version 4."
+    ),
     "pin": Verb("_pin", "pin", "Keep RUN forever: gc never removes a pinned run."),
     "replay": Verb(
         "_replay",

@@ -163,7 +163,7 @@ def test_bad_archives_are_one_line_naming_the_file(recorded: Recorded, tmp_path:
     assert_bad_input(_cli_import(tmp_path, f"{missing}/"), str(missing))
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "holds no trace files" in assert_bad_input(run_cli("import", str(empty)), str(empty))
+    assert "holds no trace files" in assert_bad_input(_cli_import(tmp_path, str(empty)), str(empty))
     gone = tmp_path / "dangling"
     gone.mkdir()
     (gone / "traces.json").symlink_to(tmp_path / "rotated-away.json")
@@ -187,7 +187,7 @@ def test_bad_archives_are_one_line_naming_the_file(recorded: Recorded, tmp_path:
     cut = tmp_path / "cut"
     cut.mkdir()
     (cut / backup_name("traces.json", "2026-11-21T09-00-00.000")).write_bytes(frames[:-9])
-    assert "truncated zstd data" in assert_bad_input(run_cli("import", str(cut)), str(cut))
+    assert "truncated zstd data" in assert_bad_input(_cli_import(tmp_path, str(cut)), str(cut))
     single = tmp_path / "single.json.zst"
     single.write_bytes(frames[:-9])
     assert "truncated zstd data" in assert_bad_input(
