@@ -7,9 +7,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import IO
 
 from opentelemetry import context, trace
@@ -74,9 +73,12 @@ class Answer:
     def whole(self) -> bytes | None:
         """The body, when it is served in one piece at once with nothing after it (no
         pacing, nothing awaited, no error); None otherwise."""
-        if len(self.chunks) > 1 or self.awaits or self.error_type is not None or any(self.times):
+        chunks = self.chunks
+        if len(chunks) > 1 or self.awaits or self.error_type is not None:
             return None
-        return self.chunks[0] if self.chunks else b""
+        if not chunks:
+            return b""
+        return None if self.times[0] else chunks[0]
 
 
 def _wants_stream(recorded: RecordedStep, body: bytes) -> bool | None:
@@ -176,7 +178,7 @@ _IGNORED = {
 _IGNORED_HEAD = Answer(404, ANSWER_HEADERS, (), (), None)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
 class _Serving:
     """How the recording answers one call: the step served (a fork's override in its
     place), the order of the serving recorded, a tool call's effect in the replay (the
@@ -227,6 +229,9 @@ class ReplaySession:
         self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
         """The fork's live point, when it has one (``_live_from``)."""
         self.matcher = Matcher(run)
+        # The answer each recorded step gets as recorded, made when first served: a run's
+        # steps are served again and again (retries, replays of a loop, --all).
+        self._answers: dict[int, tuple[RecordedStep, Answer]] = {}
         self._redactor = redactor or Redactor()
         self._report = report
         self._lock = threading.Lock()
@@ -273,10 +278,21 @@ class ReplaySession:
         recorded, fault = served.recorded, served.fault
         if served.forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
-        answer = _answer(
-            _shaped(recorded, _wants_stream(recorded, body)), self.timing, self.matcher
-        )
+        answer = self._answer(recorded, body)
         return answer if fault is None else injected_answer(fault, recorded, answer)
+
+    def _answer(self, recorded: RecordedStep, body: bytes) -> Answer:
+        """The answer ``recorded`` gives the request ``body``: a synthesised step's shaped as
+        the request asks, made every time; a recorded one's made once."""
+        stream = _wants_stream(recorded, body)
+        if stream is not None:
+            return _answer(_shaped(recorded, stream), self.timing, self.matcher)
+        cached = self._answers.get(recorded.step.index)
+        if cached is not None and cached[0] is recorded:
+            return cached[1]
+        answer = _answer(recorded, self.timing, self.matcher)
+        self._answers[recorded.step.index] = (recorded, answer)
+        return answer
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the
@@ -415,14 +431,15 @@ class ReplaySession:
         served, forked = recorded, None
         if not live and (self.fork.overrides or self.fork.states):
             served, forked = served_instead(self.fork, recorded)
-        fault = None if live else self.fork.injections.get(recorded.step.index)
+        injections = self.fork.injections
+        fault = injections.get(recorded.step.index) if injections and not live else None
         if fault is not None and self.matcher.divert(recorded):  # once: the retry gets the step
             forked = f"inject {fault.given}"
         else:
             fault = None
         order = self._record(
-            partial(
-                ServedStep,
+            ServedStep(
+                order=-1,
                 method=method,
                 url=url,
                 endpoint=recorded.endpoint,
@@ -506,11 +523,11 @@ class ReplaySession:
         account of the process that started it (its ticket), not one of its own."""
         self.matcher.ledger.attach(ticket)
 
-    def _record(self, step_at: Callable[..., ServedStep]) -> int:
-        """Append the step ``step_at(order=...)`` makes, numbered in arrival order (in the
-        whole program's: worker processes share the numbers); its number."""
+    def _record(self, step: ServedStep) -> int:
+        """Append ``step``, numbered (its ``order``) in arrival order (in the whole program's:
+        worker processes share the numbers); its number."""
         with self._lock:
-            step = step_at(order=self.matcher.ledger.next_order())
+            step.order = self.matcher.ledger.next_order()
             self._steps.append(step)
             if self._report is not None:
                 self._write(step.to_json())
@@ -543,8 +560,8 @@ class ReplaySession:
         but for a write tool (``effect``) the fork does not allow, which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
-            partial(
-                ServedStep,
+            ServedStep(
+                order=-1,
                 method=method,
                 url=url,
                 endpoint=endpoint,
