@@ -132,11 +132,12 @@ def interruption(error_type: str | None) -> KeyboardInterrupt | None:
 
 
 def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
-    body = recorded.step.response_body
+    step = recorded.step
+    body = step.response_body
     chunks: list[bytes] = []
     ats: list[int] = []  # when each chunk came, ns after the request
     offset = 0
-    for size, at in recorded.step.chunks:
+    for size, at in step.chunks:
         chunks.append(body[offset : offset + size])
         ats.append(at)
         offset += size
@@ -149,27 +150,14 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
         awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
-    headers = tuple(
-        [(k, v) for k, v in recorded.step.response_headers if k.lower() not in _HOP_HEADERS]
-    )
+    headers = tuple([(k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS])
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
-    error = (
-        recorded.step.error_type
-        if _is_exception(recorded.step.error_type) and not recorded.step.complete
-        else None
-    )
-    if recorded.step.status_code is None and error is None:
-        error = recorded.step.error_type or "TransportError"
-    return Answer(
-        recorded.step.status_code,
-        headers,
-        tuple(chunks),
-        times,
-        error,
-        awaits,
-        recorded.step.complete,
-    )
+    error_type = step.error_type
+    error = error_type if error_type and not step.complete and _is_exception(error_type) else None
+    if step.status_code is None and error is None:
+        error = error_type or "TransportError"
+    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
 
 
 _IGNORED = {
