@@ -217,9 +217,6 @@ class ReplaySession:
         self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
         """The fork's live point, when it has one (``_live_from``)."""
         self.matcher = Matcher(run)
-        # The answer each recorded step gets as recorded, made when first served: a run's
-        # steps are served again and again (retries, replays of a loop, --all).
-        self._answers: dict[int, tuple[RecordedStep, Answer]] = {}
         self._redactor = redactor or Redactor()
         self._report = report
         self._lock = threading.Lock()
@@ -266,21 +263,10 @@ class ReplaySession:
         recorded, fault = served.recorded, served.fault
         if served.forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
-        answer = self._answer(recorded, body)
+        answer = _answer(
+            _shaped(recorded, _wants_stream(recorded, body)), self.timing, self.matcher
+        )
         return answer if fault is None else injected_answer(fault, recorded, answer)
-
-    def _answer(self, recorded: RecordedStep, body: bytes) -> Answer:
-        """The answer ``recorded`` gives the request ``body``: a synthesised step's shaped as
-        the request asks, made every time; a recorded one's made once."""
-        stream = _wants_stream(recorded, body)
-        if stream is not None:
-            return _answer(_shaped(recorded, stream), self.timing, self.matcher)
-        cached = self._answers.get(recorded.step.index)
-        if cached is not None and cached[0] is recorded:
-            return cached[1]
-        answer = _answer(recorded, self.timing, self.matcher)
-        self._answers[recorded.step.index] = (recorded, answer)
-        return answer
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
         """otel-replay's answer to a background call, counted in the result; None for the
