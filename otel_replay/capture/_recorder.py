@@ -92,7 +92,7 @@ class Recorder:
         raw_body: bytes | None = getattr(request, "_content", None)
         url_text = str(url)
         self.redactor.learn(raw_headers, url_text)
-        attrs: dict[str, Any] = run.attributes()
+        attrs: dict[str, Any] = run.step_attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
         within = enclosing_step(run.run_id)
         if within is not None:

@@ -485,7 +485,7 @@ class _Open:
         recorder = self.recorder
         assert recorder is not None
         call = self.call
-        attrs = self.run.attributes()
+        attrs = self.run.step_attributes()
         attrs[A.REPLAY_STEP_INDEX] = self.index
         attrs[A.REPLAY_STEP_KIND] = call.kind
         if self.within is not None:

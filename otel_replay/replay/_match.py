@@ -50,7 +50,7 @@ VOLATILE_FIELDS: frozenset[str] = frozenset(
 attempt (end-user ids, tracing metadata, cache keys), not what is asked."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
 class Match:
     """How a request was answered: the recorded step, the level that matched, and whether the
     step had already been served."""

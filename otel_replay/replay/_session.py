@@ -7,9 +7,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import IO
 
 from opentelemetry import context, trace
@@ -74,9 +73,12 @@ class Answer:
     def whole(self) -> bytes | None:
         """The body, when it is served in one piece at once with nothing after it (no
         pacing, nothing awaited, no error); None otherwise."""
-        if len(self.chunks) > 1 or self.awaits or self.error_type is not None or any(self.times):
+        chunks = self.chunks
+        if len(chunks) > 1 or self.awaits or self.error_type is not None:
             return None
-        return self.chunks[0] if self.chunks else b""
+        if not chunks:
+            return b""
+        return None if self.times[0] else chunks[0]
 
 
 def _wants_stream(recorded: RecordedStep, body: bytes) -> bool | None:
@@ -130,11 +132,12 @@ def interruption(error_type: str | None) -> KeyboardInterrupt | None:
 
 
 def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
-    body = recorded.step.response_body
+    step = recorded.step
+    body = step.response_body
     chunks: list[bytes] = []
     ats: list[int] = []  # when each chunk came, ns after the request
     offset = 0
-    for size, at in recorded.step.chunks:
+    for size, at in step.chunks:
         chunks.append(body[offset : offset + size])
         ats.append(at)
         offset += size
@@ -147,27 +150,14 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
         awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
     # The recorded body is already decoded from its content-encoding and its length is known
     # to the stream; the framing headers of the original response no longer apply.
-    headers = tuple(
-        [(k, v) for k, v in recorded.step.response_headers if k.lower() not in _HOP_HEADERS]
-    )
+    headers = tuple([(k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS])
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
-    error = (
-        recorded.step.error_type
-        if _is_exception(recorded.step.error_type) and not recorded.step.complete
-        else None
-    )
-    if recorded.step.status_code is None and error is None:
-        error = recorded.step.error_type or "TransportError"
-    return Answer(
-        recorded.step.status_code,
-        headers,
-        tuple(chunks),
-        times,
-        error,
-        awaits,
-        recorded.step.complete,
-    )
+    error_type = step.error_type
+    error = error_type if error_type and not step.complete and _is_exception(error_type) else None
+    if step.status_code is None and error is None:
+        error = error_type or "TransportError"
+    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
 
 
 _IGNORED = {
@@ -176,7 +166,7 @@ _IGNORED = {
 _IGNORED_HEAD = Answer(404, ANSWER_HEADERS, (), (), None)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
 class _Serving:
     """How the recording answers one call: the step served (a fork's override in its
     place), the order of the serving recorded, a tool call's effect in the replay (the
@@ -415,14 +405,15 @@ class ReplaySession:
         served, forked = recorded, None
         if not live and (self.fork.overrides or self.fork.states):
             served, forked = served_instead(self.fork, recorded)
-        fault = None if live else self.fork.injections.get(recorded.step.index)
+        injections = self.fork.injections
+        fault = injections.get(recorded.step.index) if injections and not live else None
         if fault is not None and self.matcher.divert(recorded):  # once: the retry gets the step
             forked = f"inject {fault.given}"
         else:
             fault = None
         order = self._record(
-            partial(
-                ServedStep,
+            ServedStep(
+                order=-1,
                 method=method,
                 url=url,
                 endpoint=recorded.endpoint,
@@ -506,11 +497,11 @@ class ReplaySession:
         account of the process that started it (its ticket), not one of its own."""
         self.matcher.ledger.attach(ticket)
 
-    def _record(self, step_at: Callable[..., ServedStep]) -> int:
-        """Append the step ``step_at(order=...)`` makes, numbered in arrival order (in the
-        whole program's: worker processes share the numbers); its number."""
+    def _record(self, step: ServedStep) -> int:
+        """Append ``step``, numbered (its ``order``) in arrival order (in the whole program's:
+        worker processes share the numbers); its number."""
         with self._lock:
-            step = step_at(order=self.matcher.ledger.next_order())
+            step.order = self.matcher.ledger.next_order()
             self._steps.append(step)
             if self._report is not None:
                 self._write(step.to_json())
@@ -543,8 +534,8 @@ class ReplaySession:
         but for a write tool (``effect``) the fork does not allow, which the capture refuses."""
         endpoint = endpoint_of_request(method, url, body)
         self._record(
-            partial(
-                ServedStep,
+            ServedStep(
+                order=-1,
                 method=method,
                 url=url,
                 endpoint=endpoint,

@@ -19,6 +19,7 @@ from otel_replay.runs._process_trace import (
     watch,
 )
 from otel_replay.runs._run import (
+    RUN_FACTS,
     current_run,
     new_run_id,
     qualified_name,
@@ -31,6 +32,7 @@ from otel_replay.runs._run import (
 )
 
 __all__ = [
+    "RUN_FACTS",
     "WORKER_EXIT_PRIORITY",
     "Consumer",
     "DurableFlush",

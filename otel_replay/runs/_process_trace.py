@@ -485,10 +485,13 @@ class StepTracer(Tracer):
                 run_span = trace.get_current_span(context).get_span_context().span_id
         if step and burst is None:
             run_span = _PROCESS.step_within(context)
-        if run_span is not None and attributes and A.REPLAY_RUN_SPAN_ID not in attributes:
-            # The process run's root this step is made under (a run() block's steps name their
-            # block's span already: RunState.attributes).
-            attributes = {**attributes, A.REPLAY_RUN_SPAN_ID: f"{run_span:016x}"}
+        if step and attributes and A.REPLAY_RUN_SPAN_ID not in attributes:
+            if run_span is not None:
+                # The process run's root this step is made under, which carries the run's
+                # facts (a run() block's steps name their block's span already).
+                attributes = {**attributes, A.REPLAY_RUN_SPAN_ID: f"{run_span:016x}"}
+            else:  # under no span of the run: the step carries the run's facts itself
+                attributes = {**attributes, **_facts_of(attributes.get(A.REPLAY_RUN_ID))}
         span = self.inner.start_span(
             name,
             context,
@@ -530,6 +533,13 @@ class StepTracer(Tracer):
             end_on_exit,
         ) as span:
             yield span
+
+
+def _facts_of(run_id: object) -> dict[str, Any]:
+    """The run facts (``RUN_FACTS``) of run ``run_id``, the calling context's run (a step is
+    made in its run's context); none for another run."""
+    run = current_run()
+    return run.fact_attributes() if run.run_id == run_id else {}
 
 
 def _is_step(attributes: Mapping[str, Any] | None) -> bool:

@@ -28,6 +28,7 @@ from otel_replay.runs._vcs import code_version
 from otel_replay.step import RunEnd, RunFacts
 
 __all__ = [
+    "RUN_FACTS",
     "RunState",
     "continue_run",
     "current_run",
@@ -47,6 +48,11 @@ __all__ = [
     "use_recorded_seed",
     "use_tracer",
 ]
+
+RUN_FACTS = frozenset({A.REPLAY_SEED, "vcs.ref.head.revision", A.REPLAY_CODE_DIRTY})
+"""The run's facts that are the same for all its steps: its own span carries them (the
+``run()`` block's, or the process run's root), not each step's span, unless a step is made
+under no span of the run. Readers take them from the run's span first, then from any."""
 
 _TRACER_NAME = "otel_replay"
 _tracer: Tracer | None = None
@@ -93,6 +99,7 @@ class RunState:
     fork_step: int | None = field(default_factory=lambda: _fork_step)
     _facts: RunFacts | None = field(default=None, repr=False, compare=False)
     _attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _step_attrs: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     counter: StepCounter = field(init=False, repr=False, compare=False)
     span_id: int | None = field(default=None, repr=False, compare=False)
     """The span id of the run's ``run()`` block span, which its steps name
@@ -132,10 +139,25 @@ class RunState:
         return facts
 
     def attributes(self) -> dict[str, Any]:
-        """Run-level replay-kit attributes, put on every span of the run (a fresh dict)."""
+        """The run's replay kit, as the run's own span carries it (a fresh dict)."""
         if self._attrs is None:
             self._attrs = self._build_attributes()
         return self._attrs.copy()
+
+    def step_attributes(self) -> dict[str, Any]:
+        """The run's kit as a step's span carries it (a fresh dict): without the facts of
+        :data:`RUN_FACTS`, which the run's own span carries. A step that ends up under no
+        span of the run gets them back from the step tracer (``_process_trace``)."""
+        attrs = self._step_attrs
+        if attrs is None:
+            attrs = self._step_attrs = {
+                k: v for k, v in self.attributes().items() if k not in RUN_FACTS
+            }
+        return attrs.copy()
+
+    def fact_attributes(self) -> dict[str, Any]:
+        """The attributes of :data:`RUN_FACTS` the run has (a fresh dict)."""
+        return {k: v for k, v in self.attributes().items() if k in RUN_FACTS}
 
     def _build_attributes(self) -> dict[str, Any]:
         facts = self.facts()
@@ -158,7 +180,7 @@ class RunState:
         """Make ``span`` (a ``run()`` block's, started) the run's own span, which its steps'
         attributes name from now on."""
         self.span_id = span.get_span_context().span_id
-        self._attrs = None
+        self._attrs = self._step_attrs = None
 
 
 _process_run: RunState | None = None

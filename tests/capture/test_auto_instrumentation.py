@@ -220,14 +220,15 @@ def test_agent_is_recorded_over_otlp(
         ("POST", "/tools/refunds"),
     ]
 
-    # The run-level kit is on every span, the agent's included.
+    # The run id and mode are on every span; the run's facts on the agent's span only.
     run_ids = {s["attributes"]["replay.run.id"] for s in spans}
     assert len(run_ids) == 1 and run_ids.pop().startswith("r_")
     for span in spans:
         attrs = span["attributes"]
         assert attrs["replay.mode"] == "record"
-        assert isinstance(attrs["vcs.ref.head.revision"], str)
-        assert attrs["vcs.ref.head.revision"]
+        assert ("vcs.ref.head.revision" in attrs) == (span is agent)
+    assert isinstance(agent["attributes"]["vcs.ref.head.revision"], str)
+    assert agent["attributes"]["vcs.ref.head.revision"]
 
     # Chat spans: GenAI attributes, structured content, and hashes that recompute.
     chats = [s for s in steps if s["name"] == CHAT_SPAN]

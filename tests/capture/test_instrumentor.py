@@ -14,6 +14,7 @@ from opentelemetry import context
 
 import otel_replay
 from otel_replay.capture.instrumentor import ReplayInstrumentor
+from otel_replay.runs import RUN_FACTS
 from otel_replay.runs._handoff import handoff
 from otel_replay.step import RunEnd
 from otel_replay.testing import CaptureKit
@@ -106,10 +107,10 @@ def test_plain_http_step_attributes(client_module: ModuleType) -> None:
             "attributes": {
                 "replay.run.id": "run-1",
                 "replay.mode": "record",
-                "vcs.ref.head.revision": "<revision>",
-                "replay.code.dirty": "<dirty>",
                 "replay.step.index": 0,
-                "replay.run.span_id": f"{1:016x}",  # the root span it was made under
+                # The root span it was made under, which carries the run's facts
+                # (vcs.ref.head.revision, replay.code.dirty).
+                "replay.run.span_id": f"{1:016x}",
                 "replay.request.hash": "sha256:" + hashlib.sha256(body).hexdigest(),
                 "replay.request.size": len(body),
                 "replay.request.body": body.decode(),
@@ -147,6 +148,25 @@ def test_user_patterns_redact_bodies_before_hashing(
     )
 
 
+def test_a_step_under_the_applications_own_trace_carries_the_run_facts(
+    client_module: ModuleType,
+) -> None:
+    """A step made under a span of the application's own trace names no span of its run,
+    which would carry the run's facts: it carries them itself."""
+    with (
+        CaptureKit(deterministic=True) as kit,
+        client_module.Client(transport=_json_transport(client_module)) as c,
+    ):
+        with kit.tracer_provider.get_tracer("app").start_as_current_span("handle"):
+            c.get(URL)
+        c.get(URL)  # under the process run's root: the root has them
+        spans = kit.whole_spans()
+    own, rooted = [s["attributes"] for s in spans if "replay.step.index" in s["attributes"]]
+    assert "replay.run.span_id" not in own
+    assert (own["vcs.ref.head.revision"], own["replay.code.dirty"]) == ("<revision>", "<dirty>")
+    assert rooted["replay.run.span_id"] and not RUN_FACTS & rooted.keys()
+
+
 def test_step_index_follows_send_order_and_runs_restart_it(client_module: ModuleType) -> None:
     with (
         CaptureKit(deterministic=True) as kit,
@@ -164,8 +184,8 @@ def test_step_index_follows_send_order_and_runs_restart_it(client_module: Module
     assert shape == [
         ("GET", 1, 2, 1, 4, 5, "run-1", 0, None),
         ("invoke_agent triage", 2, 3, None, 9, 14, "run-2", None, 7),
-        ("GET", 2, 4, 3, 10, 11, "run-2", 0, 7),
-        ("GET", 2, 5, 3, 12, 13, "run-2", 1, 7),
+        ("GET", 2, 4, 3, 10, 11, "run-2", 0, None),  # the seed is on the block's span
+        ("GET", 2, 5, 3, 12, 13, "run-2", 1, None),
         ("GET", 1, 6, 1, 17, 18, "run-1", 1, None),
     ]
     agent = spans[1]["attributes"]

@@ -9,14 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
+import otel_replay
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources import load_run, load_sources
 from otel_replay.replay.sources._documents import documents
 from otel_replay.replay.sources._limits import Limits
+from otel_replay.runs import RUN_FACTS
 from tests.replay.conftest import (
     CLAUDE,
     SUPPORT,
@@ -157,6 +160,80 @@ def test_otlp_file_rebuilds_the_recorded_runs(
             from_store.code_dirty,
         )
         assert run.resource == from_store.resource
+
+
+def _replays_with_its_facts(run: Run, facts: dict[str, Any]) -> None:
+    """``run`` has the recorded ``facts``, a ``run()`` block replaying it gets the recorded
+    seed, and its first request is served from it."""
+    assert (run.seed, run.commit, run.code_dirty) == (
+        facts["replay.seed"],
+        facts["vcs.ref.head.revision"],
+        facts["replay.code.dirty"],
+    )
+    first = run.steps[0]
+    assert first.request_body is not None
+    with otel_replay.replaying(run) as result, httpx.Client() as client:
+        with otel_replay.run(name="support-agent") as again:
+            assert again.seed == facts["replay.seed"]
+        # A model call is matched by its body alone, wherever it is sent.
+        client.post("http://model.test/v1/chat/completions", content=first.request_body)
+    (served,) = result.steps
+    assert (served.recorded, served.how) == (0, "hash")
+
+
+def test_run_facts_ride_on_the_run_span_and_replay_from_a_file_and_the_store(
+    recorded: Recorded, store: Path, tmp_path: Path
+) -> None:
+    spans = run_spans(recorded, SUPPORT)
+    (own,) = [s for s in spans if s.name == "invoke_agent support-agent"]
+    facts = {key: (own.attributes or {})[key] for key in RUN_FACTS}
+    assert facts["replay.seed"] == 7
+    steps = [s for s in spans if "replay.step.index" in (s.attributes or {})]
+    assert steps and not any(RUN_FACTS & (s.attributes or {}).keys() for s in steps)
+    path = tmp_path / "support.json"
+    path.write_text(json.dumps(collector_json(spans)))
+    _replays_with_its_facts(load_run(str(path)), facts)
+    _replays_with_its_facts(load_run(SUPPORT, store=str(store)), facts)
+
+
+def test_run_facts_on_each_step_of_an_older_recording_are_read(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """Recordings made before the facts moved to the run's span carry them on every step;
+    here the run's span lacks them, so only the steps have them."""
+    spans = run_spans(recorded, SUPPORT)
+    (own,) = [s for s in spans if s.name == "invoke_agent support-agent"]
+    document = collector_json(spans)
+    moved = [
+        attribute
+        for attribute in _json_attributes(document, own.name)
+        if attribute["key"] in RUN_FACTS
+    ]
+    assert len(moved) == len(RUN_FACTS)
+    for span in _json_spans(document):
+        keys = {attribute["key"] for attribute in span["attributes"]}
+        if span["name"] == own.name:
+            span["attributes"] = [a for a in span["attributes"] if a["key"] not in RUN_FACTS]
+        elif "replay.step.index" in keys:
+            span["attributes"] += moved
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(document))
+    facts = {key: (own.attributes or {})[key] for key in RUN_FACTS}
+    _replays_with_its_facts(load_run(str(path)), facts)
+
+
+def _json_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        span
+        for resource in document["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+
+
+def _json_attributes(document: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    (span,) = [s for s in _json_spans(document) if s["name"] == name]
+    return list(span["attributes"])
 
 
 def test_runs_of_a_file_come_oldest_first(recorded: Recorded, tmp_path: Path) -> None:

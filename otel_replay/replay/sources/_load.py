@@ -258,6 +258,7 @@ def stored_run(
         run,
         commit=run.commit or info.commit,
         seed=run.seed if run.seed is not None else info.seed,
+        code_dirty=run.code_dirty if run.code_dirty is not None else info.code_dirty,
         start_ns=info.start_ns or run.start_ns,
         # As the store says: its recorder's end, or an import's reading of the spans.
         status=info.status,

@@ -184,8 +184,9 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             )
             if answer is None:
                 return _live(self.fallback, request).handle_request(request)
-            if answer.whole is not None:
-                return respond(answer, request, WholeStream(answer.whole))
+            whole = answer.whole
+            if whole is not None:
+                return respond(answer, request, WholeStream(whole))
             return respond(
                 answer, request, ChunkStream(answer, request, started, self.session.matcher)
             )
@@ -214,8 +215,9 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             )
             if answer is None:
                 return await _live(self.fallback, request).handle_async_request(request)
-            if answer.whole is not None:
-                return respond(answer, request, WholeStream(answer.whole))
+            whole = answer.whole
+            if whole is not None:
+                return respond(answer, request, WholeStream(whole))
             return respond(
                 answer, request, AsyncChunkStream(answer, request, started, self.session.matcher)
             )
