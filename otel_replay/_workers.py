@@ -13,7 +13,14 @@ import wrapt
 
 from otel_replay.errors import UnmatchedInPoolError, UnmatchedRequestError
 
-__all__ = ["add_part", "at_worker_exit", "in_pool_worker", "remove_part", "unmatched"]
+__all__ = [
+    "add_part",
+    "at_worker_exit",
+    "at_worker_start",
+    "in_pool_worker",
+    "remove_part",
+    "unmatched",
+]
 
 _log = logging.getLogger("otel_replay")
 
@@ -135,3 +142,35 @@ def at_worker_exit(owner: T, callback: Callable[[T], object], priority: int) -> 
     util.register_after_fork(
         owner, lambda alive: util.Finalize(alive, callback, args=(alive,), exitpriority=priority)
     )
+
+
+_starting: list[Callable[[], None]] = []
+
+
+class _Owner:
+    """What multiprocessing's after-fork registry holds (weakly) for :func:`at_worker_start`."""
+
+
+_OWNER = _Owner()
+
+
+def at_worker_start(callback: Callable[[], None]) -> None:
+    """Have ``callback()`` run in the main thread of every multiprocessing worker process
+    started from now on, whatever the start method, before the worker's target runs."""
+    _starting.append(callback)
+    if len(_starting) == 1:
+        # A worker runs multiprocessing's after-fork callbacks as it starts: those inherited
+        # (fork) or registered by its own start-up (spawn, forkserver), as this one is.
+        wrapt.register_post_import_hook(_hook_util, "multiprocessing.util")
+
+
+def _hook_util(module: ModuleType) -> None:
+    module.register_after_fork(_OWNER, _worker_starts)
+
+
+def _worker_starts(_: object) -> None:
+    for callback in list(_starting):
+        try:
+            callback()
+        except Exception as exc:  # the worker starts all the same
+            _log.debug("otel-replay: preparing a worker process failed: %r", exc)

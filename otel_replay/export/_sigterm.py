@@ -3,20 +3,21 @@ signal would have done."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from queue import SimpleQueue
 from types import FrameType
 from typing import Any, Protocol
 
 from otel_replay.runs import cut_in_flight, cut_off, exiting
 
-__all__ = ["install", "uninstall"]
+__all__ = ["install", "released", "uninstall"]
 
 _log = logging.getLogger("otel_replay.export")
 
@@ -128,6 +129,25 @@ def install(exporter: _Flushable, timeout_s: float) -> bool:
             _helper = _Helper()
     _exporters[exporter] = timeout_s
     return True
+
+
+@contextlib.contextmanager
+def released() -> Iterator[None]:
+    """Within the block, the signals we handle have the dispositions ours replaced (SIGTERM
+    kills at once); ours again after. Only in the main thread: elsewhere it does nothing."""
+    if not _installed or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ours = [signum for signum in _previous if signal.getsignal(signum) is _on_sigterm]
+    try:
+        for signum in ours:
+            previous = _previous[signum]
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        yield
+    finally:
+        for signum in ours:
+            if signum in _previous:
+                signal.signal(signum, _on_sigterm)
 
 
 def _install_hangup() -> None:

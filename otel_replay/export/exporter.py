@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import wrapt
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from otel_replay import settings
 from otel_replay._exit import alone, before_shutdown
 from otel_replay._printable import printable
-from otel_replay._workers import add_part, at_worker_exit
+from otel_replay._workers import add_part, at_worker_exit, at_worker_start
 from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
@@ -325,6 +326,35 @@ PART = "recordings"
 """The exporters' part of a worker's ticket."""
 
 _LIVE: weakref.WeakSet[ReplaySpanExporter] = weakref.WeakSet()
+
+
+_waits_plainly = False
+
+
+def _in_worker() -> None:
+    """A multiprocessing worker waits for its tasks on a multiprocessing queue: before it does,
+    it writes what it holds (so the parent, which may terminate it once it has the results,
+    as ``Pool.__exit__`` does, loses nothing), and while it waits SIGTERM kills it as it
+    would without us. A handler of ours could not be relied on there: a signal that lands just
+    before the worker blocks is only handled when the wait returns, for an idle worker never."""
+    global _waits_plainly  # noqa: PLW0603 - once per process (a forked child inherits it)
+    if not _waits_plainly:
+        _waits_plainly = True
+        # Pool's task queue is a SimpleQueue, ProcessPoolExecutor's a Queue.
+        for name in ("SimpleQueue.get", "Queue.get"):
+            wrapt.wrap_function_wrapper("multiprocessing.queues", name, _wait_plainly)
+
+
+def _wait_plainly(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    if not _LIVE or threading.current_thread() is not threading.main_thread():
+        return wrapped(*args, **kwargs)
+    for exporter in list(_LIVE):
+        exporter.force_flush()
+    with _sigterm.released():
+        return wrapped(*args, **kwargs)
+
+
+at_worker_start(_in_worker)
 
 
 def _ticket() -> list[tuple[str, str]] | None:

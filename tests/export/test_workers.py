@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -218,3 +219,37 @@ def test_a_pool_that_terminates_its_workers_does_not_wait_for_the_flush_timeout(
     assert recording.elapsed_s < 30
     with Store.open(recording.store, create=False) as store:
         assert_one_run(store, RUN_ID, 5)
+
+
+CYCLES_SCRIPT = str(Path(__file__).with_name("_pool_cycles_agent.py"))
+
+
+@pytest.mark.subprocess
+def test_pools_terminated_again_and_again_never_hang_and_lose_no_step(tmp_path: Path) -> None:
+    # Pool.__exit__ terminates its idle workers (SIGTERM) as they wait for a task. With our
+    # handler in place of the default, one that landed just before a worker blocked was only
+    # handled when the wait returned: never, and the program hung in Pool.__exit__ (1 run
+    # in 2 under load); and the steps a worker had not yet written could be lost.
+    cycles = 15
+    for attempt in range(4):
+        store = tmp_path / f"store{attempt}"
+        with subprocess.Popen(
+            [str(INSTRUMENT), sys.executable, CYCLES_SCRIPT, str(cycles)],
+            cwd=ROOT,
+            env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN_ID),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a hung run's workers go with it
+        ) as program:
+            try:
+                out, err = program.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(program.pid, signal.SIGKILL)
+                program.communicate()
+                pytest.fail(f"run {attempt} hung")
+        assert (program.returncode, out) == (0, f"results: {2 * cycles}\n"), err
+        with Store.open(store, create=False) as opened:
+            info = opened.run(RUN_ID)
+            assert (info.status, info.step_count) == ("ok", 2 * cycles)
+            assert [step.index for step in opened.steps(RUN_ID)] == list(range(2 * cycles))
