@@ -14,13 +14,7 @@ from otel_replay.errors import CorruptBlobError, StoreFormatError
 from otel_replay.store import ImportedFile, Retention, Store
 from otel_replay.store._format import FORMAT_VERSION
 from tests.store._data import chat_bodies, make_step, span
-
-Bucket = tuple[str, dict[str, Any]]
-
-
-def _open(bucket: Bucket, machine: Path) -> Store:
-    url, options = bucket
-    return Store.open(url, storage_options=options, cache_dir=machine)
+from tests.store._remote import Bucket, assert_holds_only, open_machine
 
 
 def _record(
@@ -37,14 +31,14 @@ def _record(
 def test_another_machine_rebuilds_everything_from_the_bucket(
     s3_bucket: Bucket, tmp_path: Path
 ) -> None:
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         pairs = _record(store, "remote-1", 6)
         store.pin("remote-1")
         spans = store.spans("remote-1")
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         runs = store.runs()
     assert runs[0].status == "ok"
-    with _open(s3_bucket, tmp_path / "b") as other:
+    with open_machine(s3_bucket, tmp_path / "b") as other:
         assert other.runs() == runs and runs[0].pinned
         steps = other.steps("remote-1")
         assert [other.request_body(s) for s in steps] == [q for q, _ in pairs]
@@ -65,10 +59,10 @@ def test_the_files_one_machine_imported_are_known_to_another(
         ImportedFile(f"/archive/traces-{n}.json", 100 + n, n, bytes([n]) * 32, bytes(32))
         for n in range(20)
     ]
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         for file in files:
             store.note_imported([file])
-    with _open(s3_bucket, tmp_path / "b") as other:
+    with open_machine(s3_bucket, tmp_path / "b") as other:
         assert other.imported_files() == files
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
@@ -76,7 +70,7 @@ def test_the_files_one_machine_imported_are_known_to_another(
 
 
 def test_two_machines_record_at_once_and_see_each_other(s3_bucket: Bucket, tmp_path: Path) -> None:
-    first, second = _open(s3_bucket, tmp_path / "a"), _open(s3_bucket, tmp_path / "b")
+    first, second = open_machine(s3_bucket, tmp_path / "a"), open_machine(s3_bucket, tmp_path / "b")
     try:
         for index, ((q1, r1), (q2, r2)) in enumerate(
             zip(chat_bodies(4, seed=1), chat_bodies(4, seed=2), strict=True)
@@ -102,7 +96,7 @@ def test_two_machines_record_at_once_and_see_each_other(s3_bucket: Bucket, tmp_p
 
 
 def test_a_corrupt_object_in_the_bucket_is_named(s3_bucket: Bucket, tmp_path: Path) -> None:
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         _record(store, "remote-2", 3)
     url, options = s3_bucket
     fs, root = fsspec.core.url_to_fs(url, **options)
@@ -110,7 +104,7 @@ def test_a_corrupt_object_in_the_bucket_is_named(s3_bucket: Bucket, tmp_path: Pa
     data = bytearray(fs.cat_file(pack))
     data[30] ^= 0xFF
     fs.pipe_file(pack, bytes(data))
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         problems = store.verify()
         assert any(
             p.kind == "pack" and p.path and p.path.endswith(pack.rsplit("/", 1)[1])
@@ -125,14 +119,14 @@ def test_a_corrupt_object_in_the_bucket_is_named(s3_bucket: Bucket, tmp_path: Pa
 
 def test_gc_on_one_machine_is_seen_by_the_other(s3_bucket: Bucket, tmp_path: Path) -> None:
     old = (int(time.time()) - 40 * 86_400) * 10**9
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         _record(store, "old-run", 2, start_ns=old)
         _record(store, "new-run", 2)
-    with _open(s3_bucket, tmp_path / "b") as other:
+    with open_machine(s3_bucket, tmp_path / "b") as other:
         assert {r.run_id for r in other.runs()} == {"old-run", "new-run"}
         report = other.gc()
         assert report.runs_removed == ("old-run",) and report.bytes_freed > 0
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         assert [r.run_id for r in store.runs()] == ["new-run"]
         assert store.verify() == []
 
@@ -143,7 +137,7 @@ def test_a_recording_gone_from_the_bucket_leaves_the_others_readable(
     """A run id recorded by two machines is two runs; when one's records disappear (another
     machine's gc), the cached index forgets that run and the other stays whole."""
     pairs = chat_bodies(4, seed=9)
-    first, second = _open(s3_bucket, tmp_path / "a"), _open(s3_bucket, tmp_path / "b")
+    first, second = open_machine(s3_bucket, tmp_path / "a"), open_machine(s3_bucket, tmp_path / "b")
     try:
         for index, (request, response) in enumerate(pairs):
             writer = first if index < 2 else second
@@ -160,7 +154,7 @@ def test_a_recording_gone_from_the_bucket_leaves_the_others_readable(
     for key in fs.find(f"{root}/runs"):
         if key.rsplit("/", 1)[1].startswith(recording):
             fs.rm(key)
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         assert [r.run_id for r in store.runs()] == ["shared@2"]
         kept = store.steps("shared@2")
         assert [store.request_body(s) for s in kept] == [q for q, _ in pairs[2:]]
@@ -175,7 +169,7 @@ def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path:
         f"{root}/FORMAT", json.dumps({"format": "otel-replay-store", "version": newer}).encode()
     )
     with pytest.raises(StoreFormatError, match=f"version {newer}"):
-        _open(s3_bucket, tmp_path / "a")
+        open_machine(s3_bucket, tmp_path / "a")
     assert json.loads(fs.cat_file(f"{root}/FORMAT"))["version"] == newer
 
 
@@ -191,12 +185,12 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
     monkeypatch.setenv("OTEL_REPLAY_GC_GRACE_S", "0")
     old = (int(time.time()) - 40 * 86_400) * 10**9
     sent = chat_bodies(3, seed=11)
-    with _open(s3_bucket, tmp_path / "a") as store:
+    with open_machine(s3_bucket, tmp_path / "a") as store:
         for index, (request, response) in enumerate(sent):
             store.put([make_step("old", index, request, response, start_ns=old)])
         store.flush()
-    writer = _open(s3_bucket, tmp_path / "b")
-    with _open(s3_bucket, tmp_path / "c") as store:
+    writer = open_machine(s3_bucket, tmp_path / "b")
+    with open_machine(s3_bucket, tmp_path / "c") as store:
         store.retention = Retention(ok_days=1, error_days=1)
         assert store.gc().runs_removed == ("old",)
         for _ in range(1, gcs_before):
@@ -205,7 +199,7 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
         writer.put([make_step("new", index, request, response, start_ns=time.time_ns())])
         writer.flush()
     writer.close()
-    with _open(s3_bucket, tmp_path / "c") as store:
+    with open_machine(s3_bucket, tmp_path / "c") as store:
         for _ in range(gcs_before, 3):
             store.gc()
     url, options = s3_bucket
@@ -214,12 +208,8 @@ def test_gc_keeps_what_a_machine_recording_relies_on(
     assert len(fs.find(f"{root}/objects")) == 1
     assert json.loads(fs.cat_file(f"{root}/condemned"))["packs"] == {}
     assert fs.find(f"{root}/locks") == []  # every gc gave its lease up
-    with _open(s3_bucket, tmp_path / "d") as store:
-        assert [r.run_id for r in store.runs()] == ["new"]
-        steps = store.steps("new")
-        assert [store.request_body(s) for s in steps] == [q for q, _ in sent]
-        assert [store.response_body(s) for s in steps] == [r for _, r in sent]
-        assert store.verify() == []
+    with open_machine(s3_bucket, tmp_path / "d") as store:
+        assert_holds_only(store, "new", sent)
 
 
 def test_a_record_written_after_another_machine_listed_is_read(
@@ -230,7 +220,7 @@ def test_a_record_written_after_another_machine_listed_is_read(
     A's read from its cached listing: 'not found', and the step was left out.)"""
     url, options = s3_bucket
     pairs = chat_bodies(2, seed=13)
-    writer = _open(s3_bucket, tmp_path / "b")
+    writer = open_machine(s3_bucket, tmp_path / "b")
     writer.put([make_step("r", 0, *pairs[0])])
     writer.flush()
     # A client of its own, as on another machine: B's writes do not touch its caches.
@@ -258,7 +248,7 @@ def test_a_merge_seen_half_done_by_another_machine_keeps_every_step(
     steps B had indexed from a file since deleted were forgotten with it.)"""
     url, options = s3_bucket
     pairs = chat_bodies(3, seed=17)
-    writer = _open(s3_bucket, tmp_path / "a")
+    writer = open_machine(s3_bucket, tmp_path / "a")
     for index, (request, response) in enumerate(pairs):
         writer.put([make_step("m", index, request, response)])
         writer.flush()

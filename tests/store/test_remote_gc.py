@@ -14,20 +14,15 @@ import pytest
 from otel_replay.store import Retention, Store
 from otel_replay.store._lock import GcLease
 from tests.store._data import chat_bodies, make_step
+from tests.store._remote import Bucket, assert_holds_only, open_machine
 
-Bucket = tuple[str, dict[str, Any]]
 OLD_NS = (int(time.time()) - 40 * 86_400) * 10**9
 """A run this old has expired under a retention of a day."""
 HOUR = 3600.0
 
 
-def _open(bucket: Bucket, machine: Path) -> Store:
-    url, options = bucket
-    return Store.open(url, storage_options=options, cache_dir=machine)
-
-
 def _record_old(bucket: Bucket, machine: Path, sent: list[tuple[bytes, bytes]]) -> None:
-    with _open(bucket, machine) as store:
+    with open_machine(bucket, machine) as store:
         for index, (request, response) in enumerate(sent):
             store.put([make_step("old", index, request, response, start_ns=OLD_NS)])
         store.flush()
@@ -35,7 +30,7 @@ def _record_old(bucket: Bucket, machine: Path, sent: list[tuple[bytes, bytes]]) 
 
 def _gc(bucket: Bucket, machine: Path, now: float) -> None:
     """A gc on ``machine``, whose clock reads ``now``."""
-    with _open(bucket, machine) as store:
+    with open_machine(bucket, machine) as store:
         store.retention = Retention(ok_days=1, error_days=1)
         report = store.gc(now=now)
         assert report.skipped is None, report.skipped
@@ -77,7 +72,7 @@ def test_a_flush_that_outlives_a_condemnation_is_written_again(
     monkeypatch.setenv("OTEL_REPLAY_GC_GRACE_S", "0")
     sent = chat_bodies(3, seed=5)
     _record_old(s3_bucket, tmp_path / "a", sent)
-    writer = _open(s3_bucket, tmp_path / "b")
+    writer = open_machine(s3_bucket, tmp_path / "b")
     (old_pack,) = _packs(s3_bucket)
     later = time.time() + 2 * HOUR  # C's clock runs ahead: only the server's counts now
 
@@ -92,12 +87,8 @@ def test_a_flush_that_outlives_a_condemnation_is_written_again(
     writer.flush()
     writer.close()
     monkeypatch.undo()
-    with _open(s3_bucket, tmp_path / "d") as store:
-        assert [r.run_id for r in store.runs()] == ["new"]
-        steps = store.steps("new")
-        assert [store.request_body(s) for s in steps] == [q for q, _ in sent]
-        assert [store.response_body(s) for s in steps] == [r for _, r in sent]
-        assert store.verify() == []
+    with open_machine(s3_bucket, tmp_path / "d") as store:
+        assert_holds_only(store, "new", sent)
 
 
 def test_gc_judges_ages_by_the_server_clock(s3_bucket: Bucket, tmp_path: Path) -> None:
@@ -111,7 +102,7 @@ def test_gc_judges_ages_by_the_server_clock(s3_bucket: Bucket, tmp_path: Path) -
     _gc(s3_bucket, tmp_path / "c", time.time() + 2 * HOUR)
     _gc(s3_bucket, tmp_path / "d", time.time() + 4 * HOUR)
     assert _packs(s3_bucket) == [old_pack]
-    with _open(s3_bucket, tmp_path / "e") as store:
+    with open_machine(s3_bucket, tmp_path / "e") as store:
         assert store.runs() == []
         assert [p for p in store.verify() if p.damage] == []
 
@@ -122,10 +113,10 @@ def test_a_second_gc_steps_back_while_one_is_at_work(s3_bucket: Bucket, tmp_path
     over the other's.)"""
     sent = chat_bodies(2, seed=7)
     _record_old(s3_bucket, tmp_path / "a", sent)
-    with _open(s3_bucket, tmp_path / "b") as other:
+    with open_machine(s3_bucket, tmp_path / "b") as other:
         lease = GcLease(other._backend)  # type: ignore[attr-defined]
         lease.acquire()
-    with _open(s3_bucket, tmp_path / "c") as store:
+    with open_machine(s3_bucket, tmp_path / "c") as store:
         store.retention = Retention(ok_days=1, error_days=1)
         report = store.gc()
         assert report.skipped is not None and "another gc is at work" in report.skipped
