@@ -44,6 +44,25 @@ class RunFacts:
 
 
 @dataclass(slots=True)
+class Reading:
+    """The codec's reading of a model call's bodies as the capture put it on the span: the
+    very string objects it set (``values``, by attribute: content attributes and inline
+    bodies), made by ``codec`` from the request body under ``request_hash`` and, once the
+    response is in, from the one under ``response_hash`` with its ``status`` and ``sse``.
+
+    A span value that *is* one of these objects was made from those bodies by the functions
+    the store rebuilds it with, so the store leaves it out without reading the bodies again;
+    any other value (edited, truncated, another's) is checked the slow way."""
+
+    codec: str
+    request_hash: str
+    values: dict[str, str]
+    response_hash: str | None = None
+    status: int = 0
+    sse: bool = False
+
+
+@dataclass(slots=True)
 class Step:
     """One recorded exchange: everything needed to serve it back byte-exact, and its facts.
 
@@ -83,6 +102,8 @@ class Step:
     """The facts of the step's run (None: only its id is known)."""
     within: int | None = None
     """The index of the tool step whose body was running when this step was made."""
+    reading: Reading | None = field(default=None, compare=False, repr=False)
+    """What the capture read from this step's bodies onto its span (never stored)."""
 
     @property
     def size(self) -> int:

@@ -9,11 +9,11 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
 from otel_replay._bodies import content_headers, decode_content, is_sse, is_stream
-from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._canonical import sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._calls import fill_in
-from otel_replay.codecs import Codec, LlmRequest
+from otel_replay.codecs import Codec, LlmRequest, response_content
 from otel_replay.envelope import note_tool_calls
 from otel_replay.errors import CodecError
 from otel_replay.runs import qualified_name
@@ -287,8 +287,15 @@ class OpenStep:
             attrs["gen_ai.response.time_to_first_chunk"] = (
                 self._first_chunk_ns - self._start_ns
             ) / 1e9
-        if self._recorder.capture_content and response.output_messages:
-            attrs["gen_ai.output.messages"] = canonical_json(response.output_messages).decode()
+        if self._recorder.capture_content:
+            attrs.update(response_content(response))
+        reading = self._step.reading if self._step is not None else None
+        if reading is not None:
+            reading.response_hash = attrs.get(A.REPLAY_RESPONSE_HASH)
+            reading.status, reading.sse = status, streamed
+            for key in (A.REPLAY_RESPONSE_BODY, "gen_ai.output.messages"):
+                if type(value := attrs.get(key)) is str:
+                    reading.values[key] = value
         run_id = self._attrs.get(A.REPLAY_RUN_ID)
         if response.output_messages and isinstance(run_id, str):
             note_tool_calls(run_id, response.output_messages)
