@@ -151,7 +151,7 @@ class Recorder:
                 start_ns=wall_ns(),
                 run=run.facts(),
                 within=within,
-                reading=None if llm is None else _reading(codec, request_hash, attrs),
+                reading=_reading(codec if llm is not None else None, body, request_hash, attrs),
             )
         return OpenStep(self, span, call, codec, llm, step, attrs, raw_body is None)
 
@@ -187,12 +187,10 @@ class Recorder:
                 attrs[key] = value
 
 
-def _reading(codec: Codec | None, request_hash: str, attrs: dict[str, Any]) -> Reading | None:
-    """What the capture read from a model call's request body onto its span."""
-    if codec is None:
-        return None
+def _reading(codec: Codec | None, body: bytes, request_hash: str, attrs: dict[str, Any]) -> Reading:
+    """What the capture made of a request's body (``codec``: the one that read it)."""
     read = {k: v for k, v in attrs.items() if k in _READ and type(v) is str}
-    return Reading(codec.name, request_hash, read)
+    return Reading(body, request_hash, None if codec is None else codec.name, read)
 
 
 def _add_server_attributes(url: Any, attrs: dict[str, Any]) -> None:

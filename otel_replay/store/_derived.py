@@ -152,7 +152,7 @@ def _reading(attrs: Mapping[str, Any], sources: Sources) -> Reading | None:
     ):
         return reading
     values = {k: v for k, v in reading.values.items() if k not in _RESPONSE_READ}
-    return Reading(reading.codec, reading.request_hash, values)
+    return Reading(reading.request_body, reading.request_hash, reading.codec, values)
 
 
 def _crc(values: list[str]) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import anthropic
 import httpx
 import openai
+import pytest
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,7 +33,7 @@ from otel_replay.store import Store
 from otel_replay.store._derived import Sources, derivable, rebuild
 from otel_replay.store._format import RUNS_DIR
 from otel_replay.store._records import decode_records
-from otel_replay.store._write import step_bodies
+from otel_replay.store._write import checked, step_bodies
 from tests.export._support import Pipeline
 
 KEY = "sk-test-fidelity-not-a-secret"
@@ -187,12 +188,13 @@ def _captured(standin: StandIn) -> list[tuple[Step, dict[str, Any]]]:
     ]
 
 
-def test_what_the_capture_read_is_left_out_as_the_bodies_would_rebuild_it(
+def test_what_the_capture_made_of_the_bodies_is_trusted_only_as_those_bodies(
     standin: StandIn,
 ) -> None:
-    """The store trusts a value the capture read from the step's own bodies (the very
-    object: ``Step.reading``) without reading the bodies again; that shortcut must leave out
-    exactly what reading the bodies would, and rebuild to the same bytes."""
+    """The store trusts what the capture made of a step's bodies (the very objects:
+    ``Step.reading``): their hashes, and the span values read from them, without reading the
+    bodies again. That shortcut must leave out exactly what reading the bodies would, and
+    rebuild to the same bytes; other bytes are checked as before."""
     captured = _captured(standin)
     assert len(captured) >= 6
     assert {step.reading.codec for step, _ in captured if step.reading} == {
@@ -200,6 +202,14 @@ def test_what_the_capture_read_is_left_out_as_the_bodies_would_rebuild_it(
         "anthropic.messages",
     }
     for step, span in captured:
+        # The bodies the capture hashed are the step's: not hashed again, while other bytes
+        # under the same hashes are refused.
+        assert step.reading is not None and step.reading.hashed(step) == (True, True)
+        assert checked(step) is step
+        with pytest.raises(ValueError, match="request hash"):
+            checked(replace(step, request_body=step.request_body[:-1] + b" "))
+        with pytest.raises(ValueError, match="response hash"):
+            checked(replace(step, response_body=step.response_body + b" "))
         attrs = span["attributes"]
         bodies = step_bodies([step])
         unread = replace(step, reading=None)
