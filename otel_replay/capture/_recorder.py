@@ -37,16 +37,15 @@ _DEFAULT_PORTS = {"https": 443, "http": 80}
 _CALL_SPAN_PREFIXES = ("gen_ai.", "server.")
 _HASHES = frozenset({A.REPLAY_PROMPT_HASH, A.REPLAY_TOOL_SCHEMA_VERSION})
 """The content attributes kept with content capture off: hashes only."""
-_READ = frozenset(
-    {
-        *_HASHES,
-        A.REPLAY_REQUEST_BODY,
-        "gen_ai.input.messages",
-        "gen_ai.system_instructions",
-        "gen_ai.tool.definitions",
-    }
+_READ = (
+    *_HASHES,
+    A.REPLAY_REQUEST_BODY,
+    "gen_ai.input.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
 )
-"""The request's attributes a step's :class:`Reading` names: what the store can rebuild."""
+"""The request's attributes a step's :class:`Reading` names (strings the capture made): what
+the store can rebuild."""
 """The request attributes a call span owned by another instrumentation gets from us."""
 
 
@@ -189,7 +188,7 @@ class Recorder:
 
 def _reading(codec: Codec | None, body: bytes, request_hash: str, attrs: dict[str, Any]) -> Reading:
     """What the capture made of a request's body (``codec``: the one that read it)."""
-    read = {k: v for k, v in attrs.items() if k in _READ and type(v) is str}
+    read = {k: attrs[k] for k in _READ if k in attrs}
     return Reading(body, request_hash, None if codec is None else codec.name, read)
 
 
