@@ -44,6 +44,37 @@ class RunFacts:
 
 
 @dataclass(slots=True)
+class Reading:
+    """What the capture made of a step's bodies: the very bytes objects it hashed (the
+    request's under ``request_hash`` and, once it is in, the response's under
+    ``response_hash``, with its ``status`` and whether it was streamed, ``sse``), and the
+    very strings it put on the span from them (``values``, by attribute: inline bodies and,
+    read by ``codec``, content attributes).
+
+    Identity is the proof: a body that *is* the one hashed needs no second hash, and a span
+    value that *is* one of these strings was made from those bodies by the functions the
+    store rebuilds it with, so the store leaves it out without reading the bodies again.
+    Anything else (edited, copied, truncated, another's) is checked the slow way."""
+
+    request_body: bytes
+    request_hash: str
+    codec: str | None
+    values: dict[str, str]
+    response_body: bytes | None = None
+    response_hash: str | None = None
+    status: int = 0
+    sse: bool = False
+
+    def hashed(self, step: Step) -> tuple[bool, bool]:
+        """Whether ``step``'s request and response bodies are the ones this hashed, under
+        the hashes it states."""
+        return (
+            step.request_body is self.request_body and step.request_hash == self.request_hash,
+            step.response_body is self.response_body and step.response_hash == self.response_hash,
+        )
+
+
+@dataclass(slots=True)
 class Step:
     """One recorded exchange: everything needed to serve it back byte-exact, and its facts.
 
@@ -83,6 +114,8 @@ class Step:
     """The facts of the step's run (None: only its id is known)."""
     within: int | None = None
     """The index of the tool step whose body was running when this step was made."""
+    reading: Reading | None = field(default=None, compare=False, repr=False)
+    """What the capture made of this step's bodies (never stored)."""
 
     @property
     def size(self) -> int:

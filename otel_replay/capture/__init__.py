@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from otel_replay.capture._calls import attempt_attributes
-from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION, Recorder, prompt_hash
+from otel_replay.capture._recorder import REQUEST_HASH_EXTENSION, Recorder
 from otel_replay.capture._step import in_exchange
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "Recorder",
     "attempt_attributes",
     "in_exchange",
-    "prompt_hash",
 ]

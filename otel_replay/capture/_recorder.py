@@ -14,19 +14,18 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 
 from otel_replay import attributes as A
 from otel_replay._bodies import is_json, raw_header
-from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay.capture._calls import CALL_SPANS, fill_in
 from otel_replay.capture._metrics import GenAiMetrics
 from otel_replay.capture._step import OpenStep, request_body_attributes
-from otel_replay.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect
+from otel_replay.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect, request_content
 from otel_replay.envelope import enclosing_step
 from otel_replay.errors import CodecError
 from otel_replay.redact import Redactor
 from otel_replay.runs import Handoff, OpenSteps, current_run
-from otel_replay.step import Step
+from otel_replay.step import Reading, Step
 
-__all__ = ["REQUEST_HASH_EXTENSION", "Recorder", "prompt_hash"]
+__all__ = ["REQUEST_HASH_EXTENSION", "Recorder"]
 
 REQUEST_HASH_EXTENSION = "otel_replay.request_hash"
 """Request extension carrying the body hash the capture computed, in replay mode only, so the
@@ -36,14 +35,18 @@ _log = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 _CALL_SPAN_PREFIXES = ("gen_ai.", "server.")
+_HASHES = frozenset({A.REPLAY_PROMPT_HASH, A.REPLAY_TOOL_SCHEMA_VERSION})
+"""The content attributes kept with content capture off: hashes only."""
+_READ = (
+    *_HASHES,
+    A.REPLAY_REQUEST_BODY,
+    "gen_ai.input.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
+)
+"""The request's attributes a step's :class:`Reading` names (strings the capture made): what
+the store can rebuild."""
 """The request attributes a call span owned by another instrumentation gets from us."""
-
-
-def prompt_hash(messages: bytes, system: bytes) -> str:
-    """``replay.prompt.hash`` from the canonical JSON of the input messages and of the system
-    instructions (``b"[]"`` when there are none): the hash of
-    ``canonical_json({"input_messages": m, "system_instructions": s})``, without re-encoding."""
-    return sha256_tag(b'{"input_messages":', messages, b',"system_instructions":', system, b"}")
 
 
 class Recorder:
@@ -147,6 +150,7 @@ class Recorder:
                 start_ns=wall_ns(),
                 run=run.facts(),
                 within=within,
+                reading=_reading(codec if llm is not None else None, body, request_hash, attrs),
             )
         return OpenStep(self, span, call, codec, llm, step, attrs, raw_body is None)
 
@@ -177,18 +181,15 @@ class Recorder:
         attrs["gen_ai.operation.name"] = llm.operation
         attrs["gen_ai.provider.name"] = llm.provider
         attrs.update(llm.attributes)
-        messages = canonical_json(llm.input_messages)
-        system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
-        attrs[A.REPLAY_PROMPT_HASH] = prompt_hash(messages, system)
-        tools = canonical_json(llm.tool_definitions) if llm.tool_definitions else None
-        if tools is not None:
-            attrs[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)
-        if self.capture_content:
-            attrs["gen_ai.input.messages"] = messages.decode()
-            if llm.system_instructions:
-                attrs["gen_ai.system_instructions"] = system.decode()
-            if tools is not None:
-                attrs["gen_ai.tool.definitions"] = tools.decode()
+        for key, value in request_content(llm).items():
+            if self.capture_content or key in _HASHES:
+                attrs[key] = value
+
+
+def _reading(codec: Codec | None, body: bytes, request_hash: str, attrs: dict[str, Any]) -> Reading:
+    """What the capture made of a request's body (``codec``: the one that read it)."""
+    read = {k: attrs[k] for k in _READ if k in attrs}
+    return Reading(body, request_hash, None if codec is None else codec.name, read)
 
 
 def _add_server_attributes(url: Any, attrs: dict[str, Any]) -> None:

@@ -9,15 +9,15 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
 from otel_replay._bodies import content_headers, decode_content, is_sse, is_stream
-from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._canonical import sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.capture._calls import fill_in
-from otel_replay.codecs import Codec, LlmRequest
+from otel_replay.codecs import Codec, LlmRequest, response_content
 from otel_replay.envelope import note_tool_calls
 from otel_replay.errors import CodecError
 from otel_replay.runs import qualified_name
-from otel_replay.step import Step
+from otel_replay.step import Reading, Step
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
@@ -212,6 +212,7 @@ class OpenStep:
                 response_hash,
                 complete and error_type is None,
                 error_type,
+                (streamed, attrs),
             )
         self._hand_off_and_end()
 
@@ -224,9 +225,12 @@ class OpenStep:
         response_hash: str | None,
         complete: bool,
         error_type: str | None,
+        read: tuple[bool, dict[str, Any]],
     ) -> None:
         """Fill in ``step`` with the response (redacted ``headers``, ``body``) and its end; for
-        a model call, also the facts its span carries."""
+        a model call, also the facts its span carries; and note in its reading what was
+        ``read`` of the response: whether it streamed, the attributes put on its span."""
+        _note_response(step.reading, body, response_hash, status, *read)
         step.chunks = self._marks or []
         step.status_code = status
         step.response_headers = headers
@@ -287,12 +291,30 @@ class OpenStep:
             attrs["gen_ai.response.time_to_first_chunk"] = (
                 self._first_chunk_ns - self._start_ns
             ) / 1e9
-        if self._recorder.capture_content and response.output_messages:
-            attrs["gen_ai.output.messages"] = canonical_json(response.output_messages).decode()
+        if self._recorder.capture_content:
+            attrs.update(response_content(response))
         run_id = self._attrs.get(A.REPLAY_RUN_ID)
         if response.output_messages and isinstance(run_id, str):
             note_tool_calls(run_id, response.output_messages)
         return response.finished and response.error_type is None
+
+
+def _note_response(
+    reading: Reading | None,
+    body: bytes,
+    response_hash: str | None,
+    status: int | None,
+    sse: bool,
+    attrs: dict[str, Any],
+) -> None:
+    """Add to a step's :class:`Reading` the response and what was read from it (``attrs``)."""
+    if reading is None or response_hash is None:
+        return
+    reading.response_body, reading.response_hash = body, response_hash
+    reading.status, reading.sse = status or 0, sse
+    for key in (A.REPLAY_RESPONSE_BODY, "gen_ai.output.messages"):
+        if type(value := attrs.get(key)) is str:
+            reading.values[key] = value
 
 
 def _model_call_facts(step: Step, attrs: dict[str, Any]) -> None:

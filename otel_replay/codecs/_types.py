@@ -71,7 +71,10 @@ class Codec(Protocol):
         ...
 
     def parse_request(self, path: str, body: Mapping[str, Any]) -> LlmRequest:
-        """Read the request attributes and content from the decoded JSON request body."""
+        """Read the request attributes and content from the decoded JSON request body.
+
+        The content (the three lists) depends on ``body`` alone, never on ``path``: the store
+        rebuilds a span's content attributes from the stored body without it."""
         ...
 
     def parse_response(self, status: int, body: bytes, streamed: bool) -> LlmResponse:

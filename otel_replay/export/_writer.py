@@ -30,8 +30,9 @@ BATCH_MAX = 512
 small enough that one batch takes a fraction of a second."""
 GATHER_S = 0.05
 """After the first step of a batch arrives, how long the writer waits for more before writing
-(a barrier cuts it short). Waking once per batch instead of once per step keeps the writer
-from taking the GIL from the application at every step."""
+(a barrier cuts it short; a full batch already queued skips it). Waking once per batch
+instead of once per step keeps the writer from taking the GIL from the application at every
+step."""
 PARK_POLL_S = 0.005
 """How often parked steps are checked for their span's end."""
 PARK_MAX_S = 60.0
@@ -299,7 +300,11 @@ class Writer:
 
     def _cycle(self) -> bool:
         first = self._consumer.get(timeout=self._sleep_time())
-        if first is not None and not isinstance(first, Barrier):
+        if (
+            first is not None
+            and not isinstance(first, Barrier)
+            and self._consumer.backlog() < BATCH_MAX - 1
+        ):
             self._gather()
         items = [] if first is None else [first]
         items.extend(self._consumer.drain(BATCH_MAX))

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from otel_replay._canonical import canonical_json, sha256_tag
-from otel_replay.capture import prompt_hash as capture_prompt_hash
 from otel_replay.codecs import CODECS, Codec, LlmRequest
+from otel_replay.codecs import prompt_hash as content_prompt_hash
 from otel_replay.envelope import ENVELOPE_KINDS
 from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, body_change, category, change, preview, whole
@@ -251,7 +251,7 @@ def _role(message: Any) -> Any:
 
 def prompt_hash(llm: LlmRequest) -> str:
     """``replay.prompt.hash`` as the capture computes it."""
-    return capture_prompt_hash(
+    return content_prompt_hash(
         canonical_json(llm.input_messages), canonical_json(llm.system_instructions)
     )
 

@@ -357,6 +357,9 @@ class Supervisor:
             result = -errno.EACCES
         except OSError as exc:
             result = -(exc.errno or errno.EIO)
+        except Exception as exc:  # a bug of ours: refuse, never leave the caller waiting
+            self._event(f"a call the sandbox could not judge ({type(exc).__name__})")
+            result = -errno.EACCES
         response = _RESPONSE.pack(call.id, max(result, 0), min(result, 0), 0)
         buffer = ctypes.create_string_buffer(response, len(response))
         libc().ioctl(self._listener, ctypes.c_ulong(_NOTIF_SEND), buffer)

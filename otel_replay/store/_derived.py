@@ -16,6 +16,7 @@ the span is reported damaged rather than shown changed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import zlib
 from collections.abc import Callable, Mapping
@@ -26,9 +27,9 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay._bodies import is_sse
-from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._inline import encode_body
-from otel_replay.step import Step
+from otel_replay.codecs import request_content, response_content
+from otel_replay.step import Reading, Step
 
 __all__ = ["Derivation", "Sources", "derivable", "rebuild"]
 
@@ -40,6 +41,7 @@ REQUEST_CONTENT = (
     A.REPLAY_TOOL_SCHEMA_VERSION,
 )
 RESPONSE_CONTENT = ("gen_ai.output.messages",)
+_RESPONSE_READ = frozenset({*RESPONSE_CONTENT, A.REPLAY_RESPONSE_BODY})
 
 if TYPE_CHECKING:
     from otel_replay.codecs import Codec
@@ -95,23 +97,29 @@ class Derivation:
 @dataclass(frozen=True, slots=True)
 class Sources:
     """What the steps put with some spans offer to rebuild them from: each body by
-    ``sha256:<hex>``, and each response's status and whether it was streamed, by its
+    ``sha256:<hex>``, each response's status and whether it was streamed, by its hash, and
+    what the capture read from the bodies (:class:`~otel_replay.step.Reading`), by request
     hash."""
 
     bodies: dict[str, bytes]
     responses: dict[str, tuple[int, bool]]
+    readings: dict[str, Reading]
 
     @classmethod
     def of(cls, steps: list[Step], bodies: dict[str, bytes]) -> Sources:
         """The sources of ``steps`` (``bodies``: theirs, checked)."""
         responses: dict[str, tuple[int, bool]] = {}
+        readings: dict[str, Reading] = {}
         for step in steps:
             if step.response_hash is not None and step.status_code is not None:
                 content_type = next(
                     (v for k, v in step.response_headers if k.lower() == "content-type"), ""
                 )
                 responses[step.response_hash] = (step.status_code, is_sse(content_type))
-        return cls(bodies, responses)
+            reading = step.reading
+            if reading is not None and reading.request_hash == step.request_hash:
+                readings[reading.request_hash] = reading
+        return cls(bodies, responses, readings)
 
 
 def _content(
@@ -119,33 +127,32 @@ def _content(
 ) -> dict[str, str]:
     """What ``codec`` reads from the bodies, as the capture writes it on the span."""
     out: dict[str, str] = {}
+    # A codec meeting a body it does not read derives nothing from it.
     if request is not None:
-        try:
-            llm = codec.parse_request("", orjson.loads(request))
-        except Exception:  # a codec meeting a body it does not read: nothing derived
-            llm = None
-        if llm is not None:
-            messages = canonical_json(llm.input_messages)
-            system = canonical_json(llm.system_instructions) if llm.system_instructions else b"[]"
-            out["gen_ai.input.messages"] = messages.decode()
-            # As the capture hashes them (``capture._recorder.prompt_hash``).
-            out[A.REPLAY_PROMPT_HASH] = sha256_tag(
-                b'{"input_messages":', messages, b',"system_instructions":', system, b"}"
-            )
-            if llm.system_instructions:
-                out["gen_ai.system_instructions"] = system.decode()
-            if llm.tool_definitions:
-                tools = canonical_json(llm.tool_definitions)
-                out["gen_ai.tool.definitions"] = tools.decode()
-                out[A.REPLAY_TOOL_SCHEMA_VERSION] = sha256_tag(tools)
+        with contextlib.suppress(Exception):
+            out.update(request_content(codec.parse_request("", orjson.loads(request))))
     if response is not None:
-        try:
-            answer = codec.parse_response(status, response, sse)
-        except Exception:  # as above
-            answer = None
-        if answer is not None and answer.output_messages:
-            out["gen_ai.output.messages"] = canonical_json(answer.output_messages).decode()
+        with contextlib.suppress(Exception):
+            out.update(response_content(codec.parse_response(status, response, sse)))
     return out
+
+
+def _reading(attrs: Mapping[str, Any], sources: Sources) -> Reading | None:
+    """What the capture read from the span's own bodies, or None. A reading whose response
+    is another body, or read with another status or framing than the step's, would rebuild
+    its response values otherwise: then only its request values count."""
+    tag = attrs.get(A.REPLAY_REQUEST_HASH)
+    reading = sources.readings.get(tag) if isinstance(tag, str) else None
+    if reading is None or reading.response_hash is None:
+        return reading
+    response = attrs.get(A.REPLAY_RESPONSE_HASH)
+    if response == reading.response_hash and sources.responses.get(response) == (
+        reading.status,
+        reading.sse,
+    ):
+        return reading
+    values = {k: v for k, v in reading.values.items() if k not in _RESPONSE_READ}
+    return Reading(reading.request_body, reading.request_hash, reading.codec, values)
 
 
 def _crc(values: list[str]) -> int:
@@ -166,16 +173,20 @@ def derivable(attrs: Mapping[str, Any], sources: Sources) -> Derivation | None:
     response = _body(attrs, A.REPLAY_RESPONSE_HASH, sources.bodies)
     if request is None and response is None:
         return None
+    reading = _reading(attrs, sources)
     rebuilt: dict[str, str] = {}
-    if request is not None and isinstance(attrs.get(A.REPLAY_REQUEST_BODY), str):
-        rebuilt[A.REPLAY_REQUEST_BODY] = encode_body(request)
-    if response is not None and isinstance(attrs.get(A.REPLAY_RESPONSE_BODY), str):
-        rebuilt[A.REPLAY_RESPONSE_BODY] = encode_body(response)
+    for key, body in ((A.REPLAY_REQUEST_BODY, request), (A.REPLAY_RESPONSE_BODY, response)):
+        if body is not None and isinstance(value := attrs.get(key), str):
+            same = reading is not None and reading.values.get(key) is value
+            rebuilt[key] = value if same else encode_body(body)
     status, sse = sources.responses.get(str(attrs.get(A.REPLAY_RESPONSE_HASH)), (0, False))
     name: str | None = None
     chosen: dict[str, str] = {}
     wanted = [k for k in (*REQUEST_CONTENT, *RESPONSE_CONTENT) if isinstance(attrs.get(k), str)]
-    if wanted:
+    if reading is not None and all(attrs[key] is reading.values.get(key) for key in wanted):
+        name, chosen = reading.codec, {key: attrs[key] for key in wanted}
+        rebuilt.update(chosen)
+    elif wanted:
         # The codec that rebuilds the most of them: bodies of one API may read partly alike
         # through another's codec (a plain user message), the rest not.
         best = 0

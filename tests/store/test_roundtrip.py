@@ -123,7 +123,7 @@ def test_a_span_s_inline_body_is_left_out_only_when_it_is_its_step_s_body() -> N
         "lies.hash": named,  # names the request beside a string that is not it
         "lies": "y" * len(request),
     }
-    sources = _derived.Sources({named: request}, {})
+    sources = _derived.Sources({named: request}, {}, {})
     encoded = _write.encode_span(span("run-s", 0, **attributes), sources)
     assert {s.key for s in encoded.strings} == {"other", "lies"}
     entry = json.loads(encoded.entry)
