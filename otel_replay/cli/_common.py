@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from otel_replay import settings
@@ -90,13 +89,13 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
     ``location`` (:func:`resolve_run`), or the one run of a trace source (a file, a
     directory, a URL; ``#RUN_ID`` picks one of several), imported into a temporary store
     that is gone on exit, so it is read back as an imported run would be."""
-    # The verbs that read only the store start without the replay stage.
-    from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
-
     if not is_source(ref):
         with open_store(location) as opened:
             yield opened, resolve_run(opened, ref)
         return
+    # Loaded here: a run of the store is shown without what reads files, URLs and backends.
+    from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
+
     loaded = load_sources(ref, store=location)
     run_id = only_run(loaded, ref).run_id
     with (
@@ -129,13 +128,15 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
     """
     if not ref:
         raise CliError("an empty run id names no run (give an id, a prefix of one, or latest)")
-    names = store.run_ids()
-    if ref in names:
+    # Only the runs whose ids start with ``ref`` are read: a store of 100,000 runs finds
+    # one as fast as a small store.
+    matches = store.run_ids(ref)
+    if ref in matches:
         return store.run(ref)
     if ref == LATEST:
         # The newest runs first: a store of many runs is not read whole for its latest.
         runs = store.runs(limit=_LATEST_FIRST)
-        if not any(run_mode(run) == "record" for run in runs) and len(runs) < len(names):
+        if not any(run_mode(run) == "record" for run in runs) and len(runs) == _LATEST_FIRST:
             runs = store.runs()
         recordings = [run for run in runs if run_mode(run) == "record"]
         if not runs:
@@ -146,7 +147,6 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
                 "(name one by its id)"
             )
         return max(recordings, key=lambda run: (run.start_ns, run.run_id))
-    matches = sorted(name for name in names if name.startswith(ref))
     if len(matches) == 1:
         return store.run(matches[0])
     if not matches:
@@ -219,6 +219,15 @@ def progress(label: str, console: Console | None = None) -> Iterator[Callable[[i
     if not console.is_terminal:
         yield lambda done, total: None
         return
+    # Loaded here: a verb that draws no bar (and every one off a terminal) starts without it.
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -438,9 +438,28 @@ def run_count(conn: sqlite3.Connection) -> int:
     return int(count)
 
 
-def run_names(conn: sqlite3.Connection) -> list[str]:
-    """The names of the runs :func:`run_infos` lists, in no order."""
-    return [_text(name) for (name,) in conn.execute(f"SELECT name FROM runs WHERE {_LISTED}")]
+def run_names(conn: sqlite3.Connection, prefix: str = "") -> list[str]:
+    """The names of the runs :func:`run_infos` lists that start with ``prefix``, sorted by
+    their UTF-8 bytes: read from the names' index, from ``prefix`` on and no further than
+    the last that starts with it (a prefix costs what it matches, not what the store holds).
+    """
+    found: list[str] = []
+    text = id_param(prefix)
+    # Those stored as TEXT, then those stored as a BLOB (not valid UTF-8), which sort after
+    # every TEXT one: each run from the prefix (of their type) on.
+    starts = [text] if isinstance(text, str) else []
+    for start in [*starts, prefix.encode("utf-8", "surrogatepass")]:
+        rows = conn.execute(
+            f"SELECT name FROM runs WHERE name >= ? AND {_LISTED} ORDER BY name", (start,)
+        )
+        for (name,) in rows:
+            if isinstance(name, bytes) != isinstance(start, bytes):
+                break
+            shown = _text(name)
+            if not shown.startswith(prefix):
+                break
+            found.append(shown)
+    return found
 
 
 def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:

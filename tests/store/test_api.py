@@ -170,3 +170,22 @@ def test_the_newest_runs_are_read_alone(tmp_path: Path) -> None:
         assert store.runs(limit=100) == every
         assert store.run_count() == 12
         assert sorted(store.run_ids()) == sorted(r.run_id for r in every)
+
+
+def test_runs_are_found_by_a_prefix_of_their_id(tmp_path: Path) -> None:
+    """``run_ids(prefix)`` names every run whose id starts with ``prefix`` and no other: an id
+    recorded again (``<id>@2``), ids past the last code point, and ids that are not UTF-8
+    (the index keeps them apart, as BLOBs) included."""
+    ids = ["a", "ab", "abc", "ab\U0010ffff", "ab\U0010ffffz", "b", "caf", "café", "caf\udce9"]
+    (request, response), *_ = chat_bodies(1, seed=3)
+    with Store.open(tmp_path / "s") as store:
+        for run_id in [*ids, "caf\udce9x"]:
+            store.put([make_step(run_id, 0, request, response)])
+    with Store.open(tmp_path / "s") as store:
+        store.put([make_step("ab", 0, request, response)])  # kept apart as ab@2
+    with Store.open(tmp_path / "s") as store:
+        every = [info.run_id for info in store.runs()]
+        assert "ab@2" in every and len(every) == len(ids) + 2
+        for prefix in ["", *ids, "ab@", "c", "z", "\udce9", "ab\U0010ffffz!"]:
+            found = store.run_ids(prefix)
+            assert sorted(found) == sorted(r for r in every if r.startswith(prefix)), prefix
