@@ -9,17 +9,18 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from otel_replay import settings
 from otel_replay.cli._format import printable
 from otel_replay.cli.main import CliError
 from otel_replay.errors import OtelReplayError, RunNotFoundError, StoreNotFoundError
 from otel_replay.store import RunInfo, Store
+
+if TYPE_CHECKING:  # rich loads when something is drawn: JSON is printed without it
+    from rich.console import Console
 
 __all__ = [
     "CliError",
@@ -187,6 +188,8 @@ def stored_ref(ref: str, store: str) -> str:
 def stdout_console() -> Console:
     """A console on the current stdout: colours and the terminal's width on a terminal,
     plain text :data:`PIPE_WIDTH` columns wide otherwise."""
+    from rich.console import Console  # noqa: PLC0415 - see the imports
+
     console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH
@@ -196,6 +199,8 @@ def stdout_console() -> Console:
 def emit(console: Console, *objects: Any, **options: Any) -> None:
     """``console.print``; on a pipe or file, without the spaces rich pads lines with. A
     ``Text`` made ``no_wrap`` stays one line whatever the width."""
+    from rich.text import Text  # noqa: PLC0415 - see the imports
+
     if any(isinstance(o, Text) and o.no_wrap for o in objects):
         options.setdefault("soft_wrap", True)
     if console.is_terminal:
@@ -208,6 +213,8 @@ def emit(console: Console, *objects: Any, **options: Any) -> None:
 
 def stderr_console() -> Console:
     """A console on the current stderr (progress bars, notes beside machine output)."""
+    from rich.console import Console  # noqa: PLC0415 - see the imports
+
     return Console(file=sys.stderr, highlight=False)
 
 
@@ -219,8 +226,7 @@ def progress(label: str, console: Console | None = None) -> Iterator[Callable[[i
     if not console.is_terminal:
         yield lambda done, total: None
         return
-    # Loaded here: a verb that draws no bar (and every one off a terminal) starts without it.
-    from rich.progress import (  # noqa: PLC0415
+    from rich.progress import (  # noqa: PLC0415 - see the imports
         BarColumn,
         MofNCompleteColumn,
         Progress,
