@@ -75,10 +75,14 @@ HEAVY = (
     "otel_replay.replay.sources._backends",
     "otel_replay.replay.sources._import",
     "otel_replay.replay.sources._bundle",
+    "otel_replay.replay.synth",
+    "otel_replay.store._migrate",
+    "otel_replay.store._v2",
 )
 """What reading a run of the store does not need: the OpenTelemetry SDK and what records
 (capture, the envelope), what serves and compares a replay, what reads files, URLs, trace
-backends and remote stores (fsspec, asyncio, sockets), and a progress bar."""
+backends and remote stores (fsspec, asyncio, sockets), what rebuilds the bytes a step was
+recorded without (synth), the older formats' reader, and a progress bar."""
 
 _SHARED = {"main", "_common", "_format", "_messages", "_tables", "_steps", "_runs"}
 """The modules of ``otel_replay.cli`` besides the verb's own that a verb may load."""

@@ -13,7 +13,6 @@ from otel_replay._inline import decode_body, fit_chunks
 from otel_replay.codecs import CODECS, detect
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
 from otel_replay.replay.sources._runs import attrs_of, int_value
-from otel_replay.replay.synth import synthesize
 from otel_replay.step import ENVELOPE_KINDS, Step, address
 
 __all__ = ["CANONICAL_PATHS", "StepProblem", "build_step"]
@@ -151,6 +150,9 @@ def _from_span(
             "step has no recorded response body (it was over OTEL_REPLAY_INLINE_LIMIT or "
             "content capture was off); replay it from the store that recorded it"
         )
+    # Loaded here: a step whose bytes were recorded (a run of the store) needs none of it.
+    from otel_replay.replay.synth import synthesize  # noqa: PLC0415
+
     made = synthesize(
         endpoint, attrs, _streamed(request_body, attrs), duration_ns=duration_ns or None
     )
