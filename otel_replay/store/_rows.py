@@ -468,9 +468,10 @@ def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
     """The row ids of the ``limit`` runs that started last. Their start is read from the
     run's own row (its recorder's word), else its first step, else its end: one look-up a
     run, never a scan of the steps."""
-    # Only the newest are asked whether they are listed (a run is, but for the moment a
-    # writer has reserved its name and not written its record yet): asking every run costs
-    # more than sorting them. A few more than ``limit`` are read, more while too few are.
+    # Only the newest are asked whether they are listed (a run is, unless its writer named
+    # it and has not written its record yet, or was killed before it did): asking every run
+    # costs more than sorting them. A few more than ``limit`` are read, more while too few
+    # are listed.
     wanted = limit + 8
     while True:
         rows = conn.execute(
