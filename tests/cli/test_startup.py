@@ -15,24 +15,27 @@ from otel_replay.cli.main import VERBS, cli
 from tests.cli._checks import run_cli
 from tests.cli._recording import SUPPORT
 
-# Prints the otel_replay modules and the third-party packages left loaded by `otel-replay ARGS`.
+# Prints the exit status of `otel-replay ARGS` and the modules it left loaded.
 _PROBE = """
 import json, sys
 from otel_replay.cli.main import main
 sys.argv = ["otel-replay", *sys.argv[1:]]
 try:
     main()
-except SystemExit:
-    pass
-print(json.dumps(sorted(sys.modules)))
+except SystemExit as exc:
+    status = exc.code
+print(json.dumps([status, sorted(sys.modules)]))
 """
 
 
-def _loaded(*args: str) -> set[str]:
+def _loaded(*args: str, status: int | None = None) -> set[str]:
+    """The modules ``otel-replay ARGS`` left loaded; its exit status is ``status`` if given."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=True
     )
-    return set(json.loads(done.stdout.splitlines()[-1]))
+    exited, modules = json.loads(done.stdout.splitlines()[-1])
+    assert status is None or exited == status, done.stderr
+    return set(modules)
 
 
 @pytest.mark.subprocess
@@ -91,7 +94,7 @@ _SHARED = {"main", "_common", "_format", "_messages", "_tables", "_steps", "_run
 @pytest.mark.subprocess
 @pytest.mark.parametrize(
     "args",
-    [("runs",), ("runs", "--json"), ("show", SUPPORT), ("show", SUPPORT[:12], "--json")],
+    [("runs",), ("runs", "--json"), ("show", SUPPORT), ("show", SUPPORT[:15], "--json")],
     ids=" ".join,
 )
 def test_a_verb_that_reads_the_store_loads_nothing_heavy(
@@ -99,7 +102,7 @@ def test_a_verb_that_reads_the_store_loads_nothing_heavy(
 ) -> None:
     """``runs`` and ``show`` (typed by hand, at 3 a.m.) start in a fraction of the time that
     loading the SDK, the replay machinery and every verb would take."""
-    loaded = _loaded(*args, "--store", str(store))
+    loaded = _loaded(*args, "--store", str(store), status=0)
     assert f"otel_replay.cli._{args[0]}" in loaded and "otel_replay.store" in loaded
     # JSON, for a script, is printed without rich (a table needs it).
     unneeded = (*HEAVY, "rich") if "--json" in args else HEAVY
