@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from typing import Any
+
+import orjson
 
 __all__ = [
     "content_headers",
@@ -12,6 +15,7 @@ __all__ = [
     "is_json",
     "is_sse",
     "is_stream",
+    "json_value",
     "raw_header",
 ]
 
@@ -93,3 +97,14 @@ def decode_content(body: bytes, encoding: str) -> bytes | None:
         else:
             return None
     return body
+
+
+def json_value(body: bytes | None) -> Any:
+    """The JSON value of ``body`` (an object or an array), or None when it is absent or not
+    JSON."""
+    if not body or body[:1] not in (b"{", b"["):
+        return None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None

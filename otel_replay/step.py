@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ENVELOPE_KINDS", "RunEnd", "RunFacts", "Step", "describe_effect"]
+__all__ = ["ENVELOPE_KINDS", "RunEnd", "RunFacts", "Step", "address", "describe_effect"]
 
 ENVELOPE_KINDS = ("tool", "value", "checkpoint")
 """The kinds of step recorded above HTTP (``otel_replay.tool``, values, checkpoints)."""
+_METHODS = {"tool": "TOOL", "value": "VALUE", "checkpoint": "CHECKPOINT"}
 
 _EFFECT_WHY = {
     ("read", "hint"): "readOnlyHint true",
@@ -17,6 +18,12 @@ _EFFECT_WHY = {
     ("write", "default"): "declared nowhere",
     ("write", "recorded"): "as recorded",
 }
+
+
+def address(kind: str, name: str) -> tuple[str, str]:
+    """The pseudo method and URL a step of ``kind`` (one of :data:`ENVELOPE_KINDS`) named
+    ``name`` is stored and matched by."""
+    return _METHODS[kind], f"{kind}:{name}"
 
 
 def describe_effect(effect: str, reason: str) -> str:

@@ -9,18 +9,18 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
 
 from otel_replay import settings
 from otel_replay.cli._format import printable
 from otel_replay.cli.main import CliError
 from otel_replay.errors import OtelReplayError, RunNotFoundError, StoreNotFoundError
 from otel_replay.store import RunInfo, Store
+
+if TYPE_CHECKING:  # rich loads when something is drawn: JSON is printed without it
+    from rich.console import Console
 
 __all__ = [
     "CliError",
@@ -90,13 +90,13 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
     ``location`` (:func:`resolve_run`), or the one run of a trace source (a file, a
     directory, a URL; ``#RUN_ID`` picks one of several), imported into a temporary store
     that is gone on exit, so it is read back as an imported run would be."""
-    # The verbs that read only the store start without the replay stage.
-    from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
-
     if not is_source(ref):
         with open_store(location) as opened:
             yield opened, resolve_run(opened, ref)
         return
+    # Loaded here: a run of the store is shown without what reads files, URLs and backends.
+    from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
+
     loaded = load_sources(ref, store=location)
     run_id = only_run(loaded, ref).run_id
     with (
@@ -129,13 +129,15 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
     """
     if not ref:
         raise CliError("an empty run id names no run (give an id, a prefix of one, or latest)")
-    names = store.run_ids()
-    if ref in names:
+    # Only the runs whose ids start with ``ref`` are read: a store of 100,000 runs finds
+    # one as fast as a small store.
+    matches = store.run_ids(ref)
+    if ref in matches:
         return store.run(ref)
     if ref == LATEST:
         # The newest runs first: a store of many runs is not read whole for its latest.
         runs = store.runs(limit=_LATEST_FIRST)
-        if not any(run_mode(run) == "record" for run in runs) and len(runs) < len(names):
+        if not any(run_mode(run) == "record" for run in runs) and len(runs) == _LATEST_FIRST:
             runs = store.runs()
         recordings = [run for run in runs if run_mode(run) == "record"]
         if not runs:
@@ -146,7 +148,6 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
                 "(name one by its id)"
             )
         return max(recordings, key=lambda run: (run.start_ns, run.run_id))
-    matches = sorted(name for name in names if name.startswith(ref))
     if len(matches) == 1:
         return store.run(matches[0])
     if not matches:
@@ -187,6 +188,8 @@ def stored_ref(ref: str, store: str) -> str:
 def stdout_console() -> Console:
     """A console on the current stdout: colours and the terminal's width on a terminal,
     plain text :data:`PIPE_WIDTH` columns wide otherwise."""
+    from rich.console import Console  # noqa: PLC0415 - see the imports
+
     console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH
@@ -196,6 +199,8 @@ def stdout_console() -> Console:
 def emit(console: Console, *objects: Any, **options: Any) -> None:
     """``console.print``; on a pipe or file, without the spaces rich pads lines with. A
     ``Text`` made ``no_wrap`` stays one line whatever the width."""
+    from rich.text import Text  # noqa: PLC0415 - see the imports
+
     if any(isinstance(o, Text) and o.no_wrap for o in objects):
         options.setdefault("soft_wrap", True)
     if console.is_terminal:
@@ -208,6 +213,8 @@ def emit(console: Console, *objects: Any, **options: Any) -> None:
 
 def stderr_console() -> Console:
     """A console on the current stderr (progress bars, notes beside machine output)."""
+    from rich.console import Console  # noqa: PLC0415 - see the imports
+
     return Console(file=sys.stderr, highlight=False)
 
 
@@ -219,6 +226,14 @@ def progress(label: str, console: Console | None = None) -> Iterator[Callable[[i
     if not console.is_terminal:
         yield lambda done, total: None
         return
+    from rich.progress import (  # noqa: PLC0415 - see the imports
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -9,7 +9,6 @@ import click
 
 from otel_replay.cli._common import emit, open_store, run_mode, stdout_console, store_option
 from otel_replay.cli._format import iso_time, json_text, plural
-from otel_replay.cli._tables import runs_table
 from otel_replay.store import FailureLabel, RunInfo
 from otel_replay.triage import CATEGORIES
 from otel_replay.triage import failed as run_failed
@@ -170,6 +169,8 @@ def runs(
     if not found:
         click.echo(f"No {kind}s in the store at {location} yet.")
         return
+    from otel_replay.cli._tables import runs_table  # noqa: PLC0415 - --json prints without rich
+
     console = stdout_console()
     emit(console, runs_table(forks_under_parents(found), time.time_ns()))
     shown = f"{len(found)} of " if len(found) < total else ""

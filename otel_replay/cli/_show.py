@@ -6,23 +6,14 @@ import time
 from typing import Any
 
 import click
-from rich.text import Text
 
 from otel_replay.cli._common import emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._runs import label_json, run_json
 from otel_replay.cli._steps import StepView, step_views
-from otel_replay.cli._tables import (
-    NESTED_NOTE,
-    has_nested,
-    label_text,
-    run_header,
-    semantic_note,
-    steps_table,
-)
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources import stored_run
-from otel_replay.store import FailureLabel
+from otel_replay.store import FailureLabel, RunInfo
 
 __all__ = ["show"]
 
@@ -66,6 +57,29 @@ def show(run: str, store: str | None, as_json: bool) -> None:
         document = {"run": run_json(info), "missing": missing, "label": kept, "steps": steps}
         click.echo(json_text(document))
         return
+    _draw(info, views, missing, own, labels)
+
+
+def _draw(
+    info: RunInfo,
+    views: list[StepView],
+    missing: str | None,
+    own: FailureLabel | None,
+    labels: list[FailureLabel],
+) -> None:
+    """Print the run's header and its steps' table, with notes and labels under it."""
+    # Loaded here: --json prints without rich.
+    from rich.text import Text  # noqa: PLC0415
+
+    from otel_replay.cli._tables import (  # noqa: PLC0415
+        NESTED_NOTE,
+        has_nested,
+        label_text,
+        run_header,
+        semantic_note,
+        steps_table,
+    )
+
     console = stdout_console()
     emit(console, run_header(info, time.time_ns()))
     if missing is not None:

@@ -7,8 +7,6 @@ import importlib
 import os
 import sqlite3
 import sys
-import tempfile
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +102,9 @@ class InternalError(click.ClickException):
 def write_traceback(exc: BaseException) -> str | None:
     """Write ``exc``'s traceback (with the version and command line) to a new file in the
     temporary directory, for a bug report; its path, None when it cannot be written."""
+    import tempfile  # noqa: PLC0415 - loaded for a bug only: --help starts without them
+    import traceback  # noqa: PLC0415
+
     try:
         fd, path = tempfile.mkstemp(prefix="otel-replay-traceback-", suffix=".txt")
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as out:

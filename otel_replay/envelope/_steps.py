@@ -33,7 +33,7 @@ from otel_replay.envelope._jsonable import (
 )
 from otel_replay.errors import RecordedError, RecordedValueError, RecordedValueInPoolError
 from otel_replay.runs import current_run, qualified_name
-from otel_replay.step import ENVELOPE_KINDS, Step, describe_effect
+from otel_replay.step import ENVELOPE_KINDS, Step, address, describe_effect
 
 if TYPE_CHECKING:
     from otel_replay.capture import Recorder
@@ -62,7 +62,6 @@ __all__ = [
     "use_server",
 ]
 
-_METHODS = {"tool": "TOOL", "value": "VALUE", "checkpoint": "CHECKPOINT"}
 _KEY_NAMESPACE = uuid.UUID("6f1c1f0e-7c2b-4f4e-9a57-0a7e9d5f3b21")
 _NO_ARGUMENTS = b"{}"
 _NO_ARGUMENTS_HASH = sha256_tag(_NO_ARGUMENTS)
@@ -74,11 +73,6 @@ TOOL_ERROR = "tool_error"
 INJECTED_ERROR = "otel_replay.errors.InjectedToolError"
 
 T = TypeVar("T")
-
-
-def address(kind: str, name: str) -> tuple[str, str]:
-    """The pseudo method and URL a step of ``kind`` named ``name`` is stored and matched by."""
-    return _METHODS[kind], f"{kind}:{name}"
 
 
 @dataclass(frozen=True, slots=True)

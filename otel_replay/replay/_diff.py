@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
-
+from otel_replay._bodies import json_value as parse_json
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.codecs import CODECS, Codec, LlmRequest
 from otel_replay.codecs import prompt_hash as content_prompt_hash
@@ -50,16 +49,6 @@ class Request:
     method: str
     url: str
     body: bytes
-
-
-def parse_json(body: bytes | None) -> Any:
-    """The JSON value of ``body``, or None when it is absent or not JSON."""
-    if not body or body[:1] not in (b"{", b"["):
-        return None
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def without_trace_context(value: Any) -> Any:

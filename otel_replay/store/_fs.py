@@ -3,7 +3,6 @@ published atomically."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
@@ -376,6 +375,8 @@ class _ExitSafePool(ThreadPoolExecutor):
 def _exit_safe(fs: Any) -> None:
     """Give the event loop of the async file system ``fs`` (s3fs, gcsfs...) an
     :class:`_ExitSafePool` as its default pool, once."""
+    import asyncio  # noqa: PLC0415 - only remote stores pay for importing asyncio
+
     loop = getattr(fs, "loop", None)
     if isinstance(loop, asyncio.AbstractEventLoop) and not getattr(loop, "_otel_replay", False):
         loop.set_default_executor(_ExitSafePool(thread_name_prefix="otel-replay-fsspec"))

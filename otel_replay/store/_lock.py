@@ -8,7 +8,6 @@ import fcntl
 import json
 import os
 import secrets
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +73,8 @@ class GcLease:
     by it, never by its own machine's clock."""
 
     def __init__(self, backend: Backend) -> None:
+        import socket  # noqa: PLC0415 - only a remote store's gc pays for importing it
+
         self._backend = backend
         self.rel = f"{LOCKS_DIR}/gc-{secrets.token_hex(8)}"
         self._body = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()

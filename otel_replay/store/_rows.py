@@ -434,26 +434,59 @@ written yet is not)."""
 
 def run_count(conn: sqlite3.Connection) -> int:
     """How many runs :func:`run_infos` lists."""
-    (count,) = conn.execute(f"SELECT COUNT(*) FROM runs WHERE {_LISTED}").fetchone()
+    # The runs that have a record file, counted from the records' index by run: a test of
+    # each run for a record costs several times as much.
+    (count,) = conn.execute("SELECT COUNT(DISTINCT run) FROM records").fetchone()
     return int(count)
 
 
-def run_names(conn: sqlite3.Connection) -> list[str]:
-    """The names of the runs :func:`run_infos` lists, in no order."""
-    return [_text(name) for (name,) in conn.execute(f"SELECT name FROM runs WHERE {_LISTED}")]
+def run_names(conn: sqlite3.Connection, prefix: str = "") -> list[str]:
+    """The names of the runs :func:`run_infos` lists that start with ``prefix``, sorted by
+    their UTF-8 bytes: read from the names' index, from ``prefix`` on and no further than
+    the last that starts with it (a prefix costs what it matches, not what the store holds).
+    """
+    found: list[str] = []
+    text = id_param(prefix)
+    # Those stored as TEXT, then those stored as a BLOB (not valid UTF-8), which sort after
+    # every TEXT one: each run from the prefix (of their type) on.
+    starts = [text] if isinstance(text, str) else []
+    for start in [*starts, prefix.encode("utf-8", "surrogatepass")]:
+        rows = conn.execute(
+            f"SELECT name FROM runs WHERE name >= ? AND {_LISTED} ORDER BY name", (start,)
+        )
+        for (name,) in rows:
+            if isinstance(name, bytes) != isinstance(start, bytes):
+                break
+            shown = _text(name)
+            if not shown.startswith(prefix):
+                break
+            found.append(shown)
+    return found
 
 
 def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
     """The row ids of the ``limit`` runs that started last. Their start is read from the
     run's own row (its recorder's word), else its first step, else its end: one look-up a
     run, never a scan of the steps."""
-    rows = conn.execute(
-        f"SELECT id FROM runs WHERE {_LISTED} ORDER BY COALESCE(started_ns, "
-        "(SELECT MIN(start_ns) FROM steps WHERE steps.run = runs.id), ended_ns) DESC, "
-        "name DESC LIMIT ?",
-        (limit,),
-    )
-    return [run for (run,) in rows]
+    # Only the newest are asked whether they are listed (a run is, unless its writer named
+    # it and has not written its record yet, or was killed before it did): asking every run
+    # costs more than sorting them. A few more than ``limit`` are read, more while too few
+    # are listed.
+    wanted = limit + 8
+    while True:
+        rows = conn.execute(
+            "SELECT id FROM runs ORDER BY COALESCE(started_ns, "
+            "(SELECT MIN(start_ns) FROM steps WHERE steps.run = runs.id), ended_ns) DESC, "
+            "name DESC LIMIT ?",
+            (wanted,),
+        )
+        newest = [run for (run,) in rows]
+        marks = ",".join(str(run) for run in newest) or "NULL"
+        listed = {run for (run,) in conn.execute(f"SELECT run FROM records WHERE run IN ({marks})")}
+        found = [run for run in newest if run in listed]
+        if len(found) >= limit or len(newest) < wanted:
+            return found[:limit]
+        wanted *= 2
 
 
 def run_infos(

@@ -449,11 +449,11 @@ class Store:
         with self._index.guard():
             return _rows.run_count(self._index.conn())
 
-    def run_ids(self) -> list[str]:
-        """The id of every run :meth:`runs` lists, in no order (without reading their
-        steps: to find one by a prefix)."""
+    def run_ids(self, prefix: str = "") -> list[str]:
+        """The id of every run :meth:`runs` lists that starts with ``prefix``, without
+        reading their steps, in a time that grows with how many match, not with the store."""
         with self._index.guard():
-            return _rows.run_names(self._index.conn())
+            return _rows.run_names(self._index.conn(), prefix)
 
     def _row(self, run_id: str) -> _rows.RunRow:
         with self._index.guard():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from otel_replay.cli import _runs
+from otel_replay.cli import _tables
 from otel_replay.store._format import FORMAT_VERSION
 from tests.cli._checks import assert_bad_input
 from tests.cli._recording import SUPPORT
@@ -208,7 +208,7 @@ def test_a_bug_is_one_line_too_unless_asked(
     def broken(*args: object) -> None:
         raise TypeError("boom")
 
-    monkeypatch.setattr(_runs, "runs_table", broken)
+    monkeypatch.setattr(_tables, "runs_table", broken)
     result = invoke("runs", "--store", str(store))
     assert result.exit_code == 70 and "Traceback" not in result.output
     line = result.stderr.strip()

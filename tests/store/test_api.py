@@ -170,3 +170,45 @@ def test_the_newest_runs_are_read_alone(tmp_path: Path) -> None:
         assert store.runs(limit=100) == every
         assert store.run_count() == 12
         assert sorted(store.run_ids()) == sorted(r.run_id for r in every)
+
+
+def test_a_run_named_but_never_written_is_not_listed(tmp_path: Path) -> None:
+    """A run row a writer made but whose record it never wrote (it was killed between the
+    two) is in no listing, even among the newest runs: not in ``runs(limit=N)``, not
+    counted, not found by a prefix."""
+    from otel_replay.step import RunFacts
+    from otel_replay.store import _rows
+
+    (request, response), *_ = chat_bodies(1, seed=3)
+    base = 1_750_000_000 * 10**9
+    with Store.open(tmp_path / "s") as store:
+        for n in range(3):
+            store.put([make_step(f"run-{n}", 0, request, response, start_ns=base + n * 10**9)])
+        store.flush()
+        with store._index.transaction() as tx:
+            for n in range(10, 20):  # more than the newest few, which are read first
+                facts = RunFacts(run_id=f"run-{n}", start_ns=base + n * 10**9)
+                _rows.ensure_run(tx.conn, f"run-{n}", store.recording, facts, store.location)
+        assert [r.run_id for r in store.runs(limit=2)] == ["run-1", "run-2"]
+        assert [r.run_id for r in store.runs()] == ["run-0", "run-1", "run-2"]
+        assert store.run_count() == 3
+        assert sorted(store.run_ids("run-")) == ["run-0", "run-1", "run-2"]
+
+
+def test_runs_are_found_by_a_prefix_of_their_id(tmp_path: Path) -> None:
+    """``run_ids(prefix)`` names every run whose id starts with ``prefix`` and no other: an id
+    recorded again (``<id>@2``), ids past the last code point, and ids that are not UTF-8
+    (the index keeps them apart, as BLOBs) included."""
+    ids = ["a", "ab", "abc", "ab\U0010ffff", "ab\U0010ffffz", "b", "caf", "café", "caf\udce9"]
+    (request, response), *_ = chat_bodies(1, seed=3)
+    with Store.open(tmp_path / "s") as store:
+        for run_id in [*ids, "caf\udce9x"]:
+            store.put([make_step(run_id, 0, request, response)])
+    with Store.open(tmp_path / "s") as store:
+        store.put([make_step("ab", 0, request, response)])  # kept apart as ab@2
+    with Store.open(tmp_path / "s") as store:
+        every = [info.run_id for info in store.runs()]
+        assert "ab@2" in every and len(every) == len(ids) + 2
+        for prefix in ["", *ids, "ab@", "c", "z", "\udce9", "ab\U0010ffffz!"]:
+            found = store.run_ids(prefix)
+            assert sorted(found) == sorted(r for r in every if r.startswith(prefix)), prefix

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from otel_replay import attributes as A
-from otel_replay.capture import attempt_attributes
 from otel_replay.errors import SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay.sources._runs import (
@@ -22,7 +21,18 @@ from otel_replay.replay.sources._runs import (
 from otel_replay.replay.sources._steps import StepProblem, build_step
 from otel_replay.step import Step
 
-__all__ = ["SourceRun", "Unbuilt", "UnbuiltRun", "UnbuiltRuns", "build_run", "build_runs"]
+if TYPE_CHECKING:  # a bundle or a file is replayed without loading the store
+    from otel_replay.store import RunInfo, Store
+
+__all__ = [
+    "SourceRun",
+    "Unbuilt",
+    "UnbuiltRun",
+    "UnbuiltRuns",
+    "build_run",
+    "build_runs",
+    "stored_run",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +157,42 @@ def build_run(
     return SourceRun(run, spans.spans, by_index, in_store)
 
 
+def stored_run(
+    store: Store, info: RunInfo, *, empty: bool = False, spans: bool = True
+) -> SourceRun:
+    """Run ``info`` of the open ``store``, rebuilt from its steps and spans; SourceError when
+    it has no step, unless ``empty`` (to show a run that failed before its first call).
+    ``spans`` False leaves its spans out: its stored steps as they are, for a run whose
+    spans cannot be rebuilt (SourceError says why)."""
+    run_id = info.run_id
+    stored = {s.index: s for s in store.read_steps(run_id)}
+    read = SpanRun(run_id, tuple(store.spans(run_id)) if spans else ())
+    built = build_run(read, f"store {store.location}", stored, in_store=True, empty=empty)
+    run = built.run
+    # The index keeps the kit even when the spans carrying it were not stored.
+    run = replace(
+        run,
+        commit=run.commit or info.commit,
+        seed=run.seed if run.seed is not None else info.seed,
+        code_dirty=run.code_dirty if run.code_dirty is not None else info.code_dirty,
+        start_ns=info.start_ns or run.start_ns,
+        # As the store says: its recorder's end, or an import's reading of the spans.
+        status=info.status,
+        error_type=info.error_type,
+        missing=run.missing if info.status == "incomplete" else None,
+    )
+    return SourceRun(run, built.spans, built.step_spans, in_store=True)
+
+
 def _beneath_call(span: Span, calls: Mapping[Any, Span]) -> Span:
     """An attempt span beneath another instrumentation's call span (``capture._calls``), with
     the call's GenAI attributes added as a model-call span of ours carries them."""
     call = calls.get(span.get("parent_span_id"))
     if call is None or is_inference(span):
         return span
+    # Loaded here: ``show`` rebuilds a run of ours without the capture stage and its SDK.
+    from otel_replay.capture import attempt_attributes  # noqa: PLC0415
+
     return {**span, "attributes": attempt_attributes(attrs_of(span), attrs_of(call))}
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -20,6 +19,7 @@ from otel_replay.replay.sources._build import (
     UnbuiltRuns,
     build_run,
     build_runs,
+    stored_run,
 )
 from otel_replay.replay.sources._bundle import is_bundle, read_bundle
 from otel_replay.replay.sources._documents import Document, documents
@@ -35,10 +35,7 @@ from otel_replay.replay.sources._limits import Limits, read_file
 from otel_replay.replay.sources._runs import SpanRun, has_steps
 from otel_replay.replay.sources._spans import span_dicts
 
-if TYPE_CHECKING:  # a bundle or a file is replayed without loading the store
-    from otel_replay.store import RunInfo, Store
-
-__all__ = ["archive_of", "load_run", "load_sources", "only_run", "read_runs", "stored_run"]
+__all__ = ["archive_of", "load_run", "load_sources", "only_run", "read_runs"]
 
 _log = logging.getLogger("otel_replay")
 
@@ -239,30 +236,3 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
                 f"no run {run_id!r} in the store at {opened.location}, and no file by that name"
             ) from None
         return stored_run(opened, info)
-
-
-def stored_run(
-    store: Store, info: RunInfo, *, empty: bool = False, spans: bool = True
-) -> SourceRun:
-    """Run ``info`` of the open ``store``, rebuilt from its steps and spans; SourceError when
-    it has no step, unless ``empty`` (to show a run that failed before its first call).
-    ``spans`` False leaves its spans out: its stored steps as they are, for a run whose
-    spans cannot be rebuilt (SourceError says why)."""
-    run_id = info.run_id
-    stored = {s.index: s for s in store.read_steps(run_id)}
-    read = SpanRun(run_id, tuple(store.spans(run_id)) if spans else ())
-    built = build_run(read, f"store {store.location}", stored, in_store=True, empty=empty)
-    run = built.run
-    # The index keeps the kit even when the spans carrying it were not stored.
-    run = replace(
-        run,
-        commit=run.commit or info.commit,
-        seed=run.seed if run.seed is not None else info.seed,
-        code_dirty=run.code_dirty if run.code_dirty is not None else info.code_dirty,
-        start_ns=info.start_ns or run.start_ns,
-        # As the store says: its recorder's end, or an import's reading of the spans.
-        status=info.status,
-        error_type=info.error_type,
-        missing=run.missing if info.status == "incomplete" else None,
-    )
-    return SourceRun(run, built.spans, built.step_spans, in_store=True)

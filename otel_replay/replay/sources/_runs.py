@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from otel_replay import attributes as A
 from otel_replay.codecs import INFERENCE_OPERATIONS
-from otel_replay.envelope import ENVELOPE_KINDS
 from otel_replay.replay.sources._spans import shown
+from otel_replay.step import ENVELOPE_KINDS
 
 __all__ = [
     "SERVED_KINDS",

@@ -7,15 +7,13 @@ from dataclasses import replace
 from typing import Any
 
 from otel_replay import attributes as A
+from otel_replay._bodies import json_value
 from otel_replay._canonical import sha256_tag
 from otel_replay._inline import decode_body, fit_chunks
 from otel_replay.codecs import CODECS, detect
-from otel_replay.envelope import ENVELOPE_KINDS, address
-from otel_replay.replay._diff import parse_json
 from otel_replay.replay._model import Fidelity, RecordedStep, endpoint_of
 from otel_replay.replay.sources._runs import attrs_of, int_value
-from otel_replay.replay.synth import synthesize
-from otel_replay.step import Step
+from otel_replay.step import ENVELOPE_KINDS, Step, address
 
 __all__ = ["CANONICAL_PATHS", "StepProblem", "build_step"]
 
@@ -152,6 +150,9 @@ def _from_span(
             "step has no recorded response body (it was over OTEL_REPLAY_INLINE_LIMIT or "
             "content capture was off); replay it from the store that recorded it"
         )
+    # Loaded here: a step whose bytes were recorded (a run of the store) needs none of it.
+    from otel_replay.replay.synth import synthesize  # noqa: PLC0415
+
     made = synthesize(
         endpoint, attrs, _streamed(request_body, attrs), duration_ns=duration_ns or None
     )
@@ -172,7 +173,7 @@ def _has_output(attrs: Mapping[str, Any]) -> bool:
 
 def _streamed(request_body: bytes | None, attrs: Mapping[str, Any]) -> bool:
     if request_body is not None:
-        parsed = parse_json(request_body)
+        parsed = json_value(request_body)
         if isinstance(parsed, Mapping):
             return parsed.get("stream") is True
     return (
@@ -206,7 +207,7 @@ def _llm_endpoint(
     method: str, url: str | None, body: bytes | None, attrs: Mapping[str, Any]
 ) -> str:
     named = _codec_from_attributes(attrs)
-    parsed = parse_json(body) if body is not None else None
+    parsed = json_value(body) if body is not None else None
     if isinstance(parsed, Mapping):
         if url is not None:
             codec = detect(method, endpoint_of(method, url, None).split(" ", 1)[1], parsed)
