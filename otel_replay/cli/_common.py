@@ -198,9 +198,12 @@ def stdout_console() -> Console:
 
 def emit(console: Console, *objects: Any, **options: Any) -> None:
     """``console.print``; on a pipe or file, without the spaces rich pads lines with. A
-    ``Text`` made ``no_wrap`` stays one line whatever the width."""
+    ``Text`` made ``no_wrap`` stays one line whatever the width. Strings print as they are
+    (a store's path, a run id): never read as markup or emoji codes."""
     from rich.text import Text  # noqa: PLC0415 - see the imports
 
+    options.setdefault("markup", False)
+    options.setdefault("emoji", False)
     if any(isinstance(o, Text) and o.no_wrap for o in objects):
         options.setdefault("soft_wrap", True)
     if console.is_terminal:

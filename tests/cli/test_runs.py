@@ -132,3 +132,13 @@ def test_the_table_shows_the_newest_fifty_unless_asked_for_more(
     both = invoke("runs", "--all", "-n", "3", "--store", str(folder))
     assert both.exit_code == 2
     assert "--all and --limit cannot be used together" in both.stderr
+
+
+def test_a_store_path_prints_as_it_is_never_as_markup(invoke: Invoke, tmp_path: Path) -> None:
+    location = tmp_path / "[red]runs[/red] :smile: [link=http://x]y"
+    with Store.open(location) as opened:
+        opened.put([make_step("r_markup", 0, *chat_bodies(1)[0])])
+    result = invoke("runs", "--store", str(location))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip().endswith(f"1 run in {location}")
+    assert "😄" not in result.stdout
