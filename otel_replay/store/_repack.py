@@ -359,7 +359,10 @@ def merge_session(ctx: Context, session: Session, deadline: float | None) -> Non
     """At close: repack the packs one session wrote at a high level (so a store's size does
     not depend on how often it was flushed), and merge its record files, until ``deadline``
     (``time.monotonic()``): no further pack or run is begun past it. What is left undone
-    stays valid as it is; the next gc or ``compact`` merges it."""
+    stays valid as it is; the next gc or ``compact`` merges it. A session that wrote
+    nothing (a reader's) writes nothing: it never waits for a recording's write lock."""
+    if not (session.packs or session.runs):
+        return
     if session.packs:
         _drop_moved(ctx, repack(ctx, session.packs, None, deadline))
     merge_records(ctx, {run_id: s.records for run_id, s in session.runs.items()}, deadline)

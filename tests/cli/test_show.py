@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -287,3 +288,21 @@ def test_a_step_made_inside_another_is_marked_with_it(invoke: Invoke, tmp_path: 
     assert result.stdout.splitlines()[-1].startswith("└ in N: made inside step N, by its body")
     steps = _json(invoke, tmp_path / "store", run_id)["steps"]
     assert [step.get("within") for step in steps] == [None, 0, 1, None]
+
+
+def test_reading_a_store_never_waits_for_a_writers_lock(invoke: Invoke, store: Path) -> None:
+    """``show`` and ``runs`` while a recording holds the index's write lock: they read, and
+    close without writing (a reader that took the lock at exit would wait up to the busy
+    timeout, then fail)."""
+    writer = sqlite3.connect(store / "index.sqlite", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        shown = invoke("show", SUPPORT, "--store", str(store), "--json")
+        listed = invoke("runs", "--store", str(store), "--json")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["run"]["run_id"] == SUPPORT
+    assert listed.exit_code == 0, listed.output
+    assert SUPPORT in {run["run_id"] for run in json.loads(listed.stdout)}
