@@ -170,6 +170,8 @@ class Writer:
         self._owns_store = owns_store
         self._failures = failures
         self._store: Store | None = None
+        # Held while the thread is in the store (see :meth:`pause`).
+        self._in_store = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="otel-replay-writer", daemon=True)
         # Steps whose span is still open, by span id: several steps can share one span (an
         # SDK retry inside another instrumentation's span); the span is written once.
@@ -272,6 +274,34 @@ class Writer:
         self._thread.join(max(0.0, started + timeout - time.monotonic()))
         return ok
 
+    def pause(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` until the thread is out of the store, and keep it out until
+        :meth:`resume`; False (nothing held) when it did not come out in time.
+
+        For a fork: the child gets a copy of SQLite's process-wide state as it is, and a
+        lock the thread held then (the index's write lock, a mutex) would stay held in the
+        child for good, where no thread is left to release it. Its own writer would wait for
+        it until the child ended, the child's steps unwritten.
+        """
+        return self._in_store.acquire(timeout=timeout)
+
+    def resume(self) -> None:
+        """Let the thread into the store again, after :meth:`pause`."""
+        self._in_store.release()
+
+    def abandon(self) -> Buffered:
+        """What will not be written, the process ending now: the steps (how many of each run)
+        and spans still queued, which are dropped, and those taken but not durable yet."""
+        left = self.unwritten()
+        steps = Counter(left.steps)
+        spans = left.spans
+        for item in self._consumer.drain():
+            if type(item) is tuple:
+                steps[item[0].run_id] += 1
+            elif isinstance(item, Spans):
+                spans += len(item.spans)
+        return Buffered(dict(steps), spans)
+
     def _wait(self, barrier: Barrier, timeout: float) -> bool:
         self._consumer.post(barrier)
         self._urgent.put(None)
@@ -296,7 +326,8 @@ class Writer:
             except Exception as exc:  # a bug of ours: keep the thread (and the data) alive
                 self._failures.report("writer", "the replay exporter's writer failed: %r", exc)
                 time.sleep(RETRY_MIN_S)
-        self._close()
+        with self._in_store:
+            self._close()
 
     def _cycle(self) -> bool:
         first = self._consumer.get(timeout=self._sleep_time())
@@ -320,11 +351,12 @@ class Writer:
                 barriers.append(item)
         final = any(b.final for b in barriers)
         self._sweep(force=any(b.parked for b in barriers))
-        ok, release = self._persist(retry_now=bool(barriers))
+        with self._in_store:
+            ok, release = self._persist(retry_now=bool(barriers))
+            if ok and any(b.close for b in barriers):
+                self._close()
         if final and not ok:
             release += self._give_up()
-        if ok and any(b.close for b in barriers):
-            self._close()
         for barrier in barriers:
             barrier.ok = ok
             barrier.done.set()

@@ -128,15 +128,8 @@ class ReplaySpanExporter(SpanExporter):
         atexit.register(self._flush_at_exit)
         # First, while a remote store's client still works (``otel_replay._exit``).
         before_shutdown(self._flush_before_shutdown, 10)
-        if hasattr(os, "register_at_fork"):
-            ref = weakref.WeakMethod(self._after_fork_in_child)
-
-            def after_in_child() -> None:
-                method = ref()
-                if method is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=after_in_child)
+        self._paused: Writer | None = None  # the writer a fork under way keeps out of the store
+        self._follow_forks()
 
     def _start_writer(self) -> Writer:
         self._consumer = self._handoff.attach()
@@ -296,10 +289,43 @@ class ReplaySpanExporter(SpanExporter):
         self._owns_store = True
         self._open = self._open_joined
 
+    def _follow_forks(self) -> None:
+        """Take part in the process's forks, for as long as this exporter lives."""
+        if not hasattr(os, "register_at_fork"):
+            return
+        ref = weakref.ref(self)
+
+        def hook(method: Callable[[ReplaySpanExporter], None]) -> Callable[[], None]:
+            def call() -> None:
+                exporter = ref()
+                if exporter is not None:
+                    method(exporter)
+
+            return call
+
+        os.register_at_fork(
+            before=hook(ReplaySpanExporter._before_fork),
+            after_in_parent=hook(ReplaySpanExporter._resume_writer),
+            after_in_child=hook(ReplaySpanExporter._after_fork_in_child),
+        )
+
+    def _before_fork(self) -> None:
+        # The child's store must not begin with the parent's mid-use (``Writer.pause``). A
+        # store stuck past the flush timeout does not hold the fork up longer: a child whose
+        # steps then cannot be written says so as it ends (``_flush_at_worker_exit``).
+        if self._writer.pause(self._timeout):
+            self._paused = self._writer
+
+    def _resume_writer(self) -> None:
+        paused, self._paused = self._paused, None
+        if paused is not None:
+            paused.resume()
+
     def _after_fork_in_child(self) -> None:
         # The parent writes what it held; the child starts a writer of its own (the hand-off
         # has already forgotten the parent's consumers) with a store of its own, which
         # writes into the parent's recording: the runs the child continues stay one run.
+        self._resume_writer()
         if self._closed:
             return
         self._owns_store = True
@@ -307,7 +333,23 @@ class ReplaySpanExporter(SpanExporter):
         self._writer = self._start_writer()
         # A multiprocessing worker leaves through os._exit, never atexit: write at its end.
         priority = WORKER_EXIT_PRIORITY - 10  # after the root span ended and was handed over
-        at_worker_exit(self, ReplaySpanExporter._flush_at_exit, priority)
+        at_worker_exit(self, ReplaySpanExporter._flush_at_worker_exit, priority)
+
+    def _flush_at_worker_exit(self) -> None:
+        """A multiprocessing worker's end: write what is held; what could not be is named on
+        one line, since the worker's exit runs no shutdown that would."""
+        if self._closed or self._writer.barrier(self._timeout):
+            return
+        left = self._writer.abandon()
+        if left.steps or left.spans:
+            _log.error(
+                "otel-replay: worker process %d ended with %s and %d spans not written to %s (%s)",
+                os.getpid(),
+                _steps_of_runs(left.steps),
+                left.spans,
+                self._where,
+                self._writer.error or "the store did not answer in time",
+            )
 
 
 RUNS_NAMED = 5

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -253,3 +254,64 @@ def test_pools_terminated_again_and_again_never_hang_and_lose_no_step(tmp_path: 
             info = opened.run(RUN_ID)
             assert (info.status, info.step_count) == ("ok", 2 * cycles)
             assert [step.index for step in opened.steps(RUN_ID)] == list(range(2 * cycles))
+
+
+FORK_IN_FLUSH = str(Path(__file__).with_name("_fork_in_flush_agent.py"))
+
+
+@pytest.mark.subprocess
+def test_a_worker_forked_while_the_writer_is_in_the_index_loses_nothing(tmp_path: Path) -> None:
+    # A fork copies SQLite's state as it is: forked while the parent's writer thread held the
+    # index's write lock, the worker saw it held for good, and its writer waited for it until
+    # the worker ended, its steps lost without a word (on a busy machine, now and then).
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, FORK_IN_FLUSH],
+        cwd=ROOT,
+        env=subprocess_env(
+            store, OTEL_REPLAY_RUN_ID="r_fork_in_flush", OTEL_REPLAY_FLUSH_TIMEOUT_MS="3000"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "worker: 0\n", "")
+    with Store.open(store, create=False) as opened:
+        assert [(r.run_id, r.step_count, r.status) for r in opened.runs()] == [
+            ("r_fork_in_flush", 4, "ok")
+        ]
+        steps = opened.steps("r_fork_in_flush")
+        assert [step.index for step in steps] == list(range(4))
+        assert [opened.read_step(step).url for step in steps] == [
+            "value:in_parent",
+            *["value:in_worker"] * 3,
+        ]
+
+
+@pytest.mark.subprocess
+def test_a_worker_whose_steps_cannot_be_written_says_so(tmp_path: Path) -> None:
+    # Its writer stuck in the store past the flush timeout, the worker goes all the same (as
+    # it must), naming on stderr what it could not write; it used to go without a word.
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, FORK_IN_FLUSH, "stuck"],
+        cwd=ROOT,
+        env=subprocess_env(
+            store, OTEL_REPLAY_RUN_ID="r_fork_in_flush", OTEL_REPLAY_FLUSH_TIMEOUT_MS="1000"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "worker: 0\n")
+    (line,) = done.stderr.splitlines()
+    assert re.fullmatch(
+        rf"otel-replay: worker process \d+ ended with 3 steps of runs r_fork_in_flush \(3\) "
+        rf"and \d+ spans not written to {re.escape(str(store))} "
+        r"\(the store did not answer in time\)",
+        line,
+    ), line
+    with Store.open(store, create=False) as opened:
+        assert opened.run("r_fork_in_flush").step_count == 1
