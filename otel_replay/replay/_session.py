@@ -50,7 +50,7 @@ __all__ = ["Answer", "ReplaySession", "interruption"]
 _HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
 class Answer:
     """What the transport serves for one request.
 
@@ -81,20 +81,14 @@ class Answer:
         return None if self.times[0] else chunks[0]
 
 
-def _wants_stream(recorded: RecordedStep, body: bytes) -> bool | None:
-    """For a synthesised step, whether today's request asks for a stream (None otherwise):
-    the response must take the shape the request asked for, and a span from another
-    instrumentation may not say whether the recorded call streamed."""
-    if recorded.fidelity != "semantic":
-        return None
-    parsed = parse_json(body)
-    return isinstance(parsed, dict) and parsed.get("stream") is True
-
-
-def _shaped(recorded: RecordedStep, stream: bool | None) -> RecordedStep:
-    """``recorded`` with its synthesised response re-made as a stream or not, when it differs."""
-    if stream is None:  # recorded bytes: served as they came
+def _shaped(recorded: RecordedStep, body: bytes) -> RecordedStep:
+    """``recorded``, its synthesised response re-made as a stream or not when today's request
+    ``body`` asks for the other: the response must take the shape the request asked for, and a
+    span from another instrumentation may not say whether the recorded call streamed."""
+    if recorded.fidelity != "semantic":  # recorded bytes: served as they came
         return recorded
+    parsed = parse_json(body)
+    stream = isinstance(parsed, dict) and parsed.get("stream") is True
     streamed = any(
         k.lower() == "content-type" and is_sse(v) for k, v in recorded.step.response_headers
     )
@@ -263,9 +257,7 @@ class ReplaySession:
         recorded, fault = served.recorded, served.fault
         if served.forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
-        answer = _answer(
-            _shaped(recorded, _wants_stream(recorded, body)), self.timing, self.matcher
-        )
+        answer = _answer(_shaped(recorded, body), self.timing, self.matcher)
         return answer if fault is None else injected_answer(fault, recorded, answer)
 
     def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
@@ -411,24 +403,26 @@ class ReplaySession:
             forked = f"inject {fault.given}"
         else:
             fault = None
+        # Fields by position: a class called with keywords has them gathered into a dict and
+        # spread out again, which costs more than the rest of making it, for every request.
         order = self._record(
             ServedStep(
-                order=-1,
-                method=method,
-                url=url,
-                endpoint=recorded.endpoint,
-                request_hash=request_hash,
-                how=match.how,
-                recorded=recorded.step.index,
-                repeat=match.repeat,
-                fidelity=recorded.fidelity,
-                changes=changes,
-                live=live,
-                effect=None if effect is None else effect.effect,
-                effect_reason=None if effect is None else effect.reason,
-                forked=forked,
-                request_body=body,
-                response_body=None if live or fault is not None else served.step.response_body,
+                -1,  # order, given by _record
+                method,
+                url,
+                recorded.endpoint,
+                request_hash,
+                match.how,
+                recorded.step.index,  # recorded
+                match.repeat,
+                recorded.fidelity,
+                changes,
+                live,
+                None if effect is None else effect.effect,
+                None if effect is None else effect.reason,  # effect_reason
+                forked,
+                body,  # request_body
+                None if live or fault is not None else served.step.response_body,
             )
         )
         return None if live else _Serving(served, order, effect, forked, fault)
