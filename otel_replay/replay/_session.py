@@ -47,8 +47,6 @@ from otel_replay.settings import Timing
 
 __all__ = ["Answer", "ReplaySession", "interruption"]
 
-_HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
 
 @dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
 class Answer:
@@ -142,16 +140,21 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
     awaits: tuple[Awaited, ...] = ()
     if matcher.started_during(recorded):
         awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
-    # The recorded body is already decoded from its content-encoding and its length is known
-    # to the stream; the framing headers of the original response no longer apply.
-    headers = tuple([(k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS])
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
     error_type = step.error_type
     error = error_type if error_type and not step.complete and _is_exception(error_type) else None
     if step.status_code is None and error is None:
         error = error_type or "TransportError"
-    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
+    return Answer(
+        step.status_code,
+        recorded.served_headers,
+        tuple(chunks),
+        times,
+        error,
+        awaits,
+        step.complete,
+    )
 
 
 _IGNORED = {
@@ -206,6 +209,9 @@ class ReplaySession:
         """Read tools run live; their recorded steps are still matched and reported."""
         self.fork = fork if fork is not None else ForkPlan()
         """The fork's plan, checked against ``run`` (empty: a plain replay)."""
+        self._changes_answers = bool(
+            self.fork.overrides or self.fork.states or self.fork.injections
+        )
         self.timing: Timing = timing
         live_from = self.fork.live_from
         self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
@@ -243,9 +249,8 @@ class ReplaySession:
         A background call (an ``OTEL_REPLAY_IGNORE`` match; telemetry under strict replay)
         gets otel-replay's own answer; telemetry otherwise gets None, as an unmatched request
         in a replay that is not strict: it goes out as it would."""
-        ignored = self._ignored(method, url, telemetry)
-        if ignored is not None or telemetry:
-            return ignored
+        if telemetry or self.ignore.match_url(url) is not None:
+            return self._background(method, url, telemetry)
         self._redactor.learn(headers, url)
         # Compared with, and reported beside, the recorded URL: redacted as the capture did.
         url = self._redactor.url(url)
@@ -260,15 +265,12 @@ class ReplaySession:
         answer = _answer(_shaped(recorded, body), self.timing, self.matcher)
         return answer if fault is None else injected_answer(fault, recorded, answer)
 
-    def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
-        """otel-replay's answer to a background call, counted in the result; None for the
-        agent's calls (and for telemetry when the replay is not strict)."""
-        if telemetry:
-            # OpenTelemetry's own export: strict replay opens no socket, so it is answered
-            # here; a replay that is not strict lets it go where it was configured to.
-            if not self.strict:
-                return None
-        elif self.ignore.match_url(url) is None:
+    def _background(self, method: str, url: str, telemetry: bool) -> Answer | None:
+        """otel-replay's answer to a background call (``telemetry``, or a call an ignore rule
+        matches), counted in the result; None for telemetry when the replay is not strict."""
+        # OpenTelemetry's own export: strict replay opens no socket, so it is answered here; a
+        # replay that is not strict lets it go where it was configured to.
+        if telemetry and not self.strict:
             return None
         self._count_ignored(self._redactor.body(call_of(url).encode()).decode(errors="replace"))
         return _IGNORED_HEAD if method.upper() == "HEAD" else _IGNORED[status_for(method)]
@@ -394,15 +396,9 @@ class ReplaySession:
             if match.how == "hash"
             else tuple(request_changes(recorded, Request(method, url, body)))
         )
-        served, forked = recorded, None
-        if not live and (self.fork.overrides or self.fork.states):
-            served, forked = served_instead(self.fork, recorded)
-        injections = self.fork.injections
-        fault = injections.get(recorded.step.index) if injections and not live else None
-        if fault is not None and self.matcher.divert(recorded):  # once: the retry gets the step
-            forked = f"inject {fault.given}"
-        else:
-            fault = None
+        served, forked, fault = recorded, None, None
+        if self._changes_answers and not live:
+            served, forked, fault = self._forked(recorded)
         # Fields by position: a class called with keywords has them gathered into a dict and
         # spread out again, which costs more than the rest of making it, for every request.
         order = self._record(
@@ -426,6 +422,16 @@ class ReplaySession:
             )
         )
         return None if live else _Serving(served, order, effect, forked, fault)
+
+    def _forked(self, recorded: RecordedStep) -> tuple[RecordedStep, str | None, Fault | None]:
+        """What the fork serves for ``recorded`` (``recorded`` itself when it changes nothing
+        there), what it changed (``replay.fork.change``), and the fault it injects in the
+        step's place, if any (once: the retry gets the step)."""
+        served, forked = served_instead(self.fork, recorded)
+        fault = self.fork.injections.get(recorded.step.index)
+        if fault is not None and self.matcher.divert(recorded):
+            return served, f"inject {fault.given}", fault
+        return served, forked, None
 
     def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
         """Whether a fork with a live point sends this call live (``_live_from``)."""
