@@ -14,23 +14,31 @@ slows with the cassette's size, so at 300 and 3,000 it replays a sample of reque
 over the run; cassetter and otel-replay replay every request, in passes over the run (as
 many as make ~600 requests a round), each pass from a fresh session (loading the cassette or
 run is not timed) to one client made once, as the bare calls go through one client. Every
-replayed response is checked to be the one recorded for its request.
+replayed response is checked to be the one recorded for its request. Every timed pass starts
+from a collected heap.
+
+The bare call and ``replaying()`` take turns within each round, so a change in the machine's
+load between rounds touches both; their ratio is the median of the rounds' ratios (CPU time
+of the thread), the figure that holds still on a shared machine. The other figures are
+medians over rounds.
 
 Targets: ``replaying()`` at most 1.2x the bare call and at least 2x faster than cassetter,
 flat up to 3,000 interactions.
 
-    python bench/replay_speed.py [--sizes 30,300,3000] [--rounds 5]
+    python bench/replay_speed.py [--sizes 30,300,3000] [--rounds 21] [--peer-rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -49,6 +57,8 @@ URL = "http://llm.bench/v1/chat/completions"
 HEADERS = {"content-type": "application/json"}
 
 Interactions = list[tuple[bytes, bytes]]
+Clocks = tuple[float, float]
+"""(wall, CPU) µs per call."""
 
 
 def _interactions(count: int) -> list[tuple[bytes, bytes]]:
@@ -115,14 +125,19 @@ class Clock:
         self.wall = self.cpu = 0.0
         self.calls = 0
 
-    def per_call(self) -> tuple[float, float]:
+    def per_call(self) -> Clocks:
         """(wall, CPU) µs per call."""
         return self.wall / self.calls * 1e6, self.cpu / self.calls * 1e6
 
 
+OnePass = Callable[[Clock], None]
+
+
 def _calls(client: httpx.Client, interactions: Interactions, clock: Clock) -> None:
-    """Send every request once (timed), then check that each got its recorded response."""
+    """Send every request once (timed, from a collected heap), then check that each got its
+    recorded response."""
     post = client.post
+    gc.collect()
     wall, cpu = time.perf_counter(), time.thread_time()
     answers = [post(URL, content=body, headers=HEADERS).read() for body, _ in interactions]
     clock.cpu += time.thread_time() - cpu
@@ -138,52 +153,73 @@ def _passes(size: int) -> int:
     return max(1, 600 // size)
 
 
-def _timed(one_pass: Callable[[Clock], None], size: int, rounds: int) -> tuple[float, float]:
+def _timed(one_pass: OnePass, size: int, rounds: int) -> Clocks:
     """(wall, CPU) µs per call, the median of ``rounds`` rounds of passes over a run of
     ``size``, after one pass to warm up."""
-    one_pass(Clock())
-    clocks = []
+    return _median(_taking_turns([one_pass], size, rounds)[0])
+
+
+def _taking_turns(variants: list[OnePass], size: int, rounds: int) -> list[list[Clock]]:
+    """Each variant's clock for each of ``rounds`` rounds, after one pass of each to warm up;
+    in a round, each variant makes its passes over the run of ``size`` in turn."""
+    for one_pass in variants:
+        one_pass(Clock())
+    clocks: list[list[Clock]] = [[] for _ in variants]
     for _ in range(rounds):
-        clock = Clock()
-        for _ in range(_passes(size)):
-            one_pass(clock)
-        clocks.append(clock)
-    return _median(clocks)
+        for one_pass, kept in zip(variants, clocks, strict=True):
+            clock = Clock()
+            for _ in range(_passes(size)):
+                one_pass(clock)
+            kept.append(clock)
+    return clocks
 
 
-def _median(rounds: list[Clock]) -> tuple[float, float]:
+def _median(rounds: list[Clock]) -> Clocks:
     per_call = [clock.per_call() for clock in rounds]
     return statistics.median(w for w, _ in per_call), statistics.median(c for _, c in per_call)
 
 
-def bare_us(interactions: Interactions, rounds: int) -> tuple[float, float]:
-    """A MockTransport answering every request with its recorded response from a dict."""
+@contextmanager
+def bare(interactions: Interactions) -> Iterator[OnePass]:
+    """A pass of MockTransport calls answering every request with its recorded response from
+    a dict."""
     responses = dict(interactions)
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=responses[request.content], headers=HEADERS)
 
     with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        return _timed(lambda clock: _calls(client, interactions, clock), len(interactions), rounds)
+        yield lambda clock: _calls(client, interactions, clock)
 
 
-def replaying_us(interactions: Interactions, rounds: int) -> tuple[float, float]:
-    """``otel_replay.replaying(run)`` serving the whole run to ``httpx.Client()``, a fresh
-    replay per pass."""
+@contextmanager
+def replaying(interactions: Interactions) -> Iterator[OnePass]:
+    """A pass of ``otel_replay.replaying(run)`` serving the whole run to ``httpx.Client()``,
+    a fresh replay per pass."""
     run = _run(interactions)
-    client = httpx.Client()  # an application's client, made before the replay starts
+    with httpx.Client() as client:  # an application's client, made before the replay starts
 
-    def one_pass(clock: Clock) -> None:
-        with otel_replay.replaying(run) as result:
-            _calls(client, interactions, clock)
-        if not result.identical:
-            raise SystemExit(f"the replay diverged: {result.first_divergence}")
+        def one_pass(clock: Clock) -> None:
+            with otel_replay.replaying(run) as result:
+                _calls(client, interactions, clock)
+            if not result.identical:
+                raise SystemExit(f"the replay diverged: {result.first_divergence}")
 
-    with client:
-        return _timed(one_pass, len(interactions), rounds)
+        yield one_pass
 
 
-def cassetter_us(interactions: Interactions, rounds: int) -> tuple[float, float]:
+def against_bare(interactions: Interactions, rounds: int) -> tuple[Clocks, Clocks, float]:
+    """(bare call, ``replaying()``) (wall, CPU) µs per call, medians over ``rounds`` rounds in
+    which they take turns, and the median of the rounds' ratios of their CPU times."""
+    with bare(interactions) as plain, replaying(interactions) as ours:
+        bare_rounds, our_rounds = _taking_turns([plain, ours], len(interactions), rounds)
+    ratio = statistics.median(
+        o.per_call()[1] / b.per_call()[1] for b, o in zip(bare_rounds, our_rounds, strict=True)
+    )
+    return _median(bare_rounds), _median(our_rounds), ratio
+
+
+def cassetter_us(interactions: Interactions, rounds: int) -> Clocks:
     """cassetter replaying a cassette of the same interactions, recorded by cassetter itself
     (through a MockTransport), matching on method, URI and body; a fresh session per pass."""
     import cassetter
@@ -213,7 +249,7 @@ def cassetter_us(interactions: Interactions, rounds: int) -> tuple[float, float]
             return _timed(one_pass, len(interactions), rounds)
 
 
-def vcrpy_us(interactions: Interactions, sample: int) -> tuple[float, float]:
+def vcrpy_us(interactions: Interactions, sample: int) -> Clocks:
     """vcrpy replaying a JSON cassette of the same interactions (``sample`` requests)."""
     cassette = {
         "version": 1,
@@ -248,38 +284,38 @@ def vcrpy_us(interactions: Interactions, sample: int) -> tuple[float, float]:
     return clock.per_call()
 
 
-def _line(label: str, value: tuple[float, float] | float, unit: str = "µs") -> str:
+def _line(label: str, value: Clocks | float, unit: str = "µs", digits: int = 1) -> str:
     if isinstance(value, tuple):
         return f"  {label:<52} {value[1]:>9.1f} {unit} CPU {value[0]:>9.1f} {unit} wall"
-    return f"  {label:<52} {value:>9.1f} {unit}"
+    return f"  {label:<52} {value:>9.{digits}f} {unit}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="30,300,3000")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=21, help="of the bare call and replaying()")
+    parser.add_argument("--peer-rounds", type=int, default=5, help="of cassetter")
     parser.add_argument("--vcr-sample", type=int, default=30)
     args = parser.parse_args()
     logging.getLogger("vcr").setLevel(logging.WARNING)
     print("per request; ratios by CPU time of the (only) thread: other work on the machine")
-    print("inflates wall time, not the thread's CPU time")
+    print("inflates wall time, not the thread's CPU time. The bare call and replaying() take")
+    print("turns in each round; their ratio is the median of the rounds' ratios")
     failures: list[str] = []
     ratios: list[float] = []
     for size in (int(s) for s in args.sizes.split(",")):
         interactions = _interactions(size)
-        bare = bare_us(interactions, args.rounds)
-        ours = replaying_us(interactions, args.rounds)
-        theirs = cassetter_us(interactions, args.rounds)
-        ratio = ours[1] / bare[1]
+        plain, ours, ratio = against_bare(interactions, args.rounds)
+        theirs = cassetter_us(interactions, args.peer_rounds)
         ratios.append(ratio)
         print(f"run of {size:,} recorded interactions")
-        print(_line("bare httpx MockTransport call", bare))
+        print(_line("bare httpx MockTransport call", plain))
         print(_line("otel_replay.replaying() call", ours))
         print(_line("cassetter replayed call (TOML cassette)", theirs))
-        print(_line(f"otel-replay / bare call (target <= {TARGET_RATIO_BARE})", ratio, "x"))
+        print(_line(f"otel-replay / bare call (target <= {TARGET_RATIO_BARE})", ratio, "x", 2))
         if ratio > TARGET_RATIO_BARE:
             failures.append(f"{size}: {ratio:.2f}x the bare call")
-        print(_line("cassetter / bare call", theirs[1] / bare[1], "x"))
+        print(_line("cassetter / bare call", theirs[1] / plain[1], "x"))
         speedup = theirs[1] / ours[1]
         target = TARGET_SPEEDUP_CASSETTER
         print(_line(f"otel-replay speed-up over cassetter (target >= {target:g})", speedup, "x"))

@@ -312,7 +312,9 @@ class Matcher:
             if body is None:
                 return None
             live = _read(method, url, body)  # parsed before the account is held
-        with self._lock, self.ledger.locked():
+        # The account's lock is the one matching needs (it guards the lazy tables too); the
+        # matcher's own is taken only to wake a streamed piece waiting for requests.
+        with self.ledger.locked():
             ledger = self.ledger
             result: Match | None
             if found:
@@ -328,10 +330,10 @@ class Matcher:
                 result = self._by_closeness(live, ordinal)
             if result is not None:
                 ledger.serve(result.recorded.step.index)
-            if self._waiting:
+        if self._waiting:  # read unlocked: a waiter counts itself before it looks (``wait``)
+            with self._asked:
                 self._asked.notify_all()
-            wakers = self._wakers
-        for wake in wakers:
+        for wake in self._wakers:
             wake()
         return result
 
@@ -339,7 +341,7 @@ class Matcher:
         """Whether the fault a fork injects at ``recorded``, just matched, fires now (once in the
         whole program): if so, the step counts as not served, and the next request like this
         one matches it as if this one never came."""
-        with self._lock, self.ledger.locked():
+        with self.ledger.locked():
             return self.ledger.divert(recorded.step.index, recorded.endpoint)
 
     def started_during(self, recorded: RecordedStep) -> bool:

@@ -12,6 +12,7 @@ from otel_replay.step import Step
 __all__ = ["Fidelity", "RecordedStep", "Run", "endpoint_of"]
 
 _ENVELOPE_PREFIXES = ("tool:", "value:", "checkpoint:")
+_HOP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 Fidelity = Literal["exact", "semantic"]
 """``exact``: the recorded bytes themselves (from the store or an inline body).
@@ -60,6 +61,14 @@ class RecordedStep:
     tool_schema_version: str | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
     """The step span's attributes as recorded (empty when the source had no span)."""
+    served_headers: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+    """``step.response_headers`` as replay serves them: without the framing headers, which
+    no longer apply (the recorded body is already decoded from its content-encoding, and the
+    stream knows its length). Made with the step, not on every serving of it."""
+
+    def __post_init__(self) -> None:
+        served = tuple([(k, v) for k, v in self.step.response_headers if k.lower() not in _HOP])
+        object.__setattr__(self, "served_headers", served)
 
     @property
     def request_body(self) -> bytes | None:

@@ -47,10 +47,8 @@ from otel_replay.settings import Timing
 
 __all__ = ["Answer", "ReplaySession", "interruption"]
 
-_HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
 class Answer:
     """What the transport serves for one request.
 
@@ -81,20 +79,14 @@ class Answer:
         return None if self.times[0] else chunks[0]
 
 
-def _wants_stream(recorded: RecordedStep, body: bytes) -> bool | None:
-    """For a synthesised step, whether today's request asks for a stream (None otherwise):
-    the response must take the shape the request asked for, and a span from another
-    instrumentation may not say whether the recorded call streamed."""
-    if recorded.fidelity != "semantic":
-        return None
-    parsed = parse_json(body)
-    return isinstance(parsed, dict) and parsed.get("stream") is True
-
-
-def _shaped(recorded: RecordedStep, stream: bool | None) -> RecordedStep:
-    """``recorded`` with its synthesised response re-made as a stream or not, when it differs."""
-    if stream is None:  # recorded bytes: served as they came
+def _shaped(recorded: RecordedStep, body: bytes) -> RecordedStep:
+    """``recorded``, its synthesised response re-made as a stream or not when today's request
+    ``body`` asks for the other: the response must take the shape the request asked for, and a
+    span from another instrumentation may not say whether the recorded call streamed."""
+    if recorded.fidelity != "semantic":  # recorded bytes: served as they came
         return recorded
+    parsed = parse_json(body)
+    stream = isinstance(parsed, dict) and parsed.get("stream") is True
     streamed = any(
         k.lower() == "content-type" and is_sse(v) for k, v in recorded.step.response_headers
     )
@@ -148,16 +140,21 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
     awaits: tuple[Awaited, ...] = ()
     if matcher.started_during(recorded):
         awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
-    # The recorded body is already decoded from its content-encoding and its length is known
-    # to the stream; the framing headers of the original response no longer apply.
-    headers = tuple([(k, v) for k, v in step.response_headers if k.lower() not in _HOP_HEADERS])
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
     error_type = step.error_type
     error = error_type if error_type and not step.complete and _is_exception(error_type) else None
     if step.status_code is None and error is None:
         error = error_type or "TransportError"
-    return Answer(step.status_code, headers, tuple(chunks), times, error, awaits, step.complete)
+    return Answer(
+        step.status_code,
+        recorded.served_headers,
+        tuple(chunks),
+        times,
+        error,
+        awaits,
+        step.complete,
+    )
 
 
 _IGNORED = {
@@ -212,6 +209,9 @@ class ReplaySession:
         """Read tools run live; their recorded steps are still matched and reported."""
         self.fork = fork if fork is not None else ForkPlan()
         """The fork's plan, checked against ``run`` (empty: a plain replay)."""
+        self._changes_answers = bool(
+            self.fork.overrides or self.fork.states or self.fork.injections
+        )
         self.timing: Timing = timing
         live_from = self.fork.live_from
         self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
@@ -249,9 +249,8 @@ class ReplaySession:
         A background call (an ``OTEL_REPLAY_IGNORE`` match; telemetry under strict replay)
         gets otel-replay's own answer; telemetry otherwise gets None, as an unmatched request
         in a replay that is not strict: it goes out as it would."""
-        ignored = self._ignored(method, url, telemetry)
-        if ignored is not None or telemetry:
-            return ignored
+        if telemetry or self.ignore.match_url(url) is not None:
+            return self._background(method, url, telemetry)
         self._redactor.learn(headers, url)
         # Compared with, and reported beside, the recorded URL: redacted as the capture did.
         url = self._redactor.url(url)
@@ -263,20 +262,15 @@ class ReplaySession:
         recorded, fault = served.recorded, served.fault
         if served.forked is not None and in_exchange():  # the capture's span of this exchange
             trace.get_current_span().set_attribute(A.REPLAY_FORK_CHANGE, served.forked)
-        answer = _answer(
-            _shaped(recorded, _wants_stream(recorded, body)), self.timing, self.matcher
-        )
+        answer = _answer(_shaped(recorded, body), self.timing, self.matcher)
         return answer if fault is None else injected_answer(fault, recorded, answer)
 
-    def _ignored(self, method: str, url: str, telemetry: bool) -> Answer | None:
-        """otel-replay's answer to a background call, counted in the result; None for the
-        agent's calls (and for telemetry when the replay is not strict)."""
-        if telemetry:
-            # OpenTelemetry's own export: strict replay opens no socket, so it is answered
-            # here; a replay that is not strict lets it go where it was configured to.
-            if not self.strict:
-                return None
-        elif self.ignore.match_url(url) is None:
+    def _background(self, method: str, url: str, telemetry: bool) -> Answer | None:
+        """otel-replay's answer to a background call (``telemetry``, or a call an ignore rule
+        matches), counted in the result; None for telemetry when the replay is not strict."""
+        # OpenTelemetry's own export: strict replay opens no socket, so it is answered here; a
+        # replay that is not strict lets it go where it was configured to.
+        if telemetry and not self.strict:
             return None
         self._count_ignored(self._redactor.body(call_of(url).encode()).decode(errors="replace"))
         return _IGNORED_HEAD if method.upper() == "HEAD" else _IGNORED[status_for(method)]
@@ -402,36 +396,42 @@ class ReplaySession:
             if match.how == "hash"
             else tuple(request_changes(recorded, Request(method, url, body)))
         )
-        served, forked = recorded, None
-        if not live and (self.fork.overrides or self.fork.states):
-            served, forked = served_instead(self.fork, recorded)
-        injections = self.fork.injections
-        fault = injections.get(recorded.step.index) if injections and not live else None
-        if fault is not None and self.matcher.divert(recorded):  # once: the retry gets the step
-            forked = f"inject {fault.given}"
-        else:
-            fault = None
+        served, forked, fault = recorded, None, None
+        if self._changes_answers and not live:
+            served, forked, fault = self._forked(recorded)
+        # Fields by position: a class called with keywords has them gathered into a dict and
+        # spread out again, which costs more than the rest of making it, for every request.
         order = self._record(
             ServedStep(
-                order=-1,
-                method=method,
-                url=url,
-                endpoint=recorded.endpoint,
-                request_hash=request_hash,
-                how=match.how,
-                recorded=recorded.step.index,
-                repeat=match.repeat,
-                fidelity=recorded.fidelity,
-                changes=changes,
-                live=live,
-                effect=None if effect is None else effect.effect,
-                effect_reason=None if effect is None else effect.reason,
-                forked=forked,
-                request_body=body,
-                response_body=None if live or fault is not None else served.step.response_body,
+                -1,  # order, given by _record
+                method,
+                url,
+                recorded.endpoint,
+                request_hash,
+                match.how,
+                recorded.step.index,  # recorded
+                match.repeat,
+                recorded.fidelity,
+                changes,
+                live,
+                None if effect is None else effect.effect,
+                None if effect is None else effect.reason,  # effect_reason
+                forked,
+                body,  # request_body
+                None if live or fault is not None else served.step.response_body,
             )
         )
         return None if live else _Serving(served, order, effect, forked, fault)
+
+    def _forked(self, recorded: RecordedStep) -> tuple[RecordedStep, str | None, Fault | None]:
+        """What the fork serves for ``recorded`` (``recorded`` itself when it changes nothing
+        there), what it changed (``replay.fork.change``), and the fault it injects in the
+        step's place, if any (once: the retry gets the step)."""
+        served, forked = served_instead(self.fork, recorded)
+        fault = self.fork.injections.get(recorded.step.index)
+        if fault is not None and self.matcher.divert(recorded):
+            return served, f"inject {fault.given}", fault
+        return served, forked, None
 
     def _goes_live(self, match: Match | None, effect: ToolEffect | None) -> bool:
         """Whether a fork with a live point sends this call live (``_live_from``)."""
