@@ -35,6 +35,7 @@ _log = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 _CALL_SPAN_PREFIXES = ("gen_ai.", "server.")
+"""The request attributes a call span owned by another instrumentation gets from us."""
 _HASHES = frozenset({A.REPLAY_PROMPT_HASH, A.REPLAY_TOOL_SCHEMA_VERSION})
 """The content attributes kept with content capture off: hashes only."""
 _READ = (
@@ -46,7 +47,6 @@ _READ = (
 )
 """The request's attributes a step's :class:`Reading` names (strings the capture made): what
 the store can rebuild."""
-"""The request attributes a call span owned by another instrumentation gets from us."""
 
 
 class Recorder:
