@@ -4,9 +4,9 @@ The public API, re-exported here and loaded lazily."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from otel_replay._lazy import lazy_names as _lazy_names
 from otel_replay.errors import (
     CircuitOpenError,
     CodecError,
@@ -91,10 +91,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'otel_replay' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_names(__name__, _LAZY, globals())

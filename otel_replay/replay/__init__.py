@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otel_replay._lazy import lazy_names as _lazy_names
 
 if TYPE_CHECKING:
     from otel_replay.replay._api import replaying
@@ -74,13 +75,7 @@ reads runs (the CLI, a source) does not load what serving one needs (the transpo
 the sandbox), and every replayed process imports only what it uses."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next look-up does not come here
-    return value
+__getattr__ = _lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -45,6 +45,7 @@ def test_help_and_version_import_no_verb() -> None:
         ours = {m for m in loaded if m.startswith("otel_replay")}
         assert ours == {
             "otel_replay",
+            "otel_replay._lazy",
             "otel_replay._printable",
             "otel_replay.cli",
             "otel_replay.cli._format",

@@ -259,23 +259,32 @@ def test_pools_terminated_again_and_again_never_hang_and_lose_no_step(tmp_path: 
 FORK_IN_FLUSH = str(Path(__file__).with_name("_fork_in_flush_agent.py"))
 
 
-@pytest.mark.subprocess
-def test_a_worker_forked_while_the_writer_is_in_the_index_loses_nothing(tmp_path: Path) -> None:
-    # A fork copies SQLite's state as it is: forked while the parent's writer thread held the
-    # index's write lock, the worker saw it held for good, and its writer waited for it until
-    # the worker ended, its steps lost without a word (on a busy machine, now and then).
-    store = tmp_path / "store"
-    done = subprocess.run(
-        [str(INSTRUMENT), sys.executable, FORK_IN_FLUSH],
+def _fork_in_flush(
+    store: Path, *args: str, flush_timeout_ms: int
+) -> subprocess.CompletedProcess[str]:
+    """The fork-in-flush agent recorded into ``store`` under ``opentelemetry-instrument``."""
+    return subprocess.run(
+        [str(INSTRUMENT), sys.executable, FORK_IN_FLUSH, *args],
         cwd=ROOT,
         env=subprocess_env(
-            store, OTEL_REPLAY_RUN_ID="r_fork_in_flush", OTEL_REPLAY_FLUSH_TIMEOUT_MS="3000"
+            store,
+            OTEL_REPLAY_RUN_ID="r_fork_in_flush",
+            OTEL_REPLAY_FLUSH_TIMEOUT_MS=str(flush_timeout_ms),
         ),
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.subprocess
+def test_a_worker_forked_while_the_writer_is_in_the_index_loses_nothing(tmp_path: Path) -> None:
+    # A fork copies SQLite's state as it is: forked while the parent's writer thread held the
+    # index's write lock, the worker saw it held for good, and its writer waited for it until
+    # the worker ended, its steps lost without a word (on a busy machine, now and then).
+    store = tmp_path / "store"
+    done = _fork_in_flush(store, flush_timeout_ms=3000)
     assert (done.returncode, done.stdout, done.stderr) == (0, "worker: 0\n", "")
     with Store.open(store, create=False) as opened:
         assert [(r.run_id, r.step_count, r.status) for r in opened.runs()] == [
@@ -294,17 +303,7 @@ def test_a_worker_whose_steps_cannot_be_written_says_so(tmp_path: Path) -> None:
     # Its writer stuck in the store past the flush timeout, the worker goes all the same (as
     # it must), naming on stderr what it could not write; it used to go without a word.
     store = tmp_path / "store"
-    done = subprocess.run(
-        [str(INSTRUMENT), sys.executable, FORK_IN_FLUSH, "stuck"],
-        cwd=ROOT,
-        env=subprocess_env(
-            store, OTEL_REPLAY_RUN_ID="r_fork_in_flush", OTEL_REPLAY_FLUSH_TIMEOUT_MS="1000"
-        ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _fork_in_flush(store, "stuck", flush_timeout_ms=1000)
     assert (done.returncode, done.stdout) == (0, "worker: 0\n")
     (line,) = done.stderr.splitlines()
     assert re.fullmatch(

@@ -4,8 +4,9 @@ Runs (:func:`load_run`)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otel_replay._lazy import lazy_names as _lazy_names
 
 if TYPE_CHECKING:
     from otel_replay.replay.sources._backends import download, is_remote, source_name
@@ -64,13 +65,7 @@ _LAZY = {
 stored run without loading what reads files, URLs and trace backends."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next look-up does not come here
-    return value
+__getattr__ = _lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
