@@ -225,6 +225,6 @@ def test_a_session_without_a_marked_test_loads_only_the_plugin(tmp_path: Path) -
     out = run_pytest(tmp_path, "-s").stdout
     loaded = next(line for line in out.splitlines() if line.startswith("LOADED"))
     assert loaded == (
-        "LOADED ['otel_replay', 'otel_replay.errors', 'otel_replay.testing', "
-        "'otel_replay.testing.pytest_plugin']"
+        "LOADED ['otel_replay', 'otel_replay._lazy', 'otel_replay.errors', "
+        "'otel_replay.testing', 'otel_replay.testing.pytest_plugin']"
     ), out
