@@ -75,7 +75,9 @@ def test_the_changed_conversation_is_compared_with_its_own_steps(store: Path) ->
     )  # fmt: skip
     report = json.loads(as_json.stdout)
     changed = [s for s in report["steps"] if s["changes"]]
-    assert [s["recorded"] for s in changed] == [first.step.index, second.step.index]
+    assert [s["recorded"] for s in changed] == [first.step.index, second.step.index], (
+        as_json.stdout + as_json.stderr
+    )
     # The opening is asked while every opening is left, so content decides; the second turn
     # may come last of all, when the one step left is served by position.
     assert changed[0]["how"] == "closest" and changed[1]["how"] in ("closest", "position")
