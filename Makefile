@@ -94,9 +94,12 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
-# One worker per core (pytest-xdist); a module's tests stay on one worker, so its fixtures
-# (a recorded agent, an S3 server) are made once.
-PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
+# Three workers per two cores (pytest-xdist): a test waits on the processes and servers it
+# starts about a sixth of its time, so one worker per core leaves cores idle (2 cores: 13.4
+# min with 2 workers, 11.9 with 3). A module's tests stay on one worker, so its fixtures (a
+# recorded agent, an S3 server) are made once.
+WORKERS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n * 3 / 2 > 1 ? n * 3 / 2 : 1 )))
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 unit: setup
 	$(PYTEST)
