@@ -503,7 +503,8 @@ class Matcher:
     def _by_closeness(self, live: _Live, ordinal: int) -> Match | None:
         """The step not served yet of the live request's endpoint closest to it in content
         (:func:`closeness`); where content tells them apart by nothing, the ``ordinal``-th
-        (or the next one not served yet), by position."""
+        (or the next one not served yet after it; failing that, the first one not served yet,
+        as when a changed request comes after the steps recorded after it), by position."""
         steps = self._by_endpoint.get(live.endpoint, ())
         served = self.ledger.served
         left = [recorded for recorded in steps if not served(recorded.step.index)]
@@ -521,7 +522,7 @@ class Matcher:
                     recorded for recorded in closest if recorded.step.index in after
                 ] or closest
                 return Match(in_order[0], "closest")
-        return Match(later[0], "position") if later else None
+        return Match((later or left)[0], "position") if left else None
 
     def _after_fork_in_child(self) -> None:
         # A thread of the parent may have held the lock; the account itself is shared.

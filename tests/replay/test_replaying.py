@@ -392,6 +392,26 @@ def test_a_streamed_request_body_replays_by_its_exact_bytes(record: Recording) -
     assert [s.how for s in changed.steps] == ["position"]
 
 
+def test_a_changed_request_coming_after_its_successors_takes_the_step_left(
+    record: Recording,
+) -> None:
+    """Two calls recorded in order, replayed in the other order with the first one changed:
+    the second is served by hash, and the changed one, arriving after every step past its
+    place was served, takes the one step left (a divergence), never an unmatched request."""
+    store, run_id, recorded = record(
+        lambda url: [_ask(url, "Where is A-1?"), _ask(url, "Where is A-2?")]
+    )
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = [_ask(DEAD_URL, "Where is A-2?"), _ask(DEAD_URL, "Where is parcel A-1?")]
+    assert replayed == recorded[::-1]
+    assert [(s.recorded, s.how) for s in result.steps] == [(1, "hash"), (0, "position")]
+    first = result.first_divergence
+    assert first is not None and first.step == 0
+    assert "Where is A-1? → user: Where is parcel A-1?" in "\n".join(
+        c.describe() for c in first.changes
+    )
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [("strict", "yes"), ("timing", "slow"), ("clock", "now"), ("live_tools", "write")],
