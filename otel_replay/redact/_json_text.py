@@ -26,22 +26,32 @@ HIDING_ESCAPE = re.compile(rb"\\[u/]")
 """The escapes that can hide a secret's characters (``\\u0043``, ``\\/``)."""
 
 CREDENTIAL_KEY = (
-    r"(?i)(api[-_.]?key|secret|secret[-_.]?key|password|passwd|passphrase"
-    r"|(access|refresh|auth|bearer|session|security|id|api)[-_.]?token|authorization"
-    r"|private[-_.]?key|secret[-_.]?access[-_.]?key)$"
+    r"(?i)(api[-_.]?key|secret|secret[-_.]?key|password|passwd|pwd|passphrase"
+    r"|(access|refresh|auth|bearer|session|security|id|api)[-_.]?token|authorization|auth"
+    r"|bearer|credentials?|session[-_.]?id|private[-_.]?key|secret[-_.]?access[-_.]?key)$"
 )
-"""A key that names a credential (``api_key``, ``clientSecret``, ``aws.secret_access_key``):
-JSON keys here, span attribute keys in the Collector's ``redaction`` processor
+"""A key that names a credential (``api_key``, ``clientSecret``, ``aws.secret_access_key``,
+``sessionId``): JSON keys here, span attribute keys in the Collector's ``redaction`` processor
 (``collector-config/otelcol.yaml``), so it is written in the syntax Python's ``re`` and Go's
-RE2 share. Not "token" alone: it names the tokens of log-probabilities in model responses."""
+RE2 share. Not "token" alone: it names the tokens of log-probabilities in model responses
+(see :data:`TOKEN_VALUE`)."""
 
 _CREDENTIAL_KEY = re.compile(CREDENTIAL_KEY)
+
+_TOKEN_KEY = re.compile(r"(?i)token$")
+TOKEN_VALUE = re.compile(rb'"[^"\s\\]{16,}"')
+"""The value a key ending in "token" (``token``, ``github_token``) holds when it is taken for
+a credential: 16 characters or more with no space. A log-probability's token (``"token":
+"Hello"``) is a few characters, a credential far more."""
 
 # A credential key's ending just before its closing quote and colon (the quote escaped when
 # the JSON is itself in a string), written backwards: searched in the reversed bytes, the
 # colon is a literal the regex engine jumps between, which is cheaper than looking for each
 # ending forwards.
-_KEY_END_REVERSED = re.compile(rb':\s*"\\?(?i:yek|terces|dro?wssap|esarhpssap|nekot|noitazirohtua)')
+_KEY_END_REVERSED = re.compile(
+    rb':\s*"\\?(?i:yek|terces|dro?wssap|dwssap|dwp|esarhpssap|nekot|noitazirohtua|htua'
+    rb"|reraeb|s?laitnederc|di[-_.]?noisses)"
+)
 
 _STRING_VALUE = re.compile(rb'"\s*:\s*"')
 
@@ -71,7 +81,11 @@ def credential_values(data: bytes) -> bytes:
             continue
         key = data[key_start + 1 : key_end].decode("utf-8", "replace")
         value_start = match.end() - 1
-        if is_credential_key(key) and data[value_start : value_end + 1] != REDACTED_TOKEN:
+        value = data[value_start : value_end + 1]
+        if value != REDACTED_TOKEN and (
+            is_credential_key(key)
+            or (_TOKEN_KEY.search(key) is not None and TOKEN_VALUE.fullmatch(value) is not None)
+        ):
             out += (data[last:value_start], REDACTED_TOKEN)
             last = value_end + 1
     if not out:

@@ -51,7 +51,12 @@ def main() -> None:
     reply = client.chat.completions.create(
         model="gpt-4o-mini",
         messages=messages,  # type: ignore[arg-type]
-        extra_body={"api_key": SECRETS["body"], "metadata": {"client_secret": SECRETS["nested"]}},
+        extra_body={
+            "api_key": SECRETS["body"],
+            "metadata": {"client_secret": SECRETS["nested"]},
+            "github_token": SECRETS["token"],
+            "credentials": SECRETS["credentials"],
+        },
     )
     text = reply.choices[0].message.content or ""
     assert SECRETS["openai"] in text and "CUSTOM-4242-1717" in text, text

@@ -81,6 +81,25 @@ def test_credential_keys_lose_their_string_values_and_the_json_stays_valid() -> 
     assert out["tools"] == [{"properties": {"api_key": {"type": "string"}}}]
 
 
+@pytest.mark.parametrize(
+    "key",
+    ["passwd", "pwd", "auth", "oauth", "credentials", "bearer", "sessionId", "session_id",
+     "token", "github_token", "refreshToken"],
+)  # fmt: skip
+def test_every_key_naming_a_credential_loses_its_value(key: str) -> None:
+    body = json.dumps({key: "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "q": "ok"}).encode()
+    out = Redactor().body(body)
+    assert b"ghp_" not in out
+    assert json.loads(out) == {key: REDACTED, "q": "ok"}
+
+
+def test_a_log_probabilitys_token_is_kept() -> None:
+    body = json.dumps(
+        {"logprobs": {"content": [{"token": "Hello", "logprob": -0.1, "bytes": [72]}]}}
+    ).encode()
+    assert Redactor().body(body) is body
+
+
 def test_json_nested_in_a_string_is_redacted_in_place() -> None:
     arguments = json.dumps({"user": "ann", "password": "hunter2-hunter2"})
     body = json.dumps({"tool_calls": [{"function": {"arguments": arguments}}], "n": "é\n"})

@@ -1,4 +1,4 @@
-"""Secrets planted in 22 places never reach the store, the OTLP wire, the console exporter
+"""Secrets planted in 24 places never reach the store, the OTLP wire, the console exporter
 or the logs: an agent on the real openai, anthropic and httpx clients, under
 ``opentelemetry-instrument``, talks to a provider that echoes its credentials back (in
 bodies, error messages, headers, JSON escapes and split across stream events)."""
@@ -37,6 +37,8 @@ SENT = {
     "auth_token": "tk-XAUTH-abcdef123456",  # x-auth-token header
     "body": "bk-BODYFIELD-13579bdf",  # "api_key" in the JSON body
     "nested": "cs-NESTED-2468ace0",  # metadata.client_secret
+    "token": "ghp_TOKENFIELD0a1b2c3d4e",  # "github_token" in the JSON body
+    "credentials": "cr-CREDFIELD-99aa88bb",  # "credentials" in the JSON body
     "tool": "tp-TOOLARG-1122aabb",  # "password" in tool-call arguments (JSON in a string)
     "pattern": "CUSTOM-1111-2222",  # matches OTEL_REPLAY_REDACT in a message
 }
