@@ -28,6 +28,7 @@ __all__ = [
     "load",
     "read",
     "replay_requested",
+    "run_id_given",
     "turn_off",
 ]
 
@@ -80,6 +81,29 @@ def _patterns(raw: str) -> tuple[re.Pattern[bytes], ...]:
 
 def _text(raw: str) -> str | None:
     return raw.strip() or None
+
+
+RUN_ID_MAX = 200
+"""The longest run id a recording may be given."""
+_RUN_ID_REFUSED = re.compile(r"[\x00-\x20\x7f/\\#@]|^[.-]|^latest$")
+
+
+def run_id_given(raw: str) -> str | None:
+    """A run id given to a recording (``OTEL_REPLAY_RUN_ID``, ``run(run_id=...)``), or None
+    for an empty one (an id is made). ValueError for one that would read as something else
+    where runs are named (a path, a URL, ``DIR#RUN``, ``RUN@2``, ``latest``, an option) or
+    could not be printed on one line."""
+    value = raw.strip()
+    if not value:
+        return None
+    if len(value) > RUN_ID_MAX:
+        raise ValueError(f"a run id is at most {RUN_ID_MAX} characters, not {len(value)}")
+    if not value.isprintable() or _RUN_ID_REFUSED.search(value):
+        raise ValueError(
+            "a run id is printable text with no space, '/', '\\', '#' or '@', not starting "
+            "with '.' or '-', and not 'latest'"
+        )
+    return value
 
 
 def _flag(raw: str) -> bool:
@@ -149,7 +173,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OTEL_REPLAY_STORE", "./.otel-replay", str, "store location: a path or fsspec URL"),
     Setting("OTEL_REPLAY_MODE", "record", _mode, "record, replay or off"),
     Setting("OTEL_REPLAY_RUN", "", _text, "run id (or path/URL of a source) to replay"),
-    Setting("OTEL_REPLAY_RUN_ID", "", _text, "run id to use when recording"),
+    Setting("OTEL_REPLAY_RUN_ID", "", run_id_given, "run id to use when recording"),
     Setting(
         "OTEL_REPLAY_INLINE_LIMIT",
         "32768",

@@ -21,6 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from otel_replay import attributes as A
 from otel_replay import settings
 from otel_replay._clock import wall_gmtime, wall_ns
+from otel_replay.errors import ConfigError
 from otel_replay.runs._counter import StepCounter
 from otel_replay.runs._failed import Failure, mark_failed
 from otel_replay.runs._handoff import handoff
@@ -340,6 +341,12 @@ class run:
     """
 
     def __init__(self, name: str, seed: int | None = None, run_id: str | None = None) -> None:
+        if run_id is not None:
+            given = run_id
+            try:
+                run_id = settings.run_id_given(given)
+            except ValueError as exc:
+                raise ConfigError(f"run(run_id={given[:200]!r}) is invalid: {exc}") from None
         self.name = name
         self._explicit_seed = seed is not None
         recording = _tracer is not None

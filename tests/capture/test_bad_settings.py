@@ -48,6 +48,7 @@ BAD = {
     "OTEL_REPLAY_LIVE_TOOLS": "write",
     "OTEL_REPLAY_SOURCE_MAX_BYTES": "0",
     "OTEL_REPLAY_IGNORE": "*",
+    "OTEL_REPLAY_RUN_ID": "../../escape",
 }
 
 

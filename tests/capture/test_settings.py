@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import otel_replay
 from otel_replay import settings
 from otel_replay.errors import ConfigError
 
@@ -48,6 +49,26 @@ def test_bad_values_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name) as info:
         settings.load({name: value})
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    ["../../escape", "ok/../../x", "phoenix://x:1", "latest", "dir#r_1", "r_1@2", "-r",
+     ".hidden", "a\tb", "a\nb", "a\x00b", "a b", "x" * 201],
+)  # fmt: skip
+def test_a_run_id_that_reads_as_something_else_is_refused(run_id: str) -> None:
+    with pytest.raises(ConfigError, match=r"^OTEL_REPLAY_RUN_ID=.* is invalid: a run id is"):
+        settings.load({"OTEL_REPLAY_RUN_ID": run_id})
+    with pytest.raises(ConfigError, match=r"^run\(run_id=.*\) is invalid: a run id is"):
+        otel_replay.run("agent", run_id=run_id)
+
+
+@pytest.mark.parametrize(
+    "run_id", ["r_1", "ci-1234.2", "2026-11-29T10:00:00", "répéter", "x" * 200]
+)
+def test_a_run_id_that_names_only_a_run_is_taken(run_id: str) -> None:
+    assert settings.load({"OTEL_REPLAY_RUN_ID": f" {run_id} "}).run_id == run_id
+    assert otel_replay.run("agent", run_id=run_id).state.run_id == run_id
 
 
 def test_every_setting_is_documented() -> None:
