@@ -96,7 +96,7 @@ def forks_under_parents(found: list[RunInfo]) -> list[RunInfo]:
 @click.option(
     "-n",
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=2**63 - 1),  # SQLite's integers
     default=None,
     help=f"Show only the newest N runs (the table's default: {TABLE_LIMIT}).",
 )

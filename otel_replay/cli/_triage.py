@@ -41,12 +41,20 @@ _AGE = re.compile(r"(\d+)\s*([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
 
+_AGE_MAX_S = 36_500 * 86_400
+"""The longest age, 100 years: a longer one reaches before the calendar's first year."""
+
+
 def parse_age(text: str) -> int:
-    """``30m``, ``12h``, ``7d``, ``2w`` in nanoseconds; ValueError for anything else."""
+    """``30m``, ``12h``, ``7d``, ``2w`` (at most 100 years) in nanoseconds; ValueError for
+    anything else."""
     match = _AGE.fullmatch(text.strip().lower())
     if match is None or int(match[1]) == 0:
-        raise ValueError(f"{text!r} is not an age such as 30m, 12h, 7d or 2w")
-    return int(match[1]) * _UNIT_S[match[2]] * 10**9
+        raise ValueError(f"{text[:40]!r} is not an age such as 30m, 12h, 7d or 2w")
+    seconds = int(match[1]) * _UNIT_S[match[2]]
+    if seconds > _AGE_MAX_S:
+        raise ValueError(f"{text[:40]!r} is longer than 100 years (36500d)")
+    return seconds * 10**9
 
 
 def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:

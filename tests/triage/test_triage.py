@@ -281,6 +281,10 @@ def test_bad_input_is_one_line_and_exit_2(invoke: Invoke, store: Path, tmp_path:
     assert_bad_input(invoke("triage", "r_nope", "--store", str(store)), "r_nope")
     assert_bad_input(invoke("triage", "--since", "a week", "--store", str(store)), "--since")
     assert_bad_input(invoke("triage", "--since", "0d", "--store", str(store)), "--since")
+    for age in ("99999999999d", "300000w"):  # once an internal error (a year out of range)
+        assert_bad_input(invoke("triage", "--since", age, "--store", str(store)), "--since")
+    huge = "99999999999999999999"  # once an internal error (too large for SQLite)
+    assert_bad_input(invoke("runs", "-n", huge, "--store", str(store)), "--limit")
     missing = tmp_path / "missing.jsonl"
     assert_bad_input(invoke("triage", str(missing), "--store", str(store)), str(missing))
     assert_bad_input(invoke("triage", "--store", str(tmp_path / "none")), "none")
