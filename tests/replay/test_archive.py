@@ -479,6 +479,25 @@ def test_a_stray_file_is_left_out_with_a_note(
     assert "invalid or truncated JSON" in line
 
 
+@pytest.mark.subprocess
+def test_a_pipe_beside_the_trace_files_is_passed_over(recorded: Recorded, tmp_path: Path) -> None:
+    """A named pipe in the archive (once: ``show`` waited for a writer forever) is no trace
+    file: it is passed over, unopened, and the runs are read."""
+    archive = tmp_path / "archive"
+    write_rotated(archive, Exporter("json"), [batches(recorded.raw, 2)])
+    os.mkfifo(archive / "traces-fifo.json")
+    done = subprocess.run(
+        [str(CLI), "show", f"{archive}#{SUPPORT}", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["run"]["run_id"] == SUPPORT
+    assert [f.path.name for f in archive_files(archive)] == ["traces.json"]
+
+
 def test_import_says_which_runs_were_there_already(recorded: Recorded, tmp_path: Path) -> None:
     """An archive whose runs the store holds (imported from a file before): each is reported
     as already there, and nothing changes."""

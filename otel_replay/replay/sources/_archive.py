@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,9 @@ class ArchiveFile:
 
 
 def archive_files(root: Path) -> list[ArchiveFile]:
-    """The files under ``root`` (hidden ones aside), in the order they were written.
+    """The files under ``root`` (hidden ones aside, and pipes, sockets and devices: none holds
+    an archive's trace file, and opening a pipe waits for a writer), in the order they were
+    written.
 
     Raises SourceError naming ``root`` when it holds none.
     """
@@ -68,8 +71,19 @@ def _walk(root: Path) -> Iterator[Path]:
     for folder, dirs, names in os.walk(root, onerror=_unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
-            if not name.startswith("."):
-                yield Path(folder, name)
+            path = Path(folder, name)
+            if not name.startswith(".") and not _special(path):
+                yield path
+
+
+def _special(path: Path) -> bool:
+    """True for a pipe, socket or device (a link that leads nowhere is read, and named as
+    unreadable)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode)
 
 
 def _unreadable(exc: OSError) -> None:
