@@ -50,10 +50,12 @@ call may be a retry, a third is a loop."""
 _MAX_REASON = 200
 # The last part of an error type that names a failure of the network or of a provider: what a
 # timeout, a lost connection or a refused call raise (httpx, urllib3, aiohttp, the SDKs, the
-# builtins).
+# builtins); an answer cut off raises requests' ChunkedEncodingError, aiohttp's
+# ClientPayloadError, http.client's IncompleteRead.
 _TIMEOUT = re.compile(r"Timeout|TimedOut")
 _CONNECTION = re.compile(
     r"Connect|Disconnect|RemoteProtocol|NetworkError|ReadError|WriteError|ProtocolError"
+    r"|ChunkedEncoding|ClientPayload|IncompleteRead"
 )
 _PROVIDER = re.compile(r"InternalServer|RateLimit|Overloaded|ServiceUnavailable|APIStatus")
 _REPLAY_REFUSALS = ("UnmatchedRequestError", "NetworkBlockedError")

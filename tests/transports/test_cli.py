@@ -1,7 +1,9 @@
 """requests and aiohttp programs recorded under ``opentelemetry-instrument`` (OTLP to a real
 receiver and fixtures to the store), then replayed by ``otel-replay replay RUN -- python ...``
 with the stand-in stopped: same output, no connection, secrets on neither the wire nor disk; a
-transport otel-replay does not serve (``urllib.request``) is refused loudly and counted."""
+transport otel-replay does not serve (``urllib.request``) is refused loudly and counted. A
+stream cut off mid-answer, over requests, httpx or aiohttp, replays its error after the same
+lines and is triaged alike."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
+from tests.cli._checks import run_cli
 from tests.export._support import INSTRUMENT, ROOT, stored_bytes, subprocess_env
 from tests.replay.test_replay_cli import replay
 from tests.transports._calls import SECRETS
@@ -99,3 +102,62 @@ def test_a_transport_we_do_not_serve_is_refused_and_counted(recorded: dict[str, 
     assert replayed["connects"] == []
     assert done.returncode == 1, done.stdout + done.stderr
     assert "network attempts: 1" in done.stdout
+
+
+CUT_AGENT = Path(__file__).with_name("_cut_agent.py")
+TRANSPORTS = ("requests", "httpx", "aiohttp")
+RAISED = {
+    "requests": "requests.exceptions.ChunkedEncodingError",
+    "httpx": "httpx.RemoteProtocolError",
+    "aiohttp": "aiohttp.client_exceptions.ClientPayloadError",
+}
+
+
+@pytest.fixture(scope="module")
+def cut(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A stream the stand-in cuts off, read over each transport, recorded into one store
+    (runs ``r_cut_<transport>``): what each program printed before its error ended it."""
+    store = tmp_path_factory.mktemp("cut") / "store"
+    out: dict[str, Any] = {"store": store}
+    with StandIn(event_delay=0.001) as standin:
+        for transport in TRANSPORTS:
+            done = subprocess.run(
+                [str(INSTRUMENT), sys.executable, str(CUT_AGENT), standin.base_url, transport],
+                env=subprocess_env(store, OTEL_REPLAY_RUN_ID=f"r_cut_{transport}"),
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 1 and RAISED[transport] in done.stderr, done.stderr
+            assert done.stdout.split(), done.stderr  # the cut came after some lines
+            out[transport] = done.stdout
+    return out
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_stream_cut_off_replays_its_error_after_the_same_lines(
+    cut: dict[str, Any], transport: str
+) -> None:
+    done = replay(
+        cut["store"], f"r_cut_{transport}", sys.executable, str(CUT_AGENT), DEAD, transport
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.startswith(cut[transport])  # the same lines, then the same error
+    assert f"the agent raised {RAISED[transport]}" in done.stdout
+    assert ": identical steps, but the agent failed" in done.stdout
+
+
+def test_triage_labels_a_stream_cut_off_alike_over_every_transport(cut: dict[str, Any]) -> None:
+    result = run_cli("triage", "--json", "--store", str(cut["store"]))
+    assert result.exit_code == 0, result.output
+    runs = {run["run_id"]: run for run in json.loads(result.stdout)["runs"]}
+    labels = {t: runs[f"r_cut_{t}"]["label"] or {} for t in TRANSPORTS}
+    assert {
+        t: (x.get("category"), x.get("severity"), x.get("rule")) for t, x in labels.items()
+    } == {t: ("environment_drift", "critical", "connection") for t in TRANSPORTS}
+    assert all(
+        x["reason"].startswith("step 0: the connection dropped in the middle of")
+        for x in labels.values()
+    )

@@ -105,6 +105,33 @@ def test_a_stream_closed_early_is_recorded_incomplete(standin: Any) -> None:
     assert span["attributes"]["replay.response.size"] >= len(first)
 
 
+def _cut_stream(base: str) -> tuple[list[bytes], str]:
+    """The lines of a stream the stand-in cuts off, and the error reading it raised."""
+    reply = requests.post(
+        f"{base}/v1/chat/completions",
+        json=chat("Tell me a long story.", stream=True, model="standin-cut"),
+        stream=True,
+    )
+    lines: list[bytes] = []
+    with pytest.raises(requests.exceptions.ChunkedEncodingError) as raised:
+        lines.extend(reply.iter_lines())
+    (cause,) = raised.value.args
+    assert isinstance(cause, urllib3.exceptions.ProtocolError)
+    return lines, str(cause)
+
+
+def test_a_stream_cut_off_is_recorded_as_its_error_and_replayed(record: Recording) -> None:
+    store, run_id, recorded, _ = record(_cut_stream)
+    (step,) = [s.step for s in load_run(run_id, store=store).steps]
+    assert (step.status_code, step.complete) == (200, False)
+    assert step.error_type == "urllib3.exceptions.ProtocolError"
+    assert recorded[0] and step.response_body.startswith(recorded[0][0])
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = _cut_stream(DEAD)
+    assert replayed == recorded  # the same error after the same lines
+    assert result.identical, result.first_divergence
+
+
 def test_a_replay_serves_the_same_bytes_without_the_network(
     record: Recording, connects: list[str]
 ) -> None:

@@ -186,6 +186,9 @@ def _tee(response: Any, step: OpenStep) -> None:
     """Put the tees on ``response``'s raw sources, as attributes of the object itself."""
     cls = type(response)
     ref = weakref.ref(response)
+    # urllib3 closes the response just before it raises on a bad or missing chunk-size line
+    # (a stream cut off): that close must not end the step before the error does.
+    in_chunk_line = False
 
     def raw_read(*args: Any, **kwargs: Any) -> Any:
         this = ref()
@@ -211,12 +214,16 @@ def _tee(response: Any, step: OpenStep) -> None:
         return data
 
     def update_chunk_length(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_chunk_line
         this = ref()
+        in_chunk_line = True
         try:
             result = cls._update_chunk_length(this, *args, **kwargs)
         except BaseException as exc:
             step.fail(exc)
             raise
+        finally:
+            in_chunk_line = False
         if this is not None and this.chunk_left == 0:  # the last chunk: the body is whole
             step.finish(complete=True)
         return result
@@ -225,7 +232,8 @@ def _tee(response: Any, step: OpenStep) -> None:
         try:
             return cls.close(ref(), *args, **kwargs)
         finally:
-            step.finish(complete=False)  # a no-op once the body was read whole
+            if not in_chunk_line:
+                step.finish(complete=False)  # a no-op once the body was read whole
 
     response._raw_read = raw_read
     response._handle_chunk = handle_chunk
