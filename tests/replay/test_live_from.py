@@ -253,6 +253,31 @@ def test_a_write_called_with_other_arguments_past_the_live_point_is_refused(
     assert result.outcome == "diverged"
 
 
+@otel_replay.tool(effect="write")
+def grant(item: str, user: str) -> str:
+    """Lend one to a user."""
+    RUNS["grant"] = RUNS.get("grant", 0) + 1
+    return f"{item} lent to {user}"
+
+
+def test_a_write_whose_volatile_argument_differs_past_the_live_point_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Canonical matching sets a top-level ``user`` aside (it names the caller of a model
+    call); a write tool's ``user`` argument is what it acts on, and it differs."""
+    store, run_id = tmp_path / "store", "r_20261129T010700_11fe0004"
+    with Pipeline(store), otel_replay.run(name="lend", run_id=run_id):
+        grant("lamp", "alice")
+    RUNS.clear()
+    with (
+        pytest.raises(UnmatchedRequestError, match=r"argument \$\.user: alice → bob"),
+        otel_replay.replaying(run_id, store=str(store), live_from=0) as result,
+    ):
+        grant("lamp", "bob")
+    assert RUNS == {}
+    assert [(s.recorded, s.how) for s in result.steps] == [(0, "canonical")]
+
+
 def test_a_write_called_again_past_the_live_point_is_refused(
     desk: tuple[Path, tuple[str, int, str]],
 ) -> None:
