@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ from otel_replay.replay._audit import AuditGuard
 from otel_replay.replay._guard import Listener, SocketGuard
 from otel_replay.replay._match import Match
 from otel_replay.replay._observe import NetworkObserver
+from otel_replay.step import describe_effect
 
 if TYPE_CHECKING:
     from otel_replay.replay._served import ServedStep
@@ -91,6 +92,31 @@ class LiveFrom:
         for listener in listeners:  # the guards come off before the call reaches a socket
             listener()
         return effect is None or not effect.writes or self.allow_writes
+
+    def refusal(
+        self, match: Match, effect: ToolEffect | None, changes: Sequence[Change]
+    ) -> str | None:
+        """Why the write tool call ``match`` answers, held back past the live point (see
+        :meth:`sends`), is refused rather than served: the recorded step answered other
+        arguments (``changes``), or it was served already; None to serve it. A recorded
+        result is the answer to its own call only, never to a what-if's other one."""
+        if not self._live or effect is None or not effect.writes or self.allow_writes:
+            return None
+        recorded = match.recorded
+        if match.repeat:
+            why = f"its recorded call (step {recorded.step.index}) was served already"
+        elif changes or match.how not in _BY_CONTENT:
+            differs = "; ".join(c.describe() for c in changes) or f"matched by {match.how}"
+            why = f"its recorded call (step {recorded.step.index}) had other arguments ({differs})"
+        else:
+            return None
+        name = recorded.endpoint.removeprefix("tool:")
+        said = describe_effect(effect.effect, effect.reason)
+        return (
+            f"otel-replay: tool {name!r} is a write ({said}) and {why}: past the live point a "
+            "fork serves a write tool only the call it recorded, and runs none without "
+            "--allow-writes"
+        )
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()

@@ -396,8 +396,9 @@ class ReplaySession:
             if match.how == "hash"
             else tuple(request_changes(recorded, Request(method, url, body)))
         )
+        refused = None if self.live_from is None else self.live_from.refusal(match, effect, changes)
         served, forked, fault = recorded, None, None
-        if self._changes_answers and not live:
+        if self._changes_answers and not live and refused is None:
             served, forked, fault = self._forked(recorded)
         # Fields by position: a class called with keywords has them gathered into a dict and
         # spread out again, which costs more than the rest of making it, for every request.
@@ -418,9 +419,11 @@ class ReplaySession:
                 None if effect is None else effect.reason,  # effect_reason
                 forked,
                 body,  # request_body
-                None if live or fault is not None else served.step.response_body,
+                None if live or fault is not None or refused else served.step.response_body,
             )
         )
+        if refused is not None:
+            raise unmatched(refused)
         return None if live else _Serving(served, order, effect, forked, fault)
 
     def _forked(self, recorded: RecordedStep) -> tuple[RecordedStep, str | None, Fault | None]:

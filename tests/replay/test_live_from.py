@@ -225,6 +225,74 @@ def test_a_write_the_recording_cannot_serve_past_the_live_point_is_refused(
     ]
 
 
+@pytest.mark.parametrize("live_from", [1, 2])
+def test_a_write_called_with_other_arguments_past_the_live_point_is_refused(
+    desk: tuple[Path, tuple[str, int, str]], live_from: int
+) -> None:
+    """The recorded ``reserve("lamp")`` is no answer to today's ``reserve("desk")``, though it
+    matches it by position: serving it would tell a what-if that the desk was reserved."""
+    store, _ = desk
+    RUNS.clear()
+    with (
+        pytest.raises(UnmatchedRequestError) as refused,
+        otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=live_from) as result,
+    ):
+        _desk("desk")
+    assert str(refused.value) == (
+        "otel-replay: tool 'reserve' is a write (write: declared) and its recorded call "
+        "(step 2) had other arguments (argument $.item: lamp → desk): past the live point a "
+        "fork serves a write tool only the call it recorded, and runs none without "
+        "--allow-writes"
+    )
+    assert RUNS == {"stock": 1}  # the read ran live (with today's argument); the write never ran
+    assert [(s.recorded, s.how, s.live) for s in result.steps] == [
+        (0, "hash", False),
+        (1, "position", True),
+        (2, "position", False),
+    ]
+    assert result.outcome == "diverged"
+
+
+@otel_replay.tool(effect="write")
+def grant(item: str, user: str) -> str:
+    """Lend one to a user."""
+    RUNS["grant"] = RUNS.get("grant", 0) + 1
+    return f"{item} lent to {user}"
+
+
+def test_a_write_whose_volatile_argument_differs_past_the_live_point_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Canonical matching sets a top-level ``user`` aside (it names the caller of a model
+    call); a write tool's ``user`` argument is what it acts on, and it differs."""
+    store, run_id = tmp_path / "store", "r_20261129T010700_11fe0004"
+    with Pipeline(store), otel_replay.run(name="lend", run_id=run_id):
+        grant("lamp", "alice")
+    RUNS.clear()
+    with (
+        pytest.raises(UnmatchedRequestError, match=r"argument \$\.user: alice → bob"),
+        otel_replay.replaying(run_id, store=str(store), live_from=0) as result,
+    ):
+        grant("lamp", "bob")
+    assert RUNS == {}
+    assert [(s.recorded, s.how) for s in result.steps] == [(0, "canonical")]
+
+
+def test_a_write_called_again_past_the_live_point_is_refused(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    """The recording reserved the lamp once: a second, identical call has nothing to serve."""
+    store, (_, _, reserved) = desk
+    RUNS.clear()
+    with (
+        pytest.raises(UnmatchedRequestError, match=r"tool 'reserve' .* was served already"),
+        otel_replay.replaying(TOOLS_RUN, store=str(store), live_from=1),
+    ):
+        assert _desk()[2] == reserved  # the call it recorded is served
+        reserve("lamp")
+    assert RUNS == {"stock": 1}
+
+
 def test_with_writes_allowed_a_write_past_the_live_point_runs(
     desk: tuple[Path, tuple[str, int, str]],
 ) -> None:
