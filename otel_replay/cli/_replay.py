@@ -255,7 +255,10 @@ def replay(
     The agent's own exit status is in the report and in --json (agent.exit_code).
     """
     where = store if store is not None else settings.read("OTEL_REPLAY_STORE")
-    # A bad rule stops us before the program.
+    # A bad setting the replayed program reads stops us before the program.
+    for setting in (*settings.SETTINGS, *settings.CLI_CHANNEL):
+        if setting.name not in _SET_FOR_THE_PROGRAM:
+            settings.read(setting.name)
     how = How(where, settings.read("OTEL_REPLAY_IGNORE"), timing, strict, isolate, live_tools)
     if corpus is not None:
         _one_run_only(fork, html)
@@ -491,6 +494,22 @@ def _launch(
     if notify:
         click.echo(isolation_notice(reason), err=True)
     return list(command), Isolation(False, reason=reason)
+
+
+_SET_FOR_THE_PROGRAM = frozenset(
+    {
+        "OTEL_REPLAY_MODE",
+        "OTEL_REPLAY_RUN",
+        "OTEL_REPLAY_STORE",
+        "OTEL_REPLAY_RUN_ID",
+        "OTEL_REPLAY_REPORT",
+        "OTEL_REPLAY_TIMING",
+        "OTEL_REPLAY_STRICT",
+        "OTEL_REPLAY_LIVE_TOOLS",
+        "OTEL_REPLAY_FORK",
+    }
+)
+"""The settings the replayed program is given (:func:`_child_env`), whatever the user's are."""
 
 
 def _child_env(

@@ -167,3 +167,26 @@ def test_the_cli_refuses_a_bad_setting_on_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "OTEL_REPLAY_RETAIN_OK_DAYS" in proc.stderr
+
+
+@pytest.mark.subprocess
+def test_replay_refuses_a_bad_setting_of_the_program_before_running_it(tmp_path: Path) -> None:
+    """A setting the replayed program would read (the recorded clock's) is checked by the
+    ``replay`` verb first: one line naming it, exit 2, the program never started (once: the
+    program died on it and the report blamed the agent, exit 3)."""
+    ran = tmp_path / "ran"
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "otel-replay"), "replay", "r_x", "--store",
+         str(tmp_path / "store"), "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')"],
+        cwd=ROOT,
+        env={**os.environ, "OTEL_REPLAY_CLOCK": "bogus"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "Error: OTEL_REPLAY_CLOCK='bogus' is invalid: " + proc.stderr.split("invalid: ")[1].strip()
+    ]
+    assert not ran.exists()
