@@ -296,7 +296,8 @@ def _runs_table(verdicts: list[Verdict], now: int) -> Table:
         else:
             shown = label_text(label)
             steps = sum(x.step is not None for x in verdict.labels)
-            more = f" (+{plural(steps, 'step')} labelled)" if steps > 1 else ""
+            # The reason names one labelled step; the count is of the others.
+            more = f" (+{plural(steps - 1, 'more step')} labelled)" if steps > 1 else ""
             what = Text(printable(label.reason) + more)
         runs.add_row(
             Text(printable(verdict.run_id), style="bold"),

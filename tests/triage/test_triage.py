@@ -186,7 +186,7 @@ def test_the_text_output_sums_up_by_category_then_lists_the_runs(
     drift = next(line for line in lines if line.startswith(DRIFT))
     assert "error (openai.InternalServerError)" in drift
     assert "environment_drift critical" in drift
-    assert "step 8: HTTP 503 from openai.chat_completions (+7 steps labelled)" in drift
+    assert "step 8: HTTP 503 from openai.chat_completions (+6 more steps labelled)" in drift
     assert lines[-2] == "10 runs triaged (in the last 7d), 6 failed, 6 labelled, 0 cold cases"
     assert lines[-1] == (
         f"labels kept in the store at {store}: otel-replay runs --failed --category C"
