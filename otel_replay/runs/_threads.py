@@ -77,7 +77,7 @@ def _start(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -
     if carried is not None and isinstance(instance, threading.Thread):
         # On the instance, so a subclass's own run() is carried too; gone once it returns,
         # so the thread holds no cycle through it.
-        instance.run = partial(_run_thread, carried, instance, instance.run)
+        instance.__dict__["run"] = partial(_run_thread, carried, instance, instance.run)
     return wrapped(*args, **kwargs)
 
 
