@@ -74,11 +74,17 @@ def _within(
 
 def _start(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
     carried = _carried()
-    if carried is not None and isinstance(instance, threading.Thread):
-        # On the instance, so a subclass's own run() is carried too; gone once it returns,
-        # so the thread holds no cycle through it.
-        instance.__dict__["run"] = partial(_run_thread, carried, instance, instance.run)
-    return wrapped(*args, **kwargs)
+    own = getattr(instance, "__dict__", {})
+    if carried is None or not isinstance(instance, threading.Thread) or "run" in own:
+        return wrapped(*args, **kwargs)  # "run" in own: started already, or the app's own
+    # On the instance, so a subclass's own run() is carried too; gone once it returns, so
+    # the thread holds no cycle through it.
+    own["run"] = partial(_run_thread, carried, instance, instance.run)
+    try:
+        return wrapped(*args, **kwargs)
+    except BaseException:
+        own.pop("run", None)  # no thread started
+        raise
 
 
 def _run_thread(
