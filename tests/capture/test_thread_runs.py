@@ -56,9 +56,8 @@ def test_a_pools_threads_do_not_keep_the_block_that_started_them() -> None:
 
 
 def test_threads_are_left_alone_once_the_instrumentor_goes() -> None:
-    started = threading.Thread.start
+    started, submit = threading.Thread.start, ThreadPoolExecutor.submit
     with CaptureKit():
         assert threading.Thread.start is not started
-    assert threading.Thread.start is started
-    assert ThreadPoolExecutor.submit is ThreadPoolExecutor.__dict__["submit"]
-    assert not hasattr(ThreadPoolExecutor.submit, "__wrapped__")
+        assert ThreadPoolExecutor.submit is not submit
+    assert (threading.Thread.start, ThreadPoolExecutor.submit) == (started, submit)
