@@ -1,5 +1,5 @@
 """Worker processes (fork, spawn, forkserver) continue the runs of the process that started
-them."""
+them; threads, the run of the ``run()`` block that started them (``_threads``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from otel_replay.runs._run import (
     process_run,
     recording,
 )
+from otel_replay.runs._threads import carry_into_threads, stop_carrying
 from otel_replay.step import RunFacts
 
 __all__ = ["hand_over_runs", "inherited_runs", "stop_handing_over"]
@@ -39,13 +40,16 @@ def inherited_runs() -> frozenset[str]:
 
 def hand_over_runs() -> None:
     """Hand the current run over to the workers multiprocessing starts fresh (fork needs
-    nothing: its hooks are always in place)."""
+    nothing: its hooks are always in place), and a ``run()`` block's to the threads started
+    in it (``_threads``)."""
     add_part(PART, _ticket, _take_ticket)
+    carry_into_threads()
 
 
 def stop_handing_over() -> None:
     """Stop handing runs over (the instrumentor goes)."""
     remove_part(PART)
+    stop_carrying()
 
 
 def _before_fork() -> None:

@@ -29,6 +29,7 @@ from otel_replay.runs._vcs import code_version
 from otel_replay.step import RunEnd, RunFacts
 
 __all__ = [
+    "BLOCK_RUN",
     "RUN_FACTS",
     "RunState",
     "continue_run",
@@ -186,7 +187,8 @@ class RunState:
 
 _process_run: RunState | None = None
 _recorded_seed: int | None = None
-_current: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
+BLOCK_RUN: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
+"""The run of the innermost ``run()`` block of the calling context (None: in no block)."""
 
 
 def start_process_run(run_id: str | None = None) -> RunState:
@@ -265,7 +267,7 @@ def _claim_configured_id() -> str | None:
 
 def current_run() -> RunState:
     """The run of the calling context: the innermost ``run()`` block, else the process run."""
-    state = _current.get()
+    state = BLOCK_RUN.get()
     if state is not None:
         return state
     return _process_run if _process_run is not None else start_process_run()
@@ -274,7 +276,7 @@ def current_run() -> RunState:
 def in_run_block() -> bool:
     """True when the calling context is inside a ``run()`` block (else its steps belong to
     the process run)."""
-    return _current.get() is not None
+    return BLOCK_RUN.get() is not None
 
 
 _parent_run: str | None = None
@@ -350,7 +352,7 @@ class run:
         self.name = name
         self._explicit_seed = seed is not None
         recording = _tracer is not None
-        if run_id is None and _current.get() is None and recording:
+        if run_id is None and BLOCK_RUN.get() is None and recording:
             run_id = _claim_configured_id()
         self.state = RunState(
             run_id=run_id or new_run_id(),
@@ -383,7 +385,7 @@ class run:
         )
         if recording:
             self.state.use_span(self._span)
-        run_token = _current.set(self.state)
+        run_token = BLOCK_RUN.set(self.state)
         ctx_token = otel_context.attach(trace.set_span_in_context(self._span))
         self._tokens = (run_token, ctx_token)
         # Without recording, a drawn seed would be recorded nowhere: only an explicit or a
@@ -401,7 +403,7 @@ class run:
         assert self._span is not None and self._tokens is not None
         run_token, ctx_token = self._tokens
         otel_context.detach(ctx_token)  # type: ignore[arg-type]
-        _current.reset(run_token)
+        BLOCK_RUN.reset(run_token)
         if exc is not None:
             recording = self.state.mode != "off"
             mark_failed(self._span, Failure(qualified_name(exc), exc), kit=recording)
