@@ -15,6 +15,7 @@ from rich.text import Text
 
 from otel_replay import settings
 from otel_replay.cli._common import (
+    CliError,
     emit,
     is_source,
     open_store,
@@ -26,7 +27,7 @@ from otel_replay.cli._common import (
 from otel_replay.cli._format import iso_time, json_text, plural, printable, when
 from otel_replay.cli._runs import label_json
 from otel_replay.cli._tables import SEVERITY_STYLE, label_text, table
-from otel_replay.errors import StoreNotFoundError
+from otel_replay.errors import CorruptBlobError, StoreNotFoundError
 from otel_replay.store import Store
 from otel_replay.triage import CATEGORIES, ColdCase, Triage, Verdict, severity_rank
 
@@ -97,18 +98,27 @@ def triage(refs: tuple[str, ...], since: int | None, as_json: bool, store: str |
 
     The labels of the store's runs are written into the store (`otel-replay runs --failed
     --category C` lists them); triaging a run again replaces them. The recordings are never
-    changed. Exit status: 0 when triaged (whatever was found); 2 on bad input.
+    changed. Exit status: 0 when triaged (whatever was found); 2 on bad input, or when a
+    stored run could not be read (the others are triaged first).
     """
     age = since if since is not None else None if refs else parse_age(DEFAULT_SINCE)
     cutoff = 0 if age is None else time.time_ns() - age
+    damaged: dict[str, str] = {}
     with _store(store, needed=not refs or any(not is_source(r) for r in refs)) as opened:
         session = Triage(opened)
-        verdicts = _verdicts(session, opened, refs, cutoff)
+        verdicts = _verdicts(session, opened, refs, cutoff, damaged)
         location = None if opened is None else opened.location
     if as_json:
         click.echo(json_text(_document(verdicts, since, session.written, location)))
-        return
-    _print(verdicts, refs, since, session.written, location)
+    else:
+        _print(verdicts, refs, since, session.written, location)
+    if damaged:
+        run_id, problem = next(iter(damaged.items()))
+        others = f" and {plural(len(damaged) - 1, 'other run')}" if len(damaged) > 1 else ""
+        raise CliError(
+            f"run {printable(run_id)}{others} could not be read, so not triaged ({problem}); "
+            "otel-replay verify names the damage"
+        )
 
 
 @contextlib.contextmanager
@@ -130,10 +140,11 @@ def _store(location: str | None, *, needed: bool) -> Iterator[Store | None]:
 
 
 def _verdicts(
-    session: Triage, store: Store | None, refs: Sequence[str], cutoff: int
+    session: Triage, store: Store | None, refs: Sequence[str], cutoff: int, damaged: dict[str, str]
 ) -> list[Verdict]:
     """The verdict on each run ``refs`` name (every run of the store when none), each once,
-    those that started before ``cutoff`` (Unix nanoseconds) left out."""
+    those that started before ``cutoff`` (Unix nanoseconds) left out; a stored run whose
+    files are damaged goes into ``damaged`` (run id: the problem) instead."""
     if store is not None and not refs:
         infos = store.runs()
     else:
@@ -142,7 +153,10 @@ def _verdicts(
     verdicts: list[Verdict] = []
     with progress("triaging") as report:
         for done, info in enumerate(unique, start=1):
-            verdicts.append(session.stored(info))
+            try:
+                verdicts.append(session.stored(info))
+            except CorruptBlobError as exc:
+                damaged[info.run_id] = str(exc)
             report(done, len(unique))
             if done % KEEP_EVERY == 0:
                 session.keep()

@@ -5,6 +5,7 @@ each rule's labels, the summary, the labels kept in the store for ``runs --faile
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from click.testing import Result
 
 from otel_replay.store import Store
+from otel_replay.store._format import run_dir
 from tests.cli._checks import assert_bad_input
 from tests.triage._recorded import (
     BROKEN_CONTRACT,
@@ -275,6 +277,25 @@ def test_runs_named_are_triaged_alone_each_once(invoke: Invoke, store: Path) -> 
     assert [r["run_id"] for r in named["runs"]] == [GAPPY, DRIFT]
     assert len(triaged(invoke, store, "--since", "1h")["runs"]) == 10
     assert triaged(invoke, store, DRIFT, "--since", "2w")["by_run"].keys() == {DRIFT}
+
+
+def test_a_damaged_run_is_named_and_the_others_are_triaged(
+    invoke: Invoke, store: Path, tmp_path: Path
+) -> None:
+    """A run whose record file is cut short (once: the whole triage stopped on it, no run
+    triaged): every other run is triaged and printed, then one line names the damaged run,
+    exit 2."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(store, copy)
+    for record in (copy / run_dir(DRIFT)).glob("*.rec"):
+        record.write_bytes(record.read_bytes()[:100])
+    result = invoke("triage", "--json", "--store", str(copy))
+    assert result.exit_code == 2, result.output
+    triaged_ids = {run["run_id"] for run in json.loads(result.stdout)["runs"]}
+    assert DRIFT not in triaged_ids and {HEALTHY, LOOPING, GAPPY} <= triaged_ids
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: run {DRIFT} could not be read, so not triaged (record file ")
+    assert line.endswith("); otel-replay verify names the damage")
 
 
 def test_bad_input_is_one_line_and_exit_2(invoke: Invoke, store: Path, tmp_path: Path) -> None:
