@@ -54,15 +54,25 @@ def code_version() -> CodeVersion:
 
 
 def _candidate_dirs() -> list[Path]:
-    """The running script's directory, then the working directory."""
+    """The running script's directory (unless the script is an installed tool's: ``python -m
+    pytest``, a console script of the environment), then the working directory."""
     dirs = []
     script = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    if script and Path(script).exists():
+    if script and Path(script).exists() and not _installed(Path(script).resolve()):
         dirs.append(Path(script).resolve().parent)
     cwd = Path.cwd()
     if cwd not in dirs:
         dirs.append(cwd)
     return dirs
+
+
+def _installed(script: Path) -> bool:
+    """Whether ``script`` belongs to the Python environment (a package's module, a console
+    script in its ``bin``), not to the code being run."""
+    if any(part in ("site-packages", "dist-packages") for part in script.parts):
+        return True
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return any(script.is_relative_to(prefix) for prefix in prefixes)
 
 
 def _git(where: Path, *args: str) -> str | None:
