@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -440,6 +441,8 @@ def _fits_override(override: Override, recorded: RecordedStep) -> None:
             f"{what}: step {recorded.step.index} calls {recorded.endpoint}, "
             "whose answers otel-replay cannot make"
         )
+    if recorded.endpoint in _UUID_VALUES:
+        _fits_uuid(what, override, recorded)
     if override.text or recorded.step.kind == "http":
         return
     try:
@@ -462,6 +465,22 @@ def _fits_override(override: Override, recorded: RecordedStep) -> None:
         parsed_answer(recorded.endpoint, override.body)
     except CodecError as exc:
         raise ConfigError(f"{what}: not an {recorded.endpoint} response body ({exc})") from None
+
+
+_UUID_VALUES = frozenset({"value:uuid4", "value:uuid.uuid4", "value:uuid.uuid1"})
+"""The value steps of ``otel_replay.uuid4()`` and of the application's ``uuid.uuid4()`` and
+``uuid1()``: their answer is a UUID's text."""
+
+
+def _fits_uuid(what: str, override: Override, recorded: RecordedStep) -> None:
+    try:
+        text = override.body.decode() if override.text else json.loads(override.body)
+        uuid.UUID(text)
+    except (AttributeError, TypeError, ValueError):
+        raise ConfigError(
+            f"{what}: step {recorded.step.index} is a value ({recorded.endpoint}) whose "
+            "answer is a UUID's text (text:0b0e7c2a-6f3c-4f5e-9d1a-2c8e4b7a9f10)"
+        ) from None
 
 
 def _shown(spec: str) -> str:

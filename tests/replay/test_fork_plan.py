@@ -121,6 +121,8 @@ def test_bad_flags_are_one_line(options: dict[str, object], message: str) -> Non
         ({"override": ["1=[1]"]}, "give a provider response body (a JSON object) or text:"),
         ({"override": ['1={"answer": "hi"}']}, "(it has no 'choices' list)"),
         ({"override": ["2=plain"]}, "whose answer is JSON"),
+        ({"override": ["0=text:notauuid"]}, "--override 0=text:notauuid: step 0 is a value"),
+        ({"override": ['0="x"']}, "(value:uuid4) whose answer is a UUID's text"),
         ({"override": ["2=503:{}"]}, "only an HTTP step takes a status"),
         ({"override": ["5=1"], "live_from": 4}, "--override 5: the step is not served"),
         ({"state": ["nowhere={}"]}, "no checkpoint of that name (its checkpoints: after_search)"),
@@ -142,10 +144,15 @@ def test_a_step_made_inside_a_tool_is_changed_only_when_the_tool_runs() -> None:
     in_write = _step(6, "value", "value:uuid4", within=5)
     in_read = _step(7, "http", "GET /orders", within=2)
     run = Run("r_nested", "test", (*RUN.steps, in_write, in_read))
-    for options in ({"override": {6: '"0000"'}}, {"inject": {6: "timeout"}}):
+    for options in (
+        {"override": {6: '"0b0e7c2a-6f3c-4f5e-9d1a-2c8e4b7a9f10"'}},
+        {"inject": {6: "timeout"}},
+    ):
         with pytest.raises(ConfigError, match=r"made inside step 5 \(tool:refund_order\)"):
             ForkPlan.build(**options).check(run)  # type: ignore[arg-type]
-    assert ForkPlan.build(override={6: '"0000"'}, allow_writes=True).check(run)
+    assert ForkPlan.build(
+        override={6: '"0b0e7c2a-6f3c-4f5e-9d1a-2c8e4b7a9f10"'}, allow_writes=True
+    ).check(run)
     with pytest.raises(ConfigError, match=r"a read tool .* or add --live-tools read"):
         ForkPlan.build(inject={7: "timeout"}).check(run)
     assert ForkPlan.build(inject={7: "timeout"}).check(run, live_read_tools=True)
