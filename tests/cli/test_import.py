@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
+from otel_replay._canonical import sha256_tag
 from otel_replay.redact import Redactor
 from otel_replay.replay.sources import load_run, write_bundle
 from otel_replay.store import Store
@@ -235,6 +236,30 @@ def test_a_bundle_of_a_different_run_under_a_held_id_is_refused(
         f"Error: the store at {target} already holds a different run {SUPPORT!r}; nothing imported"
     )
     assert len(load_run(SUPPORT, store=str(target)).steps) == 9
+
+
+def test_a_bundle_of_another_run_of_the_same_agent_under_a_held_id_is_refused(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    """Two runs of one agent send the same first requests: a bundle whose run id is a held
+    run's, alike in its first steps but not its last answer, is another run (once: 'already
+    in the store ... nothing changed', exit 0)."""
+    target = Path(shutil.copytree(recording.store, tmp_path / "store"))
+    support = load_run(SUPPORT, store=str(target))
+    last = support.steps[-1]
+    answer = last.step.response_body.replace(b"refund", b"REFUND")
+    assert answer != last.step.response_body
+    other = replace(last.step, response_body=answer, response_hash=sha256_tag(answer))
+    changed = replace(support, steps=(*support.steps[:-1], replace(last, step=other)))
+    bundle = tmp_path / "rerun"
+    write_bundle(changed, bundle, Redactor())
+    line = assert_bad_input(invoke("import", str(bundle), "--store", str(target)), SUPPORT)
+    assert line.endswith(f"already holds a different run {SUPPORT!r}; nothing imported")
+    same = tmp_path / "same"
+    write_bundle(support, same, Redactor())
+    result = invoke("import", str(same), "--store", str(target))
+    assert result.exit_code == 0, result.output
+    assert "already in the store" in result.stdout
 
 
 def test_a_bundle_of_semantic_steps_is_imported_as_spans(

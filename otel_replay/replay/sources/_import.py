@@ -207,8 +207,9 @@ def _step_span(
 
 def _held_bundle(store: Store, loaded: SourceRun) -> _Held | None:
     """:func:`_held` for a bundle's run, whose spans were made on reading it: the run is the
-    store's when the steps both hold send the same requests (the store's spans have other
-    ids: it may be the store the bundle was exported from)."""
+    store's when every step both hold has the same request and response (the store's spans
+    have other ids: it may be the store the bundle was exported from). Two runs of one agent
+    share some requests, so one step alike does not make them the same run."""
     run_id = loaded.run.run_id
     try:
         held = {step.index: step for step in store.steps(run_id)}
@@ -224,13 +225,24 @@ def _held_bundle(store: Store, loaded: SourceRun) -> _Held | None:
     )
     steps = {recorded.step.index: recorded.step for recorded in loaded.run.steps}
     both = held.keys() & steps.keys()
-    if both and all(held[i].request_hash != steps[i].request_hash for i in both):
+    if any(
+        (held[i].request_hash, held[i].response_hash)
+        != (steps[i].request_hash, _response_hash(steps[i]))
+        for i in both
+    ):
         raise SourceError(
             f"the store at {store.location} already holds a different run {run_id!r}; "
             "nothing imported"
         )
     ids = frozenset(str(loaded.step_spans[i].get("span_id")) for i in indexes & steps.keys())
     return _Held(frozenset(indexes), ids, len(steps.keys() - indexes))
+
+
+def _response_hash(step: Step) -> str | None:
+    """The hash of a bundled step's response (a bundle holds the body, not its hash)."""
+    if step.response_hash is not None or step.response_body is None:
+        return step.response_hash
+    return sha256_tag(step.response_body)
 
 
 def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
