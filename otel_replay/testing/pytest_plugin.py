@@ -8,6 +8,7 @@ See docs/pytest.md."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections import Counter
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -89,17 +90,7 @@ def _is_corpus(folder: Path) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("otel_replay_record") == "none":
         return
-    from otel_replay.testing._record import bundle_path  # noqa: PLC0415
-
-    named: Counter[Path] = Counter()
-    for item in items:
-        marker = item.get_closest_marker(MARKER)
-        if marker is None or len(marker.args) != 1:
-            continue
-        path = bundle_path(_item_source(item, marker))
-        if path is not None:
-            named[path.resolve()] += 1
-    config.stash[_NAMED] = named
+    config.stash[_NAMED] = Counter(path for path in map(_bundle_of, items) if path is not None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -155,7 +146,8 @@ def _otel_replay_marked(
         problem = None
     if problem is not None:  # failed outside the handler: one line, no chained traceback
         pytest.fail(
-            f"otel-replay: cannot replay {source!r}: {problem}{_hint(source)}", pytrace=False
+            f"otel-replay: cannot replay {source!r}: {problem}{_hint(request, source)}",
+            pytrace=False,
         )
     try:
         yield result
@@ -216,14 +208,29 @@ def _checked(marker: pytest.Mark, source: Any) -> Any:
     return source
 
 
-def _hint(source: Any) -> str:
-    """What to do about a bundle that is not there yet."""
+def _hint(request: pytest.FixtureRequest, source: Any) -> str:
+    """What to do about a bundle that is not there yet: record it, from this test alone when
+    other tests name it too (a bundle is recorded from one test)."""
     from otel_replay.testing._record import bundle_path  # noqa: PLC0415
 
     path = bundle_path(source)
     if path is None or path.exists():
         return ""
+    if sum(_bundle_of(item) == path.resolve() for item in request.session.items) > 1:
+        test = shlex.quote(request.node.nodeid)
+        return f" (record it from this test alone: pytest {RECORD_OPTION}=new {test})"
     return f" (record it: pytest {RECORD_OPTION}=new)"
+
+
+def _bundle_of(item: pytest.Item) -> Path | None:
+    """The bundle directory ``item``'s marker names (resolved), None when it names none."""
+    from otel_replay.testing._record import bundle_path  # noqa: PLC0415
+
+    marker = item.get_closest_marker(MARKER)
+    if marker is None or len(marker.args) != 1:
+        return None
+    path = bundle_path(_item_source(item, marker))
+    return None if path is None else path.resolve()
 
 
 def _to_record(request: pytest.FixtureRequest, source: Any) -> tuple[Path | None, str]:

@@ -235,6 +235,13 @@ def test_a_bundle_named_by_two_tests_or_a_run_id_is_not_recorded(project: pytest
         ]
     )
     assert not (project.path / "golden").exists()
+    replayed = run(project, "-k", "test_twice")  # the hint names one test to record it from
+    replayed.stdout.fnmatch_lines(
+        [
+            "*otel-replay: cannot replay '*/golden/shared': *(record it from this test alone: "
+            "pytest --otel-replay-record=new 'test_golden.py::test_twice[[]1[]]')"
+        ]
+    )
 
 
 CORPUS = """
