@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["clipped", "printable"]
 
 # C0 and C1 controls, DEL, undecodable bytes (kept as lone surrogates) and the invisible
 # marks that reorder or hide text.
@@ -18,6 +18,12 @@ def printable(text: str) -> str:
     as escapes (``\\x00``, ``\\n`` as ``\\x0a``, ``\\u202e``), so a hostile value (a run
     id, a message) can neither break a line nor drive the terminal."""
     return _UNPRINTABLE.sub(_escape, text)
+
+
+def clipped(text: str, limit: int = 100) -> str:
+    """``text`` cut to ``limit`` characters (the last one ``…``) for a message: a name given
+    by anyone (a run id of 100,000 characters) keeps its line short."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from otel_replay import settings
+from otel_replay._printable import clipped
 from otel_replay.cli._format import printable
 from otel_replay.cli.main import CliError
 from otel_replay.errors import OtelReplayError, RunNotFoundError, StoreNotFoundError
@@ -110,8 +111,14 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
 def is_source(ref: str) -> bool:
     """Whether ``ref`` names a trace source (a file, a directory, a URL), not a stored run."""
     source = ref.partition("#")[0]
-    remote = ref.lower().startswith(("http://", "https://"))
-    return bool(source) and (remote or "/" in source or Path(source).expanduser().exists())
+    if not source:
+        return False
+    if ref.lower().startswith(("http://", "https://")) or "/" in source:
+        return True
+    try:
+        return Path(source).expanduser().exists()
+    except (OSError, ValueError):  # a name no file can have (too long, a NUL): a run id
+        return False
 
 
 def run_mode(run: RunInfo) -> str:
@@ -152,7 +159,7 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
         return store.run(matches[0])
     if not matches:
         raise RunNotFoundError(
-            f"no run {ref!r} in the store at {store.location} ({_where_to_look(ref)})"
+            f"no run {clipped(ref)!r} in the store at {store.location} ({_where_to_look(ref)})"
         )
     shown = ", ".join(printable(name) for name in matches[:8])
     more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from otel_replay import settings
+from otel_replay._printable import clipped
 from otel_replay.errors import (
     CorruptBlobError,
     CorruptIndexError,
@@ -459,7 +460,7 @@ class Store:
         with self._index.guard():
             row = _rows.run_row(self._index.conn(), run_id)
         if row is None:
-            raise RunNotFoundError(f"no run {run_id!r} in the store at {self.location}")
+            raise RunNotFoundError(f"no run {clipped(run_id)!r} in the store at {self.location}")
         return row
 
     def run(self, run_id: str) -> RunInfo:
@@ -467,7 +468,7 @@ class Store:
         with self._index.guard():
             found = _rows.run_infos(self._index.conn(), run_id)
         if not found:
-            raise RunNotFoundError(f"no run {run_id!r} in the store at {self.location}")
+            raise RunNotFoundError(f"no run {clipped(run_id)!r} in the store at {self.location}")
         return found[0]
 
     def steps(self, run_id: str) -> list[StepInfo]:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+import otel_replay
 from otel_replay.cli import _tables
+from otel_replay.errors import RunNotFoundError
 from otel_replay.store._format import FORMAT_VERSION
 from tests.cli._checks import assert_bad_input
 from tests.cli._recording import SUPPORT
@@ -106,6 +108,19 @@ def test_an_empty_run_id_names_no_run(invoke: Invoke, bare: Path, verb: tuple[st
 def test_an_unknown_run(invoke: Invoke, store: Path) -> None:
     assert_bad_input(invoke("show", "r_nope", "--store", str(store)), "'r_nope'", str(store))
     assert_bad_input(invoke("pin", "r_nope", "--store", str(store)), "'r_nope'")
+
+
+def test_a_run_id_no_file_can_be_named_is_an_unknown_run_on_a_short_line(
+    invoke: Invoke, store: Path
+) -> None:
+    # Once: "Error: [Errno 36] File name too long: 'aaaa…'" with all 5,000 characters, and
+    # in-process an OSError (a ValueError for a NUL).
+    long_id = "r" * 5000
+    line = assert_bad_input(invoke("show", long_id, "--store", str(store)), "no run 'rrrr")
+    assert len(line) < 300
+    assert_bad_input(invoke("show", "r_\x00x", "--store", str(store)), "no run")
+    with pytest.raises(RunNotFoundError, match=r"^no run 'r{99}…' in the store"):
+        otel_replay.replaying(long_id, store=str(store)).__enter__()
 
 
 def test_a_bad_trace_source_given_as_a_run_is_named(

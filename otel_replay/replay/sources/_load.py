@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from otel_replay import settings
+from otel_replay._printable import clipped
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._archive import read_archive
@@ -191,17 +192,26 @@ def _ids(runs: list[SpanRun]) -> str:
 def _split(ref: str) -> tuple[Path | None, str | None]:
     """The existing file ``ref`` names and its ``#RUN_ID`` selector (None, None: not a file)."""
     whole = Path(ref).expanduser()
-    if whole.exists():
+    if _exists(whole):
         return whole, None
     # The selector is a run id, and a run id may hold "#" too: the file is the first prefix
     # before a "#" that exists.
     at = ref.find("#")
     while at >= 0:
         head = Path(ref[:at]).expanduser()
-        if at and head.exists():
+        if at and _exists(head):
             return head, ref[at + 1 :] or None
         at = ref.find("#", at + 1)
     return None, None
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; False for a name no file can have (too long, a NUL byte),
+    which is then taken for a run id."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _local(url: str) -> str:
@@ -233,6 +243,7 @@ def _from_store(run_id: str, location: str | None) -> SourceRun:
             info = opened.run(run_id)
         except RunNotFoundError:
             raise RunNotFoundError(
-                f"no run {run_id!r} in the store at {opened.location}, and no file by that name"
+                f"no run {clipped(run_id)!r} in the store at {opened.location}, and no file "
+                "by that name"
             ) from None
         return stored_run(opened, info)
