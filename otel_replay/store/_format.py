@@ -197,10 +197,10 @@ def ensure_format(backend: Backend, *, create: bool, previous: bool = False) -> 
         if not name.startswith(_IGNORED_IN_EMPTY_DIR) and name != FORMAT_FILE
     ]
     if others:
+        advice = ". Use an empty or new directory" if create else ""
         raise StoreFormatError(
             f"{backend.location} is not empty but has no {FORMAT_FILE} file: it is not an "
-            "otel-replay store; refusing to use it, nothing was changed. Use an empty or new "
-            "directory"
+            f"otel-replay store; refusing to use it, nothing was changed{advice}"
         )
     if not create:
         raise StoreNotFoundError(f"no otel-replay store at {backend.location}")

@@ -147,6 +147,7 @@ def test_a_directory_that_is_not_a_store(invoke: Invoke, tmp_path: Path) -> None
     (tmp_path / "notes.txt").write_text("mine")
     line = assert_bad_input(invoke("runs", "--store", str(tmp_path)), str(tmp_path))
     assert "not an otel-replay store" in line
+    assert line.endswith("nothing was changed")  # no advice to make one: runs reads only
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
 
 
