@@ -126,15 +126,14 @@ class World:
 
 
 def _time_machine() -> ModuleType:
-    """time_machine, imported (only a replay with a recorded clock needs it) without pytest
-    when this process is not a pytest session, so a replayed program does not load pytest
-    for time_machine's pytest plugin: that is a tenth of a second or more, where pytest
-    is installed, in every replay.
+    """time_machine (only a replay with a recorded clock needs it), imported without pytest
+    unless this process may be a pytest session: time_machine imports pytest for its plugin
+    wherever pytest is installed, which would cost every replayed program more than
+    time_machine itself.
 
-    A pytest session (``pytest``, ``py.test``, ``python -m pytest``) gets the plugin as it
-    would unreplayed, and so does a program given as ``-c`` code or on stdin (pytest-xdist's
-    workers are), which cannot be told apart. A program that runs ``pytest.main()`` itself
-    runs its tests without time_machine's fixture and marker."""
+    A pytest session (``pytest``, ``py.test``, ``python -m pytest``) keeps the plugin, and so
+    does a program given as ``-c`` code or on stdin, as pytest-xdist's workers are. A script
+    that runs ``pytest.main()`` itself runs its tests without time_machine's fixture."""
     if "pytest" in sys.modules or "time_machine" in sys.modules or _may_run_pytest():
         import time_machine  # noqa: PLC0415
 
