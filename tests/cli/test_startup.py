@@ -5,6 +5,7 @@ line its own help starts with."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -169,8 +170,10 @@ with open(sys.argv[1], "w", encoding="utf-8") as listing:
 
 
 def _replay(store: Path, cwd: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """``otel-replay replay SUPPORT -- COMMAND`` in ``cwd``, with no OTEL_ setting inherited."""
     return subprocess.run(
         [str(CLI), "replay", SUPPORT, "--store", str(store), "--", *command],
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
         cwd=cwd,
         capture_output=True,
         text=True,
