@@ -33,7 +33,6 @@ from otel_replay.cli._fork import fork_options
 from otel_replay.cli._format import json_text, printable
 from otel_replay.cli._replay_all import Ran, Shard, Watch, replay_all
 from otel_replay.cli._replay_report import render, verdict
-from otel_replay.cli._report import check_writable, write_report
 from otel_replay.errors import OtelReplayError
 from otel_replay.replay import (
     BOOT_DIR,
@@ -52,15 +51,7 @@ from otel_replay.replay import (
     isolation_unavailable,
     without_background,
 )
-from otel_replay.replay.sources import (
-    Limits,
-    download,
-    is_remote,
-    load_run,
-    only_run,
-    read_runs,
-    source_name,
-)
+from otel_replay.replay.sources import Limits, is_remote, load_run, only_run, read_runs
 from otel_replay.runs import new_run_id
 from otel_replay.store import Store
 
@@ -271,6 +262,8 @@ def replay(
         replay_all(corpus, command, one, jobs=jobs, shard=shard, strict=strict, as_json=as_json)
     assert run is not None  # the command's parser makes sure
     if html is not None:
+        from otel_replay.cli._report import check_writable  # noqa: PLC0415 - with --report only
+
         check_writable(html)
     replayed = replay_one(run, command, how, fork, output="stderr" if as_json else "inherit")
     result, kept = replayed.result, replayed.kept
@@ -424,7 +417,8 @@ def _kept(store: str, run_id: str, result: ReplayResult) -> _Kept:
 def _write_html(path: Path, recorded: Run, result: ReplayResult, kept: _Kept, store: str) -> None:
     """The report of the re-execution (as recorded in ``store``) against ``recorded``; of the
     recording alone when the re-execution was not recorded, saying why."""
-    from otel_replay.report import render as render_html  # noqa: PLC0415 - with --report only
+    from otel_replay.cli._report import write_report  # noqa: PLC0415 - with --report only
+    from otel_replay.report import render as render_html  # noqa: PLC0415
 
     said = verdict(result).plain
     replayed = None if kept.run_id is None else load_run(kept.run_id, store=store)
@@ -445,6 +439,9 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
     """
     base, _, fragment = ref.partition("#")
     if is_remote(base):
+        # The network code, for a remote source only.
+        from otel_replay.replay.sources import download, source_name  # noqa: PLC0415
+
         limits = Limits.from_env()
         data = download(base, limits, fragment or None)
         recorded = only_run(read_runs(data, source_name(base), fragment or None, limits), ref)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any, ClassVar
 
 from otel_replay._clock import wall_ns
@@ -52,8 +53,7 @@ class World:
 
     def start(self) -> None:
         if self._clock == "recorded" and self._start_s is not None and self._travel is None:
-            import time_machine  # noqa: PLC0415 - only a replay with a recorded clock needs it
-
+            time_machine = _time_machine()
             self._travel = time_machine.travel(self._start_s, tick=True)
             self._traveller = self._travel.start()
             self._spans_on_the_wall_clock()
@@ -123,6 +123,44 @@ class World:
             except (AttributeError, TypeError):  # a module that refuses: left as is
                 continue
             self._patched.append((owner, name, original))
+
+
+def _time_machine() -> ModuleType:
+    """time_machine (only a replay with a recorded clock needs it), imported without pytest
+    unless this process may be a pytest session: time_machine imports pytest for its plugin
+    wherever pytest is installed, which would cost every replayed program more than
+    time_machine itself.
+
+    A pytest session (``pytest``, ``py.test``, ``python -m pytest``) keeps the plugin, and so
+    does a program given as ``-c`` code or on stdin, as pytest-xdist's workers are. A script
+    that runs ``pytest.main()`` itself runs its tests without time_machine's fixture."""
+    if "pytest" in sys.modules or "time_machine" in sys.modules or _may_run_pytest():
+        import time_machine  # noqa: PLC0415
+
+        return time_machine
+    # None in sys.modules makes `import pytest` raise ImportError, which time_machine takes
+    # as "pytest is not installed".
+    sys.modules["pytest"] = None  # type: ignore[assignment]
+    try:
+        import time_machine  # noqa: PLC0415
+    finally:
+        if "pytest" in sys.modules and sys.modules["pytest"] is None:
+            del sys.modules["pytest"]
+    return time_machine
+
+
+_PYTEST_PROGRAMS = frozenset({"pytest", "py.test", "_pytest"})
+
+
+def _may_run_pytest() -> bool:
+    """Whether this process's program may be a pytest session, from its command line."""
+    argv, orig = sys.argv, getattr(sys, "orig_argv", [])
+    if not argv or argv[0] in ("-c", "-", ""):
+        return True
+    if argv[0] == "-m":  # the module's name is in the interpreter's own arguments only
+        module = orig[len(orig) - len(argv)] if len(orig) > len(argv) else ""
+        return module.partition(".")[0] in _PYTEST_PROGRAMS
+    return os.path.basename(argv[0]).removesuffix(".exe") in _PYTEST_PROGRAMS
 
 
 def _ours(frame: FrameType) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -24,9 +24,11 @@ from otel_replay._clock import wall_gmtime, wall_ns
 from otel_replay.errors import ConfigError
 from otel_replay.runs._counter import StepCounter
 from otel_replay.runs._failed import Failure, mark_failed
-from otel_replay.runs._handoff import handoff
 from otel_replay.runs._vcs import code_version
 from otel_replay.step import RunEnd, RunFacts
+
+if TYPE_CHECKING:
+    from otel_replay.runs._handoff import Handoff
 
 __all__ = [
     "BLOCK_RUN",
@@ -248,7 +250,7 @@ def end_process_run(error_type: str | None) -> None:
     if made == 0 or _ended == (state.run_id, made):
         return
     _ended = (state.run_id, made)
-    handoff().post(RunEnd(state.run_id, wall_ns(), error_type))
+    _handoff().post(RunEnd(state.run_id, wall_ns(), error_type))
 
 
 _configured_id_claimed = False
@@ -306,6 +308,14 @@ def use_recorded_seed(seed: int | None) -> None:
     pass its own, so the code's randomness repeats (None: draw seeds again)."""
     global _recorded_seed  # noqa: PLW0603 - set by the replay, read by run()
     _recorded_seed = seed
+
+
+def _handoff() -> Handoff:
+    """The process's hand-off, imported on first use: the process that only names runs (the
+    CLI minting a replay's id) does not load the OpenTelemetry SDK the hand-off builds on."""
+    from otel_replay.runs._handoff import handoff  # noqa: PLC0415
+
+    return handoff()
 
 
 def qualified_name(exc: BaseException) -> str:
@@ -412,7 +422,7 @@ class run:
             # Queued behind every step the block handed off (a stream the block left open
             # ends later), so the exporter sees the end after the steps.
             end = RunEnd(self.run_id, wall_ns(), None if exc is None else qualified_name(exc))
-            handoff().post(end)
+            _handoff().post(end)
 
     async def __aenter__(self) -> run:
         return self.__enter__()

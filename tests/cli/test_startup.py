@@ -1,9 +1,11 @@
-"""Start-up: ``--help`` and ``--version`` import no verb; a verb imports only what it uses;
-``--help`` still lists every verb with the one line its own help starts with."""
+"""Start-up: ``--help`` and ``--version`` import no verb; a verb imports only what it uses,
+``replay`` and the program it replays included; ``--help`` still lists every verb with the one
+line its own help starts with."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -111,6 +113,116 @@ def test_a_verb_that_reads_the_store_loads_nothing_heavy(
     assert heavy == []
     verbs = {m.rpartition(".")[2] for m in loaded if m.startswith("otel_replay.cli.")}
     assert verbs <= {*_SHARED, f"_{args[0]}"}
+
+
+REPLAY_UNNEEDED = (
+    "opentelemetry.sdk",
+    "wrapt",
+    "asyncio",
+    "http.client",
+    "urllib.request",
+    "ssl",
+    "jsonschema",
+    "httpx",
+    "fsspec",
+    "pytest",
+    "time_machine",
+    "otel_replay._workers",
+    "otel_replay.capture",
+    "otel_replay.export",
+    "otel_replay.report",
+    "otel_replay.envelope._steps",
+    "otel_replay.runs._handoff",
+    "otel_replay.runs._process_trace",
+    "otel_replay.replay._child",
+    "otel_replay.replay._session",
+    "otel_replay.replay.transports",
+    "otel_replay.replay.sources._backends",
+    "otel_replay.replay.sources._fetch",
+)
+"""What the ``replay`` verb's own process needs neither to start CMD nor to print the
+comparison: what records and serves steps (CMD's process does), what downloads a remote
+source, what writes an HTML report."""
+
+
+def _among(loaded: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.subprocess
+def test_the_replay_verb_loads_only_what_its_comparison_needs(store: Path) -> None:
+    """A replay runs in CI by the hundred: the verb's own process starts CMD and prints
+    the report without loading the OpenTelemetry SDK, wrapt or the network code."""
+    command = ("--", sys.executable, "-c", "pass")  # requests nothing: diverged
+    loaded = _loaded("replay", SUPPORT, "--store", str(store), *command, status=1)
+    assert {"otel_replay.cli._replay", "otel_replay.replay._result"} <= loaded
+    assert _among(loaded, REPLAY_UNNEEDED) == []
+
+
+CLI = Path(sys.executable).with_name("otel-replay")
+
+# Writes the modules the replayed program has loaded when its own code starts to ARGV[1].
+_LISTS_ITS_MODULES = """
+import json, sys
+with open(sys.argv[1], "w", encoding="utf-8") as listing:
+    json.dump(sorted(sys.modules), listing)
+"""
+
+
+def _replay(store: Path, cwd: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """``otel-replay replay SUPPORT -- COMMAND`` in ``cwd``, with no OTEL_ setting inherited."""
+    return subprocess.run(
+        [str(CLI), "replay", SUPPORT, "--store", str(store), "--", *command],
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.subprocess
+def test_a_replayed_program_starts_without_pytest(store: Path, tmp_path: Path) -> None:
+    """time_machine, which gives the replayed program the recorded clock, imports pytest
+    for its plugin wherever pytest is installed; a program that is no pytest session does
+    not pay for it."""
+    program, listing = tmp_path / "program.py", tmp_path / "modules.json"
+    program.write_text(_LISTS_ITS_MODULES, encoding="utf-8")
+    done = _replay(store, tmp_path, sys.executable, str(program), str(listing))
+    assert "Traceback" not in done.stderr, done.stderr
+    loaded = set(json.loads(listing.read_text(encoding="utf-8")))
+    assert {"otel_replay.replay._child", "time_machine"} <= loaded  # the clock is frozen
+    assert _among(loaded, ("pytest", "_pytest")) == []
+
+
+_CLOCK_TEST = """
+import datetime as dt
+
+def test_the_fixture_sets_the_clock(time_machine):
+    time_machine.move_to(dt.datetime(2031, 1, 2, tzinfo=dt.timezone.utc), tick=False)
+    assert dt.datetime.now(dt.timezone.utc).year == 2031
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "session",
+    [
+        (sys.executable, "-m", "pytest"),
+        (str(Path(sys.executable).with_name("pytest")),),
+        (sys.executable, "-c", "import sys, pytest; sys.exit(pytest.main())"),
+    ],
+    ids=["-m pytest", "pytest", "-c"],
+)
+def test_a_replayed_pytest_session_keeps_time_machines_plugin(
+    store: Path, tmp_path: Path, session: tuple[str, ...]
+) -> None:
+    """A pytest session replayed (or a program given as -c code, as pytest-xdist's workers
+    are) imports time_machine with pytest: its fixture and marker work as unreplayed."""
+    (tmp_path / "test_clock.py").write_text(_CLOCK_TEST, encoding="utf-8")
+    done = _replay(store, tmp_path, *session, "-p", "no:cacheprovider", "test_clock.py")
+    assert "1 passed" in done.stdout, done.stdout + done.stderr
 
 
 def test_the_replay_sources_load_each_name_from_where_it_lives() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from otel_replay._lazy import lazy_names as _lazy_names
 
 if TYPE_CHECKING:
-    from otel_replay.replay.sources._backends import download, is_remote, source_name
+    from otel_replay.replay.sources._backends import download, source_name
     from otel_replay.replay.sources._build import (
         SourceRun,
         Unbuilt,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from otel_replay.replay.sources._limits import Limits
     from otel_replay.replay.sources._load import (
         archive_of,
+        is_remote,
         load_run,
         load_sources,
         only_run,
@@ -49,7 +50,7 @@ _LAZY = {
     "import_archive": "otel_replay.replay.sources._import",
     "import_runs": "otel_replay.replay.sources._import",
     "is_bundle": "otel_replay.replay.sources._bundle",
-    "is_remote": "otel_replay.replay.sources._backends",
+    "is_remote": "otel_replay.replay.sources._load",
     "is_url": "otel_replay.replay.sources._fetch",
     "load_run": "otel_replay.replay.sources._load",
     "load_sources": "otel_replay.replay.sources._load",

@@ -7,14 +7,12 @@ import os
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from otel_replay import settings
 from otel_replay._printable import clipped
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._archive import read_archive
-from otel_replay.replay.sources._backends import download, is_remote, source_name
 from otel_replay.replay.sources._build import (
     SourceRun,
     UnbuiltRuns,
@@ -36,7 +34,7 @@ from otel_replay.replay.sources._limits import Limits, read_file
 from otel_replay.replay.sources._runs import SpanRun, has_steps
 from otel_replay.replay.sources._spans import span_dicts
 
-__all__ = ["archive_of", "load_run", "load_sources", "only_run", "read_runs"]
+__all__ = ["archive_of", "is_remote", "load_run", "load_sources", "only_run", "read_runs"]
 
 _log = logging.getLogger("otel_replay")
 
@@ -81,6 +79,8 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
 
     Files and URLs are read within the source limits (:class:`Limits`)."""
     if is_remote(ref):
+        from otel_replay.replay.sources._backends import download, source_name  # noqa: PLC0415
+
         where, _, wanted = ref.partition("#")
         limits = Limits.from_env()
         data = download(where, limits, wanted or None)
@@ -105,6 +105,17 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
     if _looks_like_path(ref):
         raise SourceError(f"no such file: {ref}")
     return [_from_store(ref, store)]
+
+
+def is_remote(ref: str) -> bool:
+    """True when ``ref`` is an http(s) URL or names a trace backend (``phoenix://`` …). The
+    code that downloads them (urllib, http.client, ssl) is loaded for a reference with a
+    scheme only: most name a stored run or a file."""
+    if "://" not in ref:
+        return False
+    from otel_replay.replay.sources import _backends  # noqa: PLC0415
+
+    return _backends.is_remote(ref)
 
 
 def archive_of(ref: str) -> tuple[Path, str | None] | None:
@@ -219,6 +230,8 @@ def _local(url: str) -> str:
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost"):
         raise SourceError(f"{url}: a file URL on another host ({parts.netloc}) is no source")
+    from urllib.request import url2pathname  # noqa: PLC0415 - with file: URLs only
+
     path = url2pathname(parts.path)
     if not path:
         raise SourceError(f"{url}: a file URL that names no file")
