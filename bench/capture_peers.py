@@ -34,6 +34,18 @@ wall time includes whatever they (and others) take from the application, thread 
 what the instrumentation costs the application's own thread. Process CPU (all threads) is
 printed too, so work moved off the application thread is not hidden.
 
+On a shared two-core machine the clocks spread by more than the differences they compare.
+``--instructions`` adds a deterministic figure: each variant's worker runs again under
+``valgrind --tool=callgrind`` (instrumentation off through the imports and the warm-up, then
+on), bare and instrumented blocks alternating with a marker call between them on which
+callgrind dumps its counters; the figure is the main thread's instructions per instrumented
+call minus per bare call. It does not move with the load, so a change of a few percent shows.
+What it does not see is what an instruction costs: valgrind emulates no SHA-NI, so hashing
+counts for far more than on hardware that has it (its share, libcrypto's own instructions, is
+printed apart); nor cache misses, system calls' time, or the application thread's waits for
+the GIL while the exporter's thread holds it. ``--runs 0 --instructions`` counts only; the
+verdict (and exit status) then goes by instructions.
+
 The peers do not install beside the project's dev tools: each registers an
 ``opentelemetry_instrumentor`` entry point that ``opentelemetry-instrument`` would load in the
 test suite, and genai-openai needs an opentelemetry-util-genai that openai-v2 cannot import.
@@ -47,6 +59,7 @@ By hand::
         opentelemetry-sdk==Z openinference-instrumentation-openai
 
     python bench/capture_peers.py [--make-venvs] [--runs 3] [--calls 400] [--blocks 5]
+    python bench/capture_peers.py --runs 0 --instructions   # a few minutes
 """
 
 from __future__ import annotations
@@ -54,11 +67,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -263,7 +279,9 @@ class _FloorInstrumentor:
         )
 
 
-_PATCHED_PACKAGES = ("openai", "httpx2", "httpx")
+_PATCHED_PACKAGES = ("openai", "httpx2", "httpx", "uuid")
+"""Where instrumentations replace functions on the call's path (otel-replay holds
+``uuid.uuid4``, which the SDK calls for every request: off in the bare blocks too)."""
 _ABSENT = object()
 
 
@@ -309,47 +327,65 @@ class _Toggle:
         ]
         if not self._swaps:
             raise SystemExit("the instrumentation patched nothing on the call's path")
+        self._on = True
 
     def on(self) -> None:
-        for owner, name, _, patched in self._swaps:
-            setattr(owner, name, patched)
+        if not self._on:
+            for owner, name, _, patched in self._swaps:
+                setattr(owner, name, patched)
+        self._on = True
 
     def off(self) -> None:
-        for owner, name, original, _ in self._swaps:
-            if original is _ABSENT:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
+        if self._on:
+            for owner, name, original, _ in self._swaps:
+                if original is _ABSENT:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, original)
+        self._on = False
+
+
+class _Setup:
+    """A variant ready to measure in this process: the client, the conversations, the
+    provider and the switch that turns the variant on and off."""
+
+    def __init__(self, name: str, scratch: str) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+
+        self.sizes: dict[str, int] = {}
+        self.client = _client(self.sizes)
+        self.conversations = [_messages(n) for n in range(64)]
+        self.provider = TracerProvider()
+        instrumentor, self.discard = _instrumentor(name, self.provider, scratch)
+        _warm(self.client, self.conversations)  # the SDK imports its resources on first use
+        self.toggle = _Toggle(lambda: instrumentor.instrument(tracer_provider=self.provider))
+
+    def block(self, calls: int) -> dict[str, float]:
+        return _block(self.client, self.conversations, calls)
 
 
 def worker(name: str, calls: int, blocks: int) -> None:
     """Alternate blocks of bare and instrumented calls in this process (the variant turned on
     and off between them, see ``_Toggle``), and print JSON: per clock, the median over pairs of
     (instrumented - bare) and the medians of each."""
-    from opentelemetry.sdk.trace import TracerProvider
-
     with tempfile.TemporaryDirectory() as scratch:
-        sizes: dict[str, int] = {}
-        client = _client(sizes)
-        conversations = [_messages(n) for n in range(64)]
-        provider = TracerProvider()
-        instrumentor, discard = _instrumentor(name, provider, str(Path(scratch) / "store"))
+        setup = _Setup(name, str(Path(scratch) / "store"))
+        client, conversations, provider = setup.client, setup.conversations, setup.provider
+        discard, toggle = setup.discard, setup.toggle
         bare: list[dict[str, float]] = []
         instrumented: list[dict[str, float]] = []
-        _warm(client, conversations)  # the SDK imports its resources on first use
-        toggle = _Toggle(lambda: instrumentor.instrument(tracer_provider=provider))
         for n in range(blocks + 1):  # the first pair warms up
             toggle.off()
             provider.force_flush()
             before = discard.spans if discard else 0
             _warm(client, conversations)
-            sample = _block(client, conversations, calls)
+            sample = setup.block(calls)
             provider.force_flush()
             if discard and discard.spans != before:
                 raise SystemExit(f"{name}: spans from a bare block")
             toggle.on()
             _warm(client, conversations)
-            other = _block(client, conversations, calls)
+            other = setup.block(calls)
             if n:
                 bare.append(sample)
                 instrumented.append(other)
@@ -357,7 +393,7 @@ def worker(name: str, calls: int, blocks: int) -> None:
         content = name == "otel-replay" or any(
             key.startswith(_CONTENT_KEYS) for key in (discard.keys if discard else ())
         )
-        out: dict[str, Any] = {"sizes": sizes, "content": content}
+        out: dict[str, Any] = {"sizes": setup.sizes, "content": content}
         for clock in ("wall", "cpu", "proc"):
             pairs = [i[clock] - b[clock] for b, i in zip(bare, instrumented, strict=True)]
             out[clock] = {
@@ -365,6 +401,151 @@ def worker(name: str, calls: int, blocks: int) -> None:
                 "bare": statistics.median(b[clock] for b in bare),
             }
         print(json.dumps(out))
+
+
+# --- instructions: the same blocks under callgrind ------------------------------------------
+
+MARKER = "getppid"
+"""The C function whose entry makes callgrind dump (and reset) its counters: the worker calls
+it between blocks, so each dump holds one block and nothing else."""
+INSTRUCTION_CALLS = 10
+"""Calls per block under callgrind, in two pairs of blocks: the counts do not move with the
+load, only with what the calls do (the collector's passes fall in one block or another)."""
+
+
+def _callgrind_on() -> None:
+    """Turn callgrind's instrumentation on in this process (it starts off, so the imports run
+    at near native speed). vgdb reaches a process only while it runs guest code: spin."""
+    asked = subprocess.Popen(
+        ["callgrind_control", "--instr=on", str(os.getpid())],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    while asked.poll() is None:
+        pass
+    if asked.returncode:
+        raise SystemExit(f"callgrind_control failed: {asked.stderr.read().decode()[-500:]}")
+
+
+def instructions_worker(name: str, calls: int) -> None:
+    """Under ``valgrind --tool=callgrind --instr-atstart=no --dump-before=MARKER``: warm up
+    uninstrumented, turn callgrind on, then alternate blocks of ``calls`` bare and instrumented
+    calls with the marker around each block; print JSON naming each dump in order."""
+    labels: list[str] = []
+
+    def mark(label: str) -> None:
+        os.getppid()  # the marker: callgrind dumps the counters since the previous one
+        labels.append(label)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        setup = _Setup(name, str(Path(scratch) / "store"))
+        for switch in (setup.toggle.off, setup.toggle.on):  # both paths warm, uncounted
+            switch()
+            _warm(setup.client, setup.conversations)
+        _callgrind_on()
+        for _ in range(2):
+            for label, switch in (("bare", setup.toggle.off), ("instrumented", setup.toggle.on)):
+                switch()
+                setup.provider.force_flush()
+                setup.block(3)  # the interpreter re-specialises after the switch
+                mark("-")
+                setup.block(calls)
+                mark(label)
+        print(json.dumps({"labels": labels, "calls": calls}))
+        os._exit(0)  # no shutdown under callgrind: it would only cost time
+
+
+HASHING_LIBRARY = "libcrypto"
+"""The shared object whose own instructions are the hashing (hashlib's sha256 is OpenSSL's)."""
+_NAMED = re.compile(r"\((\d+)\)\s*(.*)")
+
+
+@dataclass(frozen=True)
+class _Dump:
+    """One callgrind dump of the main thread: all its instructions, and those of
+    :data:`HASHING_LIBRARY`'s own code."""
+
+    total: int
+    hashing: int
+
+
+def _read_dump(path: Path) -> _Dump:
+    """Sum a dump's cost lines, and those under an ``ob=`` naming the hashing library; the
+    line after ``calls=`` is that call's inclusive cost, already counted in the callee's own
+    lines. Checked against the dump's ``totals:``."""
+    names: dict[str, str] = {}
+    total = hashing = stated = 0
+    hashing_here = after_call = False
+    for line in path.read_text().splitlines():
+        head = line[:1]
+        if head.isdigit() or head in "+-*":
+            if after_call:
+                after_call = False
+            elif len(fields := line.split()) > 1:
+                total += int(fields[1])
+                hashing += int(fields[1]) if hashing_here else 0
+        elif line.startswith(("ob=", "cob=")):
+            value = line.partition("=")[2]
+            if named := _NAMED.match(value):  # "(3) /usr/lib/...so", then "(3)"
+                value = names.setdefault(named[1], named[2])
+            if line.startswith("ob="):
+                hashing_here = HASHING_LIBRARY in Path(value).name
+        elif line.startswith("calls="):
+            after_call = True
+        elif line.startswith("totals:"):
+            stated = int(line.split()[1])
+    if total != stated:
+        raise RuntimeError(f"{path}: read {total} instructions, the dump states {stated}")
+    return _Dump(total, hashing)
+
+
+def _main_thread_dumps(out: Path) -> list[_Dump]:
+    """The main thread's dumps (``out.N-01``), in the order callgrind wrote them."""
+    dumps = {int(d.name[len(out.name) + 1 : -3]): d for d in out.parent.glob(f"{out.name}.*-01")}
+    return [_read_dump(dumps[n]) for n in sorted(dumps)]
+
+
+def _count_instructions(python: str, name: str) -> dict[str, Any]:
+    """Main-thread instructions per bare call, added per instrumented call in each pair of
+    blocks, and of those, the hashing library's (mean), counted by callgrind."""
+    with tempfile.TemporaryDirectory() as where:
+        out = Path(where) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--separate-threads=yes",
+            "--instr-atstart=no",
+            f"--dump-before={MARKER}",
+            f"--callgrind-out-file={out}",
+            python,
+            __file__,
+            "--worker",
+            name,
+            "--count-instructions",
+            "--calls",
+            str(INSTRUCTION_CALLS),
+        ]
+        done = subprocess.run(
+            command, env=_worker_env(name), capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} under callgrind failed:\n{done.stderr[-3000:]}")
+        told = json.loads(done.stdout.strip().splitlines()[-1])
+        dumps = _main_thread_dumps(out)
+    labels = told["labels"]
+    if len(dumps) != len(labels):
+        raise RuntimeError(f"{name}: {len(dumps)} dumps for {len(labels)} markers")
+    blocks: dict[str, list[_Dump]] = {"bare": [], "instrumented": []}
+    for label, dump in zip(labels, dumps, strict=True):
+        if label in blocks:
+            blocks[label].append(dump)
+    calls = told["calls"]
+    pairs = list(zip(blocks["bare"], blocks["instrumented"], strict=True))
+    return {
+        "bare": statistics.mean(b.total for b in blocks["bare"]) / calls,
+        "added": [(i.total - b.total) / calls for b, i in pairs],
+        "hashing": statistics.mean((i.hashing - b.hashing) / calls for b, i in pairs),
+    }
 
 
 # --- the driver: one process per variant, several runs ---------------------------------------
@@ -393,20 +574,34 @@ def make_venvs(peers_dir: Path) -> None:
         subprocess.run(pip, check=True)
 
 
-def _run_worker(python: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
+def _worker_env(name: str) -> dict[str, str]:
     env = {**os.environ, **VARIANTS[name][1]}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent)])
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return env
+
+
+def _run_worker(python: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [python, __file__, "--worker", name, "--calls", str(args.calls)]
     command += ["--blocks", str(args.blocks)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, env=_worker_env(name), capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def _spread(values: list[float]) -> str:
-    return f"{min(values):7.1f} to {max(values):<7.1f}"
+def _spread(values: list[float], digits: int = 1) -> str:
+    return f"{min(values):7.{digits}f} to {max(values):<7.{digits}f}"
+
+
+def _instructions_available() -> str | None:
+    """Why the instruction count cannot run here, or None."""
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found: --instructions needs valgrind (apt-get install valgrind)"
+    return None
 
 
 def main() -> int:
@@ -414,15 +609,27 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="rounds of one process per variant")
     parser.add_argument("--calls", type=int, default=200, help="calls per block")
     parser.add_argument("--blocks", type=int, default=8, help="pairs of blocks per process")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count main-thread instructions under callgrind (--runs 0: only those)",
+    )
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--python", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
     parser.add_argument("--make-venvs", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--count-instructions", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.calls, args.blocks)
+        if args.count_instructions:
+            instructions_worker(args.worker, args.calls)
+        else:
+            worker(args.worker, args.calls, args.blocks)
         return 0
+    if args.instructions and (missing := _instructions_available()):
+        print(missing, file=sys.stderr)
+        return 2
     if args.make_venvs:
         make_venvs(args.peers_dir)
     given = dict(item.split("=", 1) for item in args.python)
@@ -451,45 +658,95 @@ def main() -> int:
             for clock in ("wall", "cpu"):
                 bare[clock].append(result[clock]["bare"])
         print(f"run {run + 1}/{args.runs} done", file=sys.stderr, flush=True)
+    counted: dict[str, dict[str, Any]] = {}
+    if args.instructions:
+        for name, python in pythons.items():
+            counted[name] = _count_instructions(python, name)
+            print(f"{name} counted under callgrind", file=sys.stderr, flush=True)
 
-    print(
-        f"openai SDK chat.completions.create, request {sizes.get('request', 0):,} B, response "
-        f"{sizes.get('response', 0):,} B, in-memory transport; {args.runs} runs of one process "
-        f"per variant, each the median of {args.blocks} pairs of blocks (bare, instrumented) "
-        f"of {args.calls} calls"
-    )
-    print(
-        f"bare SDK call: wall {statistics.median(bare['wall']):.1f} µs, "
-        f"app-thread CPU {statistics.median(bare['cpu']):.1f} µs (median over all processes)"
-    )
-    print()
-    print(
-        f"{'added per call (µs)':<16} {'wall med':>9} {'wall spread':>16}"
-        f" {'CPU med':>9} {'CPU spread':>16} {'proc CPU':>9}  content"
-    )
-    median = {n: {c: statistics.median(v) for c, v in added[n].items()} for n in added}
-    for name in pythons:
+    clocks = args.runs > 0
+    if clocks:
         print(
-            f"{name:<16} {median[name]['wall']:9.1f} {_spread(added[name]['wall']):>16}"
-            f" {median[name]['cpu']:9.1f} {_spread(added[name]['cpu']):>16}"
-            f" {median[name]['proc']:9.1f}  {'yes' if content[name] else 'no'}"
+            f"openai SDK chat.completions.create, request {sizes.get('request', 0):,} B, "
+            f"response {sizes.get('response', 0):,} B, in-memory transport; {args.runs} runs "
+            f"of one process per variant, each the median of {args.blocks} pairs of blocks "
+            f"(bare, instrumented) of {args.calls} calls"
         )
-    peers = [n for n in PEERS if n in median]
+        print(
+            f"bare SDK call: wall {statistics.median(bare['wall']):.1f} µs, "
+            f"app-thread CPU {statistics.median(bare['cpu']):.1f} µs (median over all processes)"
+        )
+    if counted:
+        low = min(c["bare"] for c in counted.values()) / 1e6
+        high = max(c["bare"] for c in counted.values()) / 1e6
+        print(
+            f"bare SDK call: {low:.2f} to {high:.2f} M main-thread instructions (each variant's "
+            f"interpreter, callgrind, 2 pairs of blocks of {INSTRUCTION_CALLS} calls)"
+        )
+    print()
+    header = f"{'added per call':<16}"
+    if clocks:
+        header += (
+            f" {'wall med':>9} {'wall spread':>16} {'CPU µs med':>10} {'CPU spread':>16}"
+            f" {'proc CPU':>9}"
+        )
+    if counted:
+        header += f" {'M instr':>8} {'instr spread':>16} {'hashing':>8}"
+    print(header + ("  content" if clocks else ""))
+    median = {n: {c: statistics.median(v) for c, v in added[n].items()} for n in added if clocks}
+    for name in pythons:
+        row = f"{name:<16}"
+        if clocks:
+            row += (
+                f" {median[name]['wall']:9.1f} {_spread(added[name]['wall']):>16}"
+                f" {median[name]['cpu']:10.1f} {_spread(added[name]['cpu']):>16}"
+                f" {median[name]['proc']:9.1f}"
+            )
+        if counted:
+            row += f" {statistics.mean(counted[name]['added']) / 1e6:8.3f}"
+            row += f" {_spread([a / 1e6 for a in counted[name]['added']], 3):>16}"
+            row += f" {counted[name]['hashing'] / 1e6:8.3f}"
+        print(row + (f"  {'yes' if content[name] else 'no'}" if clocks else ""))
+    figures: list[tuple[str, str, dict[str, float]]] = []
+    if clocks:
+        figures += [
+            (clock, label, {n: median[n][clock] for n in median})
+            for clock, label in (("cpu", "app-thread CPU"), ("wall", "wall"))
+        ]
+    if counted:
+        figures.append(
+            (
+                "instr",
+                "main-thread instructions",
+                {n: statistics.mean(c["added"]) for n, c in counted.items()},
+            )
+        )
+    # the verdict: by instructions when counted (they do not move with the load), else CPU
+    judged = "instr" if counted else "cpu"
+    peers = [n for n in PEERS if n in pythons]
     missed = False
     if peers:
         print()
-        for clock, label in (("cpu", "app-thread CPU"), ("wall", "wall")):
-            cheapest = min(peers, key=lambda n: median[n][clock])
-            base = median[cheapest][clock]
-            ratios = ", ".join(f"{n} {median[n][clock] / base:.2f}x" for n in median)
+        for key, label, figure in figures:
+            cheapest = min(peers, key=lambda n: figure[n])
+            base = figure[cheapest]
+            ratios = ", ".join(f"{n} {figure[n] / base:.2f}x" for n in figure)
             print(f"ratios to the cheapest peer by {label} ({cheapest}): {ratios}")
-            if "otel-replay" in median:
-                ratio = median["otel-replay"][clock] / base
+            if "otel-replay" in figure:
+                ratio = figure["otel-replay"] / base
                 verdict = "met" if ratio <= TARGET_RATIO else "MISSED"
                 print(
                     f"  otel-replay {ratio:.2f}x {cheapest} (target <= {TARGET_RATIO}): {verdict}"
                 )
-                missed = missed or (clock == "cpu" and ratio > TARGET_RATIO)
+                missed = missed or (key == judged and ratio > TARGET_RATIO)
+        if "otel-replay" in counted:
+            # valgrind emulates no SHA-NI: on hardware with it, hashing costs far less
+            unhashed = {n: statistics.mean(c["added"]) - c["hashing"] for n, c in counted.items()}
+            cheapest = min(peers, key=lambda n: unhashed[n])
+            print(
+                f"  without the hashing library's instructions: otel-replay "
+                f"{unhashed['otel-replay'] / unhashed[cheapest]:.2f}x {cheapest}"
+            )
     return 1 if missed else 0
 
 

@@ -44,14 +44,49 @@ TOKEN_VALUE = re.compile(rb'"[^"\s\\]{16,}"')
 a credential: 16 characters or more with no space. A log-probability's token (``"token":
 "Hello"``) is a few characters, a credential far more."""
 
-# A credential key's ending just before its closing quote and colon (the quote escaped when
-# the JSON is itself in a string), written backwards: searched in the reversed bytes, the
-# colon is a literal the regex engine jumps between, which is cheaper than looking for each
-# ending forwards.
-_KEY_END_REVERSED = re.compile(
-    rb':\s*"\\?(?i:yek|terces|dro?wssap|dwssap|dwp|esarhpssap|nekot|noitazirohtua|htua'
-    rb"|reraeb|s?laitnederc|di[-_.]?noisses)"
+_KEY_ENDINGS = (
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "token",
+    "authorization",
+    "auth",
+    "bearer",
+    "credential",
+    "credentials",
+    "sessionid",
+    "session_id",
+    "session-id",
+    "session.id",
 )
+"""How every key :data:`CREDENTIAL_KEY` matches ends (``token`` also ends the keys whose long
+values :data:`TOKEN_VALUE` takes for credentials)."""
+
+
+_QUOTE, _ESCAPED_QUOTE = '"', '\\\\"'
+
+
+def _key_end(quote: str) -> str:
+    """Lookbehinds, at a colon, for a credential key's ending and then ``quote``: first one
+    for the endings' last two letters, which turns most keys away, then one per ending."""
+    last_two = "".join(
+        "["
+        + "".join(sorted({e[i] for e in _KEY_ENDINGS} | {e[i].upper() for e in _KEY_ENDINGS}))
+        + "]"
+        for i in (-2, -1)
+    )
+    endings = "|".join(f"(?<=(?i:{ending}){quote}:)" for ending in _KEY_ENDINGS)
+    return f"(?<={last_two}{quote}:)(?:{endings})"
+
+
+# A colon just after a credential key's ending and its closing quote (escaped when the JSON
+# is itself in a string), or after whitespace (a key may be spaced from its colon: the exact
+# pass decides). The colon leads, so the regex engine skips from one to the next and looks
+# behind only there, on the text itself (no reversed copy).
+_KEY_END = re.compile(f":(?:(?<=\\s:)|{_key_end(_QUOTE)}|{_key_end(_ESCAPED_QUOTE)})".encode())
 
 _STRING_VALUE = re.compile(rb'"\s*:\s*"')
 
@@ -64,7 +99,7 @@ def is_credential_key(key: str) -> bool:
 
 def may_name_credentials(data: bytes) -> bool:
     """False when ``data`` certainly has no credential key (most bodies); a fast test."""
-    return _KEY_END_REVERSED.search(data[::-1]) is not None
+    return _KEY_END.search(data) is not None
 
 
 def credential_values(data: bytes) -> bytes:

@@ -211,3 +211,38 @@ def test_learned_values_inside_one_another_are_each_scrubbed() -> None:
     text = b"Bearer sk-live-abcdef12 and sk-live-abcdef12 alone"
     assert redactor.body(text) == f"{REDACTED} and {REDACTED} alone".encode()
     assert redactor.body(b"no secret here") == b"no secret here"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key",
+        "apiKey",
+        "clientSecret",
+        "password",
+        "passwd",
+        "db_passwd",
+        "PASSWD",
+        "passphrase",
+        "access_token",
+        "refreshToken",
+        "Authorization",
+        "private_key",
+        "aws.secret_access_key",
+    ],
+)
+def test_every_kind_of_credential_key_is_redacted_raw_spaced_and_nested(key: str) -> None:
+    secret = "hunter2-hunter2"
+    raw = json.dumps({"user": "ann", key: secret}).encode()
+    spaced = f'{{"user":"ann","{key}" :"{secret}"}}'.encode()
+    nested = json.dumps({"arguments": raw.decode()}).encode()
+    for body in (raw, spaced, nested):
+        out = Redactor().body(body)
+        assert secret.encode() not in out, body
+        assert REDACTED.encode() in out
+        assert json.loads(out)  # still JSON
+
+
+def test_keys_that_only_resemble_credentials_keep_their_values() -> None:
+    body = json.dumps({"max_tokens": "5", "keyboard": "qwerty", "token": "Hi"}).encode()
+    assert Redactor().body(body) is body
