@@ -28,13 +28,14 @@ HIDING_ESCAPE = re.compile(rb"\\[u/]")
 CREDENTIAL_KEY = (
     r"(?i)(api[-_.]?key|secret|secret[-_.]?key|password|passwd|pwd|passphrase"
     r"|(access|refresh|auth|bearer|session|security|id|api)[-_.]?token|authorization|auth"
-    r"|bearer|credentials?|session[-_.]?id|private[-_.]?key|secret[-_.]?access[-_.]?key)$"
+    r"|bearer|credentials?|private[-_.]?key|secret[-_.]?access[-_.]?key)$"
 )
-"""A key that names a credential (``api_key``, ``clientSecret``, ``aws.secret_access_key``,
-``sessionId``): JSON keys here, span attribute keys in the Collector's ``redaction`` processor
+"""A key that names a credential (``api_key``, ``clientSecret``, ``aws.secret_access_key``):
+JSON keys here, span attribute keys in the Collector's ``redaction`` processor
 (``collector-config/otelcol.yaml``), so it is written in the syntax Python's ``re`` and Go's
 RE2 share. Not "token" alone: it names the tokens of log-probabilities in model responses
-(see :data:`TOKEN_VALUE`)."""
+(see :data:`TOKEN_VALUE`). Not a session id either: agent frameworks name their conversations
+so (``session_id``), and the replayed program must get its own back."""
 
 _CREDENTIAL_KEY = re.compile(CREDENTIAL_KEY)
 
@@ -57,10 +58,6 @@ _KEY_ENDINGS = (
     "bearer",
     "credential",
     "credentials",
-    "sessionid",
-    "session_id",
-    "session-id",
-    "session.id",
 )
 """How every key :data:`CREDENTIAL_KEY` matches ends (``token`` also ends the keys whose long
 values :data:`TOKEN_VALUE` takes for credentials)."""

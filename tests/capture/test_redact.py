@@ -83,7 +83,7 @@ def test_credential_keys_lose_their_string_values_and_the_json_stays_valid() -> 
 
 @pytest.mark.parametrize(
     "key",
-    ["passwd", "pwd", "auth", "oauth", "credentials", "bearer", "sessionId", "session_id",
+    ["passwd", "pwd", "auth", "oauth", "credentials", "bearer",
      "token", "github_token", "refreshToken"],
 )  # fmt: skip
 def test_every_key_naming_a_credential_loses_its_value(key: str) -> None:
@@ -91,6 +91,13 @@ def test_every_key_naming_a_credential_loses_its_value(key: str) -> None:
     out = Redactor().body(body)
     assert b"ghp_" not in out
     assert json.loads(out) == {key: REDACTED, "q": "ok"}
+
+
+def test_a_session_id_is_kept() -> None:
+    # An agent framework's conversation (the OpenAI Agents SDK's session_id): the replayed
+    # program must get its own back.
+    body = json.dumps({"session_id": "desk-7", "sessionId": "support-2026-11-29"}).encode()
+    assert Redactor().body(body) is body
 
 
 def test_a_log_probabilitys_token_is_kept() -> None:
