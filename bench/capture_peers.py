@@ -79,7 +79,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-TARGET_RATIO = 0.75
+TARGET_RATIO = 1.0
 PEERS_DIR = Path("/tmp/otel-replay-peers")
 BASE_URL = "http://llm.bench/v1"
 MODEL = "gpt-4o-mini"
