@@ -134,6 +134,14 @@ def test_a_bad_trace_source_given_as_a_run_is_named(
         assert line.endswith("not OTLP trace data (no resourceSpans)"), line
     line = assert_bad_input(invoke("diff", "latest", str(traces), "--store", str(store)))
     assert str(traces) in line
+    for text, said in (
+        ("[1, 2, 3]", "an item of its array is a JSON number"),  # once "(a JSON int)"
+        ('"spans"', "a JSON string"),
+        ('{"resourceSpans": "x"}', "its resourceSpans is not a list"),  # once "no resourceSpans"
+    ):
+        traces.write_text(text + "\n")
+        line = assert_bad_input(invoke("show", str(traces), "--store", str(store)), str(traces))
+        assert line.endswith(f"not OTLP trace data ({said})"), line
 
 
 def test_latest_in_an_empty_store(invoke: Invoke, tmp_path: Path) -> None:

@@ -211,14 +211,19 @@ def _line(line: bytes, where: str) -> Iterator[Document]:
     return _unwrap(parsed, where)
 
 
-def _unwrap(value: Any, where: str) -> Iterator[Document]:
+_JSON_NAMES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}
+
+
+def _unwrap(value: Any, where: str, in_array: bool = False) -> Iterator[Document]:
     """The trace documents in one parsed JSON value (a document, a list, a wrapper)."""
     if isinstance(value, list):
         for item in value:
-            yield from _unwrap(item, where)
+            yield from _unwrap(item, where, in_array=True)
         return
     if not isinstance(value, dict):
-        raise SourceError(f"{where}: not OTLP trace data (a JSON {type(value).__name__})")
+        kind = _JSON_NAMES.get(type(value), "null")
+        what = f"an item of its array is a JSON {kind}" if in_array else f"a JSON {kind}"
+        raise SourceError(f"{where}: not OTLP trace data ({what})")
     if "result" in value and isinstance(value["result"], dict | list):
         yield from _unwrap(value["result"], where)
         return
@@ -236,5 +241,7 @@ def _unwrap(value: Any, where: str) -> Iterator[Document]:
         return
     elif "error" in value:
         raise SourceError(f"{where}: the server answered with an error: {value['error']}")
+    elif spans is not None:
+        raise SourceError(f"{where}: not OTLP trace data (its resourceSpans is not a list)")
     else:
         raise SourceError(f"{where}: not OTLP trace data (no resourceSpans)")
