@@ -45,10 +45,15 @@ records steps (the OpenTelemetry SDK, the worker hooks)."""
 
 __getattr__ = _lazy_names(__name__, _LAZY, globals())
 
+UUID_VALUES = frozenset({"uuid4", "uuid.uuid4", "uuid.uuid1"})
+"""The value steps whose answer is a UUID's text: ``otel_replay.uuid4()`` (``values``) and
+the application's own ``uuid.uuid4()`` and ``uuid1()`` (``_uuids``)."""
+
 
 __all__ = [
     "ENVELOPE_KINDS",
     "INJECTED_ERROR",
+    "UUID_VALUES",
     "Served",
     "ToolEffect",
     "address",

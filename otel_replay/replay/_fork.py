@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json
+from otel_replay.envelope import UUID_VALUES
 from otel_replay.errors import CodecError, ConfigError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import parsed_answer
@@ -441,7 +442,7 @@ def _fits_override(override: Override, recorded: RecordedStep) -> None:
             f"{what}: step {recorded.step.index} calls {recorded.endpoint}, "
             "whose answers otel-replay cannot make"
         )
-    if recorded.endpoint in _UUID_VALUES:
+    if recorded.step.kind == "value" and recorded.endpoint.removeprefix("value:") in UUID_VALUES:
         _fits_uuid(what, override, recorded)
     if override.text or recorded.step.kind == "http":
         return
@@ -465,11 +466,6 @@ def _fits_override(override: Override, recorded: RecordedStep) -> None:
         parsed_answer(recorded.endpoint, override.body)
     except CodecError as exc:
         raise ConfigError(f"{what}: not an {recorded.endpoint} response body ({exc})") from None
-
-
-_UUID_VALUES = frozenset({"value:uuid4", "value:uuid.uuid4", "value:uuid.uuid1"})
-"""The value steps of ``otel_replay.uuid4()`` and of the application's ``uuid.uuid4()`` and
-``uuid1()``: their answer is a UUID's text."""
 
 
 def _fits_uuid(what: str, override: Override, recorded: RecordedStep) -> None:

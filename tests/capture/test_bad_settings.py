@@ -153,17 +153,22 @@ def test_asked_to_replay_with_a_bad_setting_the_app_does_not_run(
     ]
 
 
-@pytest.mark.subprocess
-def test_the_cli_refuses_a_bad_setting_on_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "otel-replay"), "runs", "--store", str(tmp_path)],
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``otel-replay ARGS`` with ``env`` added to this process's environment."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "otel-replay"), *args],
         cwd=ROOT,
-        env={**os.environ, "OTEL_REPLAY_RETAIN_OK_DAYS": "forever"},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+@pytest.mark.subprocess
+def test_the_cli_refuses_a_bad_setting_on_one_line(tmp_path: Path) -> None:
+    proc = _cli("runs", "--store", str(tmp_path), OTEL_REPLAY_RETAIN_OK_DAYS="forever")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "OTEL_REPLAY_RETAIN_OK_DAYS" in proc.stderr
@@ -175,16 +180,9 @@ def test_replay_refuses_a_bad_setting_of_the_program_before_running_it(tmp_path:
     ``replay`` verb first: one line naming it, exit 2, the program never started (once: the
     program died on it and the report blamed the agent, exit 3)."""
     ran = tmp_path / "ran"
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "otel-replay"), "replay", "r_x", "--store",
-         str(tmp_path / "store"), "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')"],
-        cwd=ROOT,
-        env={**os.environ, "OTEL_REPLAY_CLOCK": "bogus"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )  # fmt: skip
+    program = [sys.executable, "-c", f"open({str(ran)!r}, 'w')"]
+    store = str(tmp_path / "store")
+    proc = _cli("replay", "r_x", "--store", store, "--", *program, OTEL_REPLAY_CLOCK="bogus")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "Error: OTEL_REPLAY_CLOCK='bogus' is invalid: " + proc.stderr.split("invalid: ")[1].strip()
