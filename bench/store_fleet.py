@@ -12,7 +12,8 @@ is one: the disk's fsyncs are not what is measured). For each N, printed side by
   interpreter and CLI start-up), in wall seconds and in CPU seconds (what the command costs
   on an idle machine);
 * ``show``: ``Store.run`` + ``Store.steps`` + both bodies of every step of a run in the
-  middle, in process, and ``otel-replay show RUN --json`` as a subprocess;
+  middle, in process, and ``otel-replay show RUN`` as a subprocess, ``--json`` and as the
+  table (which loads rich);
 * ``verify`` and ``gc`` (nothing expired: mark, repack, sweep), in process.
 
 The CLI runs with its modules compiled once (``PYTHONPYCACHEPREFIX``), as an installed
@@ -165,9 +166,11 @@ def measure(folder: Path, runs: int, upkeep: bool) -> dict[str, float]:
         "cli_runs_s": best(lambda: cli("runs", "--store", store)),
         "show_s": best(show_in_process),
         "cli_show_s": best(lambda: cli("show", middle, "--store", store, "--json")),
+        "cli_show_table_s": best(lambda: cli("show", middle, "--store", store)),
         "cli_help_cpu_s": cli_cpu("--help"),
         "cli_runs_cpu_s": cli_cpu("runs", "--store", store),
         "cli_show_cpu_s": cli_cpu("show", middle, "--store", store, "--json"),
+        "cli_show_table_cpu_s": cli_cpu("show", middle, "--store", store),
     }
     if not upkeep:
         return figures
@@ -211,12 +214,12 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     names = list(next(iter(results.values())))
-    header = f"{'':14}" + "".join(f"{n:>14,}" for n in sizes)
+    header = f"{'':20}" + "".join(f"{n:>14,}" for n in sizes)
     if len(sizes) > 1:
         header += f"{'growth':>10}"
     print(header)
     for name in names:
-        line = f"{name:14}" + "".join(f"{results[n][name]:14.3f}" for n in sizes)
+        line = f"{name:20}" + "".join(f"{results[n][name]:14.3f}" for n in sizes)
         if len(sizes) > 1 and results[sizes[0]][name] > 0:
             line += f"{results[sizes[-1]][name] / results[sizes[0]][name]:9.1f}x"
         print(line)

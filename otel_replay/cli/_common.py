@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +95,8 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
             yield opened, resolve_run(opened, ref)
         return
     # Loaded here: a run of the store is shown without what reads files, URLs and backends.
+    import tempfile  # noqa: PLC0415
+
     from otel_replay.replay.sources import import_runs, load_sources, only_run  # noqa: PLC0415
 
     loaded = load_sources(ref, store=location)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 from otel_replay.replay._change import Change, body_change, change
 from otel_replay.replay._diff import json_paths_differing, parse_json, value_at
 
-__all__ = ["LiveFrom", "LiveGuard", "WentLive", "result_changes", "went_live"]
+__all__ = ["LiveFrom", "LiveGuard", "WentLive", "result_changes", "went_live", "write_refusal"]
 
 _BY_CONTENT = frozenset({"hash", "canonical", "messages"})
 
@@ -97,29 +97,40 @@ class LiveFrom:
         self, match: Match, effect: ToolEffect | None, changes: Sequence[Change]
     ) -> str | None:
         """Why the write tool call ``match`` answers, held back past the live point (see
-        :meth:`sends`), is refused rather than served: the recorded step answered other
-        arguments (``changes``), or it was served already; None to serve it. A recorded
-        result is the answer to its own call only, never to a what-if's other one."""
-        if not self._live or effect is None or not effect.writes or self.allow_writes:
+        :meth:`sends`), is refused rather than served (:func:`write_refusal`); None to serve
+        it."""
+        if not self._live or self.allow_writes:
             return None
-        recorded = match.recorded
-        if match.repeat:
-            why = f"its recorded call (step {recorded.step.index}) was served already"
-        elif changes or match.how not in _BY_CONTENT:
-            differs = "; ".join(c.describe() for c in changes) or f"matched by {match.how}"
-            why = f"its recorded call (step {recorded.step.index}) had other arguments ({differs})"
-        else:
-            return None
-        name = recorded.endpoint.removeprefix("tool:")
-        said = describe_effect(effect.effect, effect.reason)
-        return (
-            f"otel-replay: tool {name!r} is a write ({said}) and {why}: past the live point a "
-            "fork serves a write tool only the call it recorded, and runs none without "
-            "--allow-writes"
-        )
+        return write_refusal(match, effect, changes, "past the live point ")
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
+
+
+def write_refusal(
+    match: Match, effect: ToolEffect | None, changes: Sequence[Change], where: str = ""
+) -> str | None:
+    """Why a fork refuses to serve the write tool call ``match`` answers: the recorded step
+    answered other arguments (``changes``), or it was served already; None to serve it (or
+    when ``effect`` is no write). A recorded result is the answer to its own call only,
+    never to a what-if's other one. ``where`` begins the rule's clause (``past the live
+    point ``)."""
+    if effect is None or not effect.writes:
+        return None
+    recorded = match.recorded
+    if match.repeat:
+        why = f"its recorded call (step {recorded.step.index}) was served already"
+    elif changes or match.how not in _BY_CONTENT:
+        differs = "; ".join(c.describe() for c in changes) or f"matched by {match.how}"
+        why = f"its recorded call (step {recorded.step.index}) had other arguments ({differs})"
+    else:
+        return None
+    name = recorded.endpoint.removeprefix("tool:")
+    said = describe_effect(effect.effect, effect.reason)
+    return (
+        f"otel-replay: tool {name!r} is a write ({said}) and {why}: {where}a fork serves a "
+        "write tool only the call it recorded, and runs none without --allow-writes"
+    )
 
 
 _Guard = SocketGuard | AuditGuard | NetworkObserver

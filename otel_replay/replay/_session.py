@@ -36,7 +36,7 @@ from otel_replay.replay._background import without_background
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
-from otel_replay.replay._live_from import LiveFrom, result_changes
+from otel_replay.replay._live_from import LiveFrom, result_changes, write_refusal
 from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import served_instead
@@ -396,7 +396,12 @@ class ReplaySession:
             if match.how == "hash"
             else tuple(request_changes(recorded, Request(method, url, body)))
         )
-        refused = None if self.live_from is None else self.live_from.refusal(match, effect, changes)
+        if self.live_from is not None:
+            refused = self.live_from.refusal(match, effect, changes)
+        elif self._changes_answers and not self.fork.allow_writes:
+            refused = write_refusal(match, effect, changes)
+        else:
+            refused = None
         served, forked, fault = recorded, None, None
         if self._changes_answers and not live and refused is None:
             served, forked, fault = self._forked(recorded)

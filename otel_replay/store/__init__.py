@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from otel_replay.store._format import new_recording_id
 from otel_replay.store._fs import is_url
-from otel_replay.store._gc import Retention
 from otel_replay.store._types import (
     Buffered,
     FailureLabel,
     GcReport,
     ImportedFile,
     Progress,
+    Retention,
     RunInfo,
     RunStatus,
     StepInfo,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-import secrets
 from dataclasses import dataclass
 
 from otel_replay.errors import StoreFormatError, StoreNotFoundError
@@ -80,7 +80,7 @@ def record_path(run_id: str, writer: str, first: int, last: int) -> str:
 
 def new_recording_id() -> str:
     """A fresh recording (or writer) id: 16 random hex digits."""
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()  # secrets.token_hex(8), without loading random
 
 
 def is_recording_id(value: str) -> bool:

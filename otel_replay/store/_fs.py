@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -265,7 +264,7 @@ class LocalBackend:
         target's)."""
         target = self.path(rel)
         self.makedirs(rel.rpartition("/")[0])
-        tmp = target.with_name(f"{_TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+        tmp = target.with_name(f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}")
         with _writing(target, self.location):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from otel_replay import settings
@@ -24,39 +24,15 @@ from otel_replay.store._repack import (
     repack,
 )
 from otel_replay.store._sync import Listing, list_files, sync
-from otel_replay.store._types import GcReport, Progress, RunInfo
+from otel_replay.store._types import GcReport, Progress, Retention, RunInfo
 
-__all__ = ["GRACE_S", "Retention", "collect", "remove_runs"]
+__all__ = ["GRACE_S", "collect", "remove_runs"]
 
-DAY_NS = 86_400 * 10**9
 GRACE_S = 3600.0
 """Files younger than this that nothing references are left alone: a writer may be at work
 (the default of ``OTEL_REPLAY_GC_GRACE_S``)."""
 _RELISTS = 5
 """Listings gc's mark tries before it gives up on record files that keep vanishing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """How many days runs are kept after their last activity, by status (pinned: forever)."""
-
-    ok_days: float = 7.0
-    error_days: float = 30.0
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Retention:
-        """The policy from ``OTEL_REPLAY_RETAIN_OK_DAYS`` and ``OTEL_REPLAY_RETAIN_ERROR_DAYS``."""
-        return cls(
-            ok_days=settings.read("OTEL_REPLAY_RETAIN_OK_DAYS", environ),
-            error_days=settings.read("OTEL_REPLAY_RETAIN_ERROR_DAYS", environ),
-        )
-
-    def expires_ns(self, run: RunInfo) -> int | None:
-        """When ``run`` expires (Unix nanoseconds), or None when it is pinned."""
-        if run.pinned:
-            return None
-        days = self.ok_days if run.status == "ok" else self.error_days
-        return (run.end_ns or run.start_ns) + int(days * DAY_NS)
 
 
 @dataclass(slots=True)

@@ -4,7 +4,6 @@ SQLite failure comes out as a store error naming the file."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -195,6 +194,8 @@ class Index:
         if self._memory or not (primary == _SQLITE_IOERR or "disk I/O error" in str(exc)):
             return False
         try:
+            import shutil  # noqa: PLC0415 (a reader never asks)
+
             return shutil.disk_usage(Path(self.path).parent).free < _LOW_SPACE
         except OSError:
             return False

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from otel_replay import settings
 
 __all__ = [
     "Buffered",
@@ -12,6 +14,7 @@ __all__ = [
     "GcReport",
     "ImportedFile",
     "Progress",
+    "Retention",
     "RunInfo",
     "RunStatus",
     "StepInfo",
@@ -193,3 +196,29 @@ class GcReport:
     compacted: int
     dry_run: bool
     skipped: str | None = None
+
+
+DAY_NS = 86_400 * 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How many days runs are kept after their last activity, by status (pinned: forever)."""
+
+    ok_days: float = 7.0
+    error_days: float = 30.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Retention:
+        """The policy from ``OTEL_REPLAY_RETAIN_OK_DAYS`` and ``OTEL_REPLAY_RETAIN_ERROR_DAYS``."""
+        return cls(
+            ok_days=settings.read("OTEL_REPLAY_RETAIN_OK_DAYS", environ),
+            error_days=settings.read("OTEL_REPLAY_RETAIN_ERROR_DAYS", environ),
+        )
+
+    def expires_ns(self, run: RunInfo) -> int | None:
+        """When ``run`` expires (Unix nanoseconds), or None when it is pinned."""
+        if run.pinned:
+            return None
+        days = self.ok_days if run.status == "ok" else self.error_days
+        return (run.end_ns or run.start_ns) + int(days * DAY_NS)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_replay import settings
 from otel_replay._printable import clipped
@@ -24,7 +24,10 @@ from otel_replay.errors import (
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
-from otel_replay.store import _gc, _imports, _labels, _repack, _rows, _verify
+
+# _gc, _repack, _verify, _sync and _imports load when used: a verb that only reads (show,
+# runs) does not pay for them.
+from otel_replay.store import _labels, _rows
 from otel_replay.store._derived import Sources, rebuild
 from otel_replay.store._format import (
     INDEX_FILE,
@@ -42,23 +45,25 @@ from otel_replay.store._fs import (
     anchored,
     is_url,
 )
-from otel_replay.store._gc import Retention
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
 from otel_replay.store._records import Record, SpanEntry, decode_records, step_from_entry
-from otel_replay.store._sync import sync
 from otel_replay.store._types import (
     Buffered,
     FailureLabel,
     GcReport,
     ImportedFile,
     Progress,
+    Retention,
     RunInfo,
     StepInfo,
     VerifyProblem,
 )
 from otel_replay.store._write import Pending, Session, checked, encode_span, step_bodies
+
+if TYPE_CHECKING:
+    from otel_replay.store._repack import Context
 
 __all__ = ["Store"]
 
@@ -262,6 +267,8 @@ class Store:
                 with contextlib.suppress(OutdatedIndexError):  # then built in memory
                     return cls(local, Index(index_file, read_only=True), policy, read_only=True)
             store = cls(local, Index(":memory:"), policy, read_only=True)
+            from otel_replay.store._sync import sync  # noqa: PLC0415
+
             sync(store._index, local)
             return store
         ensure_format(local, create=create)
@@ -422,6 +429,8 @@ class Store:
         the number of files merged."""
         with self._lock:
             self._check_writable()
+            from otel_replay.store import _repack  # noqa: PLC0415
+
             return _repack.compact(self._gc_context(), progress=progress)
 
     # -- reading ---------------------------------------------------------------------------
@@ -623,6 +632,8 @@ class Store:
         """Remember ``files`` as imported; call it once their runs are flushed."""
         with self._lock:
             self._check_writable()
+            from otel_replay.store import _imports  # noqa: PLC0415
+
             _imports.note(self._backend, self._index, list(files), time.time_ns())
 
     # -- failure labels --------------------------------------------------------------------
@@ -668,16 +679,22 @@ class Store:
         sampling (``OTEL_REPLAY_SAMPLE_OK``); a run that is not there is left alone."""
         with self._lock:
             self._check_writable()
+            from otel_replay.store import _gc  # noqa: PLC0415
+
             _gc.remove_runs(self._gc_context(), [run_id])
 
     def verify(self, progress: Progress | None = None) -> list[VerifyProblem]:
         """Re-read every pack and record, re-hash every object, check the index against the
         files. Returns what was found (empty: intact); each problem names its thing, and
         :attr:`VerifyProblem.damage` tells damage from a notice."""
+        from otel_replay.store import _verify  # noqa: PLC0415
+
         return _verify.verify(self._index, self._backend, self._reader, progress)
 
-    def _gc_context(self) -> _repack.Context:
-        return _repack.Context(
+    def _gc_context(self) -> Context:
+        from otel_replay.store._repack import Context  # noqa: PLC0415
+
+        return Context(
             backend=self._backend,
             index=self._index,
             reader=self._reader,
@@ -694,6 +711,8 @@ class Store:
         with self._lock:
             if not dry_run:
                 self._check_writable()
+            from otel_replay.store import _gc  # noqa: PLC0415
+
             report = _gc.collect(
                 self._gc_context(),
                 self.retention,
@@ -707,6 +726,8 @@ class Store:
     def refresh(self) -> int:
         """Update the index from the files (remote stores: what other machines wrote or
         removed); the number of packs and record files read."""
+        from otel_replay.store._sync import sync  # noqa: PLC0415
+
         report = sync(self._index, self._backend)
         if report.dropped:
             self._session.forget_known()
@@ -728,13 +749,20 @@ class Store:
                         self._pending.ends[end.run_id] = end
                     self.flush()
                     deadline = None if timeout is None else time.monotonic() + timeout
-                    try:
-                        _repack.merge_session(self._gc_context(), self._session, deadline)
-                    except StoreFullError as exc:  # the files stay as they are, all valid
-                        _log.info("otel-replay: what this store wrote stays unmerged: %s", exc)
+                    if self._session.packs or self._session.runs:  # a reader's wrote nothing
+                        self._merge(deadline)
             finally:
                 self._closed = True
                 self._index.close()
+
+    def _merge(self, deadline: float | None) -> None:
+        """Merge what this store's session wrote, until ``deadline`` (``close``)."""
+        from otel_replay.store import _repack  # noqa: PLC0415
+
+        try:
+            _repack.merge_session(self._gc_context(), self._session, deadline)
+        except StoreFullError as exc:  # the files stay as they are, all valid
+            _log.info("otel-replay: what this store wrote stays unmerged: %s", exc)
 
     def __enter__(self) -> Store:
         return self

@@ -354,3 +354,43 @@ def test_async_clients_go_live_after_the_served_steps(standin: StandIn, tmp_path
     assert [r.path for r in standin.received] == ["/tools/orders/A-1234", "/v1/messages"]
     assert [(s.recorded, s.live) for s in result.steps] == [(0, False), (1, True), (2, True)]
     assert result.outcome == "identical", result.first_divergence
+
+
+def test_a_fork_that_changes_an_answer_refuses_a_write_called_with_other_arguments(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    """Without a live point too: after ``--override``, the recorded ``reserve("lamp")`` is no
+    answer to the what-if's ``reserve("desk")``."""
+    store, (ticket, _, _) = desk
+    RUNS.clear()
+    with (
+        pytest.raises(UnmatchedRequestError) as refused,
+        otel_replay.replaying(TOOLS_RUN, store=str(store), override={1: 0}) as result,
+    ):
+        assert _desk("desk")[:2] == (ticket, 0)  # the recorded draw, the overridden stock
+    assert str(refused.value) == (
+        "otel-replay: tool 'reserve' is a write (write: declared) and its recorded call "
+        "(step 2) had other arguments (argument $.item: lamp → desk): a fork serves a write "
+        "tool only the call it recorded, and runs none without --allow-writes"
+    )
+    assert RUNS == {}  # neither tool ran: the read was overridden, the write refused
+    assert [(s.recorded, s.how) for s in result.steps] == [
+        (0, "hash"),
+        (1, "position"),
+        (2, "position"),
+    ]
+
+
+def test_a_fork_that_changes_an_answer_serves_a_write_its_own_recorded_call(
+    desk: tuple[Path, tuple[str, int, str]],
+) -> None:
+    store, (ticket, _, reserved) = desk
+    RUNS.clear()
+    with otel_replay.replaying(TOOLS_RUN, store=str(store), override={1: 0}) as result:
+        assert _desk() == (ticket, 0, reserved)
+    assert RUNS == {}
+    assert [(s.recorded, s.how, s.forked is not None) for s in result.steps] == [
+        (0, "hash", False),
+        (1, "hash", True),
+        (2, "hash", False),
+    ]
