@@ -246,7 +246,8 @@ MARKED_UNNEEDED = (
 )
 """What a marked test's replay does not need: it records nothing, so neither the
 OpenTelemetry SDK (and the process facts its resources read) nor the recorder and its span
-processor; each pytest-xdist worker would pay for them before its first test."""
+processor, nor the hooks of frameworks it does not import; each pytest-xdist worker would
+pay for them before its first test."""
 
 
 @pytest.mark.subprocess
@@ -271,6 +272,8 @@ def test_a_marked_test_replays_without_the_recording_side(store: Path, tmp_path:
     loaded = set(json.loads(listing.read_text(encoding="utf-8")))
     assert {"otel_replay.replay._session", "otel_replay.capture._step"} <= loaded
     assert _among(loaded, MARKED_UNNEEDED) == []
+    hooks = sorted(m for m in loaded if m.startswith("otel_replay.envelope.frameworks._"))
+    assert hooks == []
 
 
 def test_the_replay_sources_load_each_name_from_where_it_lives() -> None:
