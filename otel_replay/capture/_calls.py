@@ -14,7 +14,7 @@ from opentelemetry.trace import Span
 
 from otel_replay.capture._metrics import GenAiMetrics
 
-__all__ = ["CALL_SPANS", "UNMETERED_SCOPES", "CallSpans", "attempt_attributes", "fill_in"]
+__all__ = ["CALL_SPANS", "UNMETERED_SCOPES", "CallSpans", "attempt_attributes"]
 
 UNMETERED_SCOPES = ("com.anthropic.sdk.python",)
 """Instrumentation scopes (and their ``.``-suffixed variants, such as the SDK's platform
@@ -23,16 +23,6 @@ clients) whose call spans come with no GenAI metrics of their own."""
 CALLS_MAX = 4096
 """Calls remembered at most; the oldest are forgotten beyond (a call span whose end this
 processor never sees: another tracer provider's, or one dropped without ending)."""
-
-
-def fill_in(span: Span, attrs: Mapping[str, Any]) -> None:
-    """Set on ``span`` (another instrumentation's) those of ``attrs`` it does not have yet."""
-    if not span.is_recording():
-        return
-    existing = getattr(span, "attributes", None) or {}
-    missing = {key: value for key, value in attrs.items() if key not in existing}
-    if missing:
-        span.set_attributes(missing)
 
 
 _RESPONSE_PREFIXES = ("gen_ai.output.", "gen_ai.response.", "gen_ai.usage.")

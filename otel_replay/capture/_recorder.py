@@ -15,9 +15,14 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from otel_replay import attributes as A
 from otel_replay._bodies import is_json, raw_header
 from otel_replay._clock import wall_ns
-from otel_replay.capture._calls import CALL_SPANS, fill_in
+from otel_replay.capture._calls import CALL_SPANS
 from otel_replay.capture._metrics import GenAiMetrics
-from otel_replay.capture._step import OpenStep, request_body_attributes
+from otel_replay.capture._step import (
+    REQUEST_HASH_EXTENSION,
+    OpenStep,
+    fill_in,
+    request_body_attributes,
+)
 from otel_replay.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect, request_content
 from otel_replay.envelope import enclosing_step
 from otel_replay.errors import CodecError
@@ -26,10 +31,6 @@ from otel_replay.runs import Handoff, OpenSteps, current_run
 from otel_replay.step import Reading, Step
 
 __all__ = ["REQUEST_HASH_EXTENSION", "Recorder"]
-
-REQUEST_HASH_EXTENSION = "otel_replay.request_hash"
-"""Request extension carrying the body hash the capture computed, in replay mode only, so the
-replay transport serving the same request does not hash it again."""
 
 _log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from otel_replay._bodies import content_headers, decode_content, is_sse, is_stre
 from otel_replay._canonical import sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
-from otel_replay.capture._calls import fill_in
 from otel_replay.codecs import Codec, LlmRequest, response_content
 from otel_replay.envelope import note_tool_calls
 from otel_replay.errors import CodecError
@@ -21,14 +20,36 @@ from otel_replay.step import Reading, Step
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
-__all__ = ["OpenStep", "exchange", "in_exchange", "request_body_attributes", "should_record"]
+__all__ = [
+    "REQUEST_HASH_EXTENSION",
+    "OpenStep",
+    "exchange",
+    "fill_in",
+    "in_exchange",
+    "request_body_attributes",
+    "should_record",
+]
+
+REQUEST_HASH_EXTENSION = "otel_replay.request_hash"
+"""Request extension carrying the body hash the capture computed, in replay mode only, so the
+replay transport serving the same request does not hash it again."""
+
+
+def fill_in(span: Span, attrs: Mapping[str, Any]) -> None:
+    """Set on ``span`` (another instrumentation's) those of ``attrs`` it does not have yet."""
+    if not span.is_recording():
+        return
+    existing = getattr(span, "attributes", None) or {}
+    missing = {key: value for key, value in attrs.items() if key not in existing}
+    if missing:
+        span.set_attributes(missing)
 
 
 def request_body_attributes(body: bytes, inline_limit: int, attrs: dict[str, Any]) -> str:

@@ -225,6 +225,57 @@ def test_a_replayed_pytest_session_keeps_time_machines_plugin(
     assert "1 passed" in done.stdout, done.stdout + done.stderr
 
 
+_MARKED_TEST = """
+import json, sys
+import pytest
+
+@pytest.mark.otel_replay({run!r}, store={store!r})
+def test_lists_its_modules(replay_result):
+    with open({listing!r}, "w", encoding="utf-8") as listing:
+        json.dump(sorted(sys.modules), listing)
+"""
+
+MARKED_UNNEEDED = (
+    "opentelemetry.sdk",
+    "psutil",
+    "otel_replay.capture._recorder",
+    "otel_replay.capture._calls",
+    "otel_replay.capture._metrics",
+    "otel_replay.runs._handoff",
+    "otel_replay.export",
+)
+"""What a marked test's replay does not need: it records nothing, so neither the
+OpenTelemetry SDK (and the process facts its resources read) nor the recorder and its span
+processor, nor the hooks of frameworks it does not import; each pytest-xdist worker would
+pay for them before its first test."""
+
+
+@pytest.mark.subprocess
+def test_a_marked_test_replays_without_the_recording_side(store: Path, tmp_path: Path) -> None:
+    """The ``otel_replay`` marker serves the test from the recording with the replay's
+    own modules only."""
+    listing = tmp_path / "modules.json"
+    test = _MARKED_TEST.format(run=SUPPORT, store=str(store), listing=str(listing))
+    (tmp_path / "test_marked.py").write_text(test, encoding="utf-8")
+    plugin = ["-p", "otel_replay.testing.pytest_plugin", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *plugin, "-q", "test_marked.py"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "1 passed" in done.stdout, done.stdout + done.stderr
+    loaded = set(json.loads(listing.read_text(encoding="utf-8")))
+    assert {"otel_replay.replay._session", "otel_replay.capture._step"} <= loaded
+    assert _among(loaded, MARKED_UNNEEDED) == []
+    hooks = sorted(m for m in loaded if m.startswith("otel_replay.envelope.frameworks._"))
+    assert hooks == []
+
+
 def test_the_replay_sources_load_each_name_from_where_it_lives() -> None:
     """``otel_replay.replay.sources`` loads a name's module when the name is first used."""
     from otel_replay.replay import sources

@@ -4,9 +4,9 @@ and aiohttp, all handing exchanges to one :class:`~otel_replay.capture._recorder
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._recorder import Recorder
 from otel_replay.capture.transports import _aiohttp, _urllib3
 from otel_replay.capture.transports._aiohttp import (
     REPLAY,
@@ -16,6 +16,9 @@ from otel_replay.capture.transports._aiohttp import (
 )
 from otel_replay.capture.transports._urllib3 import request_url, urllib3_2
 from otel_replay.capture.transports._view import raw_headers, wrap_on_import
+
+if TYPE_CHECKING:
+    from otel_replay.capture._recorder import Recorder
 
 __all__ = [
     "REPLAY",

@@ -8,15 +8,17 @@ import weakref
 from collections.abc import Awaitable, Callable
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep, exchange, should_record
 from otel_replay.capture.transports._view import RequestView, raw_headers, wrap_on_import
+
+if TYPE_CHECKING:
+    from otel_replay.capture._recorder import Recorder
 
 __all__ = [
     "CAPTURE",

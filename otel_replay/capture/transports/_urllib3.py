@@ -5,13 +5,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_replay._ignore import IgnoreRules
-from otel_replay.capture._recorder import Recorder
 from otel_replay.capture._step import OpenStep, exchange, should_record
 from otel_replay.capture.transports._view import (
     RequestView,
@@ -19,6 +18,9 @@ from otel_replay.capture.transports._view import (
     raw_headers,
     wrap_on_import,
 )
+
+if TYPE_CHECKING:
+    from otel_replay.capture._recorder import Recorder
 
 __all__ = ["instrument", "request_url", "urllib3_2"]
 

@@ -1,10 +1,13 @@
 """Framework tools, checkpointers, stores and sessions as steps, with no code change.
 
 Each hook patches its framework when imported, only while held by the instrumentor or a
-replay; an unknown framework version is left alone with one warning."""
+replay; an unknown framework version is left alone with one warning. A hook's module is
+loaded with its framework: a process that uses none (every replayed test, every pytest-xdist
+worker) loads none of them."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import threading
@@ -14,18 +17,6 @@ from types import ModuleType
 
 import wrapt
 
-from otel_replay.envelope.frameworks import (
-    _haystack,
-    _langchain,
-    _langgraph_checkpoint,
-    _langgraph_store,
-    _mcp,
-    _openai_agents,
-    _openai_agents_session,
-    _pydantic_ai,
-    _smolagents,
-)
-
 __all__ = ["attach", "detach"]
 
 _log = logging.getLogger("otel_replay")
@@ -33,22 +24,29 @@ _log = logging.getLogger("otel_replay")
 
 @dataclass(frozen=True, slots=True)
 class _Hook:
-    """``patch(module)`` makes the tools of ``module`` steps and returns the undo."""
+    """The ``patch(module)`` of our module ``adapter`` makes the tools of ``module`` steps
+    and returns the undo."""
 
     module: str
-    patch: Callable[[ModuleType], Callable[[], None]]
+    adapter: str
+
+    def patch(self, module: ModuleType) -> Callable[[], None]:
+        patch: Callable[[ModuleType], Callable[[], None]] = importlib.import_module(
+            f"{__name__}.{self.adapter}"
+        ).patch
+        return patch(module)
 
 
 _HOOKS = (
-    _Hook("langchain_core.tools.base", _langchain.patch),
-    _Hook("langgraph.checkpoint.base", _langgraph_checkpoint.patch),
-    _Hook("langgraph.store.base", _langgraph_store.patch),
-    _Hook("agents.run_internal.tool_execution", _openai_agents.patch),
-    _Hook("agents.memory.session", _openai_agents_session.patch),
-    _Hook("mcp.client.session", _mcp.patch),
-    _Hook("pydantic_ai.toolsets.function", _pydantic_ai.patch),
-    _Hook("smolagents.tools", _smolagents.patch),
-    _Hook("haystack.tools.tool", _haystack.patch),
+    _Hook("langchain_core.tools.base", "_langchain"),
+    _Hook("langgraph.checkpoint.base", "_langgraph_checkpoint"),
+    _Hook("langgraph.store.base", "_langgraph_store"),
+    _Hook("agents.run_internal.tool_execution", "_openai_agents"),
+    _Hook("agents.memory.session", "_openai_agents_session"),
+    _Hook("mcp.client.session", "_mcp"),
+    _Hook("pydantic_ai.toolsets.function", "_pydantic_ai"),
+    _Hook("smolagents.tools", "_smolagents"),
+    _Hook("haystack.tools.tool", "_haystack"),
 )
 
 # Reentrant: a patch may import modules whose own hooks then fire on this thread.
