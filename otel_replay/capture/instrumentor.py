@@ -43,6 +43,7 @@ from otel_replay.runs import (
     exit_flush,
     hand_over_runs,
     handoff,
+    seed_process,
     stop_handing_over,
     unwatch,
     use_tracer,
@@ -148,6 +149,8 @@ class ReplayInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             from otel_replay.replay import start_replay  # noqa: PLC0415
 
             start_replay(config)
+        # After the replay has set the recorded seed, and before the program's first draw.
+        seed_process()
 
     def _end_before_shutdown(self) -> None:
         """What the exit hooks do (end the steps still open, hand over the process run's end,

@@ -40,7 +40,7 @@ def parse_json_list(value: Any) -> list[Any]:
     if isinstance(value, (str, bytes)):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than json reads
             return []
     return list(value) if isinstance(value, (list, tuple)) else []
 
@@ -122,5 +122,5 @@ def body_preview(body: bytes) -> str:
         return f"<{len(body)} bytes>"
     try:
         return _compact(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json reads: text
         return text

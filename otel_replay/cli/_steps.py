@@ -149,7 +149,7 @@ def _decode_llm(view: StepView, step: Step) -> None:
             view.output_messages = response.output_messages
             reasons = response.attributes.get("gen_ai.response.finish_reasons")
             view.finish_reasons = _strings(reasons)
-    except (ValueError, CodecError):
+    except (ValueError, RecursionError, CodecError):  # a body past json's depth: no messages
         return
 
 

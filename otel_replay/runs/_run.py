@@ -44,6 +44,7 @@ __all__ = [
     "qualified_name",
     "recording",
     "run",
+    "seed_process",
     "separate",
     "start_process_run",
     "tracer_in_use",
@@ -189,6 +190,8 @@ class RunState:
 
 _process_run: RunState | None = None
 _recorded_seed: int | None = None
+_process_seed: int | None = None
+"""The seed :func:`seed_process` applied, until the process run that it seeds takes it."""
 BLOCK_RUN: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
 """The run of the innermost ``run()`` block of the calling context (None: in no block)."""
 
@@ -199,12 +202,33 @@ def start_process_run(run_id: str | None = None) -> RunState:
     global _process_run  # noqa: PLW0603 - one process-wide default run
     if _process_run is not None and _tracer is not None:
         _end_root_span()  # the run it was the root of is over
+    global _process_seed  # noqa: PLW0603 - handed to the first process run only
     mode = settings.read("OTEL_REPLAY_MODE")
     _process_run = RunState(
         run_id=run_id or _claim_configured_id() or new_run_id(),
         mode="fork" if _forking and mode == "replay" else mode,
+        seed=_process_seed,
     )
+    _process_seed = None  # a later process run starts where this one left ``random``
     return _process_run
+
+
+def seed_process() -> None:
+    """Seed ``random`` (and numpy, if imported) for the process run, at instrumentation:
+    before the program's first draw, which may come before its first step. The seed is
+    drawn (under replay: the recorded one) and recorded by the process run, begun already
+    without a step or the next one begun; a ``run()`` block seeds its own. Nothing when the
+    process run has made steps: seeding it now would be seeding it halfway."""
+    global _process_seed  # noqa: PLW0603 - handed to the next process run begun
+    state = _process_run
+    if state is not None and (state.counter.peek() or state._facts is not None):
+        return
+    seed = _drawn_seed()
+    _seed_everything(seed)
+    if state is None:
+        _process_seed = seed
+    else:
+        state.seed = seed
 
 
 def process_run() -> RunState:

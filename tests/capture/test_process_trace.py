@@ -56,6 +56,8 @@ def test_steps_outside_any_span_are_one_trace_under_the_process_run_root(
         otel_replay.now()  # a value step too
         assert _roots(kit.raw_spans()) == []  # open while the process run goes on
     root, *steps = kit.whole_spans()
+    seed = root["attributes"].pop("replay.seed")  # drawn at instrumentation, recorded here
+    assert isinstance(seed, int) and seed >= 0
     # It spans its steps: from the first one's start (read just before its span's) to the
     # last one's end.
     assert root == {

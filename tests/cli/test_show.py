@@ -255,6 +255,65 @@ def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path)
     assert not _RAW.search(replayed.output), replayed.output
 
 
+def test_a_body_nested_past_what_json_reads_is_shown_as_text(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """A model call and an HTTP call whose bodies nest 5,000 arrays deep (a hostile tool
+    backend; orjson and json both refuse them): ``show`` lists both steps, each such body as
+    its text, instead of failing with a RecursionError."""
+    deep = "[" * 5000 + "]" * 5000
+    request = '{"model": "m", "messages": [{"role": "user", "content": "q"}], "x": ' + deep + "}"
+    answer = {"role": "assistant", "content": "a"}
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})
+    body = '{"deep": ' + deep + "}"
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+    kinds = [
+        ("llm", "https://api.openai.com/v1/chat/completions", request, response, chat),
+        ("http", "http://tools.test/deep", body, body, {}),
+    ]
+    spans = [
+        {
+            "traceId": "2" * 32,
+            "spanId": f"{n + 1:016x}",
+            "name": "step",
+            "startTimeUnixNano": str(1_800_000_000 * 10**9 + n),
+            "endTimeUnixNano": str(1_800_000_000 * 10**9 + n + 10**6),
+            "attributes": [
+                {"key": key, "value": {"stringValue": value}}
+                for key, value in {
+                    "replay.run.id": "r_deep",
+                    "replay.step.kind": kind,
+                    "gen_ai.request.model": "m",
+                    "http.request.method": "POST",
+                    "url.full": url,
+                    "replay.request.body": sent,
+                    "replay.request.hash": sha256_tag(sent.encode()),
+                    "replay.response.body": got,
+                    "replay.response.hash": sha256_tag(got.encode()),
+                    **codec,
+                }.items()
+            ]
+            + [
+                {"key": "replay.step.index", "value": {"intValue": str(n)}},
+                {"key": "replay.response.status_code", "value": {"intValue": "200"}},
+            ],
+        }
+        for n, (kind, url, sent, got, codec) in enumerate(kinds)
+    ]
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    store = tmp_path / "s"
+    imported = invoke("import", str(trace), "--store", str(store))
+    assert imported.exit_code == 0, imported.output
+    result = invoke("show", "r_deep", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    rows = _steps(result.stdout)
+    assert [row.split()[:2] for row in rows] == [["0", "llm"], ["1", "http"]]
+    assert '{"deep": [[[[' in rows[1]
+    steps = _json(invoke, store, "r_deep")["steps"]
+    assert steps[1]["response_body"] == body
+
+
 def test_a_step_made_inside_another_is_marked_with_it(invoke: Invoke, tmp_path: Path) -> None:
     """A tool whose body calls a tool that calls a tool: the inner steps are marked ``└ tool
     in N`` (indented by depth), a note says what that means, and ``--json`` has ``within``."""

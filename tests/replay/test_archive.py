@@ -288,6 +288,29 @@ def test_a_live_files_half_written_line_is_read_once_it_is_whole(
         assert sorted(i.run_id for i in opened.runs()) == sorted(RUNS)
 
 
+def test_a_live_file_whose_first_line_is_half_written_is_left_out_not_refused(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """Right after a rotation the live file holds the first line the Collector is writing,
+    with no newline yet: the backups are imported, the live file is left out with a note,
+    and read once whole."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    exporter = Exporter("json")
+    support = run_spans(recorded, SUPPORT)
+    rest = [span for span in recorded.raw if span not in support]
+    live = write_rotated(archive, exporter, [batches(support, 4), [rest]])[-1]
+    whole = live.read_bytes()
+    live.write_bytes(whole[: len(whole) // 2])
+    assert b"\n" not in live.read_bytes()
+    result = run_cli("import", str(archive), "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert f"{live}:1: left out a line being written" in result.stderr
+    assert _ids(store) == [SUPPORT]
+    live.write_bytes(whole)
+    _import(archive, store)
+    assert sorted(_ids(store)) == sorted(RUNS)
+
+
 @pytest.mark.subprocess
 def test_an_import_killed_anywhere_is_finished_by_the_next(
     recorded: Recorded, tmp_path: Path

@@ -23,6 +23,7 @@ from otel_replay.replay import RecordedStep, Run
 from otel_replay.replay.sources import load_run
 from otel_replay.replay.sources._bundle import _manifest_check, write_bundle
 from otel_replay.replay.sources._bundle_schema import SCHEMA
+from tests.cli._checks import assert_bad_input, run_cli
 from tests.replay._recorded import recorded_step
 from tests.replay.conftest import KEY, SUPPORT, Recorded
 
@@ -135,6 +136,20 @@ def test_a_hostile_manifest_is_refused(
         load_run(str(copy))
     assert str(caught.value).startswith(f"{copy}: ")
     assert message in str(caught.value)
+
+
+def test_a_bundle_without_its_manifest_is_named_as_such(bundle: Path, tmp_path: Path) -> None:
+    """A bundle copied without ``bundle.json`` is not read as a Collector's archive (which
+    would refuse ``steps/0.request.json`` as not OTLP): every verb says what it lacks."""
+    copy = Path(shutil.copytree(bundle, tmp_path / "copy"))
+    (copy / "bundle.json").unlink()
+    expected = f"{copy}: a bundle without its bundle.json (steps/ holds its bodies)"
+    with pytest.raises(SourceError) as caught:
+        load_run(str(copy))
+    assert str(caught.value).startswith(expected)
+    imported = run_cli("import", str(copy), "--store", str(tmp_path / "store"))
+    assert_bad_input(imported, expected)
+    assert not (tmp_path / "store").exists()
 
 
 def test_integral_numbers_are_read_as_ints(bundle: Path, tmp_path: Path) -> None:

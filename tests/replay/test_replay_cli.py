@@ -111,6 +111,22 @@ def test_the_agent_replays_identically_without_the_provider(
     assert modes == {"replay"}
 
 
+def test_a_script_s_draws_from_random_repeat_without_a_run_block(tmp_path: Path) -> None:
+    """A script that draws from ``random`` before its first step, outside any ``run()``
+    block: the process run records the seed ``random`` was given at instrumentation, and the
+    replay gives it again, so the prompt is the same and the replay identical."""
+    store = tmp_path / "store"
+    agent = ["-m", "tests.replay._random_agent"]
+    with StandIn(event_delay=0.001) as standin:
+        recorded = _record(store, "r_random", agent, STANDIN_URL=standin.base_url)
+    with Store.open(store, create=False) as opened:
+        assert opened.run("r_random").seed is not None
+    done = replay(store, "r_random", sys.executable, *agent, STANDIN_URL="http://127.0.0.1:9")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(recorded.stdout)  # the same draws in the same prompt
+    assert f"replay of run r_random (store {store}): identical" in done.stdout
+
+
 def test_a_replays_spans_time_its_steps_by_the_wall_clock(
     agent_store: tuple[Path, str, str], tmp_path: Path
 ) -> None:

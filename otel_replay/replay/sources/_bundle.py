@@ -26,7 +26,7 @@ from otel_replay.replay.sources._bundle_schema import FORMAT, SCHEMA
 from otel_replay.replay.sources._limits import Limits, read_file
 from otel_replay.step import Step
 
-__all__ = ["MANIFEST", "is_bundle", "read_bundle", "write_bundle"]
+__all__ = ["MANIFEST", "is_bundle", "lacks_manifest", "read_bundle", "write_bundle"]
 
 MANIFEST = "bundle.json"
 VERSION = 1
@@ -38,6 +38,19 @@ _SUFFIXES = {"application/json": "json", "text/event-stream": "sse", "text/": "t
 def is_bundle(path: Path) -> bool:
     """Whether ``path`` is a directory holding a bundle's manifest."""
     return path.is_dir() and (path / MANIFEST).exists()
+
+
+def lacks_manifest(path: Path) -> bool:
+    """Whether ``path`` is a directory holding a bundle's body files (``steps/0.request.json``
+    …) but no manifest: a bundle damaged or half copied, not a Collector's archive."""
+    steps = path / _STEPS
+    if not steps.is_dir() or (path / MANIFEST).exists():
+        return False
+    try:
+        with os.scandir(steps) as entries:
+            return any(_BODY_NAME.fullmatch(entry.name) for entry in entries)
+    except OSError:
+        return False
 
 
 def write_bundle(run: Run, directory: Path, redactor: Redactor, *, replace: bool = False) -> int:

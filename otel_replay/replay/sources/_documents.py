@@ -78,8 +78,13 @@ def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -
         return Decoded(_plain(data, source, limits), cut, len(data))
     except SourceError:
         head, newline, tail = data.rpartition(b"\n")
-        if not growing or not newline or not tail.strip(_WHITESPACE):
+        if not growing or not tail.strip(_WHITESPACE):
             raise
+        if not newline:
+            # Its first line, begun after a rotation or a start: not yet a whole line.
+            if tail.removeprefix(_BOM).lstrip(_WHITESPACE)[:1] != b"{":
+                raise
+            return Decoded([], f"{source}:1: left out a line being written", 0)
         try:
             complete = _plain(head + newline, source, limits)
         except SourceError:

@@ -20,7 +20,7 @@ from otel_replay.replay.sources._build import (
     build_runs,
     stored_run,
 )
-from otel_replay.replay.sources._bundle import is_bundle, read_bundle
+from otel_replay.replay.sources._bundle import MANIFEST, is_bundle, lacks_manifest, read_bundle
 from otel_replay.replay.sources._documents import Document, documents
 from otel_replay.replay.sources._group import (
     GroupingError,
@@ -93,6 +93,7 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
         if is_bundle(path):
             return [_bundled(path, selector, limits)]
         if path.is_dir():
+            _refuse_headless_bundle(path)
             archive = read_archive(path, limits)
             for note in archive.notes:
                 _log.warning("otel-replay: %s", note)
@@ -126,7 +127,18 @@ def archive_of(ref: str) -> tuple[Path, str | None] | None:
     path, selector = _split(ref)
     if path is None or not path.is_dir() or is_bundle(path):
         return None
+    _refuse_headless_bundle(path)
     return path, selector
+
+
+def _refuse_headless_bundle(path: Path) -> None:
+    """SourceError for a bundle directory without its manifest, which would otherwise be
+    read as a Collector's archive and refused for its body files, not for what it lacks."""
+    if lacks_manifest(path):
+        raise SourceError(
+            f"{path}: a bundle without its {MANIFEST} (steps/ holds its bodies): copy or "
+            "export it again"
+        )
 
 
 def read_runs(
