@@ -90,6 +90,7 @@ def replaying(
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)
     world.start()
+    session.reached = world.reach
     if session.live_from is not None:
         session.live_from.on_live(world.go_live)
     use_recorded_seed(recorded.seed)

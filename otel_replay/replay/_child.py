@@ -65,6 +65,7 @@ def start_replay(config: Settings) -> ReplaySession:
     install(session)
     world = World(run.start_ns, config.clock, config.timing)
     world.start()  # for the process's life
+    session.reached = world.reach
     if session.live_from is not None:
         session.live_from.on_live(world.go_live)
     use_recorded_seed(run.seed)

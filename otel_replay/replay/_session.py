@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -217,6 +217,9 @@ class ReplaySession:
         self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
         """The fork's live point, when it has one (``_live_from``)."""
         self.matcher = Matcher(run)
+        self.reached: Callable[[int], None] | None = None
+        """Told the recorded end (Unix ns) of each step served from the recording: the
+        world's clock follows the recording from step to step (``World.reach``)."""
         self._redactor = redactor or Redactor()
         self._report = report
         self._lock = threading.Lock()
@@ -429,7 +432,12 @@ class ReplaySession:
         )
         if refused is not None:
             raise unmatched(refused)
-        return None if live else _Serving(served, order, effect, forked, fault)
+        if live:
+            return None
+        reached = self.reached
+        if reached is not None and recorded.step.end_ns:
+            reached(recorded.step.end_ns)
+        return _Serving(served, order, effect, forked, fault)
 
     def _forked(self, recorded: RecordedStep) -> tuple[RecordedStep, str | None, Fault | None]:
         """What the fork serves for ``recorded`` (``recorded`` itself when it changes nothing

@@ -44,6 +44,7 @@ class World:
         self._skipped_ns = 0  # what the skipped sleeps add to the monotonic clocks
         self._skipping = True  # False once live: sleeps take their time again
         self._outer: World | None = None  # the world current before this one started
+        self._reached_ns = 0  # the latest recorded step end the clock was set to
         self._lock = threading.Lock()
 
     @property
@@ -95,6 +96,19 @@ class World:
         if self._travel is not None:
             self._travel.stop()
             self._travel = self._traveller = None
+
+    def reach(self, end_ns: int) -> None:
+        """A step that ended at ``end_ns`` (recorded, Unix ns) was served: the wall clock's
+        next reading is that time, and it ticks on from there, so what a program reads after
+        a call is what it read when recorded, however fast or slow the replay ran up to it
+        (else every reading drifts by the replay's pace). Steps served out of their recorded
+        order (concurrent calls) never take it back to an earlier step's end."""
+        with self._lock:
+            traveller = self._traveller
+            if traveller is None or end_ns <= self._reached_ns:
+                return
+            self._reached_ns = end_ns
+            traveller.move_to(end_ns / 1e9)
 
     def _advance(self, seconds: float) -> None:
         """Move the clocks on by a sleep skipped in the calling thread, unless it is shorter

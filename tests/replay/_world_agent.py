@@ -27,6 +27,7 @@ for attempt in range(3):
         time.sleep(1.0)
         continue
     print("answer:", reply.choices[0].message.content)
+    print(f"answered at: {time.time():.6f}", file=sys.stderr)
     break
 asyncio.run(asyncio.sleep(1.0))
 print("the wall clock moved past the back-off:", time.time() - started >= 3.0)

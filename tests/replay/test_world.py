@@ -20,7 +20,7 @@ import otel_replay
 from examples.standin import StandIn
 from otel_replay.replay._model import Run
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, Pipeline, subprocess_env
 
 LEAP = dt.datetime(2024, 2, 29, 23, 59, 58, tzinfo=dt.timezone.utc)
 AGENT = Path(__file__).with_name("_world_agent.py")
@@ -174,6 +174,10 @@ def test_a_replayed_agent_sees_the_recorded_clock_and_its_back_off_costs_nothing
     first = dt.datetime.fromisoformat(recorded.stdout.split()[1])
     again = dt.datetime.fromisoformat(replayed.stdout.split()[1])
     assert abs((again - first).total_seconds()) < 1.0
+    # After a call, it reads what it read when recorded, whatever the replay's pace.
+    assert (
+        abs(_stamp(replayed.stderr, "answered at") - _stamp(recorded.stderr, "answered at")) < 0.2
+    )
     with Store.open(store, create=False) as opened:
         replay_run = next(r for r in opened.runs() if r.mode == "replay")
     assert replay_run.start_ns / 1e9 > time.time() - 60  # its record keeps the real time
@@ -183,5 +187,65 @@ def test_a_replayed_agent_sees_the_recorded_clock_and_its_back_off_costs_nothing
 
 def _real_seconds(stderr: str) -> float:
     """The real time the world agent took from its first line to its last, as it printed."""
-    (line,) = [x for x in stderr.splitlines() if x.startswith("real seconds: ")]
+    return _stamp(stderr, "real seconds")
+
+
+def _stamp(stderr: str, name: str) -> float:
+    """The number the world agent printed on its ``name: N`` line."""
+    (line,) = [x for x in stderr.splitlines() if x.startswith(f"{name}: ")]
     return float(line.split()[-1])
+
+
+@otel_replay.tool(effect="read")
+def _order_status(order_id: str) -> str:
+    """A read tool whose recorded answer the replay serves."""
+    return f"{order_id}: shipped"
+
+
+def _spin(seconds: float) -> None:
+    """Work that takes ``seconds`` of real time (no sleep: a replay skips those)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def _timed_calls(work_s: float) -> list[float]:
+    """The wall clock read after each of two tool calls, ``work_s`` of work between them."""
+    reads = []
+    _order_status("A-1")
+    reads.append(time.time())
+    _spin(work_s)
+    _order_status("A-2")
+    reads.append(time.time())
+    return reads
+
+
+def test_after_each_call_the_clock_reads_what_it_read_when_recorded(tmp_path: Path) -> None:
+    """A replay slower or faster than its recording between two calls (here 1.5 s of work
+    where the recording did 0.2 s, then none) reads, after the next call, the time the
+    recording read there: the clock follows the recorded steps, not the replay's pace."""
+    store, run_id = tmp_path / "store", "r_20261129T231500_c10c0001"
+    with Pipeline(store), otel_replay.run(name="clock", run_id=run_id):
+        recorded = _timed_calls(0.2)
+    for work_s in (1.5, 0.0):
+        with otel_replay.replaying(run_id, store=str(store)) as result:
+            replayed = _timed_calls(work_s)
+        assert result.identical, result.first_divergence
+        for then, now in zip(recorded, replayed, strict=True):
+            assert abs(now - then) < 0.1, (work_s, recorded, replayed)
+
+
+def test_concurrent_calls_never_take_the_clock_back(tmp_path: Path) -> None:
+    """Calls served out of their recorded order leave the clock at the latest recorded end."""
+    store, run_id = tmp_path / "store", "r_20261129T231600_c10c0002"
+    with Pipeline(store), otel_replay.run(name="clock", run_id=run_id):
+        _order_status("A-1")
+        _spin(0.3)
+        _order_status("A-2")
+        ended = time.time()
+    with otel_replay.replaying(run_id, store=str(store)):
+        _order_status("A-2")
+        after_second = time.time()
+        _order_status("A-1")  # the earlier recorded step, served last
+        assert time.time() >= after_second
+    assert abs(after_second - ended) < 0.1
