@@ -20,6 +20,8 @@ __all__ = [
 _LITERAL = 0
 _REF = 1
 _REF_BYTE = bytes([_REF])
+_ONE_BYTE_LITERAL = bytes([_LITERAL, 1])
+"""The head of a literal part of one byte: its tag and length."""
 
 
 class ManifestError(ValueError):
@@ -151,7 +153,6 @@ class Batch:
         added: set[bytes] = set()
         pack, shapes, recent, previous = self.pack, self.shapes, self.recent, self.previous
         streams = bodies.streams
-        sha256 = hashlib.sha256
         for digest, data in bodies.data.items():
             if digest in held:
                 continue
@@ -163,28 +164,10 @@ class Batch:
                 pack.add(digest, KIND_CHUNK, data)
                 added.add(digest)
                 continue
-            # The manifest (layout in the module docstring) is written as the ranges come.
-            manifest = bytearray()
-            segments: list[tuple[int, int, bytes]] = []
-            pos = 0
-            for start, end, remembered in ranges:
-                if start > pos:
-                    _literal(manifest, data[pos:start])
-                if remembered is None:
-                    chunk = data[start:end]
-                    chunk_digest = sha256(chunk).digest()
-                    recent.learn(chunk, chunk_digest)
-                else:
-                    chunk_digest = remembered
-                manifest += _REF_BYTE
-                manifest += chunk_digest
-                segments.append((start, end, chunk_digest))
-                pos = end
-            if pos < len(data):
-                _literal(manifest, data[pos:])
+            manifest, segments = self._manifest(data, ranges)
             if stream is not None:
                 previous.learn(stream, data, segments)
-            splits.append(_Split(digest, data, bytes(manifest), segments))
+            splits.append(_Split(digest, data, manifest, segments))
         have: set[bytes] | frozenset[bytes] = frozenset()
         if splits:
             wanted = dict.fromkeys(
@@ -204,3 +187,32 @@ class Batch:
                 if view is None:
                     view = memoryview(item.data)
                 pack.add(chunk_digest, KIND_CHUNK, view[start:end])
+
+    def _manifest(
+        self, data: bytes, ranges: list[tuple[int, int, bytes | None]]
+    ) -> tuple[bytes, list[tuple[int, int, bytes]]]:
+        """The manifest of ``data`` split at ``ranges`` (layout in the module docstring), and
+        each chunk's range and digest; new chunks are hashed and remembered."""
+        manifest = bytearray()
+        segments: list[tuple[int, int, bytes]] = []
+        sha256, learn = hashlib.sha256, self.recent.learn
+        pos = 0
+        for start, end, remembered in ranges:
+            if start == pos + 1:  # most literals are the comma between two elements
+                manifest += _ONE_BYTE_LITERAL
+                manifest.append(data[pos])
+            elif start > pos:
+                _literal(manifest, data[pos:start])
+            if remembered is None:
+                chunk = data[start:end]
+                chunk_digest = sha256(chunk).digest()
+                learn(chunk, chunk_digest)
+            else:
+                chunk_digest = remembered
+            manifest += _REF_BYTE
+            manifest += chunk_digest
+            segments.append((start, end, chunk_digest))
+            pos = end
+        if pos < len(data):
+            _literal(manifest, data[pos:])
+        return bytes(manifest), segments
