@@ -181,14 +181,20 @@ def derivable(attrs: Mapping[str, Any], sources: Sources) -> Derivation | None:
     reading = _reading(attrs, sources)
     read = reading.values if reading is not None else {}
     rebuilt: dict[str, str] = {}
-    # The UTF-8 of an inline body that is not base64 is the body itself: its crc32 is taken
-    # over the body, not over the text encoded again.
+    # The UTF-8 of an inline body that is not base64 is the body it was made from: its crc32
+    # is taken over those bytes, not over the text encoded again.
     raw: dict[str, bytes] = {}
-    for key, body in ((A.REPLAY_REQUEST_BODY, request), (A.REPLAY_RESPONSE_BODY, response)):
+    for key, body, read_from in (
+        (A.REPLAY_REQUEST_BODY, request, None if reading is None else reading.request_body),
+        (A.REPLAY_RESPONSE_BODY, response, None if reading is None else reading.response_body),
+    ):
         if body is not None and isinstance(value := attrs.get(key), str):
-            rebuilt[key] = value if read.get(key) is value else encode_body(body)
-            if not rebuilt[key].startswith(BASE64_PREFIX):
-                raw[key] = body
+            made_from = read_from
+            if read.get(key) is not value:
+                value, made_from = encode_body(body), body
+            rebuilt[key] = value
+            if made_from is not None and not value.startswith(BASE64_PREFIX):
+                raw[key] = made_from
     status, sse = sources.responses.get(str(attrs.get(A.REPLAY_RESPONSE_HASH)), (0, False))
     name: str | None = None
     chosen: dict[str, str] = {}
