@@ -1,5 +1,5 @@
 """Spans as the store keeps them: JSON-ready dicts in the shape ``examples/otlp_sink.py``
-decodes OTLP into. Pure functions only."""
+decodes OTLP into. Pure functions only (the last resource's dict is memoised)."""
 
 from __future__ import annotations
 
@@ -79,9 +79,7 @@ def span_to_dict(span: ReadableSpan, *, end_ns: int | None = None) -> dict[str, 
         "events": [
             {"name": e.name, "time_ns": e.timestamp, "attributes": _attributes(e.attributes)}
             for e in events
-        ]
-        if events
-        else [],
+        ],
         "links": [
             {
                 "trace_id": f"{link.context.trace_id:032x}",
@@ -89,9 +87,7 @@ def span_to_dict(span: ReadableSpan, *, end_ns: int | None = None) -> dict[str, 
                 "attributes": _attributes(link.attributes),
             }
             for link in links
-        ]
-        if links
-        else [],
+        ],
         "resource": _RESOURCES.of(span.resource),
         "scope": scope.name if scope is not None else None,
     }
