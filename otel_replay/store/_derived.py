@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ import orjson
 
 from otel_replay import attributes as A
 from otel_replay._bodies import is_sse
-from otel_replay._inline import encode_body
+from otel_replay._inline import BASE64_PREFIX, encode_body
 from otel_replay.codecs import request_content, response_content
 from otel_replay.step import Reading, Step
 
@@ -42,6 +42,9 @@ REQUEST_CONTENT = (
 )
 RESPONSE_CONTENT = ("gen_ai.output.messages",)
 _RESPONSE_READ = frozenset({*RESPONSE_CONTENT, A.REPLAY_RESPONSE_BODY})
+_CONTENT = (*REQUEST_CONTENT, *RESPONSE_CONTENT)
+"""The content attributes a codec reads, in the order they are looked for."""
+_CONTENT_KEYS = frozenset(_CONTENT)
 
 if TYPE_CHECKING:
     from otel_replay.codecs import Codec
@@ -155,10 +158,12 @@ def _reading(attrs: Mapping[str, Any], sources: Sources) -> Reading | None:
     return Reading(reading.request_body, reading.request_hash, reading.codec, values)
 
 
-def _crc(values: list[str]) -> int:
+def _crc(values: Sequence[str | bytes]) -> int:
+    """The crc32 of ``values`` (a string as its UTF-8 bytes), one after the other."""
     crc = 0
     for value in values:
-        crc = zlib.crc32(value.encode("utf-8", "surrogatepass"), crc)
+        data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+        crc = zlib.crc32(data, crc)
     return crc
 
 
@@ -174,16 +179,27 @@ def derivable(attrs: Mapping[str, Any], sources: Sources) -> Derivation | None:
     if request is None and response is None:
         return None
     reading = _reading(attrs, sources)
+    read = reading.values if reading is not None else {}
     rebuilt: dict[str, str] = {}
-    for key, body in ((A.REPLAY_REQUEST_BODY, request), (A.REPLAY_RESPONSE_BODY, response)):
+    # The UTF-8 of an inline body that is not base64 is the body it was made from: its crc32
+    # is taken over those bytes, not over the text encoded again.
+    raw: dict[str, bytes] = {}
+    for key, body, read_from in (
+        (A.REPLAY_REQUEST_BODY, request, None if reading is None else reading.request_body),
+        (A.REPLAY_RESPONSE_BODY, response, None if reading is None else reading.response_body),
+    ):
         if body is not None and isinstance(value := attrs.get(key), str):
-            same = reading is not None and reading.values.get(key) is value
-            rebuilt[key] = value if same else encode_body(body)
+            made_from = read_from
+            if read.get(key) is not value:
+                value, made_from = encode_body(body), body
+            rebuilt[key] = value
+            if made_from is not None and not value.startswith(BASE64_PREFIX):
+                raw[key] = made_from
     status, sse = sources.responses.get(str(attrs.get(A.REPLAY_RESPONSE_HASH)), (0, False))
     name: str | None = None
     chosen: dict[str, str] = {}
-    wanted = [k for k in (*REQUEST_CONTENT, *RESPONSE_CONTENT) if isinstance(attrs.get(k), str)]
-    if reading is not None and all(attrs[key] is reading.values.get(key) for key in wanted):
+    wanted = [k for k in _CONTENT if isinstance(attrs.get(k), str)]
+    if reading is not None and all(attrs[key] is read.get(key) for key in wanted):
         name, chosen = reading.codec, {key: attrs[key] for key in wanted}
         rebuilt.update(chosen)
     elif wanted:
@@ -199,12 +215,13 @@ def derivable(attrs: Mapping[str, Any], sources: Sources) -> Derivation | None:
                 break
         if name is not None:
             rebuilt.update(chosen)
-    keys = [key for key, value in attrs.items() if rebuilt.get(key) == value]
+    keys = [key for key, value in attrs.items() if key in rebuilt and rebuilt[key] == value]
     if not keys:
         return None
-    if not any(key in REQUEST_CONTENT or key in RESPONSE_CONTENT for key in keys):
+    if _CONTENT_KEYS.isdisjoint(keys):
         name = None
-    return Derivation(keys, name, status, sse, _crc([rebuilt[key] for key in keys]))
+    crc = _crc([raw.get(key) or rebuilt[key] for key in keys])
+    return Derivation(keys, name, status, sse, crc)
 
 
 def rebuild(

@@ -19,6 +19,9 @@ __all__ = [
 
 _LITERAL = 0
 _REF = 1
+_REF_BYTE = bytes([_REF])
+_ONE_BYTE_LITERAL = bytes([_LITERAL, 1])
+"""The head of a literal part of one byte: its tag and length."""
 
 
 class ManifestError(ValueError):
@@ -148,47 +151,68 @@ class Batch:
         held = exists(list(bodies.data))
         splits: list[_Split] = []
         added: set[bytes] = set()
+        pack, shapes, recent, previous = self.pack, self.shapes, self.recent, self.previous
+        streams = bodies.streams
         for digest, data in bodies.data.items():
             if digest in held:
                 continue
-            stream = bodies.streams.get(digest)
-            known_at = None if stream is None else self.previous.known(stream, data)
-            ranges = split(data, self.shapes, self.recent, known_at)
+            stream = streams.get(digest)
+            known_at = None if stream is None else previous.known(stream, data)
+            ranges = split(data, shapes, recent, known_at)
             if not ranges or (len(ranges) == 1 and ranges[0][2] is None):
                 # Nothing to split, or one new element: a manifest would only add an object.
-                self.pack.add(digest, KIND_CHUNK, data)
+                pack.add(digest, KIND_CHUNK, data)
                 added.add(digest)
                 continue
-            # The manifest (layout in the module docstring) is written as the ranges come.
-            manifest = bytearray()
-            segments: list[tuple[int, int, bytes]] = []
-            pos = 0
-            for start, end, known in ranges:
-                if start > pos:
-                    _literal(manifest, data[pos:start])
-                if known is None:
-                    chunk = data[start:end]
-                    chunk_digest = hashlib.sha256(chunk).digest()
-                    self.recent.learn(chunk, chunk_digest)
-                else:
-                    chunk_digest = known
-                manifest.append(_REF)
-                manifest += chunk_digest
-                segments.append((start, end, chunk_digest))
-                pos = end
-            if pos < len(data):
-                _literal(manifest, data[pos:])
+            manifest, segments = self._manifest(data, ranges)
             if stream is not None:
-                self.previous.learn(stream, data, segments)
-            splits.append(_Split(digest, data, bytes(manifest), segments))
-        wanted = [d for s in splits for _, _, d in s.segments if d not in bodies.data]
-        have = exists(list(dict.fromkeys(wanted))) if wanted else set()
+                previous.learn(stream, data, segments)
+            splits.append(_Split(digest, data, manifest, segments))
+        have: set[bytes] | frozenset[bytes] = frozenset()
+        if splits:
+            wanted = dict.fromkeys(
+                d for s in splits for _, _, d in s.segments if d not in bodies.data
+            )
+            if wanted:
+                have = exists(list(wanted))
         for item in splits:
-            self.pack.add(item.digest, KIND_MANIFEST, item.manifest)
+            pack.add(item.digest, KIND_MANIFEST, item.manifest)
+            view: memoryview | None = None
             for start, end, chunk_digest in item.segments:
                 # A chunk that is also a body of this flush is stored as that body: a
                 # reference names content, whichever way the content is kept.
                 if chunk_digest in have or chunk_digest in added or chunk_digest in bodies.data:
                     continue
                 added.add(chunk_digest)
-                self.pack.add(chunk_digest, KIND_CHUNK, memoryview(item.data)[start:end])
+                if view is None:
+                    view = memoryview(item.data)
+                pack.add(chunk_digest, KIND_CHUNK, view[start:end])
+
+    def _manifest(
+        self, data: bytes, ranges: list[tuple[int, int, bytes | None]]
+    ) -> tuple[bytes, list[tuple[int, int, bytes]]]:
+        """The manifest of ``data`` split at ``ranges`` (layout in the module docstring), and
+        each chunk's range and digest; new chunks are hashed and remembered."""
+        manifest = bytearray()
+        segments: list[tuple[int, int, bytes]] = []
+        sha256, learn = hashlib.sha256, self.recent.learn
+        pos = 0
+        for start, end, remembered in ranges:
+            if start == pos + 1:  # most literals are the comma between two elements
+                manifest += _ONE_BYTE_LITERAL
+                manifest.append(data[pos])
+            elif start > pos:
+                _literal(manifest, data[pos:start])
+            if remembered is None:
+                chunk = data[start:end]
+                chunk_digest = sha256(chunk).digest()
+                learn(chunk, chunk_digest)
+            else:
+                chunk_digest = remembered
+            manifest += _REF_BYTE
+            manifest += chunk_digest
+            segments.append((start, end, chunk_digest))
+            pos = end
+        if pos < len(data):
+            _literal(manifest, data[pos:])
+        return bytes(manifest), segments

@@ -328,6 +328,15 @@ def _array(items: list[bytes]) -> orjson.Fragment:
     return orjson.Fragment(b"[" + b",".join(items) + b"]")
 
 
+def _entries(steps: list[dict[str, Any]]) -> orjson.Fragment:
+    """The JSON array of step entries: in one call, or one entry at a time when one of them
+    needs :func:`dumps`' fallback (the same bytes either way)."""
+    try:
+        return orjson.Fragment(orjson.dumps(steps))
+    except TypeError:
+        return _array([dumps(entry) for entry in steps])
+
+
 def encode_record(
     run_id: str,
     recording: str,
@@ -346,7 +355,7 @@ def encode_record(
         "run": _id_value(run_id),
         "recording": recording,
         "seq": seq,
-        "steps": _array([dumps(entry) for entry in steps]),
+        "steps": _entries(steps),
         "spans": _array(spans),
     }
     if facts is not None:

@@ -101,23 +101,24 @@ def encode_span(span: Mapping[str, Any], sources: Sources | None = None) -> Enco
         raise ValueError(f"span {span.get('name')!r} has no replay.run.id attribute")
     assert isinstance(attrs, Mapping)
     derivation = derivable(attrs, sources) if sources is not None else None
-    derived = frozenset(derivation.keys) if derivation is not None else frozenset()
-    long: list[tuple[str, bytes]] = []
-    kept: dict[str, Any] = {}
-    for key, value in attrs.items():
-        if key in derived:
+    kept = dict(attrs)
+    if derivation is not None:
+        for key in derivation.keys:
             kept[key] = None
-            continue
-        # UTF-8 takes at most 4 bytes a character: a shorter one is not long enough.
-        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4:
-            data = value.encode("utf-8", "surrogatepass")
-            if len(data) >= SPAN_STRING_MIN:
-                long.append((key, data))
-                kept[key] = None
-                continue
-        kept[key] = value
-    strings = [SpanString(key, hashlib.sha256(data).digest(), data) for key, data in long]
-    if strings or derived:
+    # UTF-8 takes at most 4 bytes a character: a shorter string is not long enough.
+    long = [
+        (key, value.encode("utf-8", "surrogatepass"))
+        for key, value in kept.items()
+        if isinstance(value, str) and len(value) >= SPAN_STRING_MIN // 4
+    ]
+    strings = [
+        SpanString(key, hashlib.sha256(data).digest(), data)
+        for key, data in long
+        if len(data) >= SPAN_STRING_MIN
+    ]
+    for string in strings:
+        kept[string.key] = None
+    if strings or derivation is not None:
         span = {**span, "attributes": kept}
     try:
         entry = span_entry_json(
