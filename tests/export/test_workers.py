@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,31 @@ def record(tmp_path: Path, kind: str, method: str, **env: str) -> Recording:
     assert done.stdout.endswith("workers: 2\n")  # two worker processes made requests
     assert "kept apart" not in done.stderr  # no second recording of the run id
     return Recording(store, kind, method, done.stdout, received, elapsed)
+
+
+Recorder = Callable[[Path, str, str], Recording]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorder:
+    """``recorded(tmp_path, kind, method)``: a private copy (under ``tmp_path``) of the agent
+    recorded once per module for that kind and start method.
+
+    Each is recorded with a flush timeout of a minute, which no run may wait out: a Pool's
+    ``__exit__`` terminates its workers as they flush (see
+    ``test_a_pool_that_terminates_its_workers_does_not_wait_for_the_flush_timeout``). The
+    tests replay into their copy, so each sees the store as the recording left it."""
+    made: dict[tuple[str, str], Recording] = {}
+
+    def copy(tmp_path: Path, kind: str, method: str) -> Recording:
+        if (kind, method) not in made:
+            where = tmp_path_factory.mktemp(f"workers-{kind}-{method}")
+            made[kind, method] = record(where, kind, method, OTEL_REPLAY_FLUSH_TIMEOUT_MS="60000")
+        template = made[kind, method]
+        store = Path(shutil.copytree(template.store, tmp_path / "store"))
+        return replace(template, store=store)
+
+    return copy
 
 
 def replay(recording: Recording, **env: str) -> tuple[subprocess.CompletedProcess[str], Any]:
@@ -125,9 +152,9 @@ CASES = [
 @pytest.mark.subprocess
 @pytest.mark.parametrize(("kind", "method"), CASES)
 def test_the_workers_steps_are_one_run_and_replay_identically(
-    tmp_path: Path, kind: str, method: str
+    recorded: Recorder, tmp_path: Path, kind: str, method: str
 ) -> None:
-    recording = record(tmp_path, kind, method)
+    recording = recorded(tmp_path, kind, method)
     with Store.open(recording.store, create=False) as store:
         assert_one_run(store, RUN_ID, 5)
         asked = questions(store, RUN_ID)
@@ -182,9 +209,9 @@ def test_workers_started_before_the_first_step_are_in_its_trace(
 @pytest.mark.subprocess
 @pytest.mark.parametrize(("kind", "method"), [("executor", "fork"), ("pool", "forkserver")])
 def test_a_changed_worker_prompt_diverges_at_its_step(
-    tmp_path: Path, kind: str, method: str
+    recorded: Recorder, tmp_path: Path, kind: str, method: str
 ) -> None:
-    recording = record(tmp_path, kind, method)
+    recording = recorded(tmp_path, kind, method)
     done, report = replay(recording, AGENT_CHANGE="1")
     assert done.returncode == 1, done.stdout + done.stderr  # diverged
     first = report["first_divergence"]
@@ -198,10 +225,12 @@ def test_a_changed_worker_prompt_diverges_at_its_step(
 
 
 @pytest.mark.subprocess
-def test_a_request_the_recording_lacks_in_a_pool_worker_ends_the_replay(tmp_path: Path) -> None:
+def test_a_request_the_recording_lacks_in_a_pool_worker_ends_the_replay(
+    recorded: Recorder, tmp_path: Path
+) -> None:
     # An unmatched request raises an error that SDKs do not catch (a BaseException); a Pool
     # worker would die of it and the pool wait for its result forever.
-    recording = record(tmp_path, "pool", "fork")
+    recording = recorded(tmp_path, "pool", "fork")
     done, report = replay(recording, AGENT_EXTRA="1")
     assert done.returncode == 1, done.stdout + done.stderr  # diverged, not hung
     assert report["outcome"] == "diverged"
@@ -210,13 +239,14 @@ def test_a_request_the_recording_lacks_in_a_pool_worker_ends_the_replay(tmp_path
 
 
 @pytest.mark.subprocess
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
 def test_a_pool_that_terminates_its_workers_does_not_wait_for_the_flush_timeout(
-    tmp_path: Path,
+    recorded: Recorder, tmp_path: Path, method: str
 ) -> None:
     # Pool.__exit__ terminates the workers (SIGTERM) as they leave through their exit flush;
     # the handler flushed the providers again, waiting on the lock the interrupted flush
     # held: the whole OTEL_REPLAY_FLUSH_TIMEOUT_MS, for each worker.
-    recording = record(tmp_path, "pool", "fork", OTEL_REPLAY_FLUSH_TIMEOUT_MS="60000")
+    recording = recorded(tmp_path, "pool", method)  # OTEL_REPLAY_FLUSH_TIMEOUT_MS=60000
     assert recording.elapsed_s < 30
     with Store.open(recording.store, create=False) as store:
         assert_one_run(store, RUN_ID, 5)

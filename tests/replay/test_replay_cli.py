@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,33 @@ def agent_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, st
     return store, "r_agent", done.stdout
 
 
+@dataclass(frozen=True)
+class AgentReplay:
+    """One replay of the recorded agent, into a copy of its store, and when it ran."""
+
+    store: Path
+    done: subprocess.CompletedProcess[str]
+    started_ns: int
+    ended_ns: int
+
+
+@pytest.fixture(scope="module")
+def agent_replay(
+    agent_store: tuple[Path, str, str], tmp_path_factory: pytest.TempPathFactory
+) -> AgentReplay:
+    """The agent replayed once by the CLI with the provider gone; the tests below read
+    different things off the one replay."""
+    store = Path(shutil.copytree(agent_store[0], tmp_path_factory.mktemp("replayed") / "store"))
+    before = time.time_ns()
+    done = replay(store, agent_store[1], sys.executable, str(AGENT))
+    return AgentReplay(store, done, before, time.time_ns())
+
+
 def test_the_agent_replays_identically_without_the_provider(
-    agent_store: tuple[Path, str, str],
+    agent_store: tuple[Path, str, str], agent_replay: AgentReplay
 ) -> None:
-    store, run, recorded_output = agent_store
-    done = replay(store, run, sys.executable, str(AGENT))
+    _, run, recorded_output = agent_store
+    store, done = agent_replay.store, agent_replay.done
     assert done.returncode == 0, done.stdout + done.stderr
     # The agent printed exactly what it printed when it was recorded.
     replayed_output = done.stdout[: len(recorded_output)]
@@ -100,6 +123,8 @@ def test_the_agent_replays_identically_without_the_provider(
     )
     assert "network attempts: 0" in report
     assert "Traceback" not in done.stderr
+    # A program that loads otel-replay is not said not to (the next test's unhooked case).
+    assert "no process of the program loaded" not in done.stdout
     # The re-execution is a run of its own in the store, recorded in mode replay.
     new_id = report.rsplit("recorded as run ", 1)[1].split()[0]
     with Store.open(store, create=False) as opened:
@@ -127,20 +152,15 @@ def test_a_script_s_draws_from_random_repeat_without_a_run_block(tmp_path: Path)
     assert f"replay of run r_random (store {store}): identical" in done.stdout
 
 
-def test_a_replays_spans_time_its_steps_by_the_wall_clock(
-    agent_store: tuple[Path, str, str], tmp_path: Path
-) -> None:
+def test_a_replays_spans_time_its_steps_by_the_wall_clock(agent_replay: AgentReplay) -> None:
     """The replayed application reads the recorded run's time; the spans its replay exports
     say when the replay ran and how long each step took, so that the replay read from its
     spans alone (a trace backend, the Collector's archive) times every step as the store
     does, HTTP and model calls as the run's own span."""
-    store = Path(shutil.copytree(agent_store[0], tmp_path / "store"))
-    before = time.time_ns()
-    done = replay(store, agent_store[1], sys.executable, str(AGENT))
-    after = time.time_ns()
+    done, before, after = agent_replay.done, agent_replay.started_ns, agent_replay.ended_ns
     assert done.returncode == 0, done.stdout + done.stderr
     replayed = done.stdout.rsplit("recorded as run ", 1)[1].split()[0]
-    with Store.open(store, create=False) as opened:
+    with Store.open(agent_replay.store, create=False) as opened:
         spans = opened.spans(replayed)
         stored = {step.index: step for step in opened.read_steps(replayed)}
     assert all(before <= s["start_ns"] <= s["end_ns"] <= after for s in spans), spans
@@ -201,8 +221,6 @@ def test_a_program_that_never_loads_otel_replay_is_named_as_such(
     )
     as_json = replay(store, run, sys.executable, "-I", "-S", "-c", "pass", flags=["--json"])
     assert json.loads(as_json.stdout)["hooked"] is False
-    healthy = replay(store, run, sys.executable, str(AGENT))
-    assert "no process of the program loaded" not in healthy.stdout
 
 
 # Whether a process has loaded what a replay loads (its store is SQLite), once the resource

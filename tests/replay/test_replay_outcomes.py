@@ -54,12 +54,26 @@ def _run_agent_then(tmp_path: Path, tail: str) -> str:
     )
 
 
+Replayed = subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def reworded(agent_store: AgentStore) -> tuple[Replayed, Replayed]:
+    """The agent replayed with its prompt ``REWORDED``: the text report, then ``--json``'s
+    (each read by more than one test below)."""
+    store, run, _ = agent_store
+    command = (sys.executable, str(AGENT))
+    return (
+        replay(store, run, *command, SUPPORT_SYSTEM_PROMPT=REWORDED),
+        replay(store, run, *command, flags=["--json"], SUPPORT_SYSTEM_PROMPT=REWORDED),
+    )
+
+
 def test_a_prompt_changed_past_its_200th_character_shows_the_changed_words(
-    agent_store: AgentStore,
+    reworded: tuple[Replayed, Replayed],
 ) -> None:
     assert CHANGED_AT > 200
-    store, run, _ = agent_store
-    done = replay(store, run, sys.executable, str(AGENT), SUPPORT_SYSTEM_PROMPT=REWORDED)
+    done, as_json = reworded
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     head = lines.index(
@@ -79,16 +93,7 @@ def test_a_prompt_changed_past_its_200th_character_shows_the_changed_words(
     assert "differs: prompt hash, system instructions" in done.stdout
     assert lines[-1] == "the agent exited with status 0"
 
-    document = _json(
-        replay(
-            store,
-            run,
-            sys.executable,
-            str(AGENT),
-            flags=["--json"],
-            SUPPORT_SYSTEM_PROMPT=REWORDED,
-        )
-    )
+    document = _json(as_json)
     changes = {c["field"]: c for c in document["first_divergence"]["changes"]}
     prompt = changes["system instructions (message 0)"]
     assert prompt == {
@@ -146,6 +151,7 @@ def test_a_changed_tool_description_shows_the_old_and_the_new(
 )
 def test_each_outcome_has_its_own_exit_status(
     agent_store: AgentStore,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     scenario: str,
     status: int,
@@ -154,10 +160,8 @@ def test_each_outcome_has_its_own_exit_status(
     error: str | None,
 ) -> None:
     store, run, _ = agent_store
-    command, env = [sys.executable, str(AGENT)], {}
-    if scenario == "changed prompt":
-        env = {"SUPPORT_SYSTEM_PROMPT": REWORDED}
-    elif scenario.startswith("exit 3"):
+    command = [sys.executable, str(AGENT)]
+    if scenario.startswith("exit 3"):
         command = [sys.executable, _run_agent_then(tmp_path, "sys.exit(3)")]
     elif scenario.startswith("raises"):
         command = [
@@ -165,7 +169,11 @@ def test_each_outcome_has_its_own_exit_status(
             _run_agent_then(tmp_path, "raise ValueError('no more questions')"),
         ]
 
-    done = replay(store, run, *command, **env)
+    if scenario == "changed prompt":  # the prompt REWORDED: replayed once for the module
+        done, as_json = request.getfixturevalue("reworded")
+    else:
+        done = replay(store, run, *command)
+        as_json = replay(store, run, *command, flags=["--json"])
     assert done.returncode == status, done.stdout + done.stderr
     verdict = next(line for line in done.stdout.splitlines() if line.startswith("replay of run"))
     last = done.stdout.splitlines()[-1]
@@ -181,7 +189,7 @@ def test_each_outcome_has_its_own_exit_status(
         assert last == f"the agent raised {error} and exited with status 1"
         assert "Traceback" in done.stderr  # the agent's own, as Python printed it
 
-    document = _json(replay(store, run, *command, flags=["--json"], **env))
+    document = _json(as_json)
     assert document["outcome"] == outcome
     assert document["exit_code"] == status
     assert document["agent_exit_code"] == agent_exit
