@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context, trace
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_replay import attributes as A
@@ -20,12 +24,6 @@ from otel_replay.step import Reading, Step
 
 if TYPE_CHECKING:
     from otel_replay.capture._recorder import Recorder
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
-
-from opentelemetry import context, trace
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 
 __all__ = [
     "REQUEST_HASH_EXTENSION",

@@ -184,6 +184,29 @@ EVIL = "\x1b]0;owned\x07\x1b[2J\x00\x9b31m\u202e"
 _RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]")  # all a terminal acts on
 
 
+def _write_steps(path: Path, run_id: str, steps: list[dict[str, str]]) -> Path:
+    """An OTLP JSON file at ``path`` holding one step span of run ``run_id`` per item of
+    ``steps`` (its string attributes), each answered 200."""
+    spans = [
+        {
+            "traceId": "1" * 32,
+            "spanId": f"{n + 1:016x}",
+            "name": "step",
+            "startTimeUnixNano": str(1_800_000_000 * 10**9 + n),
+            "endTimeUnixNano": str(1_800_000_000 * 10**9 + n + 10**6),
+            "attributes": [
+                {"key": "replay.run.id", "value": {"stringValue": run_id}},
+                {"key": "replay.step.index", "value": {"intValue": str(n)}},
+                {"key": "replay.response.status_code", "value": {"intValue": "200"}},
+                *({"key": k, "value": {"stringValue": v}} for k, v in attrs.items()),
+            ],
+        }
+        for n, attrs in enumerate(steps)
+    ]
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    return path
+
+
 def _hostile_trace(path: Path) -> Path:
     """An OTLP file whose model name, prompt, answer, tool name, arguments and error type
     carry terminal escapes, a NUL, a C1 CSI and a bidi override."""
@@ -212,24 +235,7 @@ def _hostile_trace(path: Path) -> Path:
         "replay.response.hash": sha256_tag(result.encode()),
         "error.type": "Boom" + EVIL,
     }
-    spans = [
-        {
-            "traceId": "1" * 32,
-            "spanId": f"{n + 1:016x}",
-            "name": "step",
-            "startTimeUnixNano": str(1_800_000_000 * 10**9 + n),
-            "endTimeUnixNano": str(1_800_000_000 * 10**9 + n + 10**6),
-            "attributes": [
-                {"key": "replay.run.id", "value": {"stringValue": "r_evil"}},
-                {"key": "replay.step.index", "value": {"intValue": str(n)}},
-                {"key": "replay.response.status_code", "value": {"intValue": "200"}},
-                *({"key": k, "value": {"stringValue": v}} for k, v in attrs.items()),
-            ],
-        }
-        for n, attrs in enumerate((llm, tool))
-    ]
-    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
-    return path
+    return _write_steps(path, "r_evil", [llm, tool])
 
 
 @pytest.mark.subprocess
@@ -271,37 +277,21 @@ def test_a_body_nested_past_what_json_reads_is_shown_as_text(
         ("llm", "https://api.openai.com/v1/chat/completions", request, response, chat),
         ("http", "http://tools.test/deep", body, body, {}),
     ]
-    spans = [
+    steps = [
         {
-            "traceId": "2" * 32,
-            "spanId": f"{n + 1:016x}",
-            "name": "step",
-            "startTimeUnixNano": str(1_800_000_000 * 10**9 + n),
-            "endTimeUnixNano": str(1_800_000_000 * 10**9 + n + 10**6),
-            "attributes": [
-                {"key": key, "value": {"stringValue": value}}
-                for key, value in {
-                    "replay.run.id": "r_deep",
-                    "replay.step.kind": kind,
-                    "gen_ai.request.model": "m",
-                    "http.request.method": "POST",
-                    "url.full": url,
-                    "replay.request.body": sent,
-                    "replay.request.hash": sha256_tag(sent.encode()),
-                    "replay.response.body": got,
-                    "replay.response.hash": sha256_tag(got.encode()),
-                    **codec,
-                }.items()
-            ]
-            + [
-                {"key": "replay.step.index", "value": {"intValue": str(n)}},
-                {"key": "replay.response.status_code", "value": {"intValue": "200"}},
-            ],
+            "replay.step.kind": kind,
+            "gen_ai.request.model": "m",
+            "http.request.method": "POST",
+            "url.full": url,
+            "replay.request.body": sent,
+            "replay.request.hash": sha256_tag(sent.encode()),
+            "replay.response.body": got,
+            "replay.response.hash": sha256_tag(got.encode()),
+            **codec,
         }
-        for n, (kind, url, sent, got, codec) in enumerate(kinds)
+        for kind, url, sent, got, codec in kinds
     ]
-    trace = tmp_path / "deep.json"
-    trace.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    trace = _write_steps(tmp_path / "deep.json", "r_deep", steps)
     store = tmp_path / "s"
     imported = invoke("import", str(trace), "--store", str(store))
     assert imported.exit_code == 0, imported.output

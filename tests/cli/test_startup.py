@@ -169,11 +169,16 @@ with open(sys.argv[1], "w", encoding="utf-8") as listing:
 """
 
 
+def _without_otel() -> dict[str, str]:
+    """This environment without any OTEL_ setting (the tests' own recording ones)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+
+
 def _replay(store: Path, cwd: Path, *command: str) -> subprocess.CompletedProcess[str]:
     """``otel-replay replay SUPPORT -- COMMAND`` in ``cwd``, with no OTEL_ setting inherited."""
     return subprocess.run(
         [str(CLI), "replay", SUPPORT, "--store", str(store), "--", *command],
-        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+        env=_without_otel(),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -260,8 +265,7 @@ def test_a_marked_test_replays_without_the_recording_side(store: Path, tmp_path:
     plugin = ["-p", "otel_replay.testing.pytest_plugin", "-p", "no:cacheprovider"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *plugin, "-q", "test_marked.py"],
-        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env=_without_otel() | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         cwd=tmp_path,
         capture_output=True,
         text=True,
