@@ -30,7 +30,6 @@ from otel_replay.replay._model import RecordedStep, Run, endpoint_of
 
 __all__ = [
     "VOLATILE_FIELDS",
-    "Awaited",
     "Content",
     "Match",
     "MatchKind",
@@ -63,16 +62,6 @@ class Match:
 IDLE_S = 2.0
 """How long a streamed piece waits for the requests it came after once the replay makes no
 request at all: past that, the replay went another way and the piece is served."""
-
-
-@dataclass(frozen=True, slots=True)
-class Awaited:
-    """What one piece of a response (a chunk, or its end) waits for before it is served: the
-    recorded ``steps`` the replay must have asked for, and at most ``within_ns`` after the
-    request (when it came in the recording)."""
-
-    steps: frozenset[int]
-    within_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,49 +344,48 @@ class Matcher:
         first = bisect.bisect_right(starts, (start, math.inf))
         return first < len(starts) and starts[first][0] < end
 
-    def awaited(self, recorded: RecordedStep, at_ns: int) -> Awaited:
+    def awaited(self, recorded: RecordedStep, at_ns: int) -> frozenset[int]:
         """What the piece of ``recorded``'s response that came ``at_ns`` after its request waits
         for: the steps the recording started between the request and that piece, except
         those a tool's body made (a served tool makes none of them)."""
         start = recorded.step.start_ns
         if start <= 0 or at_ns <= 0:
-            return Awaited(frozenset(), at_ns)
+            return frozenset()
         # Each chunk of every streamed response asks this: a search, not a scan of the run.
         starts = self._starts
         first = bisect.bisect_right(starts, (start, math.inf))
         last = bisect.bisect_left(starts, (start + at_ns, -1), lo=first)
-        return Awaited(frozenset(index for _, index in starts[first:last]), at_ns)
+        return frozenset(index for _, index in starts[first:last])
 
     def reached(self, steps: frozenset[int]) -> bool:
         """Whether every one of ``steps`` has been served."""
         served = self.ledger.served
         return all(served(index) for index in steps)
 
-    def wait(self, steps: frozenset[int], timeout: float) -> None:
-        """Block until every one of ``steps`` has been served, or ``timeout`` seconds, or the
-        replay has asked for nothing for :data:`IDLE_S` (see :meth:`patience`)."""
-        deadline = time.monotonic() + timeout
+    def wait(self, steps: frozenset[int]) -> None:
+        """Block until every one of ``steps`` has been served, or the replay has asked for
+        nothing for :data:`IDLE_S` (see :meth:`patience`)."""
         with self._asked:
             self._waiting += 1
             try:
                 while not self.reached(steps):
-                    left = self._patience(deadline)
+                    left = self._patience()
                     if left <= 0:
                         return
                     self._asked.wait(min(left, WAIT_SLICE_S))
             finally:
                 self._waiting -= 1
 
-    def patience(self, deadline: float) -> float:
-        """Seconds a piece waiting for requests may still wait: until ``deadline``
-        (``time.monotonic()``), and no more than :data:`IDLE_S` after the replay's last
-        request. A replay that stopped asking (it diverged, or went another way) gets the
-        rest of the stream at once instead of at the recorded pace."""
+    def patience(self) -> float:
+        """Seconds a piece waiting for requests may still wait: :data:`IDLE_S` after the
+        replay's last request. However slow the replay (a busy machine), a piece waits for the
+        requests it came after, so the program sees them in the recorded order; a replay
+        that stopped asking (it diverged, or went another way) gets the rest of the stream."""
         with self._lock:
-            return self._patience(deadline)
+            return self._patience()
 
-    def _patience(self, deadline: float) -> float:
-        return min(deadline, self.ledger.last_asked() + IDLE_S) - time.monotonic()
+    def _patience(self) -> float:
+        return self.ledger.last_asked() + IDLE_S - time.monotonic()
 
     def on_served(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Call ``wake`` (from whichever thread serves) after each served request; returns

@@ -37,7 +37,7 @@ from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
 from otel_replay.replay._live_from import LiveFrom, result_changes, write_refusal
-from otel_replay.replay._match import Awaited, Match, Matcher, endpoint_of_request
+from otel_replay.replay._match import Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import served_instead
 from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult
@@ -64,7 +64,7 @@ class Answer:
     chunks: tuple[bytes, ...]
     times: tuple[int, ...]
     error_type: str | None
-    awaits: tuple[Awaited, ...] = ()
+    awaits: tuple[frozenset[int], ...] = ()
     complete: bool = True
 
     @property
@@ -137,7 +137,7 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
         chunks.append(body[offset:])
         ats.append(recorded.duration_ns)
     times = tuple(ats) if timing == "recorded" else (0,) * len(ats)
-    awaits: tuple[Awaited, ...] = ()
+    awaits: tuple[frozenset[int], ...] = ()
     if matcher.started_during(recorded):
         awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
     # A step that ended in a transport error mid-stream replays its bytes, then the error

@@ -8,6 +8,7 @@ client through ``replaying()``.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -88,3 +89,71 @@ def test_a_replay_that_stops_asking_gets_the_rest_without_waiting_out_the_record
     assert pieces == ["data: 1\n\n", "data: 2\n\n"]
     assert waited < 10, f"waited {waited:.1f} s for a request that never came (recorded: 30 s)"
     assert not result.identical  # /ping was never asked for
+
+
+def _work(seconds: float) -> None:
+    """Take ``seconds`` of real time, as slow code does (a wait the replay does not skip)."""
+    threading.Event().wait(seconds)
+
+
+# The same stream recorded on a quick machine: the ping at 0.1 s, the second event at 0.2 s.
+QUICK = Run(
+    run_id="r_events_quick",
+    source="test",
+    steps=(
+        _get(0, "/events", b"data: 1\n\ndata: 2\n\n", 0, ((9, SECOND // 20), (9, SECOND // 5))),
+        _get(1, "/ping", b"pong", 0.1),
+    ),
+    start_ns=START,
+)
+
+
+def test_a_replay_slower_than_the_recording_still_gets_each_piece_after_its_request() -> None:
+    # A busy machine (or today's slower code) makes the ping a second after the first event,
+    # five times the recorded lifetime of the whole stream: the second event still waits. The
+    # second is real work, not a sleep (the replay would skip a sleep).
+    seen: list[str] = []
+    first_piece = threading.Event()
+    with otel_replay.replaying(QUICK) as result, httpx.Client() as client:
+
+        def ping() -> None:
+            first_piece.wait(10)
+            _work(1)
+            seen.append("ping")
+            client.get("http://events.test/ping").read()
+
+        pinger = threading.Thread(target=ping)
+        pinger.start()
+        with client.stream("GET", "http://events.test/events") as stream:
+            for piece in stream.iter_raw():
+                seen.append(piece.decode())
+                first_piece.set()
+        pinger.join()
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
+    assert result.identical, result.first_divergence
+
+
+def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None:
+    seen: list[str] = []
+
+    async def main() -> None:
+        first_piece = asyncio.Event()
+        async with httpx.AsyncClient() as client:
+
+            async def ping() -> None:
+                await first_piece.wait()
+                await asyncio.to_thread(_work, 1)
+                seen.append("ping")
+                await (await client.get("http://events.test/ping")).aread()
+
+            pinger = asyncio.create_task(ping())
+            async with client.stream("GET", "http://events.test/events") as stream:
+                async for piece in stream.aiter_raw():
+                    seen.append(piece.decode())
+                    first_piece.set()
+            await pinger
+
+    with otel_replay.replaying(QUICK) as result:
+        asyncio.run(main())
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
+    assert result.identical, result.first_divergence

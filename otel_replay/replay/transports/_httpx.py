@@ -16,22 +16,21 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
 from otel_replay.capture import REQUEST_HASH_EXTENSION
 from otel_replay.envelope import module_class
 from otel_replay.replay._faults import injected_error
-from otel_replay.replay._match import Awaited, Matcher
+from otel_replay.replay._match import Matcher
 from otel_replay.replay._session import Answer, ReplaySession, interruption
 
 __all__ = ["transport_classes"]
 
 
-def _wait(matcher: Matcher, awaited: Awaited, started: float) -> None:
-    """Block until the replay has asked for ``awaited.steps``, or the piece's recorded time."""
-    if awaited.steps:
-        remaining = started + awaited.within_ns / 1e9 - time.perf_counter()
-        matcher.wait(awaited.steps, remaining)
+def _wait(matcher: Matcher, awaited: frozenset[int]) -> None:
+    """Block until the replay has asked for the steps ``awaited`` (see ``Matcher.wait``)."""
+    if awaited:
+        matcher.wait(awaited)
 
 
-async def _wait_async(matcher: Matcher, awaited: Awaited, started: float) -> None:
+async def _wait_async(matcher: Matcher, awaited: frozenset[int]) -> None:
     """:func:`_wait` without blocking the event loop."""
-    if not awaited.steps or matcher.reached(awaited.steps):
+    if not awaited or matcher.reached(awaited):
         return
     loop = asyncio.get_running_loop()
     asked = asyncio.Event()
@@ -42,11 +41,10 @@ async def _wait_async(matcher: Matcher, awaited: Awaited, started: float) -> Non
 
     undo = matcher.on_served(wake)
     try:
-        deadline = time.monotonic() + started + awaited.within_ns / 1e9 - time.perf_counter()
         while True:
             asked.clear()
-            remaining = matcher.patience(deadline)
-            if remaining <= 0 or matcher.reached(awaited.steps):
+            remaining = matcher.patience()
+            if remaining <= 0 or matcher.reached(awaited):
                 return
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asked.wait(), remaining)
@@ -118,10 +116,10 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                     if delay > 0:
                         time.sleep(delay)
                 if answer.awaits:
-                    _wait(self._matcher, answer.awaits[i], self._started)
+                    _wait(self._matcher, answer.awaits[i])
                 yield chunk
             if answer.awaits:
-                _wait(self._matcher, answer.awaits[-1], self._started)
+                _wait(self._matcher, answer.awaits[-1])
             if answer.error_type is not None:
                 raise _error(module, answer, self._request)
 
@@ -145,10 +143,10 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                     if delay > 0:
                         await asyncio.sleep(delay)
                 if answer.awaits:
-                    await _wait_async(self._matcher, answer.awaits[i], self._started)
+                    await _wait_async(self._matcher, answer.awaits[i])
                 yield chunk
             if answer.awaits:
-                await _wait_async(self._matcher, answer.awaits[-1], self._started)
+                await _wait_async(self._matcher, answer.awaits[-1])
             if answer.error_type is not None:
                 raise _error(module, answer, self._request)
 
