@@ -37,7 +37,14 @@ class Jaeger:
             def do_GET(self) -> None:
                 owner.requests.append(self.path)
                 trace_id = self.path.removeprefix("/api/v3/traces/")
-                if trace_id in owner.traces:
+                if trace_id == "ui":  # the web UI's page, where a user copied the wrong link
+                    page = b"<!doctype html><html><body>Jaeger UI</body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                elif trace_id in owner.traces:
                     self._send(200, {"result": owner.traces[trace_id]})
                 else:
                     self._send(404, {"error": {"httpCode": 404, "message": "trace not found"}})
@@ -112,6 +119,18 @@ def test_an_error_answer_names_the_url(jaeger: Jaeger) -> None:
         load_run(url)
     # The server's own words come after the status.
     assert str(caught.value) == f"{url}: the server answered HTTP 404 Not Found (trace not found)"
+
+
+def test_a_web_page_is_named_as_one(jaeger: Jaeger, tmp_path: Path) -> None:
+    url = jaeger.url("ui")
+    with pytest.raises(SourceError) as caught:
+        load_run(url)
+    assert str(caught.value) == f"{url}: an HTML or XML document, not OTLP trace data"
+    saved = tmp_path / "trace.json"  # the same page saved as a file
+    saved.write_bytes(b"\n  <html><body>Sign in</body></html>\n")
+    with pytest.raises(SourceError) as caught:
+        load_run(str(saved))
+    assert str(caught.value) == f"{saved}: an HTML or XML document, not OTLP trace data"
 
 
 def test_an_unreachable_server_names_the_url() -> None:

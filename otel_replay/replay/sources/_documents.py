@@ -175,6 +175,10 @@ def _json_documents(data: bytes, source: str, limits: Limits) -> list[Document]:
         lines = _lines(data, source, limits.max_line_bytes)
         first = next(lines, None)
         if first is None or not _parses(first[1]):
+            if data.lstrip(_WHITESPACE)[:1] == b"<":  # a login page, a proxy's error page
+                raise SourceError(
+                    f"{source}: an HTML or XML document, not OTLP trace data"
+                ) from None
             # Not JSON lines either: one document, damaged where the parser stopped.
             raise SourceError(
                 f"{source}:{exc.lineno}: invalid or truncated JSON ({exc.msg})"
