@@ -95,8 +95,12 @@ def serve(home: Path, **settings: str) -> Iterator[Phoenix]:
             proc.wait()
 
 
+START_S = 240
+"""How long Phoenix may take to answer: ~15 s idle, past 90 s on a machine at load 10."""
+
+
 def _wait_until_up(server: Phoenix, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"phoenix serve exited {proc.returncode}: {server.log.read_text()[-2000:]}")
@@ -105,7 +109,8 @@ def _wait_until_up(server: Phoenix, proc: subprocess.Popen[bytes]) -> None:
                 return
         except OSError:
             time.sleep(0.2)
-    pytest.fail(f"phoenix serve did not answer in 90 s: {server.log.read_text()[-2000:]}")
+    log = server.log.read_text()[-2000:]
+    pytest.fail(f"phoenix serve did not answer in {START_S} s: {log}")
 
 
 def record(
