@@ -23,8 +23,9 @@ from otel_replay.store._repack import (
     merge_records,
     repack,
 )
+from otel_replay.store._reports import GcReport
 from otel_replay.store._sync import Listing, list_files, sync
-from otel_replay.store._types import GcReport, Progress, Retention, RunInfo
+from otel_replay.store._types import Progress, Retention, RunInfo
 
 __all__ = ["GRACE_S", "collect", "remove_runs"]
 

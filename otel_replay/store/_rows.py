@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import ENTRY
 from otel_replay.store._records import RunName, SpanStep
-from otel_replay.store._types import ImportedFile, RunInfo, RunStatus, StepInfo
+from otel_replay.store._types import RunInfo, RunStatus, StepInfo
 
 if TYPE_CHECKING:
     from otel_replay.store._imports import LedgerEntry
+    from otel_replay.store._reports import ImportedFile
 
 __all__ = [
     "Located",
@@ -597,6 +598,8 @@ def recording_of(conn: sqlite3.Connection, run: RunRow) -> str:
 
 def imported_files(conn: sqlite3.Connection) -> list[ImportedFile]:
     """The files imported so far, oldest first."""
+    from otel_replay.store._reports import ImportedFile  # noqa: PLC0415 - only an import asks
+
     rows = conn.execute(
         "SELECT path, size, mtime_ns, head, digest FROM imported_files ORDER BY read_ns"
     ).fetchall()
