@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ __all__ = [
     "step_ref",
 ]
 
-_log = logging.getLogger("otel_replay.store")
 
 _CHUNK = 500
 """Digests per ``IN (...)`` query (SQLite allows at least 999 parameters)."""
@@ -243,7 +241,9 @@ def ensure_run(
             number += 1
             name = f"{run_id}@{number}"
         if number > 1:
-            _log.warning(
+            import logging  # noqa: PLC0415 - a verb that only reads starts without it
+
+            logging.getLogger("otel_replay.store").warning(
                 "otel-replay: run id %r is already in the store at %s; this recording is "
                 "kept apart as run %r",
                 run_id,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
 import threading
 import time
@@ -52,13 +51,20 @@ from otel_replay.store._records import Record, SpanEntry, decode_records, step_f
 from otel_replay.store._types import FailureLabel, Progress, Retention, RunInfo, StepInfo
 
 if TYPE_CHECKING:
+    import logging
+
     from otel_replay.store._repack import Context
     from otel_replay.store._reports import Buffered, GcReport, ImportedFile, VerifyProblem
     from otel_replay.store._write import Pending, Session
 
 __all__ = ["Store"]
 
-_log = logging.getLogger("otel_replay.store")
+
+def _log() -> logging.Logger:
+    """The store's logger: logging loads when there is something to say, not with the store."""
+    import logging  # noqa: PLC0415
+
+    return logging.getLogger("otel_replay.store")
 
 
 def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -760,7 +766,7 @@ class Store:
         if report.dropped and self._writing is not None:
             self._writing.forget_known()
         for problem in report.problems:
-            _log.warning("otel-replay: %s", problem.message)
+            _log().warning("otel-replay: %s", problem.message)
         return report.packs + report.records
 
     def close(self, timeout: float | None = None) -> None:
@@ -793,7 +799,7 @@ class Store:
         try:
             _repack.merge_session(self._gc_context(), self._session, deadline)
         except StoreFullError as exc:  # the files stay as they are, all valid
-            _log.info("otel-replay: what this store wrote stays unmerged: %s", exc)
+            _log().info("otel-replay: what this store wrote stays unmerged: %s", exc)
 
     def __enter__(self) -> Store:
         return self
