@@ -21,7 +21,6 @@ from otel_replay.cli._format import (
     printable,
     when,
 )
-from otel_replay.cli._messages import prompt_preview
 from otel_replay.step import ENVELOPE_KINDS, describe_effect
 from otel_replay.store import FailureLabel, Retention, RunInfo
 
@@ -254,6 +253,9 @@ def _step_status(view: StepView) -> Text:
 
 def _prompt(view: StepView) -> str:
     if view.step.kind == "llm":
+        # Loaded here: the runs table reads no message.
+        from otel_replay.cli._messages import prompt_preview  # noqa: PLC0415
+
         return prompt_preview(view.input_messages, PROMPT_WIDTH)
     return one_line(view.prompt, PROMPT_WIDTH)
 

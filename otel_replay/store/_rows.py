@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import ENTRY
-from otel_replay.store._records import RunName, SpanStep
 from otel_replay.store._types import RunInfo, RunStatus, StepInfo
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # runs lists without the records' decoder (and the codecs behind it)
     from otel_replay.store._imports import LedgerEntry
+    from otel_replay.store._records import RunName, SpanStep
     from otel_replay.store._reports import ImportedFile
 
 __all__ = [

@@ -25,9 +25,9 @@ from otel_replay.errors import (
 from otel_replay.step import RunEnd, RunFacts, Step
 
 # _write, _gc, _repack, _verify, _sync and _imports load when used: a verb that only reads
-# (show, runs) does not pay for them.
+# (show, runs) does not pay for them; nor does runs, which reads the index alone, for
+# _records and _derived (the records' decoder, and the codecs that rebuild a span).
 from otel_replay.store import _labels, _rows
-from otel_replay.store._derived import Sources, rebuild
 from otel_replay.store._format import (
     INDEX_FILE,
     LOCK_FILE,
@@ -47,12 +47,12 @@ from otel_replay.store._fs import (
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import Record, SpanEntry, decode_records, step_from_entry
 from otel_replay.store._types import FailureLabel, Progress, Retention, RunInfo, StepInfo
 
 if TYPE_CHECKING:
     import logging
 
+    from otel_replay.store._records import Record, SpanEntry
     from otel_replay.store._repack import Context
     from otel_replay.store._reports import Buffered, GcReport, ImportedFile, VerifyProblem
     from otel_replay.store._write import Pending, Session
@@ -384,6 +384,7 @@ class Store:
         on read (``_derived``): put a span with its steps. Raises ValueError when a body
         does not match its hash or a span has no run id.
         """
+        from otel_replay.store._derived import Sources  # noqa: PLC0415 - see the imports
         from otel_replay.store._write import checked, encode_span, step_bodies  # noqa: PLC0415
 
         accepted = [checked(step) for step in steps]
@@ -557,6 +558,8 @@ class Store:
         return b"" if info.response_hash is None else self.body(info.response_hash)
 
     def _records(self, rel: str) -> list[Record]:
+        from otel_replay.store._records import decode_records  # noqa: PLC0415 - see the imports
+
         try:
             decoded = decode_records(self._backend.read(rel))
         except FileNotFoundError:
@@ -605,6 +608,8 @@ class Store:
         run_id, entry = entries[info.index]
         request = self.body(info.request_hash)
         response = b"" if info.response_hash is None else self.body(info.response_hash)
+        from otel_replay.store._records import step_from_entry  # noqa: PLC0415 - see the imports
+
         return step_from_entry(run_id, entry, request, response, facts)
 
     def spans(self, run_id: str) -> list[dict[str, Any]]:
@@ -638,6 +643,8 @@ class Store:
         for key, digest in entry.strings.items():
             attrs[key] = self.body(digest).decode("utf-8", "surrogatepass")
         if entry.derived is not None:
+            from otel_replay.store._derived import rebuild  # noqa: PLC0415 - see the imports
+
             try:
                 attrs.update(rebuild(attrs, entry.derived, self.body))
             except ValueError as exc:
