@@ -188,6 +188,9 @@ class Store:
     @property
     def _session(self) -> Session:
         """The writing side: the recording this store writes, and what it wrote."""
+        writing = self._writing
+        if writing is not None:  # once made, read without waiting for a flush's lock
+            return writing
         with self._lock:
             if self._writing is None:
                 from otel_replay.store._write import Session  # noqa: PLC0415 - see __init__
