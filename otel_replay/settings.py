@@ -4,16 +4,16 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from otel_replay._ignore import IgnoreRules
-from otel_replay._ignore import parse as _ignore_rules
 from otel_replay.errors import ConfigError
+
+if TYPE_CHECKING:
+    from otel_replay._ignore import IgnoreRules
 
 __all__ = [
     "CLI_CHANNEL",
@@ -31,8 +31,6 @@ __all__ = [
     "run_id_given",
     "turn_off",
 ]
-
-_log = logging.getLogger("otel_replay")
 
 Mode = Literal["record", "replay", "off"]
 Timing = Literal["fast", "recorded"]
@@ -143,6 +141,13 @@ def _live_tools(raw: str) -> bool:
 
 def _names(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+
+
+def _ignore_rules(raw: str) -> IgnoreRules:
+    # Loaded when the setting is read: a verb that reads none starts without the rules.
+    from otel_replay._ignore import parse  # noqa: PLC0415
+
+    return parse(raw)
 
 
 def _share(raw: str) -> float:
@@ -368,7 +373,11 @@ def turn_off(error: ConfigError) -> None:
     message = str(error)
     if message not in _turned_off:
         _turned_off.add(message)
-        _log.error("otel-replay: %s; otel-replay is off in this process", message)
+        import logging  # noqa: PLC0415 - a bad setting is rare: the CLI starts without logging
+
+        logging.getLogger("otel_replay").error(
+            "otel-replay: %s; otel-replay is off in this process", message
+        )
 
 
 def replay_requested(environ: Mapping[str, str] | None = None) -> bool:

@@ -8,8 +8,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -20,9 +19,9 @@ from otel_replay.errors import OtelReplayError
 __all__ = ["VERBS", "CliError", "Verb", "cli", "main"]
 
 
-@dataclass(frozen=True)
-class Verb:
-    """Where a verb's click command lives, and its one line for ``otel-replay --help``."""
+class Verb(NamedTuple):
+    """Where a verb's click command lives, and its one line for ``otel-replay --help``. (A
+    named tuple: a dataclass would cost ``--help`` the import of dataclasses.)"""
 
     module: str
     command: str

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from otel_replay.errors import StoreError, StoreFullError, StoreNotWritableError
+
+# The thread pools load with the first flush or remote store: reading a local store needs none.
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 T = TypeVar("T")
 
@@ -92,6 +96,8 @@ _pool_lock = threading.Lock()
 
 def _sync_pool() -> ThreadPoolExecutor:
     """The process's fsync threads (started on first use; a forked child starts its own)."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - see the imports
+
     with _pool_lock:
         pool = _pools.get("fsync")
         if pool is None or pool[0] != os.getpid():
@@ -109,6 +115,8 @@ def submit(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> Future
     try:
         return pool.submit(fn, *args)
     except RuntimeError:
+        from concurrent.futures import Future  # noqa: PLC0415 - see the imports
+
         done: Future[T] = Future()
         try:
             done.set_result(fn(*args))
@@ -347,28 +355,35 @@ def _stamp(info: Mapping[str, Any]) -> float:
     return modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
 
 
-class _ExitSafePool(ThreadPoolExecutor):
-    """The default thread pool of fsspec's event loop, which still runs work while the
-    interpreter exits: ``concurrent.futures`` then refuses new work ("cannot schedule new
-    futures after interpreter shutdown"), and aiohttp resolves a host name through this pool
-    to connect. A write at exit (the SDK's ``atexit`` shutdown, the application's own exit
-    hooks) would fail, the steps it carries lost; each call then gets a thread of its own."""
+@functools.cache
+def _exit_safe_pool() -> type[ThreadPoolExecutor]:
+    """The class :class:`_ExitSafePool`, made once, when a remote store first asks."""
+    from concurrent.futures import Future, ThreadPoolExecutor  # noqa: PLC0415 - see the imports
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        try:
-            return super().submit(fn, *args, **kwargs)
-        except RuntimeError:
-            done: Future[T] = Future()
+    class _ExitSafePool(ThreadPoolExecutor):
+        """The default thread pool of fsspec's event loop, which still runs work while the
+        interpreter exits: ``concurrent.futures`` then refuses new work ("cannot schedule new
+        futures after interpreter shutdown"), and aiohttp resolves a host name through this pool
+        to connect. A write at exit (the SDK's ``atexit`` shutdown, the application's own exit
+        hooks) would fail, the steps it carries lost; each call then gets a thread of its own."""
 
-            def run() -> None:
-                if done.set_running_or_notify_cancel():
-                    try:
-                        done.set_result(fn(*args, **kwargs))
-                    except BaseException as exc:
-                        done.set_exception(exc)
+        def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+            try:
+                return super().submit(fn, *args, **kwargs)
+            except RuntimeError:
+                done: Future[T] = Future()
 
-            threading.Thread(target=run, name="otel-replay-exit-io", daemon=True).start()
-            return done
+                def run() -> None:
+                    if done.set_running_or_notify_cancel():
+                        try:
+                            done.set_result(fn(*args, **kwargs))
+                        except BaseException as exc:
+                            done.set_exception(exc)
+
+                threading.Thread(target=run, name="otel-replay-exit-io", daemon=True).start()
+                return done
+
+    return _ExitSafePool
 
 
 def _exit_safe(fs: Any) -> None:
@@ -378,7 +393,7 @@ def _exit_safe(fs: Any) -> None:
 
     loop = getattr(fs, "loop", None)
     if isinstance(loop, asyncio.AbstractEventLoop) and not getattr(loop, "_otel_replay", False):
-        loop.set_default_executor(_ExitSafePool(thread_name_prefix="otel-replay-fsspec"))
+        loop.set_default_executor(_exit_safe_pool()(thread_name_prefix="otel-replay-fsspec"))
         loop._otel_replay = True  # type: ignore[attr-defined]
 
 

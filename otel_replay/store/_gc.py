@@ -11,7 +11,7 @@ from otel_replay.store import _rows
 from otel_replay.store._condemned import read_condemned, write_condemned
 from otel_replay.store._format import label_path, pack_path, parse_pack_path
 from otel_replay.store._lock import GcBusyError, GcLease
-from otel_replay.store._objects import ManifestError, manifest_refs
+from otel_replay.store._manifest import ManifestError, manifest_refs
 from otel_replay.store._pack import KIND_MANIFEST
 from otel_replay.store._read import MAX_DEPTH
 from otel_replay.store._records import decode_records, iter_refs
@@ -23,8 +23,9 @@ from otel_replay.store._repack import (
     merge_records,
     repack,
 )
+from otel_replay.store._reports import GcReport
 from otel_replay.store._sync import Listing, list_files, sync
-from otel_replay.store._types import GcReport, Progress, Retention, RunInfo
+from otel_replay.store._types import Progress, Retention, RunInfo
 
 __all__ = ["GRACE_S", "collect", "remove_runs"]
 

@@ -18,7 +18,7 @@ from otel_replay.store import _rows
 from otel_replay.store._format import IMPORTS_DIR, new_recording_id
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
-from otel_replay.store._types import ImportedFile, VerifyProblem
+from otel_replay.store._reports import ImportedFile, VerifyProblem
 
 __all__ = ["MERGE_AT", "LedgerEntry", "note", "read_ledgers"]
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_replay.store import _rows
 from otel_replay.store._format import LABELS_DIR, label_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
-from otel_replay.store._types import FailureLabel, VerifyProblem
+from otel_replay.store._types import FailureLabel
+
+if TYPE_CHECKING:  # loaded by read_files, which neither show nor runs calls
+    from otel_replay.store._reports import VerifyProblem
 
 __all__ = ["labels", "read_files", "write"]
 
@@ -128,6 +131,8 @@ def read_files(index: Index, backend: Backend, *, forget_missing: bool) -> list[
     """Index the labels files new or changed since the index read them (and, with
     ``forget_missing``, forget the labels whose file is gone); a notice for each file that
     cannot be read (its run is labelled again by the next triage)."""
+    from otel_replay.store._reports import VerifyProblem  # noqa: PLC0415 - see the imports
+
     conn = index.conn()
     with index.guard():
         known = {

@@ -7,7 +7,6 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,7 +75,7 @@ class GcLease:
         import socket  # noqa: PLC0415 - only a remote store's gc pays for importing it
 
         self._backend = backend
-        self.rel = f"{LOCKS_DIR}/gc-{secrets.token_hex(8)}"
+        self.rel = f"{LOCKS_DIR}/gc-{os.urandom(8).hex()}"  # secrets.token_hex, without random
         self._body = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
         self._kept = 0.0
 

@@ -1,4 +1,5 @@
-"""Bodies as content-addressed objects: chunks, manifests, and deciding what is new."""
+"""Bodies as content-addressed objects: chunks, manifests (their layout and reading:
+``_manifest``), and deciding what is new."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from otel_replay.store._manifest import LITERAL, REF, ManifestError, decode_manifest, manifest_refs
 from otel_replay.store._pack import KIND_CHUNK, KIND_MANIFEST, PackBuilder
 from otel_replay.store._segments import Previous, Recent, Shapes, split
 
@@ -17,15 +19,9 @@ __all__ = [
     "manifest_refs",
 ]
 
-_LITERAL = 0
-_REF = 1
-_REF_BYTE = bytes([_REF])
-_ONE_BYTE_LITERAL = bytes([_LITERAL, 1])
+_REF_BYTE = bytes([REF])
+_ONE_BYTE_LITERAL = bytes([LITERAL, 1])
 """The head of a literal part of one byte: its tag and length."""
-
-
-class ManifestError(ValueError):
-    """A manifest's bytes do not have the manifest layout."""
 
 
 def _varint(value: int) -> bytes:
@@ -42,51 +38,12 @@ def _varint(value: int) -> bytes:
 
 def _literal(out: bytearray, data: bytes) -> None:
     """Append a literal part holding ``data`` to a manifest."""
-    out.append(_LITERAL)
+    out.append(LITERAL)
     if len(data) < 0x80:  # most literals are a comma: a one-byte length
         out.append(len(data))
     else:
         out += _varint(len(data))
     out += data
-
-
-def decode_manifest(data: bytes) -> list[bytes | tuple[bytes]]:
-    """The parts of a manifest (the layout is in the module docstring): literal bytes, or
-    1-tuples holding a chunk's digest; ManifestError when malformed."""
-    parts: list[bytes | tuple[bytes]] = []
-    pos = 0
-    size = len(data)
-    while pos < size:
-        tag = data[pos]
-        pos += 1
-        if tag == _REF:
-            if pos + 32 > size:
-                raise ManifestError("a reference is cut short")
-            parts.append((data[pos : pos + 32],))
-            pos += 32
-        elif tag == _LITERAL:
-            length = shift = 0
-            while True:
-                if pos >= size or shift > 35:
-                    raise ManifestError("a literal's length is cut short")
-                byte = data[pos]
-                pos += 1
-                length |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
-            if pos + length > size:
-                raise ManifestError("a literal is cut short")
-            parts.append(data[pos : pos + length])
-            pos += length
-        else:
-            raise ManifestError(f"unknown part tag {tag}")
-    return parts
-
-
-def manifest_refs(data: bytes) -> list[bytes]:
-    """The chunk digests a manifest references."""
-    return [part[0] for part in decode_manifest(data) if isinstance(part, tuple)]
 
 
 Exists = Callable[[list[bytes]], set[bytes]]

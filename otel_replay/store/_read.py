@@ -10,7 +10,7 @@ from collections.abc import Callable
 from otel_replay.errors import CorruptBlobError
 from otel_replay.store._format import pack_path
 from otel_replay.store._fs import Backend
-from otel_replay.store._objects import ManifestError, decode_manifest
+from otel_replay.store._manifest import ManifestError, decode_manifest
 from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame
 from otel_replay.store._rows import Located
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -11,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from otel_replay.step import RunFacts
 from otel_replay.store._pack import ENTRY
-from otel_replay.store._records import RunName, SpanStep
-from otel_replay.store._types import ImportedFile, RunInfo, RunStatus, StepInfo
+from otel_replay.store._types import RunInfo, RunStatus, StepInfo
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # runs lists without the records' decoder (and the codecs behind it)
     from otel_replay.store._imports import LedgerEntry
+    from otel_replay.store._records import RunName, SpanStep
+    from otel_replay.store._reports import ImportedFile
 
 __all__ = [
     "Located",
@@ -30,7 +30,6 @@ __all__ = [
     "step_ref",
 ]
 
-_log = logging.getLogger("otel_replay.store")
 
 _CHUNK = 500
 """Digests per ``IN (...)`` query (SQLite allows at least 999 parameters)."""
@@ -242,7 +241,9 @@ def ensure_run(
             number += 1
             name = f"{run_id}@{number}"
         if number > 1:
-            _log.warning(
+            import logging  # noqa: PLC0415 - a verb that only reads starts without it
+
+            logging.getLogger("otel_replay.store").warning(
                 "otel-replay: run id %r is already in the store at %s; this recording is "
                 "kept apart as run %r",
                 run_id,
@@ -597,6 +598,8 @@ def recording_of(conn: sqlite3.Connection, run: RunRow) -> str:
 
 def imported_files(conn: sqlite3.Connection) -> list[ImportedFile]:
     """The files imported so far, oldest first."""
+    from otel_replay.store._reports import ImportedFile  # noqa: PLC0415 - only an import asks
+
     rows = conn.execute(
         "SELECT path, size, mtime_ns, head, digest FROM imported_files ORDER BY read_ns"
     ).fetchall()

@@ -19,7 +19,7 @@ from otel_replay.store._imports import read_ledgers
 from otel_replay.store._index import Index, Tx
 from otel_replay.store._pack import PackError, parse_table
 from otel_replay.store._records import Record, decode_records, span_step, steps_without_bytes
-from otel_replay.store._types import VerifyProblem
+from otel_replay.store._reports import VerifyProblem
 
 __all__ = ["TMP_PREFIX", "Listing", "SyncReport", "list_files", "read_pins", "sync"]
 

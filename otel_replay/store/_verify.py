@@ -10,13 +10,14 @@ from otel_replay.store._derived import rebuild
 from otel_replay.store._format import parse_pack_path
 from otel_replay.store._fs import Backend
 from otel_replay.store._index import Index
-from otel_replay.store._objects import ManifestError, decode_manifest
+from otel_replay.store._manifest import ManifestError, decode_manifest
 from otel_replay.store._pack import KIND_MANIFEST, PackError, decompress_frame, entries
 from otel_replay.store._read import MAX_DEPTH, ObjectReader
 from otel_replay.store._records import Record, decode_records
 from otel_replay.store._repack import covering, record_groups
+from otel_replay.store._reports import VerifyProblem
 from otel_replay.store._sync import list_files, read_pack_table
-from otel_replay.store._types import Progress, VerifyProblem
+from otel_replay.store._types import Progress
 
 __all__ = ["verify"]
 

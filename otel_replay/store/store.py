@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
 import threading
 import time
@@ -25,10 +24,10 @@ from otel_replay.errors import (
 )
 from otel_replay.step import RunEnd, RunFacts, Step
 
-# _gc, _repack, _verify, _sync and _imports load when used: a verb that only reads (show,
-# runs) does not pay for them.
+# _write, _gc, _repack, _verify, _sync and _imports load when used: a verb that only reads
+# (show, runs) does not pay for them; nor does runs, which reads the index alone, for
+# _records and _derived (the records' decoder, and the codecs that rebuild a span).
 from otel_replay.store import _labels, _rows
-from otel_replay.store._derived import Sources, rebuild
 from otel_replay.store._format import (
     INDEX_FILE,
     LOCK_FILE,
@@ -48,26 +47,24 @@ from otel_replay.store._fs import (
 from otel_replay.store._index import Index, OutdatedIndexError
 from otel_replay.store._lock import StoreLock
 from otel_replay.store._read import ObjectReader
-from otel_replay.store._records import Record, SpanEntry, decode_records, step_from_entry
-from otel_replay.store._types import (
-    Buffered,
-    FailureLabel,
-    GcReport,
-    ImportedFile,
-    Progress,
-    Retention,
-    RunInfo,
-    StepInfo,
-    VerifyProblem,
-)
-from otel_replay.store._write import Pending, Session, checked, encode_span, step_bodies
+from otel_replay.store._types import FailureLabel, Progress, Retention, RunInfo, StepInfo
 
 if TYPE_CHECKING:
+    import logging
+
+    from otel_replay.store._records import Record, SpanEntry
     from otel_replay.store._repack import Context
+    from otel_replay.store._reports import Buffered, GcReport, ImportedFile, VerifyProblem
+    from otel_replay.store._write import Pending, Session
 
 __all__ = ["Store"]
 
-_log = logging.getLogger("otel_replay.store")
+
+def _log() -> logging.Logger:
+    """The store's logger: logging loads when there is something to say, not with the store."""
+    import logging  # noqa: PLC0415
+
+    return logging.getLogger("otel_replay.store")
 
 
 def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -166,9 +163,42 @@ class Store:
         self.retention = retention
         """The retention policy :meth:`gc` applies."""
         self._lock = threading.RLock()
-        self._pending = Pending()
-        self._session = Session(backend, index, self._lock_file, recording, inherited_runs)
+        # The writing side is made on first use (``_pending``, ``_session``): a store opened
+        # to be read never loads it.
+        self._recording = recording
+        self._inherited = tuple(inherited_runs)
+        self._pending_steps: Pending | None = None
+        self._writing: Session | None = None
         self._closed = False
+
+    @property
+    def _pending(self) -> Pending:
+        """What was put and is not written yet."""
+        with self._lock:
+            if self._pending_steps is None:
+                from otel_replay.store._write import Pending  # noqa: PLC0415 - see __init__
+
+                self._pending_steps = Pending()
+            return self._pending_steps
+
+    @_pending.setter
+    def _pending(self, pending: Pending) -> None:
+        self._pending_steps = pending
+
+    @property
+    def _session(self) -> Session:
+        """The writing side: the recording this store writes, and what it wrote."""
+        writing = self._writing
+        if writing is not None:  # once made, read without waiting for a flush's lock
+            return writing
+        with self._lock:
+            if self._writing is None:
+                from otel_replay.store._write import Session  # noqa: PLC0415 - see __init__
+
+                self._writing = Session(
+                    self._backend, self._index, self._lock_file, self._recording, self._inherited
+                )
+            return self._writing
 
     @staticmethod
     def is_read_only(location: str | os.PathLike[str]) -> bool:
@@ -357,6 +387,9 @@ class Store:
         on read (``_derived``): put a span with its steps. Raises ValueError when a body
         does not match its hash or a span has no run id.
         """
+        from otel_replay.store._derived import Sources  # noqa: PLC0415 - see the imports
+        from otel_replay.store._write import checked, encode_span, step_bodies  # noqa: PLC0415
+
         accepted = [checked(step) for step in steps]
         sources = Sources.of(accepted, step_bodies(accepted))
         encoded = [encode_span(span, sources) for span in spans]
@@ -394,6 +427,8 @@ class Store:
             self._check_writable()
             if not self._pending:
                 return
+            from otel_replay.store._write import Pending  # noqa: PLC0415 - see __init__
+
             todo = [self._pending]  # a stack: the part to write next is last
             self._pending = Pending()
             try:
@@ -417,6 +452,8 @@ class Store:
 
     def buffered(self) -> Buffered:
         """What was put and is not durable yet (what a failed :meth:`flush` left)."""
+        from otel_replay.store._reports import Buffered  # noqa: PLC0415 - see the imports
+
         with self._lock:
             pending = self._pending
             return Buffered(
@@ -524,6 +561,8 @@ class Store:
         return b"" if info.response_hash is None else self.body(info.response_hash)
 
     def _records(self, rel: str) -> list[Record]:
+        from otel_replay.store._records import decode_records  # noqa: PLC0415 - see the imports
+
         try:
             decoded = decode_records(self._backend.read(rel))
         except FileNotFoundError:
@@ -572,6 +611,8 @@ class Store:
         run_id, entry = entries[info.index]
         request = self.body(info.request_hash)
         response = b"" if info.response_hash is None else self.body(info.response_hash)
+        from otel_replay.store._records import step_from_entry  # noqa: PLC0415 - see the imports
+
         return step_from_entry(run_id, entry, request, response, facts)
 
     def spans(self, run_id: str) -> list[dict[str, Any]]:
@@ -605,6 +646,8 @@ class Store:
         for key, digest in entry.strings.items():
             attrs[key] = self.body(digest).decode("utf-8", "surrogatepass")
         if entry.derived is not None:
+            from otel_replay.store._derived import rebuild  # noqa: PLC0415 - see the imports
+
             try:
                 attrs.update(rebuild(attrs, entry.derived, self.body))
             except ValueError as exc:
@@ -720,7 +763,8 @@ class Store:
                 dry_run=dry_run,
                 progress=progress,
             )
-            self._session.forget_known()
+            if self._writing is not None:  # what it knew stored may be gone
+                self._writing.forget_known()
             return report
 
     def refresh(self) -> int:
@@ -729,10 +773,10 @@ class Store:
         from otel_replay.store._sync import sync  # noqa: PLC0415
 
         report = sync(self._index, self._backend)
-        if report.dropped:
-            self._session.forget_known()
+        if report.dropped and self._writing is not None:
+            self._writing.forget_known()
         for problem in report.problems:
-            _log.warning("otel-replay: %s", problem.message)
+            _log().warning("otel-replay: %s", problem.message)
         return report.packs + report.records
 
     def close(self, timeout: float | None = None) -> None:
@@ -744,7 +788,10 @@ class Store:
             if self._closed:
                 return
             try:
-                if not self.read_only:
+                # A store nothing was put into (nor its recording asked for) has no
+                # writing side: nothing to end, flush or merge.
+                writing = self._writing is not None or self._pending_steps is not None
+                if writing and not self.read_only:
                     for end in self._session.unended(self._pending):
                         self._pending.ends[end.run_id] = end
                     self.flush()
@@ -762,7 +809,7 @@ class Store:
         try:
             _repack.merge_session(self._gc_context(), self._session, deadline)
         except StoreFullError as exc:  # the files stay as they are, all valid
-            _log.info("otel-replay: what this store wrote stays unmerged: %s", exc)
+            _log().info("otel-replay: what this store wrote stays unmerged: %s", exc)
 
     def __enter__(self) -> Store:
         return self

@@ -8,10 +8,12 @@ import contextlib
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_replay.errors import SourceError
-from otel_replay.replay.sources._documents import Document
+
+if TYPE_CHECKING:  # a stored run's spans are read without what parses trace files
+    from otel_replay.replay.sources._documents import Document
 
 __all__ = ["Malformed", "json_object", "shown", "span_dicts"]
 
