@@ -265,7 +265,10 @@ class Store:
             index_file = local.root / INDEX_FILE
             if index_file.exists():
                 with contextlib.suppress(OutdatedIndexError):  # then built in memory
-                    return cls(local, Index(index_file, read_only=True), policy, read_only=True)
+                    index = Index(index_file, read_only=True)
+                    if not index.rebuilt:
+                        return cls(local, index, policy, read_only=True)
+                    index.close()  # an empty file: built in memory too
             store = cls(local, Index(":memory:"), policy, read_only=True)
             from otel_replay.store._sync import sync  # noqa: PLC0415
 
