@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from otel_replay.runs import cut_in_flight, cut_off, exiting
 
-__all__ = ["install", "released", "uninstall"]
+__all__ = ["before_wait", "install", "released", "uninstall"]
 
 _log = logging.getLogger("otel_replay.export")
 
@@ -36,6 +36,9 @@ _previous: dict[int, Any] = {}
 """Per signal we handle, the disposition ours replaced."""
 _installed = False
 _handling = False
+_before_wait = False
+"""True while the main thread pushes what the span processors hold before it waits
+(:func:`before_wait`)."""
 
 
 class _Helper:
@@ -150,6 +153,20 @@ def released() -> Iterator[None]:
                 signal.signal(signum, _on_sigterm)
 
 
+@contextlib.contextmanager
+def before_wait() -> Iterator[None]:
+    """Within the block, the main thread pushes what the span processors hold before it waits
+    (a worker going idle, which ``Pool.__exit__`` terminates). SIGTERM there writes what is
+    held and dies, as in an exit flush: flushing the providers again would wait, for the whole
+    flush timeout, on the lock the interrupted flush holds."""
+    global _before_wait  # noqa: PLW0603 - the main thread's own flag
+    _before_wait = True
+    try:
+        yield
+    finally:
+        _before_wait = False
+
+
 def _install_hangup() -> None:
     # A closed terminal (an SSH session dropped) kills with SIGHUP, as uncleanly as SIGTERM.
     # Only its default is taken over: under nohup it is ignored, and a program's own handler
@@ -233,6 +250,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
             and helper.usable
             and left() > 0
             and not exiting()
+            and not _before_wait
         ):
             cause = signal.Signals(signum).name
             steps_cut = _cut_steps(cause, left() * CUT_SHARE)

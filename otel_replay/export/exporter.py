@@ -25,7 +25,13 @@ from otel_replay.errors import ConfigError
 from otel_replay.export import _sigterm
 from otel_replay.export._encode import run_id_of, span_to_dict
 from otel_replay.export._writer import Failures, Writer
-from otel_replay.runs import WORKER_EXIT_PRIORITY, Handoff, inherited_runs, register_flush
+from otel_replay.runs import (
+    WORKER_EXIT_PRIORITY,
+    Handoff,
+    exit_flush,
+    inherited_runs,
+    register_flush,
+)
 from otel_replay.runs import handoff as process_handoff
 from otel_replay.store import Store, new_recording_id
 
@@ -375,10 +381,11 @@ _waits_plainly = False
 
 def _in_worker() -> None:
     """A multiprocessing worker waits for its tasks on a multiprocessing queue: before it does,
-    it writes what it holds (so the parent, which may terminate it once it has the results,
-    as ``Pool.__exit__`` does, loses nothing), and while it waits SIGTERM kills it as it
-    would without us. A handler of ours could not be relied on there: a signal that lands just
-    before the worker blocks is only handled when the wait returns, for an idle worker never."""
+    it writes what it and the span processors feeding the store hold (so the parent, which
+    may terminate it once it has the results, as ``Pool.__exit__`` does, loses nothing), and
+    while it waits SIGTERM kills it as it would without us. A handler of ours could not be
+    relied on there: a signal that lands just before the worker blocks is only handled when
+    the wait returns, for an idle worker never."""
     global _waits_plainly  # noqa: PLW0603 - once per process (a forked child inherits it)
     if not _waits_plainly:
         _waits_plainly = True
@@ -390,6 +397,10 @@ def _in_worker() -> None:
 def _wait_plainly(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
     if not _LIVE or threading.current_thread() is not threading.main_thread():
         return wrapped(*args, **kwargs)
+    # The spans still in a batch processor's queue first (a GenAI instrumentation's call
+    # span, ending after its steps): SIGTERM in the wait would lose them with the process.
+    with _sigterm.before_wait():
+        exit_flush(final=False)
     for exporter in list(_LIVE):
         exporter.force_flush()
     with _sigterm.released():

@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json
 from otel_replay.envelope import UUID_VALUES
-from otel_replay.errors import CodecError, ConfigError
+from otel_replay.errors import CodecError, ConfigError, SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import parsed_answer
 from otel_replay.replay.synth import ENDPOINTS
@@ -353,14 +353,19 @@ def _state_name(flag: str, raw: object) -> str:
 
 
 def _read(what: str, spec: str, base: Path | None) -> bytes:
-    """The bytes ``@FILE`` names."""
+    """The bytes ``@FILE`` names, within the bound a trace source has (``@/dev/zero`` read
+    for ever)."""
+    from otel_replay.replay.sources._limits import Limits, read_file  # noqa: PLC0415
+
     path = Path(spec[1:]).expanduser()
     if base is not None and not path.is_absolute():
         path = base / path
     try:
-        return path.read_bytes()
+        return read_file(path, Limits.from_env())
     except OSError as exc:
         raise ConfigError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+    except SourceError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
 
 
 def _json_body(what: str, spec: object, base: Path | None) -> bytes:

@@ -146,7 +146,8 @@ class Index:
         self.holder = holder or f"the index {path}"
         self.read_only = read_only
         self.rebuilt = False
-        """Set by the store when this index replaced an outdated one."""
+        """Set by the store when this index replaced an outdated one, and on opening an empty
+        file: the caller reads the store's files into it."""
         self._memory = str(path) == ":memory:"
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -208,12 +209,15 @@ class Index:
 
     def _check_file(self, path: Path) -> None:
         """A damaged file (not SQLite, or truncated with no WAL to complete it) is named
-        before SQLite opens it, which would add files beside it."""
+        before SQLite opens it, which would add files beside it; an empty one is ``rebuilt``."""
         wal = path.with_name(path.name + "-wal")
         if not path.exists() or (wal.exists() and wal.stat().st_size):
             return
         size = path.stat().st_size
         if size == 0:
+            # Cut off before its first commit (or emptied): it knows nothing, so the store's
+            # files are read into it, as into a lost one, not taken for an empty store.
+            self.rebuilt = True
             return
         with open(path, "rb") as handle:
             header = handle.read(100)

@@ -93,6 +93,23 @@ def _set_aside(index: Path) -> None:
             raise StoreNotWritableError(f"cannot set {old} aside: {exc.strerror}") from None
 
 
+def _ensure_remote_format(remote: FsspecBackend, create: bool) -> None:
+    """:func:`ensure_format` on a remote store, what refuses the first request named as the
+    store's error (StoreError)."""
+    try:
+        ensure_format(remote, create=create)
+    except OSError as exc:  # unreachable, refused, not a directory: name the store
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise StoreError(f"cannot open store {remote.location}: {reason}") from None
+    except Exception as exc:
+        # The client library's own refusal (botocore's NoCredentialsError is no OSError):
+        # the store cannot be opened, which is no bug of ours.
+        if type(exc).__module__.partition(".")[0] in ("otel_replay", "builtins"):
+            raise
+        reason = f"{type(exc).__name__}: {exc}"
+        raise StoreError(f"cannot open store {remote.location}: {reason}") from None
+
+
 def _open_index(path: Path, holder: str, *, cache: bool = False) -> Index:
     """The index at ``path`` (of ``holder``, for messages); one made by an earlier
     otel-replay is set aside and started afresh (``rebuilt`` is then True: the caller reads
@@ -255,11 +272,7 @@ class Store:
         inherited = tuple(inherited_runs)
         if is_url(where):
             remote = FsspecBackend(where, storage_options)
-            try:
-                ensure_format(remote, create=create)
-            except OSError as exc:  # unreachable, refused, not a directory: name the store
-                reason = exc.strerror or str(exc) or type(exc).__name__
-                raise StoreError(f"cannot open store {remote.location}: {reason}") from None
+            _ensure_remote_format(remote, create)
             cache = _cache_of(remote.location, cache_dir)
             try:
                 cache.mkdir(parents=True, exist_ok=True)
@@ -295,7 +308,10 @@ class Store:
             index_file = local.root / INDEX_FILE
             if index_file.exists():
                 with contextlib.suppress(OutdatedIndexError):  # then built in memory
-                    return cls(local, Index(index_file, read_only=True), policy, read_only=True)
+                    index = Index(index_file, read_only=True)
+                    if not index.rebuilt:
+                        return cls(local, index, policy, read_only=True)
+                    index.close()  # an empty file: built in memory too
             store = cls(local, Index(":memory:"), policy, read_only=True)
             from otel_replay.store._sync import sync  # noqa: PLC0415
 

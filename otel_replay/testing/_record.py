@@ -68,12 +68,34 @@ class LiveRecording:
         self._provider.shutdown()  # every step written
 
     def run(self) -> Run:
-        """The run recorded so far (an empty one before its first step)."""
+        """The run recorded so far (an empty one before its first step): the test's process
+        run, or the run the test's code opened itself (``otel_replay.run()``, as an agent
+        does), whose steps are not the process run's. OtelReplayError when the test made
+        steps in several runs: a bundle holds one."""
         self._provider.force_flush()
+        run_id = self._made()
         try:
-            return load_run(self.run_id, store=str(self.store))
+            return load_run(run_id, store=str(self.store))
         except OtelReplayError:
-            return Run(self.run_id, f"store {self.store}", ())
+            return Run(run_id, f"store {self.store}", ())
+
+    def _made(self) -> str:
+        """The id of the one run of the test's store that has steps (the process run's id
+        when none has)."""
+        from otel_replay.store import Store  # noqa: PLC0415
+
+        try:
+            with Store.open(self.store, create=False) as store:
+                made = [info.run_id for info in store.runs() if info.step_count]
+        except OtelReplayError:  # nothing written yet
+            return self.run_id
+        if len(made) > 1:
+            raise OtelReplayError(
+                f"the test made steps in {len(made)} runs ({', '.join(made)}), each an "
+                "otel_replay.run() block: a bundle holds one run (record each from a test "
+                "of its own)"
+            )
+        return made[0] if made else self.run_id
 
     @property
     def result(self) -> ReplayResult:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from otel_replay.errors import RunNotFoundError, SourceError, StoreNotWritableError
+from otel_replay.errors import (
+    CorruptBlobError,
+    RunNotFoundError,
+    SourceError,
+    StoreNotWritableError,
+)
 from otel_replay.replay import Run
 from otel_replay.replay.sources import (
     UnbuiltRun,
@@ -75,7 +80,7 @@ class Triage:
 
     def _parent(self, subject: Subject) -> Run | None:
         """The run ``subject`` replays or forks: from the sources read, else from the store;
-        None when neither holds it."""
+        None when neither holds it, or the store's copy is damaged."""
         parent = subject.parent_run_id
         if parent is None or subject.mode not in ("replay", "fork"):
             return None
@@ -89,6 +94,8 @@ class Triage:
         try:
             return stored_run(self.store, self.store.run(run_id)).run
         except (RunNotFoundError, SourceError):
+            return None
+        except CorruptBlobError:  # named as the parent's own damage: its replays are triaged
             return None
 
     def keep(self) -> int:

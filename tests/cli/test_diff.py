@@ -264,6 +264,12 @@ def test_bad_input(invoke: Invoke, store: Path, tmp_path: Path) -> None:
     assert line == f"Error: no otel-replay store at {missing} (check --store)"
     usage = assert_bad_input(invoke("diff", SUPPORT, "--store", str(store)), "--help")
     assert "RUN_B" in usage
+    # A run id too long to be a file name: the run is not found, as `show` says, not an
+    # OSError's "[Errno 36] File name too long" with the whole id.
+    long = "r_" + "x" * 300
+    for args in ((long, SUPPORT), (SUPPORT, long)):
+        line = assert_bad_input(_diff(invoke, store, *args), "no run 'r_xxx")
+        assert "Errno" not in line and len(line) < 300
 
 
 def test_a_truncated_index(invoke: Invoke, store: Path) -> None:

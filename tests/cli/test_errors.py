@@ -188,6 +188,23 @@ def test_a_store_url_that_cannot_be_opened_is_named(
     assert line.startswith("Error: cannot open store ") and reason in line
 
 
+def test_an_s3_store_without_credentials_is_named_not_a_bug(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # botocore's NoCredentialsError is no OSError: it was exit 70, "a bug in otel-replay".
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    nowhere = str(tmp_path / "none")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", nowhere)
+    monkeypatch.setenv("AWS_CONFIG_FILE", nowhere)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance to ask either
+    line = assert_bad_input(invoke("runs", "--store", "s3://otel-replay-test-bucket/prefix"))
+    assert line == (
+        "Error: cannot open store s3://otel-replay-test-bucket/prefix: "
+        "NoCredentialsError: Unable to locate credentials"
+    )
+
+
 def test_a_corrupt_blob_met_by_show(invoke: Invoke, store: Path) -> None:
     (pack,) = (store / "objects").rglob("*.pack")
     data = bytearray(pack.read_bytes())

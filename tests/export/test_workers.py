@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +345,44 @@ def test_a_worker_whose_steps_cannot_be_written_says_so(tmp_path: Path) -> None:
     ), line
     with Store.open(store, create=False) as opened:
         assert opened.run("r_fork_in_flush").step_count == 1
+
+
+IDLE_WORKER = str(Path(__file__).with_name("_idle_worker_agent.py"))
+
+
+@pytest.mark.subprocess
+def test_an_idle_worker_terminated_keeps_its_instrumentations_call_spans(
+    tmp_path: Path,
+) -> None:
+    # A worker going idle wrote its steps, but not the spans still queued in the batch span
+    # processor: openai-v2's `chat` span, which ends after its step, died with the worker
+    # when Pool.__exit__ terminated it (the step left without its model and messages).
+    others = {ep.name for ep in entry_points(group="opentelemetry_instrumentor")}
+    store = tmp_path / "store"
+    with StandIn(event_delay=0.001) as standin:
+        done = subprocess.run(
+            [str(INSTRUMENT), sys.executable, IDLE_WORKER],
+            cwd=ROOT,
+            env=subprocess_env(
+                store,
+                OTEL_REPLAY_RUN_ID=RUN_ID,
+                STANDIN_URL=standin.base_url,
+                OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=",".join(
+                    sorted(others - {"otel_replay", "openai"})
+                ),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.endswith(f"worker exit: -{signal.SIGTERM.value}\n")
+    with Store.open(store, create=False) as opened:
+        assert [step.index for step in opened.steps(RUN_ID)] == [0]
+        spans = opened.spans(RUN_ID)
+    calls = [s for s in spans if s["scope"] == "opentelemetry.util.genai.handler"]
+    assert [c["name"] for c in calls] == ["chat gpt-4o-mini"]
+    (attempt,) = [s for s in spans if "replay.step.index" in s["attributes"]]
+    assert attempt["parent_span_id"] == calls[0]["span_id"]
+    assert calls[0]["attributes"]["gen_ai.usage.output_tokens"] > 0

@@ -95,6 +95,9 @@ def test_every_fault_parses(spec: str, kind: str, fields: dict[str, object]) -> 
         ({"inject": ["1=boom"]}, "--inject 1=boom: unknown fault"),
         ({"inject": ["1=stream-cut:x"]}, "expected stream-cut:BYTES"),
         ({"override": ["2=@missing.json"]}, "--override 2: cannot read"),
+        # Once read for ever, the replay hanging with its memory growing.
+        ({"override": ["2=@/dev/zero"]}, "--override 2: /dev/zero holds more than 268435456"),
+        ({"state": ["s=@/dev/zero"]}, "--state s: /dev/zero holds more than 268435456 bytes"),
         ({"override": ["3=999:@error.json"]}, "--override 3=999:@error.json: expected STATUS:"),
         ({"state": ["s=not json"]}, "--state s=not json: not JSON"),
         ({"live_from": -1}, "--live-from -1: expected a step number >= 0"),

@@ -244,6 +244,46 @@ def test_a_bundle_named_by_two_tests_or_a_run_id_is_not_recorded(project: pytest
     )
 
 
+IN_A_RUN = """
+import pytest
+import otel_replay
+from agent import run_agent
+
+
+@pytest.mark.otel_replay("golden/in-a-run")
+def test_in_a_run(replay_result):
+    with otel_replay.run(name="support-agent"):
+        run_agent()
+    assert len(replay_result.model_calls()) == 2
+
+
+@pytest.mark.otel_replay("golden/two-runs")
+def test_two_runs(replay_result):
+    for _ in range(2):
+        with otel_replay.run(name="support-agent"):
+            run_agent()
+"""
+
+
+def test_an_agent_that_opens_its_own_run_is_recorded_whole(project: pytest.Pytester) -> None:
+    # An agent in `otel_replay.run()`, as the README has it: its steps are that run's, not
+    # the test's process run, which the bundle was written from: "recorded (0 steps)", and
+    # `replay_result` saw nothing while recording.
+    project.makepyfile(test_golden=IN_A_RUN)
+    recorded = run(project, "--otel-replay-record=new")
+    recorded.assert_outcomes(passed=2, errors=1)  # test_two_runs: recording it fails
+    golden = project.path / "golden"
+    recorded.stdout.fnmatch_lines(
+        [
+            f"test_golden.py::test_in_a_run: recorded {golden / 'in-a-run'} (5 steps)",
+            "*otel-replay: cannot record */golden/two-runs: the test made steps in 2 runs (*)"
+            ", each an otel_replay.run() block: a bundle holds one run*",
+        ]
+    )
+    assert not (golden / "two-runs").exists()
+    run(project, "-k", "test_in_a_run").assert_outcomes(passed=1, deselected=1)
+
+
 CORPUS = """
 from pathlib import Path
 

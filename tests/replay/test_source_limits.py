@@ -218,6 +218,18 @@ def test_a_line_past_the_line_bound_is_named(
     assert f"{CLAUDE}: imported" in done.stdout
 
 
+def test_an_unreadable_span_with_a_huge_name_is_named_on_a_short_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The span's name went into the message whole: one "line" of 10 MB on the terminal.
+    source = tmp_path / "trace.json"
+    span = {"name": "chat " + "x" * (10 * MiB), "spanId": "00f067aa0ba902b7"}  # no traceId
+    source.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
+    done = in_process(monkeypatch, "show", str(source), "--store", str(tmp_path / "s"))
+    line = one_error_line(done, str(source), "span 'chat xxx", "cannot be read: traceId")
+    assert len(line) < 500
+
+
 # URLs.
 
 

@@ -305,6 +305,35 @@ def test_a_deleted_index_is_rebuilt_from_the_files_on_open(tmp_path: Path) -> No
 
 
 @pytest.mark.subprocess
+def test_an_empty_index_file_is_rebuilt_from_the_files_not_taken_for_an_empty_store(
+    tmp_path: Path,
+) -> None:
+    # A zero-byte index.sqlite (a writer cut off before its first commit, a disk mishap) was
+    # opened as a new, empty index: `runs` said "No runs in the store yet", `show` named no
+    # such run, and the files stayed unread until someone thought of --rebuild-index.
+    root = tmp_path / "s"
+    with Store.open(root) as store:
+        _record(store, "a", turns=3)
+        _record(store, "b", seed=1)
+        store.pin("b")
+    with Store.open(root) as store:
+        runs = store.runs()
+    (root / "index.sqlite").write_bytes(b"")
+    listed = _cli("runs", "--json", "--store", str(root))
+    assert listed.returncode == 0, listed.stderr
+    assert sorted((r["run_id"], r["step_count"]) for r in json.loads(listed.stdout)) == [
+        ("a", 3),
+        ("b", 2),
+    ]
+    (root / "index.sqlite").write_bytes(b"")
+    with Store.open(root) as store:
+        assert store.runs() == runs  # statuses and the pin too
+        pairs = chat_bodies(3, 0)
+        assert [store.response_body(s) for s in store.steps("a")] == [r for _, r in pairs]
+        assert store.verify() == []
+
+
+@pytest.mark.subprocess
 def test_a_writer_killed_before_its_index_commit_loses_nothing(tmp_path: Path) -> None:
     """Its pack and record are published, the index never hears of them: verify names them as
     unindexed (a notice), and a rebuild reads them."""

@@ -141,3 +141,29 @@ def test_secrets_never_reach_the_store(record: Recording) -> None:
     disk = stored_bytes(Path(store))
     assert [s for s in SECRETS if s.encode() in disk] == []
     assert b"api_key=REDACTED" in disk
+
+
+def test_a_total_timeout_replays_as_the_timeout_it_was(record: Recording) -> None:
+    # aiohttp raises asyncio's TimeoutError (not a ClientError) when `total` runs out: an
+    # agent that catches it as a timeout must catch the replayed one too.
+    def slow(base: str) -> str:
+        async def go() -> str:
+            async with aiohttp.ClientSession() as http:
+                try:
+                    async with http.post(
+                        f"{base}/v1/chat/completions",
+                        json={**chat("Hi"), "model": "standin-slow"},
+                        timeout=aiohttp.ClientTimeout(total=0.2),
+                    ) as got:
+                        return await got.text()
+                except asyncio.TimeoutError as err:
+                    return f"timed out: {type(err).__name__}"
+
+        return asyncio.run(go())
+
+    store, run_id, recorded, _ = record(slow)
+    assert recorded == "timed out: TimeoutError"
+    with otel_replay.replaying(run_id, store=store) as result:
+        replayed = slow(DEAD)
+    assert replayed == recorded
+    assert result.identical, result.first_divergence

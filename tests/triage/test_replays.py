@@ -16,6 +16,7 @@ import pytest
 
 from examples.standin import StandIn
 from otel_replay.store import Store
+from otel_replay.store._format import run_dir
 from tests.cli._checks import run_cli
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
 from tests.replay.test_replay_cli import replay
@@ -83,3 +84,21 @@ def test_a_replay_that_diverged_is_a_replay_mismatch_and_a_fork_past_its_change_
         assert opened.run(RUN).commit is None
     listed = run_cli("runs", "--json", "--category", "replay_mismatch", "--store", str(store))
     assert [run["run_id"] for run in json.loads(listed.stdout)] == [diverged]
+
+
+def test_a_damaged_recording_leaves_its_replays_triaged(
+    replayed: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    # Its replays read it as their parent: the parent's damage was reported as theirs ("run
+    # RUN and 2 other runs could not be read"), and none of the three was triaged.
+    store, diverged, forked = replayed
+    copy = Path(shutil.copytree(store, tmp_path / "damaged"))
+    for record in (copy / run_dir(RUN)).glob("*.rec"):
+        record.write_bytes(record.read_bytes()[:100])
+    result = run_cli("triage", "--json", "--store", str(copy))
+    assert result.exit_code == 2, result.output
+    runs = {run["run_id"]: run for run in json.loads(result.stdout)["runs"]}
+    assert runs.keys() == {diverged, forked}
+    assert runs[diverged]["mode"] == "replay" and runs[forked]["mode"] == "fork"
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: run {RUN} could not be read, so not triaged (record file ")

@@ -37,16 +37,19 @@ _SUFFIXES = {"application/json": "json", "text/event-stream": "sse", "text/": "t
 
 def is_bundle(path: Path) -> bool:
     """Whether ``path`` is a directory holding a bundle's manifest."""
-    return path.is_dir() and (path / MANIFEST).exists()
+    try:
+        return path.is_dir() and (path / MANIFEST).exists()
+    except OSError:  # a name too long to be a path (a run id, say): no bundle, not an error
+        return False
 
 
 def lacks_manifest(path: Path) -> bool:
     """Whether ``path`` is a directory holding a bundle's body files (``steps/0.request.json``
     …) but no manifest: a bundle damaged or half copied, not a Collector's archive."""
     steps = path / _STEPS
-    if not steps.is_dir() or (path / MANIFEST).exists():
-        return False
     try:
+        if not steps.is_dir() or (path / MANIFEST).exists():
+            return False
         with os.scandir(steps) as entries:
             return any(_BODY_NAME.fullmatch(entry.name) for entry in entries)
     except OSError:

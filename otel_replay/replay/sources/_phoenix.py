@@ -22,7 +22,7 @@ from otel_replay import attributes as A
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources._fetch import Downloads, answer_object
 from otel_replay.replay.sources._limits import Limits
-from otel_replay.replay.sources._spans import Malformed, json_object
+from otel_replay.replay.sources._spans import Malformed, json_object, shown
 
 __all__ = ["phoenix_spans"]
 
@@ -160,8 +160,8 @@ def otlp_span(span: Mapping[str, Any], named: str) -> dict[str, Any]:
             "events": [_event(event) for event in _list(span.get("events"), "events")],
         }
     except Malformed as exc:
-        name = span.get("name")
-        raise SourceError(f"{named}: span {name!r} cannot be read: {exc}") from None
+        name = shown(span.get("name"))
+        raise SourceError(f"{named}: span {name} cannot be read: {exc}") from None
 
 
 def _event(event: Any) -> dict[str, Any]:

@@ -101,8 +101,8 @@ def _resource_spans(resource_spans: Mapping[str, Any], where: str) -> Iterable[d
             try:
                 yield _span(span, resource_attrs, scope_name)
             except (Malformed, TypeError, AttributeError) as exc:
-                name = span.get("name")
-                raise SourceError(f"{where}: span {name!r} cannot be read: {exc}") from None
+                name = shown(span.get("name"))  # a name of megabytes keeps the line short
+                raise SourceError(f"{where}: span {name} cannot be read: {exc}") from None
 
 
 def _scope_name(group: Mapping[str, Any]) -> Any:

@@ -30,6 +30,9 @@ from otel_replay.replay._session import Answer, ReplaySession, interruption
 __all__ = ["install"]
 
 _LIMIT = 2**16
+# What aiohttp raises when a ClientTimeout's ``total`` runs out: asyncio's own TimeoutError
+# (the builtin since Python 3.11), not a ClientError; recorded by either name.
+_TIMEOUTS = frozenset({"TimeoutError", "asyncio.TimeoutError", "asyncio.exceptions.TimeoutError"})
 
 
 def install(session: ReplaySession) -> Callable[[], None] | None:
@@ -67,7 +70,7 @@ def _middleware(session: ReplaySession) -> Middleware:
 
 def _error(answer: Answer) -> BaseException:
     """The client error a step recorded, as the aiohttp class of that name when it is one (an
-    interruption as itself)."""
+    interruption as itself, a total timeout as asyncio's TimeoutError)."""
     import aiohttp  # noqa: PLC0415
 
     interrupted = interruption(answer.error_type)
@@ -79,6 +82,8 @@ def _error(answer: Answer) -> BaseException:
     injected = injected_error(answer.error_type, "aiohttp")
     if injected is not None:
         name, message = injected
+    elif answer.error_type in _TIMEOUTS:  # caught as a timeout, as in the recording
+        return asyncio.TimeoutError(message)
     if cls := module_class(aiohttp, name, aiohttp.ClientError):
         try:
             return cls(message)  # type: ignore[no-any-return]
