@@ -92,8 +92,17 @@ class _Burst:
     open: list[Span] = field(default_factory=list)
     used: tuple[SharedCells, int] | None = None
     stepped: bool = False
+    marked: bool = False
+    """This process has marked ``used``: it made a step under the root."""
     inherited: bool = False
     kit: dict[str, Any] | None = None
+
+    def mark_used(self) -> None:
+        """A step was made under the root: mark ``used`` (once per process)."""
+        if self.used is not None and not self.marked:
+            cells, cell = self.used
+            cells.add(cell)  # a worker's step: the parent's root is used
+            self.marked = True
 
     def take_kit(self) -> None:
         """Put the run's kit on the root now, if it is not there yet."""
@@ -158,9 +167,8 @@ class _ProcessTrace:
         if span.is_recording():
             with self._lock:
                 burst.open.append(span)
-                if step and not burst.stepped and burst.used is not None:
-                    cells, cell = burst.used
-                    cells.add(cell)  # a worker's step: the parent's root is used
+                if step:
+                    burst.mark_used()
                 burst.stepped = True
                 if step and burst.kit is not None:
                     burst.take_kit()
@@ -171,14 +179,18 @@ class _ProcessTrace:
         kit now if it has not yet) is the run's span the step was made under: its span id,
         else None."""
         burst = self._burst
-        if burst is None or burst.root is None:
+        if burst is None:
             return None
-        root = burst.root.get_span_context()
+        # This process's root, or the one a worker borrowed from its parent.
+        root = trace.get_current_span(burst.context).get_span_context()
         if trace.get_current_span(context).get_span_context().trace_id != root.trace_id:
             return None
-        if burst.kit is not None:
+        if burst.kit is not None or (burst.used is not None and not burst.marked):
             with self._lock:
                 burst.take_kit()
+                # Made under another instrumentation's span (an SDK's call span) in a worker:
+                # the parent's root is used all the same.
+                burst.mark_used()
         return root.span_id
 
     def for_workers(self, tracer: Tracer) -> Borrowed | None:

@@ -386,3 +386,8 @@ def test_an_idle_worker_terminated_keeps_its_instrumentations_call_spans(
     (attempt,) = [s for s in spans if "replay.step.index" in s["attributes"]]
     assert attempt["parent_span_id"] == calls[0]["span_id"]
     assert calls[0]["attributes"]["gen_ai.usage.output_tokens"] > 0
+    # The parent made no step of its own: the root it opened for its workers is ended and
+    # stored all the same, since the worker made one under it (within the `chat` span).
+    (root,) = [s for s in spans if s["name"].startswith("invoke_agent")]
+    assert calls[0]["parent_span_id"] == root["span_id"]
+    assert attempt["attributes"]["replay.run.span_id"] == root["span_id"]
