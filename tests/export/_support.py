@@ -143,8 +143,9 @@ def instrumentations(*others: str, ours: bool = True) -> dict[str, str]:
 
     The default of every process the tests start (``tests/conftest.py`` puts it in this
     process's environment, :func:`subprocess_env` in the ones it builds): the others cost a
-    start-up seconds of CPU (openai-agents imports the Agents SDK) and a test that does not
-    exercise them learns nothing from them. A test of coexistence names the ones it checks.
+    child's start-up seconds of CPU (openai-agents imports the Agents SDK), and a test that
+    does not exercise them learns nothing from them. A test of coexistence names the ones it
+    checks.
     """
     unknown = set(others) - installed_instrumentations()
     assert not unknown, f"not installed instrumentations: {sorted(unknown)}"
