@@ -15,6 +15,7 @@ import pytest
 
 from examples.standin import StandIn
 from otel_replay.runs._vcs import code_version
+from tests.export._support import instrumentations
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,6 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # read the CLI's output as a pipe gives it, whoever runs them.
 for _size in ("COLUMNS", "LINES"):
     os.environ.pop(_size, None)
+
+# A process a test starts under `opentelemetry-instrument` loads our instrumentation alone,
+# whatever else the venv installs, unless the test names the others it checks.
+os.environ.update(instrumentations())
 
 SLOW = (
     "tests/frameworks/",  # the agent frameworks (LangGraph, LiteLLM, ...): seconds of imports each

@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 
 from examples.otlp_sink import OtlpSink
 from examples.standin import RecordedRequest, StandIn
+from tests.export._support import instrumentations
 
 pytestmark = pytest.mark.subprocess
 
@@ -57,12 +57,6 @@ def jcs(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def other_instrumentations() -> list[str]:
-    names = {ep.name for ep in entry_points(group="opentelemetry_instrumentor")}
-    assert "otel_replay" in names, "the otel_replay entry point is not installed"
-    return sorted(names - {"otel_replay"})
-
-
 @pytest.fixture
 def sink() -> Iterator[OtlpSink]:
     with OtlpSink() as receiver:
@@ -76,12 +70,12 @@ def agent_env(
     env: dict[str, str],
     *,
     traces: str = "otlp",
-    only_ours: bool = True,
 ) -> dict[str, str]:
     """The environment of the example agent under ``opentelemetry-instrument``; ``env``
     overrides the defaults. With a ``sink``, traces (exported by ``traces``) and metrics go
     to it over OTLP (``OTEL_EXPORTER_OTLP_PROTOCOL`` picks gRPC, the default here, or HTTP).
-    ``only_ours`` disables every other installed instrumentation."""
+    Only ours of the installed instrumentations loads unless ``env`` says otherwise
+    (:func:`~tests.export._support.instrumentations`)."""
     base = {
         k: v
         for k, v in os.environ.items()
@@ -96,9 +90,8 @@ def agent_env(
         "OPENAI_BASE_URL": standin.openai_base_url,
         "SUPPORT_TOOLS_URL": standin.tools_url,
         "PYTHONUNBUFFERED": "1",
+        **instrumentations(),
     }
-    if only_ours:
-        base["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = ",".join(other_instrumentations())
     if sink is not None:
         protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         base |= {
@@ -312,8 +305,7 @@ def test_run_id_from_environment(standin: StandIn, sink: OtlpSink, tmp_path: Pat
 
 
 def test_disabling_the_instrumentation(standin: StandIn, sink: OtlpSink, tmp_path: Path) -> None:
-    disabled = ",".join([*other_instrumentations(), "otel_replay"])
-    proc = run_agent(standin, sink, tmp_path, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled)
+    proc = run_agent(standin, sink, tmp_path, **instrumentations(ours=False))
     assert proc.stdout.count("agent> ") == len(QUESTIONS)
     assert len(standin.received) == 9  # the agent ran its whole tool loop
     spans = exported_spans(sink, expect_agent_span=False)
@@ -420,7 +412,7 @@ def test_a_stream_open_at_exit_reaches_the_store_marked_incomplete(
         "OTEL_TRACES_EXPORTER": "replay",
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(other_instrumentations()),
+        **instrumentations(),
         "OTEL_REPLAY_STORE": str(store),
         "OPENAI_API_KEY": SECRET,
         "OPENAI_BASE_URL": standin.openai_base_url,

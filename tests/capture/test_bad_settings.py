@@ -1,11 +1,11 @@
 """A bad ``OTEL_REPLAY_*`` value must not break OpenTelemetry.
 
 The example agent runs under ``opentelemetry-instrument`` with ``OTEL_TRACES_EXPORTER=otlp,
-replay`` and every installed instrumentation, against the stand-in provider and a real OTLP
-receiver, with one setting spoiled (every setting is checked in this process, two end to end).
-otel-replay says so in one line naming the variable and stays off; the user's spans (the
-agent's, the official instrumentations') still reach the receiver; nothing is recorded. Asked to
-replay, the process refuses to run at all.
+replay`` and the official instrumentations of what it uses (openai, httpx), against the
+stand-in provider and a real OTLP receiver, with one setting spoiled (every setting is checked
+in this process, two end to end). otel-replay says so in one line naming the variable and stays
+off; the user's spans (the agent's, the official instrumentations') still reach the receiver;
+nothing is recorded. Asked to replay, the process refuses to run at all.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from tests.capture.test_auto_instrumentation import (
     ROOT,
     agent_env,
 )
+from tests.export._support import instrumentations
+
+OFFICIAL = ("openai", "httpx", "httpx2")
+"""The instrumentations of what the example agent uses (the openai SDK, on httpx or httpx2)."""
 
 BAD = {
     "OTEL_REPLAY_MODE": "bogus",
@@ -71,12 +75,13 @@ def sink() -> Iterator[OtlpSink]:
 def _run(
     standin: StandIn, tmp_path: Path, env: dict[str, str], sink: OtlpSink | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The agent with every installed instrumentation, its traces to ``otlp,replay``."""
-    quiet = {"OTEL_METRICS_EXPORTER": "none", **env}
+    """The agent beside the official instrumentations of its SDK and transport, its traces to
+    ``otlp,replay``."""
+    quiet = {"OTEL_METRICS_EXPORTER": "none", **instrumentations(*OFFICIAL), **env}
     return subprocess.run(
         [str(INSTRUMENT), sys.executable, AGENT],
         cwd=ROOT,
-        env=agent_env(standin, sink, tmp_path, quiet, traces="otlp,replay", only_ours=False),
+        env=agent_env(standin, sink, tmp_path, quiet, traces="otlp,replay"),
         capture_output=True,
         text=True,
         timeout=90,

@@ -22,7 +22,7 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, subprocess_env
+from tests.export._support import INSTRUMENT, instrumentations, subprocess_env
 
 pytestmark = pytest.mark.subprocess
 
@@ -47,9 +47,8 @@ def _record(tmp_path: Path, sdk: str, stream: bool) -> tuple[list[dict[str, Any]
             OTEL_TRACES_EXPORTER="otlp,replay",
             OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
             OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{sink.http_endpoint}/v1/traces",
+            **instrumentations(*filter(None, [keep])),
         )
-        disabled = env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"].split(",")
-        env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = ",".join(d for d in disabled if d != keep)
         args = [str(INSTRUMENT), sys.executable, str(SCRIPT), sdk, *(["stream"] if stream else [])]
         done = subprocess.run(
             args, env=env, capture_output=True, text=True, timeout=120, check=False

@@ -8,12 +8,17 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable, Iterable
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
 import zstandard
+from opentelemetry.instrumentation.environment_variables import (
+    OTEL_PYTHON_DISABLED_INSTRUMENTATIONS as DISABLED,
+)
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
@@ -119,12 +124,39 @@ class Pipeline:
         return Store.open(self.path, create=False)
 
 
+OURS = "otel_replay"
+"""Our instrumentor's ``opentelemetry_instrumentor`` entry point."""
+
+
+@cache
+def installed_instrumentations() -> frozenset[str]:
+    """The names of the installed ``opentelemetry_instrumentor`` entry points (ours among
+    them: the test venv must have installed it)."""
+    names = frozenset(ep.name for ep in entry_points(group="opentelemetry_instrumentor"))
+    assert OURS in names, f"the {OURS} entry point is not installed"
+    return names
+
+
+def instrumentations(*others: str, ours: bool = True) -> dict[str, str]:
+    """The environment under which ``opentelemetry-instrument`` loads ours (unless ``ours`` is
+    false) and the instrumentations named in ``others`` (entry-point names), no other.
+
+    The default of every process the tests start (``tests/conftest.py`` puts it in this
+    process's environment, :func:`subprocess_env` in the ones it builds): the others cost a
+    child's start-up seconds of CPU (openai-agents imports the Agents SDK), and a test that
+    does not exercise them learns nothing from them. A test of coexistence names the ones it
+    checks.
+    """
+    unknown = set(others) - installed_instrumentations()
+    assert not unknown, f"not installed instrumentations: {sorted(unknown)}"
+    loaded = {*others, OURS} if ours else set(others)
+    return {DISABLED: ",".join(sorted(installed_instrumentations() - loaded))}
+
+
 def subprocess_env(store: Path, **extra: str) -> dict[str, str]:
     """An environment for ``opentelemetry-instrument`` children: no inherited OTEL_/OPENAI_
-    settings, other auto-instrumentations disabled, the store at ``store``."""
-    from importlib.metadata import entry_points
-
-    others = {ep.name for ep in entry_points(group="opentelemetry_instrumentor")} - {"otel_replay"}
+    settings, only our instrumentation loaded (``**instrumentations(...)`` in ``extra`` for
+    others), the store at ``store``."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -135,7 +167,7 @@ def subprocess_env(store: Path, **extra: str) -> dict[str, str]:
         "OTEL_TRACES_EXPORTER": "replay",
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(sorted(others)),
+        **instrumentations(),
         "OTEL_REPLAY_STORE": str(store),
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": str(ROOT),

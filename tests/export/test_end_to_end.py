@@ -15,7 +15,14 @@ from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay._inline import decode_body
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, ROOT, sha, stored_bytes, subprocess_env
+from tests.export._support import (
+    INSTRUMENT,
+    ROOT,
+    instrumentations,
+    sha,
+    stored_bytes,
+    subprocess_env,
+)
 
 pytestmark = pytest.mark.subprocess
 
@@ -44,9 +51,8 @@ def run_agent(
         OPENAI_API_KEY=SECRET,
         OPENAI_BASE_URL=standin.openai_base_url,
         SUPPORT_TOOLS_URL=standin.tools_url,
+        **instrumentations(*filter(None, [official])),
     )
-    disabled = env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"].split(",")
-    env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = ",".join(n for n in disabled if n != official)
     proc = subprocess.run(
         [str(INSTRUMENT), sys.executable, "examples/support_agent.py"],
         cwd=ROOT,

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from examples.standin import StandIn
+from tests.export._support import instrumentations
 
 ROOT = Path(__file__).resolve().parents[2]
 PHOENIX = ROOT / ".venv" / "phoenix" / "bin" / "phoenix"
@@ -132,7 +133,7 @@ def record(
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.url,
-        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "httpx,httpx2,openai,openai_v2,openai_agents",
+        **instrumentations(),
         "OTEL_REPLAY_RUN_ID": run_id,
         **(extra or {}),
     }

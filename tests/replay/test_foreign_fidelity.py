@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.replay.sources import load_run, load_sources
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, instrumentations, subprocess_env
 from tests.replay.test_foreign_runs import _lines
 from tests.replay.test_replay_cli import CLI, replay
 
@@ -51,7 +50,6 @@ def _answers(stdout: str) -> Any:
 def openai_v2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """The conversations recorded by openai-v2 alone: the OTLP JSON file and the answers."""
     tmp = tmp_path_factory.mktemp("openai-v2")
-    others = {ep.name for ep in entry_points(group="opentelemetry_instrumentor")} - {"openai"}
     with StandIn(event_delay=0.001) as standin, OtlpSink() as sink:
         env = subprocess_env(
             tmp / "unused-store",
@@ -59,7 +57,7 @@ def openai_v2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
             OTEL_TRACES_EXPORTER="otlp",
             OTEL_EXPORTER_OTLP_ENDPOINT=sink.grpc_endpoint,
             OTEL_EXPORTER_OTLP_INSECURE="true",
-            OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=",".join(sorted(others)),
+            **instrumentations("openai", ours=False),
             OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
             OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
         )

@@ -16,7 +16,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from otel_replay.replay.sources._group import (
     process_key,
     summary,
 )
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, instrumentations, subprocess_env
 from tests.replay.conftest import _rewrite_ids_and_enums
 from tests.replay.test_replay_cli import CLI, replay
 
@@ -55,14 +54,13 @@ def _lines(requests: list[bytes]) -> str:
 
 def _record(standin: StandIn, sink: OtlpSink, how: str, tmp: Path) -> dict[str, Any]:
     """Run the program under the official instrumentation alone; its answers."""
-    others = {ep.name for ep in entry_points(group="opentelemetry_instrumentor")} - {"openai"}
     env = subprocess_env(
         tmp / "unused-store",
         OTEL_SERVICE_NAME="concurrent-agent",
         OTEL_TRACES_EXPORTER="otlp",
         OTEL_EXPORTER_OTLP_ENDPOINT=sink.grpc_endpoint,
         OTEL_EXPORTER_OTLP_INSECURE="true",
-        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=",".join(sorted(others)),
+        **instrumentations("openai", ours=False),
         OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
     )
     done = subprocess.run(
