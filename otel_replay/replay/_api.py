@@ -89,12 +89,12 @@ def replaying(
     )
     undo = install(session)
     world = World(recorded.start_ns, clock or config.clock, timing)
-    world.start()
-    session.reached = world.reach
-    if session.live_from is not None:
-        session.live_from.on_live(world.go_live)
-    use_recorded_seed(recorded.seed)
     try:
+        world.start()  # a failure here must not leave the session serving the process
+        session.reached = world.reach
+        if session.live_from is not None:
+            session.live_from.on_live(world.go_live)
+        use_recorded_seed(recorded.seed)
         yield session.result
     except BaseException as exc:
         session.result.agent = AgentStatus.raised(exc)

@@ -239,7 +239,7 @@ class _Patches:
 
     def bindings(self) -> list[tuple[Any, str, Any]]:
         """Every (module, name, real function) a loaded module binds now."""
-        loaded = list(sys.modules.items())
+        loaded = _items(sys.modules)
         modules = [module for _, module in loaded]
         try:
             unchanged = modules == self._modules and list(map(len, self._names)) == self._lengths
@@ -268,12 +268,24 @@ class _Patches:
             if known is not None and known[0]() is module and known[1] == len(names):
                 bound = known[2]
             else:
-                bound = tuple(name for name, value in list(names.items()) if id(value) in replaced)
+                bound = tuple(name for name, value in _items(names) if id(value) in replaced)
                 with contextlib.suppress(TypeError):  # a stand-in object: walked every time
                     seen[key] = (weakref.ref(module), len(names), bound)
             self._names.append(names)
             self._lengths.append(len(names))
             self._found.extend((module, names, name) for name in bound)
+
+
+def _items(names: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``names``' items now. Copying them may run a finalizer (the garbage collector, woken
+    by the copy's own allocations) or let another thread run, either of which may import a
+    module or bind a name meanwhile: then the copy is made again."""
+    for _ in range(99):
+        try:
+            return list(names.items())
+        except RuntimeError:  # changed size during iteration
+            continue
+    return list(names.items())
 
 
 def _sleep(real: Callable[[float], None]) -> Callable[[float], None]:

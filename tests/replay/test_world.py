@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import os
 import subprocess
 import sys
 import time
+import types
 from asyncio import sleep as bound_async_sleep
 from pathlib import Path
 from time import sleep as bound_sleep
@@ -45,6 +47,49 @@ def test_the_application_clock_starts_at_the_recorded_time_and_ticks() -> None:
     assert time.sleep is real_sleep
     assert abs(time.time() - dt.datetime.now().timestamp()) < 1
     assert dt.datetime.now().year >= 2026  # the real clock is back
+
+
+class _ImportsDuringTheStart:
+    """Cyclic garbage whose finalizer, run by the collector inside the replay's walk of the
+    loaded modules, adds a module to ``sys.modules``, as another thread or a finalizer that
+    imports at that moment does. It leaves garbage like itself behind until it has done so
+    ``times`` times."""
+
+    def __init__(self, added: list[str], times: int) -> None:
+        self.cycle = self
+        self.added, self.times = added, times
+
+    def __del__(self) -> None:
+        if len(self.added) >= self.times:
+            return
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name not in ("bindings", "_walk"):
+            frame = frame.f_back  # type: ignore[assignment]
+        if frame is not None:
+            name = f"_imported_during_the_start_{len(self.added)}"
+            sys.modules[name] = types.ModuleType(name)
+            self.added.append(name)
+        _ImportsDuringTheStart(self.added, self.times)
+
+
+def test_a_module_imported_while_a_replay_starts_does_not_break_it() -> None:
+    added: list[str] = []
+    thresholds = gc.get_threshold()
+    _ImportsDuringTheStart(added, times=3)
+    gc.set_threshold(1)  # a collection at nearly every allocation
+    try:
+        with otel_replay.replaying(_run(LEAP)):
+            gc.set_threshold(*thresholds)
+            wall = time.time()
+            time.sleep(3)  # skipped, the clock moved: the replay's world is in place
+            assert 3 <= time.time() - wall < 4
+    finally:
+        gc.set_threshold(*thresholds)
+        added.extend(["stop"] * 3)  # no more garbage of its kind
+        gc.collect()
+        for name in added:
+            sys.modules.pop(name, None)
+    assert added[:3] == [f"_imported_during_the_start_{n}" for n in range(3)]
 
 
 def test_fast_timing_skips_every_kind_of_sleep_and_moves_the_clock() -> None:
