@@ -355,7 +355,7 @@ def _state_name(flag: str, raw: object) -> str:
 def _read(what: str, spec: str, base: Path | None) -> bytes:
     """The bytes ``@FILE`` names, within the bound a trace source has (``@/dev/zero`` read
     for ever)."""
-    from otel_replay.replay.sources._limits import Limits, read_file  # noqa: PLC0415
+    from otel_replay.replay.sources import Limits, read_file  # noqa: PLC0415 - import cycle
 
     path = Path(spec[1:]).expanduser()
     if base is not None and not path.is_absolute():

@@ -93,9 +93,8 @@ class Triage:
             return None
         try:
             return stored_run(self.store, self.store.run(run_id)).run
-        except (RunNotFoundError, SourceError):
-            return None
-        except CorruptBlobError:  # named as the parent's own damage: its replays are triaged
+        except (RunNotFoundError, SourceError, CorruptBlobError):
+            # A damaged parent is named as its own damage: its replays are triaged still.
             return None
 
     def keep(self) -> int:

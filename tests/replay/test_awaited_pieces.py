@@ -55,14 +55,18 @@ RUN = Run(
 )
 
 
-def test_a_piece_waits_for_the_request_it_came_after() -> None:
+def _stream_beside_a_ping(run: Run, work_s: float) -> list[str]:
+    """Replay ``run``: read the event stream while another thread pings once the first event
+    came and ``work_s`` of real work went by (the replay skips sleeps: an event and a real
+    wait, not a sleep, order the ping); what the program saw, in order. Asserts the replay
+    was identical."""
     seen: list[str] = []
     first_piece = threading.Event()
-    with otel_replay.replaying(RUN) as result, httpx.Client() as client:
+    with otel_replay.replaying(run) as result, httpx.Client() as client:
 
         def ping() -> None:
-            # The replay skips sleeps: an event, not a sleep, orders the ping after piece 1.
             first_piece.wait(10)
+            _work(work_s)
             seen.append("ping")
             client.get("http://events.test/ping").read()
 
@@ -73,8 +77,12 @@ def test_a_piece_waits_for_the_request_it_came_after() -> None:
                 seen.append(piece.decode())
                 first_piece.set()
         pinger.join()
-    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
     assert result.identical, result.first_divergence
+    return seen
+
+
+def test_a_piece_waits_for_the_request_it_came_after() -> None:
+    assert _stream_beside_a_ping(RUN, 0) == ["data: 1\n\n", "ping", "data: 2\n\n"]
 
 
 def test_a_replay_that_stops_asking_gets_the_rest_without_waiting_out_the_recording() -> None:
@@ -110,27 +118,8 @@ QUICK = Run(
 
 def test_a_replay_slower_than_the_recording_still_gets_each_piece_after_its_request() -> None:
     # A busy machine (or today's slower code) makes the ping a second after the first event,
-    # five times the recorded lifetime of the whole stream: the second event still waits. The
-    # second is real work, not a sleep (the replay would skip a sleep).
-    seen: list[str] = []
-    first_piece = threading.Event()
-    with otel_replay.replaying(QUICK) as result, httpx.Client() as client:
-
-        def ping() -> None:
-            first_piece.wait(10)
-            _work(1)
-            seen.append("ping")
-            client.get("http://events.test/ping").read()
-
-        pinger = threading.Thread(target=ping)
-        pinger.start()
-        with client.stream("GET", "http://events.test/events") as stream:
-            for piece in stream.iter_raw():
-                seen.append(piece.decode())
-                first_piece.set()
-        pinger.join()
-    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
-    assert result.identical, result.first_divergence
+    # five times the recorded lifetime of the whole stream: the second event still waits.
+    assert _stream_beside_a_ping(QUICK, 1) == ["data: 1\n\n", "ping", "data: 2\n\n"]
 
 
 def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None:

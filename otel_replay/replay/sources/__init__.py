@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         import_runs,
         run_error_type,
     )
-    from otel_replay.replay.sources._limits import Limits
+    from otel_replay.replay.sources._limits import Limits, read_file
     from otel_replay.replay.sources._load import (
         archive_of,
         is_remote,
@@ -55,6 +55,7 @@ _LAZY = {
     "load_run": "otel_replay.replay.sources._load",
     "load_sources": "otel_replay.replay.sources._load",
     "only_run": "otel_replay.replay.sources._load",
+    "read_file": "otel_replay.replay.sources._limits",
     "read_runs": "otel_replay.replay.sources._load",
     "run_error_type": "otel_replay.replay.sources._import",
     "shown": "otel_replay.replay.sources._fetch",
@@ -88,6 +89,7 @@ __all__ = [
     "load_run",
     "load_sources",
     "only_run",
+    "read_file",
     "read_runs",
     "run_error_type",
     "shown",
