@@ -466,7 +466,7 @@ def run_names(conn: sqlite3.Connection, prefix: str = "") -> list[str]:
 
 
 _UNDATED_START = "COALESCE((SELECT MIN(start_ns) FROM steps WHERE steps.run = runs.id), ended_ns)"
-"""When a run its recorder gave no start of started: its first step, else its end."""
+"""When a run whose recorder gave no start began: at its first step, else at its end."""
 
 
 def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
@@ -480,8 +480,9 @@ def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
     wanted = limit + 8
     while True:
         # The runs with a start of their own come newest first from runs_by_start, reading
-        # ``wanted`` of them rather than sorting every run; those without (few: imports) are
-        # found through the same index and sorted apart. Merged in SQLite's order.
+        # ``wanted`` of them rather than sorting every run; those without (few: steps put
+        # without their run's facts) are found through the same index and sorted apart.
+        # The two are merged in SQLite's order.
         dated = conn.execute(
             "SELECT id, started_ns, name FROM runs WHERE started_ns IS NOT NULL "
             "ORDER BY started_ns DESC, name DESC LIMIT ?",
