@@ -13,7 +13,7 @@ from otel_replay.errors import CorruptIndexError, StoreError, StoreFullError, St
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Index", "OutdatedIndexError"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 _BUSY_MS = 30_000
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
 _LOW_SPACE = 1 << 20
@@ -37,6 +37,7 @@ CREATE TABLE runs (
     pinned      INTEGER NOT NULL DEFAULT 0,
     UNIQUE (run_id, recording)
 );
+CREATE INDEX runs_by_start ON runs (started_ns);  -- the newest runs without a sort of all
 CREATE TABLE steps (
     run           INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     step_index    INTEGER NOT NULL,

@@ -465,6 +465,10 @@ def run_names(conn: sqlite3.Connection, prefix: str = "") -> list[str]:
     return found
 
 
+_UNDATED_START = "COALESCE((SELECT MIN(start_ns) FROM steps WHERE steps.run = runs.id), ended_ns)"
+"""When a run whose recorder gave no start began: at its first step, else at its end."""
+
+
 def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
     """The row ids of the ``limit`` runs that started last. Their start is read from the
     run's own row (its recorder's word), else its first step, else its end: one look-up a
@@ -475,19 +479,36 @@ def newest_runs(conn: sqlite3.Connection, limit: int) -> list[int]:
     # are listed.
     wanted = limit + 8
     while True:
-        rows = conn.execute(
-            "SELECT id FROM runs ORDER BY COALESCE(started_ns, "
-            "(SELECT MIN(start_ns) FROM steps WHERE steps.run = runs.id), ended_ns) DESC, "
-            "name DESC LIMIT ?",
+        # The runs with a start of their own come newest first from runs_by_start, reading
+        # ``wanted`` of them rather than sorting every run; those without (few: steps put
+        # without their run's facts) are found through the same index and sorted apart.
+        # The two are merged in SQLite's order.
+        dated = conn.execute(
+            "SELECT id, started_ns, name FROM runs WHERE started_ns IS NOT NULL "
+            "ORDER BY started_ns DESC, name DESC LIMIT ?",
             (wanted,),
-        )
-        newest = [run for (run,) in rows]
+        ).fetchall()
+        undated = conn.execute(
+            f"SELECT id, {_UNDATED_START}, name FROM runs WHERE started_ns IS NULL "
+            "ORDER BY 2 DESC, name DESC LIMIT ?",
+            (wanted,),
+        ).fetchall()
+        newest = [row[0] for row in sorted(dated + undated, key=_newest, reverse=True)[:wanted]]
         marks = ",".join(str(run) for run in newest) or "NULL"
         listed = {run for (run,) in conn.execute(f"SELECT run FROM records WHERE run IN ({marks})")}
         found = [run for run in newest if run in listed]
         if len(found) >= limit or len(newest) < wanted:
             return found[:limit]
         wanted *= 2
+
+
+def _newest(row: Sequence[Any]) -> tuple[bool, int, bool, bytes]:
+    """A run's (id, start, name) row ordered as SQLite orders start, then name: a NULL start
+    below any, a TEXT name below any BLOB, each compared by its bytes."""
+    _, start, name = row
+    if isinstance(name, bytes):
+        return (start is not None, start or 0, True, name)
+    return (start is not None, start or 0, False, name.encode("utf-8", "surrogatepass"))
 
 
 def run_infos(
