@@ -252,6 +252,9 @@ _PROCESS = _ProcessTrace()
 def _after_fork_in_child() -> None:
     _PROCESS.forget()
     at_worker_exit(_PROCESS, lambda _: _end_at_exit(), WORKER_EXIT_PRIORITY)
+    # Last, once the exporters' writers have the store's part: a worker leaves through
+    # os._exit, so the SDK's shutdown never sends what the other processors (OTLP's) hold.
+    at_worker_exit(_PROCESS, lambda _: _flush_the_others(), WORKER_EXIT_PRIORITY - 15)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -390,13 +393,26 @@ def exit_flush(*, final: bool) -> None:
     if final:
         _exiting = True
         _PROCESS.end(failed=failure())
-    try:
-        timeout_ms = int(settings.read("OTEL_REPLAY_FLUSH_TIMEOUT_MS"))
-    except Exception:  # a bad value is reported where the exporter reads it
-        timeout_ms = _EXIT_FLUSH_MS
+    timeout_ms = _flush_timeout_ms()
     for processor, flush in _span_processors():
         if _feeds_the_store(processor):
             flush(timeout_ms)
+
+
+def _flush_the_others() -> None:
+    """Push what the span processors that do not feed the store hold to their exporters
+    (an OTLP collector), all within one flush timeout."""
+    deadline = time.monotonic() + _flush_timeout_ms() / 1000
+    for processor, flush in _span_processors():
+        if not _feeds_the_store(processor):
+            flush(max(0, int((deadline - time.monotonic()) * 1000)))
+
+
+def _flush_timeout_ms() -> int:
+    try:
+        return int(settings.read("OTEL_REPLAY_FLUSH_TIMEOUT_MS"))
+    except Exception:  # a bad value is reported where the exporter reads it
+        return _EXIT_FLUSH_MS
 
 
 _TRACERS: weakref.WeakSet[StepTracer] = weakref.WeakSet()

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.store import Store
 from tests.export._support import INSTRUMENT, ROOT, subprocess_env
@@ -47,16 +48,27 @@ class Recording:
     printed: str
     received: int
     elapsed_s: float
+    collected: dict[str, str]
+    """The spans the OTLP collector got once the agent ended: name by span id."""
 
 
 def record(tmp_path: Path, kind: str, method: str, **env: str) -> Recording:
+    """The agent recorded into a store and exported over OTLP to a collector, as in
+    production (``OTEL_TRACES_EXPORTER=otlp,replay``)."""
     store = tmp_path / "store"
-    with StandIn(event_delay=0.001) as standin:
+    with StandIn(event_delay=0.001) as standin, OtlpSink() as sink:
         started = time.monotonic()
         done = subprocess.run(
             [str(INSTRUMENT), sys.executable, SCRIPT, kind, method],
             cwd=ROOT,
-            env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN_ID, STANDIN_URL=standin.base_url)
+            env=subprocess_env(
+                store,
+                OTEL_REPLAY_RUN_ID=RUN_ID,
+                STANDIN_URL=standin.base_url,
+                OTEL_TRACES_EXPORTER="otlp,replay",
+                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                OTEL_EXPORTER_OTLP_ENDPOINT=sink.http_endpoint,
+            )
             | env,
             capture_output=True,
             text=True,
@@ -65,10 +77,11 @@ def record(tmp_path: Path, kind: str, method: str, **env: str) -> Recording:
         )
         elapsed = time.monotonic() - started
         received = len(standin.received)
+        collected = {span["span_id"]: span["name"] for span in sink.spans()}
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.endswith("workers: 2\n")  # two worker processes made requests
     assert "kept apart" not in done.stderr  # no second recording of the run id
-    return Recording(store, kind, method, done.stdout, received, elapsed)
+    return Recording(store, kind, method, done.stdout, received, elapsed, collected)
 
 
 Recorder = Callable[[Path, str, str], Recording]
@@ -163,6 +176,14 @@ def test_the_workers_steps_are_one_run_and_replay_identically(
         # parent's last: every request the stand-in got is a step.
         assert (asked[0], asked[1], set(asked[2:4]), asked[4]) == (HELLO, FIRST, TOGETHER, THANKS)
         assert recording.received == 5
+        stored = {span["span_id"]: span["name"] for span in store.spans(RUN_ID)}
+    # The collector got what the store did. A Pool's __exit__ kills its idle workers, which
+    # loses what they held for OTLP as it would without otel-replay; an executor's workers
+    # end their work (a forked one through os._exit, past the SDK's shutdown) and send it.
+    if kind == "executor":
+        assert recording.collected == stored
+    else:
+        assert recording.collected.items() <= stored.items()
     listed = subprocess.run(
         [str(CLI), "runs", "--json", "--store", str(recording.store)],
         capture_output=True,
