@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import re
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,6 +283,38 @@ def test_steps_made_inside_a_served_tool_are_not_expected_again(tmp_path: Path) 
         assert RUNS == {}
         assert result.identical, result.first_divergence
         assert [s.recorded for s in result.steps] == [0]
+
+
+def _one_customer(order_id: str, seen: dict[str, Any]) -> None:
+    """A thread's share of an agent: its own lookup, then an id and a time of its own."""
+    lookup_order(order_id)
+    seen[order_id] = (otel_replay.uuid4(), otel_replay.now(), uuid.uuid4())
+
+
+def _customers_in_turn(order_ids: list[str]) -> dict[str, Any]:
+    """Each customer in a thread of its own, one thread after the other, in this order."""
+    seen: dict[str, Any] = {}
+    for order_id in order_ids:
+        worker = threading.Thread(target=_one_customer, args=(order_id, seen))
+        worker.start()
+        worker.join()
+    return seen
+
+
+def test_each_thread_is_served_the_values_its_own_thread_drew(tmp_path: Path) -> None:
+    """Values with no arguments (ids, the clock) match every draw of their name alike: a
+    thread that comes first in a replay, though it drew second when recorded, still gets its
+    own, not the other thread's (the replay said identical while each customer got the
+    other's ticket)."""
+    with Pipeline(tmp_path / "store") as pipeline:
+        seen = _customers_in_turn(["A-1111", "B-2222"])
+        run_id = pipeline.run.run_id
+    assert seen["A-1111"] != seen["B-2222"]
+    RUNS.clear()
+    with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
+        again = _customers_in_turn(["B-2222", "A-1111"])
+    assert again == seen
+    assert result.identical, result.first_divergence
 
 
 def test_show_lists_tools_values_and_checkpoints(
