@@ -18,6 +18,7 @@ __all__ = [
     "REPLAY_MODE",
     "REPLAY_PARENT_RUN_ID",
     "REPLAY_PROMPT_HASH",
+    "REPLAY_RANDOM_DRAWS",
     "REPLAY_REQUEST_BODY",
     "REPLAY_REQUEST_HASH",
     "REPLAY_REQUEST_SIZE",
@@ -124,6 +125,17 @@ requests that differ only in, say, temperature share a prompt hash while their
 `replay.request.hash` values differ.
 
 Type: ``string``; stability: development.
+"""
+
+REPLAY_RANDOM_DRAWS: Final[str] = "replay.random.draws"
+"""How many 32-bit words the step's body drew from Python's global `random` generator.
+
+Set on a tool or value step whose body (a synchronous function) moved the generator that the
+run's seed seeds: a `random.choice` inside a tool, a `side_effect` of `random.random`. A replay
+that serves the step, its body not running, moves the generator on by as many words, so the
+program's later draws are those it made when recorded. Absent when the body drew nothing.
+
+Type: ``int``; stability: development.
 """
 
 REPLAY_REQUEST_BODY: Final[str] = "replay.request.body"

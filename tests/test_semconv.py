@@ -55,6 +55,7 @@ EXTRA_ATTRIBUTES = {
     "replay.tool.effect_reason": "string",
     "replay.tool.attempt": "int",
     "replay.fork.change": "string",
+    "replay.random.draws": "int",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],

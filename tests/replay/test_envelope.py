@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import random
 import re
 import sys
 import threading
@@ -313,6 +314,51 @@ def test_each_thread_is_served_the_values_its_own_thread_drew(tmp_path: Path) ->
     RUNS.clear()
     with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
         again = _customers_in_turn(["B-2222", "A-1111"])
+    assert again == seen
+    assert result.identical, result.first_divergence
+
+
+@otel_replay.tool(effect="read")
+def shuffled(items: list[str]) -> list[str]:
+    """A tool whose body draws from the global ``random``."""
+    RUNS["shuffled"] = RUNS.get("shuffled", 0) + 1
+    picked = list(items)
+    random.shuffle(picked)
+    return picked
+
+
+def lucky_agent() -> list[Any]:
+    """Draws of the seeded ``random`` after steps whose bodies drew from it too."""
+    with otel_replay.run("lucky", seed=7):
+        first = shuffled(["a", "b", "c", "d", "e"])
+        after_tool = [random.random() for _ in range(3)]
+        chosen = otel_replay.side_effect("pick", random.choice, ["x", "y", "z"])
+        return [first, after_tool, chosen, random.random(), random.getrandbits(64)]
+
+
+def test_draws_after_a_served_body_that_drew_are_the_recorded_draws(tmp_path: Path) -> None:
+    """A served tool's or side effect's body does not run, so it draws nothing: the program's
+    later draws of the seeded generator came out otherwise, the replay saying identical. The
+    step records how far its body moved the generator, and a replay moves it as far."""
+    RUNS.clear()
+    memory = InMemorySpanExporter()
+    with Pipeline(tmp_path / "store") as pipeline:
+        pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+        seen = lucky_agent()
+    (run_id,) = {s.attributes["replay.run.id"] for s in memory.get_finished_spans()} - {
+        pipeline.run.run_id
+    }
+    draws = {
+        s.name: s.attributes.get("replay.random.draws")
+        for s in memory.get_finished_spans()
+        if "replay.step.index" in (s.attributes or {})
+    }
+    assert draws["execute_tool shuffled"] > 0 and draws["value pick"] > 0
+    assert RUNS == {"shuffled": 1}
+    RUNS.clear()
+    with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
+        again = lucky_agent()
+    assert RUNS == {}
     assert again == seen
     assert result.identical, result.first_divergence
 
