@@ -33,6 +33,7 @@ __all__ = [
     "REPLAY_RUN_ID",
     "REPLAY_RUN_SPAN_ID",
     "REPLAY_SEED",
+    "REPLAY_STEP_AFTER",
     "REPLAY_STEP_INDEX",
     "REPLAY_STEP_KIND",
     "REPLAY_STEP_WITHIN",
@@ -291,6 +292,19 @@ REPLAY_SEED: Final[str] = "replay.seed"
 Recorded once per run. Replaying the run injects the same seed, so randomness in the agent's own
 code (for example Python's `random` module) repeats; the model's own sampling is not affected,
 since its responses are served from the recording.
+
+Type: ``int``; stability: development.
+"""
+
+REPLAY_STEP_AFTER: Final[str] = "replay.step.after"
+"""The `replay.step.index` of the step the same thread or task made last before this one.
+
+Absent on the first step a thread or task makes in the run (a task started by another begins
+after its starter's last step; after a tool, the next step follows the tool's step, not the
+steps its body made). Replay serves each thread of a concurrent agent its own recorded steps
+with it: of several recorded steps a request matches alike (each thread's `uuid4()` draw, or the
+same request sent from two threads), the one recorded after the step that thread or task was
+last served.
 
 Type: ``int``; stability: development.
 """

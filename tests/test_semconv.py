@@ -56,6 +56,7 @@ EXTRA_ATTRIBUTES = {
     "replay.tool.attempt": "int",
     "replay.fork.change": "string",
     "replay.random.draws": "int",
+    "replay.step.after": "int",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],

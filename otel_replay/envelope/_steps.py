@@ -376,6 +376,7 @@ class _Open:
     """
 
     __slots__ = (
+        "after",
         "attrs",
         "body",
         "call",
@@ -404,6 +405,7 @@ class _Open:
         self.tracked: _InFlight | None = None
         run = self.run = current_run()
         index = self.index = run.next_step()
+        self.after = run.step_after(index)
         self.key = (run.run_id, index)
         request_hash: str | None = None
         if self.recorder is not None:
@@ -490,6 +492,8 @@ class _Open:
         attrs[A.REPLAY_STEP_KIND] = call.kind
         if self.within is not None:
             attrs[A.REPLAY_STEP_WITHIN] = self.within
+        if self.after is not None:
+            attrs[A.REPLAY_STEP_AFTER] = self.after
         attrs.update(call.attributes)
         attrs[A.REPLAY_REQUEST_HASH] = self.request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(self.body)
@@ -655,6 +659,7 @@ class _Open:
                 otel_context.detach(current)
             _enclosing.reset(inside)
             _call_key.reset(token)
+            self.run.step_after(self.index)  # what follows follows the tool, not its body
 
 
 class _InFlight:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._forks import mend_in_child
 from otel_replay.codecs import Codec, LlmRequest, detect
@@ -463,24 +464,31 @@ class Matcher:
 
     def _take(self, steps: list[RecordedStep], how: MatchKind, call_id: str | None = None) -> Match:
         """Of ``steps`` (alike for the request), the one answering the model's tool call
-        ``call_id``; else the first not served yet recorded after the step this thread or
-        task was last given (its own: concurrent threads drawing ``uuid4()`` or calling
-        ``now()`` each get the values their own thread drew), else the first not served."""
+        ``call_id``; else this thread's or task's own: the first not served yet that its
+        thread made right after the step this one was last given (``replay.step.after``), so
+        concurrent threads drawing ``uuid4()`` or calling ``now()`` each get the values their
+        own thread drew; else the first not served recorded after that step (a recording
+        without ``replay.step.after``), else the first not served."""
         served = self.ledger.served
         if call_id is not None:
             for recorded in steps:
                 if not served(recorded.step.index) and _call_id(recorded) == call_id:
                     return Match(recorded, how)
-        after = self._last_served()
+        last = self._last_served()
+        later: RecordedStep | None = None
         first: RecordedStep | None = None
         for recorded in steps:
-            if not served(recorded.step.index):
-                if recorded.step.index > after:
-                    return Match(recorded, how)
-                if first is None:
-                    first = recorded
-        if first is not None:
-            return Match(first, how)
+            if served(recorded.step.index):
+                continue
+            if _after(recorded) == last:
+                return Match(recorded, how)
+            if later is None and recorded.step.index > last:
+                later = recorded
+            if first is None:
+                first = recorded
+        chosen = later or first
+        if chosen is not None:
+            return Match(chosen, how)
         return Match(steps[-1], how, repeat=True)
 
     def _by_content(self, live: _Live, call_id: str | None = None) -> Match | None:
@@ -547,6 +555,12 @@ class Matcher:
         # A thread of the parent may have held the lock; the account itself is shared.
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)
+
+
+def _after(recorded: RecordedStep) -> int:
+    """The step its thread made before ``recorded`` (``replay.step.after``), -1 for none."""
+    after = recorded.attributes.get(A.REPLAY_STEP_AFTER)
+    return after if isinstance(after, int) and not isinstance(after, bool) else -1
 
 
 def _call_id(recorded: RecordedStep) -> Any:

@@ -302,18 +302,49 @@ def _customers_in_turn(order_ids: list[str]) -> dict[str, Any]:
     return seen
 
 
-def test_each_thread_is_served_the_values_its_own_thread_drew(tmp_path: Path) -> None:
+def _customers_interleaved(order_ids: list[str]) -> dict[str, Any]:
+    """Each customer in a thread of its own, their steps taking turns: every lookup, then
+    every customer's values, in this order."""
+    seen: dict[str, Any] = {}
+    looked = [threading.Event() for _ in order_ids]
+
+    def customer(n: int, order_id: str) -> None:
+        if n:
+            looked[n - 1].wait()
+        lookup_order(order_id)
+        looked[n].set()
+        looked[-1].wait()
+        if n:
+            while order_ids[n - 1] not in seen:
+                looked[-1].wait(0.01)
+        seen[order_id] = (otel_replay.uuid4(), otel_replay.now(), uuid.uuid4())
+
+    workers = [
+        threading.Thread(target=customer, args=(n, order_id))
+        for n, order_id in enumerate(order_ids)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return seen
+
+
+@pytest.mark.parametrize("recorded_as", [_customers_in_turn, _customers_interleaved])
+def test_each_thread_is_served_the_values_its_own_thread_drew(
+    tmp_path: Path, recorded_as: Any
+) -> None:
     """Values with no arguments (ids, the clock) match every draw of their name alike: a
     thread that comes first in a replay, though it drew second when recorded, still gets its
     own, not the other thread's (the replay said identical while each customer got the
-    other's ticket)."""
+    other's ticket), whether the threads took turns when recorded or not."""
     with Pipeline(tmp_path / "store") as pipeline:
-        seen = _customers_in_turn(["A-1111", "B-2222"])
+        seen = recorded_as(["A-1111", "B-2222", "C-3333"])
         run_id = pipeline.run.run_id
-    assert seen["A-1111"] != seen["B-2222"]
+    assert len({str(values) for values in seen.values()}) == 3
     RUNS.clear()
     with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
-        again = _customers_in_turn(["B-2222", "A-1111"])
+        again = _customers_in_turn(["C-3333", "B-2222", "A-1111"])
     assert again == seen
     assert result.identical, result.first_divergence
 
