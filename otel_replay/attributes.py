@@ -18,6 +18,7 @@ __all__ = [
     "REPLAY_MODE",
     "REPLAY_PARENT_RUN_ID",
     "REPLAY_PROMPT_HASH",
+    "REPLAY_RANDOM_DRAWS",
     "REPLAY_REQUEST_BODY",
     "REPLAY_REQUEST_HASH",
     "REPLAY_REQUEST_SIZE",
@@ -32,6 +33,7 @@ __all__ = [
     "REPLAY_RUN_ID",
     "REPLAY_RUN_SPAN_ID",
     "REPLAY_SEED",
+    "REPLAY_STEP_AFTER",
     "REPLAY_STEP_INDEX",
     "REPLAY_STEP_KIND",
     "REPLAY_STEP_WITHIN",
@@ -124,6 +126,17 @@ requests that differ only in, say, temperature share a prompt hash while their
 `replay.request.hash` values differ.
 
 Type: ``string``; stability: development.
+"""
+
+REPLAY_RANDOM_DRAWS: Final[str] = "replay.random.draws"
+"""How many 32-bit words the step's body drew from Python's global `random` generator.
+
+Set on a tool or value step whose body (a synchronous function) moved the generator that the
+run's seed seeds: a `random.choice` inside a tool, a `side_effect` of `random.random`. A replay
+that serves the step, its body not running, moves the generator on by as many words, so the
+program's later draws are those it made when recorded. Absent when the body drew nothing.
+
+Type: ``int``; stability: development.
 """
 
 REPLAY_REQUEST_BODY: Final[str] = "replay.request.body"
@@ -279,6 +292,19 @@ REPLAY_SEED: Final[str] = "replay.seed"
 Recorded once per run. Replaying the run injects the same seed, so randomness in the agent's own
 code (for example Python's `random` module) repeats; the model's own sampling is not affected,
 since its responses are served from the recording.
+
+Type: ``int``; stability: development.
+"""
+
+REPLAY_STEP_AFTER: Final[str] = "replay.step.after"
+"""The `replay.step.index` of the step the same thread or task made last before this one.
+
+Absent on the first step a thread or task makes in the run (a task started by another begins
+after its starter's last step; after a tool, the next step follows the tool's step, not the
+steps its body made). Replay serves each thread of a concurrent agent its own recorded steps
+with it: of several recorded steps a request matches alike (each thread's `uuid4()` draw, or the
+same request sent from two threads), the one recorded after the step that thread or task was
+last served.
 
 Type: ``int``; stability: development.
 """

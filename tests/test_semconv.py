@@ -55,6 +55,8 @@ EXTRA_ATTRIBUTES = {
     "replay.tool.effect_reason": "string",
     "replay.tool.attempt": "int",
     "replay.fork.change": "string",
+    "replay.random.draws": "int",
+    "replay.step.after": "int",
 }
 ENUMS = {
     "replay.mode": ["record", "replay", "fork"],

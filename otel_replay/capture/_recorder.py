@@ -27,7 +27,7 @@ from otel_replay.codecs import INFERENCE_OPERATIONS, Codec, LlmRequest, detect, 
 from otel_replay.envelope import enclosing_step
 from otel_replay.errors import CodecError
 from otel_replay.redact import Redactor
-from otel_replay.runs import Handoff, OpenSteps, current_run
+from otel_replay.runs import Handoff, OpenSteps, RunState, current_run
 from otel_replay.step import Reading, Step
 
 __all__ = ["REQUEST_HASH_EXTENSION", "Recorder"]
@@ -98,9 +98,7 @@ class Recorder:
         self.redactor.learn(raw_headers, url_text)
         attrs: dict[str, Any] = run.step_attributes()
         attrs[A.REPLAY_STEP_INDEX] = index
-        within = enclosing_step(run.run_id)
-        if within is not None:
-            attrs[A.REPLAY_STEP_WITHIN] = within
+        _place(run, index, attrs)
         body = b""
         request_hash = ""
         if raw_body is not None:
@@ -150,7 +148,7 @@ class Recorder:
                 request_hash=request_hash,
                 start_ns=wall_ns(),
                 run=run.facts(),
-                within=within,
+                within=attrs.get(A.REPLAY_STEP_WITHIN),
                 reading=_reading(codec if llm is not None else None, body, request_hash, attrs),
             )
         return OpenStep(self, span, call, codec, llm, step, attrs, raw_body is None)
@@ -191,6 +189,17 @@ def _reading(codec: Codec | None, body: bytes, request_hash: str, attrs: dict[st
     """What the capture made of a request's body (``codec``: the one that read it)."""
     read = {k: attrs[k] for k in _READ if k in attrs}
     return Reading(body, request_hash, None if codec is None else codec.name, read)
+
+
+def _place(run: RunState, index: int, attrs: dict[str, Any]) -> None:
+    """Where step ``index`` stands among the others: the tool whose body made it, and the
+    step its thread or task made before it."""
+    within = enclosing_step(run.run_id)
+    if within is not None:
+        attrs[A.REPLAY_STEP_WITHIN] = within
+    after = run.step_after(index)
+    if after is not None:
+        attrs[A.REPLAY_STEP_AFTER] = after
 
 
 def _add_server_attributes(url: Any, attrs: dict[str, Any]) -> None:

@@ -202,12 +202,16 @@ def _view(recorded: RecordedStep, span: Mapping[str, Any] | None) -> StepView:
     view.stream = view.stream or attrs.get("gen_ai.request.stream") is True
     view.stream = view.stream or view.first_chunk_ns is not None
     if step.kind == "llm":
-        view.system_instructions = parse_json_list(attrs.get("gen_ai.system_instructions"))
-        view.input_messages = parse_json_list(attrs.get("gen_ai.input.messages"))
-        view.output_messages = parse_json_list(attrs.get("gen_ai.output.messages"))
-        view.finish_reasons = _strings(attrs.get("gen_ai.response.finish_reasons"))
-        if not (view.input_messages or view.output_messages):
+        if exact and recorded.request_known:
+            # The bytes sent and received say what the call was; a span's content may be
+            # another instrumentation's reading of them (an agent framework's, that wrote a
+            # tool call as its Python repr), as the HTML report has it too.
             _decode_llm(view, step)
+        if not (view.input_messages or view.output_messages):
+            view.system_instructions = parse_json_list(attrs.get("gen_ai.system_instructions"))
+            view.input_messages = parse_json_list(attrs.get("gen_ai.input.messages"))
+            view.output_messages = parse_json_list(attrs.get("gen_ai.output.messages"))
+            view.finish_reasons = _strings(attrs.get("gen_ai.response.finish_reasons"))
         view.calls = tool_calls(view.output_messages)
         view.prompt = prompt_preview(view.input_messages)
         view.response = response_preview(view.output_messages)

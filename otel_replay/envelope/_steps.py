@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import random
 import threading
 import uuid
 from collections import OrderedDict, deque
@@ -93,6 +94,9 @@ class Served:
     """The replay's number for the call it answered (what :meth:`Server.ran_live` names)."""
     forked: str | None = None
     """What a fork served instead of the recorded answer (``replay.fork.change``)."""
+    draws: int = 0
+    """The words the recorded body drew from the global ``random`` (``replay.random.draws``),
+    drawn again when the step is served, so the program's later draws are as recorded."""
 
 
 class Server(Protocol):
@@ -372,10 +376,12 @@ class _Open:
     """
 
     __slots__ = (
+        "after",
         "attrs",
         "body",
         "call",
         "done",
+        "drawn_from",
         "index",
         "key",
         "live",
@@ -399,6 +405,7 @@ class _Open:
         self.tracked: _InFlight | None = None
         run = self.run = current_run()
         index = self.index = run.next_step()
+        self.after = run.step_after(index)
         self.key = (run.run_id, index)
         request_hash: str | None = None
         if self.recorder is not None:
@@ -415,6 +422,7 @@ class _Open:
                 # Open until it ends, so a SIGTERM that ends the process under it records it.
                 self.tracked = _InFlight(self)
                 self.recorder.open_steps.begin(self.tracked)
+        self.drawn_from: Any = None  # the global random's state as a live body began
         self.served: Served | None = None
         self.live: Served | None = None
         server = _server
@@ -484,6 +492,8 @@ class _Open:
         attrs[A.REPLAY_STEP_KIND] = call.kind
         if self.within is not None:
             attrs[A.REPLAY_STEP_WITHIN] = self.within
+        if self.after is not None:
+            attrs[A.REPLAY_STEP_AFTER] = self.after
         attrs.update(call.attributes)
         attrs[A.REPLAY_REQUEST_HASH] = self.request_hash
         attrs[A.REPLAY_REQUEST_SIZE] = len(self.body)
@@ -578,6 +588,9 @@ class _Open:
             attrs["error.type"] = error_type
         if said:
             attrs.update(said)
+        drawn = self._drawn()
+        if drawn:
+            attrs[A.REPLAY_RANDOM_DRAWS] = drawn
         span = self.span
         if span is None:
             span = self._open(attrs)
@@ -614,12 +627,24 @@ class _Open:
         if self.owns_span:
             span.end()
 
+    def _drawn(self) -> int:
+        """The words the body drew from the global ``random`` since :meth:`running` began
+        (``replay.random.draws``), or those its served step's body drew when recorded."""
+        served = self.served
+        if served is not None:
+            return _fitting(served.draws)
+        before, self.drawn_from = self.drawn_from, None
+        return 0 if before is None else words_drawn(before, random.getstate())
+
     @contextmanager
-    def running(self) -> Iterator[None]:
+    def running(self, measured: bool = False) -> Iterator[None]:
         """While the live call runs: its idempotency key is current, the steps it makes are
         marked as made within it, its span is the current span (what the call does, an HTTP
         request, a nested tool, a framework's RPC, is its child), and what it raises ends
-        the step."""
+        the step. ``measured``: the step records the words its body draws from the global
+        ``random`` (a synchronous body: an awaiting one would count other tasks' draws)."""
+        if measured and self.recorder is not None:
+            self.drawn_from = random.getstate()
         token = _call_key.set(self.key)
         inside = _enclosing.set((self.run.run_id, self.index))
         span = self.span if self.owns_span else None  # a framework's span is current already
@@ -634,6 +659,7 @@ class _Open:
                 otel_context.detach(current)
             _enclosing.reset(inside)
             _call_key.reset(token)
+            self.run.step_after(self.index)  # what follows follows the tool, not its body
 
 
 class _InFlight:
@@ -659,9 +685,52 @@ class _InFlight:
         return True
 
 
+def words_drawn(before: Any, after: Any) -> int:
+    """How many 32-bit words the Mersenne Twister of ``random`` drew to go from state
+    ``before`` to ``after`` (``random.getstate()``); 0 when none, or when ``after`` is not
+    within ``_MAX_DRAWN`` words of ``before`` (the body seeded the generator itself)."""
+    if before[1] == after[1]:
+        return 0
+    key, at = before[1][:-1], before[1][-1]
+    wanted, wanted_at = after[1][:-1], after[1][-1]
+    if key == wanted and wanted_at >= at:
+        return int(wanted_at - at)
+    clone = random.Random()
+    clone.setstate(before)
+    drawn = _BLOCK - at  # to the end of this block: the next word makes the next block
+    clone.getrandbits(32 * drawn)
+    while drawn < _MAX_DRAWN:
+        clone.getrandbits(32)  # the next block, and its first word
+        drawn += 1
+        if clone.getstate()[1][:-1] == wanted:
+            return int(drawn + wanted_at - 1)
+        clone.getrandbits(32 * (_BLOCK - 1))
+        drawn += _BLOCK - 1
+    return 0
+
+
+_BLOCK = 624  # the words of one Mersenne Twister block
+_MAX_DRAWN = 64 * _BLOCK
+
+
+def _fitting(words: int) -> int:
+    """``words`` when a recording could have written it (a recording is input), else 0."""
+    return words if 0 < words <= _MAX_DRAWN else 0
+
+
+def _draw_again(words: int) -> None:
+    """Move the global ``random`` on by ``words`` 32-bit words, as a body drawing them did."""
+    words = _fitting(words)
+    while words > 0:
+        some = min(words, _BLOCK)
+        random.getrandbits(32 * some)
+        words -= some
+
+
 def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     served = opened.served
     assert served is not None
+    _draw_again(served.draws)
     if served.error_type is not None and served.error_type != TOOL_ERROR:
         recorded = _recorded_exception(served.body, served.error_type)
         opened.finish(served.body, served.error_type, served.shape, raised=recorded)
@@ -712,7 +781,7 @@ def perform(
             opened.finish(_error_body(exc), qualified_name(exc), raised=exc)
             raise
     else:
-        with opened.running():
+        with opened.running(measured=True):
             value = live()
             body = encode(value)
     opened.finish(body, None)

@@ -1,7 +1,7 @@
 """Values as steps: the clock, random ids, any nondeterministic call, and named state.
 
 Steps of one name are matched in order: the third ``now()`` of a replay gets the third
-recorded time."""
+recorded time (in a thread or task of its own, the first recorded after its own last step)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -258,10 +259,11 @@ def json_paths_differing(old: Any, new: Any, prefix: str = "$") -> list[str]:
         out: list[str] = []
         for key in sorted(old.keys() | new.keys()):
             if old.get(key, _MISSING) != new.get(key, _MISSING):
+                at = f"{prefix}{_member(key)}"
                 if key in old and key in new:
-                    out.extend(json_paths_differing(old[key], new[key], f"{prefix}.{key}"))
+                    out.extend(json_paths_differing(old[key], new[key], at))
                 else:
-                    out.append(f"{prefix}.{key}")
+                    out.append(at)
         return out
     if _is_list(old) and _is_list(new):
         out = []
@@ -275,6 +277,15 @@ def json_paths_differing(old: Any, new: Any, prefix: str = "$") -> list[str]:
 
 
 _MISSING = object()
+_PLAIN_KEY = re.compile(r"[^.\[\]\"'\s]+")
+# One step of a path: ``.key``, ``[2]`` or ``["a key.with dots"]`` (JSON-quoted).
+_PATH_STEP = re.compile(r'\.([^.\[]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def _member(key: str) -> str:
+    """``key`` as a step of a JSON path: ``.key``, or ``["key"]`` when it holds what a path
+    uses (a dot, a bracket, a quote, a space) or is empty, so it reads as one key."""
+    return f".{key}" if _PLAIN_KEY.fullmatch(key) else f"[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _is_list(value: Any) -> bool:
@@ -446,17 +457,23 @@ def _tool_changes(old: list[Any], new: list[Any]) -> list[Change]:
 
 
 def value_at(value: Any, path: str) -> Any:
-    """The value at a JSON path of :func:`json_paths_differing` (``$.a[2].b``) in ``value``;
-    None where the path does not lead."""
+    """The value at a JSON path of :func:`json_paths_differing` (``$.a[2].b``,
+    ``$["a.b"]``) in ``value``; None where the path does not lead."""
     current = value
-    for token in path.removeprefix("$").replace("[", ".[").split("."):
-        if not token:
-            continue
-        if token.startswith("["):
-            index = int(token[1:-1])
-            current = current[index] if _is_list(current) and index < len(current) else None
+    path = path.removeprefix("$")
+    at = 0
+    while at < len(path):
+        step = _PATH_STEP.match(path, at)
+        if step is None:
+            return None
+        at = step.end()
+        key, index, quoted = step.groups()
+        if index is not None:
+            n = int(index)
+            current = current[n] if _is_list(current) and n < len(current) else None
         else:
-            current = current.get(token) if isinstance(current, Mapping) else None
+            name = key if key is not None else json.loads(quoted)
+            current = current.get(name) if isinstance(current, Mapping) else None
     return current
 
 

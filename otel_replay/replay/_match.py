@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import bisect
+import contextvars
 import math
 import os
 import threading
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay._forks import mend_in_child
 from otel_replay.codecs import Codec, LlmRequest, detect
@@ -57,6 +59,14 @@ class Match:
     recorded: RecordedStep
     how: MatchKind
     repeat: bool = False
+
+
+_LAST_SERVED: contextvars.ContextVar[tuple[object, int, int] | None] = contextvars.ContextVar(
+    "otel_replay_last_served", default=None
+)
+"""(the matcher, the recorded step it last gave, the one it gave before) for this thread or
+task: of several recorded steps a request matches alike, the first recorded after the last
+one is its own. The one before stands again when a fault takes the last one's place."""
 
 
 IDLE_S = 2.0
@@ -257,6 +267,7 @@ class Matcher:
         self._wakers: tuple[Callable[[], None], ...] = ()
         self.ledger = Ledger(run)
         """What was served, and the last request (matched or not), for every process."""
+        self._token = object()  # names this matcher in ``_LAST_SERVED``
         self._by_hash: dict[tuple[str, str | None], list[RecordedStep]] = {}
         self._by_endpoint: dict[str, list[RecordedStep]] = {}
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
@@ -319,6 +330,7 @@ class Matcher:
                 result = self._by_closeness(live, ordinal)
             if result is not None:
                 ledger.serve(result.recorded.step.index)
+                _LAST_SERVED.set((self._token, result.recorded.step.index, self._last_served()))
         if self._waiting:  # read unlocked: a waiter counts itself before it looks (``wait``)
             with self._asked:
                 self._asked.notify_all()
@@ -331,7 +343,16 @@ class Matcher:
         whole program): if so, the step counts as not served, and the next request like this
         one matches it as if this one never came."""
         with self.ledger.locked():
-            return self.ledger.divert(recorded.step.index, recorded.endpoint)
+            fires = self.ledger.divert(recorded.step.index, recorded.endpoint)
+        last = _LAST_SERVED.get()
+        if fires and last is not None and last[0] is self._token:
+            _LAST_SERVED.set((self._token, last[2], last[2]))  # this request never came
+        return fires
+
+    def _last_served(self) -> int:
+        """The recorded step this thread or task was last given, -1 before any."""
+        last = _LAST_SERVED.get()
+        return last[1] if last is not None and last[0] is self._token else -1
 
     def started_during(self, recorded: RecordedStep) -> bool:
         """Whether the recording started a step another's response can wait for while
@@ -442,14 +463,32 @@ class Matcher:
         return [item[4] for item in ranked[:count]]
 
     def _take(self, steps: list[RecordedStep], how: MatchKind, call_id: str | None = None) -> Match:
+        """Of ``steps`` (alike for the request), the one answering the model's tool call
+        ``call_id``; else this thread's or task's own: the first not served yet that its
+        thread made right after the step this one was last given (``replay.step.after``), so
+        concurrent threads drawing ``uuid4()`` or calling ``now()`` each get the values their
+        own thread drew; else the first not served recorded after that step (a recording
+        without ``replay.step.after``), else the first not served."""
         served = self.ledger.served
         if call_id is not None:
             for recorded in steps:
                 if not served(recorded.step.index) and _call_id(recorded) == call_id:
                     return Match(recorded, how)
+        last = self._last_served()
+        later: RecordedStep | None = None
+        first: RecordedStep | None = None
         for recorded in steps:
-            if not served(recorded.step.index):
+            if served(recorded.step.index):
+                continue
+            if _after(recorded) == last:
                 return Match(recorded, how)
+            if later is None and recorded.step.index > last:
+                later = recorded
+            if first is None:
+                first = recorded
+        chosen = later or first
+        if chosen is not None:
+            return Match(chosen, how)
         return Match(steps[-1], how, repeat=True)
 
     def _by_content(self, live: _Live, call_id: str | None = None) -> Match | None:
@@ -516,6 +555,12 @@ class Matcher:
         # A thread of the parent may have held the lock; the account itself is shared.
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)
+
+
+def _after(recorded: RecordedStep) -> int:
+    """The step its thread made before ``recorded`` (``replay.step.after``), -1 for none."""
+    after = recorded.attributes.get(A.REPLAY_STEP_AFTER)
+    return after if isinstance(after, int) and not isinstance(after, bool) else -1
 
 
 def _call_id(recorded: RecordedStep) -> Any:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import IO
+from typing import IO, Any
 
 from opentelemetry import context, trace
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY
@@ -315,6 +315,7 @@ class ReplaySession:
             served.effect,
             served.order,
             served.forked,
+            _whole(recorded.attributes.get(A.REPLAY_RANDOM_DRAWS)),
         )
         return answer if served.fault is None else injected_served(served.fault, recorded, answer)
 
@@ -595,3 +596,9 @@ class ReplaySession:
         # The run id, the URL, endpoints and field paths may come from a hostile recording: the
         # message reaches tracebacks and test reports, so none may drive the terminal.
         return "\n".join(printable(line) for line in lines)
+
+
+def _whole(value: Any) -> int:
+    """A recorded count (an int attribute of a span, which a hostile source may make
+    anything), or 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

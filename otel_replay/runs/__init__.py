@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     )
     from otel_replay.runs._run import (
         RUN_FACTS,
+        RunState,
         current_run,
         new_run_id,
         qualified_name,
@@ -43,6 +44,7 @@ _LAZY = {
     "Handoff": "otel_replay.runs._handoff",
     "OpenSteps": "otel_replay.runs._open_steps",
     "RUN_FACTS": "otel_replay.runs._run",
+    "RunState": "otel_replay.runs._run",
     "StepTracer": "otel_replay.runs._process_trace",
     "WORKER_EXIT_PRIORITY": "otel_replay.runs._process_trace",
     "adopt_root": "otel_replay.runs._process_trace",
@@ -85,6 +87,7 @@ __all__ = [
     "DurableFlush",
     "Handoff",
     "OpenSteps",
+    "RunState",
     "StepTracer",
     "adopt_root",
     "current_run",

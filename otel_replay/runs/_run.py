@@ -118,6 +118,13 @@ class RunState:
         processes that continue the run."""
         return self.counter.next()
 
+    def step_after(self, index: int) -> int | None:
+        """The index of the step this thread or task made last in this run before step
+        ``index`` (``replay.step.after``; None: its first), and ``index`` its last from now."""
+        last = _LAST_STEP.get()
+        _LAST_STEP.set((self.run_id, index))
+        return last[1] if last is not None and last[0] == self.run_id else None
+
     @property
     def inherited(self) -> bool:
         """This process continues a run another process began (it is a worker that process
@@ -193,6 +200,8 @@ _recorded_seed: int | None = None
 _process_seed: int | None = None
 """The seed :func:`seed_process` applied, until the process run that it seeds takes it."""
 BLOCK_RUN: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
+_LAST_STEP: ContextVar[tuple[str, int] | None] = ContextVar("otel_replay_last_step", default=None)
+"""(run id, step index) of the step this thread or task made last (``RunState.step_after``)."""
 """The run of the innermost ``run()`` block of the calling context (None: in no block)."""
 
 

@@ -261,6 +261,58 @@ def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path)
     assert not _RAW.search(replayed.output), replayed.output
 
 
+def test_a_model_call_is_shown_from_its_bodies_not_another_reading_of_them(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """A model call whose span content an agent framework's instrumentation wrote (the
+    OpenAI Agents bridge writes a tool call as its Python repr, and leaves the tool result
+    out of the prompt): ``show`` reads the recorded bodies, as the HTML report does, and
+    lists the tool call as ``name(arguments)``."""
+    question = {"role": "user", "content": "Where is A-1?"}
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "shipped"}
+    first = json.dumps({"model": "m", "messages": [question]})
+    second = json.dumps({"model": "m", "messages": [question, asked, result]})
+    calls = {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"message": asked, "finish_reason": "tool_calls"}],
+    }
+    said = {"role": "assistant", "content": "It shipped."}
+    done = {"id": "c2", "model": "m", "choices": [{"message": said, "finish_reason": "stop"}]}
+    their_prompt = json.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": "Where is A-1?"}]}]
+    )
+    repr_call = "ResponseFunctionToolCall(arguments='{}', call_id='call_1', name='lookup')"
+    their_answer = json.dumps(
+        [{"role": "assistant", "parts": [{"type": "text", "content": repr_call}]}]
+    )
+    steps = [
+        {
+            "replay.step.kind": "llm",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "m",
+            "http.request.method": "POST",
+            "url.full": "https://api.openai.com/v1/chat/completions",
+            "replay.request.body": sent,
+            "replay.request.hash": sha256_tag(sent.encode()),
+            "replay.response.body": json.dumps(got),
+            "replay.response.hash": sha256_tag(json.dumps(got).encode()),
+            "gen_ai.input.messages": their_prompt,
+            "gen_ai.output.messages": their_answer,
+        }
+        for sent, got in ((first, calls), (second, done))
+    ]
+    trace = _write_steps(tmp_path / "bridge.json", "r_bridge", steps)
+    result_ = invoke("show", str(trace))
+    assert result_.exit_code == 0, result_.output
+    rows = _steps(result_.stdout)
+    assert "lookup({})" in rows[0] and "ResponseFunctionToolCall" not in result_.stdout
+    assert "Where is A-1? [+1 tool result]" in rows[1]
+
+
 def test_a_body_nested_past_what_json_reads_is_shown_as_text(
     invoke: Invoke, tmp_path: Path
 ) -> None:

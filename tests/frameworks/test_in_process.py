@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import operator
 import os
 import sqlite3
@@ -591,3 +592,58 @@ def test_subgraphs_sends_and_interrupts_on_a_kept_checkpoint_file_replay(tmp_pat
         assert again == recorded.seen and RUNS == []
         assert result.identical, result.first_divergence
     assert checkpoints.read_bytes() == before
+
+
+def approved_refund_agent(answer: str) -> list[Any]:
+    """A LangGraph tool paused by ``interrupt()`` for a human's approval, resumed with
+    ``answer``: what the tool's second run returned, as the graph's last message."""
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+    from langgraph.types import Command, interrupt
+
+    @tool
+    def refund(order_id: str) -> str:
+        """Refund an order once a human approves."""
+        RUNS.append("refund")
+        return "refunded" if interrupt({"approve": order_id}) == "yes" else "declined"
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        call = {"name": "refund", "args": {"order_id": "A-1"}, "id": "call_1"}
+        return {"messages": [AIMessage("", tool_calls=[call])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("ask", ask)
+    graph.add_node("tools", ToolNode([refund]))
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", "tools")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "refund-1"}}
+    app.invoke({"messages": [("user", "refund A-1")]}, config)
+    done = app.invoke(Command(resume=answer), config)
+    return [done["messages"][-1].content]
+
+
+def test_a_graph_resumed_with_another_answer_diverges_at_the_resumed_tool(
+    tmp_path: Path,
+) -> None:
+    """The human's answer is an input of the resumed tool's run: replayed with "no" where
+    "yes" was recorded, the replay diverges at that step, naming the answer (it said
+    identical, and the program was told the refund went through)."""
+    RUNS.clear()
+    recorded = _record(tmp_path / "store", lambda: approved_refund_agent("yes"))
+    assert recorded.seen == ["refunded"] and RUNS == ["refund", "refund"]
+    arguments = [json.loads(t["gen_ai.tool.call.arguments"]) for t in recorded.tools()]
+    assert arguments == [{"order_id": "A-1"}, {"order_id": "A-1", "otel_replay.resume": ["yes"]}]
+    RUNS.clear()
+    with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
+        assert approved_refund_agent("yes") == ["refunded"]
+    assert result.identical, result.first_divergence
+    with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
+        approved_refund_agent("no")
+    assert RUNS == []
+    divergence = result.first_divergence
+    assert divergence is not None and divergence.step == recorded.tools()[1]["replay.step.index"]
+    (answer,) = divergence.changes
+    assert answer.describe() == 'argument $["otel_replay.resume"][0]: yes → no'

@@ -83,6 +83,36 @@ def test_a_message_that_reads_the_same_names_the_field_that_differs() -> None:
     assert changes[0].field == "prompt hash"
 
 
+def test_a_key_with_a_dot_is_one_key_in_the_path_and_shows_both_values() -> None:
+    """A JSON key holding a dot or a space (``user.name`` in a search query, a tool argument
+    named so) read as a path of two keys: the line said ``added null`` for a value that
+    changed."""
+    url = "http://search.test/_search"
+    old = {"query": {"match": {"user.name": "ada", "a b": 1, "": True}}, "size": 5}
+    new = {"query": {"match": {"user.name": "bob", "a b": 2, "": False}}, "size": 6}
+    recorded = recorded_step(
+        index=0,
+        kind="http",
+        endpoint="POST /_search",
+        method="POST",
+        url=url,
+        request_body=json.dumps(old).encode(),
+        request_hash=sha256_tag(json.dumps(old).encode()),
+        status_code=200,
+        response_headers=(),
+        response_body=b"{}",
+        fidelity="exact",
+        attributes={},
+    )
+    changes = request_changes(recorded, Request("POST", url, json.dumps(new).encode()))
+    assert _lines(changes) == [
+        'body $.query.match[""]: true → false',
+        'body $.query.match["a b"]: 1 → 2',
+        'body $.query.match["user.name"]: ada → bob',
+        "body $.size: 5 → 6",
+    ]
+
+
 GENAI_OPENAI = [  # as opentelemetry-instrumentation-genai-openai writes them
     {"role": "developer", "parts": [{"content": "Be brief.", "type": "text"}], "name": None},
     {"role": "user", "parts": [{"content": "Where is A-1?", "type": "text"}], "name": None},

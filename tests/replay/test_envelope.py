@@ -11,8 +11,10 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import random
 import re
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,6 +284,114 @@ def test_steps_made_inside_a_served_tool_are_not_expected_again(tmp_path: Path) 
         assert RUNS == {}
         assert result.identical, result.first_divergence
         assert [s.recorded for s in result.steps] == [0]
+
+
+def _one_customer(order_id: str, seen: dict[str, Any]) -> None:
+    """A thread's share of an agent: its own lookup, then an id and a time of its own."""
+    lookup_order(order_id)
+    seen[order_id] = (otel_replay.uuid4(), otel_replay.now(), uuid.uuid4())
+
+
+def _customers_in_turn(order_ids: list[str]) -> dict[str, Any]:
+    """Each customer in a thread of its own, one thread after the other, in this order."""
+    seen: dict[str, Any] = {}
+    for order_id in order_ids:
+        worker = threading.Thread(target=_one_customer, args=(order_id, seen))
+        worker.start()
+        worker.join()
+    return seen
+
+
+def _customers_interleaved(order_ids: list[str]) -> dict[str, Any]:
+    """Each customer in a thread of its own, their steps taking turns: every lookup, then
+    every customer's values, in this order."""
+    seen: dict[str, Any] = {}
+    looked = [threading.Event() for _ in order_ids]
+
+    def customer(n: int, order_id: str) -> None:
+        if n:
+            looked[n - 1].wait()
+        lookup_order(order_id)
+        looked[n].set()
+        looked[-1].wait()
+        if n:
+            while order_ids[n - 1] not in seen:
+                looked[-1].wait(0.01)
+        seen[order_id] = (otel_replay.uuid4(), otel_replay.now(), uuid.uuid4())
+
+    workers = [
+        threading.Thread(target=customer, args=(n, order_id))
+        for n, order_id in enumerate(order_ids)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return seen
+
+
+@pytest.mark.parametrize("recorded_as", [_customers_in_turn, _customers_interleaved])
+def test_each_thread_is_served_the_values_its_own_thread_drew(
+    tmp_path: Path, recorded_as: Any
+) -> None:
+    """Values with no arguments (ids, the clock) match every draw of their name alike: a
+    thread that comes first in a replay, though it drew second when recorded, still gets its
+    own, not the other thread's (the replay said identical while each customer got the
+    other's ticket), whether the threads took turns when recorded or not."""
+    with Pipeline(tmp_path / "store") as pipeline:
+        seen = recorded_as(["A-1111", "B-2222", "C-3333"])
+        run_id = pipeline.run.run_id
+    assert len({str(values) for values in seen.values()}) == 3
+    RUNS.clear()
+    with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
+        again = _customers_in_turn(["C-3333", "B-2222", "A-1111"])
+    assert again == seen
+    assert result.identical, result.first_divergence
+
+
+@otel_replay.tool(effect="read")
+def shuffled(items: list[str]) -> list[str]:
+    """A tool whose body draws from the global ``random``."""
+    RUNS["shuffled"] = RUNS.get("shuffled", 0) + 1
+    picked = list(items)
+    random.shuffle(picked)
+    return picked
+
+
+def lucky_agent() -> list[Any]:
+    """Draws of the seeded ``random`` after steps whose bodies drew from it too."""
+    with otel_replay.run("lucky", seed=7):
+        first = shuffled(["a", "b", "c", "d", "e"])
+        after_tool = [random.random() for _ in range(3)]
+        chosen = otel_replay.side_effect("pick", random.choice, ["x", "y", "z"])
+        return [first, after_tool, chosen, random.random(), random.getrandbits(64)]
+
+
+def test_draws_after_a_served_body_that_drew_are_the_recorded_draws(tmp_path: Path) -> None:
+    """A served tool's or side effect's body does not run, so it draws nothing: the program's
+    later draws of the seeded generator came out otherwise, the replay saying identical. The
+    step records how far its body moved the generator, and a replay moves it as far."""
+    RUNS.clear()
+    memory = InMemorySpanExporter()
+    with Pipeline(tmp_path / "store") as pipeline:
+        pipeline.provider.add_span_processor(SimpleSpanProcessor(memory))
+        seen = lucky_agent()
+    (run_id,) = {s.attributes["replay.run.id"] for s in memory.get_finished_spans()} - {
+        pipeline.run.run_id
+    }
+    draws = {
+        s.name: s.attributes.get("replay.random.draws")
+        for s in memory.get_finished_spans()
+        if "replay.step.index" in (s.attributes or {})
+    }
+    assert draws["execute_tool shuffled"] > 0 and draws["value pick"] > 0
+    assert RUNS == {"shuffled": 1}
+    RUNS.clear()
+    with otel_replay.replaying(run_id, store=str(tmp_path / "store")) as result:
+        again = lucky_agent()
+    assert RUNS == {}
+    assert again == seen
+    assert result.identical, result.first_divergence
 
 
 def test_show_lists_tools_values_and_checkpoints(

@@ -304,6 +304,7 @@ def test_two_programs_that_recorded_under_one_run_id_are_two_runs(
     path.write_text("".join(json.dumps(d) + "\n" for d in (again, worker, first)))
     message = refused(str(path))
     assert f"holds 2 runs; pick one with {path}#RUN_ID: {SUPPORT} (" in message
+    assert refused(f"{path}#") == message  # an empty selector names no run (not path##RUN_ID)
     assert f"10 steps), {SUPPORT}@2 (" in message and "9 steps)" in message
     older, newer = load_run(f"{path}#{SUPPORT}"), load_run(f"{path}#{SUPPORT}@2")
     assert [s.step.index for s in older.steps] == list(range(10))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
+from otel_replay._canonical import parse_json
 from otel_replay.envelope._contract import schema_version
 from otel_replay.envelope._effect import effect_of
 from otel_replay.envelope._jsonable import encode, encode_exact, restore_body, return_hint
@@ -17,6 +18,7 @@ from otel_replay.envelope._steps import Call, active, perform, perform_async, to
 from otel_replay.envelope.frameworks._langgraph_values import is_command, tagged, untagged
 from otel_replay.envelope.frameworks._mcp import read_only_hint
 from otel_replay.envelope.frameworks._patch import unrecorded, wrap, wrap_each
+from otel_replay.runs import current_run
 
 __all__ = ["patch"]
 
@@ -149,7 +151,7 @@ def _body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) ->
                 raise
             return paused
 
-    return _go_on(perform(_call_of(pending), live, _encoded, _restorer(instance)))
+    return _go_on(perform(_call_of(pending), live, _encoded, _restorer(instance)), pending)
 
 
 def _abody(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
@@ -166,7 +168,8 @@ def _abody(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -
                 raise
             return paused
 
-    return _go_on_async(perform_async(_call_of(pending), live, _encoded, _restorer(instance)))
+    step = perform_async(_call_of(pending), live, _encoded, _restorer(instance))
+    return _go_on_async(step, pending)
 
 
 _INTERRUPT = "otel_replay.interrupt"
@@ -201,15 +204,69 @@ def _encoded(value: Any) -> bytes:
     return encode_exact(value)
 
 
-def _go_on(value: Any) -> Any:
+def _go_on(value: Any, pending: _Pending) -> Any:
     """What the step gave, or the pause it recorded made again."""
     if isinstance(value, _Paused):
+        with _lock:
+            _paused_calls.add(_paused_key(pending))
         _pause(value)
     return value
 
 
-async def _go_on_async(step: Awaitable[Any]) -> Any:
-    return _go_on(await step)
+async def _go_on_async(step: Awaitable[Any], pending: _Pending) -> Any:
+    return _go_on(await step, pending)
+
+
+_RESUME = "otel_replay.resume"
+# (run id, tool name, arguments) of the tool calls an interrupt() paused in this process: a
+# later call of one of them with a resume value waiting is its resumed run.
+_paused_calls: set[tuple[str, str, bytes]] = set()
+
+
+def _paused_key(pending: _Pending) -> tuple[str, str, bytes]:
+    return (current_run().run_id, str(pending.tool.name), pending.arguments)
+
+
+def _with_resume(pending: _Pending) -> bytes:
+    """The call's arguments, and when it resumes a call an ``interrupt()`` paused, the
+    resume values waiting for it under ``otel_replay.resume``: they are inputs of its body as
+    much as the arguments, so a replay resumed with another answer diverges at this step
+    instead of being served what the recorded answer made."""
+    with _lock:
+        paused = _paused_key(pending) in _paused_calls
+    if not paused:
+        return pending.arguments
+    values = _resume_values()
+    if values is None:
+        return pending.arguments
+    try:
+        arguments = parse_json(pending.arguments)
+        if not isinstance(arguments, dict):
+            return pending.arguments
+        return encode({**arguments, _RESUME: values})
+    except Exception as exc:  # values we cannot read: the call is matched on its arguments
+        unrecorded("LangGraph", exc)
+        return pending.arguments
+
+
+def _resume_values() -> list[Any] | None:
+    """The values ``interrupt()`` would return in the running LangGraph task, in order (the
+    task's own, then the graph's ``Command(resume=...)``), or None when none waits."""
+    config = sys.modules.get("langgraph.config")
+    if config is None:
+        return None
+    try:
+        configurable = config.get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a graph
+        return None
+    scratchpad = configurable.get("__pregel_scratchpad")
+    if scratchpad is None:
+        return None
+    values = list(getattr(scratchpad, "resume", None) or ())
+    waiting = scratchpad.get_null_resume(False)  # looked at, not taken
+    if waiting is not None:
+        values.append(waiting)
+    return values or None
 
 
 def _pause(paused: _Paused) -> NoReturn:
@@ -236,7 +293,7 @@ def _call_of(pending: _Pending) -> Call:
     read_only = read_only_hint(getattr(tool, "metadata", None))
     return tool_call(
         name,
-        pending.arguments,
+        _with_resume(pending),
         effect_of(name, read_only=read_only),
         description=description,
         schema_version=_schema_version(tool, name, description),

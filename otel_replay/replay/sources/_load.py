@@ -69,6 +69,8 @@ def only_run(runs: list[SourceRun], ref: str) -> Run:
         listed = describe(
             [RunSummary(r.run.run_id, r.run.start_ns, len(r.run.steps)) for r in runs]
         )
+        if ref.endswith("#") and not _exists(Path(ref).expanduser()):
+            ref = ref[:-1]  # an empty selector picks nothing: the source itself is named
         raise SourceError(f"{ref} holds {len(runs)} runs; pick one with {ref}#RUN_ID: {listed}")
     return runs[0].run
 
