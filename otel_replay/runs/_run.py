@@ -200,9 +200,9 @@ _recorded_seed: int | None = None
 _process_seed: int | None = None
 """The seed :func:`seed_process` applied, until the process run that it seeds takes it."""
 BLOCK_RUN: ContextVar[RunState | None] = ContextVar("otel_replay_run", default=None)
+"""The run of the innermost ``run()`` block of the calling context (None: in no block)."""
 _LAST_STEP: ContextVar[tuple[str, int] | None] = ContextVar("otel_replay_last_step", default=None)
 """(run id, step index) of the step this thread or task made last (``RunState.step_after``)."""
-"""The run of the innermost ``run()`` block of the calling context (None: in no block)."""
 
 
 def start_process_run(run_id: str | None = None) -> RunState:

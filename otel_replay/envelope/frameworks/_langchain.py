@@ -236,10 +236,10 @@ def _with_resume(pending: _Pending) -> bytes:
         paused = _paused_key(pending) in _paused_calls
     if not paused:
         return pending.arguments
-    values = _resume_values()
-    if values is None:
-        return pending.arguments
     try:
+        values = _resume_values()
+        if values is None:
+            return pending.arguments
         arguments = parse_json(pending.arguments)
         if not isinstance(arguments, dict):
             return pending.arguments
