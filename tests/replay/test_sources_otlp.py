@@ -262,6 +262,17 @@ def test_unknown_fields_are_ignored(recorded: Recorded, tmp_path: Path) -> None:
     assert_matches_wire(load_run(str(path)), recorded)
 
 
+def test_a_file_that_starts_with_a_byte_order_mark_is_read(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    # Saved by an editor that marks UTF-8 files (Notepad, PowerShell's Out-File).
+    document = json.dumps(collector_json(run_spans(recorded, CLAUDE)))
+    for name, data in (("whole", document), ("lines", f"{document}\n{document}\n")):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(b"\xef\xbb\xbf" + data.encode())
+        assert_matches_wire(load_run(str(path)), recorded)
+
+
 def test_duplicate_lines_count_once(recorded: Recorded, tmp_path: Path) -> None:
     lines = one_span_per_line(run_spans(recorded, CLAUDE), collector_json)
     path = tmp_path / "claude.json"

@@ -97,7 +97,8 @@ def decode(data: bytes, source: str, limits: Limits, *, growing: bool = False) -
 
 
 def _plain(data: bytes, source: str, limits: Limits) -> list[Document]:
-    body = data.removeprefix(_BOM).lstrip(_WHITESPACE)
+    data = data.removeprefix(_BOM)  # a text file saved by an editor that marks UTF-8
+    body = data.lstrip(_WHITESPACE)
     if not body:
         raise SourceError(f"{source} is empty: no OTLP trace data")
     # Protobuf trace data starts with 0x0a (a newline), and the length after it can be "{":
