@@ -148,6 +148,11 @@ def test_several_runs_need_a_selector(recorded: Recorded, tmp_path: Path) -> Non
     assert f"{path}#RUN_ID" in message and SUPPORT in message and CLAUDE in message
     unknown = refused(f"{path}#r_nope")
     assert "no run 'r_nope'" in unknown and SUPPORT in unknown
+    # A unique prefix picks its run, as in a store; one that several share lists those.
+    assert load_run(f"{path}#{SUPPORT[:15]}").run_id == SUPPORT
+    several = refused(f"{path}#r_2026")
+    assert several.startswith(f"{path}#r_2026 names 4 runs; pick one with {path}#RUN_ID: ")
+    assert SUPPORT in several and CLAUDE in several
 
 
 def test_unknown_run_id(store: Path) -> None:

@@ -69,9 +69,16 @@ def only_run(runs: list[SourceRun], ref: str) -> Run:
         listed = describe(
             [RunSummary(r.run.run_id, r.run.start_ns, len(r.run.steps)) for r in runs]
         )
-        if ref.endswith("#") and not _exists(Path(ref).expanduser()):
-            ref = ref[:-1]  # an empty selector picks nothing: the source itself is named
-        raise SourceError(f"{ref} holds {len(runs)} runs; pick one with {ref}#RUN_ID: {listed}")
+        path, selector = _split(ref)
+        if path is None or _exists(Path(ref).expanduser()):
+            said = f"{ref} holds"
+        elif selector is None:  # an empty selector picks nothing: the source itself is named
+            ref = said = ref[: ref.rindex("#")]
+            said += " holds"
+        else:  # a prefix several runs' ids share
+            said = f"{ref} names"
+            ref = ref[: len(ref) - len(selector) - 1]
+        raise SourceError(f"{said} {len(runs)} runs; pick one with {ref}#RUN_ID: {listed}")
     return runs[0].run
 
 
@@ -197,7 +204,8 @@ def span_runs(docs: list[Document], source: str, selector: str | None = None) ->
         raise SourceError(f"{source}: {exc}") from None
     if selector is None:
         return grouped
-    chosen = select(grouped, selector)
+    # A run id, a trace id, else a unique prefix of a run id (as a store's run is named).
+    chosen = select(grouped, selector) or [r for r in grouped if r.run_id.startswith(selector)]
     if not chosen:
         raise SourceError(f"{source} has no run {selector!r}; it holds: {_ids(grouped)}")
     return chosen
