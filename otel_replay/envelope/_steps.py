@@ -381,6 +381,7 @@ class _Open:
         "body",
         "call",
         "done",
+        "drawn",
         "drawn_from",
         "index",
         "key",
@@ -422,7 +423,8 @@ class _Open:
                 # Open until it ends, so a SIGTERM that ends the process under it records it.
                 self.tracked = _InFlight(self)
                 self.recorder.open_steps.begin(self.tracked)
-        self.drawn_from: Any = None  # the global random's state as a live body began
+        self.drawn_from: _Measure | None = None  # a live body's draws being measured
+        self.drawn = 0
         self.served: Served | None = None
         self.live: Served | None = None
         server = _server
@@ -633,8 +635,10 @@ class _Open:
         served = self.served
         if served is not None:
             return _fitting(served.draws)
-        before, self.drawn_from = self.drawn_from, None
-        return 0 if before is None else words_drawn(before, random.getstate())
+        measure, self.drawn_from = self.drawn_from, None
+        if measure is not None:
+            self.drawn = _BODIES.end(measure)
+        return self.drawn
 
     @contextmanager
     def running(self, measured: bool = False) -> Iterator[None]:
@@ -644,7 +648,7 @@ class _Open:
         the step. ``measured``: the step records the words its body draws from the global
         ``random`` (a synchronous body: an awaiting one would count other tasks' draws)."""
         if measured and self.recorder is not None:
-            self.drawn_from = random.getstate()
+            self.drawn_from = _BODIES.begin()
         token = _call_key.set(self.key)
         inside = _enclosing.set((self.run.run_id, self.index))
         span = self.span if self.owns_span else None  # a framework's span is current already
@@ -660,6 +664,8 @@ class _Open:
             _enclosing.reset(inside)
             _call_key.reset(token)
             self.run.step_after(self.index)  # what follows follows the tool, not its body
+            if self.drawn_from is not None:  # the body is over, whether it finished or not
+                self._drawn()
 
 
 class _InFlight:
@@ -683,6 +689,57 @@ class _InFlight:
         message = f"the process was cut off by {cause} while the {opened.call.kind} ran"
         opened._end(recorder, canonical_json({"type": cause, "message": message}), cause)
         return True
+
+
+class _Measure:
+    """One synchronous body's draws from the global ``random`` being measured."""
+
+    __slots__ = ("beside", "state", "thread")
+
+    def __init__(self, thread: int, state: Any) -> None:
+        self.thread = thread
+        self.state = state
+        self.beside = False
+        """Another thread's measured body ran at the same time."""
+
+
+class _Bodies:
+    """The bodies measured at once. Bodies of two threads that ran at the same time each saw
+    the other's draws: counted apart, a replay serving both would draw them twice. Such a
+    group's draws, from its first body's start to its last one's end, are the count of the
+    body that ends last, 0 the others' (the total is what a replay serving them all must
+    draw again). A body nested in another of its thread keeps its own count: a replay
+    serving the outer one runs neither."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: list[_Measure] = []
+        self._first: Any = None
+        """The generator's state as the first of the running bodies began."""
+
+    def begin(self) -> _Measure:
+        measure = _Measure(threading.get_ident(), random.getstate())
+        with self._lock:
+            if not self._running:
+                self._first = measure.state
+            for other in self._running:
+                if other.thread != measure.thread:
+                    other.beside = measure.beside = True
+            self._running.append(measure)
+        return measure
+
+    def end(self, measure: _Measure) -> int:
+        """The words ``measure``'s body drew (for a group that ran beside each other, all
+        the group drew, from its last body; 0 from the others)."""
+        after = random.getstate()
+        with self._lock:
+            self._running.remove(measure)
+            if not measure.beside:
+                return words_drawn(measure.state, after)
+            return 0 if self._running else words_drawn(self._first, after)
+
+
+_BODIES = _Bodies()
 
 
 def words_drawn(before: Any, after: Any) -> int:

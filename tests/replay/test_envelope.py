@@ -394,6 +394,44 @@ def test_draws_after_a_served_body_that_drew_are_the_recorded_draws(tmp_path: Pa
     assert result.identical, result.first_divergence
 
 
+_TOGETHER = threading.Barrier(2)
+
+
+@otel_replay.tool(effect="read")
+def dealt(hand: str) -> list[int]:
+    """A tool whose body draws from the global ``random`` while another thread's does."""
+    _TOGETHER.wait(10)
+    cards = random.sample(range(52), 5)
+    _TOGETHER.wait(10)
+    return cards
+
+
+def card_table() -> list[Any]:
+    """Two hands dealt at once by tools in two threads, then draws of the seeded ``random``."""
+    with otel_replay.run("cards", seed=11):
+        hands = [threading.Thread(target=dealt, args=(hand,)) for hand in ("north", "south")]
+        for hand in hands:
+            hand.start()
+        for hand in hands:
+            hand.join()
+        return [random.random(), random.getrandbits(64)]
+
+
+def test_draws_after_bodies_that_drew_at_once_are_the_recorded_draws(tmp_path: Path) -> None:
+    """Each of two bodies running at once saw the other's draws too: counted apart, the
+    replay drew them twice, and the program's later draws were not the recorded ones."""
+    with Pipeline(tmp_path / "store") as pipeline:
+        seen = card_table()
+        run_id = pipeline.run.run_id
+    with Store.open(tmp_path / "store", create=False) as store:
+        (run,) = [r for r in store.runs() if r.run_id != run_id and r.step_count == 2]
+    with otel_replay.replaying(run.run_id, store=str(tmp_path / "store")) as result:
+        _TOGETHER.reset()
+        again = card_table()
+    assert again == seen
+    assert result.identical, result.first_divergence
+
+
 def test_show_lists_tools_values_and_checkpoints(
     recorded: tuple[Path, str, dict[str, Any], list[Any]],
 ) -> None:
