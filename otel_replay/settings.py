@@ -351,10 +351,15 @@ _BY_NAME = {setting.name: setting for setting in (*SETTINGS, *CLI_CHANNEL)}
 def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """Parse one setting from ``environ`` (default ``os.environ``).
 
-    Raises ConfigError naming the variable when its value does not parse.
+    A variable set to nothing (or blanks) reads as unset: its default. Raises ConfigError
+    naming the variable when its value does not parse.
     """
     setting = _BY_NAME[name]
-    raw = (os.environ if environ is None else environ).get(name, setting.default)
+    raw = (os.environ if environ is None else environ).get(name, "")
+    if not raw.strip():
+        # OpenTelemetry's rule for its variables: an empty one is as if unset. A deployment
+        # template that renders OTEL_REPLAY_STORE= must not put the store in the working dir.
+        raw = setting.default
     try:
         return setting.parse(raw)
     except (ValueError, re.error) as exc:

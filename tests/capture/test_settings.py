@@ -33,6 +33,16 @@ def test_values_parse() -> None:
     assert [p.pattern for p in loaded.redact] == [rb"acct-\d+", rb"ssn=\d{9}"]
 
 
+def test_a_variable_set_to_nothing_reads_as_unset() -> None:
+    """OpenTelemetry's rule for its variables: empty is unset (an ``OTEL_REPLAY_STORE=`` once
+    put the store in the working directory, ``OTEL_REPLAY_INLINE_LIMIT=`` turned otel-replay
+    off)."""
+    every = (*settings.SETTINGS, *settings.CLI_CHANNEL)
+    for blank in ("", "  "):
+        assert settings.load({s.name: blank for s in every}) == settings.load({})
+    assert settings.read("OTEL_REPLAY_STORE", {"OTEL_REPLAY_STORE": ""}) == "./.otel-replay"
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
