@@ -31,6 +31,7 @@ from tests.replay.conftest import (
     record,
     run_spans,
 )
+from tests.store._data import chat_bodies, make_step
 
 Invoke = Callable[..., Result]
 
@@ -260,6 +261,35 @@ def test_a_bundle_of_another_run_of_the_same_agent_under_a_held_id_is_refused(
     result = invoke("import", str(same), "--store", str(target))
     assert result.exit_code == 0, result.output
     assert "already in the store" in result.stdout
+
+
+def test_a_bundle_of_a_run_cut_off_mid_call_imports_again_as_already_there(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """A step SIGTERM cut off before any answer has no response: the store holds no response
+    hash for it, its bundle an empty response file. Importing the bundle again, or into the
+    store it came from, changes nothing (once: 'already holds a different run', exit 2)."""
+    source = tmp_path / "source"
+    (first, _), (second, _) = chat_bodies(2)
+    with Store.open(source) as opened:
+        opened.put(
+            [
+                make_step("r_cut", 0, first, b'{"ok": 1}'),
+                make_step("r_cut", 1, second, None, error_type="SIGTERM"),
+            ]
+        )
+    bundle = tmp_path / "bundle"
+    assert invoke("export", "r_cut", str(bundle), "--store", str(source)).exit_code == 0
+    target = tmp_path / "target"
+    for store in (target, target, source):
+        result = invoke("import", str(bundle), "--store", str(store))
+        assert result.exit_code == 0, result.output
+    assert "already in the store" in result.stdout
+    steps = load_run("r_cut", store=str(target)).steps
+    assert [(s.step.status_code, s.step.error_type) for s in steps] == [
+        (200, None),
+        (None, "SIGTERM"),
+    ]
 
 
 def test_a_bundle_of_semantic_steps_is_imported_as_spans(
