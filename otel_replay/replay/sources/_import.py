@@ -302,13 +302,18 @@ def _run_facts(loaded: SourceRun) -> RunFacts:
     if run.start_ns:  # a bundle's run began before its first step
         starts.append(run.start_ns)
     modes = (attrs_of(span).get(A.REPLAY_MODE) for span in loaded.spans)
+    mode = next((m for m in modes if isinstance(m, str) and m), "record")
+    # A replay's or a fork's spans name the run it re-executed: `runs` lists it under it.
+    parents = (attrs_of(span).get(A.REPLAY_PARENT_RUN_ID) for span in loaded.spans)
+    parent = next((p for p in parents if isinstance(p, str) and p), None)
     return RunFacts(
         run_id=run.run_id,
-        mode=next((m for m in modes if isinstance(m, str) and m), "record"),
+        mode=mode,
         seed=run.seed,
         commit=run.commit,
         code_dirty=run.code_dirty,
         start_ns=min(starts, default=0),
+        parent_run_id=None if mode == "record" else parent,
     )
 
 
