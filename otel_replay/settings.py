@@ -66,10 +66,19 @@ def _clock(raw: str) -> Clock:
     return value
 
 
+def _number(raw: str, kind: type[int] | type[float], expected: str) -> Any:
+    # int('1.5s') says "invalid literal for int() with base 10": name what is expected instead.
+    try:
+        return kind(raw.strip())
+    except ValueError:
+        raise ValueError(expected) from None
+
+
 def _non_negative_int(raw: str) -> int:
-    value = int(raw.strip())
+    expected = "expected a whole number >= 0"
+    value: int = _number(raw, int, expected)
     if value < 0:
-        raise ValueError("expected a whole number >= 0")
+        raise ValueError(expected)
     return value
 
 
@@ -114,9 +123,10 @@ def _flag(raw: str) -> bool:
 
 
 def _positive_int(raw: str) -> int:
-    value = int(raw.strip())
+    expected = "expected a whole number >= 1"
+    value: int = _number(raw, int, expected)
     if value < 1:
-        raise ValueError("expected a whole number >= 1")
+        raise ValueError(expected)
     return value
 
 
@@ -126,9 +136,10 @@ nanosecond integers they become."""
 
 
 def _seconds(raw: str) -> float:
-    value = float(raw.strip())
+    expected = "expected a number of seconds >= 0"
+    value: float = _number(raw, float, expected)
     if not 0 <= value <= _MAX_DAYS * 86_400:
-        raise ValueError("expected a number of seconds >= 0")
+        raise ValueError(expected)
     return value
 
 
@@ -151,16 +162,18 @@ def _ignore_rules(raw: str) -> IgnoreRules:
 
 
 def _share(raw: str) -> float:
-    value = float(raw.strip())
+    expected = "expected a share between 0 and 1"
+    value: float = _number(raw, float, expected)
     if not 0 <= value <= 1:
-        raise ValueError("expected a share between 0 and 1")
+        raise ValueError(expected)
     return value
 
 
 def _days(raw: str) -> float:
-    value = float(raw.strip())
+    expected = f"expected a number of days >= 0 (at most {_MAX_DAYS})"
+    value: float = _number(raw, float, expected)
     if not 0 <= value <= _MAX_DAYS:
-        raise ValueError(f"expected a number of days >= 0 (at most {_MAX_DAYS})")
+        raise ValueError(expected)
     return value
 
 
@@ -351,10 +364,15 @@ _BY_NAME = {setting.name: setting for setting in (*SETTINGS, *CLI_CHANNEL)}
 def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """Parse one setting from ``environ`` (default ``os.environ``).
 
-    Raises ConfigError naming the variable when its value does not parse.
+    A variable set to nothing (or blanks) reads as unset: its default. Raises ConfigError
+    naming the variable when its value does not parse.
     """
     setting = _BY_NAME[name]
-    raw = (os.environ if environ is None else environ).get(name, setting.default)
+    raw = (os.environ if environ is None else environ).get(name, "")
+    if not raw.strip():
+        # OpenTelemetry's rule for its variables: an empty one is as if unset. A deployment
+        # template that renders OTEL_REPLAY_STORE= must not put the store in the working dir.
+        raw = setting.default
     try:
         return setting.parse(raw)
     except (ValueError, re.error) as exc:

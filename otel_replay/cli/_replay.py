@@ -53,7 +53,7 @@ from otel_replay.replay import (
 )
 from otel_replay.replay.sources import Limits, is_remote, load_run, only_run, read_runs
 from otel_replay.runs import new_run_id
-from otel_replay.store import Store
+from otel_replay.store import Store, is_url
 
 __all__ = ["EXIT_STATUS", "replay"]
 
@@ -361,7 +361,10 @@ def replay_one(
         report = Path(scratch) / "events.jsonl"
         report.touch()
         new_id = new_run_id()
-        env = _child_env(source, how.store, new_id, report, how.timing, how.strict)
+        # The child records where it can reach: a remote store is copied into afterwards.
+        remote = is_url(how.store)
+        own_store = str(Path(scratch) / "store") if remote else how.store
+        env = _child_env(source, own_store, new_id, report, how.timing, how.strict)
         env["OTEL_REPLAY_LIVE_TOOLS"] = how.live_tools or ""
         env["OTEL_REPLAY_FORK"] = "" if fork.empty else _written(fork, Path(scratch))
         # The launcher's own events (how CMD is isolated, what the filter refused) go to a file
@@ -379,9 +382,26 @@ def replay_one(
             code, events = _run_child(
                 argv, env, report, private, len(recorded.steps), output, watch or _stopping_together
             )
+        if remote:
+            _carry(new_id, own_store, how.store)
     result = _result(recorded, events, isolation, code)
     result.live_from = fork.live_from
     return Replayed(recorded, fork, result, code, _kept(how.store, new_id, result))
+
+
+def _carry(run_id: str, local: str, remote: str) -> None:
+    """Copy the run the child recorded into the scratch store ``local`` to ``remote``, when
+    there is one (``_kept`` says so when there is not)."""
+    from otel_replay.replay.sources import import_runs, load_sources  # noqa: PLC0415
+
+    try:
+        with Store.open(local, create=False) as opened:
+            opened.run(run_id)
+        runs = load_sources(run_id, store=local)
+        with Store.open(remote, create=False) as target:
+            import_runs(target, runs)
+    except OtelReplayError:
+        return
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +455,7 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
 
     A URL or trace backend is downloaded and read here (the child may not open sockets), so
     errors and the report name it, and the child gets a file in ``scratch`` and the run's id; a run
+    of a remote store (``s3://``) is read here too, and given as a bundle in ``scratch``; a run
     prefix or ``latest`` is resolved to its id; files and exact ids are passed as they are.
     """
     base, _, fragment = ref.partition("#")
@@ -454,7 +475,17 @@ def _local_source(ref: str, scratch: Path, store: str) -> tuple[str, Run]:
             f"cannot replay {printable(ref)}: the run id holds a NUL byte, which no "
             "environment variable can carry to CMD"
         )
-    return ref, load_run(ref, store=store)
+    recorded = load_run(ref, store=store)
+    if is_url(store) and not Path(ref).exists():
+        # A bucket is out of the child's reach in its namespaces (no network): it gets the
+        # run read here, as a bundle, as it gets a trace backend's as a file.
+        from otel_replay.redact import Redactor  # noqa: PLC0415 - remote stores only
+        from otel_replay.replay.sources import write_bundle  # noqa: PLC0415
+
+        bundle = scratch / "run"
+        write_bundle(recorded, bundle, Redactor())
+        return str(bundle), recorded
+    return ref, recorded
 
 
 def _written(fork: ForkPlan, scratch: Path) -> str:

@@ -36,6 +36,9 @@ _previous: dict[int, Any] = {}
 """Per signal we handle, the disposition ours replaced."""
 _installed = False
 _handling = False
+_dying: int | None = None
+"""The signal this process dies of once the handler has written what it holds: a fork meanwhile
+(another thread's: a Pool replacing the workers the same signal killed) dies of it too."""
 _before_wait = False
 """True while the main thread pushes what the span processors hold before it waits
 (:func:`before_wait`)."""
@@ -97,7 +100,15 @@ def _restore_mask() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _helper  # noqa: PLW0603 - one helper per process
+    global _helper, _dying  # noqa: PLW0603 - one helper per process
+    dying, _dying = _dying, None
+    if dying is not None:
+        # Under the signal's default this process would be dead and the child never forked:
+        # left alive, it would run work queued for a parent that is gone (model calls, tool
+        # writes). It dies of the signal, as its parent is about to.
+        signal.signal(dying, signal.SIG_DFL)
+        _restore_mask()
+        os.kill(os.getpid(), dying)
     try:
         if _installed:
             _helper = _Helper()
@@ -218,11 +229,13 @@ def _cut_steps(cause: str, timeout_s: float) -> bool:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    global _handling  # noqa: PLW0603 - the main thread's own flag
+    global _handling, _dying  # noqa: PLW0603 - the main thread's own flags
     if _handling:
         return  # a signal again while we handle the first: that one still ends as it should
     _handling = True
     previous = _previous.get(signum, signal.SIG_DFL)
+    if not callable(previous) and previous != signal.SIG_IGN:
+        _dying = signum
     try:
         exporters = list(_exporters.items())
         deadline = time.monotonic() + max((t for _, t in exporters), default=0.0)

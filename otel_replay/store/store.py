@@ -283,7 +283,11 @@ class Store:
                         f"no space left on the device holding the index cache {cache} of the "
                         f"store at {remote.location}"
                     ) from None
-                raise StoreNotWritableError(f"cannot write index cache {cache}: {exc}") from None
+                # A read-only home (a container's) is where this bites: name the way out.
+                raise StoreNotWritableError(
+                    f"cannot write the index cache {cache} of the store at {remote.location} "
+                    f"({exc.strerror or exc}): set OTEL_REPLAY_CACHE_DIR to a writable directory"
+                ) from None
             store = cls(
                 remote,
                 _open_index(

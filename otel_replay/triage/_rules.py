@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import signal
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -165,6 +166,8 @@ def _drift(steps: Sequence[RecordedStep]) -> Iterator[FailureLabel]:
         if recorded.attributes.get(A.REPLAY_FAILURE_CATEGORY) in CATEGORIES:
             continue  # labelled when recorded (a budget's last attempt): that label says it
         error_type = step.error_type or ""
+        if error_type in signal.Signals.__members__:
+            continue  # cut off by the process's own end (SIGTERM, SIGHUP): a kill, not the world
         if step.kind == "tool":
             if error_type and (_timeout(error_type) or _connection(error_type)):
                 yield _label(

@@ -33,6 +33,16 @@ def test_values_parse() -> None:
     assert [p.pattern for p in loaded.redact] == [rb"acct-\d+", rb"ssn=\d{9}"]
 
 
+def test_a_variable_set_to_nothing_reads_as_unset() -> None:
+    """OpenTelemetry's rule for its variables: empty is unset (an ``OTEL_REPLAY_STORE=`` once
+    put the store in the working directory, ``OTEL_REPLAY_INLINE_LIMIT=`` turned otel-replay
+    off)."""
+    every = (*settings.SETTINGS, *settings.CLI_CHANNEL)
+    for blank in ("", "  "):
+        assert settings.load({s.name: blank for s in every}) == settings.load({})
+    assert settings.read("OTEL_REPLAY_STORE", {"OTEL_REPLAY_STORE": ""}) == "./.otel-replay"
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
@@ -49,6 +59,28 @@ def test_bad_values_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name) as info:
         settings.load({name: value})
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("OTEL_REPLAY_FLUSH_TIMEOUT_MS", "1.5s", "expected a whole number >= 0"),
+        ("OTEL_REPLAY_INLINE_LIMIT", "32k", "expected a whole number >= 0"),
+        ("OTEL_REPLAY_SOURCE_MAX_BYTES", "1e9", "expected a whole number >= 1"),
+        ("OTEL_REPLAY_GC_GRACE_S", "an hour", "expected a number of seconds >= 0"),
+        ("OTEL_REPLAY_SAMPLE_OK", "10%", "expected a share between 0 and 1"),
+        ("OTEL_REPLAY_RETAIN_OK_DAYS", "forever", "expected a number of days >= 0"),
+    ],
+)
+def test_a_number_that_does_not_parse_says_what_is_expected(
+    name: str, value: str, expected: str
+) -> None:
+    """Not Python's "invalid literal for int() with base 10": the line a platform engineer
+    reads says what the variable takes."""
+    with pytest.raises(ConfigError) as info:
+        settings.load({name: value})
+    assert str(info.value).startswith(f"{name}={value!r} is invalid: {expected}")
+    assert "literal" not in str(info.value) and "convert" not in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from click.testing import Result
 from otel_replay._canonical import sha256_tag
 from otel_replay.redact import Redactor
 from otel_replay.replay.sources import load_run, write_bundle
+from otel_replay.step import RunEnd
 from otel_replay.store import Store
 from tests.cli._checks import assert_bad_input
 from tests.replay.conftest import (
@@ -31,6 +32,7 @@ from tests.replay.conftest import (
     record,
     run_spans,
 )
+from tests.store._data import chat_bodies, make_step
 
 Invoke = Callable[..., Result]
 
@@ -260,6 +262,67 @@ def test_a_bundle_of_another_run_of_the_same_agent_under_a_held_id_is_refused(
     result = invoke("import", str(same), "--store", str(target))
     assert result.exit_code == 0, result.output
     assert "already in the store" in result.stdout
+
+
+def test_a_bundle_of_a_run_cut_off_mid_call_imports_again_as_already_there(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """A step SIGTERM cut off before any answer has no response: the store holds no response
+    hash for it, its bundle an empty response file. Importing the bundle again, or into the
+    store it came from, changes nothing (once: 'already holds a different run', exit 2)."""
+    source = tmp_path / "source"
+    (first, _), (second, _) = chat_bodies(2)
+    with Store.open(source) as opened:
+        opened.put(
+            [
+                make_step("r_cut", 0, first, b'{"ok": 1}'),
+                make_step("r_cut", 1, second, None, error_type="SIGTERM"),
+            ]
+        )
+    bundle = tmp_path / "bundle"
+    assert invoke("export", "r_cut", str(bundle), "--store", str(source)).exit_code == 0
+    target = tmp_path / "target"
+    for store in (target, target, source):
+        result = invoke("import", str(bundle), "--store", str(store))
+        assert result.exit_code == 0, result.output
+    assert "already in the store" in result.stdout
+    steps = load_run("r_cut", store=str(target)).steps
+    assert [(s.step.status_code, s.step.error_type) for s in steps] == [
+        (200, None),
+        (None, "SIGTERM"),
+    ]
+
+
+def test_a_bundle_keeps_how_its_run_ended(invoke: Invoke, tmp_path: Path) -> None:
+    """A failed run handed over as a bundle comes back failed, a cut-off one incomplete (once
+    both came back `ok`, and `runs --failed` lost the failure); an ok run's manifest says
+    nothing of it, as before."""
+    source = tmp_path / "source"
+    with Store.open(source) as opened:
+        for n, run_id in enumerate(("r_failed", "r_cut", "r_fine")):
+            request, response = chat_bodies(1, seed=n)[0]
+            opened.put([make_step(run_id, 0, request, response)])
+        opened.end_run(RunEnd("r_failed", 1_700_000_002 * 10**9, "RuntimeError"))
+        opened.end_run(RunEnd("r_fine", 1_700_000_002 * 10**9, None))
+        opened.keep_open("r_cut")  # as a recorder killed mid-run leaves it
+    target = tmp_path / "target"
+    for run_id in ("r_failed", "r_cut", "r_fine"):
+        bundle = tmp_path / run_id
+        assert invoke("export", run_id, str(bundle), "--store", str(source)).exit_code == 0
+        assert invoke("import", str(bundle), "--store", str(target)).exit_code == 0
+    ended = {
+        run["run_id"]: (run["status"], run["error_type"])
+        for run in json.loads(invoke("runs", "--json", "--store", str(target)).stdout)
+    }
+    assert ended == {
+        "r_failed": ("error", "RuntimeError"),
+        "r_cut": ("incomplete", None),
+        "r_fine": ("ok", None),
+    }
+    failed = invoke("runs", "--failed", "--json", "--store", str(target)).stdout
+    assert [run["run_id"] for run in json.loads(failed)] == ["r_failed"]
+    fine = json.loads((tmp_path / "r_fine" / "bundle.json").read_text())["run"]
+    assert "status" not in fine and "error_type" not in fine
 
 
 def test_a_bundle_of_semantic_steps_is_imported_as_spans(

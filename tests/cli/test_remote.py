@@ -110,3 +110,47 @@ def test_gc_steps_back_while_another_gc_works(s3_bucket: Bucket, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert "Nothing was swept: another gc is at work on" in done.stdout
     assert lease.rel in done.stdout
+
+
+# Sends the recorded requests again, as the agent that made them would.
+_AGAIN = """
+import json, sys, httpx
+for body in json.load(open(sys.argv[1])):
+    httpx.post("https://api.example.test/v1/chat/completions", content=body.encode(),
+               headers={"content-type": "application/json"})
+"""
+
+
+def test_a_run_in_a_bucket_replays_and_its_replay_is_kept_there(
+    s3_bucket: Bucket,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The replayed program runs without the network (strict mode's namespaces): it once
+    opened the bucket itself to read the run, failed ("cannot open store s3://..."), and the
+    replay ended before the first request. The CLI reads the run and hands it over; what the
+    program records is carried to the bucket afterwards, listed under the run it replayed."""
+    pairs = _record(s3_bucket, tmp_path / "writer")
+    requests = tmp_path / "requests.json"
+    requests.write_text(json.dumps([request.decode() for request, _ in pairs]))
+    url, options = s3_bucket
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FSSPEC_"))}
+    env.update(
+        FSSPEC_S3_ENDPOINT_URL=options["endpoint_url"],
+        FSSPEC_S3_KEY=options["key"],
+        FSSPEC_S3_SECRET=options["secret"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        OTEL_REPLAY_CACHE_DIR=str(tmp_path / "replayer"),
+    )
+    program = Path(sys.executable).with_name("otel-replay")
+    replayed = subprocess.run(
+        [str(program), "replay", RUN, "--store", url, "--json", "--",
+         sys.executable, "-c", _AGAIN, str(requests)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["outcome"] == "identical"
+
+    runs = _cli(s3_bucket, tmp_path / "reader", "runs", "--json", "--mode", "replay")
+    (replay,) = json.loads(runs.stdout)
+    assert (replay["parent_run_id"], replay["step_count"]) == (RUN, 3)

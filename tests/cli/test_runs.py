@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 
 from otel_replay.store import Store
@@ -97,6 +98,20 @@ def test_limit_keeps_the_newest(invoke: Invoke, store: Path) -> None:
 def test_the_store_defaults_to_the_environment(invoke: Invoke, store: Path) -> None:
     result = invoke("runs", env={"OTEL_REPLAY_STORE": str(store)})
     assert result.exit_code == 0 and set(_rows(result.stdout)) == {SUPPORT, ERRORS, CLAUDE}
+
+
+def test_an_empty_store_variable_means_the_default_store(
+    invoke: Invoke, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OTEL_REPLAY_STORE=`` (a deployment template rendering an unset value) is unset, as
+    OpenTelemetry reads its own variables: ``./.otel-replay``, not the working directory."""
+    work = tmp_path / "work"
+    work.mkdir()
+    store.rename(work / ".otel-replay")
+    monkeypatch.chdir(work)
+    result = invoke("runs", env={"OTEL_REPLAY_STORE": ""})
+    assert result.exit_code == 0, result.stderr
+    assert set(_rows(result.stdout)) == {SUPPORT, ERRORS, CLAUDE}
 
 
 def test_an_empty_store_says_so(invoke: Invoke, tmp_path: Path) -> None:

@@ -403,3 +403,45 @@ def test_a_child_sent_sigterm_before_it_first_ran_still_ends(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["lost 0"], done.stderr
+
+
+# Forks from another thread once the main thread is in our SIGTERM handler (as a Pool's
+# worker-handler thread replaces the workers the same signal killed); the child waits, then
+# leaves a file saying it lived on.
+_FORK_WHILE_DYING = """
+import os, signal, sys, threading, time
+import otel_replay
+from otel_replay.export import _sigterm
+def forker():
+    while not _sigterm._handling:
+        time.sleep(0.0002)
+    if os.fork() == 0:
+        time.sleep(1)
+        with open(sys.argv[1], "w") as f:
+            f.write("lived on")
+        os._exit(0)
+threading.Thread(target=forker, daemon=True).start()
+otel_replay.now()  # a step for the handler to write
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)
+"""
+
+
+def test_a_child_forked_while_the_process_dies_of_sigterm_dies_too(tmp_path: Path) -> None:
+    """Under SIGTERM's default the process is dead at once and forks nothing more. While our
+    handler writes what it holds, a Pool forked replacements for the workers the signal
+    killed (a process-group kill, as `timeout` sends): they outlived their parent and ran its
+    queued tasks, model calls included, then died on a broken pipe."""
+    lived = tmp_path / "lived"
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, "-c", _FORK_WHILE_DYING, str(lived)],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "store"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    time.sleep(2)  # the child, had it lived, would have written by now
+    assert not lived.exists()

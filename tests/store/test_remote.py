@@ -10,7 +10,7 @@ from typing import Any
 import fsspec
 import pytest
 
-from otel_replay.errors import CorruptBlobError, StoreFormatError
+from otel_replay.errors import CorruptBlobError, StoreFormatError, StoreNotWritableError
 from otel_replay.store import ImportedFile, Retention, Store
 from otel_replay.store._format import FORMAT_VERSION
 from tests.store._data import chat_bodies, make_step, span
@@ -274,3 +274,18 @@ def test_a_merge_seen_half_done_by_another_machine_keeps_every_step(
         monkeypatch.undo()
         reader.close()
         writer.close()
+
+
+def test_an_index_cache_that_cannot_be_written_names_the_setting(
+    s3_bucket: Bucket, tmp_path: Path
+) -> None:
+    """A read-only home (the default cache is ~/.cache/otel-replay) is the usual cause in a
+    container: the error says which setting moves it, not only the errno."""
+    url, options = s3_bucket
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(StoreNotWritableError) as info:
+        Store.open(url, storage_options=options, cache_dir=blocked / "cache")
+    message = str(info.value)
+    assert message.startswith(f"cannot write the index cache {blocked / 'cache'}")
+    assert url in message and message.endswith("set OTEL_REPLAY_CACHE_DIR to a writable directory")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from click.testing import Result
 from otel_replay.store import Store
 from otel_replay.store._format import run_dir
 from tests.cli._checks import assert_bad_input
+from tests.store._data import chat_bodies, make_step
 from tests.triage._recorded import (
     BROKEN_CONTRACT,
     CUT_BODIES,
@@ -385,6 +387,28 @@ def test_cold_cases_say_what_is_missing_and_the_settings_that_would_keep_it(
     assert text.splitlines()[-1] == (
         "4 runs triaged (as named), 0 failed, 0 labelled, 4 cold cases"
     )
+
+
+def test_a_step_a_kill_cut_off_is_not_environment_drift(invoke: Invoke, tmp_path: Path) -> None:
+    """SIGTERM (a deploy, a supervisor's stop) cuts the call in flight: that is the process's
+    end, not the network's. Once it was labelled `connection`, "failed to connect or lost the
+    connection (SIGTERM)", and every rollout swelled environment_drift; a real connection
+    error still is."""
+    now = time.time_ns()
+    (first, answer), (second, _) = chat_bodies(2)
+    with Store.open(tmp_path / "store") as opened:
+        for run_id, error in (("r_killed", "SIGTERM"), ("r_hung_up", "SIGHUP"),
+                              ("r_offline", "httpx.ConnectError")):  # fmt: skip
+            opened.put(
+                [
+                    make_step(run_id, 0, first, answer, start_ns=now),
+                    make_step(run_id, 1, second, None, error_type=error, start_ns=now),
+                ]
+            )
+            opened.keep_open(run_id)
+    document = triaged(invoke, tmp_path / "store")["by_run"]
+    assert steps(document["r_killed"]) == {} and steps(document["r_hung_up"]) == {}
+    assert steps(document["r_offline"]) == {1: ("environment_drift", "warning", "connection")}
 
 
 def test_since_leaves_out_the_runs_that_started_before(invoke: Invoke, tmp_path: Path) -> None:

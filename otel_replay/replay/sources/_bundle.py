@@ -149,19 +149,20 @@ def _write_into(directory: Path, run: Run, redactor: Redactor) -> int:
             (directory / _STEPS / name).write_bytes(data)
             written += 1
         steps.append(facts)
-    manifest = {
-        "format": FORMAT,
-        "version": VERSION,
-        "run": {
-            "id": run.run_id,
-            "commit": run.commit,
-            "seed": run.seed,
-            "code_dirty": run.code_dirty,
-            "start_ns": run.start_ns,
-            "resource": redact.attributes(run.resource, redactor),
-        },
-        "steps": steps,
+    kit: dict[str, Any] = {
+        "id": run.run_id,
+        "commit": run.commit,
+        "seed": run.seed,
+        "code_dirty": run.code_dirty,
+        "start_ns": run.start_ns,
+        "resource": redact.attributes(run.resource, redactor),
     }
+    if run.status != "ok":
+        # How it ended travels with it: a failed or cut-off run handed over as a bundle must
+        # not come back `ok`. Left out when ok, so an ok run's bundle reads as it always did.
+        kit["status"] = run.status
+        kit["error_type"] = run.error_type
+    manifest = {"format": FORMAT, "version": VERSION, "run": kit, "steps": steps}
     text = json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
     (directory / MANIFEST).write_text(text, encoding="utf-8")
     return written
@@ -287,6 +288,8 @@ def read_bundle(directory: Path, limits: Limits) -> Run:
         code_dirty=facts.get("code_dirty"),
         resource=_restored(facts.get("resource", {})),
         start_ns=_int(facts.get("start_ns")),
+        status=facts.get("status", "ok"),
+        error_type=facts.get("error_type"),
     )
 
 

@@ -36,6 +36,8 @@ SCHEMA: dict[str, Any] = {
                 "code_dirty": {"type": ["boolean", "null"]},
                 "start_ns": {"anyOf": [_NS, {"type": "null"}]},
                 "resource": {"type": "object", "additionalProperties": _ATTRIBUTE},
+                "status": {"enum": ["ok", "error", "incomplete"]},
+                "error_type": {"type": ["string", "null"], "maxLength": 1000},
             },
             "additionalProperties": False,
         },

@@ -226,8 +226,8 @@ def _held_bundle(store: Store, loaded: SourceRun) -> _Held | None:
     steps = {recorded.step.index: recorded.step for recorded in loaded.run.steps}
     both = held.keys() & steps.keys()
     if any(
-        (held[i].request_hash, held[i].response_hash)
-        != (steps[i].request_hash, _response_hash(steps[i]))
+        held[i].request_hash != steps[i].request_hash
+        or not _same_response(held[i].response_hash, steps[i])
         for i in both
     ):
         raise SourceError(
@@ -236,6 +236,15 @@ def _held_bundle(store: Store, loaded: SourceRun) -> _Held | None:
         )
     ids = frozenset(str(loaded.step_spans[i].get("span_id")) for i in indexes & steps.keys())
     return _Held(frozenset(indexes), ids, len(steps.keys() - indexes))
+
+
+def _same_response(held: str | None, step: Step) -> bool:
+    """Whether a held step's response hash is a bundled step's response. A step that got no
+    answer (cut off by SIGTERM before it) has no hash in the store, and an empty response
+    file in its bundle."""
+    if held is None:
+        return step.status_code is None and not step.response_body
+    return held == _response_hash(step)
 
 
 def _response_hash(step: Step) -> str | None:
@@ -293,13 +302,18 @@ def _run_facts(loaded: SourceRun) -> RunFacts:
     if run.start_ns:  # a bundle's run began before its first step
         starts.append(run.start_ns)
     modes = (attrs_of(span).get(A.REPLAY_MODE) for span in loaded.spans)
+    mode = next((m for m in modes if isinstance(m, str) and m), "record")
+    # A replay's or a fork's spans name the run it re-executed: `runs` lists it under it.
+    parents = (attrs_of(span).get(A.REPLAY_PARENT_RUN_ID) for span in loaded.spans)
+    parent = next((p for p in parents if isinstance(p, str) and p), None)
     return RunFacts(
         run_id=run.run_id,
-        mode=next((m for m in modes if isinstance(m, str) and m), "record"),
+        mode=mode,
         seed=run.seed,
         commit=run.commit,
         code_dirty=run.code_dirty,
         start_ns=min(starts, default=0),
+        parent_run_id=None if mode == "record" else parent,
     )
 
 
