@@ -61,8 +61,10 @@ def gc(store: str | None, dry_run: bool, as_json: bool) -> None:
         f"{plural(len(removed), 'run')}, {plural(result.blobs_removed, 'blob')}, "
         f"{plural(result.files_removed, 'file')}"
     )
-    if result.compacted:
-        summary += f"; {'would merge' if dry_run else 'merged'} {result.compacted} small packs"
+    counts = ((result.compacted, "small pack"), (result.records_merged, "record file"))
+    merges = [plural(count, what) for count, what in counts if count]
+    if merges:
+        summary += f"; {'would merge' if dry_run else 'merged'} {' and '.join(merges)}"
     summary += f". {plural(kept, 'run')} kept ({pinned} pinned) in {location}."
     emit(console, summary, soft_wrap=True)
     if dry_run and (removed or result.files_removed):

@@ -16,11 +16,13 @@ from otel_replay.store._pack import KIND_MANIFEST
 from otel_replay.store._read import MAX_DEPTH
 from otel_replay.store._records import decode_records, iter_refs
 from otel_replay.store._repack import (
+    SLICE_FILES,
     Context,
     candidates,
     drop,
     located_in,
     merge_records,
+    record_groups,
     repack,
 )
 from otel_replay.store._reports import GcReport
@@ -286,7 +288,11 @@ def _collect(
         thinned = [] if mark.unreadable else candidates(ctx, listing, mark.live)
         removed = _dead_objects(ctx, listing, mark.live, thinned)
         files = len(dead) + len(doomed) + len(thinned)  # a repacked pack goes once copied
-        return GcReport(names, removed, sum(dead) + doomed_bytes, files, len(thinned), True)
+        kept = (rel for rel in listing.records if rel not in doomed)
+        merged = sum(_merged_away(len(group)) for group in record_groups(kept).values())
+        return GcReport(
+            names, removed, sum(dead) + doomed_bytes, files, len(thinned), True, None, merged
+        )
     files = remove_runs(ctx, (run.run_id for run in expired))
     skipped = None
     if mark.unreadable:
@@ -314,7 +320,14 @@ def _collect(
         blobs_removed=swept.objects,
         bytes_freed=max(0, before - _bytes(list_files(ctx.backend))),
         files_removed=files + swept.packs + temps,
-        compacted=len(thinned) + merged,
+        compacted=len(thinned),
         dry_run=False,
         skipped=skipped,
+        records_merged=merged,
     )
+
+
+def _merged_away(files: int) -> int:
+    """How many of one run's and writer's ``files`` record files a merge removes: all but
+    one of each :data:`SLICE_FILES`."""
+    return files - -(-files // SLICE_FILES) if files > 1 else 0

@@ -85,9 +85,10 @@ class GcReport:
 
     ``blobs_removed`` counts objects no live run references that were dropped;
     ``bytes_freed`` is the size of the deleted files less the repacked ones written;
-    ``compacted`` counts packs merged into fewer. ``skipped`` says why the sweep did not
-    run, when it did not (a live run's record could not be read: nothing is removed that it
-    might reference).
+    ``compacted`` counts packs merged into fewer, ``records_merged`` the record files merged
+    into their run's others (a dry run's count: the files of one run and writer past the
+    first). ``skipped`` says why the sweep did not run, when it did not (a live run's record
+    could not be read: nothing is removed that it might reference).
     """
 
     runs_removed: tuple[str, ...]
@@ -97,3 +98,4 @@ class GcReport:
     compacted: int
     dry_run: bool
     skipped: str | None = None
+    records_merged: int = 0
