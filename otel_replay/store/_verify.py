@@ -134,7 +134,7 @@ def _gone_pack(index: Index, name: str) -> VerifyProblem:
     return VerifyProblem(
         "leftover",
         f"index lists pack {name}, whose file is gone, holding nothing (a compaction or gc "
-        "was cut off); the next gc forgets it",
+        "is running, or was cut off); the next gc forgets it",
     )
 
 
@@ -187,7 +187,7 @@ def _unknown_record(location: str, rel: str, covered_by: str | None) -> VerifyPr
         return VerifyProblem(
             "leftover",
             f"record file {location}/{rel} holds records that {covered_by} holds too (a merge "
-            "was cut off); the next gc removes it",
+            "is running, or was cut off); the next gc removes it",
             rel,
         )
     return VerifyProblem("unindexed", f"record file {location}/{rel} is not in the index", rel)
