@@ -22,7 +22,7 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, instrumentations, subprocess_env
+from tests.export._support import INSTRUMENT, exporting_to, instrumentations, subprocess_env
 
 pytestmark = pytest.mark.subprocess
 
@@ -44,9 +44,7 @@ def _record(tmp_path: Path, sdk: str, stream: bool) -> tuple[list[dict[str, Any]
             store,
             OTEL_REPLAY_RUN_ID=RUN_ID,
             STANDIN_URL=standin.base_url,
-            OTEL_TRACES_EXPORTER="otlp,replay",
-            OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
-            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{sink.http_endpoint}/v1/traces",
+            **exporting_to(sink),
             **instrumentations(*filter(None, [keep])),
         )
         args = [str(INSTRUMENT), sys.executable, str(SCRIPT), sdk, *(["stream"] if stream else [])]

@@ -36,8 +36,10 @@ def _record(bucket: Bucket, cache: Path) -> list[tuple[bytes, bytes]]:
     return pairs
 
 
-def _cli(bucket: Bucket, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``otel-replay ARGS --store URL`` in a new process, as a user would run it."""
+def _cli(
+    bucket: Bucket, cache: Path, *args: str, then: tuple[str, ...] = (), timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``otel-replay ARGS --store URL THEN`` in a new process, as a user would run it."""
     url, options = bucket
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FSSPEC_"))}
     env.update(
@@ -51,11 +53,11 @@ def _cli(bucket: Bucket, cache: Path, *args: str) -> subprocess.CompletedProcess
     )
     program = Path(sys.executable).with_name("otel-replay")
     return subprocess.run(
-        [str(program), *args, "--store", url],
+        [str(program), *args, "--store", url, *then],
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
 
@@ -132,22 +134,13 @@ def test_a_run_in_a_bucket_replays_and_its_replay_is_kept_there(
     pairs = _record(s3_bucket, tmp_path / "writer")
     requests = tmp_path / "requests.json"
     requests.write_text(json.dumps([request.decode() for request, _ in pairs]))
-    url, options = s3_bucket
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FSSPEC_"))}
-    env.update(
-        FSSPEC_S3_ENDPOINT_URL=options["endpoint_url"],
-        FSSPEC_S3_KEY=options["key"],
-        FSSPEC_S3_SECRET=options["secret"],
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_EC2_METADATA_DISABLED="true",
-        OTEL_REPLAY_CACHE_DIR=str(tmp_path / "replayer"),
+    replayed = _cli(
+        s3_bucket,
+        tmp_path / "replayer",
+        *("replay", RUN),
+        then=("--json", "--", sys.executable, "-c", _AGAIN, str(requests)),
+        timeout=300,
     )
-    program = Path(sys.executable).with_name("otel-replay")
-    replayed = subprocess.run(
-        [str(program), "replay", RUN, "--store", url, "--json", "--",
-         sys.executable, "-c", _AGAIN, str(requests)],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout)["outcome"] == "identical"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -22,6 +23,7 @@ from opentelemetry.instrumentation.environment_variables import (
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from examples.otlp_sink import OtlpSink
 from otel_replay.capture.instrumentor import ReplayInstrumentor
 from otel_replay.export import ReplaySpanExporter
 from otel_replay.runs._run import start_process_run
@@ -173,6 +175,32 @@ def subprocess_env(store: Path, **extra: str) -> dict[str, str]:
         "PYTHONPATH": str(ROOT),
     }
     return env | extra
+
+
+def exporting_to(sink: OtlpSink) -> dict[str, str]:
+    """The settings for a child that exports over OTLP/HTTP to ``sink`` beside the store, as
+    production does (``OTEL_TRACES_EXPORTER=otlp,replay``)."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp,replay",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": sink.http_endpoint,
+    }
+
+
+def run_instrumented(
+    store: Path, *argv: str, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``opentelemetry-instrument python ARGV`` from the repository's root, recording into
+    ``store`` (:func:`subprocess_env` with ``env``), its output captured as text."""
+    return subprocess.run(
+        [str(INSTRUMENT), sys.executable, *argv],
+        cwd=ROOT,
+        env=subprocess_env(store, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def stored_bytes(root: Path) -> bytes:

@@ -13,7 +13,7 @@ import pytest
 
 from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, ROOT, chat_request, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, chat_request, run_instrumented, subprocess_env
 
 pytestmark = pytest.mark.subprocess
 
@@ -176,15 +176,7 @@ def test_workers_that_record_nothing_leave_no_trace(standin: StandIn, tmp_path: 
     # The parent opens its process run's root span for the workers it starts; when neither
     # they nor it record a step under it, it is never ended: no empty trace, no empty run.
     script = str(Path(__file__).with_name("_pool_compute_agent.py"))
-    done = subprocess.run(
-        [str(INSTRUMENT), sys.executable, script, standin.tools_url],
-        cwd=ROOT,
-        env=subprocess_env(tmp_path / "store"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_instrumented(tmp_path / "store", script, standin.tools_url)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([n * n for n in range(6)])
     with Store.open(tmp_path / "store", create=False) as store:

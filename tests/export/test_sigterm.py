@@ -25,7 +25,7 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, run_instrumented, subprocess_env
 
 pytestmark = pytest.mark.subprocess
 
@@ -392,15 +392,7 @@ def test_a_child_sent_sigterm_before_it_first_ran_still_ends(tmp_path: Path) -> 
     # Pool.terminate signals workers it may have forked a moment before: a signal that came
     # before the child ran was cleared by CPython's reset of the child, and with our handler
     # in place of the default the worker lived on, blocked on its queue, and so did the pool.
-    done = subprocess.run(
-        [str(INSTRUMENT), sys.executable, "-c", _FORK_AND_TERMINATE],
-        cwd=ROOT,
-        env=subprocess_env(tmp_path / "store"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_instrumented(tmp_path / "store", "-c", _FORK_AND_TERMINATE, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["lost 0"], done.stderr
 
@@ -433,15 +425,7 @@ def test_a_child_forked_while_the_process_dies_of_sigterm_dies_too(tmp_path: Pat
     killed (a process-group kill, as `timeout` sends): they outlived their parent and ran its
     queued tasks, model calls included, then died on a broken pipe."""
     lived = tmp_path / "lived"
-    done = subprocess.run(
-        [str(INSTRUMENT), sys.executable, "-c", _FORK_WHILE_DYING, str(lived)],
-        cwd=ROOT,
-        env=subprocess_env(tmp_path / "store"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_instrumented(tmp_path / "store", "-c", _FORK_WHILE_DYING, str(lived), timeout=300)
     assert done.returncode == -signal.SIGTERM, done.stderr
     time.sleep(2)  # the child, had it lived, would have written by now
     assert not lived.exists()

@@ -27,7 +27,7 @@ import pytest
 from examples.otlp_sink import OtlpSink
 from examples.standin import StandIn
 from otel_replay.store import Store
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, exporting_to, subprocess_env
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
@@ -65,9 +65,7 @@ def record(tmp_path: Path, kind: str, method: str, **env: str) -> Recording:
                 store,
                 OTEL_REPLAY_RUN_ID=RUN_ID,
                 STANDIN_URL=standin.base_url,
-                OTEL_TRACES_EXPORTER="otlp,replay",
-                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-                OTEL_EXPORTER_OTLP_ENDPOINT=sink.http_endpoint,
+                **exporting_to(sink),
             )
             | env,
             capture_output=True,
