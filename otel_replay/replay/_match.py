@@ -29,6 +29,7 @@ from otel_replay.replay._diff import (
 )
 from otel_replay.replay._ledger import Ledger
 from otel_replay.replay._model import RecordedStep, Run, endpoint_of
+from otel_replay.replay._unsent import Unsent, UnsentAnswers, without_unsent
 
 __all__ = [
     "VOLATILE_FIELDS",
@@ -273,6 +274,7 @@ class Matcher:
         self._by_canonical: dict[str, list[RecordedStep]] | None = None
         self._by_conversation: dict[str, list[RecordedStep]] | None = None
         self._contents: dict[int, Content] = {}  # by step index, read when first needed
+        self._unsent: UnsentAnswers | None = None  # made when a stream first asks
         # Recorded bodies by their bytes: a request whose bytes equal a recording's has that
         # recording's hash, found in a dict lookup instead of a sha256 of the body.
         self._hash_of_body: dict[bytes, str] = {}
@@ -377,6 +379,20 @@ class Matcher:
         first = bisect.bisect_right(starts, (start, math.inf))
         last = bisect.bisect_left(starts, (start + at_ns, -1), lo=first)
         return frozenset(index for _, index in starts[first:last])
+
+    def unsent(
+        self, recorded: RecordedStep, pieces: tuple[bytes, ...], ats: list[int]
+    ) -> tuple[tuple[Unsent, ...], ...]:
+        """For each piece of ``recorded``'s streamed response (that came ``ats`` ns after its
+        request), its events answering a request a tool step's body made (``_unsent``)."""
+        if self._unsent is None:
+            self._unsent = UnsentAnswers(self.run)
+        return self._unsent.find(recorded, pieces, ats)
+
+    def deliverable(self, piece: bytes, unsent: tuple[Unsent, ...]) -> bytes:
+        """``piece`` without those of ``unsent`` the replay never asked for: their tool step
+        was served and the request not made. Asked once the piece's wait is over."""
+        return without_unsent(piece, unsent, self.ledger.served) if unsent else piece
 
     def reached(self, steps: frozenset[int]) -> bool:
         """Whether every one of ``steps`` has been served."""

@@ -42,10 +42,11 @@ from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import served_instead
 from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult
 from otel_replay.replay._served import ServedStep, live_event
+from otel_replay.replay._unsent import Unsent
 from otel_replay.replay.synth import synthesize
 from otel_replay.settings import Timing
 
-__all__ = ["Answer", "ReplaySession", "interruption"]
+__all__ = ["Answer", "ReplaySession", "cancelled_by_program", "interruption"]
 
 
 @dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
@@ -55,8 +56,10 @@ class Answer:
     ``chunks`` are the body's pieces in recorded order and ``times`` when each is due (ns after
     the request, zeros under ``fast`` timing). ``error_type`` set means: raise that transport
     error, before any response when ``status_code`` is None, after the chunks otherwise.
-    ``awaits`` says what each chunk, then the end, waits for (empty: nothing). ``complete``:
-    the recorded body reached its end (False: the program let the response go before it).
+    ``awaits`` says what each chunk, then the end, waits for (empty: nothing); ``unsent``
+    which events of each chunk may answer requests the replay never makes (empty: none; see
+    ``Matcher.deliverable``). ``complete``: the recorded body reached its end (False: the
+    program let the response go before it).
     """
 
     status_code: int | None
@@ -66,6 +69,7 @@ class Answer:
     error_type: str | None
     awaits: tuple[frozenset[int], ...] = ()
     complete: bool = True
+    unsent: tuple[tuple[Unsent, ...], ...] = ()
 
     @property
     def whole(self) -> bytes | None:
@@ -115,6 +119,18 @@ def _is_exception(error_type: str | None) -> bool:
     return isinstance(builtin, type) and issubclass(builtin, BaseException)
 
 
+_CANCELLED = frozenset(
+    {"asyncio.exceptions.CancelledError", "asyncio.CancelledError", "CancelledError"}
+)
+
+
+def cancelled_by_program(error_type: str | None) -> bool:
+    """Whether a response's recorded end is the program cancelling its own read (a task
+    cancelled, a session closing its event stream), not the server ending it: a replay holds
+    such a stream open after its last piece until the program lets go, as the server did."""
+    return error_type in _CANCELLED
+
+
 def interruption(error_type: str | None) -> KeyboardInterrupt | None:
     """The interruption a step recorded in place of a response (Ctrl-C while the request was
     on its way), raised again as itself: as a transport error the client would retry it."""
@@ -138,8 +154,10 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
         ats.append(recorded.duration_ns)
     times = tuple(ats) if timing == "recorded" else (0,) * len(ats)
     awaits: tuple[frozenset[int], ...] = ()
+    unsent: tuple[tuple[Unsent, ...], ...] = ()
     if matcher.started_during(recorded):
         awaits = tuple(matcher.awaited(recorded, at) for at in (*ats, recorded.duration_ns))
+        unsent = matcher.unsent(recorded, tuple(chunks), ats)
     # A step that ended in a transport error mid-stream replays its bytes, then the error
     # again; an HTTP error status (error.type "429", "rate_limit_exceeded") is just a response.
     error_type = step.error_type
@@ -154,6 +172,7 @@ def _answer(recorded: RecordedStep, timing: Timing, matcher: Matcher) -> Answer:
         error,
         awaits,
         step.complete,
+        unsent,
     )
 
 

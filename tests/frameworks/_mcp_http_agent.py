@@ -6,12 +6,15 @@ call is ``ClientSession.call_tool``, with no otel-replay code.
     python _mcp_http_agent.py orders.sqlite URL streamable-http|sse
 
 Environment: STANDIN_URL, the stand-in model provider; AGENT_SYSTEM, the system prompt.
+The session's dispatcher logs at debug level to stderr, where it says what it drops (an answer
+to a request it never sent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -76,6 +79,9 @@ async def answer(
 
 
 async def main() -> None:
+    dispatcher = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
+    dispatcher.setLevel(logging.DEBUG)
+    dispatcher.addHandler(logging.StreamHandler())
     base = os.environ.get("STANDIN_URL", "http://127.0.0.1:8765").rstrip("/")
     client = AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-standin-not-a-secret")
     system = os.environ.get("AGENT_SYSTEM", SYSTEM)

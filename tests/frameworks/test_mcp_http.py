@@ -180,9 +180,10 @@ def test_sse_replays_identically_with_the_server_gone(sse: Recording) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(sse.printed)
     assert "): identical" in done.stdout and "network attempts: 0" in done.stdout
-    # Known noise: the recorded answer to a served call still comes down the stream, and
-    # when it comes as the session closes the SDK logs that it could not hand it on.
-    assert done.stderr.count("Traceback") == done.stderr.count("Error in sse_reader")
+    # The stream's recorded answers to the tools/call POSTs a served tool never sent are left
+    # out: the session would drop them, or fail on one that comes as it closes.
+    assert "unknown/late request id" not in done.stderr
+    assert "Traceback" not in done.stderr
     table = done.stdout.split("): identical", 1)[1]
     assert "differs" not in table and "repeated" not in table
     assert table.count("GET /sse") == 1

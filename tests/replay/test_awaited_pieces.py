@@ -1,6 +1,7 @@
 """A response that kept coming while the program went on waits, on replay, for the requests
 the recording made before each piece came; a replay that stops asking does not wait out the
-recorded time.
+recorded time. An event stream the program cancelled stays open until it cancels again, and
+its events answering requests a served tool never made are left out.
 
 Runs built in memory (what a store or a trace file gives replay), served to a real httpx
 client through ``replaying()``.
@@ -9,21 +10,27 @@ client through ``replaying()``.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
+import aiohttp
 import httpx
+import pytest
 
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay._unsent import UnsentAnswers, without_unsent
 from tests.replay._recorded import recorded_step
 
 START = 1_763_700_000 * 10**9
 SECOND = 10**9
 
 
-def _get(index: int, path: str, body: bytes, start_s: float, chunks: tuple = ()) -> RecordedStep:
+def _get(
+    index: int, path: str, body: bytes, start_s: float, chunks: tuple = (), **facts: object
+) -> RecordedStep:
     return recorded_step(
         index=index,
         kind="http",
@@ -39,6 +46,7 @@ def _get(index: int, path: str, body: bytes, start_s: float, chunks: tuple = ())
         chunks=chunks,
         start_ns=START + int(start_s * SECOND),
         duration_ns=chunks[-1][1] if chunks else SECOND // 100,
+        **facts,
     )
 
 
@@ -146,3 +154,152 @@ def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None
         asyncio.run(main())
     assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
     assert result.identical, result.first_divergence
+
+
+# An event stream the program cancelled as it closed its session (an MCP client over SSE):
+# the server never ended it.
+CANCELLED = Run(
+    run_id="r_events_cancelled",
+    source="test",
+    steps=(
+        _get(
+            0,
+            "/events",
+            b"data: 1\n\ndata: 2\n\n",
+            0,
+            ((9, 1000), (9, 2000)),
+            complete=False,
+            error_type="asyncio.exceptions.CancelledError",
+        ),
+    ),
+    start_ns=START,
+)
+
+
+async def _read_until_cancelled(client: str, seen: list[str]) -> None:
+    if client == "httpx":
+        async with (
+            httpx.AsyncClient() as http,
+            http.stream("GET", "http://events.test/events") as stream,
+        ):
+            async for piece in stream.aiter_raw():
+                seen.append(piece.decode())
+    else:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get("http://events.test/events") as response,
+        ):
+            async for piece in response.content.iter_any():
+                seen.append(piece.decode())
+
+
+@pytest.mark.parametrize("client", ["httpx", "aiohttp"])
+def test_a_stream_the_program_cancelled_stays_open_until_it_cancels_again(client: str) -> None:
+    # Replayed as a transport error once its pieces ran out, it failed the reader while the
+    # program was closing the session: an MCP client raised out of its task group.
+    seen: list[str] = []
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(_read_until_cancelled(client, seen), 0.5)
+
+    with otel_replay.replaying(CANCELLED) as result:
+        asyncio.run(main())
+    assert "".join(seen) == "data: 1\n\ndata: 2\n\n"
+    assert result.identical, result.first_divergence
+
+
+def _rpc(message: dict[str, object]) -> bytes:
+    return b"event: message\r\ndata: " + json.dumps(message).encode() + b"\r\n\r\n"
+
+
+ANSWER_7 = _rpc({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})
+PROGRESS_7 = _rpc(
+    {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 7}}
+)
+ANSWER_8 = _rpc({"jsonrpc": "2.0", "id": 8, "result": {"tools": []}})
+
+
+def _session_run() -> tuple[Run, list[bytes]]:
+    """An MCP session over SSE: the stream (step 0), a tool step (1) whose body POSTed
+    tools/call id 7 (step 2) between 10 and 20 ms, then a tools/list id 8 of the program's own
+    (step 3) at 30 ms. The stream's pieces: progress and answer for 7, then the answer to 8."""
+    ms = 10**6
+    pieces = [PROGRESS_7 + ANSWER_7, ANSWER_8]
+    stream = _get(
+        0, "/sse", b"".join(pieces), 0, ((len(pieces[0]), 15 * ms), (len(pieces[1]), 35 * ms))
+    )
+
+    def post(
+        index: int, message: dict[str, object], at_ms: int, within: int | None
+    ) -> RecordedStep:
+        body = json.dumps(message).encode()
+        return recorded_step(
+            index=index,
+            kind="http",
+            endpoint="POST /messages/",
+            method="POST",
+            url="http://events.test/messages/",
+            request_body=body,
+            request_hash=sha256_tag(body),
+            status_code=202,
+            response_body=b"Accepted",
+            start_ns=START + at_ms * ms,
+            duration_ns=ms,
+            within=within,
+        )
+
+    tool = recorded_step(
+        index=1,
+        kind="tool",
+        endpoint="tool:refund",
+        method="TOOL",
+        url="tool:refund",
+        request_body=b"{}",
+        request_hash=sha256_tag(b"{}"),
+        status_code=200,
+        response_body=b"{}",
+        start_ns=START + 10 * ms,
+        duration_ns=10 * ms,
+    )
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"_meta": {"progressToken": 7}},
+    }
+    steps = (
+        stream,
+        tool,
+        post(2, call, 11, within=1),
+        post(3, {"jsonrpc": "2.0", "id": 8, "method": "tools/list"}, 30, within=None),
+    )
+    return Run(run_id="r_sse_session", source="test", steps=steps, start_ns=START), pieces
+
+
+def test_answers_to_a_served_tools_requests_are_left_out_of_the_stream() -> None:
+    run, pieces = _session_run()
+    stream = run.steps[0]
+    found = UnsentAnswers(run).find(stream, pieces, [15 * 10**6, 35 * 10**6])
+    assert [[(u.tool, u.within) for u in piece] for piece in found] == [[(1, 2), (1, 2)], []]
+    served: set[int] = set()
+
+    def is_served(index: int) -> int:
+        return int(index in served)
+
+    # Before the tool is served (the replay waits, or went another way), all of it stays.
+    assert without_unsent(pieces[0], found[0], is_served) == pieces[0]
+    served.add(1)  # the tool served from the recording: its POST never made
+    assert without_unsent(pieces[0], found[0], is_served) == b""
+    served.add(2)  # the tool ran and made its POST: the session waits for these answers
+    assert without_unsent(pieces[0], found[0], is_served) == pieces[0]
+
+
+def test_only_whole_events_that_came_while_the_tool_ran_are_left_out() -> None:
+    run, pieces = _session_run()
+    stream, unsent = run.steps[0], UnsentAnswers(run)
+    # The same answer coming after the tool step ended answers another request with id 7.
+    assert unsent.find(stream, pieces, [25 * 10**6, 35 * 10**6]) == ()
+    # A piece ending within an event is served as it is.
+    split = PROGRESS_7 + ANSWER_7[:20]
+    assert unsent.find(stream, [split, ANSWER_7[20:] + ANSWER_8], [15 * 10**6, 35 * 10**6]) == ()

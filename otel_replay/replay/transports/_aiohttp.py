@@ -25,7 +25,12 @@ from otel_replay.capture.transports import (
 from otel_replay.envelope import module_class
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._faults import injected_error
-from otel_replay.replay._session import Answer, ReplaySession, interruption
+from otel_replay.replay._session import (
+    Answer,
+    ReplaySession,
+    cancelled_by_program,
+    interruption,
+)
 
 __all__ = ["install"]
 
@@ -154,9 +159,16 @@ def _reader_class() -> type[Any]:
         reader (the capture recording this replay) sees what was served, as it saw what the
         server sent."""
 
-        __slots__ = ("_otel_complete", "_otel_error", "_otel_pending", "_otel_started")
+        __slots__ = (
+            "_otel_complete",
+            "_otel_error",
+            "_otel_held",
+            "_otel_pending",
+            "_otel_started",
+        )
         _otel_complete: bool
         _otel_error: Exception | None
+        _otel_held: bool  # ended by the program's own cancellation (``cancelled_by_program``)
         _otel_pending: collections.deque[tuple[bytes, int]]
         _otel_started: float
 
@@ -174,6 +186,8 @@ def _reader_class() -> type[Any]:
                     if delay > 0:
                         await asyncio.sleep(delay)
                 self._otel_feed(chunk)
+            elif self._otel_held:
+                await asyncio.get_running_loop().create_future()  # until the program lets go
             elif self._otel_error is not None:
                 self.set_exception(self._otel_error)
                 raise self._otel_error
@@ -200,7 +214,9 @@ def _reader(answer: Answer, protocol: Any, loop: asyncio.AbstractEventLoop, chun
         (chunk, due) for chunk, due in zip(answer.chunks, answer.times, strict=True) if chunk
     )
     reader._otel_started = time.perf_counter()
-    reader._otel_error = _error(answer) if answer.error_type is not None else None
+    reader._otel_held = cancelled_by_program(answer.error_type)
+    failed = answer.error_type is not None and not reader._otel_held
+    reader._otel_error = _error(answer) if failed else None
     reader._otel_complete = answer.complete
     if chunked:
         reader.begin_http_chunk_receiving()

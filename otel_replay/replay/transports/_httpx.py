@@ -17,7 +17,12 @@ from otel_replay.capture import REQUEST_HASH_EXTENSION
 from otel_replay.envelope import module_class
 from otel_replay.replay._faults import injected_error
 from otel_replay.replay._match import Matcher
-from otel_replay.replay._session import Answer, ReplaySession, interruption
+from otel_replay.replay._session import (
+    Answer,
+    ReplaySession,
+    cancelled_by_program,
+    interruption,
+)
 
 __all__ = ["transport_classes"]
 
@@ -117,7 +122,10 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                         time.sleep(delay)
                 if answer.awaits:
                     _wait(self._matcher, answer.awaits[i])
-                yield chunk
+                if not answer.unsent:
+                    yield chunk
+                elif piece := self._matcher.deliverable(chunk, answer.unsent[i]):
+                    yield piece
             if answer.awaits:
                 _wait(self._matcher, answer.awaits[-1])
             if answer.error_type is not None:
@@ -144,10 +152,15 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                         await asyncio.sleep(delay)
                 if answer.awaits:
                     await _wait_async(self._matcher, answer.awaits[i])
-                yield chunk
+                if not answer.unsent:
+                    yield chunk
+                elif piece := self._matcher.deliverable(chunk, answer.unsent[i]):
+                    yield piece
             if answer.awaits:
                 await _wait_async(self._matcher, answer.awaits[-1])
             if answer.error_type is not None:
+                if cancelled_by_program(answer.error_type):
+                    await asyncio.get_running_loop().create_future()  # until it lets go
                 raise _error(module, answer, self._request)
 
     def _live(fallback: Any, request: Any) -> Any:
