@@ -11,7 +11,6 @@ from typing import Any
 
 from otel_replay import attributes as A
 from otel_replay.replay.sources._runs import (
-    SERVED_KINDS,
     Span,
     SpanRun,
     attrs_of,
@@ -190,8 +189,8 @@ def _indices(spans: Sequence[Span]) -> set[int]:
     found: set[int] = set()
     for span in spans:
         with contextlib.suppress(ValueError):
-            index, kind = step_index(span), attrs_of(span).get(A.REPLAY_STEP_KIND, "llm")
-            if index is not None and isinstance(kind, str) and kind in SERVED_KINDS:
+            index = step_index(span)
+            if index is not None:
                 found.add(index)
     return found
 

@@ -95,16 +95,22 @@ def step_spans(run: SpanRun) -> dict[int, Span] | None:
     """The step spans of a run by step index, or None when the run has none that carry
     ``replay.step.index`` (then its inference spans are its steps: :func:`inference_steps`).
 
-    Raises ValueError naming the index when two different spans claim one step.
+    Raises ValueError naming the index when two different spans claim one step, and naming
+    the span when a step's ``replay.step.kind`` is none a replay serves (a newer otel-replay's,
+    or damaged): a run is never replayed without one of its steps.
     """
     out: dict[int, Span] = {}
     for span in run.spans:
-        kind = attrs_of(span).get(A.REPLAY_STEP_KIND, "llm")
-        if not isinstance(kind, str) or kind not in SERVED_KINDS:
-            continue
         index = step_index(span)
         if index is None:
             continue
+        kind = attrs_of(span).get(A.REPLAY_STEP_KIND, "llm")
+        if not isinstance(kind, str) or kind not in SERVED_KINDS:
+            raise ValueError(
+                f"span {span.get('span_id')} (step {index}) has replay.step.kind "
+                f"{shown(kind)}, which this otel-replay does not replay (it knows "
+                f"{', '.join(sorted(SERVED_KINDS))})"
+            )
         if index in out:
             raise ValueError(
                 f"spans {out[index].get('span_id')} and {span.get('span_id')} both claim step "
