@@ -81,6 +81,30 @@ _NO_ARGS_IS_HELP = tuple(
     kind for kind in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if kind is not None
 )
 
+_MEANT = {
+    "--fault": "--inject",
+    "--faults": "--inject",
+    "--fail": "--inject",
+    "--error": "--inject",
+    "--replace": "--override",
+    "--answer": "--override",
+    "--set": "--state",
+    "--set-state": "--state",
+    "--live": "--live-from",
+    "--writes": "--allow-writes",
+}
+"""The option a user reaching for another word means (time travel's words in other tools),
+suggested in place of click's nearest spelling (``--fault``: ``--all``)."""
+
+
+def _suggest(exc: click.NoSuchOption) -> None:
+    """Point an unknown option at the one :data:`_MEANT` says it means, when the command has it."""
+    meant = _MEANT.get(exc.option_name)
+    command = exc.ctx.command if exc.ctx is not None else None
+    if meant and command is not None and any(meant in p.opts for p in command.params):
+        exc.possibilities = [meant]
+
+
 EXPECTED: tuple[type[BaseException], ...] = (OtelReplayError, OSError, sqlite3.Error)
 """Errors that mean bad input or a bad environment, not a bug: exit 2 with their message."""
 
@@ -159,6 +183,8 @@ class _Boundary(click.Group):
             if isinstance(exc, _NO_ARGS_IS_HELP) or exc.ctx is None:
                 exc.show()  # the help itself, asked for by running a group bare
             else:
+                if isinstance(exc, click.NoSuchOption):
+                    _suggest(exc)
                 message = one_line(exc.format_message())
                 click.echo(f"Error: {message} (see '{exc.ctx.command_path} --help')", err=True)
             sys.exit(exc.exit_code)

@@ -222,6 +222,16 @@ def test_usage_errors_are_one_line_naming_the_help(invoke: Invoke, store: Path) 
     assert_bad_input(invoke("runs", "-n", "0"), "'-n' / '--limit'")
 
 
+def test_an_option_named_as_other_tools_name_it_suggests_ours(invoke: Invoke) -> None:
+    # Click's nearest spelling of --fault is --all, which replays every bundle of a folder.
+    line = assert_bad_input(invoke("replay", "r", "--fault", "3=timeout", "--", "x"))
+    assert "No such option '--fault'. Did you mean '--inject'?" in line
+    line = assert_bad_input(invoke("replay", "r", "--set-state", "a=1", "--", "x"))
+    assert "No such option '--set-state'. Did you mean '--state'?" in line
+    # A command without the option meant keeps click's own suggestions.
+    assert "--inject" not in assert_bad_input(invoke("runs", "--fault"))
+
+
 def test_help_and_version_still_exit_0(invoke: Invoke) -> None:
     assert invoke("--version").exit_code == 0
     shown = invoke("runs", "--help")
