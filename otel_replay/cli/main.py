@@ -97,12 +97,14 @@ _MEANT = {
 suggested in place of click's nearest spelling (``--fault``: ``--all``)."""
 
 
-def _suggest(exc: click.NoSuchOption) -> None:
-    """Point an unknown option at the one :data:`_MEANT` says it means, when the command has it."""
-    meant = _MEANT.get(exc.option_name)
-    command = exc.ctx.command if exc.ctx is not None else None
-    if meant and command is not None and any(meant in p.opts for p in command.params):
-        exc.possibilities = [meant]
+def _usage_message(exc: click.UsageError) -> str:
+    """Click's message, an unknown option pointed at the one :data:`_MEANT` says it means
+    when the command has it."""
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None:
+        meant = _MEANT.get(exc.option_name)
+        if meant and any(meant in p.opts for p in exc.ctx.command.params):
+            return f"{exc.message} Did you mean {meant!r}?"
+    return exc.format_message()
 
 
 EXPECTED: tuple[type[BaseException], ...] = (OtelReplayError, OSError, sqlite3.Error)
@@ -183,9 +185,7 @@ class _Boundary(click.Group):
             if isinstance(exc, _NO_ARGS_IS_HELP) or exc.ctx is None:
                 exc.show()  # the help itself, asked for by running a group bare
             else:
-                if isinstance(exc, click.NoSuchOption):
-                    _suggest(exc)
-                message = one_line(exc.format_message())
+                message = one_line(_usage_message(exc))
                 click.echo(f"Error: {message} (see '{exc.ctx.command_path} --help')", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:

@@ -203,7 +203,9 @@ def ensure_format(backend: Backend, *, create: bool, previous: bool = False) -> 
             f"otel-replay store; refusing to use it, nothing was changed{advice}"
         )
     if not create:
-        raise StoreNotFoundError(f"no otel-replay store at {backend.location}")
+        missing = backend.where_missing()
+        gone = f": the {missing} does not exist" if missing else ""
+        raise StoreNotFoundError(f"no otel-replay store at {backend.location}{gone}")
     if isinstance(backend, LocalBackend):
         backend.makedirs("")
     if not backend.publish(FORMAT_FILE, _format_bytes(), replace=False):

@@ -64,6 +64,7 @@ class Backend(Protocol):
     def find(self, rel: str) -> dict[str, FileInfo]: ...
     def delete(self, rel: str) -> None: ...
     def delete_tree(self, rel: str) -> None: ...
+    def where_missing(self) -> str | None: ...
 
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -348,6 +349,10 @@ class LocalBackend:
                 base.rmdir()
         self._dirty.add(base.parent)
 
+    def where_missing(self) -> str | None:
+        """Nothing more to say of a missing directory than its path."""
+        return None
+
 
 def _stamp(info: Mapping[str, Any]) -> float:
     """The modification time in an fsspec ``info`` answer (S3's ``LastModified``)."""
@@ -479,6 +484,14 @@ class FsspecBackend:
 
     def sync(self) -> None:
         """Nothing to do: an object is durable once its PUT returns."""
+
+    def where_missing(self) -> str | None:
+        """The bucket (the URL's first part) when the server says it does not exist."""
+        bucket = self._root.strip("/").split("/", 1)[0]
+        try:
+            return None if not bucket or self.fs.exists(bucket) else f"bucket {bucket!r}"
+        except OSError:  # not allowed to ask, or the server is unreachable: say no more
+            return None
 
     def listdir(self, rel: str) -> list[str]:
         """Names directly under ``rel`` (empty when there are none)."""

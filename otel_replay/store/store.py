@@ -20,6 +20,7 @@ from otel_replay.errors import (
     RunNotFoundError,
     StoreError,
     StoreFullError,
+    StoreNotFoundError,
     StoreNotWritableError,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
@@ -98,6 +99,8 @@ def _ensure_remote_format(remote: FsspecBackend, create: bool) -> None:
     store's error (StoreError)."""
     try:
         ensure_format(remote, create=create)
+    except StoreNotFoundError:
+        raise  # it names the store itself, and the CLI says which setting to check
     except OSError as exc:  # unreachable, refused, not a directory: name the store
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise StoreError(f"cannot open store {remote.location}: {reason}") from None

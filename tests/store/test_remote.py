@@ -10,7 +10,12 @@ from typing import Any
 import fsspec
 import pytest
 
-from otel_replay.errors import CorruptBlobError, StoreFormatError, StoreNotWritableError
+from otel_replay.errors import (
+    CorruptBlobError,
+    StoreFormatError,
+    StoreNotFoundError,
+    StoreNotWritableError,
+)
 from otel_replay.store import ImportedFile, Retention, Store
 from otel_replay.store._format import FORMAT_VERSION
 from tests.store._data import chat_bodies, make_step, span
@@ -171,6 +176,21 @@ def test_an_unknown_format_in_the_bucket_is_refused(s3_bucket: Bucket, tmp_path:
     with pytest.raises(StoreFormatError, match=f"version {newer}"):
         open_machine(s3_bucket, tmp_path / "a")
     assert json.loads(fs.cat_file(f"{root}/FORMAT"))["version"] == newer
+
+
+def test_a_bucket_that_does_not_exist_is_named(s3_bucket: Bucket, tmp_path: Path) -> None:
+    # It said "no otel-replay store at s3://...", as of a bucket that holds no store.
+    url, options = s3_bucket
+    gone = url.replace("s3://t-", "s3://gone-", 1)
+    bucket = gone.removeprefix("s3://").split("/", 1)[0]
+    with pytest.raises(StoreNotFoundError) as caught:
+        Store.open(gone, create=False, storage_options=options, cache_dir=tmp_path / "a")
+    assert str(caught.value).endswith(
+        f"no otel-replay store at {gone}: the bucket {bucket!r} does not exist"
+    )
+    with pytest.raises(StoreNotFoundError) as caught:
+        Store.open(url, create=False, storage_options=options, cache_dir=tmp_path / "b")
+    assert str(caught.value).endswith(f"no otel-replay store at {url}")  # the bucket is there
 
 
 @pytest.mark.parametrize("gcs_before", [1, 2])
