@@ -7,6 +7,7 @@ from typing import Any
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay.codecs._sse import SseEvent, parse_sse
 from otel_replay.codecs._types import Codec, LlmRequest, LlmResponse, Message, Part
 from otel_replay.codecs.anthropic_messages import ANTHROPIC_MESSAGES
 from otel_replay.codecs.openai_chat import OPENAI_CHAT
@@ -20,7 +21,9 @@ __all__ = [
     "LlmResponse",
     "Message",
     "Part",
+    "SseEvent",
     "detect",
+    "parse_sse",
     "prompt_hash",
     "request_content",
     "response_content",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_replay._bodies import is_sse
-from otel_replay.codecs._sse import parse_sse
+from otel_replay.codecs import parse_sse
 from otel_replay.replay._model import RecordedStep, Run
 
 __all__ = ["Unsent", "UnsentAnswers", "without_unsent"]
