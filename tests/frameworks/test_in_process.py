@@ -28,6 +28,7 @@ from opentelemetry.trace import StatusCode
 from typing_extensions import TypedDict
 
 import otel_replay
+from otel_replay.envelope.frameworks import _langchain
 from otel_replay.store import Store
 from tests.export._support import ROOT, Pipeline
 from tests.frameworks._orders import open_database
@@ -634,12 +635,15 @@ def test_a_graph_resumed_with_another_answer_diverges_at_the_resumed_tool(
     RUNS.clear()
     recorded = _record(tmp_path / "store", lambda: approved_refund_agent("yes"))
     assert recorded.seen == ["refunded"] and RUNS == ["refund", "refund"]
+    # The paused call was resumed: a long-lived process keeps no note of it.
+    assert not _langchain._paused_calls
     arguments = [json.loads(t["gen_ai.tool.call.arguments"]) for t in recorded.tools()]
     assert arguments == [{"order_id": "A-1"}, {"order_id": "A-1", "otel_replay.resume": ["yes"]}]
     RUNS.clear()
     with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
         assert approved_refund_agent("yes") == ["refunded"]
     assert result.identical, result.first_divergence
+    assert not _langchain._paused_calls
     with otel_replay.replaying(recorded.run_id, store=str(recorded.store)) as result:
         approved_refund_agent("no")
     assert RUNS == []

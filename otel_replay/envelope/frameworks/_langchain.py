@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import sys
 import threading
@@ -208,7 +209,7 @@ def _go_on(value: Any, pending: _Pending) -> Any:
     """What the step gave, or the pause it recorded made again."""
     if isinstance(value, _Paused):
         with _lock:
-            _paused_calls.add(_paused_key(pending))
+            _paused_calls[_paused_key(pending)] += 1
         _pause(value)
     return value
 
@@ -218,9 +219,10 @@ async def _go_on_async(step: Awaitable[Any], pending: _Pending) -> Any:
 
 
 _RESUME = "otel_replay.resume"
-# (run id, tool name, arguments) of the tool calls an interrupt() paused in this process: a
-# later call of one of them with a resume value waiting is its resumed run.
-_paused_calls: set[tuple[str, str, bytes]] = set()
+# (run id, tool name, arguments) of the tool calls an interrupt() paused in this process, and
+# how many are paused: a later call of one of them is its resumed run, which takes it off
+# (pausing again puts it back), so a long-lived process keeps only the calls still paused.
+_paused_calls: collections.Counter[tuple[str, str, bytes]] = collections.Counter()
 
 
 def _paused_key(pending: _Pending) -> tuple[str, str, bytes]:
@@ -232,8 +234,13 @@ def _with_resume(pending: _Pending) -> bytes:
     resume values waiting for it under ``otel_replay.resume``: they are inputs of its body as
     much as the arguments, so a replay resumed with another answer diverges at this step
     instead of being served what the recorded answer made."""
+    key = _paused_key(pending)
     with _lock:
-        paused = _paused_key(pending) in _paused_calls
+        paused = _paused_calls[key] > 0
+        if paused:
+            _paused_calls[key] -= 1
+            if not _paused_calls[key]:
+                del _paused_calls[key]
     if not paused:
         return pending.arguments
     try:
