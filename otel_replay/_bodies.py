@@ -17,6 +17,7 @@ __all__ = [
     "is_stream",
     "json_value",
     "raw_header",
+    "shown_text",
 ]
 
 
@@ -108,3 +109,23 @@ def json_value(body: bytes | None) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
+
+
+_MOSTLY_TEXT = 0.05
+"""The share of a body's bytes that may be no UTF-8 (a Latin-1 name in a log line) for it to be
+shown as text, each such byte as U+FFFD; past it, or with a NUL, the body is binary."""
+
+
+def shown_text(body: bytes | None) -> str | None:
+    """``body`` as text to show a person: its UTF-8 text, a few bytes that are not UTF-8 shown
+    as U+FFFD; None when it is binary (or not known)."""
+    if body is None:
+        return None
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        text = body.decode(errors="surrogateescape")
+    undecoded = sum(1 for c in text if "\udc80" <= c <= "\udcff")
+    if undecoded > _MOSTLY_TEXT * len(body) or "\x00" in text:
+        return None
+    return body.decode(errors="replace")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from otel_replay._bodies import shown_text
 from otel_replay.cli._format import one_line
 
 __all__ = [
@@ -112,13 +113,12 @@ def response_preview(messages: list[Any]) -> str:
 
 
 def body_preview(body: bytes) -> str:
-    """A plain HTTP body for a preview: its text (JSON compacted), or ``<N bytes>`` when it
-    is not UTF-8 text; ``""`` when empty."""
+    """A plain HTTP body for a preview: its text (JSON compacted; see ``shown_text``), or
+    ``<N bytes>`` when it is binary; ``""`` when empty."""
     if not body:
         return ""
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
+    text = shown_text(body)
+    if text is None:
         return f"<{len(body)} bytes>"
     try:
         return _compact(json.loads(text))

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from otel_replay import attributes as A
+from otel_replay._bodies import shown_text
 from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
 from otel_replay.replay import RecordedStep, Run, RunDiff, StepPair, json_list, recorded_llm
@@ -205,15 +206,6 @@ def _step(
     }
 
 
-def _text(body: bytes | None) -> str | None:
-    if body is None:
-        return None
-    try:
-        return body.decode()
-    except UnicodeDecodeError:
-        return None
-
-
 def _is_sse(headers: Sequence[tuple[str, str]]) -> bool:
     return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
 
@@ -269,7 +261,7 @@ def _content(
     step's bodies; the request's URL and the headers of both sides."""
     step = recorded.step
     out: dict[str, Any] = {"url": step.url or None}
-    request, response = _text(recorded.request_body), _text(step.response_body)
+    request, response = shown_text(recorded.request_body), shown_text(step.response_body)
     if talk is not None:
         out.update(
             system=contents.ref(talk.system) if talk.system else None,

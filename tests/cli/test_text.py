@@ -107,3 +107,4 @@ def test_content_attributes_and_bodies() -> None:
     assert parse_json_list('{"a": 1}') == []
     assert body_preview(b"") == "" and body_preview(b'{ "a" : [1, 2] }') == '{"a":[1,2]}'
     assert body_preview(b"plain text") == "plain text" and body_preview(b"\xff\x00") == "<2 bytes>"
+    assert body_preview(b'{"error": "no Ren\xe9e"}') == '{"error":"no Ren\ufffde"}'

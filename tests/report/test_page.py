@@ -44,6 +44,20 @@ def test_a_lone_surrogate_in_a_message_is_carried_escaped() -> None:
     assert message["parts"][0]["content"] == "bad \ud800 half"
 
 
+def test_a_text_body_with_a_few_bytes_not_utf8_is_shown_as_text() -> None:
+    # It said only "response: 61 bytes, not text" for a Latin-1 name in an error message.
+    latin = b'{"error": "no customer named Ren\xe9e M\xfcller in the ledger"}'
+    binary = bytes(range(256))
+    html = render(
+        run(step(0, "http://tools.test/a", b"", latin), step(1, "http://tools.test/b", b"", binary))
+    )
+    page = document(html)
+    first, second = page["steps"]
+    assert page["contents"][first["response"]] == latin.decode(errors="replace")
+    assert "Ren\ufffde M\ufffdller" in page["contents"][first["response"]]
+    assert second["response"] is None and second["response_size"] == 256
+
+
 def test_a_run_that_counted_no_tokens_does_not_say_zero() -> None:
     # A LangChain chat model streaming without stream_usage: no call says what it cost.
     request = b'{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
