@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_replay._bodies import is_sse
+from otel_replay._bodies import header, is_sse
 from otel_replay.codecs import parse_sse
 from otel_replay.replay._model import RecordedStep, Run
 
@@ -86,7 +86,7 @@ def _answer_keys(message: Mapping[str, Any]) -> Iterator[_Key]:
 def _events(piece: bytes) -> Iterator[tuple[int, int, Mapping[str, Any]]]:
     """(start, end, message) of each JSON-RPC event of a piece made of whole events; nothing
     for a piece that ends within an event."""
-    if not piece.endswith((b"\n\n", b"\r\n\r\n")):
+    if b'"jsonrpc"' not in piece or not piece.endswith((b"\n\n", b"\r\n\r\n")):
         return
     start = 0
     for end in _EVENT_END.finditer(piece):
@@ -121,9 +121,7 @@ class UnsentAnswers:
     ) -> tuple[tuple[Unsent, ...], ...]:
         """For each piece of ``recorded``'s response (that came ``ats`` ns after its request),
         the events answering a request made within a tool step; () when there are none."""
-        content_type = next(
-            (v for k, v in recorded.step.response_headers if k.lower() == "content-type"), ""
-        )
+        content_type = header(recorded.step.response_headers, "content-type")
         if not self._requests or not is_sse(content_type) or recorded.step.start_ns <= 0:
             return ()
         found = tuple(
