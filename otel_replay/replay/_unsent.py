@@ -52,7 +52,7 @@ def _message(data: str) -> Mapping[str, Any] | None:
         return None
     try:
         message = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json reads
         return None
     return message if isinstance(message, dict) and message.get("jsonrpc") == "2.0" else None
 

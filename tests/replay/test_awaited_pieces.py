@@ -303,3 +303,10 @@ def test_only_whole_events_that_came_while_the_tool_ran_are_left_out() -> None:
     # A piece ending within an event is served as it is.
     split = PROGRESS_7 + ANSWER_7[:20]
     assert unsent.find(stream, [split, ANSWER_7[20:] + ANSWER_8], [15 * 10**6, 35 * 10**6]) == ()
+
+
+def test_events_no_json_reader_can_read_are_served_as_they_are() -> None:
+    run, pieces = _session_run()
+    deep = b'data: {"jsonrpc": "2.0", "id": ' + b"[" * 100_000 + b"\n\n"
+    found = UnsentAnswers(run).find(run.steps[0], [deep, pieces[1]], [15 * 10**6, 35 * 10**6])
+    assert found == ()
