@@ -57,30 +57,33 @@ def _message(data: str) -> Mapping[str, Any] | None:
     return message if isinstance(message, dict) and message.get("jsonrpc") == "2.0" else None
 
 
+def _key(kind: str, value: Any) -> Iterator[_Key]:
+    """``(kind, value)`` when ``value`` can name a request: a JSON-RPC id or progress token is
+    a string or a whole number (anything else, hostile or not, names none)."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        yield (kind, value)
+
+
 def _request_keys(message: Mapping[str, Any]) -> Iterator[_Key]:
     """What an answer to this request names it by: its id, and its progress token."""
-    if "method" not in message or message.get("id") is None:
+    if "method" not in message:
         return
-    yield ("id", message["id"])
+    yield from _key("id", message.get("id"))
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict) and meta.get("progressToken") is not None:
-        yield ("token", meta["progressToken"])
+    if isinstance(meta, dict):
+        yield from _key("token", meta.get("progressToken"))
 
 
 def _answer_keys(message: Mapping[str, Any]) -> Iterator[_Key]:
     """The request a message answers (a response) or reports on (progress, cancellation)."""
     if "method" not in message:
-        if message.get("id") is not None:
-            yield ("id", message["id"])
+        yield from _key("id", message.get("id"))
         return
     params = message.get("params")
-    if not isinstance(params, dict):
-        return
-    if params.get("progressToken") is not None:
-        yield ("token", params["progressToken"])
-    if params.get("requestId") is not None:
-        yield ("id", params["requestId"])
+    if isinstance(params, dict):
+        yield from _key("token", params.get("progressToken"))
+        yield from _key("id", params.get("requestId"))
 
 
 def _events(piece: bytes) -> Iterator[tuple[int, int, Mapping[str, Any]]]:

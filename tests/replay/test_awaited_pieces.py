@@ -13,6 +13,7 @@ import asyncio
 import json
 import threading
 import time
+from dataclasses import replace
 
 import aiohttp
 import httpx
@@ -310,3 +311,14 @@ def test_events_no_json_reader_can_read_are_served_as_they_are() -> None:
     deep = b'data: {"jsonrpc": "2.0", "id": ' + b"[" * 100_000 + b"\n\n"
     found = UnsentAnswers(run).find(run.steps[0], [deep, pieces[1]], [15 * 10**6, 35 * 10**6])
     assert found == ()
+    # Ids of no JSON-RPC shape (a list, an object) name no request, in a request or an event.
+    odd = _rpc({"jsonrpc": "2.0", "id": [7], "result": {}}) + _rpc(
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": {}}}
+    )
+    steps = list(run.steps)
+    body = json.dumps({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/call"}).encode()
+    steps[2] = replace(steps[2], step=replace(steps[2].step, request_body=body))
+    odd_run = replace(run, steps=tuple(steps))
+    assert (
+        UnsentAnswers(odd_run).find(run.steps[0], [odd, pieces[1]], [15 * 10**6, 35 * 10**6]) == ()
+    )
