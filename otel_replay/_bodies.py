@@ -124,8 +124,8 @@ def shown_text(body: bytes | None) -> str | None:
     try:
         return body.decode()
     except UnicodeDecodeError:
-        text = body.decode(errors="surrogateescape")
-    undecoded = sum(1 for c in text if "\udc80" <= c <= "\udcff")
-    if undecoded > _MOSTLY_TEXT * len(body) or "\x00" in text:
+        pass
+    undecoded = len(body) - len(body.decode(errors="ignore").encode())
+    if undecoded > _MOSTLY_TEXT * len(body) or b"\x00" in body:
         return None
     return body.decode(errors="replace")
