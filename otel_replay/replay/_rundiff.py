@@ -8,11 +8,15 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_replay._bodies import is_sse
+from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
     Request,
+    endpoint_codec,
     json_paths_differing,
     llm_changes,
+    message_changes,
     parse_json,
     recorded_llm,
     request_changes,
@@ -443,6 +447,9 @@ def _set_aside_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
 
 
 def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """Status, error, completeness, then what a model said (each output message, as
+    ``show`` reads it), then the bytes. A streamed answer's first differing byte is most
+    often an id or a timestamp, so the messages come before the bytes that carry them."""
     changes: list[Change] = []
     if a.step.status_code != b.step.status_code:
         changes.append(change("response status", a.step.status_code, b.step.status_code))
@@ -451,11 +458,39 @@ def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     if a.step.complete != b.step.complete:
         changes.append(change("response complete", a.step.complete, b.step.complete))
     if a.step.response_body != b.step.response_body:
+        changes.extend(_output_changes(a, b))
         changes.extend(
             _json_changes("response", a.step.response_body, b.step.response_body)
             or [body_change("response body", a.step.response_body, b.step.response_body)]
         )
     return changes
+
+
+def _output(recorded: RecordedStep) -> list[Any] | None:
+    """The output messages of a model step's response, read by its provider's codec; None
+    for a step that is no model call, has no response, or whose body the codec refuses."""
+    codec = endpoint_codec(recorded.endpoint)
+    status = recorded.step.status_code
+    if codec is None or status is None:
+        return None
+    headers = recorded.step.response_headers
+    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in headers)
+    try:
+        return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
+    except (CodecError, ValueError, RecursionError):
+        return None
+
+
+def _output_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """``response message N`` for each output message that differs (``assistant:
+    refund_order({...}) → assistant: Sorry, I cannot refund.``)."""
+    old, new = _output(a), _output(b)
+    if old is None or new is None:
+        return []
+    return [
+        Change(f"response {c.field}", c.kind, c.recorded, c.replayed)
+        for c in message_changes(old, new)
+    ]
 
 
 def _json_changes(label: str, old: bytes | None, new: bytes | None) -> list[Change]:
