@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_replay import attributes as A
 from otel_replay._bodies import is_sse
 from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
@@ -123,11 +124,32 @@ class RunDiff:
             out[pair.status] += 1
         return out
 
+    def forked(self) -> list[tuple[Literal["A", "B"], RecordedStep, str]]:
+        """What a fork (either run) changed on purpose, step by step, A's then B's: the run,
+        the step and its ``replay.fork.change`` (``override @lost.json``, ``live``). The
+        differences that follow start there."""
+        sides: tuple[tuple[Literal["A", "B"], Run], ...] = (("A", self.a), ("B", self.b))
+        return [
+            (side, recorded, change)
+            for side, run in sides
+            for recorded in run.steps
+            if isinstance(change := recorded.attributes.get(A.REPLAY_FORK_CHANGE), str)
+        ]
+
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready form (``otel-replay diff --json`` adds the runs' facts)."""
         first = self.first_divergence
         return {
             "identical": self.identical,
+            "forked": [
+                {
+                    "run": side,
+                    "step": recorded.step.index,
+                    "endpoint": recorded.endpoint,
+                    "change": change,
+                }
+                for side, recorded, change in self.forked()
+            ],
             "counts": self.counts(),
             "pairs": [pair.to_json() for pair in self.pairs],
             "first_divergence": None if first is None else first.to_json(),
