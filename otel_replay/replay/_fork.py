@@ -450,7 +450,11 @@ def _fits_override(override: Override, recorded: RecordedStep) -> None:
         )
     if recorded.step.kind == "value" and recorded.endpoint.removeprefix("value:") in UUID_VALUES:
         _fits_uuid(what, override, recorded)
-    if recorded.step.kind == "value" and recorded.endpoint == f"value:{TIME_VALUE}":
+    if (
+        recorded.step.kind == "value"
+        and recorded.endpoint == f"value:{TIME_VALUE}"
+        and recorded.request_body in (b"{}", None)  # not side_effect("now", fn, ...)
+    ):
         _fits_time(what, override, recorded)
     if override.text or recorded.step.kind == "http":
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -158,9 +159,13 @@ def test_a_time_that_now_cannot_give_is_refused_before_the_program_runs(spec: st
     )
     for good in ('"2020-02-29T23:59:59+05:30"', "text:2020-01-01T00:00:00+00:00"):
         assert ForkPlan.build(override={0: good}).check(run)
-    # A value of another name (a side effect) answers any JSON.
+    # A value of another name (a side effect), or a side effect named so, answers any JSON.
     other = Run("r_cfg", "test", (_step(0, "value", "value:read_config"),))
     assert ForkPlan.build(override={0: "5"}).check(other)
+    effect = replace(
+        _step(0, "value", "value:now"), step=replace(run.steps[0].step, request_body=b'{"args":[]}')
+    )
+    assert ForkPlan.build(override={0: "5"}).check(Run("r_effect", "test", (effect,)))
 
 
 def test_a_step_made_inside_a_tool_is_changed_only_when_the_tool_runs() -> None:
