@@ -84,7 +84,7 @@ class Divergence:
             return f"<Divergence: {self.describe()}>"
         line = f"step {self.step} ({served.endpoint})" + (", ran live" if served.live else "")
         if served.repeat and not self.changes:
-            line += ": requested again (it was already served)"
+            line += f": requested again ({served.repeated})"
         if self.changes:
             first, *rest = sorted(self.changes, key=lambda c: c.field in _DIGESTS)
             line += f": {_narrow(first)}"
