@@ -13,7 +13,6 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from otel_replay import attributes as A
 from otel_replay.cli._common import PIPE_WIDTH, emit, open_run, stdout_console, store_option
 from otel_replay.cli._format import json_text, plural, printable
 from otel_replay.cli._replay_report import change_lines
@@ -153,23 +152,17 @@ def render(result: RunDiff, info_a: RunInfo, info_b: RunInfo) -> list[Renderable
 
 
 def _forked(result: RunDiff) -> list[RenderableType]:
-    """What a fork (either side) changed, step by step (``replay.fork.change``): the
-    differences that follow start there."""
-    out: list[RenderableType] = []
-    for side, steps in (("A", result.a.steps), ("B", result.b.steps)):
-        for recorded in steps:
-            change = recorded.attributes.get(A.REPLAY_FORK_CHANGE)
-            if isinstance(change, str):
-                out.append(
-                    Text(
-                        printable(
-                            f"changed in {side}: step {recorded.step.index} "
-                            f"({_call(recorded)}): {change}"
-                        ),
-                        style="cyan",
-                    )
-                )
-    return out
+    """What a fork (either side) changed, step by step: the differences that follow start
+    there."""
+    return [
+        Text(
+            printable(
+                f"changed in {side}: step {recorded.step.index} ({_call(recorded)}): {change}"
+            ),
+            style="cyan",
+        )
+        for side, recorded, change in result.forked()
+    ]
 
 
 def _call(recorded: RecordedStep, other: RecordedStep | None = None) -> str:

@@ -78,7 +78,7 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
         if len(first.changes) > _MAX_CHANGES:
             out.append(Text(f"  … {len(first.changes) - _MAX_CHANGES} more differences"))
         if served.repeat:
-            out.append(Text("  the recorded step was requested again (it was already served)"))
+            out.append(Text(f"  the recorded step was requested again ({served.repeated})"))
     elif first.kind == "extra" and served is not None:
         out.append(
             Text(

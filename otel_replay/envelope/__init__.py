@@ -49,10 +49,14 @@ UUID_VALUES = frozenset({"uuid4", "uuid.uuid4", "uuid.uuid1"})
 """The value steps whose answer is a UUID's text: ``otel_replay.uuid4()`` (``values``) and
 the application's own ``uuid.uuid4()`` and ``uuid1()`` (``_uuids``)."""
 
+TIME_VALUE = "now"
+"""The value step whose answer is an aware datetime's ISO 8601 text: ``otel_replay.now()``."""
+
 
 __all__ = [
     "ENVELOPE_KINDS",
     "INJECTED_ERROR",
+    "TIME_VALUE",
     "UUID_VALUES",
     "Served",
     "ToolEffect",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from otel_replay._canonical import parse_json
+from otel_replay.envelope import TIME_VALUE
 from otel_replay.envelope._jsonable import (
     Unfit,
     encode,
@@ -32,7 +33,7 @@ _NO_ARGUMENTS = b"{}"
 def now() -> dt.datetime:
     """The current time as an aware datetime in the local zone; the recorded one on replay."""
     return perform(
-        named_call("value", "now", instant=True),
+        named_call("value", TIME_VALUE, instant=True),
         lambda: dt.datetime.now().astimezone(),
         lambda value: encode_exact(value.isoformat()),
         _recorded_time,

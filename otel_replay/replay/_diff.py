@@ -24,9 +24,11 @@ __all__ = [
     "Request",
     "category",
     "comparable_prompts",
+    "endpoint_codec",
     "json_list",
     "json_paths_differing",
     "llm_changes",
+    "message_changes",
     "normal_message",
     "parse_json",
     "preview",
@@ -74,7 +76,7 @@ def request_changes(recorded: RecordedStep, new: Request) -> list[Change]:
     once volatile fields are set aside by the matcher)."""
     path = urlsplit(new.url).path
     new_json = parse_json(new.body)
-    codec = _codec(recorded.endpoint)
+    codec = endpoint_codec(recorded.endpoint)
     if codec is not None and isinstance(new_json, Mapping):
         new_llm = _parse(codec, path, new_json)
         old_llm = _recorded_llm(codec, recorded)
@@ -156,7 +158,7 @@ def _prompt_changes(
             changes.append(change("system instructions", before, after))
         else:  # the same text, parts of other kinds or fields
             changes.extend(_paths_changes("system instructions", old_system, new_system))
-    changes.extend(_message_changes(old_messages, new_messages))
+    changes.extend(message_changes(old_messages, new_messages))
     return changes
 
 
@@ -292,7 +294,9 @@ def _is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str | bytes)
 
 
-def _codec(endpoint: str) -> Codec | None:
+def endpoint_codec(endpoint: str) -> Codec | None:
+    """The provider codec named ``endpoint`` (``openai.chat_completions``); None for a step
+    that is no model call."""
     return next((c for c in CODECS if c.name == endpoint), None)
 
 
@@ -306,7 +310,7 @@ def _parse(codec: Codec, path: str, body: Mapping[str, Any]) -> LlmRequest | Non
 def recorded_llm(recorded: RecordedStep) -> LlmRequest | None:
     """The model call a recorded step made, from its bytes or (without them) its GenAI span
     attributes; None for a step that is not a model call, or whose body its codec refuses."""
-    codec = _codec(recorded.endpoint)
+    codec = endpoint_codec(recorded.endpoint)
     return None if codec is None else _recorded_llm(codec, recorded)
 
 
@@ -396,7 +400,9 @@ def _message_line(message: Any) -> str:
     return f"{role}: {_text([message])}"
 
 
-def _message_changes(old: list[Any], new: list[Any]) -> list[Change]:
+def message_changes(old: list[Any], new: list[Any]) -> list[Change]:
+    """``message N`` for each GenAI message that differs, aligned as lines are (one inserted
+    or left out is ``added`` or ``removed``), each as ``role: text``."""
     keys_old = [canonical_json(m) for m in old]
     keys_new = [canonical_json(m) for m in new]
     changes: list[Change] = []

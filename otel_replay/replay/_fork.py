@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import re
 import uuid
@@ -13,7 +14,7 @@ from typing import Any, Literal, cast
 
 from otel_replay import attributes as A
 from otel_replay._canonical import canonical_json
-from otel_replay.envelope import UUID_VALUES
+from otel_replay.envelope import TIME_VALUE, UUID_VALUES
 from otel_replay.errors import CodecError, ConfigError, SourceError
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import parsed_answer
@@ -449,6 +450,12 @@ def _fits_override(override: Override, recorded: RecordedStep) -> None:
         )
     if recorded.step.kind == "value" and recorded.endpoint.removeprefix("value:") in UUID_VALUES:
         _fits_uuid(what, override, recorded)
+    if (
+        recorded.step.kind == "value"
+        and recorded.endpoint == f"value:{TIME_VALUE}"
+        and recorded.request_body in (b"{}", None)  # not side_effect("now", fn, ...)
+    ):
+        _fits_time(what, override, recorded)
     if override.text or recorded.step.kind == "http":
         return
     try:
@@ -482,6 +489,21 @@ def _fits_uuid(what: str, override: Override, recorded: RecordedStep) -> None:
             f"{what}: step {recorded.step.index} is a value ({recorded.endpoint}) whose "
             "answer is a UUID's text (text:0b0e7c2a-6f3c-4f5e-9d1a-2c8e4b7a9f10)"
         ) from None
+
+
+def _fits_time(what: str, override: Override, recorded: RecordedStep) -> None:
+    """``now()`` gives an aware datetime, which the program compares with others: an answer
+    that is not one would fail in the program, as if the recording were bad."""
+    try:
+        text = override.body.decode() if override.text else json.loads(override.body)
+        aware = dt.datetime.fromisoformat(text).tzinfo is not None
+    except (AttributeError, TypeError, ValueError):
+        aware = False
+    if not aware:
+        raise ConfigError(
+            f"{what}: step {recorded.step.index} is a value ({recorded.endpoint}) whose "
+            "answer is an ISO 8601 time with a UTC offset (text:2026-11-21T09:05:00+00:00)"
+        )
 
 
 def _shown(spec: str) -> str:

@@ -84,7 +84,7 @@ class Divergence:
             return f"<Divergence: {self.describe()}>"
         line = f"step {self.step} ({served.endpoint})" + (", ran live" if served.live else "")
         if served.repeat and not self.changes:
-            line += ": requested again (it was already served)"
+            line += f": requested again ({served.repeated})"
         if self.changes:
             first, *rest = sorted(self.changes, key=lambda c: c.field in _DIGESTS)
             line += f": {_narrow(first)}"
@@ -458,7 +458,42 @@ class ReplayResult:
                 parent = within.get(parent)
             return False
 
-        return [s for s in self.run.steps if s.step.index not in used and not covered(s.step.index)]
+        unused = [
+            s for s in self.run.steps if s.step.index not in used and not covered(s.step.index)
+        ]
+        twins = self._twins_of_faulted(unused)
+        return [s for s in unused if s.step.index not in twins]
+
+    def _twins_of_faulted(self, unused: Sequence[RecordedStep]) -> set[int]:
+        """The unused steps a fault's "retry" stood for: a step a fault was injected at gives
+        its recorded answer to the next request like it, which may be the program's next
+        call of its own, not a retry (a loop that logs the timeout and goes on). Each later
+        step that recorded the same exchange (request and answer hashes) counts as asked for
+        once per request that took the faulted step's answer: the program asked what the
+        recording asked, as often, and got what it got. Not the attempts of a tool's retry
+        budget, where the fault is an attempt more than the recording made."""
+        recorded = {s.step.index: s for s in self.run.steps}
+        taken: set[int] = set()
+        for fault in self.faults:
+            if fault.attempt is not None:  # a budget's attempts: see _late_attempts
+                continue
+            first = recorded[fault.step]
+            asked = [
+                s
+                for s in self._steps
+                if s.recorded == fault.step and not s.injected and s.how == "hash"
+            ]
+            same = [
+                s
+                for s in unused
+                if s.step.index > fault.step
+                and s.step.index not in taken
+                and s.endpoint == first.endpoint
+                and s.step.request_hash == first.step.request_hash
+                and s.step.response_hash == first.step.response_hash
+            ]
+            taken.update(s.step.index for s in same[: len(asked)])
+        return taken
 
     @property
     def extra(self) -> list[ServedStep]:

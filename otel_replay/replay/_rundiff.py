@@ -8,11 +8,16 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_replay import attributes as A
+from otel_replay._bodies import is_sse
+from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
     Request,
+    endpoint_codec,
     json_paths_differing,
     llm_changes,
+    message_changes,
     parse_json,
     recorded_llm,
     request_changes,
@@ -119,11 +124,32 @@ class RunDiff:
             out[pair.status] += 1
         return out
 
+    def forked(self) -> list[tuple[Literal["A", "B"], RecordedStep, str]]:
+        """What a fork (either run) changed on purpose, step by step, A's then B's: the run,
+        the step and its ``replay.fork.change`` (``override @lost.json``, ``live``). The
+        differences that follow start there."""
+        sides: tuple[tuple[Literal["A", "B"], Run], ...] = (("A", self.a), ("B", self.b))
+        return [
+            (side, recorded, change)
+            for side, run in sides
+            for recorded in run.steps
+            if isinstance(change := recorded.attributes.get(A.REPLAY_FORK_CHANGE), str)
+        ]
+
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready form (``otel-replay diff --json`` adds the runs' facts)."""
         first = self.first_divergence
         return {
             "identical": self.identical,
+            "forked": [
+                {
+                    "run": side,
+                    "step": recorded.step.index,
+                    "endpoint": recorded.endpoint,
+                    "change": change,
+                }
+                for side, recorded, change in self.forked()
+            ],
             "counts": self.counts(),
             "pairs": [pair.to_json() for pair in self.pairs],
             "first_divergence": None if first is None else first.to_json(),
@@ -443,6 +469,9 @@ def _set_aside_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
 
 
 def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """Status, error, completeness, then what a model said (each output message, as
+    ``show`` reads it), then the bytes. A streamed answer's first differing byte is most
+    often an id or a timestamp, so the messages come before the bytes that carry them."""
     changes: list[Change] = []
     if a.step.status_code != b.step.status_code:
         changes.append(change("response status", a.step.status_code, b.step.status_code))
@@ -451,11 +480,39 @@ def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     if a.step.complete != b.step.complete:
         changes.append(change("response complete", a.step.complete, b.step.complete))
     if a.step.response_body != b.step.response_body:
+        changes.extend(_output_changes(a, b))
         changes.extend(
             _json_changes("response", a.step.response_body, b.step.response_body)
             or [body_change("response body", a.step.response_body, b.step.response_body)]
         )
     return changes
+
+
+def _output(recorded: RecordedStep) -> list[Any] | None:
+    """The output messages of a model step's response, read by its provider's codec; None
+    for a step that is no model call, has no response, or whose body the codec refuses."""
+    codec = endpoint_codec(recorded.endpoint)
+    status = recorded.step.status_code
+    if codec is None or status is None:
+        return None
+    headers = recorded.step.response_headers
+    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in headers)
+    try:
+        return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
+    except (CodecError, ValueError, RecursionError):
+        return None
+
+
+def _output_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
+    """``response message N`` for each output message that differs (``assistant:
+    refund_order({...}) → assistant: Sorry, I cannot refund.``)."""
+    old, new = _output(a), _output(b)
+    if old is None or new is None:
+        return []
+    return [
+        Change(f"response {c.field}", c.kind, c.recorded, c.replayed)
+        for c in message_changes(old, new)
+    ]
 
 
 def _json_changes(label: str, old: bytes | None, new: bytes | None) -> list[Change]:

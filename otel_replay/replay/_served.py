@@ -55,6 +55,16 @@ class ServedStep:
         return self.recorded is not None and not self.changes and not self.repeat
 
     @property
+    def repeated(self) -> str:
+        """Why a request that asked for its recorded step again (``repeat``) differs: the
+        step was served already; or, past a fork's live point, a live call already stood for
+        it, and this one was sent live again (a retry after the live world failed the first,
+        or the program's own loop): nothing was served."""
+        if self.live:
+            return "a live call already stood for it: this one was sent live again"
+        return "it was already served"
+
+    @property
     def injected(self) -> bool:
         """A fault the fork injected was served here in place of the recorded answer, which
         is still to be served (to the program's retry: see ``_faults``)."""

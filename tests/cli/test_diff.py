@@ -194,7 +194,8 @@ def test_changed_responses_field_by_field_and_as_text(
     assert lines[at + 1] == "  response $.status: in transit → delivered"
 
     document = json.loads(_diff(invoke, store, SUPPORT, OTHER, "--json").stdout)
-    (stream,) = document["pairs"][8]["changes"]
+    said, stream = document["pairs"][8]["changes"]
+    assert said["field"] == "response message 0"
     assert stream["field"] == "response body"
     assert stream["before"] == recorded.steps[SUPPORT][8].response_body.decode()
     assert stream["after"] == steps[8].response_body.decode()
@@ -211,11 +212,42 @@ def test_a_long_value_is_shown_around_its_change(
     _put_run(store, OTHER, steps)
     lines = _diff(invoke, store, SUPPORT, OTHER).stdout.splitlines()
     at = lines.index("first divergence: step 8 (openai.chat_completions gpt-4o-mini): response")
-    head, a, b, caret = lines[at + 1 : at + 5]
+    at = next(i for i, line in enumerate(lines) if i > at and line.startswith("  response body"))
+    head, a, b, caret = lines[at : at + 4]
     assert head.startswith("  response body: differs from character ")
     assert a.startswith("    A: …") and "approved" in a
     assert b.startswith("    B: …") and "declined" in b
     assert caret.strip() == "^" and a[len(caret) - 1 : len(caret) + 7] == "approved"
+
+
+def test_a_changed_answer_is_named_before_the_bytes_that_carry_it(
+    invoke: Invoke, store: Path, recorded: Recorded
+) -> None:
+    """A fork's answer to a streamed call first differs from the recorded bytes at an id or a
+    timestamp (``"created":0``); the diff says what the model answered instead, message by
+    message as ``show`` reads them, before the bytes."""
+    steps = list(recorded.steps[SUPPORT])
+    body = steps[8].response_body
+    created = re.search(rb'"created":\d+', body)
+    assert created is not None and created.start() < body.index(b"approved")
+    steps[8] = _with_response(steps[8], created.group(), b'"created":0')
+    steps[8] = _with_response(steps[8], b"approved", b"declined")
+    _put_run(store, OTHER, steps, mode="fork")
+    result = _diff(invoke, store, SUPPORT, OTHER)
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    at = lines.index("first divergence: step 8 (openai.chat_completions gpt-4o-mini): response")
+    head, a, b, caret = lines[at + 1 : at + 5]
+    assert head.startswith("  response message 0: differs from character ")
+    assert a.startswith("    A: ") and "approved" in a
+    assert b.startswith("    B: ") and "declined" in b and "created" not in b
+    assert a[len(caret) - 1 : len(caret) + 7] == "approved"
+
+    document = json.loads(_diff(invoke, store, SUPPORT, OTHER, "--json").stdout)
+    said = document["first_divergence"]["changes"][0]
+    assert said["field"] == "response message 0"
+    assert said["before"].startswith("assistant: ") and "approved" in said["before"]
+    assert said["after"] == said["before"].replace("approved", "declined")
 
 
 def test_json(invoke: Invoke, store: Path, recorded: Recorded) -> None:

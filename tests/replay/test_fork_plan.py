@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,30 @@ def test_a_plan_that_does_not_fit_the_run_is_refused(
     with pytest.raises(ConfigError, match=None) as caught:
         ForkPlan.build(**options).check(RUN)  # type: ignore[arg-type]
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "spec", ['"not a date"', '"2026-11-21T09:05:00"', "5", "text:tomorrow", "text:"]
+)
+def test_a_time_that_now_cannot_give_is_refused_before_the_program_runs(spec: str) -> None:
+    """``now()`` gives an aware datetime: any other answer made the program fail at that
+    step, blamed on the recording (``the recorded time has no UTC offset``), exit 2."""
+    run = Run("r_clock", "test", (_step(0, "value", "value:now"),))
+    with pytest.raises(ConfigError) as caught:
+        ForkPlan.build(override={0: spec}).check(run)
+    assert str(caught.value) == (
+        f"--override 0={spec}: step 0 is a value (value:now) whose answer is an ISO 8601 time "
+        "with a UTC offset (text:2026-11-21T09:05:00+00:00)"
+    )
+    for good in ('"2020-02-29T23:59:59+05:30"', "text:2020-01-01T00:00:00+00:00"):
+        assert ForkPlan.build(override={0: good}).check(run)
+    # A value of another name (a side effect), or a side effect named so, answers any JSON.
+    other = Run("r_cfg", "test", (_step(0, "value", "value:read_config"),))
+    assert ForkPlan.build(override={0: "5"}).check(other)
+    effect = replace(
+        _step(0, "value", "value:now"), step=replace(run.steps[0].step, request_body=b'{"args":[]}')
+    )
+    assert ForkPlan.build(override={0: "5"}).check(Run("r_effect", "test", (effect,)))
 
 
 def test_a_step_made_inside_a_tool_is_changed_only_when_the_tool_runs() -> None:

@@ -129,6 +129,10 @@ def test_an_overridden_tool_result_reaches_the_program_and_the_fork_is_a_run(
     lines = diffed.stdout.splitlines()
     assert "changed in B: step 2 (tool:lookup_order): override @lost.json" in lines[2]
     assert "first divergence: step 2 (tool:lookup_order): response" in diffed.stdout
+    diffed_json = json.loads(_cli(store, "diff", RUN, fork_id, "--json").stdout)
+    assert diffed_json["forked"] == [
+        {"run": "B", "step": 2, "endpoint": "tool:lookup_order", "change": "override @lost.json"}
+    ]
 
 
 @pytest.mark.subprocess

@@ -26,11 +26,14 @@ import pytest
 import otel_replay
 from examples.standin import StandIn
 from otel_replay import attributes as A
+from otel_replay._canonical import sha256_tag
 from otel_replay.errors import InjectedToolError
+from otel_replay.replay import RecordedStep, ReplayResult, Run, ServedStep
 from otel_replay.replay.sources import load_run
 from tests.export._support import Pipeline, subprocess_env
 from tests.replay import _faults_agent
 from tests.replay._faults_agent import agent
+from tests.replay._recorded import recorded_step
 from tests.replay.conftest import run_pytest
 
 
@@ -261,3 +264,44 @@ def test_the_pytest_marker_takes_inject(recorded: Recorded, tmp_path: Path) -> N
         "FAILED test_marked.py::test_a_tool_failure_without_retries - "
         "otel_replay.errors.InjectedToolError: out of stock"
     ) in out, out
+
+
+def _poll(index: int, answer: bytes = b'{"status":"pending"}') -> RecordedStep:
+    return recorded_step(
+        index=index,
+        kind="http",
+        endpoint="GET /jobs/7",
+        method="GET",
+        url="http://jobs.test/jobs/7",
+        request_hash="sha256:" + "ab" * 32,
+        status_code=200,
+        response_body=answer,
+        response_hash=sha256_tag(answer),
+    )
+
+
+def _asked(order: int, step: int, forked: str | None = None) -> ServedStep:
+    return ServedStep(
+        order, "GET", "http://jobs.test/jobs/7", "GET /jobs/7", "sha256:" + "ab" * 32, "hash",
+        step, False, "exact", (), forked=forked,
+    )  # fmt: skip
+
+
+def test_a_loop_that_goes_on_after_the_fault_asked_what_the_recording_asked() -> None:
+    """The recording polled twice, alike. The fork's timeout at the first poll is caught and
+    the loop polls again: that poll takes the faulted step's answer (as a retry would), and
+    the twin it stands for is no "recorded step never requested": the program asked what
+    the recording asked, as often, and got the same answers, as it does when the fault is
+    injected at the second poll."""
+    run = Run("r_poll", "test", (_poll(0), _poll(1)))
+    at_first = ReplayResult(run, [_asked(0, 0, "inject timeout"), _asked(1, 0)], [])
+    assert at_first.unused == [] and at_first.identical, at_first.first_divergence
+    at_second = ReplayResult(run, [_asked(0, 0), _asked(1, 1, "inject timeout")], [])
+    assert at_second.unused == [] and at_second.identical
+    # The loop gave up after the fault: the second poll was never asked for.
+    gave_up = ReplayResult(run, [_asked(0, 0, "inject timeout")], [])
+    assert [s.step.index for s in gave_up.unused] == [1]
+    # A later poll that was answered otherwise is no twin: the program did not get it.
+    done = Run("r_done", "test", (_poll(0), _poll(1, b'{"status":"done"}')))
+    other = ReplayResult(done, [_asked(0, 0, "inject timeout"), _asked(1, 0)], [])
+    assert [s.step.index for s in other.unused] == [1] and not other.identical

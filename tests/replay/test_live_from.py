@@ -20,14 +20,17 @@ import anthropic
 import httpx
 import openai
 import pytest
+from rich.text import Text
 
 import otel_replay
 from examples.standin import StandIn
 from examples.support_agent import CONVERSATION, SupportAgent
+from otel_replay.cli._replay_report import render
 from otel_replay.errors import NetworkBlockedError, UnmatchedRequestError
-from otel_replay.replay import ReplayResult, Run, WentLive
+from otel_replay.replay import ReplayResult, Run, ServedStep, WentLive
 from otel_replay.replay.sources import load_run
 from tests.export._support import Pipeline
+from tests.replay._recorded import recorded_step
 
 RUN = "r_20261129T010000_11fe0001"
 
@@ -394,3 +397,29 @@ def test_a_fork_that_changes_an_answer_serves_a_write_its_own_recorded_call(
         (1, "hash", True),
         (2, "hash", False),
     ]
+
+
+def test_a_live_call_sent_again_is_not_said_to_be_served() -> None:
+    """Past the live point nothing is served: the SDK's retry of a live call the provider
+    failed (down, or a 429) asks for the step the first call stood for, and the report says
+    so instead of "it was already served"."""
+    recorded = recorded_step(
+        index=0, kind="llm", endpoint="openai.chat_completions", method="POST", url="http://x/v1"
+    )
+    run = Run("r_live", "test", (recorded,))
+
+    def sent(order: int, repeat: bool, live: bool) -> ServedStep:
+        return ServedStep(
+            order, "POST", "http://x/v1", recorded.endpoint, "sha256:00", "hash", 0, repeat,
+            "exact", (), live,
+        )  # fmt: skip
+
+    live = ReplayResult(run, [sent(0, False, True), sent(1, True, True)], [])
+    lines = [r.plain for r in render(live, kept="recorded") if isinstance(r, Text)]
+    said = "  the recorded step was requested again (a live call already stood for it: this "
+    assert said + "one was sent live again)" in lines
+    assert "sent live again" in repr(live.first_divergence)
+    assert "already served" not in "\n".join(lines)
+    served = ReplayResult(run, [sent(0, False, False), sent(1, True, False)], [])
+    lines = [r.plain for r in render(served, kept="recorded") if isinstance(r, Text)]
+    assert "  the recorded step was requested again (it was already served)" in lines

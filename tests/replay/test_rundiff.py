@@ -215,3 +215,27 @@ def test_a_retry_of_a_request_only_one_run_made_is_added() -> None:
         (None, 4, "added"),
         (4, 5, "changed"),
     ]
+
+
+def test_what_a_fork_changed_is_in_the_json_as_in_the_text() -> None:
+    """``diff --json`` names the steps a fork changed on purpose (``replay.fork.change``),
+    as the text's ``changed in B: …`` lines do, so a machine tells the change from what
+    followed it."""
+    recording = (_call(0, "lookup", "A-1"), _call(1, "refund", "A-1"))
+    lost = replace(
+        _call(0, "lookup", "A-1", b'{"status":"lost"}'),
+        attributes={"replay.fork.change": "override @lost.json"},
+    )
+    live = replace(_call(1, "refund", "A-1"), attributes={"replay.fork.change": "live"})
+    result = diff_runs(Run("r_a", "test", recording), Run("r_fork", "test", (lost, live)))
+    forked = result.to_json()["forked"]
+    assert forked == [
+        {"run": "B", "step": 0, "endpoint": "POST /lookup", "change": "override @lost.json"},
+        {"run": "B", "step": 1, "endpoint": "POST /refund", "change": "live"},
+    ]
+    backwards = diff_runs(Run("r_fork", "test", (lost, live)), Run("r_a", "test", recording))
+    assert [(f["run"], f["step"]) for f in backwards.to_json()["forked"]] == [("A", 0), ("A", 1)]
+    assert (
+        diff_runs(Run("r_a", "test", recording), Run("r_b", "test", recording)).to_json()["forked"]
+        == []
+    )
