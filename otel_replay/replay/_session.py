@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import contextvars
 import json
 import os
 import threading
@@ -33,6 +34,7 @@ from otel_replay.envelope import Served, ToolEffect, content_type_shape, in_repl
 from otel_replay.errors import RecordedValueError
 from otel_replay.redact import Redactor
 from otel_replay.replay._background import without_background
+from otel_replay.replay._change import Change, change
 from otel_replay.replay._diff import Request, parse_json, request_changes
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
@@ -44,9 +46,17 @@ from otel_replay.replay._result import AgentStatus, BadValue, ReplayResult
 from otel_replay.replay._served import ServedStep, live_event
 from otel_replay.replay._unsent import Unsent
 from otel_replay.replay.synth import synthesize
+from otel_replay.runs import qualified_name
 from otel_replay.settings import Timing
 
 __all__ = ["Answer", "ReplaySession", "cancelled_by_program", "interruption"]
+
+
+_SENT_LIVE: contextvars.ContextVar[tuple[object, int] | None] = contextvars.ContextVar(
+    "otel_replay_sent_live", default=None
+)
+"""(the session, the order of the request) when this thread or task's last request went live
+past a fork's live point: its transport tells the session how the live call ended."""
 
 
 @dataclass(slots=True)  # not frozen: a frozen one is slower to make, once per request
@@ -359,13 +369,50 @@ class ReplaySession:
             return
         body = self._redactor.body(body)
         found = tuple(result_changes(served.body, served.error_type, body, error_type))
+        self._mark_live(served.order, found, body)
+
+    def sent_live(self) -> int | None:
+        """The order of the request this thread or task just sent live past the fork's live
+        point (:meth:`answer` returned None for it), taken once; None for any other."""
+        sent = _SENT_LIVE.get()
+        if sent is None or sent[0] is not self:
+            return None
+        _SENT_LIVE.set(None)
+        return sent[1]
+
+    def live_ended(
+        self, order: int | None, status_code: int | None, error: BaseException | None = None
+    ) -> None:
+        """The live call of request ``order`` (:meth:`sent_live`; None: nothing to say)
+        answered ``status_code``, or failed with ``error``: where the recording's call ended
+        otherwise (a provider down, a 429 where it answered), its step says so and the
+        replay diverges there. What a live model answered is not compared: it is new."""
+        if order is None:
+            return
+        with self._lock:
+            index = next((s.recorded for s in reversed(self._steps) if s.order == order), None)
+        recorded = next((r.step for r in self.run.steps if r.step.index == index), None)
+        if recorded is None:
+            return
+        was_error = recorded.error_type if recorded.status_code is None else None
+        now_error = None if error is None else qualified_name(error)
+        found = []
+        if was_error != now_error:
+            found.append(change("error", was_error, now_error))
+        if recorded.status_code != status_code:
+            found.append(change("status", recorded.status_code, status_code))
+        if found:
+            self._mark_live(order, tuple(found), None)
+
+    def _mark_live(self, order: int, found: tuple[Change, ...], body: bytes | None) -> None:
+        """Step ``order`` ran live, its answer differing by ``found``; in the report file too."""
         with self._lock:
             steps = self._steps
             for at in range(len(steps) - 1, -1, -1):  # the latest steps are the likeliest
-                if steps[at].order == served.order:
+                if steps[at].order == order:
                     steps[at] = steps[at].ran_live(found, body)
                     break
-            self._write(live_event(served.order, found))
+            self._write(live_event(order, found))
 
     def holds(self, url: str) -> bool:
         """Whether the run has any step beyond HTTP at ``url`` (``tool:lookup_order``): a
@@ -453,6 +500,8 @@ class ReplaySession:
         if refused is not None:
             raise unmatched(refused)
         if live:
+            if effect is None:  # a call over HTTP: its transport says how it ends
+                _SENT_LIVE.set((self, order))
             return None
         reached = self.reached
         if reached is not None and recorded.step.end_ns:

@@ -423,3 +423,55 @@ def test_a_live_call_sent_again_is_not_said_to_be_served() -> None:
     served = ReplayResult(run, [sent(0, False, False), sent(1, True, False)], [])
     lines = [r.plain for r in render(served, kept="recorded") if isinstance(r, Text)]
     assert "  the recorded step was requested again (it was already served)" in lines
+
+
+@pytest.mark.parametrize("client", ["httpx", "requests", "aiohttp"])
+def test_a_live_call_the_world_failed_is_no_identical_step(client: str, tmp_path: Path) -> None:
+    """Live from the tool step with the tool server gone: the live call failed, where the
+    recording got a 200. The step said "live, identical", only the agent's exception at the
+    end telling why; it now differs there, naming the error and the status."""
+    store = tmp_path / "store"
+    with StandIn(event_delay=0) as gone:
+        with Pipeline(store), otel_replay.run(name="gone", run_id="r_gone"):
+            _get_order(client, gone.tools_url)
+        url = gone.tools_url
+    with (
+        otel_replay.replaying("r_gone", store=str(store), live_from=0) as result,
+        pytest.raises(Exception) as raised,
+    ):
+        _get_order(client, url)
+    (step,) = result.steps
+    assert step.live and not step.identical
+    changes = {c.field: c.describe() for c in step.changes}
+    assert changes["status"] == "status: removed (was 200)"
+    # The error the live transport raised (requests' is urllib3's, under the one it raises).
+    assert changes["error"].startswith("error: added ") and "Connect" in changes["error"]
+    assert "Connect" in type(raised.value).__name__
+    assert result.outcome == "diverged" and result.first_divergence is not None
+
+
+def test_a_live_call_answered_otherwise_names_the_status(standin: StandIn, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with Pipeline(store), otel_replay.run(name="status", run_id="r_status"):
+        _get_order("httpx", standin.tools_url)
+    with otel_replay.replaying("r_status", store=str(store), live_from=0) as result:
+        _get_order("httpx", standin.tools_url, {"x-standin-fail-first": "1"})  # a 429 today
+    (step,) = result.steps
+    assert step.live and [c.describe() for c in step.changes] == ["status: 200 → 429"]
+
+
+def _get_order(client: str, tools_url: str, headers: dict[str, str] | None = None) -> None:
+    url = f"{tools_url}/orders/A-1234"
+    if client == "httpx":
+        httpx.get(url, headers=headers)
+    elif client == "requests":
+        import requests
+
+        requests.get(url, timeout=5)
+    else:
+
+        async def get() -> None:
+            async with aiohttp.ClientSession() as http, http.get(url) as response:
+                await response.read()
+
+        asyncio.run(get())

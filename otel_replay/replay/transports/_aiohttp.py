@@ -64,8 +64,15 @@ def _middleware(session: ReplaySession) -> Middleware:
                 answer = session.answer(request.method, url, body, None, headers)
             except UnmatchedRequestError as exc:
                 raise errors.UnmatchedAiohttpRequestError(str(exc)) from None
-        if answer is None:
-            return await handler(request)  # not strict: live
+        if answer is None:  # not strict, or past a fork's live point: live
+            live = session.sent_live()
+            try:
+                response = await handler(request)
+            except Exception as exc:
+                session.live_ended(live, None, exc)
+                raise
+            session.live_ended(live, response.status)
+            return response
         if answer.status_code is None:
             raise _error(answer)
         return await _response(request, answer)

@@ -168,6 +168,28 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
             raise module.ConnectError("no recorded match and no live transport", request=request)
         return fallback
 
+    def send_live(session: ReplaySession, fallback: Any, request: Any) -> Any:
+        """``request`` sent by the live transport, the session told how it ended."""
+        live = session.sent_live()
+        try:
+            response = _live(fallback, request).handle_request(request)
+        except Exception as exc:
+            session.live_ended(live, None, exc)
+            raise
+        session.live_ended(live, response.status_code)
+        return response
+
+    async def send_live_async(session: ReplaySession, fallback: Any, request: Any) -> Any:
+        """:func:`send_live` for async clients."""
+        live = session.sent_live()
+        try:
+            response = await _live(fallback, request).handle_async_request(request)
+        except Exception as exc:
+            session.live_ended(live, None, exc)
+            raise
+        session.live_ended(live, response.status_code)
+        return response
+
     def respond(answer: Answer, request: Any, stream: Any) -> Any:
         if answer.status_code is None:
             raise _error(module, answer, request)
@@ -194,7 +216,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                 telemetry=telemetry,
             )
             if answer is None:
-                return _live(self.fallback, request).handle_request(request)
+                return send_live(self.session, self.fallback, request)
             whole = answer.whole
             if whole is not None:
                 return respond(answer, request, WholeStream(whole))
@@ -225,7 +247,7 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                 telemetry=telemetry,
             )
             if answer is None:
-                return await _live(self.fallback, request).handle_async_request(request)
+                return await send_live_async(self.session, self.fallback, request)
             whole = answer.whole
             if whole is not None:
                 return respond(answer, request, WholeStream(whole))

@@ -25,6 +25,7 @@ from otel_replay.replay._session import Answer, ReplaySession, interruption
 __all__ = ["install"]
 
 _ANSWER = "_otel_replay_answer"
+_LIVE = "_otel_replay_live"  # the order of a request sent live, until its response
 
 
 def install(session: ReplaySession) -> Callable[[], None] | None:
@@ -99,9 +100,17 @@ def _request(session: ReplaySession) -> Callable[..., Any]:
             answer = session.answer(method, target, body, None, raw_headers(call.get("headers")))
         except UnmatchedRequestError as exc:
             raise UnmatchedConnectionError(str(exc)) from None
-        if answer is None:  # not strict: send it live, the body as read
+        if answer is None:  # not strict, or past a fork's live point: live, the body as read
             call["body"] = iter((body,)) if streamed else body
-            return wrapped(**call)
+            live = session.sent_live()
+            try:
+                sent = wrapped(**call)
+            except Exception as exc:
+                session.live_ended(live, None, exc)
+                raise
+            if live is not None:  # its response tells how it ended
+                setattr(instance, _LIVE, live)
+            return sent
         if answer.status_code is None:
             raise _transport_error(answer, instance, target)
         setattr(instance, _ANSWER, (answer, method, call))
@@ -114,7 +123,16 @@ def _getresponse(session: ReplaySession) -> Callable[..., Any]:
     def getresponse(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         served = instance.__dict__.pop(_ANSWER, None)
         if served is None:
-            return wrapped(*args, **kwargs)
+            live = instance.__dict__.pop(_LIVE, None)
+            if live is None:
+                return wrapped(*args, **kwargs)
+            try:
+                response = wrapped(*args, **kwargs)
+            except Exception as exc:
+                session.live_ended(live, None, exc)
+                raise
+            session.live_ended(live, response.status)
+            return response
         answer, method, call = served
         return _response(answer, method, call)
 
