@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 
 import aiohttp
 import httpx
@@ -21,6 +25,7 @@ import pytest
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay._match import IDLE_S
 from otel_replay.replay._unsent import UnsentAnswers, without_unsent
 from tests.replay._recorded import recorded_step
 
@@ -63,18 +68,20 @@ RUN = Run(
 )
 
 
-def _stream_beside_a_ping(run: Run, work_s: float) -> list[str]:
+def _stream_beside_a_ping(
+    run: Run, work_s: float, work: Callable[[float], object] | None = None
+) -> list[str]:
     """Replay ``run``: read the event stream while another thread pings once the first event
     came and ``work_s`` of real work went by (the replay skips sleeps: an event and a real
-    wait, not a sleep, order the ping); what the program saw, in order. Asserts the replay
-    was identical."""
+    wait, not a sleep, order the ping; ``work``, when given, does it instead); what the
+    program saw, in order. Asserts the replay was identical."""
     seen: list[str] = []
     first_piece = threading.Event()
     with otel_replay.replaying(run) as result, httpx.Client() as client:
 
         def ping() -> None:
             first_piece.wait(10)
-            _work(work_s)
+            (work or _work)(work_s)
             seen.append("ping")
             client.get("http://events.test/ping").read()
 
@@ -128,6 +135,40 @@ def test_a_replay_slower_than_the_recording_still_gets_each_piece_after_its_requ
     # A busy machine (or today's slower code) makes the ping a second after the first event,
     # five times the recorded lifetime of the whole stream: the second event still waits.
     assert _stream_beside_a_ping(QUICK, 1) == ["data: 1\n\n", "ping", "data: 2\n\n"]
+
+
+def _starved_work(cpu: int, seconds: float) -> float:
+    """Work for ``seconds`` of real time in this thread while other work holds its CPU, as on
+    a loaded machine: the thread is pinned, at the idle priority, to ``cpu``, which a busy
+    process holds. Returns the CPU time it got."""
+    os.sched_setaffinity(0, {cpu})  # 0: this thread only, as for the policy below (Linux)
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    got, until = time.thread_time(), time.monotonic() + seconds
+    while time.monotonic() < until:
+        pass
+    return time.thread_time() - got
+
+
+@pytest.mark.subprocess  # the busy process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread affinity and policy")
+def test_a_starved_program_still_gets_each_piece_after_its_request() -> None:
+    # The ping's thread works longer than the replay waits for a program that stopped asking,
+    # but barely gets a CPU meanwhile: it was slow, not done, and the second event still waits
+    # for the ping (served first, an MCP session drops its answer, then waits for it).
+    cpu = max(os.sched_getaffinity(0))
+    hog = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nprint(flush=True)\nwhile True: pass"
+    got: list[float] = []
+    with subprocess.Popen([sys.executable, "-c", hog], stdout=subprocess.PIPE) as busy:
+        try:
+            assert busy.stdout is not None
+            busy.stdout.readline()  # it holds the CPU now
+            seen = _stream_beside_a_ping(
+                QUICK, IDLE_S + 1.5, lambda seconds: got.append(_starved_work(cpu, seconds))
+            )
+        finally:
+            busy.kill()
+    assert got[0] < IDLE_S / 2, f"not starved: the work got {got[0]:.1f} s of CPU"
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
 
 
 def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None:
