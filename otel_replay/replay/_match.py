@@ -603,8 +603,8 @@ class _Starved:
         queued = _run_queue_waits()
         grown = 0.0
         if self._at >= 0:
-            before = self._queued
-            grown = max((ns - before.get(tid, ns) for tid, ns in queued.items()), default=0) / 1e9
+            before = self._queued  # a thread started since the last look waited since then
+            grown = max((ns - before.get(tid, 0) for tid, ns in queued.items()), default=0) / 1e9
         if asked != self._asked:
             self._asked, self._starved = asked, 0.0
         # A wait shows once the thread runs again, so the growth can go back past the last
