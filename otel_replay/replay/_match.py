@@ -72,7 +72,11 @@ one is its own. The one before stands again when a fault takes the last one's pl
 
 IDLE_S = 2.0
 """How long a streamed piece waits for the requests it came after once the replay makes no
-request at all: past that, the replay went another way and the piece is served."""
+request at all: past that, the replay went another way and the piece is served. Time the
+program could not run, the machine busy with others, does not count (see :class:`_Starved`)."""
+
+IDLE_MAX_S = 60.0
+"""However starved the program, a piece waits no longer than this after the last request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +269,7 @@ class Matcher:
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)  # notified when a step is served
         self._waiting = 0  # threads waiting on it: a request notifies only when some do
+        self._starved = _Starved()  # read under the lock
         self._wakers: tuple[Callable[[], None], ...] = ()
         self.ledger = Ledger(run)
         """What was served, and the last request (matched or not), for every process."""
@@ -422,7 +427,10 @@ class Matcher:
             return self._patience()
 
     def _patience(self) -> float:
-        return self.ledger.last_asked() + IDLE_S - time.monotonic()
+        asked, now = self.ledger.last_asked(), time.monotonic()
+        if now - asked >= IDLE_MAX_S:
+            return 0.0
+        return asked + IDLE_S + self._starved.since(asked, now) - now
 
     def on_served(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Call ``wake`` (from whichever thread serves) after each served request; returns
@@ -571,6 +579,56 @@ class Matcher:
         # A thread of the parent may have held the lock; the account itself is shared.
         self._lock = threading.Lock()
         self._asked = threading.Condition(self._lock)
+
+
+class _Starved:
+    """How long, since the replay's last request, the program was ready to run but could not
+    (other processes had the CPUs): a starved program is slow to make its next request, not
+    done asking, and a piece served before that request comes reaches a client that never
+    sent it (an MCP session drops the answer, then waits for it for ever).
+
+    Measured as the largest growth of any of the process's threads' run-queue wait
+    (``/proc/self/task/*/schedstat``) between two looks; nothing where Linux does not say.
+    """
+
+    def __init__(self) -> None:
+        self._at = -1.0  # when last looked (time.monotonic()); -1: never
+        self._queued: dict[str, int] = {}  # each thread's run-queue wait then, ns
+        self._asked = -1.0  # the last request it was counted from
+        self._starved = 0.0
+
+    def since(self, asked: float, now: float) -> float:
+        """Seconds the program waited for a CPU between ``asked`` and ``now``, as far as the
+        looks tell."""
+        queued = _run_queue_waits()
+        grown = 0.0
+        if self._at >= 0:
+            before = self._queued  # a thread started since the last look waited since then
+            grown = max((ns - before.get(tid, 0) for tid, ns in queued.items()), default=0) / 1e9
+        if asked != self._asked:
+            self._asked, self._starved = asked, 0.0
+        # A wait shows once the thread runs again, so the growth can go back past the last
+        # look, even past ``asked``: what is counted stays within the time since ``asked``.
+        self._starved = min(self._starved + max(grown, 0.0), max(now - asked, 0.0))
+        self._at, self._queued = now, queued
+        return self._starved
+
+
+def _run_queue_waits() -> dict[str, int]:
+    """Nanoseconds each thread of this process has spent ready to run but not running; {}
+    where the kernel does not say."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return {}
+    waits = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as stat:
+                waits[tid] = int(stat.read().split()[1])
+        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+            continue
+    return waits
 
 
 def _after(recorded: RecordedStep) -> int:

@@ -10,9 +10,14 @@ client through ``replaying()``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import aiohttp
@@ -22,6 +27,7 @@ import pytest
 import otel_replay
 from otel_replay._canonical import sha256_tag
 from otel_replay.replay import RecordedStep, Run
+from otel_replay.replay._match import IDLE_S
 from otel_replay.replay._unsent import UnsentAnswers, without_unsent
 from tests.replay._recorded import recorded_step
 
@@ -64,18 +70,20 @@ RUN = Run(
 )
 
 
-def _stream_beside_a_ping(run: Run, work_s: float) -> list[str]:
+def _stream_beside_a_ping(
+    run: Run, work_s: float, work: Callable[[float], object] | None = None
+) -> list[str]:
     """Replay ``run``: read the event stream while another thread pings once the first event
     came and ``work_s`` of real work went by (the replay skips sleeps: an event and a real
-    wait, not a sleep, order the ping); what the program saw, in order. Asserts the replay
-    was identical."""
+    wait, not a sleep, order the ping; ``work``, when given, does it instead); what the
+    program saw, in order. Asserts the replay was identical."""
     seen: list[str] = []
     first_piece = threading.Event()
     with otel_replay.replaying(run) as result, httpx.Client() as client:
 
         def ping() -> None:
             first_piece.wait(10)
-            _work(work_s)
+            (work or _work)(work_s)
             seen.append("ping")
             client.get("http://events.test/ping").read()
 
@@ -129,6 +137,81 @@ def test_a_replay_slower_than_the_recording_still_gets_each_piece_after_its_requ
     # A busy machine (or today's slower code) makes the ping a second after the first event,
     # five times the recorded lifetime of the whole stream: the second event still waits.
     assert _stream_beside_a_ping(QUICK, 1) == ["data: 1\n\n", "ping", "data: 2\n\n"]
+
+
+def _starved_work(cpu: int, seconds: float) -> float:
+    """Work for ``seconds`` of real time in this thread while other work holds its CPU, as on
+    a loaded machine: the thread is pinned, at the idle priority, to ``cpu``, which a busy
+    process holds. Returns the CPU time it got."""
+    os.sched_setaffinity(0, {cpu})  # 0: this thread only, as for the policy below (Linux)
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    got, until = time.thread_time(), time.monotonic() + seconds
+    while time.monotonic() < until:
+        pass
+    return time.thread_time() - got
+
+
+@contextlib.contextmanager
+def _busy_cpu() -> Iterator[int]:
+    """A CPU that a busy process holds while the block runs."""
+    cpu = max(os.sched_getaffinity(0))
+    hog = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nprint(flush=True)\nwhile True: pass"
+    with subprocess.Popen([sys.executable, "-c", hog], stdout=subprocess.PIPE) as busy:
+        try:
+            assert busy.stdout is not None
+            busy.stdout.readline()  # it holds the CPU now
+            yield cpu
+        finally:
+            busy.kill()
+
+
+STARVED_S = IDLE_S + 1.5
+"""Longer than the replay waits for a program that stopped asking."""
+
+
+@pytest.mark.subprocess  # the busy process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread affinity and policy")
+def test_a_starved_program_still_gets_each_piece_after_its_request() -> None:
+    # The ping's thread works longer than the replay waits for a program that stopped asking,
+    # but barely gets a CPU meanwhile: it was slow, not done, and the second event still waits
+    # for the ping (served first, an MCP session drops its answer, then waits for it).
+    got: list[float] = []
+    with _busy_cpu() as cpu:
+        seen = _stream_beside_a_ping(
+            QUICK, STARVED_S, lambda seconds: got.append(_starved_work(cpu, seconds))
+        )
+    assert got[0] < IDLE_S / 2, f"not starved: the work got {got[0]:.1f} s of CPU"
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
+
+
+@pytest.mark.subprocess  # the busy process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread affinity and policy")
+def test_a_starved_async_program_keeps_the_order_too() -> None:
+    seen: list[str] = []
+    got: list[float] = []
+
+    async def main(cpu: int) -> None:
+        first_piece = asyncio.Event()
+        async with httpx.AsyncClient() as client:
+
+            async def ping() -> None:
+                await first_piece.wait()
+                got.append(await asyncio.to_thread(_starved_work, cpu, STARVED_S))
+                seen.append("ping")
+                await (await client.get("http://events.test/ping")).aread()
+
+            pinger = asyncio.create_task(ping())
+            async with client.stream("GET", "http://events.test/events") as stream:
+                async for piece in stream.aiter_raw():
+                    seen.append(piece.decode())
+                    first_piece.set()
+            await pinger
+
+    with otel_replay.replaying(QUICK) as result, _busy_cpu() as cpu:
+        asyncio.run(main(cpu))
+    assert got[0] < IDLE_S / 2, f"not starved: the work got {got[0]:.1f} s of CPU"
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
+    assert result.identical, result.first_divergence
 
 
 def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None:
