@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import contextvars
 import math
 import os
@@ -417,6 +419,29 @@ class Matcher:
                     self._asked.wait(min(left, WAIT_SLICE_S))
             finally:
                 self._waiting -= 1
+
+    async def wait_async(self, steps: frozenset[int]) -> None:
+        """:meth:`wait` without blocking the event loop (asyncio)."""
+        if not steps or self.reached(steps):
+            return
+        loop = asyncio.get_running_loop()
+        asked = asyncio.Event()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(asked.set)
+
+        undo = self.on_served(wake)
+        try:
+            while True:
+                asked.clear()
+                remaining = self.patience()
+                if remaining <= 0 or self.reached(steps):
+                    return
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asked.wait(), remaining)
+        finally:
+            undo()
 
     def patience(self) -> float:
         """Seconds a piece waiting for requests may still wait: :data:`IDLE_S` after the

@@ -240,6 +240,34 @@ def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None
     assert result.identical, result.first_divergence
 
 
+def test_an_aiohttp_stream_keeps_the_order_too() -> None:
+    # aiohttp's replay served every piece at once: the second event before the ping.
+    seen: list[str] = []
+
+    async def main() -> None:
+        first_piece = asyncio.Event()
+        async with aiohttp.ClientSession() as session:
+
+            async def ping() -> None:
+                await first_piece.wait()
+                await asyncio.to_thread(_work, 1)
+                seen.append("ping")
+                async with session.get("http://events.test/ping") as response:
+                    await response.read()
+
+            pinger = asyncio.create_task(ping())
+            async with session.get("http://events.test/events") as response:
+                async for piece in response.content.iter_any():
+                    seen.append(piece.decode())
+                    first_piece.set()
+            await pinger
+
+    with otel_replay.replaying(QUICK) as result:
+        asyncio.run(main())
+    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
+    assert result.identical, result.first_divergence
+
+
 # An event stream the program cancelled as it closed its session (an MCP client over SSE):
 # the server never ended it.
 CANCELLED = Run(

@@ -25,6 +25,7 @@ from otel_replay.capture.transports import (
 from otel_replay.envelope import module_class
 from otel_replay.errors import UnmatchedRequestError
 from otel_replay.replay._faults import injected_error
+from otel_replay.replay._match import Matcher
 from otel_replay.replay._session import (
     Answer,
     ReplaySession,
@@ -75,7 +76,7 @@ def _middleware(session: ReplaySession) -> Middleware:
             return response
         if answer.status_code is None:
             raise _error(answer)
-        return await _response(request, answer)
+        return await _response(request, answer, session.matcher)
 
     return serve
 
@@ -167,16 +168,20 @@ def _reader_class() -> type[Any]:
         server sent."""
 
         __slots__ = (
+            "_otel_answer",
             "_otel_complete",
             "_otel_error",
             "_otel_held",
+            "_otel_matcher",
             "_otel_pending",
             "_otel_started",
         )
+        _otel_answer: Answer  # for what its pieces wait for and leave out (``Answer``)
         _otel_complete: bool
         _otel_error: Exception | None
         _otel_held: bool  # ended by the program's own cancellation (``cancelled_by_program``)
-        _otel_pending: collections.deque[tuple[bytes, int]]
+        _otel_matcher: Matcher
+        _otel_pending: collections.deque[tuple[bytes, int, int]]  # chunk, due, its number
         _otel_started: float
 
         def _otel_feed(self, chunk: bytes) -> None:
@@ -185,17 +190,25 @@ def _reader_class() -> type[Any]:
                 self.end_http_chunk_receiving()
 
         async def _wait(self, func_name: str) -> None:
-            pending = self._otel_pending
+            pending, answer, matcher = self._otel_pending, self._otel_answer, self._otel_matcher
             if pending:
-                chunk, due = pending.popleft()
+                chunk, due, number = pending.popleft()
                 if due:
                     delay = self._otel_started + due / 1e9 - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                self._otel_feed(chunk)
-            elif self._otel_held:
+                if answer.awaits:
+                    await matcher.wait_async(answer.awaits[number])
+                if answer.unsent:
+                    chunk = matcher.deliverable(chunk, answer.unsent[number])
+                if chunk:  # else the read waits again, for the next piece
+                    self._otel_feed(chunk)
+                return
+            if answer.awaits:
+                await matcher.wait_async(answer.awaits[-1])
+            if self._otel_held:
                 await asyncio.get_running_loop().create_future()  # until the program lets go
-            elif self._otel_error is not None:
+            if self._otel_error is not None:
                 self.set_exception(self._otel_error)
                 raise self._otel_error
             else:
@@ -215,10 +228,19 @@ def _reader_class() -> type[Any]:
     return ReplayReader
 
 
-def _reader(answer: Answer, protocol: Any, loop: asyncio.AbstractEventLoop, chunked: bool) -> Any:
+def _reader(
+    answer: Answer,
+    matcher: Matcher,
+    protocol: Any,
+    loop: asyncio.AbstractEventLoop,
+    chunked: bool,
+) -> Any:
     reader = _reader_class()(protocol, _LIMIT, loop=loop)
+    reader._otel_answer, reader._otel_matcher = answer, matcher
     reader._otel_pending = collections.deque(
-        (chunk, due) for chunk, due in zip(answer.chunks, answer.times, strict=True) if chunk
+        (chunk, due, number)
+        for number, (chunk, due) in enumerate(zip(answer.chunks, answer.times, strict=True))
+        if chunk
     )
     reader._otel_started = time.perf_counter()
     reader._otel_held = cancelled_by_program(answer.error_type)
@@ -242,7 +264,7 @@ class _Written:
         self.output_size = size
 
 
-async def _response(request: Any, answer: Answer) -> Any:
+async def _response(request: Any, answer: Answer, matcher: Matcher) -> Any:
     from aiohttp.helpers import TimerNoop  # noqa: PLC0415
     from aiohttp.http import HttpVersion11  # noqa: PLC0415
     from aiohttp.http_parser import RawResponseMessage  # noqa: PLC0415
@@ -258,7 +280,7 @@ async def _response(request: Any, answer: Answer) -> Any:
         headers.append(("Content-Length", str(sum(len(c) for c in answer.chunks))))
     loop = asyncio.get_running_loop()
     protocol = _Protocol(None, None)
-    protocol.reader = _reader(answer, protocol, loop, chunked)
+    protocol.reader = _reader(answer, matcher, protocol, loop, chunked)
     protocol._message = RawResponseMessage(
         version=HttpVersion11,
         code=status,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
@@ -31,30 +30,6 @@ def _wait(matcher: Matcher, awaited: frozenset[int]) -> None:
     """Block until the replay has asked for the steps ``awaited`` (see ``Matcher.wait``)."""
     if awaited:
         matcher.wait(awaited)
-
-
-async def _wait_async(matcher: Matcher, awaited: frozenset[int]) -> None:
-    """:func:`_wait` without blocking the event loop."""
-    if not awaited or matcher.reached(awaited):
-        return
-    loop = asyncio.get_running_loop()
-    asked = asyncio.Event()
-
-    def wake() -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(asked.set)
-
-    undo = matcher.on_served(wake)
-    try:
-        while True:
-            asked.clear()
-            remaining = matcher.patience()
-            if remaining <= 0 or matcher.reached(awaited):
-                return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asked.wait(), remaining)
-    finally:
-        undo()
 
 
 def _error(module: ModuleType, answer: Answer, request: Any) -> BaseException:
@@ -151,13 +126,13 @@ def transport_classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
                     if delay > 0:
                         await asyncio.sleep(delay)
                 if answer.awaits:
-                    await _wait_async(self._matcher, answer.awaits[i])
+                    await self._matcher.wait_async(answer.awaits[i])
                 if not answer.unsent:
                     yield chunk
                 elif piece := self._matcher.deliverable(chunk, answer.unsent[i]):
                     yield piece
             if answer.awaits:
-                await _wait_async(self._matcher, answer.awaits[-1])
+                await self._matcher.wait_async(answer.awaits[-1])
             if answer.error_type is not None:
                 if cancelled_by_program(answer.error_type):
                     await asyncio.get_running_loop().create_future()  # until it lets go
