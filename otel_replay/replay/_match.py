@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import contextvars
@@ -424,6 +423,8 @@ class Matcher:
         """:meth:`wait` without blocking the event loop (asyncio)."""
         if not steps or self.reached(steps):
             return
+        import asyncio  # noqa: PLC0415 - loaded by any caller; the replay verb loads none
+
         loop = asyncio.get_running_loop()
         asked = asyncio.Event()
 
