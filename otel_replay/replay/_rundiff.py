@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from otel_replay import attributes as A
-from otel_replay._bodies import is_sse
+from otel_replay._bodies import header, is_sse
 from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
@@ -495,8 +495,7 @@ def _output(recorded: RecordedStep) -> list[Any] | None:
     status = recorded.step.status_code
     if codec is None or status is None:
         return None
-    headers = recorded.step.response_headers
-    streamed = any(k.lower() == "content-type" and is_sse(v) for k, v in headers)
+    streamed = is_sse(header(recorded.step.response_headers, "content-type"))
     try:
         return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
     except (CodecError, ValueError, RecursionError):

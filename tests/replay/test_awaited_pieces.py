@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import aiohttp
 import httpx
@@ -214,56 +215,49 @@ def test_a_starved_async_program_keeps_the_order_too() -> None:
     assert result.identical, result.first_divergence
 
 
-def test_an_async_replay_slower_than_the_recording_keeps_the_order_too() -> None:
-    seen: list[str] = []
+async def _read_beside_a_ping(client: str, seen: list[str]) -> None:
+    """Read the event stream with ``client`` while a task pings once the first event came and
+    a second of real work went by, in a thread (as the async program's own work would)."""
+    first_piece = asyncio.Event()
 
-    async def main() -> None:
-        first_piece = asyncio.Event()
-        async with httpx.AsyncClient() as client:
+    async def ping(get: Callable[[str], Any]) -> None:
+        await first_piece.wait()
+        await asyncio.to_thread(_work, 1)
+        seen.append("ping")
+        await get("http://events.test/ping")
 
-            async def ping() -> None:
-                await first_piece.wait()
-                await asyncio.to_thread(_work, 1)
-                seen.append("ping")
-                await (await client.get("http://events.test/ping")).aread()
+    if client == "httpx":
+        async with httpx.AsyncClient() as http:
 
-            pinger = asyncio.create_task(ping())
-            async with client.stream("GET", "http://events.test/events") as stream:
+            async def get(url: str) -> None:
+                await (await http.get(url)).aread()
+
+            pinger = asyncio.create_task(ping(get))
+            async with http.stream("GET", "http://events.test/events") as stream:
                 async for piece in stream.aiter_raw():
                     seen.append(piece.decode())
                     first_piece.set()
             await pinger
+        return
+    async with aiohttp.ClientSession() as session:
 
-    with otel_replay.replaying(QUICK) as result:
-        asyncio.run(main())
-    assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
-    assert result.identical, result.first_divergence
+        async def fetch(url: str) -> None:
+            async with session.get(url) as response:
+                await response.read()
+
+        pinger = asyncio.create_task(ping(fetch))
+        async with session.get("http://events.test/events") as response:
+            async for piece in response.content.iter_any():
+                seen.append(piece.decode())
+                first_piece.set()
+        await pinger
 
 
-def test_an_aiohttp_stream_keeps_the_order_too() -> None:
-    # aiohttp's replay served every piece at once: the second event before the ping.
+@pytest.mark.parametrize("client", ["httpx", "aiohttp"])  # aiohttp served every piece at once
+def test_an_async_replay_slower_than_the_recording_keeps_the_order_too(client: str) -> None:
     seen: list[str] = []
-
-    async def main() -> None:
-        first_piece = asyncio.Event()
-        async with aiohttp.ClientSession() as session:
-
-            async def ping() -> None:
-                await first_piece.wait()
-                await asyncio.to_thread(_work, 1)
-                seen.append("ping")
-                async with session.get("http://events.test/ping") as response:
-                    await response.read()
-
-            pinger = asyncio.create_task(ping())
-            async with session.get("http://events.test/events") as response:
-                async for piece in response.content.iter_any():
-                    seen.append(piece.decode())
-                    first_piece.set()
-            await pinger
-
     with otel_replay.replaying(QUICK) as result:
-        asyncio.run(main())
+        asyncio.run(_read_beside_a_ping(client, seen))
     assert seen == ["data: 1\n\n", "ping", "data: 2\n\n"]
     assert result.identical, result.first_divergence
 
