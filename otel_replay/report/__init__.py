@@ -77,7 +77,8 @@ def _dumps(value: Any) -> str:
 def _asset(name: str) -> str:
     """A file of ``templates/`` inlined into the page as it is. Neither closes its element:
     a literal ``</`` there would end the page's ``<style>`` or ``<script>`` early."""
-    text = files("otel_replay.report").joinpath("templates", name).read_text(encoding="utf-8")
+    template = files("otel_replay.report").joinpath("templates").joinpath(name)
+    text = template.read_text(encoding="utf-8")
     assert "</" not in text, f"{name} holds '</'"
     return text
 

@@ -6,7 +6,7 @@ import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from otel_replay import attributes as A
@@ -140,7 +140,7 @@ def describe(runs: Sequence[RunSummary]) -> str:
 def _when(start_ns: int | None) -> str:
     if not start_ns:
         return "no start time"
-    moment = datetime.fromtimestamp(start_ns / 1e9, UTC)
+    moment = datetime.fromtimestamp(start_ns / 1e9, timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"
 
 
