@@ -508,3 +508,53 @@ def test_a_refused_responses_attempt_over_the_inline_limit_replays_from_otlp(
         assert ask(f"{DEAD}/v1", None) == answer
     assert [s.recorded for s in result.steps] == [0, 1]
     assert result.identical, result.first_divergence
+
+
+def test_an_answer_too_large_to_travel_inline_replays_from_our_reading_not_the_owners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An owner that writes its own output messages when its call span ends, lossily (the
+    # Agents SDK bridge writes a Responses function call as the text of its repr): the
+    # answer, too large to travel inline, replays from what the capture read of it.
+    monkeypatch.setenv("OTEL_REPLAY_INLINE_LIMIT", "300")
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup_order",
+            "description": "Look up an order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        }
+    ]
+
+    def ask(base_url: str, kit: CaptureKit | None) -> list[Any]:
+        with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+            if kit is None:
+                reply = client.responses.create(
+                    model="standin-1", input="Where is my order A-1234?", tools=tools
+                )
+                return [(item.type, getattr(item, "name", None)) for item in reply.output]
+            tracer = kit.tracer_provider.get_tracer("some.framework")
+            owner = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+            with tracer.start_as_current_span("chat standin-1", attributes=owner) as span:
+                reply = client.responses.create(
+                    model="standin-1", input="Where is my order A-1234?", tools=tools
+                )
+                lossy = [{"type": "text", "content": str(item)} for item in reply.output]
+                span.set_attribute(
+                    "gen_ai.output.messages",
+                    json.dumps([{"role": "assistant", "parts": lossy}]),
+                )
+            return [(item.type, getattr(item, "name", None)) for item in reply.output]
+
+    with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
+        answer = ask(standin.openai_base_url, kit)
+    assert answer == [("function_call", "lookup_order")]
+    (step,) = _steps(kit.spans())
+    assert "replay.response.body" not in step["attributes"]
+
+    source = _write_otlp(kit, tmp_path / "spans.json")
+    (recorded,) = load_run(str(source)).steps
+    assert recorded.fidelity == "semantic"
+    with otel_replay.replaying(str(source)) as result:
+        assert ask(f"{DEAD}/v1", None) == answer
+    assert result.identical, result.first_divergence
