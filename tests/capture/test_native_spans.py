@@ -558,3 +558,47 @@ def test_an_answer_too_large_to_travel_inline_replays_from_our_reading_not_the_o
     with otel_replay.replaying(str(source)) as result:
         assert ask(f"{DEAD}/v1", None) == answer
     assert result.identical, result.first_divergence
+
+
+def test_a_request_too_large_to_travel_inline_matches_our_reading_not_the_owners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An owner that writes its own input messages when its call span ends, leaving the tool
+    # call and its result out (as the Agents SDK bridge does): the request, too large to
+    # travel inline, is matched against what the capture read of it, and the same program
+    # replays identical.
+    monkeypatch.setenv("OTEL_REPLAY_INLINE_LIMIT", "300")
+    history: list[Any] = [
+        {"role": "user", "content": "Where is my order A-1234? " + "Some context. " * 30},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "lookup_order",
+            "arguments": '{"order_id": "A-1234"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "shipped"},
+    ]
+
+    def ask(base_url: str, kit: CaptureKit | None) -> str:
+        with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+            if kit is None:
+                return client.responses.create(model="standin-1", input=history).output_text
+            tracer = kit.tracer_provider.get_tracer("some.framework")
+            owner = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+            with tracer.start_as_current_span("chat standin-1", attributes=owner) as span:
+                answer = client.responses.create(model="standin-1", input=history).output_text
+                lossy = [
+                    {"role": "user", "parts": [{"type": "text", "content": history[0]["content"]}]}
+                ]
+                span.set_attribute("gen_ai.input.messages", json.dumps(lossy))
+            return answer
+
+    with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
+        answer = ask(standin.openai_base_url, kit)
+    (step,) = _steps(kit.spans())
+    assert "replay.request.body" not in step["attributes"]
+
+    source = _write_otlp(kit, tmp_path / "spans.json")
+    with otel_replay.replaying(str(source)) as result:
+        assert ask(f"{DEAD}/v1", None) == answer
+    assert result.identical, result.first_divergence
