@@ -15,7 +15,9 @@ __all__ = [
     "REPLAY_FAILURE_SEVERITY",
     "REPLAY_FORK_CHANGE",
     "REPLAY_FORK_STEP",
+    "REPLAY_INPUT_MESSAGES",
     "REPLAY_MODE",
+    "REPLAY_OUTPUT_MESSAGES",
     "REPLAY_PARENT_RUN_ID",
     "REPLAY_PROMPT_HASH",
     "REPLAY_RANDOM_DRAWS",
@@ -97,6 +99,20 @@ fork ran live, overridden, with an injected fault or a changed state.
 Type: ``int``; stability: development.
 """
 
+REPLAY_INPUT_MESSAGES: Final[str] = "replay.input.messages"
+"""The model call's input messages as otel-replay read them from the request
+(`gen_ai.input.messages` JSON), on an attempt span whose request body does not travel inline.
+
+Set on the HTTP span of an attempt made under another instrumentation's call span (an SDK's or a
+framework's `chat` span), when its request body is over `OTEL_REPLAY_INLINE_LIMIT` and content
+capture is on. The call span's `gen_ai.input.messages` are its owner's, who may write them in a
+form that loses part of the conversation (tool calls and their results left out); a replay from
+OTLP data alone matches the request against this one instead. It is not a `gen_ai.*` attribute,
+so nothing counts the attempt as a model call.
+
+Type: ``string``; stability: development.
+"""
+
 REPLAY_MODE: Final[str] = "replay.mode"
 """How the span's step was executed.
 
@@ -105,6 +121,20 @@ backend that receives both. This is the recorded nature of the step, not the `OT
 setting (which also accepts `off`, a mode in which nothing is recorded).
 
 Type: enum, values in :class:`ReplayModeValues`; stability: development.
+"""
+
+REPLAY_OUTPUT_MESSAGES: Final[str] = "replay.output.messages"
+"""The model's answer as otel-replay read it from the response (`gen_ai.output.messages` JSON), on
+an attempt span whose response body does not travel inline.
+
+Set on the HTTP span of an attempt made under another instrumentation's call span (an SDK's or a
+framework's `chat` span), when the attempt succeeded, its body is over
+`OTEL_REPLAY_INLINE_LIMIT` and content capture is on. The call span's `gen_ai.output.messages`
+are its owner's, who may write them in a form that loses the answer (a tool call as text); a
+replay from OTLP data alone rebuilds the response from this one instead. It is not a `gen_ai.*`
+attribute, so nothing counts the attempt as a model call.
+
+Type: ``string``; stability: development.
 """
 
 REPLAY_PARENT_RUN_ID: Final[str] = "replay.parent.run.id"

@@ -49,6 +49,8 @@ EXTRA_ATTRIBUTES = {
     "replay.response.content_type": "string",
     "replay.response.chunk.sizes": "int[]",
     "replay.response.chunk.times": "int[]",
+    "replay.output.messages": "string",
+    "replay.input.messages": "string",
     "replay.value.name": "string",
     "replay.step.within": "int",
     "replay.run.span_id": "string",

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.trace import Span
 
+from otel_replay import attributes as A
 from otel_replay.capture._metrics import GenAiMetrics
 
 __all__ = ["CALL_SPANS", "UNMETERED_SCOPES", "CallSpans", "attempt_attributes"]
@@ -26,13 +27,20 @@ processor never sees: another tracer provider's, or one dropped without ending).
 
 
 _RESPONSE_PREFIXES = ("gen_ai.output.", "gen_ai.response.", "gen_ai.usage.")
+_OUR_READINGS = (
+    (A.REPLAY_INPUT_MESSAGES, "gen_ai.input.messages"),
+    (A.REPLAY_OUTPUT_MESSAGES, "gen_ai.output.messages"),
+)
+"""An attempt's own reading of its request and answer, and the call span's key it stands for."""
 
 
 def attempt_attributes(attempt: Mapping[str, Any], call: Mapping[str, Any]) -> dict[str, Any]:
     """An attempt span's attributes with the GenAI ones of its call span, as a model-call span
     of ours would carry them, for rebuilding the attempt as a step (a semantic replay of a
     body too large to travel inline reads them): the request's always, the response's only for
-    an attempt that succeeded (the call's response is its successful attempt's)."""
+    an attempt that succeeded (the call's response is its successful attempt's); the input and
+    output messages the attempt's own (``replay.input.messages``, ``replay.output.messages``)
+    where it has them."""
     status = attempt.get("http.response.status_code")
     failed = "error.type" in attempt or (isinstance(status, int) and status >= 400)
     merged = {
@@ -41,6 +49,10 @@ def attempt_attributes(attempt: Mapping[str, Any], call: Mapping[str, Any]) -> d
         if key.startswith("gen_ai.") and not (failed and key.startswith(_RESPONSE_PREFIXES))
     }
     merged.update(attempt)
+    # What the capture read, whatever the owner wrote over it.
+    for ours, key in _OUR_READINGS:
+        if (value := attempt.get(ours)) is not None:
+            merged[key] = value
     return merged
 
 

@@ -170,6 +170,11 @@ class Recorder:
             run_attrs.update((k, v) for k, v in attrs.items() if k.startswith(_CALL_SPAN_PREFIXES))
             fill_in(call, run_attrs)
         own = {k: v for k, v in attrs.items() if not k.startswith("gen_ai.")}
+        messages = attrs.get("gen_ai.input.messages")
+        if messages is not None and A.REPLAY_REQUEST_BODY not in attrs:
+            # The owner may write its own input messages over ours, leaving part of the
+            # conversation out; without the body, a replay from OTLP data matches on ours.
+            own[A.REPLAY_INPUT_MESSAGES] = messages
         own["http.request.method"] = method
         own["url.full"] = url
         if resend:

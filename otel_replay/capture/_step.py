@@ -210,9 +210,9 @@ class OpenStep:
         if call is None:
             span.set_attributes(attrs)
         else:
-            span.set_attributes({k: v for k, v in attrs.items() if not k.startswith("gen_ai.")})
-            if error_type is None and status is not None and status < 400:
-                fill_in(call, {k: v for k, v in attrs.items() if k.startswith("gen_ai.")})
+            self._end_attempt(
+                call, attrs, error_type is None and status is not None and status < 400
+            )
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR))
 
@@ -234,6 +234,19 @@ class OpenStep:
                 (streamed, attrs),
             )
         self._hand_off_and_end()
+
+    def _end_attempt(self, call: Span, attrs: dict[str, Any], succeeded: bool) -> None:
+        """Set the end of an attempt under ``call``: the GenAI attributes go onto the call span
+        (a successful attempt's, where its owner did not set them), the rest onto ours."""
+        own = {k: v for k, v in attrs.items() if not k.startswith("gen_ai.")}
+        if succeeded:
+            fill_in(call, {k: v for k, v in attrs.items() if k.startswith("gen_ai.")})
+            output = attrs.get("gen_ai.output.messages")
+            if output is not None and A.REPLAY_RESPONSE_BODY not in attrs:
+                # The owner may write its own output messages as its span ends, over ours
+                # and lossily; without the body, a replay from OTLP data needs ours.
+                own[A.REPLAY_OUTPUT_MESSAGES] = output
+        self.span.set_attributes(own)
 
     def _complete_step(
         self,

@@ -466,3 +466,139 @@ def test_an_answer_too_large_to_travel_inline_replays_from_the_call_span(
             reply = client.messages.create(**FLAKY)
             assert "".join(b.text for b in reply.content if b.type == "text") == answer
     assert len(result.steps) == 2 and result.identical, result.first_divergence
+
+
+@pytest.mark.parametrize("owned", [False, True], ids=["own-span", "under-a-call-span"])
+def test_a_refused_responses_attempt_over_the_inline_limit_replays_from_otlp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owned: bool
+) -> None:
+    # A Responses API call refused once, its request too large to travel inline (a long
+    # conversation): the refused attempt has no response id, so only the span's
+    # openai.api.type says which API it was. Read as a Chat Completions call, it matched
+    # no request, the retry was served the answer at once and the replay diverged.
+    monkeypatch.setenv("OTEL_REPLAY_INLINE_LIMIT", "300")
+    request: dict[str, Any] = {
+        "model": "standin-1",
+        "input": "Where is my order A-1234? " + "Some context. " * 40,
+        "extra_headers": {"x-standin-fail-first": "1"},
+    }
+
+    def ask(base_url: str, kit: CaptureKit | None) -> str:
+        with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=2) as client:
+            if kit is None or not owned:
+                return client.responses.create(**request).output_text
+            tracer = kit.tracer_provider.get_tracer("some.framework")
+            owner = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+            with tracer.start_as_current_span("chat standin-1", attributes=owner):
+                return client.responses.create(**request).output_text
+
+    with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
+        answer = ask(standin.openai_base_url, kit)
+    steps = _steps(kit.spans())
+    assert [s["attributes"].get("replay.response.status_code") for s in steps] == [429, None]
+    assert all("replay.request.body" not in s["attributes"] for s in steps)
+
+    source = _write_otlp(kit, tmp_path / "spans.json")
+    run = load_run(str(source))
+    assert [(s.endpoint, s.step.status_code) for s in run.steps] == [
+        ("openai.responses", 429),
+        ("openai.responses", 200),
+    ]
+    with otel_replay.replaying(str(source)) as result:
+        assert ask(f"{DEAD}/v1", None) == answer
+    assert [s.recorded for s in result.steps] == [0, 1]
+    assert result.identical, result.first_divergence
+
+
+def test_an_answer_too_large_to_travel_inline_replays_from_our_reading_not_the_owners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An owner that writes its own output messages when its call span ends, lossily (the
+    # Agents SDK bridge writes a Responses function call as the text of its repr): the
+    # answer, too large to travel inline, replays from what the capture read of it.
+    monkeypatch.setenv("OTEL_REPLAY_INLINE_LIMIT", "300")
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup_order",
+            "description": "Look up an order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        }
+    ]
+
+    def ask(base_url: str, kit: CaptureKit | None) -> list[Any]:
+        with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+            if kit is None:
+                reply = client.responses.create(
+                    model="standin-1", input="Where is my order A-1234?", tools=tools
+                )
+                return [(item.type, getattr(item, "name", None)) for item in reply.output]
+            tracer = kit.tracer_provider.get_tracer("some.framework")
+            owner = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+            with tracer.start_as_current_span("chat standin-1", attributes=owner) as span:
+                reply = client.responses.create(
+                    model="standin-1", input="Where is my order A-1234?", tools=tools
+                )
+                lossy = [{"type": "text", "content": str(item)} for item in reply.output]
+                span.set_attribute(
+                    "gen_ai.output.messages",
+                    json.dumps([{"role": "assistant", "parts": lossy}]),
+                )
+            return [(item.type, getattr(item, "name", None)) for item in reply.output]
+
+    with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
+        answer = ask(standin.openai_base_url, kit)
+    assert answer == [("function_call", "lookup_order")]
+    (step,) = _steps(kit.spans())
+    assert "replay.response.body" not in step["attributes"]
+
+    source = _write_otlp(kit, tmp_path / "spans.json")
+    (recorded,) = load_run(str(source)).steps
+    assert recorded.fidelity == "semantic"
+    with otel_replay.replaying(str(source)) as result:
+        assert ask(f"{DEAD}/v1", None) == answer
+    assert result.identical, result.first_divergence
+
+
+def test_a_request_too_large_to_travel_inline_matches_our_reading_not_the_owners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An owner that writes its own input messages when its call span ends, leaving the tool
+    # call and its result out (as the Agents SDK bridge does): the request, too large to
+    # travel inline, is matched against what the capture read of it, and the same program
+    # replays identical.
+    monkeypatch.setenv("OTEL_REPLAY_INLINE_LIMIT", "300")
+    history: list[Any] = [
+        {"role": "user", "content": "Where is my order A-1234? " + "Some context. " * 30},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "lookup_order",
+            "arguments": '{"order_id": "A-1234"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "shipped"},
+    ]
+
+    def ask(base_url: str, kit: CaptureKit | None) -> str:
+        with openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=0) as client:
+            if kit is None:
+                return client.responses.create(model="standin-1", input=history).output_text
+            tracer = kit.tracer_provider.get_tracer("some.framework")
+            owner = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+            with tracer.start_as_current_span("chat standin-1", attributes=owner) as span:
+                answer = client.responses.create(model="standin-1", input=history).output_text
+                lossy = [
+                    {"role": "user", "parts": [{"type": "text", "content": history[0]["content"]}]}
+                ]
+                span.set_attribute("gen_ai.input.messages", json.dumps(lossy))
+            return answer
+
+    with StandIn(event_delay=0.001) as standin, CaptureKit() as kit:
+        answer = ask(standin.openai_base_url, kit)
+    (step,) = _steps(kit.spans())
+    assert "replay.request.body" not in step["attributes"]
+
+    source = _write_otlp(kit, tmp_path / "spans.json")
+    with otel_replay.replaying(str(source)) as result:
+        assert ask(f"{DEAD}/v1", None) == answer
+    assert result.identical, result.first_divergence

@@ -25,6 +25,8 @@ CANONICAL_PATHS = {
 """Each codec's usual path, to recognise an inline request body whose URL the span lacks."""
 
 _OPENAI_PROVIDERS = frozenset({"openai", "azure.ai.openai"})
+_OPENAI_API_TYPES = {"chat_completions": "openai.chat_completions", "responses": "openai.responses"}
+"""``openai.api.type`` (which the OpenAI codecs set on every step) to its codec."""
 
 
 class StepProblem(ValueError):
@@ -240,6 +242,10 @@ def _codec_from_attributes(attrs: Mapping[str, Any]) -> str | None:
     if operation != "chat":
         return None
     if provider in _OPENAI_PROVIDERS:
+        api_type = attrs.get("openai.api.type")
+        if isinstance(api_type, str) and api_type in _OPENAI_API_TYPES:
+            # A refused attempt has no response id to tell the APIs apart by.
+            return _OPENAI_API_TYPES[api_type]
         response_id = attrs.get("gen_ai.response.id")
         # Responses API ids are resp_…, Chat Completions ids chatcmpl-….
         if isinstance(response_id, str) and response_id.startswith("resp_"):
