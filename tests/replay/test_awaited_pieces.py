@@ -306,7 +306,7 @@ def test_a_stream_the_program_cancelled_stays_open_until_it_cancels_again(client
     seen: list[str] = []
 
     async def main() -> None:
-        with pytest.raises(TimeoutError):
+        with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(_read_until_cancelled(client, seen), 0.5)
 
     with otel_replay.replaying(CANCELLED) as result:
