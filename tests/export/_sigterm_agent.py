@@ -23,6 +23,7 @@ step N's response was read (its span has ended), a short pause between steps.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -58,6 +59,10 @@ def _set_up_in_code() -> None:
 
 
 def main() -> None:
+    # A test that finds the agent still alive long after the signal asks for its threads'
+    # stacks (to stderr) before it kills it.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
     def ask_to_stop(signum: int, frame: FrameType | None) -> None:
         global stop  # noqa: PLW0603
         print("handler ran", flush=True)
