@@ -8,9 +8,9 @@ step N's response was read (its span has ended), a short pause between steps.
 ``--idle-after N``       after N steps, print ``idle`` and wait (no step in flight)
 ``--self-kill N``        after N steps, send itself SIGTERM (a parent shell sees the status)
 ``--exit-after N``       after N steps, print ``exiting`` and leave: a normal exit
-``--slow CHAT_URL N``    after N steps, print ``slow call`` and make a chat call to the
-                         stand-in's ``standin-slow`` model (2 s before its headers): a step in
-                         flight when the signal comes
+``--slow CHAT_URL N``    after N steps, print ``slow call`` and make a chat call (model
+                         ``standin-slow``, timeout 30 s) to CHAT_URL, which answers late or
+                         never: a step in flight when the signal comes
 ``--chain``              after start-up, install a handler that prints ``handler ran`` and calls
                          the handler it replaced (ours)
 ``--flag-first``         before the SDK is set up (so before ours), install a handler that

@@ -226,14 +226,14 @@ def test_a_shell_sees_the_status_of_death_by_sigterm(
 
 
 def test_a_step_in_flight_is_recorded_cut_off_and_makes_the_root_an_error(
-    standin: StandIn, sink: OtlpSink, tmp_path: Path
+    standin: StandIn, sink: OtlpSink, silent_server: str, tmp_path: Path
 ) -> None:
-    chat = f"{standin.openai_base_url}/chat/completions"
+    # A provider that never answers: the agent would wait 30 s (its timeout) for the reply.
+    chat = f"{silent_server}/v1/chat/completions"
     proc = _start(standin, tmp_path / "store", sink, "--slow", chat, "3")
-    # The stand-in holds the call 2 s before its headers: the signal comes in the middle.
     ended = _terminate_on(proc, "slow call", wait=0.5)
     assert proc.returncode == -signal.SIGTERM, ended.err
-    assert ended.dying_s < 1.4, "died at once, not once the call was answered"
+    assert ended.dying_s < 10, "died at once, not when the call gave up"
     trace = _one_trace(tmp_path / "store", sink)
     assert len(trace.steps) == 3
     for root in (trace.stored_root, trace.sent_root):
@@ -287,9 +287,9 @@ def test_a_handler_installed_before_ours_keeps_the_process_going(
 
 
 @pytest.fixture
-def silent_collector() -> Iterator[str]:
-    """The endpoint of a collector that takes connections and never answers: an OTLP
-    exporter waits on it for its own timeout (10 s)."""
+def silent_server() -> Iterator[str]:
+    """The address of a server that takes connections and never answers: a collector an
+    OTLP exporter waits on for its own timeout (10 s), a provider whose call hangs."""
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
@@ -326,11 +326,11 @@ def _whole_in_store(store_path: Path, steps: int) -> None:
 
 
 def test_a_collector_that_never_answers_does_not_keep_the_root_span_from_the_store(
-    standin: StandIn, silent_collector: str, tmp_path: Path
+    standin: StandIn, silent_server: str, tmp_path: Path
 ) -> None:
     # The OTLP exporter's flush would use up the whole SIGTERM flush: the replay exporter's
     # processor is flushed first, so the store still gets the trace whole.
-    proc = _start_against(silent_collector, standin, tmp_path / "store", "--idle-after", "3")
+    proc = _start_against(silent_server, standin, tmp_path / "store", "--idle-after", "3")
     ended = _terminate_on(proc, "idle")
     assert proc.returncode == -signal.SIGTERM, ended.err
     assert ended.dying_s < 6, "the flush is bounded by OTEL_REPLAY_FLUSH_TIMEOUT_MS"
@@ -338,12 +338,12 @@ def test_a_collector_that_never_answers_does_not_keep_the_root_span_from_the_sto
 
 
 def test_an_exit_waiting_on_a_silent_collector_has_already_stored_the_run(
-    standin: StandIn, silent_collector: str, tmp_path: Path
+    standin: StandIn, silent_server: str, tmp_path: Path
 ) -> None:
     # At exit the SDK shuts its processors down in order, OTLP's first, which waits on the
     # collector for 10 s: a supervisor that loses patience (SIGKILL) meanwhile must not cost
     # the store the run's root span.
-    proc = _start_against(silent_collector, standin, tmp_path / "store", "--exit-after", "3")
+    proc = _start_against(silent_server, standin, tmp_path / "store", "--exit-after", "3")
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.strip() == "exiting":
