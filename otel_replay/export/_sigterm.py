@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from otel_replay.runs import cut_in_flight, cut_off, exiting
 
-__all__ = ["before_wait", "install", "released", "uninstall"]
+__all__ = ["before_wait", "install", "keep_off_this_thread", "released", "uninstall"]
 
 _log = logging.getLogger("otel_replay.export")
 
@@ -44,13 +44,42 @@ _before_wait = False
 (:func:`before_wait`)."""
 
 
-class _Helper:
-    """A daemon thread that runs, off the signal handler, the work that takes locks."""
+_STOPPING = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name)
+)
+"""The signals that stop a process, whose handlers (ours, the program's, Python's
+KeyboardInterrupt) only the main thread runs."""
 
-    def __init__(self) -> None:
+
+def keep_off_this_thread() -> None:
+    """Block :data:`_STOPPING` in the calling thread, one the recorder starts (not the main
+    thread), and so in the threads it starts in turn (the store's).
+
+    The kernel gives a signal sent to the process to any thread that does not block it, not
+    only to the main thread, which it wakes; another thread that changes its signal mask
+    first (as starting a thread does) can take it instead. CPython then only notes it: the
+    main thread runs the Python handler when it next runs Python code, and if it sleeps
+    (an agent waiting for its next task) it is never woken, the handler never runs, and the
+    process ignores SIGTERM. Blocked here, the signal waits for the main thread."""
+    if (
+        _STOPPING
+        and hasattr(signal, "pthread_sigmask")
+        and threading.current_thread() is not threading.main_thread()
+    ):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+
+
+class _Helper:
+    """A daemon thread that runs, off the signal handler, the work that takes locks.
+
+    Started with the handler, not by it: a thread started in the handler may fail to start
+    on a loaded host (which raised out of the handler, and the process lived on), and goes
+    through ``Thread.start``, which other libraries wrap."""
+
+    def __init__(self, name: str) -> None:
         self._jobs: SimpleQueue[tuple[Callable[[], object], threading.Event]] = SimpleQueue()
         self._pid = os.getpid()
-        threading.Thread(target=self._serve, name="otel-replay-sigterm", daemon=True).start()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
 
     @property
     def usable(self) -> bool:
@@ -64,6 +93,7 @@ class _Helper:
         return done.wait(timeout_s)
 
     def _serve(self) -> None:
+        keep_off_this_thread()
         while True:
             job, done = self._jobs.get()
             try:
@@ -75,6 +105,18 @@ class _Helper:
 
 
 _helper: _Helper | None = None
+"""Ends the traces and flushes the providers (:func:`cut_off`)."""
+_cutter: _Helper | None = None
+"""Ends the steps in flight (:func:`_cut_steps`): a thread of its own, since it may be stuck
+for good on a lock the interrupted thread holds, and the traces must still end after."""
+
+
+def _start_helpers() -> None:
+    global _helper, _cutter  # noqa: PLW0603 - one pair per process
+    if _helper is None or not _helper.usable:
+        _helper = _Helper("otel-replay-sigterm")
+    if _cutter is None or not _cutter.usable:
+        _cutter = _Helper("otel-replay-cut")
 
 
 _mask_before_fork: set[int | signal.Signals] | None = None
@@ -100,7 +142,7 @@ def _restore_mask() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _helper, _dying  # noqa: PLW0603 - one helper per process
+    global _dying
     dying, _dying = _dying, None
     if dying is not None:
         # Under the signal's default this process would be dead and the child never forked:
@@ -111,7 +153,7 @@ def _after_fork_in_child() -> None:
         os.kill(os.getpid(), dying)
     try:
         if _installed:
-            _helper = _Helper()
+            _start_helpers()
     finally:
         _restore_mask()  # a signal that came meanwhile is handled now, helper ready
 
@@ -126,7 +168,7 @@ def install(exporter: _Flushable, timeout_s: float) -> bool:
     """Flush ``exporter`` (within ``timeout_s``) on SIGTERM, and on SIGHUP where nothing else
     handles it, installing the handler once; False when signals cannot be handled here (not
     the main thread, or no SIGTERM on this platform)."""
-    global _installed, _helper  # noqa: PLW0603 - one handler per process
+    global _installed  # noqa: PLW0603 - one handler per process
     if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
         _log.debug("otel-replay: not in the main thread; no SIGTERM handler installed")
         return False
@@ -139,8 +181,7 @@ def install(exporter: _Flushable, timeout_s: float) -> bool:
             return False
         _install_hangup()
         _installed = True
-        if _helper is None or not _helper.usable:
-            _helper = _Helper()
+        _start_helpers()
     _exporters[exporter] = timeout_s
     return True
 
@@ -212,19 +253,15 @@ def uninstall(exporter: _Flushable) -> None:
     _installed = False
 
 
-def _cut_steps(cause: str, timeout_s: float) -> bool:
+def _cut_steps(cutter: _Helper, cause: str, timeout_s: float) -> bool:
     """End the steps in flight as cut off by ``cause``, within ``timeout_s``; True when there
     were some (or when it took too long to say).
 
-    In a thread of its own, not the helper's: ending a step takes the hand-off's lock, which
-    the interrupted thread may hold (it would then never be released), and a helper stuck on
-    it could not end the traces after."""
+    On the cutter, not the helper: ending a step takes the hand-off's lock, which the
+    interrupted thread may hold (it would then never be released), and a helper stuck on it
+    could not end the traces after."""
     cut: list[int] = []
-    worker = threading.Thread(
-        target=lambda: cut.append(cut_in_flight(cause)), name="otel-replay-cut", daemon=True
-    )
-    worker.start()
-    worker.join(timeout_s)
+    cutter.run(lambda: cut.append(cut_in_flight(cause)), timeout_s)
     return not cut or cut[0] > 0
 
 
@@ -234,49 +271,61 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         return  # a signal again while we handle the first: that one still ends as it should
     _handling = True
     previous = _previous.get(signum, signal.SIG_DFL)
-    if not callable(previous) and previous != signal.SIG_IGN:
+    dies = not callable(previous) and previous != signal.SIG_IGN
+    if dies:
         _dying = signum
     try:
-        exporters = list(_exporters.items())
-        deadline = time.monotonic() + max((t for _, t in exporters), default=0.0)
-
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
-
-        def write_all() -> None:
-            for exporter, own in exporters:
-                try:
-                    exporter._flush_on_signal(min(own, left()))
-                except Exception as exc:  # never let ours stand in the way of the signal
-                    _log.debug("otel-replay: flushing on SIGTERM failed: %r", exc)
-
-        write_all()  # the steps first: they are what a replay needs
-        helper = _helper
-        dies = not callable(previous) and previous != signal.SIG_IGN
-        # A process already in its exit flush (a Pool worker that Pool.terminate signals as
-        # it leaves) has ended its traces; flushing the providers again would wait on the
-        # lock that the interrupted flush holds, for the whole timeout.
-        if (
-            dies
-            and exporters
-            and helper is not None
-            and helper.usable
-            and left() > 0
-            and not exiting()
-            and not _before_wait
-        ):
-            cause = signal.Signals(signum).name
-            steps_cut = _cut_steps(cause, left() * CUT_SHARE)
-            if helper.run(lambda: cut_off(cause, left(), steps_cut), left()):
-                # What the providers' flush handed the exporters (the root span), and the
-                # steps other threads finished meanwhile.
-                write_all()
-            else:
-                _log.debug("otel-replay: ending the traces on %s timed out", cause)
+        _write_and_end(signum, dies)
+    except Exception as exc:  # never let ours stand in the way of the signal
+        _log.debug("otel-replay: handling %s failed: %r", signum, exc)
     finally:
         _handling = False
     if callable(previous):
         previous(signum, frame)
-    elif previous != signal.SIG_IGN:
+    elif dies:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+
+def _write_and_end(signum: int, dies: bool) -> None:
+    """Write what every exporter holds; when the process ``dies`` of ``signum``, also end
+    the steps in flight and the traces, and write what that ended. Within the exporters'
+    longest flush timeout."""
+    exporters = list(_exporters.items())
+    deadline = time.monotonic() + max((t for _, t in exporters), default=0.0)
+
+    def left() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    def write_all() -> None:
+        for exporter, own in exporters:
+            try:
+                exporter._flush_on_signal(min(own, left()))
+            except Exception as exc:  # never let ours stand in the way of the signal
+                _log.debug("otel-replay: flushing on SIGTERM failed: %r", exc)
+
+    write_all()  # the steps first: they are what a replay needs
+    helper, cutter = _helper, _cutter
+    # A process already in its exit flush (a Pool worker that Pool.terminate signals as
+    # it leaves) has ended its traces; flushing the providers again would wait on the
+    # lock that the interrupted flush holds, for the whole timeout.
+    if not (
+        dies
+        and exporters
+        and helper is not None
+        and helper.usable
+        and cutter is not None
+        and cutter.usable
+        and left() > 0
+        and not exiting()
+        and not _before_wait
+    ):
+        return
+    cause = signal.Signals(signum).name
+    steps_cut = _cut_steps(cutter, cause, left() * CUT_SHARE)
+    if helper.run(lambda: cut_off(cause, left(), steps_cut), left()):
+        # What the providers' flush handed the exporters (the root span), and the steps
+        # other threads finished meanwhile.
+        write_all()
+    else:
+        _log.debug("otel-replay: ending the traces on %s timed out", cause)

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_replay import attributes as A
 from otel_replay.export._encode import run_id_of, span_to_dict
+from otel_replay.export._sigterm import keep_off_this_thread
 from otel_replay.runs import Consumer
 from otel_replay.step import RunEnd, Step
 from otel_replay.store import Buffered, Store
@@ -315,6 +316,7 @@ class Writer:
     # -- the thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
+        keep_off_this_thread()  # and off the store's threads, which start from this one
         # The store's own requests (a remote store's, through aiohttp or urllib3) are not the
         # application's: unsuppressed, the capture would record each write as a step, whose
         # write would be recorded again. The context follows the calls onto fsspec's loop.

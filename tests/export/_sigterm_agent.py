@@ -8,9 +8,9 @@ step N's response was read (its span has ended), a short pause between steps.
 ``--idle-after N``       after N steps, print ``idle`` and wait (no step in flight)
 ``--self-kill N``        after N steps, send itself SIGTERM (a parent shell sees the status)
 ``--exit-after N``       after N steps, print ``exiting`` and leave: a normal exit
-``--slow CHAT_URL N``    after N steps, print ``slow call`` and make a chat call to the
-                         stand-in's ``standin-slow`` model (2 s before its headers): a step in
-                         flight when the signal comes
+``--slow CHAT_URL N``    after N steps, print ``slow call`` and make a chat call (model
+                         ``standin-slow``, timeout 30 s) to CHAT_URL, which answers late or
+                         never: a step in flight when the signal comes
 ``--chain``              after start-up, install a handler that prints ``handler ran`` and calls
                          the handler it replaced (ours)
 ``--flag-first``         before the SDK is set up (so before ours), install a handler that
@@ -23,6 +23,7 @@ step N's response was read (its span has ended), a short pause between steps.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -58,6 +59,10 @@ def _set_up_in_code() -> None:
 
 
 def main() -> None:
+    # A test that finds the agent still alive long after the signal asks for its threads'
+    # stacks (to stderr) before it kills it.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
     def ask_to_stop(signum: int, frame: FrameType | None) -> None:
         global stop  # noqa: PLW0603
         print("handler ran", flush=True)
