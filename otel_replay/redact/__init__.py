@@ -80,7 +80,8 @@ class Redactor:
     Secret-bearing headers, values with an auth scheme (``Bearer …``), credential query
     parameters and URL user-info lose their values, and every value so seen is scrubbed from
     every later body, header and URL; the string values of credential JSON keys
-    (``api_key``…) are redacted, in JSON nested in strings too; the user's patterns apply to
+    (``api_key``…) are redacted, in JSON nested in strings too, and learned as well; the
+    user's patterns apply to
     raw bytes, decoded JSON strings and a stream's assembled text. Thread-safe; learned
     secrets are shared by every thread that uses it.
 
@@ -144,10 +145,12 @@ class Redactor:
     def _text(self, data: bytes, depth: int) -> bytes:
         for pattern in self._patterns:
             data = pattern.sub(_REDACTED_BYTES, data)
-        data = self.secrets.scrub(data, _REDACTED_BYTES)
         keys = may_name_credentials(data)
         if keys:
-            data = credential_values(data)
+            # A value sent under a credential key is a secret wherever it recurs (a tool's
+            # error message quoting its password argument): learned, then scrubbed below.
+            data = credential_values(data, self.secrets.learn)
+        data = self.secrets.scrub(data, _REDACTED_BYTES)
         # Every escape starts with a backslash: without one (most bodies), no string token
         # reads differently decoded, and one memchr saves the escape pattern's scan.
         if depth < _ESCAPE_DEPTH and b"\\" in data:
