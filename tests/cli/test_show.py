@@ -261,6 +261,43 @@ def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path)
     assert not _RAW.search(replayed.output), replayed.output
 
 
+def test_a_run_id_that_reads_like_a_path_names_the_run(invoke: Invoke, tmp_path: Path) -> None:
+    """A run imported under an id holding ``/`` (ids are data) is named by that id in every
+    verb, as no file has that name; a name no run or file has is still "no such file"."""
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    answer = {"role": "assistant", "content": "hello"}
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})
+    llm = {
+        "replay.step.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m",
+        "url.full": "https://api.openai.com/v1/chat/completions",
+        "replay.request.body": request,
+        "replay.request.hash": sha256_tag(request.encode()),
+        "replay.response.body": response,
+        "replay.response.hash": sha256_tag(response.encode()),
+    }
+    run_id = "../team/run-7"
+    trace = _write_steps(tmp_path / "slash.json", run_id, [llm])
+    store = str(tmp_path / "s")
+    assert invoke("import", str(trace), "--store", store).exit_code == 0
+    shown = invoke("show", run_id, "--store", store)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(f"run {run_id}  ") and "hello" in shown.stdout
+    diffed = invoke("diff", run_id, run_id, "--store", store)
+    assert diffed.exit_code == 0 and "identical: 1 step" in diffed.stdout, diffed.output
+    bundle = tmp_path / "bundle"
+    exported = invoke("export", run_id, str(bundle), "--store", store)
+    assert exported.exit_code == 0, exported.output
+    assert json.loads((bundle / "bundle.json").read_text())["run"]["id"] == run_id
+    report = tmp_path / "r.html"
+    written = invoke("report", run_id, "-o", str(report), "--store", store)
+    assert written.exit_code == 0 and run_id in report.read_text(), written.output
+    line = assert_bad_input(invoke("show", "../team/run-8", "--store", store))
+    assert line == "Error: no such file: ../team/run-8"
+
+
 def test_a_model_call_is_shown_from_its_bodies_not_another_reading_of_them(
     invoke: Invoke, tmp_path: Path
 ) -> None:

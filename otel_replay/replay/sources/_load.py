@@ -113,7 +113,10 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
             raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
         return read_runs(data, str(path), selector, limits)
     if _looks_like_path(ref):
-        raise SourceError(f"no such file: {ref}")
+        held = _held_by_id(ref, store)
+        if held is None:
+            raise SourceError(f"no such file: {ref}")
+        return [held]
     return [_from_store(ref, store)]
 
 
@@ -263,6 +266,15 @@ def _local(url: str) -> str:
 def _looks_like_path(ref: str) -> bool:
     base = ref.rpartition("#")[0] or ref
     return os.sep in base or "/" in base or base.lower().endswith(_FILE_SUFFIXES)
+
+
+def _held_by_id(ref: str, location: str | None) -> SourceRun | None:
+    """The stored run whose id is exactly ``ref``, a name no file has that reads like a path
+    (an id imported from spans may hold a ``/``); None when there is no such run or store."""
+    try:
+        return _from_store(ref, location)
+    except (StoreNotFoundError, RunNotFoundError):
+        return None
 
 
 def _from_store(run_id: str, location: str | None) -> SourceRun:
