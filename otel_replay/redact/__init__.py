@@ -68,6 +68,10 @@ _ESCAPE_DEPTH = 3
 """JSON in a string in a string…: how deep the escaped-string pass decodes."""
 
 
+_WORD_MAX = 16
+"""A credential key's value of letters only and shorter than this reads as a word, not a
+secret: it is redacted where it stands but not learned."""
+
 _MEMO_MAX = 4096
 """Header pairs remembered at most by each of the redactor's memos; a memo that fills up is
 emptied and starts again (headers that change every request, a date or a request id, would
@@ -149,7 +153,7 @@ class Redactor:
         if keys:
             # A value sent under a credential key is a secret wherever it recurs (a tool's
             # error message quoting its password argument): learned, then scrubbed below.
-            data = credential_values(data, self.secrets.learn)
+            data = credential_values(data, self._learn_values)
         data = self.secrets.scrub(data, _REDACTED_BYTES)
         # Every escape starts with a backslash: without one (most bodies), no string token
         # reads differently decoded, and one memchr saves the escape pattern's scan.
@@ -162,6 +166,12 @@ class Redactor:
                 return data
             data = rewrite_escaped_strings(data, escape, lambda text: self._text(text, depth + 1))
         return data
+
+    def _learn_values(self, values: list[str]) -> None:
+        """Learn the values of credential JSON keys, but a lone word of letters shorter than
+        :data:`_WORD_MAX` (``"auth": "optional"``): scrubbed everywhere, it would redact
+        ordinary text."""
+        self.secrets.learn(v for v in values if not (v.isalpha() and len(v) < _WORD_MAX))
 
     def _spans(self, text: bytes) -> list[tuple[int, int]]:
         """Where a pattern or a learned secret occurs in ``text``."""

@@ -49,3 +49,6 @@ def test_a_credential_keys_value_is_scrubbed_from_what_follows() -> None:
     short = redactor.body(b'{"password":"pw1"}')  # too short to learn: ordinary text stays
     assert short == b'{"password":"REDACTED"}'
     assert redactor.body(b'{"note":"pw1 is short"}') == b'{"note":"pw1 is short"}'
+    word = redactor.body(b'{"auth":"optional"}')  # a word, not a secret: ordinary text stays
+    assert word == b'{"auth":"REDACTED"}'
+    assert redactor.body(b'{"note":"optional"}') == b'{"note":"optional"}'
