@@ -215,6 +215,9 @@ def test_a_run_sharing_one_span_with_a_held_run_is_refused_and_mixes_nothing(
     assert invoke("import", str(forged), "--store", str(target)).exit_code == 0
     shown = invoke("show", SUPPORT, "--store", str(target))
     assert shown.exit_code == 0, shown.output
+    # Only the step spans count as steps, not the spans sharing their ids.
+    (listed,) = json.loads(invoke("runs", "--json", "--store", str(target)).stdout)
+    assert listed["step_count"] == 9 and listed["error_steps"] == 0
     # The genuine run shares the forged one's id and its first span: completing the held run
     # with it would make two spans claim each later step, and the run unreadable.
     line = assert_bad_input(invoke("import", str(genuine), "--store", str(target)), SUPPORT)

@@ -289,16 +289,14 @@ def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
     """The spans of ``loaded`` to put: those the store does not hold yet."""
     run_id = loaded.run.run_id
     kinds = {step.step.index: step.step.kind for step in loaded.run.steps}
-    steps = {_ids(span): kinds[index] for index, span in loaded.step_spans.items()}
+    # By the span itself, not its ids: two spans may share ids (a forged file, a seeded
+    # run's SDK ids), and only the step's own span is marked as one.
+    steps = {id(span): kinds[index] for index, span in loaded.step_spans.items()}
     return [
-        _owned(span, run_id, steps.get(_ids(span)))
+        _owned(span, run_id, steps.get(id(span)))
         for span in loaded.spans
         if held is None or str(span.get("span_id")) not in held.span_ids
     ]
-
-
-def _ids(span: Mapping[str, Any]) -> tuple[Any, Any]:
-    return span.get("trace_id"), span.get("span_id")
 
 
 def _owned(span: Mapping[str, Any], run_id: str, kind: str | None) -> dict[str, Any]:
