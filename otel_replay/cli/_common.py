@@ -143,8 +143,9 @@ def run_mode(run: RunInfo) -> str:
 
 
 def resolve_run(store: Store, ref: str) -> RunInfo:
-    """The run ``ref`` names: an exact id, ``latest`` (the newest recording: replays and forks
-    are runs too, but never what "the latest run" means), or a unique prefix.
+    """The run ``ref`` names: ``latest`` (the newest recording: replays and forks are runs
+    too, but never what "the latest run" means; a run whose id is "latest" is named by a
+    prefix), an exact id, or a unique prefix.
 
     Raises RunNotFoundError when nothing matches, CliError listing the candidates when a
     prefix is ambiguous, and CliError for an empty ``ref`` (the prefix of every run).
@@ -153,10 +154,7 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
         raise CliError("an empty run id names no run (give an id, a prefix of one, or latest)")
     # Only the runs whose ids start with ``ref`` are read: a store of 100,000 runs finds
     # one as fast as a small store.
-    matches = store.run_ids(ref)
-    if ref in matches:
-        return store.run(ref)
-    if ref == LATEST:
+    if ref == LATEST:  # before an exact id: a run imported as "latest" takes no one's place
         # The newest runs first: a store of many runs is not read whole for its latest.
         runs = store.runs(limit=_LATEST_FIRST)
         if not any(run_mode(run) == "record" for run in runs) and len(runs) == _LATEST_FIRST:
@@ -170,6 +168,9 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
                 "(name one by its id)"
             )
         return max(recordings, key=lambda run: (run.start_ns, run.run_id))
+    matches = store.run_ids(ref)
+    if ref in matches:
+        return store.run(ref)
     if len(matches) == 1:
         return store.run(matches[0])
     if not matches:

@@ -170,6 +170,33 @@ def test_a_run_is_named_by_id_prefix_or_latest(
     assert _json(invoke, store, ref)["run"]["run_id"] == expected
 
 
+def test_a_run_imported_as_latest_does_not_take_the_newest_recordings_place(
+    invoke: Invoke, store: Path, tmp_path: Path
+) -> None:
+    """``latest`` is the newest recording even when an older run's id is "latest" (ids are
+    data, from any file): that run is named by a prefix."""
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": {"content": "o"}}]})
+    llm = {
+        "replay.step.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m",
+        "url.full": "https://api.openai.com/v1/chat/completions",
+        "replay.request.body": request,
+        "replay.request.hash": sha256_tag(request.encode()),
+        "replay.response.body": response,
+        "replay.response.hash": sha256_tag(response.encode()),
+    }
+    trace = _write_steps(tmp_path / "latest.json", "latest", [llm])
+    older = trace.read_text().replace('"18000000000', '"17000000000')  # 2023, before CLAUDE
+    trace.write_text(older)
+    assert invoke("import", str(trace), "--store", str(store)).exit_code == 0
+    assert _json(invoke, store, "latest")["run"]["run_id"] == CLAUDE
+    assert _json(invoke, store, "lates")["run"]["run_id"] == "latest"
+    assert "latest" in invoke("runs", "--store", str(store)).stdout
+
+
 def test_an_ambiguous_prefix_lists_the_candidates(invoke: Invoke, store: Path) -> None:
     result = invoke("show", "r_20261121T09", "--store", str(store))
     assert_bad_input(result, "'r_20261121T09'", "ambiguous", SUPPORT, ERRORS, CLAUDE)
