@@ -9,7 +9,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from otel_replay import settings
-from otel_replay._printable import clipped
+from otel_replay._printable import clipped, printable
 from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._archive import read_archive
@@ -105,7 +105,7 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
             _refuse_headless_bundle(path)
             archive = read_archive(path, limits)
             for note in archive.notes:
-                _log.warning("otel-replay: %s", note)
+                _log.warning("otel-replay: %s", printable(note))  # a file's name: any bytes
             return runs_of(archive.documents, str(path), selector, stepless="skip")
         try:
             data = read_file(path, limits)
