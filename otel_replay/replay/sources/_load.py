@@ -10,7 +10,12 @@ from urllib.parse import urlsplit
 
 from otel_replay import settings
 from otel_replay._printable import clipped, printable
-from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
+from otel_replay.errors import (
+    OtelReplayError,
+    RunNotFoundError,
+    SourceError,
+    StoreNotFoundError,
+)
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._build import (
@@ -270,10 +275,11 @@ def _looks_like_path(ref: str) -> bool:
 
 def _held_by_id(ref: str, location: str | None) -> SourceRun | None:
     """The stored run whose id is exactly ``ref``, a name no file has that reads like a path
-    (an id imported from spans may hold a ``/``); None when there is no such run or store."""
+    (an id imported from spans may hold a ``/``); None when there is no such run, or no
+    readable store."""
     try:
         return _from_store(ref, location)
-    except (StoreNotFoundError, RunNotFoundError):
+    except OtelReplayError:  # no store, no such run, or a store that cannot say: no file
         return None
 
 
