@@ -170,6 +170,16 @@ def test_a_run_is_named_by_id_prefix_or_latest(
     assert _json(invoke, store, ref)["run"]["run_id"] == expected
 
 
+def test_a_path_no_file_has_is_no_such_file_beside_a_damaged_store(
+    invoke: Invoke, store: Path, tmp_path: Path
+) -> None:
+    (store / "index.sqlite").write_bytes(b"not a database")
+    for verb in (("show",), ("export", "../nope/x.jsonl", str(tmp_path / "b"))):
+        args = (*verb, "../nope/x.jsonl") if len(verb) == 1 else verb
+        line = assert_bad_input(invoke(*args, "--store", str(store)))
+        assert line == "Error: no such file: ../nope/x.jsonl"
+
+
 def test_a_run_imported_as_latest_does_not_take_the_newest_recordings_place(
     invoke: Invoke, store: Path, tmp_path: Path
 ) -> None:
