@@ -90,7 +90,7 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
     ``location`` (:func:`resolve_run`), or the one run of a trace source (a file, a
     directory, a URL; ``#RUN_ID`` picks one of several), imported into a temporary store
     that is gone on exit, so it is read back as an imported run would be."""
-    if not is_source(ref):
+    if not is_source(ref) or _held_by_id(ref, location):
         with open_store(location) as opened:
             yield opened, resolve_run(opened, ref)
         return
@@ -122,6 +122,20 @@ def is_source(ref: str) -> bool:
         return False
 
 
+def _held_by_id(ref: str, location: str | None) -> bool:
+    """Whether ``ref``, a trace source by its looks (a ``/``) that names no file, is the id of
+    a run of the store at ``location``: an id imported from spans may hold a ``/``."""
+    if "://" in ref:
+        return False
+    try:
+        if Path(ref.partition("#")[0]).expanduser().exists():
+            return False
+        with open_store(location) as opened:
+            return ref in opened.run_ids(ref)
+    except (OSError, ValueError, OtelReplayError, CliError):  # no store, or no such name
+        return False
+
+
 def run_mode(run: RunInfo) -> str:
     """``record``, ``replay`` or ``fork``: a run whose mode was not recorded (imported from
     another instrumentation's spans, say) is a recording."""
@@ -129,8 +143,9 @@ def run_mode(run: RunInfo) -> str:
 
 
 def resolve_run(store: Store, ref: str) -> RunInfo:
-    """The run ``ref`` names: an exact id, ``latest`` (the newest recording: replays and forks
-    are runs too, but never what "the latest run" means), or a unique prefix.
+    """The run ``ref`` names: ``latest`` (the newest recording: replays and forks are runs
+    too, but never what "the latest run" means; a run whose id is "latest" is named by a
+    prefix), an exact id, or a unique prefix.
 
     Raises RunNotFoundError when nothing matches, CliError listing the candidates when a
     prefix is ambiguous, and CliError for an empty ``ref`` (the prefix of every run).
@@ -139,10 +154,7 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
         raise CliError("an empty run id names no run (give an id, a prefix of one, or latest)")
     # Only the runs whose ids start with ``ref`` are read: a store of 100,000 runs finds
     # one as fast as a small store.
-    matches = store.run_ids(ref)
-    if ref in matches:
-        return store.run(ref)
-    if ref == LATEST:
+    if ref == LATEST:  # before an exact id: a run imported as "latest" takes no one's place
         # The newest runs first: a store of many runs is not read whole for its latest.
         runs = store.runs(limit=_LATEST_FIRST)
         if not any(run_mode(run) == "record" for run in runs) and len(runs) == _LATEST_FIRST:
@@ -156,6 +168,9 @@ def resolve_run(store: Store, ref: str) -> RunInfo:
                 "(name one by its id)"
             )
         return max(recordings, key=lambda run: (run.start_ns, run.run_id))
+    matches = store.run_ids(ref)
+    if ref in matches:
+        return store.run(ref)
     if len(matches) == 1:
         return store.run(matches[0])
     if not matches:

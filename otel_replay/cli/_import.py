@@ -81,7 +81,7 @@ def _loaded(source: str, store: str | None) -> tuple[list[SourceRun], list[Unbui
 
 def _unbuilt_lines(unbuilt: list[Unbuilt]) -> None:
     for run in unbuilt:
-        click.echo(f"otel-replay: not imported: {run.problem}", err=True)
+        click.echo(f"otel-replay: not imported: {printable(run.problem)}", err=True)
 
 
 def _refuse_when_none(source: str, runs: Sequence[object], unbuilt: list[Unbuilt]) -> None:
@@ -105,8 +105,8 @@ def _line(report: ImportReport) -> str:
 
 
 def _archive_lines(done: ArchiveImport, location: str) -> None:
-    for note in done.notes:
-        click.echo(f"otel-replay: {note}", err=True)
+    for note in done.notes:  # a note names a file: any name a directory may hold
+        click.echo(f"otel-replay: {printable(note)}", err=True)
     _unbuilt_lines(done.unbuilt)
     for report in done.runs:
         click.echo(_line(report))

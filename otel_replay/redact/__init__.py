@@ -68,6 +68,10 @@ _ESCAPE_DEPTH = 3
 """JSON in a string in a string…: how deep the escaped-string pass decodes."""
 
 
+_WORD_MAX = 16
+"""A credential key's value of letters only and shorter than this reads as a word, not a
+secret: it is redacted where it stands but not learned."""
+
 _MEMO_MAX = 4096
 """Header pairs remembered at most by each of the redactor's memos; a memo that fills up is
 emptied and starts again (headers that change every request, a date or a request id, would
@@ -80,7 +84,8 @@ class Redactor:
     Secret-bearing headers, values with an auth scheme (``Bearer …``), credential query
     parameters and URL user-info lose their values, and every value so seen is scrubbed from
     every later body, header and URL; the string values of credential JSON keys
-    (``api_key``…) are redacted, in JSON nested in strings too; the user's patterns apply to
+    (``api_key``…) are redacted, in JSON nested in strings too, and learned as well; the
+    user's patterns apply to
     raw bytes, decoded JSON strings and a stream's assembled text. Thread-safe; learned
     secrets are shared by every thread that uses it.
 
@@ -144,10 +149,12 @@ class Redactor:
     def _text(self, data: bytes, depth: int) -> bytes:
         for pattern in self._patterns:
             data = pattern.sub(_REDACTED_BYTES, data)
-        data = self.secrets.scrub(data, _REDACTED_BYTES)
         keys = may_name_credentials(data)
         if keys:
-            data = credential_values(data)
+            # A value sent under a credential key is a secret wherever it recurs (a tool's
+            # error message quoting its password argument): learned, then scrubbed below.
+            data = credential_values(data, self._learn_values)
+        data = self.secrets.scrub(data, _REDACTED_BYTES)
         # Every escape starts with a backslash: without one (most bodies), no string token
         # reads differently decoded, and one memchr saves the escape pattern's scan.
         if depth < _ESCAPE_DEPTH and b"\\" in data:
@@ -159,6 +166,12 @@ class Redactor:
                 return data
             data = rewrite_escaped_strings(data, escape, lambda text: self._text(text, depth + 1))
         return data
+
+    def _learn_values(self, values: list[str]) -> None:
+        """Learn the values of credential JSON keys, but a lone word of letters shorter than
+        :data:`_WORD_MAX` (``"auth": "optional"``): scrubbed everywhere, it would redact
+        ordinary text."""
+        self.secrets.learn(v for v in values if not (v.isalpha() and len(v) < _WORD_MAX))
 
     def _spans(self, text: bytes) -> list[tuple[int, int]]:
         """Where a pattern or a learned secret occurs in ``text``."""

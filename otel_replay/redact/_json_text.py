@@ -99,9 +99,12 @@ def may_name_credentials(data: bytes) -> bool:
     return _KEY_END.search(data) is not None
 
 
-def credential_values(data: bytes) -> bytes:
-    """``data`` with the string value of every credential key replaced by ``"REDACTED"``."""
+def credential_values(data: bytes, found: Callable[[list[str]], None] | None = None) -> bytes:
+    """``data`` with the string value of every credential key replaced by ``"REDACTED"``;
+    ``found`` is given the values replaced, decoded (a value that is not a JSON string is
+    left out)."""
     out: list[bytes] = []
+    replaced: list[bytes] = []
     last = 0
     for match in _STRING_VALUE.finditer(data):
         key_end = match.start()
@@ -120,10 +123,23 @@ def credential_values(data: bytes) -> bytes:
         ):
             out += (data[last:value_start], REDACTED_TOKEN)
             last = value_end + 1
+            if found is not None:
+                replaced.append(value)
     if not out:
         return data
+    if found is not None:
+        found([text for text in map(_decoded, replaced) if text is not None])
     out.append(data[last:])
     return b"".join(out)
+
+
+def _decoded(token: bytes) -> str | None:
+    """The text of a JSON string token, or None when it is not one."""
+    try:
+        text = orjson.loads(token)
+    except orjson.JSONDecodeError:
+        return None
+    return text if isinstance(text, str) else None
 
 
 def rewrite_escaped_strings(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import threading
 from collections.abc import Iterable
 
@@ -17,7 +18,9 @@ ordinary text, and a value that short guards nothing."""
 _MAX_SECRETS = 256
 """Distinct values kept; a process that rotates more keys than this keeps its first ones."""
 
-_SCHEMES = frozenset({b"bearer", b"basic", b"token", b"digest", b"apikey", b"aws4-hmac-sha256"})
+_SCHEME_AND_REST = re.compile(rb"\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+)\s+(\S.*)", re.DOTALL)
+"""An auth scheme (an RFC 7235 token: ``Bearer``, ``SSWS``, ``GenieKey``,
+``Klaviyo-API-Key``…), blanks, and the credential after it."""
 
 
 class Secrets:
@@ -53,14 +56,14 @@ class Secrets:
             self.values = tuple(sorted(merged, key=len, reverse=True))
 
     def learn_header(self, value: bytes) -> None:
-        """Learn a credential header's value: whole, without its auth scheme, each cookie's
-        value, and the password of HTTP Basic credentials."""
+        """Learn a credential header's value: whole, without its auth scheme (whichever it
+        is), each cookie's value, and the password of HTTP Basic credentials."""
         parts = [value]
-        scheme, _, rest = value.strip().partition(b" ")
-        rest = rest.strip()
-        if rest and scheme.lower() in _SCHEMES:
+        found = _SCHEME_AND_REST.fullmatch(value)
+        if found is not None:  # any scheme: a provider's own (Okta's SSWS) as well
+            scheme, rest = found.group(1).lower(), found.group(2).strip()
             parts.append(rest)
-            if scheme.lower() == b"basic":
+            if scheme == b"basic":
                 parts.extend(_basic_parts(rest))
         for cookie in value.split(b";"):
             _, eq, cookie_value = cookie.partition(b"=")

@@ -182,6 +182,25 @@ def test_basic_credentials_and_url_secrets_are_learned() -> None:
     assert redactor.body(body) == b'{"a":"REDACTED REDACTED REDACTED Paris"}'
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"SSWS 00okta-TOKEN-123456",
+        b"Klaviyo-API-Key pk_live_abcdef1234",
+        b"OAuth\tsf-TOKEN-00aa11bb",
+    ],
+    ids=["okta", "klaviyo", "tab"],
+)
+def test_the_credential_after_any_auth_scheme_is_learned(header: bytes) -> None:
+    redactor = Redactor()
+    redactor.learn([(b"authorization", header)], "https://h/p")
+    token = header.split()[-1]
+    assert redactor.body(b'{"echo":"bad token ' + token + b'"}') == b'{"echo":"bad token REDACTED"}'
+    cookies = Redactor()  # a cookie header's pairs are no scheme and its credential
+    cookies.learn([(b"cookie", b"a=1; theme=dark-mode-enabled")], "https://h/p")
+    assert cookies.body(b'{"t":"theme=dark"}') == b'{"t":"theme=dark"}'
+
+
 def test_a_header_redacted_before_a_secret_was_learned_is_scrubbed_after() -> None:
     redactor = Redactor()
     echoed = [(b"x-debug-echo", b"token sk-live-abcdef12 seen"), (b"content-type", b"text/plain")]

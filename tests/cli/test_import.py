@@ -185,6 +185,62 @@ def test_a_different_run_under_the_same_id_is_refused(
     assert len(load_run(SUPPORT, store=str(target)).steps) == 9
 
 
+def _one_span_id(document: Any, span_id: str) -> Any:
+    """``document`` with every span's id ``span_id``: a forged file whose first span is the
+    held run's own and whose others claim its steps again."""
+    if isinstance(document, list):
+        return [_one_span_id(item, span_id) for item in document]
+    if isinstance(document, dict):
+        return {
+            key: span_id if key == "spanId" else _one_span_id(value, span_id)
+            for key, value in document.items()
+        }
+    return document
+
+
+def test_a_run_sharing_one_span_with_a_held_run_is_refused_and_mixes_nothing(
+    invoke: Invoke, recording: Recorded, tmp_path: Path
+) -> None:
+    target = tmp_path / "store"
+    document = collector_json(run_spans(recording, SUPPORT))
+    first = next(
+        span["spanId"]
+        for span in _spans_of(document)
+        if _attribute(span, "replay.step.index") == {"intValue": "0"}
+    )
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(_one_span_id(document, first)))
+    genuine = tmp_path / "genuine.json"
+    genuine.write_text(json.dumps(document))
+    assert invoke("import", str(forged), "--store", str(target)).exit_code == 0
+    shown = invoke("show", SUPPORT, "--store", str(target))
+    assert shown.exit_code == 0, shown.output
+    # Only the step spans count as steps, not the spans sharing their ids.
+    (listed,) = json.loads(invoke("runs", "--json", "--store", str(target)).stdout)
+    assert listed["step_count"] == 9 and listed["error_steps"] == 0
+    # The genuine run shares the forged one's id and its first span: completing the held run
+    # with it would make two spans claim each later step, and the run unreadable.
+    line = assert_bad_input(invoke("import", str(genuine), "--store", str(target)), SUPPORT)
+    assert line.startswith(f"Error: the store at {target} holds step 1 of run {SUPPORT!r}")
+    assert line.endswith("another recording by that id; nothing imported")
+    assert invoke("show", SUPPORT, "--store", str(target)).stdout == shown.stdout
+    exported = invoke("export", SUPPORT, str(tmp_path / "bundle"), "--store", str(target))
+    assert exported.exit_code == 0, exported.output
+
+
+def _spans_of(document: Any) -> list[dict[str, Any]]:
+    return [
+        span
+        for resource in document["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+
+
+def _attribute(span: dict[str, Any], key: str) -> Any:
+    return next((a["value"] for a in span.get("attributes", []) if a["key"] == key), None)
+
+
 def test_bad_sources_exit_2_with_one_line_and_create_no_store(
     invoke: Invoke, recording: Recorded, tmp_path: Path
 ) -> None:

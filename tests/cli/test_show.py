@@ -170,6 +170,43 @@ def test_a_run_is_named_by_id_prefix_or_latest(
     assert _json(invoke, store, ref)["run"]["run_id"] == expected
 
 
+def test_a_path_no_file_has_is_no_such_file_beside_a_damaged_store(
+    invoke: Invoke, store: Path, tmp_path: Path
+) -> None:
+    (store / "index.sqlite").write_bytes(b"not a database")
+    for verb in (("show",), ("export", "../nope/x.jsonl", str(tmp_path / "b"))):
+        args = (*verb, "../nope/x.jsonl") if len(verb) == 1 else verb
+        line = assert_bad_input(invoke(*args, "--store", str(store)))
+        assert line == "Error: no such file: ../nope/x.jsonl"
+
+
+def test_a_run_imported_as_latest_does_not_take_the_newest_recordings_place(
+    invoke: Invoke, store: Path, tmp_path: Path
+) -> None:
+    """``latest`` is the newest recording even when an older run's id is "latest" (ids are
+    data, from any file): that run is named by a prefix."""
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": {"content": "o"}}]})
+    llm = {
+        "replay.step.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m",
+        "url.full": "https://api.openai.com/v1/chat/completions",
+        "replay.request.body": request,
+        "replay.request.hash": sha256_tag(request.encode()),
+        "replay.response.body": response,
+        "replay.response.hash": sha256_tag(response.encode()),
+    }
+    trace = _write_steps(tmp_path / "latest.json", "latest", [llm])
+    older = trace.read_text().replace('"18000000000', '"17000000000')  # 2023, before CLAUDE
+    trace.write_text(older)
+    assert invoke("import", str(trace), "--store", str(store)).exit_code == 0
+    assert _json(invoke, store, "latest")["run"]["run_id"] == CLAUDE
+    assert _json(invoke, store, "lates")["run"]["run_id"] == "latest"
+    assert "latest" in invoke("runs", "--store", str(store)).stdout
+
+
 def test_an_ambiguous_prefix_lists_the_candidates(invoke: Invoke, store: Path) -> None:
     result = invoke("show", "r_20261121T09", "--store", str(store))
     assert_bad_input(result, "'r_20261121T09'", "ambiguous", SUPPORT, ERRORS, CLAUDE)
@@ -259,6 +296,43 @@ def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path)
     replayed = invoke("replay", str(trace), "--", sys.executable, "-c", "pass")
     assert replayed.exit_code == 1 and "tool:look" + escaped in replayed.stdout
     assert not _RAW.search(replayed.output), replayed.output
+
+
+def test_a_run_id_that_reads_like_a_path_names_the_run(invoke: Invoke, tmp_path: Path) -> None:
+    """A run imported under an id holding ``/`` (ids are data) is named by that id in every
+    verb, as no file has that name; a name no run or file has is still "no such file"."""
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    answer = {"role": "assistant", "content": "hello"}
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})
+    llm = {
+        "replay.step.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m",
+        "url.full": "https://api.openai.com/v1/chat/completions",
+        "replay.request.body": request,
+        "replay.request.hash": sha256_tag(request.encode()),
+        "replay.response.body": response,
+        "replay.response.hash": sha256_tag(response.encode()),
+    }
+    run_id = "../team/run-7"
+    trace = _write_steps(tmp_path / "slash.json", run_id, [llm])
+    store = str(tmp_path / "s")
+    assert invoke("import", str(trace), "--store", store).exit_code == 0
+    shown = invoke("show", run_id, "--store", store)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(f"run {run_id}  ") and "hello" in shown.stdout
+    diffed = invoke("diff", run_id, run_id, "--store", store)
+    assert diffed.exit_code == 0 and "identical: 1 step" in diffed.stdout, diffed.output
+    bundle = tmp_path / "bundle"
+    exported = invoke("export", run_id, str(bundle), "--store", store)
+    assert exported.exit_code == 0, exported.output
+    assert json.loads((bundle / "bundle.json").read_text())["run"]["id"] == run_id
+    report = tmp_path / "r.html"
+    written = invoke("report", run_id, "-o", str(report), "--store", store)
+    assert written.exit_code == 0 and run_id in report.read_text(), written.output
+    line = assert_bad_input(invoke("show", "../team/run-8", "--store", store))
+    assert line == "Error: no such file: ../team/run-8"
 
 
 def test_a_model_call_is_shown_from_its_bodies_not_another_reading_of_them(

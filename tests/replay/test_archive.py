@@ -502,6 +502,24 @@ def test_a_stray_file_is_left_out_with_a_note(
     assert "invalid or truncated JSON" in line
 
 
+def test_a_stray_files_hostile_name_is_noted_on_one_escaped_line(
+    recorded: Recorded, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Anyone who can write into the archive names its files: a name holding a terminal
+    escape and a newline is noted escaped, on one line, by ``show`` and ``import``."""
+    archive, store = tmp_path / "archive", tmp_path / "store"
+    write_rotated(archive, Exporter("json"), [batches(recorded.raw, 2)])
+    (archive / "\x1b[2Jevil\nname.txt").write_text("notes\n")
+    noted = f"{archive}/\\x1b[2Jevil\\x0aname.txt: left out, not a trace file"
+    shown = run_cli("show", f"{archive}#{SUPPORT}")
+    assert shown.exit_code == 0, shown.output
+    assert f"otel-replay: {noted}" in caplog.text.splitlines()[0]
+    assert "\x1b" not in caplog.text
+    result = run_cli("import", str(archive), "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [f"otel-replay: {noted}"]
+
+
 @pytest.mark.subprocess
 def test_a_pipe_beside_the_trace_files_is_passed_over(recorded: Recorded, tmp_path: Path) -> None:
     """A named pipe in the archive (once: ``show`` waited for a writer forever) is no trace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from tests.replay.conftest import (
     assert_matches_wire,
     closed_port,
     collector_json,
+    one_span_per_line,
     protobuf_json,
     run_spans,
 )
@@ -192,3 +194,73 @@ def test_a_file_url_is_the_file_it_names(recorded: Recorded, tmp_path: Path) -> 
         with pytest.raises(SourceError) as caught:
             load_run(bad)
         assert str(caught.value).startswith(message)
+
+
+class Answers:
+    """A loopback server answering each path as ``routes`` says: ``(status, headers,
+    body)``; it keeps the headers of every request it gets."""
+
+    def __init__(self, routes: dict[str, tuple[int, dict[str, str], bytes]]) -> None:
+        self.routes = routes
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.seen.append((self.path, dict(self.headers.items())))
+                status, headers, body = owner.routes[self.path]
+                self.send_response(status)
+                for name, value in {"Content-Length": str(len(body)), **headers}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+                self.close_connection = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.base = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Answers:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def test_user_info_in_a_url_is_sent_as_basic_credentials(recorded: Recorded) -> None:
+    trace = json.dumps(collector_json(run_spans(recorded, CLAUDE))).encode()
+    with Answers({"/trace.json": (200, {}, trace)}) as server:
+        run = load_run(f"http://ann:pw%40source-4455@{server.base}/trace.json")
+        ((path, headers),) = server.seen
+    assert run.run_id == CLAUDE
+    assert path == "/trace.json" and headers["Host"] == server.base
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"ann:pw@source-4455").decode()
+
+
+def test_credentials_do_not_follow_a_redirect_to_another_host(recorded: Recorded) -> None:
+    trace = json.dumps(collector_json(run_spans(recorded, CLAUDE))).encode()
+    with Answers({"/trace.json": (200, {}, trace)}) as other:
+        moved = {"Location": f"http://{other.base}/trace.json"}
+        with Answers({"/old.json?token=tk-99887766": (302, moved, b"")}) as first:
+            run = load_run(f"http://ann:pw-source-4455@{first.base}/old.json?token=tk-99887766")
+            assert "Authorization" in first.seen[0][1]
+    assert run.run_id == CLAUDE
+    ((_, headers),) = other.seen
+    assert "Authorization" not in headers
+
+
+def test_an_answer_cut_short_is_an_error_not_a_smaller_run(recorded: Recorded) -> None:
+    lines = one_span_per_line(run_spans(recorded, SUPPORT), collector_json)
+    whole = len(lines)
+    cut = lines[: lines.index(b"\n", whole // 2) + 1]  # ends on a line: still valid JSON lines
+    with Answers({"/traces.jsonl": (200, {"Content-Length": str(whole)}, cut)}) as server:
+        url = f"http://{server.base}/traces.jsonl"
+        with pytest.raises(SourceError) as caught:
+            load_run(url)
+    assert str(caught.value) == f"{url}: the answer was cut short after {len(cut)} bytes of {whole}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import http.client
@@ -13,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Collection, Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 import orjson
 
@@ -127,8 +128,9 @@ def _get(
     """:func:`fetch` with the options of :class:`Downloads` (``same_host``: redirects stay
     on the host and port)."""
     address = url.split("#", 1)[0]
-    redactor = _redactor(address, headers or {})
-    target = named if named is not None else _shown(redactor, address)
+    address, headers = _basic_auth(address, headers or {})
+    redactor = _redactor(url.split("#", 1)[0], headers)
+    target = named if named is not None else _shown(redactor, url.split("#", 1)[0])
     seconds = until - time.monotonic()
     if seconds <= 0:
         raise _late(target, limits)
@@ -146,6 +148,11 @@ def _get(
                     # read1 returns what one read of the socket gives, so the deadline can
                     # cut a slow body.
                     body = read_bounded(response.read1, target, limits, "answers")
+                    if response.length and not deadline.expired:  # the server hung up
+                        raise SourceError(
+                            f"{target}: the answer was cut short after {len(body)} bytes of "
+                            f"{len(body) + response.length}"
+                        )
             except urllib.error.HTTPError as exc:
                 with exc:  # it holds the connection
                     if exc.code in absent:
@@ -168,6 +175,21 @@ def _get(
     if deadline.expired:  # the shut socket read as the end of the body
         raise _late(target, limits)
     return body
+
+
+def _basic_auth(address: str, headers: Mapping[str, str]) -> tuple[str, Mapping[str, str]]:
+    """``address`` without its user-info, and ``headers`` with that user-info as HTTP Basic
+    credentials (as curl sends them): urllib would take ``user:pw@host`` for a host name."""
+    try:
+        parts = urlsplit(address)
+        user, password = parts.username, parts.password
+    except ValueError:  # too malformed to split: the request names it
+        return address, headers
+    if user is None and password is None:
+        return address, headers
+    pair = f"{unquote(user or '')}:{unquote(password or '')}".encode()
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return bare, {"Authorization": f"Basic {base64.b64encode(pair).decode()}", **headers}
 
 
 def _reason(error: urllib.error.HTTPError, redactor: Redactor) -> str:
@@ -273,7 +295,10 @@ def _opener(deadline: _Deadline, host: str | None = None) -> urllib.request.Open
                 fp.close()  # it holds the connection
                 # A ValueError, reported as the reason the download failed.
                 raise ValueError(f"redirected to another host, {elsewhere}; not followed")
-            return super().redirect_request(req, fp, code, msg, hdrs, newurl)
+            followed = super().redirect_request(req, fp, code, msg, hdrs, newurl)
+            if followed is not None and elsewhere.lower() != urlsplit(req.full_url).netloc.lower():
+                followed.remove_header("Authorization")  # credentials stay with their host
+            return followed
 
     opener = urllib.request.OpenerDirector()
     for handler in (

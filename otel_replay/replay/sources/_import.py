@@ -23,11 +23,12 @@ from otel_replay.replay.sources._runs import (
     has_steps,
     int_value,
     is_run_span,
+    step_index,
 )
 from otel_replay.step import RunEnd, RunFacts, Step
 
 if TYPE_CHECKING:  # a bundle's replay loads no store
-    from otel_replay.store import Store
+    from otel_replay.store import StepInfo, Store
 
 __all__ = ["ArchiveImport", "ImportReport", "import_archive", "import_runs", "run_error_type"]
 
@@ -143,7 +144,8 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
     if loaded.in_store:
         return _Held(frozenset(s.index for s in held), frozenset(), 0)
     ids = {f"{step.span_id:016x}" for step in held}
-    ids.update(str(span.get("span_id")) for span in store.spans(run_id))
+    held_spans = store.spans(run_id)
+    ids.update(str(span.get("span_id")) for span in held_spans)
     steps = {str(span.get("span_id")) for span in loaded.step_spans.values()}
     own = {str(s.get("span_id")) for s in loaded.spans if is_run_span(s, run_id)}
     # A run row with nothing in it is what an import cut off before its steps leaves.
@@ -152,7 +154,36 @@ def _held(store: Store, loaded: SourceRun) -> _Held | None:
             f"the store at {store.location} already holds a different run {run_id!r}; "
             "nothing imported"
         )
+    _refuse_other_step_spans(store, loaded, held, held_spans)
     return _Held(frozenset(s.index for s in held), frozenset(ids), len((steps | own) - ids))
+
+
+def _refuse_other_step_spans(
+    store: Store,
+    loaded: SourceRun,
+    held: Iterable[StepInfo],
+    held_spans: Iterable[Mapping[str, Any]],
+) -> None:
+    """SourceError when a step the store holds of the run (``held``, ``held_spans``) comes
+    from another span than the one ``loaded`` gives for it: both would claim the step, and
+    the run could no longer be read (two sources that share a run id and some span ids, one
+    of them forged)."""
+    claimed = {step.index: f"{step.span_id:016x}" for step in held}
+    for stored in held_spans:
+        try:
+            index = step_index(stored)
+        except ValueError:  # the store's reader names it
+            continue
+        if index is not None:
+            claimed.setdefault(index, str(stored.get("span_id")))
+    for index, span in sorted(loaded.step_spans.items()):
+        theirs, ours = claimed.get(index), str(span.get("span_id"))
+        if theirs is not None and theirs != ours:
+            raise SourceError(
+                f"the store at {store.location} holds step {index} of run "
+                f"{loaded.run.run_id!r} from span {theirs}, not {ours}: another recording "
+                "by that id; nothing imported"
+            )
 
 
 def _with_spans(loaded: SourceRun) -> SourceRun:
@@ -258,16 +289,14 @@ def _new_spans(loaded: SourceRun, held: _Held | None) -> list[dict[str, Any]]:
     """The spans of ``loaded`` to put: those the store does not hold yet."""
     run_id = loaded.run.run_id
     kinds = {step.step.index: step.step.kind for step in loaded.run.steps}
-    steps = {_ids(span): kinds[index] for index, span in loaded.step_spans.items()}
+    # By the span itself, not its ids: two spans may share ids (a forged file, a seeded
+    # run's SDK ids), and only the step's own span is marked as one.
+    steps = {id(span): kinds[index] for index, span in loaded.step_spans.items()}
     return [
-        _owned(span, run_id, steps.get(_ids(span)))
+        _owned(span, run_id, steps.get(id(span)))
         for span in loaded.spans
         if held is None or str(span.get("span_id")) not in held.span_ids
     ]
-
-
-def _ids(span: Mapping[str, Any]) -> tuple[Any, Any]:
-    return span.get("trace_id"), span.get("span_id")
 
 
 def _owned(span: Mapping[str, Any], run_id: str, kind: str | None) -> dict[str, Any]:

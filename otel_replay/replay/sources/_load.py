@@ -9,8 +9,13 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from otel_replay import settings
-from otel_replay._printable import clipped
-from otel_replay.errors import RunNotFoundError, SourceError, StoreNotFoundError
+from otel_replay._printable import clipped, printable
+from otel_replay.errors import (
+    OtelReplayError,
+    RunNotFoundError,
+    SourceError,
+    StoreNotFoundError,
+)
 from otel_replay.replay._model import Run
 from otel_replay.replay.sources._archive import read_archive
 from otel_replay.replay.sources._build import (
@@ -105,7 +110,7 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
             _refuse_headless_bundle(path)
             archive = read_archive(path, limits)
             for note in archive.notes:
-                _log.warning("otel-replay: %s", note)
+                _log.warning("otel-replay: %s", printable(note))  # a file's name: any bytes
             return runs_of(archive.documents, str(path), selector, stepless="skip")
         try:
             data = read_file(path, limits)
@@ -113,7 +118,10 @@ def load_sources(ref: str, *, store: str | None = None) -> list[SourceRun]:
             raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
         return read_runs(data, str(path), selector, limits)
     if _looks_like_path(ref):
-        raise SourceError(f"no such file: {ref}")
+        held = _held_by_id(ref, store)
+        if held is None:
+            raise SourceError(f"no such file: {ref}")
+        return [held]
     return [_from_store(ref, store)]
 
 
@@ -263,6 +271,16 @@ def _local(url: str) -> str:
 def _looks_like_path(ref: str) -> bool:
     base = ref.rpartition("#")[0] or ref
     return os.sep in base or "/" in base or base.lower().endswith(_FILE_SUFFIXES)
+
+
+def _held_by_id(ref: str, location: str | None) -> SourceRun | None:
+    """The stored run whose id is exactly ``ref``, a name no file has that reads like a path
+    (an id imported from spans may hold a ``/``); None when there is no such run, or no
+    readable store."""
+    try:
+        return _from_store(ref, location)
+    except OtelReplayError:  # no store, no such run, or a store that cannot say: no file
+        return None
 
 
 def _from_store(run_id: str, location: str | None) -> SourceRun:
