@@ -414,6 +414,9 @@ class FsspecBackend:
         import fsspec  # noqa: PLC0415 - only remote stores pay for importing fsspec
 
         self.location = url.rstrip("/")
+        if not url.partition("://")[2].strip("/"):
+            # fsspec would read "s3:" as a local path (a bucket named after the directory)
+            raise StoreError(f"cannot open store {url}: the URL names no bucket or path")
         try:
             self.fs, root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
         except (ValueError, ImportError, OSError) as exc:

@@ -12,6 +12,7 @@ import pytest
 
 from otel_replay.errors import (
     CorruptBlobError,
+    StoreError,
     StoreFormatError,
     StoreNotFoundError,
     StoreNotWritableError,
@@ -191,6 +192,19 @@ def test_a_bucket_that_does_not_exist_is_named(s3_bucket: Bucket, tmp_path: Path
     with pytest.raises(StoreNotFoundError) as caught:
         Store.open(url, create=False, storage_options=options, cache_dir=tmp_path / "b")
     assert str(caught.value).endswith(f"no otel-replay store at {url}")  # the bucket is there
+
+
+@pytest.mark.parametrize("url", ["s3://", "s3:///", "gs://"])
+def test_a_url_with_no_bucket_is_refused_naming_it(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fsspec read "s3:" as a local path: "the bucket 'tmp' does not exist" (the directory the
+    # command ran in), and a recording tried to write "s3:/FORMAT".
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError) as caught:
+        Store.open(url, cache_dir=tmp_path / "cache")
+    assert str(caught.value) == f"cannot open store {url}: the URL names no bucket or path"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("gcs_before", [1, 2])
