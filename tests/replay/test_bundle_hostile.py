@@ -5,6 +5,7 @@ hold, a ``steps/`` that leads elsewhere; an export that cannot finish leaves not
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -72,6 +73,9 @@ def test_an_export_that_cannot_finish_leaves_nothing_behind(bundle: Path, tmp_pa
         text=True,
         check=False,
         preexec_fn=_no_large_files,
+        # Under the limit, a module compiled afresh would leave its .pyc cut at 16 KiB
+        # (importlib does not check the write), and every later import of it would fail.
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"Error: cannot write {target}: File too large"]
