@@ -90,7 +90,7 @@ def open_run(ref: str, location: str | None) -> Iterator[tuple[Store, RunInfo]]:
     ``location`` (:func:`resolve_run`), or the one run of a trace source (a file, a
     directory, a URL; ``#RUN_ID`` picks one of several), imported into a temporary store
     that is gone on exit, so it is read back as an imported run would be."""
-    if not is_source(ref) or _held_by_id(ref, location):
+    if not is_source(ref) or _is_stored_id(ref, location):
         with open_store(location) as opened:
             yield opened, resolve_run(opened, ref)
         return
@@ -122,7 +122,7 @@ def is_source(ref: str) -> bool:
         return False
 
 
-def _held_by_id(ref: str, location: str | None) -> bool:
+def _is_stored_id(ref: str, location: str | None) -> bool:
     """Whether ``ref``, a trace source by its looks (a ``/``) that names no file, is the id of
     a run of the store at ``location``: an id imported from spans may hold a ``/``."""
     if "://" in ref:

@@ -185,19 +185,7 @@ def test_a_run_imported_as_latest_does_not_take_the_newest_recordings_place(
 ) -> None:
     """``latest`` is the newest recording even when an older run's id is "latest" (ids are
     data, from any file): that run is named by a prefix."""
-    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": {"content": "o"}}]})
-    llm = {
-        "replay.step.kind": "llm",
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "openai",
-        "gen_ai.request.model": "m",
-        "url.full": "https://api.openai.com/v1/chat/completions",
-        "replay.request.body": request,
-        "replay.request.hash": sha256_tag(request.encode()),
-        "replay.response.body": response,
-        "replay.response.hash": sha256_tag(response.encode()),
-    }
+    llm = _inline_chat({"content": "o"})
     trace = _write_steps(tmp_path / "latest.json", "latest", [llm])
     older = trace.read_text().replace('"18000000000', '"17000000000')  # 2023, before CLAUDE
     trace.write_text(older)
@@ -219,6 +207,24 @@ def test_an_unknown_run_is_named(invoke: Invoke, store: Path) -> None:
 
 EVIL = "\x1b]0;owned\x07\x1b[2J\x00\x9b31m\u202e"
 _RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]")  # all a terminal acts on
+
+
+def _inline_chat(answer: dict[str, str]) -> dict[str, str]:
+    """The string attributes of a Chat Completions step whose bodies travel inline, the model
+    answering ``answer``."""
+    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})
+    return {
+        "replay.step.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "m",
+        "url.full": "https://api.openai.com/v1/chat/completions",
+        "replay.request.body": request,
+        "replay.request.hash": sha256_tag(request.encode()),
+        "replay.response.body": response,
+        "replay.response.hash": sha256_tag(response.encode()),
+    }
 
 
 def _write_steps(path: Path, run_id: str, steps: list[dict[str, str]]) -> Path:
@@ -301,20 +307,7 @@ def test_recorded_text_never_drives_the_terminal(invoke: Invoke, tmp_path: Path)
 def test_a_run_id_that_reads_like_a_path_names_the_run(invoke: Invoke, tmp_path: Path) -> None:
     """A run imported under an id holding ``/`` (ids are data) is named by that id in every
     verb, as no file has that name; a name no run or file has is still "no such file"."""
-    request = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-    answer = {"role": "assistant", "content": "hello"}
-    response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})
-    llm = {
-        "replay.step.kind": "llm",
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "openai",
-        "gen_ai.request.model": "m",
-        "url.full": "https://api.openai.com/v1/chat/completions",
-        "replay.request.body": request,
-        "replay.request.hash": sha256_tag(request.encode()),
-        "replay.response.body": response,
-        "replay.response.hash": sha256_tag(response.encode()),
-    }
+    llm = _inline_chat({"role": "assistant", "content": "hello"})
     run_id = "../team/run-7"
     trace = _write_steps(tmp_path / "slash.json", run_id, [llm])
     store = str(tmp_path / "s")

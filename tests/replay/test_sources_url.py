@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typing_extensions import Self
 
 from otel_replay.errors import SourceError
 from otel_replay.replay.sources import fetch, load_run, read_runs
@@ -27,7 +28,26 @@ from tests.replay.conftest import (
 )
 
 
-class Jaeger:
+class _Loopback:
+    """A server on loopback, serving in a thread of its own from ``with`` to its end."""
+
+    server: ThreadingHTTPServer
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+class Jaeger(_Loopback):
     """A tiny stand-in for Jaeger v2's ``/api/v3/traces/{trace_id}`` on loopback."""
 
     def __init__(self, traces: dict[str, dict[str, Any]]) -> None:
@@ -62,20 +82,10 @@ class Jaeger:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serve(Handler)
 
     def url(self, trace_id: str) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/api/v3/traces/{trace_id}"
-
-    def __enter__(self) -> Jaeger:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 def trace_id_of(recorded: Recorded, run_id: str) -> str:
@@ -196,7 +206,7 @@ def test_a_file_url_is_the_file_it_names(recorded: Recorded, tmp_path: Path) -> 
         assert str(caught.value).startswith(message)
 
 
-class Answers:
+class Answers(_Loopback):
     """A loopback server answering each path as ``routes`` says: ``(status, headers,
     body)``; it keeps the headers of every request it gets."""
 
@@ -219,18 +229,8 @@ class Answers:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serve(Handler)
         self.base = f"127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Answers:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 def test_user_info_in_a_url_is_sent_as_basic_credentials(recorded: Recorded) -> None:
