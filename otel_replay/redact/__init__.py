@@ -61,6 +61,16 @@ AUTH_VALUE = r"^\s*(?i:bearer|basic|digest)\s+\S.*"
 """A value that carries an auth scheme's credential (``Bearer sk-…``), matched whole: the
 processor masks what a pattern matches, so the match runs to the end of the line."""
 
+_TOKEN_CHAR = rb"(?:[A-Za-z0-9._~+/-]|\\/)"  # RFC 6750's token68, and JSON's escaped "/"
+_BEARER = re.compile(
+    rb"\b(?i:bearer)[ \t]+(%s*(?:[0-9_~+/-]|\\/)%s*=*)" % (_TOKEN_CHAR, _TOKEN_CHAR)
+)
+"""A bearer token written out in text (``Authorization: Bearer sk-live-…`` echoed in a tool's
+result or an error): its token, when it has a digit or punctuation (prose's "bearer
+instruments" has none) and is at least :data:`_BEARER_MIN` long."""
+
+_BEARER_MIN = 16
+
 _SECRET_HEADER_NAME = re.compile(CREDENTIAL_NAME.encode())
 _AUTH_VALUE = re.compile(AUTH_VALUE.encode())
 
@@ -142,7 +152,7 @@ class Redactor:
         """``data`` redacted; ``stream``: it is an event stream or newline-delimited JSON,
         whose assembled text is redacted too. The same object when nothing changed."""
         data = self._text(data, 0)
-        if stream and (self._patterns or self.secrets.values):
+        if stream and (self._patterns or self.secrets.values or _may_bear(data)):
             data = redact_stream(data, self._spans, _REDACTED_BYTES)
         return data
 
@@ -155,6 +165,8 @@ class Redactor:
             # error message quoting its password argument): learned, then scrubbed below.
             data = credential_values(data, self._learn_values)
         data = self.secrets.scrub(data, _REDACTED_BYTES)
+        if _may_bear(data):
+            data = _BEARER.sub(_redact_token, data)
         # Every escape starts with a backslash: without one (most bodies), no string token
         # reads differently decoded, and one memchr saves the escape pattern's scan.
         if depth < _ESCAPE_DEPTH and b"\\" in data:
@@ -176,6 +188,8 @@ class Redactor:
     def _spans(self, text: bytes) -> list[tuple[int, int]]:
         """Where a pattern or a learned secret occurs in ``text``."""
         found = [match.span() for pattern in self._patterns for match in pattern.finditer(text)]
+        if _may_bear(text):
+            found += [m.span(1) for m in _BEARER.finditer(text) if _is_token(m)]
         for secret in self.secrets.values:
             at = text.find(secret)
             while at >= 0:
@@ -251,6 +265,21 @@ class Redactor:
         if self._patterns or self.secrets.values:
             return self._value(url.encode()).decode()
         return url
+
+
+def _may_bear(data: bytes) -> bool:
+    """Whether ``data`` may hold a bearer token (two substring scans, no regex)."""
+    return b"earer" in data or b"EARER" in data
+
+
+def _is_token(match: re.Match[bytes]) -> bool:
+    return match.end(1) - match.start(1) >= _BEARER_MIN
+
+
+def _redact_token(match: re.Match[bytes]) -> bytes:
+    if not _is_token(match):
+        return match.group(0)
+    return match.group(0)[: match.start(1) - match.start(0)] + _REDACTED_BYTES
 
 
 def _url_secrets(url: str) -> list[str]:

@@ -1,7 +1,8 @@
 """An agent that sends secrets every way an application does: credential headers of three
 providers, query parameters, URL user-info, HTTP Basic, cookies, a custom auth header, a key
-in a JSON body, a nested client secret, a password in tool-call arguments, and text matching
-the user's redaction pattern. It checks that the leaky provider really echoed them back.
+in a JSON body, a nested client secret, a password in tool-call arguments, a bearer token in
+a tool's result, and text matching the user's redaction pattern. It checks that the leaky
+provider really echoed them back.
 
 Run under ``opentelemetry-instrument``; ``LEAK_URL`` is the provider, ``LEAK_SECRETS`` a JSON
 object of the values to send.
@@ -46,7 +47,11 @@ def main() -> None:
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "call_1", "content": "logged in"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": f"logged in; use Authorization: Bearer {SECRETS['bearer']}",
+        },
     ]
     reply = client.chat.completions.create(
         model="gpt-4o-mini",

@@ -272,3 +272,46 @@ def test_every_kind_of_credential_key_is_redacted_raw_spaced_and_nested(key: str
 def test_keys_that_only_resemble_credentials_keep_their_values() -> None:
     body = json.dumps({"max_tokens": "5", "keyboard": "qwerty", "token": "Hi"}).encode()
     assert Redactor().body(body) is body
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            b'{"r":"use Authorization: Bearer sk-live-0a1b2c3d4e5f"}',
+            b'{"r":"use Authorization: Bearer REDACTED"}',
+        ),
+        (b'{"r":"bearer eyJhbGci.eyJzdWIi.Sfl\\/KxwRJSMe"}', b'{"r":"bearer REDACTED"}'),
+        (b"BEARER ABCDEFGHIJKLMNOP0123 next", b"BEARER REDACTED next"),
+    ],
+)
+def test_a_bearer_token_spelled_out_in_a_body_is_redacted(text: bytes, expected: bytes) -> None:
+    assert Redactor().body(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"the bearer instrumentation works",  # prose: no digit or punctuation
+        b"Bearer abc-123",  # too short to be a credential
+        b"a bearer bond of 1,000 dollars",
+    ],
+)
+def test_prose_about_bearers_is_kept(text: bytes) -> None:
+    assert Redactor().body(text) is text
+
+
+def test_a_bearer_token_split_across_stream_events_is_removed_from_each() -> None:
+    # As a model streams it: the token in pieces, the scheme one word.
+    pieces = ["Send Authorization:", " Bearer", " tok-9f8e", "7d6c5b4a", "3921 with it"]
+    stream = b"".join(
+        b"data: " + json.dumps({"choices": [{"delta": {"content": p}}]}).encode() + b"\n\n"
+        for p in pieces
+    )
+    out = Redactor().body(stream, stream=True)
+    assembled = "".join(
+        json.loads(line[6:])["choices"][0]["delta"]["content"]
+        for line in out.split(b"\n")
+        if line.startswith(b"data: ")
+    )
+    assert assembled == "Send Authorization: Bearer REDACTED with it"

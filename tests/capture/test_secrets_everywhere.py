@@ -1,4 +1,4 @@
-"""Secrets planted in 24 places never reach the store, the OTLP wire, the console exporter
+"""Secrets planted in 25 places never reach the store, the OTLP wire, the console exporter
 or the logs: an agent on the real openai, anthropic and httpx clients, under
 ``opentelemetry-instrument``, talks to a provider that echoes its credentials back (in
 bodies, error messages, headers, JSON escapes and split across stream events)."""
@@ -41,6 +41,7 @@ SENT = {
     "credentials": "cr-CREDFIELD-99aa88bb",  # "credentials" in the JSON body
     "tool": "tp-TOOLARG-1122aabb",  # "password" in tool-call arguments (JSON in a string)
     "pattern": "CUSTOM-1111-2222",  # matches OTEL_REPLAY_REDACT in a message
+    "bearer": "eyJ-TOOLBEARER-5f6e7d8c",  # "Bearer ..." in a tool's result, an ordinary key
 }
 PLANTED = (*SENT.values(), ESCAPED_PATTERN_SECRET, SPLIT_PATTERN_SECRET, "cookie-from-server")
 AGENT = ROOT / "tests" / "capture" / "_leaky_agent.py"
