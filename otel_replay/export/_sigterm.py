@@ -104,6 +104,89 @@ class _Helper:
                 done.set()
 
 
+_WAKE: int | None = getattr(signal, "SIGRTMAX", None)
+if _WAKE is not None:
+    _WAKE -= 2  # a real-time signal nothing else uses, whose only work is to wake
+_relay_fds: tuple[int, int, int] | None = None
+"""The process (pid) whose relay holds the wakeup fd, and the pipe's read and write ends."""
+
+
+def _woken(signum: int, frame: FrameType | None) -> None:
+    """The wake signal's handler: nothing; being interrupted was the point."""
+
+
+def _start_relay() -> None:
+    """When a thread other than the main one takes a stopping signal, wake the main thread.
+
+    CPython notes a signal in whichever thread the kernel chose and runs the Python handler
+    in the main thread, at its next bytecode: asleep (an agent waiting for its next task) it
+    would not run it before it woke. Every caught signal is written to the wakeup fd; a relay
+    thread reads it and sends the main thread a real-time signal of its own, whose arrival
+    ends the main thread's wait (then the pending handlers run, ours among them). A wakeup fd
+    the program already set (asyncio's: its loop wakes itself) is left alone, as is a wake
+    signal the program handles. Main thread only."""
+    global _relay_fds  # noqa: PLW0603 - one relay per process
+    wake = _WAKE
+    if wake is None or not hasattr(signal, "pthread_kill"):
+        return
+    if _relay_fds is not None and _relay_fds[0] == os.getpid():
+        return
+    inherited = _relay_fds[1:] if _relay_fds is not None else (-1, -1)  # a forked child's
+    try:
+        if signal.getsignal(wake) not in (signal.SIG_DFL, _woken):
+            return
+        read, write = os.pipe()
+    except (ValueError, OSError):
+        return
+    try:
+        os.set_blocking(write, False)
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        if previous not in (-1, inherited[1]):
+            signal.set_wakeup_fd(previous)  # the program's
+            raise ValueError(previous)
+        signal.signal(wake, _woken)
+        main = threading.main_thread().ident
+        threading.Thread(
+            target=_relay, args=(read, main, wake), name="otel-replay-relay", daemon=True
+        ).start()
+    except (ValueError, OSError, RuntimeError):
+        os.close(read)
+        os.close(write)
+        return
+    for fd in inherited:
+        if fd != -1:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _relay_fds = (os.getpid(), read, write)
+
+
+def _relay(read: int, main: int, wake: int) -> None:
+    keep_off_this_thread()
+    stopping = {int(s) for s in _STOPPING}
+    with contextlib.suppress(OSError):
+        while data := os.read(read, 512):
+            if not stopping.isdisjoint(data):
+                signal.pthread_kill(main, wake)
+    os.close(read)
+
+
+def _stop_relay() -> None:
+    """Give the wakeup fd back (where it is still ours); the relay then ends."""
+    global _relay_fds  # noqa: PLW0603
+    if _relay_fds is None or _relay_fds[0] != os.getpid():
+        return
+    write = _relay_fds[2]
+    try:
+        current = signal.set_wakeup_fd(-1)
+        if current != write:
+            signal.set_wakeup_fd(current)
+            return
+        os.close(write)
+    except (ValueError, OSError):
+        return
+    _relay_fds = None
+
+
 _helper: _Helper | None = None
 """Ends the traces and flushes the providers (:func:`cut_off`)."""
 _cutter: _Helper | None = None
@@ -117,6 +200,7 @@ def _start_helpers() -> None:
         _helper = _Helper("otel-replay-sigterm")
     if _cutter is None or not _cutter.usable:
         _cutter = _Helper("otel-replay-cut")
+    _start_relay()
 
 
 _mask_before_fork: set[int | signal.Signals] | None = None
@@ -250,6 +334,7 @@ def uninstall(exporter: _Flushable) -> None:
         except (ValueError, OSError):
             return
         del _previous[signum]
+    _stop_relay()
     _installed = False
 
 

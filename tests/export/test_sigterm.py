@@ -525,3 +525,39 @@ def test_no_thread_of_the_recorder_takes_a_signal_meant_for_the_main_thread(
     assert {"otel-replay-writer", "otel-replay-sigterm", "otel-replay-cut"} <= set(ours)
     assert any(name.startswith("otel-replay-fsync") for name in ours), masks
     assert masks["MainThread"] == []
+
+
+# Takes a step, then another thread of the program takes SIGTERM (as the kernel may choose any
+# thread that does not block it) while the main thread sleeps.
+_TAKEN_ELSEWHERE = """
+import signal, threading, time
+import otel_replay
+otel_replay.now()
+def take_it():
+    time.sleep(0.5)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    time.sleep(300)
+threading.Thread(target=take_it, daemon=True).start()
+time.sleep(300)
+print("woke only when the sleep ended")
+"""
+
+
+def test_sigterm_taken_by_another_thread_wakes_the_main_thread(tmp_path: Path) -> None:
+    """CPython runs a signal's Python handler in the main thread only, and only once that
+    thread runs Python again: a signal taken by another thread (the SDK's batch processor's,
+    the program's own) while the main thread slept was handled when the sleep ended, or
+    never (an agent waiting for work ignored SIGTERM until its SIGKILL). A relay on the
+    wakeup fd now wakes the main thread."""
+    started = time.monotonic()
+    done = run_instrumented(tmp_path / "store", "-c", _TAKEN_ELSEWHERE, timeout=240)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert time.monotonic() - started < 60
+    assert "woke only" not in done.stdout
+    with Store.open(tmp_path / "store", create=False) as store:
+        (run,) = store.runs()
+        spans = store.spans(run.run_id)
+        steps = store.steps(run.run_id)
+    assert [s.complete for s in steps] == [True]
+    (root,) = [s for s in spans if s["parent_span_id"] is None]
+    assert {s["parent_span_id"] for s in spans if s is not root} == {root["span_id"]}
