@@ -188,6 +188,18 @@ class BadValue:
         return cls(str(data["run"]), int(data["step"]), str(data["name"]), str(data["what"]))
 
 
+def _sole_member(exc: BaseException) -> BaseException | None:
+    """The one exception ``exc`` groups, when it is an exception group of one (the builtin
+    ``BaseExceptionGroup``, or the ``exceptiongroup`` backport's on Python 3.10); else None."""
+    if not any(c.__name__ == "BaseExceptionGroup" for c in type(exc).__mro__):
+        return None
+    members = getattr(exc, "exceptions", None)
+    if isinstance(members, tuple) and len(members) == 1:
+        member = members[0]
+        return member if isinstance(member, BaseException) else None
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class AgentStatus:
     """How the replayed program ended.
@@ -204,13 +216,21 @@ class AgentStatus:
     @classmethod
     def raised(cls, exc: BaseException, exit_code: int | None = None) -> AgentStatus:
         """The status of a program that ``exc`` ended (its message's first line, cut to 300
-        characters: an ``UnmatchedRequestError`` goes on to list candidates)."""
-        lines = str(exc).strip().splitlines()
+        characters: an ``UnmatchedRequestError`` goes on to list candidates). An exception
+        group holding one exception (what an anyio or asyncio task group raises, as the MCP
+        SDK's clients do) names that exception, and the group after it: the group's own
+        message says only how many it holds."""
+        group, sole = None, exc
+        while (inner := _sole_member(sole)) is not None:
+            group = group or qualified_name(sole)
+            sole = inner
+        lines = str(sole).strip().splitlines()
         message = lines[0] if lines else ""
         if len(message) > _MESSAGE_LIMIT:
             message = message[: _MESSAGE_LIMIT - 1] + "…"
-        name = qualified_name(exc)
-        return cls(exit_code, f"{name}: {message}" if message else name)
+        name = qualified_name(sole)
+        error = f"{name}: {message}" if message else name
+        return cls(exit_code, error if group is None else f"{error} (in {group})")
 
     @property
     def failed(self) -> bool:

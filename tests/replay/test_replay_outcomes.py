@@ -56,6 +56,18 @@ def _run_agent_then(tmp_path: Path, tail: str) -> str:
 
 Replayed = subprocess.CompletedProcess[str]
 
+_RAISE_IN_A_TASK_GROUP = """
+import anyio
+async def ask():
+    raise ValueError('no more questions')
+async def main():
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+anyio.run(main)
+"""
+# The group anyio raises: the builtin on Python 3.11+, the backport's before.
+_GROUP = "ExceptionGroup" if sys.version_info >= (3, 11) else "exceptiongroup.ExceptionGroup"
+
 
 @pytest.fixture(scope="module")
 def reworded(agent_store: AgentStore) -> tuple[Replayed, Replayed]:
@@ -147,6 +159,15 @@ def test_a_changed_tool_description_shows_the_old_and_the_new(
         ("changed prompt", 1, "diverged", 0, None),
         ("exit 3 after identical steps", 3, "agent_failed", 3, None),
         ("raises after identical steps", 3, "agent_failed", 1, "ValueError: no more questions"),
+        # A task group (anyio's, as the MCP SDK's clients use) wraps the error in a group
+        # whose own message says only "unhandled errors in a TaskGroup (1 sub-exception)".
+        (
+            "raises in a task group after identical steps",
+            3,
+            "agent_failed",
+            1,
+            f"ValueError: no more questions (in {_GROUP})",
+        ),
     ],
 )
 def test_each_outcome_has_its_own_exit_status(
@@ -163,6 +184,8 @@ def test_each_outcome_has_its_own_exit_status(
     command = [sys.executable, str(AGENT)]
     if scenario.startswith("exit 3"):
         command = [sys.executable, _run_agent_then(tmp_path, "sys.exit(3)")]
+    elif scenario.startswith("raises in a task group"):
+        command = [sys.executable, _run_agent_then(tmp_path, _RAISE_IN_A_TASK_GROUP)]
     elif scenario.startswith("raises"):
         command = [
             sys.executable,
