@@ -71,6 +71,8 @@ class Divergence:
             return f"recorded step {self.step} was never requested{why}"
         if self.served is not None and self.served.live:
             return f"step {self.step} ran live and differs from the recording"
+        if self.served is not None and self.served.refused:
+            return f"step {self.step} differs from the recording and was refused"
         return f"step {self.step} differs from the recording"
 
     def __repr__(self) -> str:
@@ -83,6 +85,7 @@ class Divergence:
         if self.kind != "changed" or served is None:
             return f"<Divergence: {self.describe()}>"
         line = f"step {self.step} ({served.endpoint})" + (", ran live" if served.live else "")
+        line += ", refused" if served.refused else ""
         if served.repeat and not self.changes:
             line += f": requested again ({served.repeated})"
         if self.changes:
@@ -582,7 +585,7 @@ class ReplayResult:
             "agent": self.agent.to_json(),
             "bad_value": None if self.bad_value is None else self.bad_value.to_json(),
             "recorded_steps": len(self.run.steps),
-            "served": sum(1 for s in self._steps if s.recorded is not None),
+            "served": sum(1 for s in self._steps if s.recorded is not None and not s.refused),
             "matched": dict(self.matched()),
             "fidelity": dict(self.fidelity()),
             "first_divergence": None
