@@ -424,18 +424,26 @@ def _exhaustion(steps: Sequence[RecordedStep]) -> Iterator[FailureLabel]:
 # -- replay mismatch ------------------------------------------------------------------------
 
 
+def _refusal(refused: RecordedStep) -> str:
+    """Why the replay refused the request of step ``refused``: what the refusal said, for a
+    tool step (whose body keeps it: a write a fork served only with its recorded arguments is
+    a call the recording has, with other arguments); else that the recording lacks it."""
+    said = _raised_message(refused.step.response_body) if refused.step.kind == "tool" else None
+    if said is not None:
+        first = said.strip().splitlines()[0].removeprefix("otel-replay: ")
+        return f"the replay refused {_call(refused)}: {first}"
+    return (
+        f"the replay refused {_call(refused)}: the recording has no such request "
+        f"({refused.step.error_type})"
+    )
+
+
 def mismatch_labels(run: Run, parent: Run | None, fork_step: int | None) -> list[FailureLabel]:
     """Where a replay (or a fork, before its first changed step ``fork_step``) of ``parent``
     did not do what ``parent`` did: a request the replay refused, and the first divergence
     from the recording (when ``parent`` is known)."""
     found = [
-        _label(
-            r.step.index,
-            MISMATCH,
-            "unmatched_request",
-            f"the replay refused {_call(r)}: the recording has no such request "
-            f"({r.step.error_type})",
-        )
+        _label(r.step.index, MISMATCH, "unmatched_request", _refusal(r))
         for r in run.steps
         if refused_by_replay(r.step.error_type)
     ]
