@@ -458,10 +458,10 @@ def mismatch_labels(run: Run, parent: Run | None, fork_step: int | None) -> list
     step = first.b.step.index if first.b is not None else None
     if first.status == "removed":
         reason = f"the replay never made step {where} ({_call(first.recorded)}) of {parent.run_id}"
-    elif first.status == "added":
-        reason = f"step {step} ({_call(first.recorded)}) is not in {parent.run_id}"
+    elif first.status == "added":  # the label is on the step: its reason need not name it
+        reason = f"{_call(first.recorded)} is not in {parent.run_id}"
     else:
-        reason = f"step {step} ({_call(first.recorded)}) differs from {parent.run_id}: " + (
+        reason = f"{_call(first.recorded)} differs from {parent.run_id}: " + (
             ", ".join(first.fields())
         )
     if all(label.step != step for label in found):

@@ -70,8 +70,12 @@ def test_a_replay_that_diverged_is_a_replay_mismatch_and_a_fork_past_its_change_
     assert [(x["step"], x["category"], x["rule"]) for x in replay_run["steps"]] == [
         (0, "replay_mismatch", "diverged")
     ]
+    # The label is on step 0: its reason does not name the step again ("step 0: step 0 …").
     assert replay_run["steps"][0]["reason"] == (
-        f"step 0 (openai.chat_completions) differs from {RUN}: prompt hash, system instructions"
+        f"openai.chat_completions differs from {RUN}: prompt hash, system instructions"
+    )
+    assert replay_run["label"]["reason"] == (
+        f"step 0: openai.chat_completions differs from {RUN}: prompt hash, system instructions"
     )
     assert replay_run["label"]["severity"] == "error" and replay_run["failed"]
     fork = runs[forked]
