@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from examples.support_agent import SYSTEM_PROMPT
+from otel_replay.runs import qualified_name
 from tests.replay.test_replay_cli import AGENT, CLI, agent_store, replay
 
 pytestmark = pytest.mark.subprocess
@@ -66,7 +67,12 @@ async def main():
 anyio.run(main)
 """
 # The group anyio raises: the builtin on Python 3.11+, the backport's before.
-_GROUP = "ExceptionGroup" if sys.version_info >= (3, 11) else "exceptiongroup.ExceptionGroup"
+if sys.version_info >= (3, 11):
+    _GROUP = "ExceptionGroup"
+else:  # pragma: no cover - Python 3.10
+    import exceptiongroup
+
+    _GROUP = qualified_name(exceptiongroup.ExceptionGroup("", [ValueError()]))
 
 
 @pytest.fixture(scope="module")
