@@ -466,8 +466,9 @@ class ReplayResult:
     def unused(self) -> list[RecordedStep]:
         """Recorded steps no request asked for, but those made inside a tool or side effect
         that was itself served from the recording (its body, and so they, did not run
-        again). A step a fault was injected at was asked for, its recorded answer given or
-        not (see :attr:`faults`)."""
+        again), or that is itself unused (listed, it says they were not made either). A step
+        a fault was injected at was asked for, its recorded answer given or not (see
+        :attr:`faults`)."""
         used = {s.recorded for s in self._steps}
         within = {s.step.index: s.step.within for s in self.run.steps}
 
@@ -485,7 +486,9 @@ class ReplayResult:
             s for s in self.run.steps if s.step.index not in used and not covered(s.step.index)
         ]
         twins = self._twins_of_faulted(unused)
-        return [s for s in unused if s.step.index not in twins]
+        unused = [s for s in unused if s.step.index not in twins]
+        left = {s.step.index for s in unused}
+        return [s for s in unused if s.step.within not in left]
 
     def _twins_of_faulted(self, unused: Sequence[RecordedStep]) -> set[int]:
         """The unused steps a fault's "retry" stood for: a step a fault was injected at gives
