@@ -23,6 +23,7 @@ from otel_replay._canonical import canonical_json
 from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
 from otel_replay.replay import RecordedStep, Run, diff_runs
+from otel_replay.step import refused_by_replay
 from otel_replay.store import FailureLabel
 from otel_replay.triage._severity import CATEGORIES, SEVERITY
 
@@ -59,7 +60,6 @@ _CONNECTION = re.compile(
     r"|ChunkedEncoding|ClientPayload|IncompleteRead"
 )
 _PROVIDER = re.compile(r"InternalServer|RateLimit|Overloaded|ServiceUnavailable|APIStatus")
-_REPLAY_REFUSALS = ("UnmatchedRequestError", "NetworkBlockedError")
 _CONTRACT_ERROR = "ToolContractError"
 
 
@@ -82,11 +82,6 @@ def drift_error(error_type: str | None) -> bool:
     return (
         _timeout(error_type) or _connection(error_type) or bool(_PROVIDER.search(_last(error_type)))
     )
-
-
-def refused_by_replay(error_type: str | None) -> bool:
-    """Whether an exception type is a replay's refusal of a request it has no recording of."""
-    return error_type is not None and _last(error_type) in _REPLAY_REFUSALS
 
 
 def _call(recorded: RecordedStep) -> str:
