@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ENVELOPE_KINDS", "RunEnd", "RunFacts", "Step", "address", "describe_effect"]
+__all__ = [
+    "ENVELOPE_KINDS",
+    "RunEnd",
+    "RunFacts",
+    "Step",
+    "address",
+    "describe_effect",
+    "refused_by_replay",
+]
 
 ENVELOPE_KINDS = ("tool", "value", "checkpoint")
 """The kinds of step recorded above HTTP (``otel_replay.tool``, values, checkpoints)."""
@@ -29,6 +37,15 @@ def address(kind: str, name: str) -> tuple[str, str]:
 def describe_effect(effect: str, reason: str) -> str:
     """``write: declared nowhere``, ``read: OTEL_REPLAY_READ_TOOLS``…: the effect and why."""
     return f"{effect}: {_EFFECT_WHY.get((effect, reason), reason)}"
+
+
+_REPLAY_REFUSALS = ("UnmatchedRequestError", "NetworkBlockedError")
+
+
+def refused_by_replay(error_type: str | None) -> bool:
+    """Whether a step's ``error.type`` is a replay's refusal of its call (a request the
+    recording lacks, a write a fork serves only with its recorded arguments, the network)."""
+    return error_type is not None and error_type.rsplit(".", 1)[-1] in _REPLAY_REFUSALS
 
 
 @dataclass(frozen=True, slots=True)

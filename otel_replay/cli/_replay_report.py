@@ -64,7 +64,7 @@ def _first_divergence(result: ReplayResult) -> list[RenderableType]:
     out: list[RenderableType] = []
     served = first.served
     if first.kind == "changed" and served is not None:
-        live = ", ran live" if served.live else ""
+        live = ", ran live" if served.live else ", refused" if served.refused else ""
         title = Text(
             printable(
                 f"first divergence: step {first.step} ({served.endpoint}), "
@@ -129,7 +129,7 @@ def _steps_table(steps: list[ServedStep]) -> Table:
         steps_table.add_column("changed")
     for step in steps:
         # A matched call that ran live (--live-tools read) says so before how it compared.
-        ran = "live, " if step.live else ""
+        ran = "live, " if step.live else "refused, " if step.refused else ""
         if step.recorded is None:
             outcome = Text("live" if step.live else "no match", style="bold red")
         elif step.changes:
@@ -308,7 +308,7 @@ def render(
     out.extend(_each(label, subprocesses, "" if contained else "yellow", "subprocesses"))
     out.extend(isolation_lines(isolation, len(subprocesses)))
     # A call that ran live was matched to a recorded step but not answered from it.
-    served = sum(1 for s in steps if s.recorded is not None and not s.live)
+    served = sum(1 for s in steps if s.recorded is not None and not s.live and not s.refused)
     summary = Text(
         f"{len(steps)} requests, {served} served from {len(result.run.steps)} recorded steps; "
         f"matched: {_counts(result.matched())}; fidelity: {_counts(result.fidelity())}; "

@@ -22,7 +22,7 @@ from otel_replay.codecs import detect
 from otel_replay.errors import CodecError
 from otel_replay.replay import RecordedStep
 from otel_replay.replay.sources import SourceRun
-from otel_replay.step import Step
+from otel_replay.step import Step, refused_by_replay
 
 __all__ = ["StepView", "step_views"]
 
@@ -191,7 +191,9 @@ def _view(recorded: RecordedStep, span: Mapping[str, Any] | None) -> StepView:
         view.effect, view.effect_reason = effect, reason
     if attrs.get(A.REPLAY_MODE) == "fork":
         change = attrs.get(A.REPLAY_FORK_CHANGE)
-        view.forked = change if isinstance(change, str) else "served"
+        # A call the fork refused (a write with other arguments) was not served either.
+        refused = refused_by_replay(step.error_type)
+        view.forked = change if isinstance(change, str) else "refused" if refused else "served"
     first_chunk = attrs.get("gen_ai.response.time_to_first_chunk")
     if isinstance(first_chunk, (int, float)) and not isinstance(first_chunk, bool):
         view.first_chunk_ns = round(first_chunk * 1e9)

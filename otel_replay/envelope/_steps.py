@@ -52,6 +52,7 @@ __all__ = [
     "current_call_key",
     "current_server",
     "enclosing_step",
+    "forked_answer",
     "named_call",
     "note_tool_calls",
     "perform",
@@ -148,6 +149,19 @@ _call_key: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextV
 _enclosing: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar(
     "otel_replay_enclosing_tool", default=None
 )
+# While a served body is turned back into its value: a fork's change served it (an override
+# or a state), not the recording.
+_forked_answer: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "otel_replay_forked_answer", default=False
+)
+
+
+def forked_answer() -> bool:
+    """Whether the answer being restored now (inside ``perform``'s ``restore``) is a fork's
+    change (``--override``, ``--state``) rather than the recorded one: a step whose answer the
+    replay can also give from its own state (a LangGraph checkpointer's read) must give this
+    one, or the fork would change nothing the program sees."""
+    return _forked_answer.get()
 
 
 def use_recorder(recorder: Recorder | None) -> None:
@@ -793,6 +807,7 @@ def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
         opened.finish(served.body, served.error_type, served.shape, raised=recorded)
         raise recorded
     opened.finish(served.body, served.error_type, served.shape)  # a replay's own run keeps it
+    token = _forked_answer.set(served.forked is not None)
     try:
         with restoring(served.body, served.shape):
             return restore(served.body)
@@ -805,6 +820,8 @@ def _served(opened: _Open, restore: Callable[[bytes], T]) -> T:
     except Exception as exc:  # whatever rebuilding it met: the recording is input
         what = f"the recorded value cannot be rebuilt ({qualified_name(exc)}: {first_line(exc)})"
         raise _bad_value(opened, served, what) from exc
+    finally:
+        _forked_answer.reset(token)
     raise _bad_value(opened, served, what) from None
 
 

@@ -71,6 +71,8 @@ class Divergence:
             return f"recorded step {self.step} was never requested{why}"
         if self.served is not None and self.served.live:
             return f"step {self.step} ran live and differs from the recording"
+        if self.served is not None and self.served.refused:
+            return f"step {self.step} differs from the recording and was refused"
         return f"step {self.step} differs from the recording"
 
     def __repr__(self) -> str:
@@ -83,6 +85,7 @@ class Divergence:
         if self.kind != "changed" or served is None:
             return f"<Divergence: {self.describe()}>"
         line = f"step {self.step} ({served.endpoint})" + (", ran live" if served.live else "")
+        line += ", refused" if served.refused else ""
         if served.repeat and not self.changes:
             line += f": requested again ({served.repeated})"
         if self.changes:
@@ -188,6 +191,18 @@ class BadValue:
         return cls(str(data["run"]), int(data["step"]), str(data["name"]), str(data["what"]))
 
 
+def _sole_member(exc: BaseException) -> BaseException | None:
+    """The one exception ``exc`` groups, when it is an exception group of one (the builtin
+    ``BaseExceptionGroup``, or the ``exceptiongroup`` backport's on Python 3.10); else None."""
+    if not any(c.__name__ == "BaseExceptionGroup" for c in type(exc).__mro__):
+        return None
+    members = getattr(exc, "exceptions", None)
+    if isinstance(members, tuple) and len(members) == 1:
+        member = members[0]
+        return member if isinstance(member, BaseException) else None
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class AgentStatus:
     """How the replayed program ended.
@@ -204,13 +219,21 @@ class AgentStatus:
     @classmethod
     def raised(cls, exc: BaseException, exit_code: int | None = None) -> AgentStatus:
         """The status of a program that ``exc`` ended (its message's first line, cut to 300
-        characters: an ``UnmatchedRequestError`` goes on to list candidates)."""
-        lines = str(exc).strip().splitlines()
+        characters: an ``UnmatchedRequestError`` goes on to list candidates). An exception
+        group holding one exception (what an anyio or asyncio task group raises, as the MCP
+        SDK's clients do) names that exception, and the group after it: the group's own
+        message says only how many it holds."""
+        group, sole = None, exc
+        while (inner := _sole_member(sole)) is not None:
+            group = group or qualified_name(sole)
+            sole = inner
+        lines = str(sole).strip().splitlines()
         message = lines[0] if lines else ""
         if len(message) > _MESSAGE_LIMIT:
             message = message[: _MESSAGE_LIMIT - 1] + "…"
-        name = qualified_name(exc)
-        return cls(exit_code, f"{name}: {message}" if message else name)
+        name = qualified_name(sole)
+        error = f"{name}: {message}" if message else name
+        return cls(exit_code, error if group is None else f"{error} (in {group})")
 
     @property
     def failed(self) -> bool:
@@ -443,8 +466,9 @@ class ReplayResult:
     def unused(self) -> list[RecordedStep]:
         """Recorded steps no request asked for, but those made inside a tool or side effect
         that was itself served from the recording (its body, and so they, did not run
-        again). A step a fault was injected at was asked for, its recorded answer given or
-        not (see :attr:`faults`)."""
+        again), or that is itself unused (listed, it says they were not made either). A step
+        a fault was injected at was asked for, its recorded answer given or not (see
+        :attr:`faults`)."""
         used = {s.recorded for s in self._steps}
         within = {s.step.index: s.step.within for s in self.run.steps}
 
@@ -462,7 +486,9 @@ class ReplayResult:
             s for s in self.run.steps if s.step.index not in used and not covered(s.step.index)
         ]
         twins = self._twins_of_faulted(unused)
-        return [s for s in unused if s.step.index not in twins]
+        unused = [s for s in unused if s.step.index not in twins]
+        left = {s.step.index for s in unused}
+        return [s for s in unused if s.step.within not in left]
 
     def _twins_of_faulted(self, unused: Sequence[RecordedStep]) -> set[int]:
         """The unused steps a fault's "retry" stood for: a step a fault was injected at gives
@@ -562,7 +588,7 @@ class ReplayResult:
             "agent": self.agent.to_json(),
             "bad_value": None if self.bad_value is None else self.bad_value.to_json(),
             "recorded_steps": len(self.run.steps),
-            "served": sum(1 for s in self._steps if s.recorded is not None),
+            "served": sum(1 for s in self._steps if s.recorded is not None and not s.refused),
             "matched": dict(self.matched()),
             "fidelity": dict(self.fidelity()),
             "first_divergence": None

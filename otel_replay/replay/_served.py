@@ -28,7 +28,9 @@ class ServedStep:
     ``request_body``: the request as sent (redacted); ``response_body``: the answer the
     program got (the recorded one, a fork's in its place, or a live tool's); None when not
     known (an injected fault, a step read back from a report file). Neither is in the
-    report-file form.
+    report-file form. ``refused``: the call was matched to its recorded step and refused
+    (``UnmatchedRequestError``): a fork serves a write tool only the call it recorded, so
+    the program got nothing, neither the recorded answer nor a live one.
     """
 
     order: int
@@ -47,6 +49,7 @@ class ServedStep:
     forked: str | None = None
     request_body: bytes | None = field(default=None, repr=False, compare=False)
     response_body: bytes | None = field(default=None, repr=False, compare=False)
+    refused: bool = False
 
     @property
     def identical(self) -> bool:
@@ -93,6 +96,7 @@ class ServedStep:
             "effect": self.effect,
             "effect_reason": self.effect_reason,
             "forked": self.forked,
+            "refused": self.refused,
         }
 
     @classmethod
@@ -113,6 +117,7 @@ class ServedStep:
             effect=data.get("effect"),
             effect_reason=data.get("effect_reason"),
             forked=data.get("forked"),
+            refused=bool(data.get("refused", False)),
         )
 
 

@@ -495,6 +495,7 @@ class ReplaySession:
                 forked,
                 body,  # request_body
                 None if live or fault is not None or refused else served.step.response_body,
+                refused is not None,
             )
         )
         if refused is not None:

@@ -23,6 +23,7 @@ from otel_replay._canonical import canonical_json
 from otel_replay.codecs import CODECS
 from otel_replay.errors import CodecError
 from otel_replay.replay import RecordedStep, Run, diff_runs
+from otel_replay.step import refused_by_replay
 from otel_replay.store import FailureLabel
 from otel_replay.triage._severity import CATEGORIES, SEVERITY
 
@@ -59,7 +60,6 @@ _CONNECTION = re.compile(
     r"|ChunkedEncoding|ClientPayload|IncompleteRead"
 )
 _PROVIDER = re.compile(r"InternalServer|RateLimit|Overloaded|ServiceUnavailable|APIStatus")
-_REPLAY_REFUSALS = ("UnmatchedRequestError", "NetworkBlockedError")
 _CONTRACT_ERROR = "ToolContractError"
 
 
@@ -82,11 +82,6 @@ def drift_error(error_type: str | None) -> bool:
     return (
         _timeout(error_type) or _connection(error_type) or bool(_PROVIDER.search(_last(error_type)))
     )
-
-
-def refused_by_replay(error_type: str | None) -> bool:
-    """Whether an exception type is a replay's refusal of a request it has no recording of."""
-    return error_type is not None and _last(error_type) in _REPLAY_REFUSALS
 
 
 def _call(recorded: RecordedStep) -> str:
@@ -424,18 +419,26 @@ def _exhaustion(steps: Sequence[RecordedStep]) -> Iterator[FailureLabel]:
 # -- replay mismatch ------------------------------------------------------------------------
 
 
+def _refusal(refused: RecordedStep) -> str:
+    """Why the replay refused the request of step ``refused``: what the refusal said, for a
+    tool step (whose body keeps it: a write a fork served only with its recorded arguments is
+    a call the recording has, with other arguments); else that the recording lacks it."""
+    said = _raised_message(refused.step.response_body) if refused.step.kind == "tool" else None
+    if said is not None:
+        first = said.strip().splitlines()[0].removeprefix("otel-replay: ")
+        return f"the replay refused {_call(refused)}: {first}"
+    return (
+        f"the replay refused {_call(refused)}: the recording has no such request "
+        f"({refused.step.error_type})"
+    )
+
+
 def mismatch_labels(run: Run, parent: Run | None, fork_step: int | None) -> list[FailureLabel]:
     """Where a replay (or a fork, before its first changed step ``fork_step``) of ``parent``
     did not do what ``parent`` did: a request the replay refused, and the first divergence
     from the recording (when ``parent`` is known)."""
     found = [
-        _label(
-            r.step.index,
-            MISMATCH,
-            "unmatched_request",
-            f"the replay refused {_call(r)}: the recording has no such request "
-            f"({r.step.error_type})",
-        )
+        _label(r.step.index, MISMATCH, "unmatched_request", _refusal(r))
         for r in run.steps
         if refused_by_replay(r.step.error_type)
     ]
@@ -450,10 +453,10 @@ def mismatch_labels(run: Run, parent: Run | None, fork_step: int | None) -> list
     step = first.b.step.index if first.b is not None else None
     if first.status == "removed":
         reason = f"the replay never made step {where} ({_call(first.recorded)}) of {parent.run_id}"
-    elif first.status == "added":
-        reason = f"step {step} ({_call(first.recorded)}) is not in {parent.run_id}"
+    elif first.status == "added":  # the label is on the step: its reason need not name it
+        reason = f"{_call(first.recorded)} is not in {parent.run_id}"
     else:
-        reason = f"step {step} ({_call(first.recorded)}) differs from {parent.run_id}: " + (
+        reason = f"{_call(first.recorded)} differs from {parent.run_id}: " + (
             ", ".join(first.fields())
         )
     if all(label.step != step for label in found):

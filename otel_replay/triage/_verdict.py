@@ -225,7 +225,11 @@ def _run_label(subject: Subject, found: Sequence[FailureLabel]) -> FailureLabel 
     error_type = subject.error_type or "an error"
     category = _stamped(subject.spans)
     if category is None and drift_error(subject.error_type):
-        category = DRIFT
+        # A fork that injected a fault and failed with a provider's or the network's error
+        # failed of its experiment (the agent did not get over the fault), not of the world:
+        # drift only where a step of its own found it (the live world past a live point).
+        if not _injected(subject.loaded) or any(x.category == DRIFT for x in found):
+            category = DRIFT
     elif category is None and refused_by_replay(subject.error_type):
         category = MISMATCH
     if category is not None:
@@ -235,6 +239,17 @@ def _run_label(subject: Subject, found: Sequence[FailureLabel]) -> FailureLabel 
         return FailureLabel(None, category, CRITICAL, "run_error", f"the run failed: {error_type}")
     errors = [x for x in found if severity_rank(x.severity) >= severity_rank(ERROR)]
     return _own(errors[0], CRITICAL) if errors else None
+
+
+def _injected(run: Run | None) -> bool:
+    """Whether a fork served a fault in place of a step of ``run`` (``--inject``)."""
+    if run is None:
+        return False
+    for recorded in run.steps:
+        change = recorded.attributes.get(A.REPLAY_FORK_CHANGE)
+        if isinstance(change, str) and change.startswith("inject "):
+            return True
+    return False
 
 
 def _own(label: FailureLabel, severity: str | None) -> FailureLabel:

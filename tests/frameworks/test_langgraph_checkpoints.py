@@ -19,6 +19,8 @@ from tests.frameworks._support import (
     assert_a_changed_system_prompt_diverges_at_the_first_call,
     assert_tool_kit,
     record,
+    refunds,
+    replay,
     replay_identically,
     spans,
     tool_spans,
@@ -118,3 +120,27 @@ def test_checkpoint_reads_are_steps_holding_the_thread_read(kept: KeptThread) ->
     assert len(messages) == 9
     assert [m["otel_replay.message"]["type"] for m in messages[:2]] == ["system", "human"]
     assert messages[1]["otel_replay.message"]["content"] == QUESTIONS[0]
+
+
+def test_a_fork_that_empties_the_thread_starts_the_next_invoke_afresh(
+    threaded: Recording,
+) -> None:
+    """``--state langgraph.get_tuple=null``: each invoke reads an empty thread, so the second
+    one starts a conversation of its own (its question alone, no system prompt), as it would
+    on a thread nobody wrote. The replay's own saver held the first invoke's writes: a fork
+    that answered from it would change nothing the agent sees."""
+    done = replay(threaded, "--state", "langgraph.get_tuple=null", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    reads = [
+        s["recorded"] for s in report["steps"] if s["endpoint"] == "checkpoint:langgraph.get_tuple"
+    ]
+    assert len(reads) == 2
+    assert [s["recorded"] for s in report["steps"] if s["forked"]] == reads
+    first = report["first_divergence"]
+    assert first["step"] == reads[1] + 1  # the second invoke's first model call
+    # The first turn, system prompt included, is no longer in the thread the model is sent.
+    removed = [c["recorded"] for c in first["changes"] if c["kind"] == "removed"]
+    assert f"user: {QUESTIONS[0]}" in removed
+    assert any(line.startswith("system: ") for line in removed)
+    assert refunds(threaded.database) == 0

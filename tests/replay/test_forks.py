@@ -220,6 +220,37 @@ def test_a_write_tool_runs_only_with_allow_writes(recorded: tuple[Path, Path]) -
 
 
 @pytest.mark.subprocess
+def test_a_write_the_fork_refused_is_shown_refused_not_served(
+    recorded: tuple[Path, Path],
+) -> None:
+    """Step 6 overridden to ask ``refund_order`` for another order: the fork refuses the
+    write (the recording refunded A-1234), and ``show FORK`` said ``served`` in its fork
+    column for the step that was refused."""
+    store, database = recorded
+    before = _refunds(database)
+    call = {"name": "refund_order", "arguments": '{"order_id": "B-5678", "reason": "broken"}'}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_other", "type": "function", "function": call}],
+    }
+    body = {
+        **CHAT_BODY,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }
+    done = _fork(recorded, "--override", f"6={json.dumps(body)}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _refunds(database) == before
+    report = json.loads(done.stdout)
+    refund = next(s for s in report["steps"] if s["endpoint"] == "tool:refund_order")
+    assert (refund["recorded"], refund["refused"]) == (7, True)
+    shown = json.loads(_cli(store, "show", report["replay_run_id"], "--json").stdout)
+    forks = {s["index"]: s["fork"] for s in shown["steps"]}
+    assert forks[6].startswith('override {"id": "chatcmpl-fork"') and forks[7] == "refused"
+    assert forks[5] == "served"
+
+
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

@@ -10,6 +10,7 @@ stand-in, its log of requests cleared first.
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+from rich.console import Console
 from rich.text import Text
 
 import otel_replay
@@ -28,6 +30,7 @@ from examples.support_agent import CONVERSATION, SupportAgent
 from otel_replay.cli._replay_report import render
 from otel_replay.errors import NetworkBlockedError, UnmatchedRequestError
 from otel_replay.replay import ReplayResult, Run, ServedStep, WentLive
+from otel_replay.replay._change import Change
 from otel_replay.replay.sources import load_run
 from tests.export._support import Pipeline
 from tests.replay._recorded import recorded_step
@@ -377,11 +380,19 @@ def test_a_fork_that_changes_an_answer_refuses_a_write_called_with_other_argumen
         "tool only the call it recorded, and runs none without --allow-writes"
     )
     assert RUNS == {}  # neither tool ran: the read was overridden, the write refused
-    assert [(s.recorded, s.how) for s in result.steps] == [
-        (0, "hash"),
-        (1, "position"),
-        (2, "position"),
+    assert [(s.recorded, s.how, s.refused) for s in result.steps] == [
+        (0, "hash", False),
+        (1, "position", False),
+        (2, "position", True),
     ]
+    # The report says the write was refused, not served with other arguments.
+    assert result.to_json()["served"] == 2
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(*render(result, kept="recorded"))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    (row,) = [line for line in lines if line.startswith("2 ")]
+    assert "refused, differs: arguments" in row, row
+    assert any(line.startswith("3 requests, 2 served from 3 recorded steps;") for line in lines)
 
 
 def test_a_fork_that_changes_an_answer_serves_a_write_its_own_recorded_call(
@@ -475,3 +486,28 @@ def _get_order(client: str, tools_url: str, headers: dict[str, str] | None = Non
                 await response.read()
 
         asyncio.run(get())
+
+
+def test_a_refused_write_is_said_to_be_refused_where_it_is_the_first_divergence() -> None:
+    """The program got neither the recorded answer nor a live one: the verdict, the first
+    divergence and a test's assertion message say so."""
+    recorded = recorded_step(
+        index=0, kind="tool", endpoint="tool:reserve", method="TOOL", url="tool://reserve"
+    )
+    changed = Change("argument $.item", "changed", "lamp", "desk")
+    refused = ServedStep(
+        0, "TOOL", "tool://reserve", "tool:reserve", "sha256:00", "position", 0, False,
+        "exact", (changed,), refused=True,
+    )  # fmt: skip
+    result = ReplayResult(Run("r_refused", "test", (recorded,)), [refused], [])
+    first = result.first_divergence
+    assert first is not None
+    assert first.describe() == "step 0 differs from the recording and was refused"
+    assert repr(first) == (
+        "<Divergence: step 0 (tool:reserve), refused: argument $.item: lamp → desk>"
+    )
+    lines = [r.plain for r in render(result, kept="recorded") if isinstance(r, Text)]
+    assert "first divergence: step 0 (tool:reserve), request 0, matched by position, refused" in (
+        lines
+    )
+    assert result.to_json()["served"] == 0

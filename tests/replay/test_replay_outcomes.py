@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from examples.support_agent import SYSTEM_PROMPT
+from otel_replay.runs import qualified_name
 from tests.replay.test_replay_cli import AGENT, CLI, agent_store, replay
 
 pytestmark = pytest.mark.subprocess
@@ -55,6 +56,23 @@ def _run_agent_then(tmp_path: Path, tail: str) -> str:
 
 
 Replayed = subprocess.CompletedProcess[str]
+
+_RAISE_IN_A_TASK_GROUP = """
+import anyio
+async def ask():
+    raise ValueError('no more questions')
+async def main():
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+anyio.run(main)
+"""
+# The group anyio raises: the builtin on Python 3.11+, the backport's before.
+if sys.version_info >= (3, 11):
+    _GROUP = "ExceptionGroup"
+else:  # pragma: no cover - Python 3.10
+    import exceptiongroup
+
+    _GROUP = qualified_name(exceptiongroup.ExceptionGroup("", [ValueError()]))
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +165,15 @@ def test_a_changed_tool_description_shows_the_old_and_the_new(
         ("changed prompt", 1, "diverged", 0, None),
         ("exit 3 after identical steps", 3, "agent_failed", 3, None),
         ("raises after identical steps", 3, "agent_failed", 1, "ValueError: no more questions"),
+        # A task group (anyio's, as the MCP SDK's clients use) wraps the error in a group
+        # whose own message says only "unhandled errors in a TaskGroup (1 sub-exception)".
+        (
+            "raises in a task group after identical steps",
+            3,
+            "agent_failed",
+            1,
+            f"ValueError: no more questions (in {_GROUP})",
+        ),
     ],
 )
 def test_each_outcome_has_its_own_exit_status(
@@ -163,6 +190,8 @@ def test_each_outcome_has_its_own_exit_status(
     command = [sys.executable, str(AGENT)]
     if scenario.startswith("exit 3"):
         command = [sys.executable, _run_agent_then(tmp_path, "sys.exit(3)")]
+    elif scenario.startswith("raises in a task group"):
+        command = [sys.executable, _run_agent_then(tmp_path, _RAISE_IN_A_TASK_GROUP)]
     elif scenario.startswith("raises"):
         command = [
             sys.executable,

@@ -27,8 +27,9 @@ import examples.support_agent as support
 import otel_replay
 from examples.standin import StandIn
 from otel_replay.errors import ConfigError, UnmatchedRequestError
-from otel_replay.replay import Run
+from otel_replay.replay import ReplayResult, Run, ServedStep
 from tests.export._support import Pipeline
+from tests.replay._recorded import recorded_step
 
 KEY = "sk-replaying-not-a-secret"
 SYSTEM = "You are a support agent for Acme."
@@ -424,3 +425,35 @@ def test_an_option_that_means_nothing_is_refused_naming_it(option: str, value: s
     ):
         pass
     assert str(caught.value).startswith(f"replaying(): {option}={value!r} is not one of ")
+
+
+def test_the_steps_inside_a_tool_never_asked_for_are_not_listed_apart() -> None:
+    """A tool never called: its step is never requested, and so are the HTTP calls its body
+    made; listing those too buried the steps that matter (an agent fixed to stop its loop
+    listed every refund POST under every refund it no longer asked for)."""
+
+    def step(index: int, kind: str, endpoint: str, within: int | None = None) -> Any:
+        return recorded_step(
+            index=index, kind=kind, endpoint=endpoint, method="POST", url="", within=within
+        )
+
+    run = Run(
+        "r_within",
+        "test",
+        (
+            step(0, "llm", "openai.chat_completions"),
+            step(1, "tool", "tool:refund_order"),
+            step(2, "http", "POST /tools/refunds", within=1),
+            step(3, "tool", "tool:notify", within=1),
+            step(4, "http", "POST /mail", within=3),
+            step(5, "llm", "openai.chat_completions"),
+        ),
+    )
+    asked = ServedStep(
+        0, "POST", "http://x/v1", "openai.chat_completions", "sha256:00", "hash", 0, False,
+        "exact", (),
+    )  # fmt: skip
+    result = ReplayResult(run, [asked], [])
+    assert [s.step.index for s in result.unused] == [1, 5]
+    assert result.first_divergence is not None
+    assert result.first_divergence.describe() == "recorded step 1 was never requested"

@@ -70,8 +70,12 @@ def test_a_replay_that_diverged_is_a_replay_mismatch_and_a_fork_past_its_change_
     assert [(x["step"], x["category"], x["rule"]) for x in replay_run["steps"]] == [
         (0, "replay_mismatch", "diverged")
     ]
+    # The label is on step 0: its reason does not name the step again ("step 0: step 0 …").
     assert replay_run["steps"][0]["reason"] == (
-        f"step 0 (openai.chat_completions) differs from {RUN}: prompt hash, system instructions"
+        f"openai.chat_completions differs from {RUN}: prompt hash, system instructions"
+    )
+    assert replay_run["label"]["reason"] == (
+        f"step 0: openai.chat_completions differs from {RUN}: prompt hash, system instructions"
     )
     assert replay_run["label"]["severity"] == "error" and replay_run["failed"]
     fork = runs[forked]
@@ -102,3 +106,66 @@ def test_a_damaged_recording_leaves_its_replays_triaged(
     assert runs[diverged]["mode"] == "replay" and runs[forked]["mode"] == "fork"
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"Error: run {RUN} could not be read, so not triaged (record file ")
+
+
+_ORDER_AGENT = """
+import os
+import httpx
+response = httpx.get(os.environ["STANDIN_URL"] + "/tools/orders/A-1234", timeout=5)
+print(response.json()["status"])
+"""
+
+
+def test_a_fork_that_fails_on_the_fault_it_injected_is_no_environment_drift(
+    tmp_path: Path,
+) -> None:
+    """``--inject 0=disconnect``, and the agent does not get over it: the run fails with
+    ``httpx.RemoteProtocolError``, a network error by name, but the network never failed:
+    the fork's fault did, and that is the experiment. The recording of the world really
+    failing (the stand-in gone) is drift."""
+    store, agent = tmp_path / "store", tmp_path / "order_agent.py"
+    agent.write_text(_ORDER_AGENT)
+    with StandIn(event_delay=0.001) as standin:
+        done = subprocess.run(
+            [str(INSTRUMENT), sys.executable, str(agent)],
+            env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN, STANDIN_URL=standin.base_url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        gone = standin.base_url
+    down = subprocess.run(
+        [str(INSTRUMENT), sys.executable, str(agent)],
+        env=subprocess_env(store, STANDIN_URL=gone),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert down.returncode == 1 and "ConnectError" in down.stderr, down.stderr
+    forked = replay(
+        store,
+        RUN,
+        sys.executable,
+        str(agent),
+        flags=["--json", "--inject", "0=disconnect"],
+        STANDIN_URL=gone,
+    )
+    assert forked.returncode == 3, forked.stdout + forked.stderr  # identical; the agent failed
+    fork = json.loads(forked.stdout)["replay_run_id"]
+
+    result = run_cli("triage", "--json", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    runs = {run["run_id"]: run for run in document["runs"]}
+    assert runs[fork]["mode"] == "fork"
+    assert (runs[fork]["status"], runs[fork]["error_type"]) == (
+        "error",
+        "httpx.RemoteProtocolError",
+    )
+    assert runs[fork]["label"] is None and runs[fork]["failed"]
+    assert fork in document["uncategorised"]
+    (world,) = [run for run_id, run in runs.items() if run_id not in (RUN, fork)]
+    assert world["label"]["category"] == "environment_drift", world

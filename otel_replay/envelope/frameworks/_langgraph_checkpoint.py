@@ -13,6 +13,7 @@ from otel_replay.envelope._jsonable import Unfit, encode, encode_exact, json_kin
 from otel_replay.envelope._steps import (
     Call,
     active,
+    forked_answer,
     named_call,
     perform,
     perform_async,
@@ -46,12 +47,13 @@ def patch(module: ModuleType) -> Callable[[], None]:
 @dataclass(frozen=True, slots=True)
 class _Read:
     """One read method: its step's name, its arguments as recorded, the saver's value from
-    the recorded JSON, and the replay's answer (:class:`Shadow`) given the recorded value."""
+    the recorded JSON, and the replay's answer (:class:`Shadow`) given the recorded value
+    and whether a fork put that value in the recording's place."""
 
     step: str
     arguments: Callable[[tuple[Any, ...], dict[str, Any]], bytes]
     rebuild: Callable[[Any], Any]
-    replayed: Callable[[Shadow, tuple[Any, ...], dict[str, Any], Any], Any]
+    replayed: Callable[[Shadow, tuple[Any, ...], dict[str, Any], Any, bool], Any]
     many: bool = False
 
 
@@ -83,13 +85,13 @@ _WRITES = ("put", "put_writes", "delete_thread", "delete_for_runs", "copy_thread
 
 
 def _replayed_get_tuple(
-    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any
+    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any, forked: bool
 ) -> Any:
-    return shadow.get_tuple(_argument(args, kwargs, 0, "config"), recorded)
+    return shadow.get_tuple(_argument(args, kwargs, 0, "config"), recorded, forked=forked)
 
 
 def _replayed_list(
-    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any
+    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any, forked: bool
 ) -> list[Any]:
     return shadow.list(
         _argument(args, kwargs, 0, "config"),
@@ -97,13 +99,14 @@ def _replayed_list(
         kwargs.get("before"),
         kwargs.get("limit"),
         recorded,
+        forked=forked,
     )
 
 
 def _replayed_delta(
-    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any
+    shadow: Shadow, args: tuple[Any, ...], kwargs: dict[str, Any], recorded: Any, forked: bool
 ) -> Any:
-    return shadow.delta(kwargs.get("config"), kwargs.get("channels"), recorded)
+    return shadow.delta(kwargs.get("config"), kwargs.get("channels"), recorded, forked=forked)
 
 
 # -- reads ------------------------------------------------------------------------------
@@ -122,15 +125,17 @@ def _replayed(
 ) -> Any:
     """Under replay, the read's answer: the replay's shadow given the matched recorded read
     (or, when none matched, the shadow alone); the shadow alone as well for a recording with
-    no such step (a foreign trace)."""
+    no such step (a foreign trace). A fork's change at the read is the answer, whatever the
+    shadow holds."""
     shadow = shadow_of(instance)
 
     def own() -> Any:
-        return read.replayed(shadow, args, kwargs, MISSING)
+        return read.replayed(shadow, args, kwargs, MISSING, False)
 
     def recorded(body: bytes) -> Any:
+        forked = forked_answer()
         value = read.rebuild(untagged(restore_body(body)))
-        return read.replayed(shadow, args, kwargs, value)
+        return read.replayed(shadow, args, kwargs, value, forked)
 
     if not recorded_at(call.kind, call.name):
         return own()

@@ -49,10 +49,17 @@ class Shadow:
         self.deleted: set[Any] = set()
         self._lock = threading.RLock()
 
-    # -- reads: ``recorded`` is what the matched recorded read returned, or MISSING ---------
+    # -- reads: ``recorded`` is what the matched recorded read returned, or MISSING; ``forked``:
+    # a fork put it there (--override, --state), and it is the answer, whatever the replay
+    # itself wrote: the thread is then what the fork says, and the graph goes on from it ---
 
-    def get_tuple(self, config: Any, recorded: Any) -> Any:
+    def get_tuple(self, config: Any, recorded: Any, *, forked: bool = False) -> Any:
         with self._lock:
+            if forked and recorded is not MISSING:
+                self._forget(config)
+                if recorded is not None:
+                    self._load(recorded)
+                return recorded
             own = self.memory.get_tuple(config)
             if own is not None or recorded is MISSING or recorded is None:
                 return own
@@ -68,8 +75,12 @@ class Shadow:
         before: Any,
         limit: Any,
         recorded: Any,
+        *,
+        forked: bool = False,
     ) -> list[Any]:
         with self._lock:
+            if forked and recorded is not MISSING:
+                return list(recorded)[:limit] if isinstance(limit, int) else list(recorded)
             own = list(self.memory.list(config, filter=filter, before=before))
             thread = _configurable(config).get("thread_id")
             if recorded is MISSING:
@@ -87,8 +98,10 @@ class Shadow:
             items = own + older
             return items[:limit] if isinstance(limit, int) else items
 
-    def delta(self, config: Any, channels: Any, recorded: Any) -> Any:
+    def delta(self, config: Any, channels: Any, recorded: Any, *, forked: bool = False) -> Any:
         with self._lock:
+            if forked and recorded is not MISSING:
+                return recorded
             if self.memory.get_tuple(config) is not None or recorded is MISSING:
                 return self.memory.get_delta_channel_history(config=config, channels=channels)
             return recorded
@@ -109,6 +122,14 @@ class Shadow:
                 return action(*args, **kwargs)
             except NotImplementedError:
                 return None
+
+    def _forget(self, config: Any) -> None:
+        """Drop what the replay wrote to the thread ``config`` reads (its root namespace: a
+        subgraph's checkpoints go with the thread; a subgraph's own read drops nothing)."""
+        configurable = _configurable(config)
+        thread = configurable.get("thread_id")
+        if thread is not None and not configurable.get("checkpoint_ns"):
+            self.memory.delete_thread(thread)
 
     def _load(self, item: Any) -> None:
         """Put a recorded checkpoint tuple in the shadow, every channel value with it."""
