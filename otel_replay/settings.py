@@ -82,8 +82,21 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+# Text each pattern is tried on: one with an empty match in it would redact between every
+# byte of every body (``x*`` turns ``{"a": 1}`` into ``REDACTED{REDACTED"…``).
+_EMPTY_MATCH_PROBES = (b"", b'{"key": "value 1", "n": [-2.5e3, true]}\n')
+
+
 def _patterns(raw: str) -> tuple[re.Pattern[bytes], ...]:
-    return tuple(re.compile(p.strip().encode()) for p in raw.split(",") if p.strip())
+    out = []
+    for text in raw.split(","):
+        if not text.strip():
+            continue
+        pattern = re.compile(text.strip().encode())
+        if any(not m.group() for probe in _EMPTY_MATCH_PROBES for m in pattern.finditer(probe)):
+            raise ValueError(f"{text.strip()!r} matches empty text")
+        out.append(pattern)
+    return tuple(out)
 
 
 def _text(raw: str) -> str | None:

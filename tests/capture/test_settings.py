@@ -108,3 +108,16 @@ def test_every_setting_is_documented() -> None:
     names = [s.name for s in every]
     assert len(names) == len(set(names))
     assert all(s.name.startswith("OTEL_REPLAY_") and s.doc for s in every)
+
+
+@pytest.mark.parametrize("pattern", ["x*", "a|", "(?:)", r"\b", ".*?", "^", "[a-z]*"])
+def test_a_redaction_pattern_that_matches_empty_text_is_refused(pattern: str) -> None:
+    """``x*`` once passed, and redacted between every byte of every body: ``{"a": 1}`` was
+    stored as ``REDACTED{REDACTED"REDACTEDaREDACTED…``, no longer JSON, never replayed."""
+    given = r"acct-\d+," + pattern
+    with pytest.raises(ConfigError) as info:
+        settings.load({"OTEL_REPLAY_REDACT": given})
+    assert (
+        str(info.value)
+        == f"OTEL_REPLAY_REDACT={given!r} is invalid: {pattern!r} matches empty text"
+    )
