@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLI_CHANNEL",
     "CLOCKS",
+    "COMMIT_MAX",
     "SETTINGS",
     "TIMINGS",
     "Clock",
@@ -25,6 +26,7 @@ __all__ = [
     "Setting",
     "Settings",
     "Timing",
+    "commit_given",
     "load",
     "read",
     "replay_requested",
@@ -101,6 +103,23 @@ def _patterns(raw: str) -> tuple[re.Pattern[bytes], ...]:
 
 def _text(raw: str) -> str | None:
     return raw.strip() or None
+
+
+COMMIT_MAX = 200
+"""The longest commit (or other revision text) a recording may be given."""
+
+
+def commit_given(raw: str) -> str | None:
+    """A revision given to a recording (``OTEL_REPLAY_COMMIT``, a CI system's variable), or
+    None for an empty one. ValueError for one a store cannot keep or a terminal cannot show
+    on one line: bytes that are not UTF-8 (the environment carries any), control characters,
+    more than :data:`COMMIT_MAX` characters."""
+    value = raw.strip()
+    if not value:
+        return None
+    if len(value) > COMMIT_MAX or not value.isprintable():
+        raise ValueError(f"expected printable UTF-8 text of at most {COMMIT_MAX} characters")
+    return value
 
 
 RUN_ID_MAX = 200
@@ -220,7 +239,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "OTEL_REPLAY_COMMIT",
         "",
-        _text,
+        commit_given,
         "commit to record as vcs.ref.head.revision; else CI variables, else git",
     ),
     Setting(
