@@ -1,0 +1,67 @@
+"""Strict replay against programs that try their way out in ways ``test_hermetic`` does not:
+each is refused and listed once, or reaches nothing, and the report says what ran."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.replay.test_hermetic import (
+    Listener,
+    Recording,
+    _document,
+    escape_script,
+    listener,  # noqa: F401 - fixtures
+    recording,  # noqa: F401
+    replay,
+)
+
+pytestmark = pytest.mark.subprocess
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_a_forked_child_that_execs_curl_is_listed_once(
+    recording: Recording,  # noqa: F811
+    listener: Listener,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``os.execvp`` tries each directory of ``PATH`` in turn, an audit event each: the one
+    curl that ran was listed once per directory tried (nine times on this machine)."""
+    path = os.pathsep.join([str(tmp_path / "none"), "/nonexistent", os.environ["PATH"]])
+    body = f"""
+    import os
+    os.environ['PATH'] = {path!r}
+    pid = os.fork()
+    if pid == 0:
+        os.execvp('curl', ['curl', '-sS', '-m', '2', '-d', 'leak', f'http://127.0.0.1:{{PORT}}/'])
+    print('blocked: curl status', os.waitpid(pid, 0)[1])
+    """
+    done = replay(recording, escape_script(tmp_path, body), str(listener.port), "0")
+    assert listener.drain() == (0, 0), done.stderr
+    assert "Failed to connect to 127.0.0.1" in done.stderr  # no route in the namespace
+    document = _document(done)
+    command = f"curl -sS -m 2 -d leak http://127.0.0.1:{listener.port}/"
+    assert document["subprocesses"] == [command]
+    assert document["network_attempts"] == []
+
+
+def test_an_exec_that_finds_no_program_lists_nothing(
+    recording: Recording,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    body = """
+    import os
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execvp('no-such-program-here', ['no-such-program-here'])
+        except OSError:
+            os._exit(9)
+    print('blocked: status', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """
+    done = replay(recording, escape_script(tmp_path, body), "0", "0")
+    assert "blocked: status 9" in done.stderr
+    assert _document(done)["subprocesses"] == []
