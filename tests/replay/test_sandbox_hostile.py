@@ -3,13 +3,16 @@ each is refused and listed once, or reaches nothing, and the report says what ra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 
 from tests.replay.test_hermetic import (
+    SYS_CONNECT,
     Listener,
     Recording,
     _document,
@@ -65,3 +68,44 @@ def test_an_exec_that_finds_no_program_lists_nothing(
     done = replay(recording, escape_script(tmp_path, body), "0", "0")
     assert "blocked: status 9" in done.stderr
     assert _document(done)["subprocesses"] == []
+
+
+_NETLINK_USERSOCK = 2
+
+
+@pytest.mark.skipif(SYS_CONNECT is None, reason="seccomp filter for x86-64 and arm64 only")
+def test_without_a_network_namespace_no_netlink_message_reaches_the_host(
+    recording: Recording,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """With ``--no-isolate`` a netlink socket lives in the host's network namespace, where a
+    process listening on ``NETLINK_USERSOCK`` took the replay's message. Refused and listed;
+    the kernel's routing table (``getifaddrs``) is still asked."""
+    host = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_USERSOCK)
+    with host:
+        host.bind((0, 0))
+        host.setblocking(False)
+        body = f"""
+        import socket, struct
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
+        print('route socket made')
+        s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, {_NETLINK_USERSOCK})
+        s.sendto(struct.pack('=IHHII', 20, 16, 0, 1, 0) + b'leak', ({host.getsockname()[0]}, 0))
+        print('ESCAPED')
+        """
+        done = replay(
+            recording,
+            escape_script(tmp_path, body),
+            "0",
+            "0",
+            flags=("--json", "--no-isolate"),
+        )
+        with contextlib.suppress(BlockingIOError):
+            pytest.fail(f"the host got {host.recv(100)!r}")
+    assert "route socket made" in done.stderr
+    assert "blocked: PermissionError 13" in done.stderr
+    assert "ESCAPED" not in done.stderr
+    document = _document(done)
+    assert document["isolation"]["seccomp"] is True
+    assert document["network_attempts"] == [f"socket(AF_NETLINK, SOCK_RAW, {_NETLINK_USERSOCK})"]
+    assert done.returncode == 1
