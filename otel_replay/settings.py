@@ -105,6 +105,21 @@ def _text(raw: str) -> str | None:
     return raw.strip() or None
 
 
+def _location(raw: str) -> str:
+    """A path (or URL) as given; a ``~`` or ``~user`` that names no home directory (a
+    container's user without one, a user that does not exist) is refused rather than taken
+    as a directory named ``~`` where the process happens to run."""
+    value = raw.strip()
+    if value.startswith("~") and os.path.expanduser(value) == value:
+        head = value.split("/", 1)[0]
+        raise ValueError(f"{head} names no home directory")
+    return value
+
+
+def _optional_location(raw: str) -> str | None:
+    return _location(raw) or None
+
+
 COMMIT_MAX = 200
 """The longest commit (or other revision text) a recording may be given."""
 
@@ -220,7 +235,9 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("OTEL_REPLAY_STORE", "./.otel-replay", str, "store location: a path or fsspec URL"),
+    Setting(
+        "OTEL_REPLAY_STORE", "./.otel-replay", _location, "store location: a path or fsspec URL"
+    ),
     Setting("OTEL_REPLAY_MODE", "record", _mode, "record, replay or off"),
     Setting("OTEL_REPLAY_RUN", "", _text, "run id (or path/URL of a source) to replay"),
     Setting("OTEL_REPLAY_RUN_ID", "", run_id_given, "run id to use when recording"),
@@ -283,7 +300,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "OTEL_REPLAY_CACHE_DIR",
         "",
-        _text,
+        _optional_location,
         "where the index of a remote (fsspec URL) store is kept; default ~/.cache/otel-replay",
     ),
     Setting(

@@ -43,7 +43,7 @@ def anchored(location: str) -> str:
     as it is, a local path (``file://`` dropped, ``~`` expanded) made absolute."""
     if is_url(location):
         return location
-    return str(Path(location.removeprefix("file://")).expanduser().absolute())
+    return str(Path(os.path.expanduser(location.removeprefix("file://"))).absolute())
 
 
 class Backend(Protocol):
@@ -160,7 +160,7 @@ class LocalBackend:
     def __init__(self, root: Path) -> None:
         # Absolute: an application that changes its directory after opening the store (an
         # agent working in a checkout or a temporary directory) must keep writing here.
-        self.root = root.expanduser().absolute()
+        self.root = Path(os.path.expanduser(root)).absolute()
         self.location = str(root)  # as given, for messages
         self._dirty: set[Path] = set()
 
