@@ -1,5 +1,6 @@
 """Strict replay against programs that try their way out in ways ``test_hermetic`` does not:
-each is refused and listed once, or reaches nothing, and the report says what ran."""
+each is refused and listed once, or reaches nothing, and the report says what ran and
+holds no secret the program sent."""
 
 from __future__ import annotations
 
@@ -109,3 +110,27 @@ def test_without_a_network_namespace_no_netlink_message_reaches_the_host(
     assert document["isolation"]["seccomp"] is True
     assert document["network_attempts"] == [f"socket(AF_NETLINK, SOCK_RAW, {_NETLINK_USERSOCK})"]
     assert done.returncode == 1
+
+
+def test_the_agents_uncaught_error_is_reported_without_the_key_it_sent(
+    recording: Recording,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The key a program sent (learned from its Authorization header) and then quoted in
+    the exception that ended it went whole into the replay's report, its --json and its
+    HTML page."""
+    key = "sk-proj-TOPSECRET0123456789abcdef"
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import sys, httpx\n"
+        f"httpx.get(sys.argv[1], headers={{'Authorization': 'Bearer {key}'}}).raise_for_status()\n"
+        f"raise RuntimeError('the provider refused key {key}')\n"
+    )
+    page = tmp_path / "replay.html"
+    done = replay(recording, script, "0", "0", flags=("--report", str(page)))
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = "the agent raised RuntimeError: the provider refused key REDACTED and exited"
+    assert said in done.stdout
+    assert key not in done.stdout and key not in page.read_text(encoding="utf-8")
+    document = _document(replay(recording, script, "0", "0"))
+    assert document["agent"]["error"] == "RuntimeError: the provider refused key REDACTED"
