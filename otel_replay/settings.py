@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLI_CHANNEL",
     "CLOCKS",
+    "COMMIT_MAX",
     "SETTINGS",
     "TIMINGS",
     "Clock",
@@ -25,6 +26,7 @@ __all__ = [
     "Setting",
     "Settings",
     "Timing",
+    "commit_given",
     "load",
     "read",
     "replay_requested",
@@ -82,12 +84,57 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+# Text each pattern is tried on: one with an empty match in it would redact between every
+# byte of every body (``x*`` turns ``{"a": 1}`` into ``REDACTED{REDACTED"…``).
+_EMPTY_MATCH_PROBES = (b"", b'{"key": "value 1", "n": [-2.5e3, true]}\n')
+
+
 def _patterns(raw: str) -> tuple[re.Pattern[bytes], ...]:
-    return tuple(re.compile(p.strip().encode()) for p in raw.split(",") if p.strip())
+    out = []
+    for text in raw.split(","):
+        if not text.strip():
+            continue
+        pattern = re.compile(text.strip().encode())
+        if any(not m.group() for probe in _EMPTY_MATCH_PROBES for m in pattern.finditer(probe)):
+            raise ValueError(f"{text.strip()!r} matches empty text")
+        out.append(pattern)
+    return tuple(out)
 
 
 def _text(raw: str) -> str | None:
     return raw.strip() or None
+
+
+def _location(raw: str) -> str:
+    """A path (or URL) as given; a ``~`` or ``~user`` that names no home directory (a
+    container's user without one, a user that does not exist) is refused rather than taken
+    as a directory named ``~`` where the process happens to run."""
+    value = raw.strip()
+    if value.startswith("~") and os.path.expanduser(value) == value:
+        head = value.split("/", 1)[0]
+        raise ValueError(f"{head} names no home directory")
+    return value
+
+
+def _optional_location(raw: str) -> str | None:
+    return _location(raw) or None
+
+
+COMMIT_MAX = 200
+"""The longest commit (or other revision text) a recording may be given."""
+
+
+def commit_given(raw: str) -> str | None:
+    """A revision given to a recording (``OTEL_REPLAY_COMMIT``, a CI system's variable), or
+    None for an empty one. ValueError for one a store cannot keep or a terminal cannot show
+    on one line: bytes that are not UTF-8 (the environment carries any), control characters,
+    more than :data:`COMMIT_MAX` characters."""
+    value = raw.strip()
+    if not value:
+        return None
+    if len(value) > COMMIT_MAX or not value.isprintable():
+        raise ValueError(f"expected printable UTF-8 text of at most {COMMIT_MAX} characters")
+    return value
 
 
 RUN_ID_MAX = 200
@@ -188,7 +235,9 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("OTEL_REPLAY_STORE", "./.otel-replay", str, "store location: a path or fsspec URL"),
+    Setting(
+        "OTEL_REPLAY_STORE", "./.otel-replay", _location, "store location: a path or fsspec URL"
+    ),
     Setting("OTEL_REPLAY_MODE", "record", _mode, "record, replay or off"),
     Setting("OTEL_REPLAY_RUN", "", _text, "run id (or path/URL of a source) to replay"),
     Setting("OTEL_REPLAY_RUN_ID", "", run_id_given, "run id to use when recording"),
@@ -207,7 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "OTEL_REPLAY_COMMIT",
         "",
-        _text,
+        commit_given,
         "commit to record as vcs.ref.head.revision; else CI variables, else git",
     ),
     Setting(
@@ -251,7 +300,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "OTEL_REPLAY_CACHE_DIR",
         "",
-        _text,
+        _optional_location,
         "where the index of a remote (fsspec URL) store is kept; default ~/.cache/otel-replay",
     ),
     Setting(

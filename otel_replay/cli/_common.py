@@ -117,7 +117,7 @@ def is_source(ref: str) -> bool:
     if ref.lower().startswith(("http://", "https://")) or "/" in source:
         return True
     try:
-        return Path(source).expanduser().exists()
+        return Path(os.path.expanduser(source)).exists()
     except (OSError, ValueError):  # a name no file can have (too long, a NUL): a run id
         return False
 
@@ -128,7 +128,7 @@ def _is_stored_id(ref: str, location: str | None) -> bool:
     if "://" in ref:
         return False
     try:
-        if Path(ref.partition("#")[0]).expanduser().exists():
+        if Path(os.path.expanduser(ref.partition("#")[0])).exists():
             return False
         with open_store(location) as opened:
             return ref in opened.run_ids(ref)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -35,7 +36,7 @@ def migrate(ctx: click.Context, store: str | None) -> None:
     where = store if store is not None else str(settings.read("OTEL_REPLAY_STORE"))
     if is_url(where):
         raise CliError(f"migrate converts local stores; {where} is a URL")
-    result = migrate_store(Path(where).expanduser())
+    result = migrate_store(Path(os.path.expanduser(where)))
     if result.resumed:
         click.echo(
             f"Finished a migration that was cut off: {printable(where)} is at format version 4; "

@@ -3,6 +3,7 @@ network calls and reports processes started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shlex
@@ -143,6 +144,16 @@ def _dlsym(args: tuple[Any, ...]) -> None:
         _refuse(f"native {name}() (ctypes lookup)")
 
 
+def _exec(args: tuple[Any, ...]) -> None:
+    # os.execvp tries each directory of PATH in turn, an event each: only the program that
+    # is there is started (once, not once per directory tried).
+    path = args[0]
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return
+    _report(args[1])
+
+
 def _posix_spawn(args: tuple[Any, ...]) -> None:
     # subprocess.Popen may spawn through os.posix_spawn: its own event has been reported.
     if _caller(past_relays=False) != _SUBPROCESS:
@@ -159,7 +170,7 @@ _CHECKS: dict[str, Callable[[tuple[Any, ...]], None]] = {
     "subprocess.Popen": lambda args: _report(args[1]),
     "os.system": lambda args: _report(args[0]),
     "os.posix_spawn": _posix_spawn,
-    "os.exec": lambda args: _report(args[1]),
+    "os.exec": _exec,
     "os.spawn": lambda args: _report(args[2]),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -358,7 +359,7 @@ def _read(what: str, spec: str, base: Path | None) -> bytes:
     for ever)."""
     from otel_replay.replay.sources import Limits, read_file  # noqa: PLC0415 - import cycle
 
-    path = Path(spec[1:]).expanduser()
+    path = Path(os.path.expanduser(spec[1:]))
     if base is not None and not path.is_absolute():
         path = base / path
     try:

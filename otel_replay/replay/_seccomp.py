@@ -76,6 +76,7 @@ _NOTIF = struct.Struct("=QIIiIQ6Q")  # id, pid, flags, then seccomp_data: nr, ar
 _RESPONSE = struct.Struct("=QqiI")  # id, val, error, flags
 
 _MSG_FASTOPEN = 0x20000000
+_NETLINK_ROUTE, _NETLINK_SOCK_DIAG = 0, 4
 _SOCKADDR_MAX = 128  # sizeof(struct sockaddr_storage): the kernel refuses longer addresses
 _SUN_PATH = 2  # offset of sun_path in struct sockaddr_un
 _RESOLVE_NO_MAGICLINKS = 0x02
@@ -222,7 +223,7 @@ def _program(arch: _Arch, *, netns: bool) -> bytes:
     asm.label("socket")
     asm.load(_arg(0))
     asm.jump(_JEQ, socket.AF_UNIX, "unix-kind")
-    asm.jump(_JEQ, socket.AF_NETLINK, "allow")
+    asm.jump(_JEQ, socket.AF_NETLINK, "allow" if netns else "netlink")
     asm.jump(_JEQ, socket.AF_INET, "allow" if netns else "ip-kind")
     asm.jump(_JEQ, socket.AF_INET6, "allow" if netns else "ip-kind")
     asm.ret(_RET_USER_NOTIF)
@@ -237,6 +238,7 @@ def _program(arch: _Arch, *, netns: bool) -> bytes:
         asm.jump(_JEQ, kind, "allow")
     asm.ret(_RET_USER_NOTIF)
     if not netns:
+        _netlink(asm)
         asm.label("ip-kind")
         asm.load(_arg(1))
         asm.mask(0xF)
@@ -251,6 +253,17 @@ def _program(arch: _Arch, *, netns: bool) -> bytes:
     asm.label("allow")
     asm.ret(_RET_ALLOW)
     return asm.assemble()
+
+
+def _netlink(asm: _Asm) -> None:
+    """Label ``netlink``: a netlink socket in the host's network namespace, which reaches the
+    host (a process listening on ``NETLINK_USERSOCK`` takes anyone's messages): only the
+    kernel's routing and socket tables, which the C library (``getifaddrs``) and ``ss`` ask."""
+    asm.label("netlink")
+    asm.load(_arg(2))
+    for protocol in (_NETLINK_ROUTE, _NETLINK_SOCK_DIAG):
+        asm.jump(_JEQ, protocol, "allow")
+    asm.ret(_RET_USER_NOTIF)
 
 
 def install(*, netns: bool) -> int:

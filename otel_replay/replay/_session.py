@@ -547,10 +547,15 @@ class ReplaySession:
             self._write({"type": "network-live", "address": what})
 
     def uncaught(self, exc: BaseException) -> None:
-        """The replayed program is ending on ``exc``, which nothing caught."""
+        """The replayed program is ending on ``exc``, which nothing caught. Its message is
+        redacted as any error message of the process (a key it sent, quoted back)."""
+        status = AgentStatus.raised(exc)
+        if status.error is not None:
+            said = self._redactor.body(status.error.encode(errors="surrogatepass"))
+            status = replace(status, error=said.decode(errors="replace"))
         with self._lock:
-            self.result.agent = AgentStatus.raised(exc)
-            error = self.result.agent.error
+            self.result.agent = status
+            error = status.error
             self._write({"type": "uncaught", "error": error, "pid": os.getpid()})
 
     def bad_value(self, error: RecordedValueError) -> None:

@@ -42,7 +42,10 @@ def code_version() -> CodeVersion:
     if configured:
         return CodeVersion(configured, None)
     for name in _COMMIT_VARIABLES:
-        value = os.environ.get(name, "").strip()
+        try:
+            value = settings.commit_given(os.environ.get(name, ""))
+        except ValueError:  # not text a store can keep (bytes that are not UTF-8): not it
+            continue
         if value:
             return CodeVersion(value, None)
     for where in _candidate_dirs():

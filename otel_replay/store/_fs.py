@@ -10,6 +10,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from otel_replay.errors import StoreError, StoreFullError, StoreNotWritableError
@@ -42,7 +43,7 @@ def anchored(location: str) -> str:
     as it is, a local path (``file://`` dropped, ``~`` expanded) made absolute."""
     if is_url(location):
         return location
-    return str(Path(location.removeprefix("file://")).expanduser().absolute())
+    return str(Path(os.path.expanduser(location.removeprefix("file://"))).absolute())
 
 
 class Backend(Protocol):
@@ -159,7 +160,7 @@ class LocalBackend:
     def __init__(self, root: Path) -> None:
         # Absolute: an application that changes its directory after opening the store (an
         # agent working in a checkout or a temporary directory) must keep writing here.
-        self.root = root.expanduser().absolute()
+        self.root = Path(os.path.expanduser(root)).absolute()
         self.location = str(root)  # as given, for messages
         self._dirty: set[Path] = set()
 
@@ -168,12 +169,13 @@ class LocalBackend:
         return self.root / rel if rel else self.root
 
     def read(self, rel: str) -> bytes:
-        """The whole file; FileNotFoundError when absent."""
-        return self.path(rel).read_bytes()
+        """The whole file; FileNotFoundError when absent, OSError when it is no regular file."""
+        with open(_open_file(self.path(rel)), "rb") as file:
+            return file.read()
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` (exclusive) of the file."""
-        fd = os.open(self.path(rel), os.O_RDONLY)
+        fd = _open_file(self.path(rel))
         try:
             return os.pread(fd, end - start, start)
         finally:
@@ -181,7 +183,7 @@ class LocalBackend:
 
     def read_tail(self, rel: str, size: int) -> bytes:
         """The last ``size`` bytes of the file (all of it when it is shorter)."""
-        fd = os.open(self.path(rel), os.O_RDONLY)
+        fd = _open_file(self.path(rel))
         try:
             total = os.fstat(fd).st_size
             return os.pread(fd, min(size, total), max(0, total - size))
@@ -314,7 +316,9 @@ class LocalBackend:
             return []
 
     def find(self, rel: str) -> dict[str, FileInfo]:
-        """Every file under ``rel``, recursively: relative path -> (size, mtime)."""
+        """Every regular file under ``rel``, recursively: relative path -> (size, mtime).
+        Nothing else is the store's: a FIFO (or a link to ``/dev/zero``) planted under a
+        record file's name would block or fill memory when read."""
         found: dict[str, FileInfo] = {}
         base = self.path(rel)
         for dirpath, _dirs, files in os.walk(base):
@@ -322,9 +326,10 @@ class LocalBackend:
                 full = Path(dirpath) / name
                 try:
                     stat = full.stat()
-                except FileNotFoundError:
+                except (FileNotFoundError, OSError):  # gone, or a link that leads nowhere
                     continue
-                found[full.relative_to(self.root).as_posix()] = (stat.st_size, stat.st_mtime)
+                if S_ISREG(stat.st_mode):
+                    found[full.relative_to(self.root).as_posix()] = (stat.st_size, stat.st_mtime)
         return found
 
     def delete(self, rel: str) -> None:
@@ -352,6 +357,20 @@ class LocalBackend:
     def where_missing(self) -> str | None:
         """Nothing more to say of a missing directory than its path."""
         return None
+
+
+def _open_file(path: Path) -> int:
+    """A descriptor of the regular file at ``path``, for reading. Opened without waiting: a
+    FIFO planted under a store file's name would block the opener until a writer came; it is
+    refused, as is a device (``/dev/zero`` never ends) or a directory (IsADirectoryError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if S_ISREG(mode):
+        return fd
+    os.close(fd)
+    if S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    raise OSError(errno.EINVAL, "not a regular file", str(path))
 
 
 def _stamp(info: Mapping[str, Any]) -> float:

@@ -71,9 +71,9 @@ def _log() -> logging.Logger:
 def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
     chosen = cache_dir or settings.read("OTEL_REPLAY_CACHE_DIR")
     if chosen:
-        return Path(chosen).expanduser()
+        return Path(os.path.expanduser(chosen))
     base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
-    return Path(base).expanduser() / "otel-replay"
+    return Path(os.path.expanduser(base)) / "otel-replay"
 
 
 def _cache_of(location: str, cache_dir: str | os.PathLike[str] | None) -> Path:
@@ -227,7 +227,7 @@ class Store:
         where = str(location).removeprefix("file://")
         if is_url(where):
             return False
-        root = Path(where).expanduser()
+        root = Path(os.path.expanduser(where))
         return root.is_dir() and not _writable(root)
 
     @staticmethod
@@ -309,7 +309,7 @@ class Store:
                 store._index.close()
                 raise
             return store
-        local = LocalBackend(Path(where).expanduser())
+        local = LocalBackend(Path(os.path.expanduser(where)))
         if local.root.is_dir() and not _writable(local.root):
             ensure_format(local, create=False)
             index_file = local.root / INDEX_FILE
@@ -368,7 +368,7 @@ class Store:
             return cls.open(
                 where, create=False, storage_options=storage_options, cache_dir=cache_dir
             )
-        root = Path(where).expanduser()
+        root = Path(os.path.expanduser(where))
         ensure_format(LocalBackend(root), create=False)
         _set_aside(root / INDEX_FILE)
         store = cls.open(root, create=False)

@@ -10,6 +10,7 @@ nothing is recorded. Asked to replay, the process refuses to run at all.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -193,3 +194,40 @@ def test_replay_refuses_a_bad_setting_of_the_program_before_running_it(tmp_path:
         "Error: OTEL_REPLAY_CLOCK='bogus' is invalid: " + proc.stderr.split("invalid: ")[1].strip()
     ]
     assert not ran.exists()
+
+
+@pytest.mark.subprocess
+def test_a_ci_commit_that_is_not_text_is_passed_over_and_the_run_recorded(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    """A CI system's commit variable holding bytes that are not UTF-8 once became the run's
+    commit, which the store could not write: the whole run was lost, in two lines about a
+    ``UnicodeEncodeError``. It is passed over for the next variable set."""
+    commits = {"GITHUB_SHA": "\udcff\udcfe", "CI_COMMIT_SHA": "0f3c9a1d"}
+    proc = _run(standin, tmp_path, {"OTEL_TRACES_EXPORTER": "replay", **commits})
+    assert proc.returncode == 0, proc.stderr
+    assert "agent> " in proc.stdout
+    assert "otel-replay" not in proc.stderr, proc.stderr
+    listed = _cli("runs", "--json", "--store", str(tmp_path / "store"))
+    assert listed.returncode == 0, listed.stderr
+    assert [run["commit"] for run in json.loads(listed.stdout)] == ["0f3c9a1d"]
+
+
+@pytest.mark.subprocess
+def test_a_store_under_a_home_that_does_not_exist_leaves_opentelemetry_running(
+    standin: StandIn, sink: OtlpSink, tmp_path: Path
+) -> None:
+    """``OTEL_REPLAY_STORE=~user/...`` for a user with no home (a container's) made the
+    exporter's constructor raise: "Failed to auto initialize OpenTelemetry", two tracebacks,
+    and none of the user's spans reached their backend."""
+    where = "~otel-replay-no-such-user/store"
+    proc = _run(standin, tmp_path, {"OTEL_REPLAY_STORE": where}, sink)
+    assert proc.returncode == 0, proc.stderr
+    assert "agent> " in proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "otel-replay" in line]
+    assert said == [
+        f"otel-replay: OTEL_REPLAY_STORE={where!r} is invalid: ~otel-replay-no-such-user names "
+        "no home directory; otel-replay is off in this process"
+    ]
+    sink.wait_for_spans(lambda spans: any(s["name"] == AGENT_SPAN for s in spans), 10)

@@ -108,3 +108,31 @@ def test_every_setting_is_documented() -> None:
     names = [s.name for s in every]
     assert len(names) == len(set(names))
     assert all(s.name.startswith("OTEL_REPLAY_") and s.doc for s in every)
+
+
+@pytest.mark.parametrize("pattern", ["x*", "a|", "(?:)", r"\b", ".*?", "^", "[a-z]*"])
+def test_a_redaction_pattern_that_matches_empty_text_is_refused(pattern: str) -> None:
+    """``x*`` once passed, and redacted between every byte of every body: ``{"a": 1}`` was
+    stored as ``REDACTED{REDACTED"REDACTEDaREDACTED…``, no longer JSON, never replayed."""
+    given = r"acct-\d+," + pattern
+    with pytest.raises(ConfigError) as info:
+        settings.load({"OTEL_REPLAY_REDACT": given})
+    assert (
+        str(info.value)
+        == f"OTEL_REPLAY_REDACT={given!r} is invalid: {pattern!r} matches empty text"
+    )
+
+
+@pytest.mark.parametrize(
+    "commit", ["\udcff\udcfe", "abc\udcff", "abc\ndef", "a\x1b[2Jb", "f" * 201]
+)
+def test_a_commit_a_store_cannot_keep_is_refused(commit: str) -> None:
+    """Bytes that are not UTF-8 (``\\udcff`` as Python reads them from the environment) once
+    passed, and the store could not write the run: every step of it was lost."""
+    with pytest.raises(ConfigError, match=r"^OTEL_REPLAY_COMMIT=.* is invalid: expected print"):
+        settings.load({"OTEL_REPLAY_COMMIT": commit})
+
+
+@pytest.mark.parametrize("commit", ["0f3c9a1d" * 5, "v1.2.3-dirty", "release 7", "f" * 200])
+def test_a_commit_is_taken_as_given(commit: str) -> None:
+    assert settings.load({"OTEL_REPLAY_COMMIT": f" {commit}\n"}).commit == commit

@@ -278,3 +278,28 @@ def test_a_missing_store_from_the_environment(invoke: Invoke, tmp_path: Path) ->
     result = invoke("runs", env={"OTEL_REPLAY_STORE": str(tmp_path / "gone")})
     line = assert_bad_input(result, str(tmp_path / "gone"))
     assert line.endswith("(check OTEL_REPLAY_STORE)")
+
+
+NO_HOME = "~otel-replay-no-such-user"
+"""A ``~user`` that names no home directory: ``Path.expanduser`` raises RuntimeError."""
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=VERB_IDS)
+def test_a_store_under_a_home_that_does_not_exist(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verb: tuple[str, ...]
+) -> None:
+    """Every verb once stopped on it with an internal error (exit 70)."""
+    monkeypatch.chdir(tmp_path)
+    where = f"{NO_HOME}/store"
+    line = assert_bad_input(invoke(*verb, "--store", where))
+    assert line == f"Error: no otel-replay store at {where} (check --store)"
+    result = invoke(*verb, env={"OTEL_REPLAY_STORE": where})
+    line = assert_bad_input(result, f"OTEL_REPLAY_STORE={where!r}")
+    assert line.endswith(f"{NO_HOME} names no home directory")
+    assert list(tmp_path.iterdir()) == []  # no directory named ~... made here
+
+
+def test_a_source_under_a_home_that_does_not_exist(invoke: Invoke, store: Path) -> None:
+    source = f"{NO_HOME}/traces.jsonl"
+    for verb in (("show", source), ("diff", source, "latest"), ("report", source, "-o", "r")):
+        assert_bad_input(invoke(*verb, "--store", str(store)), source)

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
+import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 from rich.console import Console
 
@@ -152,3 +157,33 @@ def test_rebuild_index_of_no_store_is_bad_input(invoke: Invoke, tmp_path: Path) 
     line = assert_bad_input(invoke("verify", "--rebuild-index", "--store", str(missing)))
     assert line == f"Error: no otel-replay store at {missing} (check --store)"
     assert not missing.exists()
+
+
+@pytest.mark.subprocess
+def test_a_fifo_planted_in_the_store_is_neither_read_nor_removed(store: Path) -> None:
+    """A FIFO under a record file's name (and among the pins) once made verify, gc and
+    verify --rebuild-index wait forever for a writer; a rebuild cut off there left an index
+    without a run. A FIFO is no file of the store: passed over, and left where it is."""
+    record = _record(store, SUPPORT)
+    fifos = [record.with_name("eeeeeeeeeeeeeeee-00000000-00000000.rec"), store / "pins" / "p"]
+    fifos[1].parent.mkdir(exist_ok=True)
+    for fifo in fifos:
+        os.mkfifo(fifo)
+        os.utime(fifo, (0, 0))  # long past gc's grace
+    recorded = record.read_bytes()
+    cli = Path(sys.executable).parent / "otel-replay"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_REPLAY_")}
+    for verb in (["verify"], ["verify", "--rebuild-index"], ["gc"], ["runs", "--json"]):
+        done = subprocess.run(
+            [str(cli), *verb, "--store", str(store)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, (verb, done.stdout, done.stderr)
+        assert done.stderr == ""
+    assert len(json.loads(done.stdout)) == 3  # every run still listed
+    assert all(stat.S_ISFIFO(fifo.lstat().st_mode) for fifo in fifos)
+    assert record.read_bytes() == recorded

@@ -17,6 +17,7 @@ from otel_replay.errors import (
     StoreNotFoundError,
 )
 from otel_replay.replay.sources import load_run
+from tests.cli._checks import assert_bad_input, run_cli
 from tests.replay.conftest import (
     CLAUDE,
     SUPPORT,
@@ -350,3 +351,35 @@ def test_a_response_status_that_is_no_http_status_names_the_step(
     path.write_text(json.dumps(document))
     message = refused(str(path))
     assert "step 0 (" in message and f"response status {status} is not an HTTP status" in message
+
+
+@pytest.mark.parametrize("key", ["gen_ai.output.messages", "gen_ai.input.messages"])
+def test_messages_nested_deeper_than_json_reads_name_the_attribute(
+    recorded: Recorded, tmp_path: Path, key: str
+) -> None:
+    """A span whose messages were JSON nested 5,000 levels deep once stopped show, diff,
+    triage and report with an internal error (RecursionError, exit 70)."""
+    document = collector_json(run_spans(recorded, CLAUDE))
+    span = _first_span(document)
+    deep = "[" * 5000 + "]" * 5000
+    span["attributes"].append({"key": key, "value": {"stringValue": deep}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    message = refused(str(path))
+    assert message.startswith(f"{path}: span ")
+    assert message.endswith(f"attribute '{key}': JSON nested deeper than json reads")
+    for verb in (["show", str(path)], ["triage", str(path)], ["diff", str(path), str(path)]):
+        assert assert_bad_input(run_cli(*verb)) == f"Error: {message}"
+
+
+def test_text_with_many_brackets_is_kept_as_it_is(recorded: Recorded, tmp_path: Path) -> None:
+    document = collector_json(run_spans(recorded, CLAUDE))
+    wide, prose = "[" + "[]," * 600 + "[]]", "[" * 600 + " a note, not JSON"
+    span = _first_span(document)
+    for key, text in (("app.wide", wide), ("app.prose", prose)):
+        span["attributes"].append({"key": key, "value": {"stringValue": text}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(document))
+    run = load_run(str(path))
+    (step,) = [s for s in run.steps if "app.wide" in s.attributes]
+    assert (step.attributes["app.wide"], step.attributes["app.prose"]) == (wide, prose)

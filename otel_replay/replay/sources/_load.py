@@ -75,7 +75,7 @@ def only_run(runs: list[SourceRun], ref: str) -> Run:
             [RunSummary(r.run.run_id, r.run.start_ns, len(r.run.steps)) for r in runs]
         )
         path, selector = _split(ref)
-        if path is None or _exists(Path(ref).expanduser()):
+        if path is None or _exists(Path(os.path.expanduser(ref))):
             said = f"{ref} holds"
         elif selector is None:  # an empty selector picks nothing: the source itself is named
             ref = said = ref[: ref.rindex("#")]
@@ -232,14 +232,14 @@ def _ids(runs: list[SpanRun]) -> str:
 
 def _split(ref: str) -> tuple[Path | None, str | None]:
     """The existing file ``ref`` names and its ``#RUN_ID`` selector (None, None: not a file)."""
-    whole = Path(ref).expanduser()
+    whole = Path(os.path.expanduser(ref))
     if _exists(whole):
         return whole, None
     # The selector is a run id, and a run id may hold "#" too: the file is the first prefix
     # before a "#" that exists.
     at = ref.find("#")
     while at >= 0:
-        head = Path(ref[:at]).expanduser()
+        head = Path(os.path.expanduser(ref[:at]))
         if at and _exists(head):
             return head, ref[at + 1 :] or None
         at = ref.find("#", at + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -25,6 +26,10 @@ _SNAKE_CACHE: dict[str, str] = {}
 _INT64 = (-(2**63), 2**63 - 1)
 _TIME = (0, 2**63 - 1)
 """The values a time (Unix nanoseconds) may take: the store keeps signed 64-bit integers."""
+_NESTING = 500
+"""Brackets a string may hold before it is checked for JSON that json cannot read (nested
+past the interpreter's recursion limit, about a thousand levels): a span's GenAI messages
+are JSON text, read by every verb that shows, diffs or replays the run."""
 _SHOWN = 40
 """Most characters of a bad value an error message quotes."""
 
@@ -224,7 +229,10 @@ def _attributes(value: Any) -> dict[str, Any]:
     for item in value:
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
             raise Malformed("an attribute has no key")
-        out[item["key"]] = _any(item.get("value"))
+        try:
+            out[item["key"]] = _any(item.get("value"))
+        except Malformed as exc:
+            raise Malformed(f"attribute {shown(item['key'])}: {exc}") from None
     return out
 
 
@@ -255,6 +263,18 @@ def _double(value: Any) -> float:
     raise Malformed(f"doubleValue {shown(value)} is not a number")
 
 
+def _string(value: Any) -> str:
+    text = str(value)
+    if text.count("[") + text.count("{") >= _NESTING and text.lstrip()[:1] in ("[", "{"):
+        try:
+            json.loads(text)
+        except RecursionError:
+            raise Malformed("JSON nested deeper than json reads") from None
+        except ValueError:  # not JSON: text like any other
+            pass
+    return text
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -279,7 +299,7 @@ def _intvalue(value: Any) -> int | None:
 
 _MISSING = object()
 _VALUE_READERS = (
-    ("stringValue", str),
+    ("stringValue", _string),
     ("intValue", _intvalue),
     ("boolValue", _bool),
     ("doubleValue", _double),
