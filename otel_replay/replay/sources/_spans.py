@@ -28,8 +28,20 @@ _TIME = (0, 2**63 - 1)
 """The values a time (Unix nanoseconds) may take: the store keeps signed 64-bit integers."""
 _NESTING = 500
 """Brackets a string may hold before it is checked for JSON that json cannot read (nested
-past the interpreter's recursion limit, about a thousand levels): a span's GenAI messages
-are JSON text, read by every verb that shows, diffs or replays the run."""
+past the interpreter's recursion limit, about a thousand levels)."""
+_READ_AS_JSON = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.definitions",
+        "replay.input.messages",
+        "replay.output.messages",
+    }
+)
+"""The attributes whose JSON text every verb that shows, diffs or replays the run reads
+(with :data:`_NESTING` brackets or more, checked). A recorded tool result or body is read
+only by the replay, which names the step whose value it cannot read."""
 _SHOWN = 40
 """Most characters of a bad value an error message quotes."""
 
@@ -222,17 +234,18 @@ def _attributes(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, Mapping):
-        return {str(k): _any(v) for k, v in value.items()}
-    if not isinstance(value, list):
-        raise Malformed("attributes is neither a list nor an object")
-    out: dict[str, Any] = {}
-    for item in value:
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise Malformed("an attribute has no key")
-        try:
+        out = {str(k): _any(v) for k, v in value.items()}
+    elif isinstance(value, list):
+        out = {}
+        for item in value:
+            if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+                raise Malformed("an attribute has no key")
             out[item["key"]] = _any(item.get("value"))
-        except Malformed as exc:
-            raise Malformed(f"attribute {shown(item['key'])}: {exc}") from None
+    else:
+        raise Malformed("attributes is neither a list nor an object")
+    for key in _READ_AS_JSON.intersection(out):
+        if isinstance(text := out[key], str) and _too_deep(text):
+            raise Malformed(f"attribute {shown(key)}: JSON nested deeper than json reads")
     return out
 
 
@@ -263,16 +276,17 @@ def _double(value: Any) -> float:
     raise Malformed(f"doubleValue {shown(value)} is not a number")
 
 
-def _string(value: Any) -> str:
-    text = str(value)
-    if text.count("[") + text.count("{") >= _NESTING and text.lstrip()[:1] in ("[", "{"):
-        try:
-            json.loads(text)
-        except RecursionError:
-            raise Malformed("JSON nested deeper than json reads") from None
-        except ValueError:  # not JSON: text like any other
-            pass
-    return text
+def _too_deep(text: str) -> bool:
+    """Whether ``text`` is JSON nested deeper than json reads (text that is not JSON is not)."""
+    if text.count("[") + text.count("{") < _NESTING or text.lstrip()[:1] not in ("[", "{"):
+        return False
+    try:
+        json.loads(text)
+    except RecursionError:
+        return True
+    except ValueError:  # not JSON: text like any other
+        pass
+    return False
 
 
 def _bool(value: Any) -> bool:
@@ -299,7 +313,7 @@ def _intvalue(value: Any) -> int | None:
 
 _MISSING = object()
 _VALUE_READERS = (
-    ("stringValue", _string),
+    ("stringValue", str),
     ("intValue", _intvalue),
     ("boolValue", _bool),
     ("doubleValue", _double),
