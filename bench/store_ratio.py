@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,7 +166,10 @@ def where_bytes_go(folder: Path) -> tuple[list[str], int]:
     """Lines saying what the store's files hold, read from its index and files; and the
     compressed bytes of its chunks."""
     files = du(folder)
-    with sqlite3.connect(f"file:{folder / 'index.sqlite'}?mode=ro", uri=True) as conn:
+    with (
+        closing(sqlite3.connect(f"file:{folder / 'index.sqlite'}?mode=ro", uri=True)) as conn,
+        conn,
+    ):
         rows = conn.execute(
             "SELECT pack, frame_offset, frame_size, kind, size FROM objects"
         ).fetchall()

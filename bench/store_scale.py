@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -92,7 +93,7 @@ def cli(*args: str) -> int:
 def index_pages(folder: Path) -> tuple[int, str]:
     """The index file's bytes, and its pages by table."""
     path = folder / "index.sqlite"
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn, conn:
         size = conn.execute("PRAGMA page_size").fetchone()[0]
         free = conn.execute("PRAGMA freelist_count").fetchone()[0]
         try:

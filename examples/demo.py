@@ -35,6 +35,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,12 +156,12 @@ def _tools(store: str) -> int:
         if done.returncode != 0:
             print(f"demo: the orders agent exited with {done.returncode}", file=sys.stderr)
             return done.returncode
-        with sqlite3.connect(database) as db:
+        with closing(sqlite3.connect(database)) as db, db:
             db.execute("UPDATE orders SET status = 'delivered'")
             refunds = db.execute("SELECT count(*) FROM refunds").fetchone()[0]
         print(f"\nThe order is now delivered in the database, which holds {refunds} refund(s).")
         code = _cli("replay", run_id, "--store", store, "--", *agent, database)
-        with sqlite3.connect(database) as db:
+        with closing(sqlite3.connect(database)) as db, db:
             after = db.execute("SELECT count(*) FROM refunds").fetchone()[0]
     if code != 0 or after != refunds:
         print(f"demo: the tools replay should be identical (exit {code})", file=sys.stderr)

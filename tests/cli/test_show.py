@@ -383,10 +383,10 @@ def test_a_model_call_is_shown_from_its_bodies_not_another_reading_of_them(
 def test_a_body_nested_past_what_json_reads_is_shown_as_text(
     invoke: Invoke, tmp_path: Path
 ) -> None:
-    """A model call and an HTTP call whose bodies nest 5,000 arrays deep (a hostile tool
+    """A model call and an HTTP call whose bodies nest 100,000 arrays deep (a hostile tool
     backend; orjson and json both refuse them): ``show`` lists both steps, each such body as
     its text, instead of failing with a RecursionError."""
-    deep = "[" * 5000 + "]" * 5000
+    deep = "[" * 100_000 + "]" * 100_000
     request = '{"model": "m", "messages": [{"role": "user", "content": "q"}], "x": ' + deep + "}"
     answer = {"role": "assistant", "content": "a"}
     response = json.dumps({"id": "c", "model": "m", "choices": [{"message": answer}]})

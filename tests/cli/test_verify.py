@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def _pack(store: Path) -> Path:
 
 def _record(store: Path, run_id: str) -> Path:
     """The record file of ``run_id`` (one: its recorder merged them at close)."""
-    with sqlite3.connect(store / "index.sqlite") as index:
+    with closing(sqlite3.connect(store / "index.sqlite")) as index, index:
         (path,) = index.execute(
             "SELECT path FROM records JOIN runs ON runs.id = records.run WHERE runs.name = ?",
             (run_id,),

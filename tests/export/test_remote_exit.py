@@ -16,6 +16,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,7 @@ def test_an_index_cache_a_later_otel_replay_made_loses_nothing(
     url, options = s3_bucket
     with Store.open(url, storage_options=options, cache_dir=tmp_path / "recorder") as store:
         index = store._index.path  # type: ignore[attr-defined]
-    with sqlite3.connect(index) as db:
+    with closing(sqlite3.connect(index)) as db, db:
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     _record_and_read(url, options, "return", tmp_path)
     assert list(Path(index).parent.glob("index.sqlite.broken-*"))  # set aside, not deleted

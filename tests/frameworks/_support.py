@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def record(root: Path, script: str, run_id: str, *args: str, **env: str) -> Reco
             check=False,
         )
     assert done.returncode == 0, done.stdout + done.stderr
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         assert db.execute("SELECT count(*) FROM refunds").fetchone()[0] == 1  # it did write
         db.execute("UPDATE orders SET status = 'delivered'")
         db.execute("DELETE FROM refunds")
@@ -110,7 +111,7 @@ def assert_a_changed_system_prompt_diverges_at_the_first_call(
 
 
 def refunds(database: Path) -> int:
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
 
 

@@ -12,6 +12,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
@@ -242,7 +243,7 @@ def mcp_run(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     database = root / "orders.sqlite"
     open_database(str(database)).close()
     recorded = _record(root / "store", lambda: asyncio.run(mcp_agent(database)))
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         db.execute("UPDATE orders SET status = 'delivered'")
         db.execute("DELETE FROM refunds")
     recorded.database = database  # type: ignore[attr-defined]
@@ -315,7 +316,7 @@ def test_mcp_calls_replay_from_the_recording(mcp_run: Recorded) -> None:
     assert again[0].structured_content["status"] == "shipped"  # not today's "delivered"
     assert type(again[0]) is type(mcp_run.seen[0])
     assert result.identical, result.first_divergence
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         assert db.execute("SELECT count(*) FROM refunds").fetchone()[0] == 0
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,7 @@ def _diverges_at_the_first_model_call(recording: Recording) -> None:
 
 def _world_untouched(recording: Recording) -> None:
     """The server's database as the test left it after recording: no refund written again."""
-    with sqlite3.connect(recording.database) as db:
+    with closing(sqlite3.connect(recording.database)) as db, db:
         assert db.execute("SELECT count(*) FROM refunds").fetchone()[0] == 0
         assert db.execute("SELECT status FROM orders").fetchall() == [("delivered",)]
 

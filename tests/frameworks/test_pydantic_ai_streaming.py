@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -38,7 +39,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 
 def tickets(recording: Recording) -> list[str]:
-    with sqlite3.connect(recording.database) as db:
+    with closing(sqlite3.connect(recording.database)) as db, db:
         return [row[0] for row in db.execute("SELECT ticket_id FROM tickets")]
 
 

@@ -84,11 +84,14 @@ def sessions() -> str:
 
     async def read() -> str:
         session = SQLiteSession("desk-7")
-        await session.add_items(
-            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-        )
-        items = await session.get_items()
-        popped = await session.pop_item()
+        try:
+            await session.add_items(
+                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+            )
+            items = await session.get_items()
+            popped = await session.pop_item()
+        finally:
+            session.close()  # its in-memory database's connections
         return f"{[item['role'] for item in items]} {popped}"
 
     return asyncio.run(read())

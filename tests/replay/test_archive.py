@@ -279,7 +279,8 @@ def test_a_live_files_half_written_line_is_read_once_it_is_whole(
     result = run_cli("import", str(archive), "--store", str(store))
     assert result.exit_code == 0, result.output
     assert "left out a line being written" in result.stderr and str(live) in result.stderr
-    partial = {info.run_id: info.step_count for info in Store.open(store, create=False).runs()}
+    with Store.open(store, create=False) as opened:
+        partial = {info.run_id: info.step_count for info in opened.runs()}
     live.write_bytes(whole)
     _import(archive, store)
     assert_matches_wire(load_run(SUPPORT, store=str(store)), recorded)

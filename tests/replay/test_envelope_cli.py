@@ -9,6 +9,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def record_orders(root: Path, standin: StandIn) -> tuple[Path, Path, str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         db.execute("UPDATE orders SET status = 'delivered'")
         db.execute("DELETE FROM refunds")
     return store, database, done.stdout
@@ -73,7 +74,7 @@ def _table(stdout: str) -> list[list[str]]:
 
 
 def _refunds(database: Path) -> int:
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
 
 

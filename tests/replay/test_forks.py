@@ -12,6 +12,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,7 @@ def _fork(
 
 
 def _refunds(database: Path) -> int:
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
 
 

@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def _rows(stdout: str) -> list[tuple[str, str]]:
 
 
 def _refunds(database: Path) -> int:
-    with sqlite3.connect(database) as db:
+    with closing(sqlite3.connect(database)) as db, db:
         return int(db.execute("SELECT count(*) FROM refunds").fetchone()[0])
 
 

@@ -357,11 +357,11 @@ def test_a_response_status_that_is_no_http_status_names_the_step(
 def test_messages_nested_deeper_than_json_reads_name_the_attribute(
     recorded: Recorded, tmp_path: Path, key: str
 ) -> None:
-    """A span whose messages were JSON nested 5,000 levels deep once stopped show, diff,
+    """A span whose messages were JSON nested 100,000 levels deep once stopped show, diff,
     triage and report with an internal error (RecursionError, exit 70)."""
     document = collector_json(run_spans(recorded, CLAUDE))
     span = _first_span(document)
-    deep = "[" * 5000 + "]" * 5000
+    deep = "[" * 100_000 + "]" * 100_000
     span["attributes"].append({"key": key, "value": {"stringValue": deep}})
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(document))

@@ -7,6 +7,7 @@ import os
 import shutil
 import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,8 @@ def test_a_reassembled_body_that_does_not_hash_is_refused(tmp_path: Path) -> Non
     with Store.open(root) as store:
         digest = bytes.fromhex(store.step("run-x", 1).request_hash[7:])
         chunk = manifest_refs(store._reader.raw(digest)[1])[-1]
-        with sqlite3.connect(root / "index.sqlite") as index:  # the chunk's place, one byte off
+        # The chunk's place, one byte off.
+        with closing(sqlite3.connect(root / "index.sqlite")) as index, index:
             index.execute(
                 "UPDATE objects SET offset = offset + 1, size = size - 1 WHERE digest = ?",
                 (chunk,),
@@ -107,21 +109,21 @@ def test_an_index_made_by_an_earlier_version_is_set_aside_and_rebuilt(tmp_path: 
     with Store.open(root) as store:
         store.pin("run-x")
         runs = store.runs()
-    with sqlite3.connect(root / "index.sqlite") as index:
+    with closing(sqlite3.connect(root / "index.sqlite")) as index, index:
         index.execute("DROP TABLE steps")  # an older schema, as far as this version knows
         index.execute(f"PRAGMA user_version={SCHEMA_VERSION - 1}")
     with Store.open(root) as store:
         assert store.runs() == runs
         assert [store.request_body(s) for s in store.steps("run-x")] == [q for q, _ in pairs]
     assert len(list(root.glob("index.sqlite.broken-*[0-9]"))) == 1
-    with sqlite3.connect(root / "index.sqlite") as index:
+    with closing(sqlite3.connect(root / "index.sqlite")) as index, index:
         assert index.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_an_index_made_by_a_later_version_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "s"
     _recorded(root, turns=1)
-    with sqlite3.connect(root / "index.sqlite") as index:
+    with closing(sqlite3.connect(root / "index.sqlite")) as index, index:
         index.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     with pytest.raises(CorruptIndexError, match="schema version"):
         Store.open(root)

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -714,7 +715,7 @@ def test_verify_finds_a_step_the_index_lost_and_the_rebuild_brings_it_back(tmp_p
     pairs = chat_bodies(3)
     with Store.open(root) as store:
         store.put([make_step("a", index, *pair) for index, pair in enumerate(pairs)])
-    with sqlite3.connect(root / "index.sqlite") as conn:
+    with closing(sqlite3.connect(root / "index.sqlite")) as conn, conn:
         conn.execute("DELETE FROM steps WHERE step_index = 1")
     with Store.open(root) as store:
         assert [s.index for s in store.steps("a")] == [0, 2]

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def _pack_bytes(root: Path) -> int:
 
 
 def _query(root: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    with sqlite3.connect(root / "index.sqlite") as conn:
+    with closing(sqlite3.connect(root / "index.sqlite")) as conn, conn:
         return conn.execute(sql, params).fetchall()
 
 

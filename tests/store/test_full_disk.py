@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -77,4 +78,5 @@ def test_sqlite_out_of_space_is_a_full_device_not_a_corrupt_index(
     with index.transaction() as tx:  # usable again once there is room
         tx.execute("CREATE TABLE after (x)")
     index.close()
-    assert sqlite3.connect(Path(path)).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with closing(sqlite3.connect(Path(path))) as index:
+        assert index.execute("PRAGMA integrity_check").fetchone() == ("ok",)
