@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from otel_replay._bodies import header, is_sse
 from otel_replay._bodies import json_value as parse_json
 from otel_replay._canonical import canonical_json, sha256_tag
 from otel_replay.codecs import CODECS, Codec, LlmRequest
@@ -22,6 +23,7 @@ from otel_replay.replay._model import RecordedStep
 
 __all__ = [
     "Request",
+    "answer_messages",
     "category",
     "comparable_prompts",
     "endpoint_codec",
@@ -312,6 +314,20 @@ def recorded_llm(recorded: RecordedStep) -> LlmRequest | None:
     attributes; None for a step that is not a model call, or whose body its codec refuses."""
     codec = endpoint_codec(recorded.endpoint)
     return None if codec is None else _recorded_llm(codec, recorded)
+
+
+def answer_messages(recorded: RecordedStep) -> list[Any] | None:
+    """The output messages of a model step's response, read by its provider's codec; None
+    for a step that is no model call, has no response, or whose body the codec refuses."""
+    codec = endpoint_codec(recorded.endpoint)
+    status = recorded.step.status_code
+    if codec is None or status is None:
+        return None
+    streamed = is_sse(header(recorded.step.response_headers, "content-type"))
+    try:
+        return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
+    except (CodecError, ValueError, RecursionError):
+        return None
 
 
 def _recorded_llm(codec: Codec, recorded: RecordedStep) -> LlmRequest | None:

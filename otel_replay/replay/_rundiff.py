@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from otel_replay import attributes as A
-from otel_replay._bodies import header, is_sse
-from otel_replay.errors import CodecError
 from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
     Request,
-    endpoint_codec,
+    answer_messages,
     json_paths_differing,
     llm_changes,
     message_changes,
@@ -488,24 +486,10 @@ def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     return changes
 
 
-def _output(recorded: RecordedStep) -> list[Any] | None:
-    """The output messages of a model step's response, read by its provider's codec; None
-    for a step that is no model call, has no response, or whose body the codec refuses."""
-    codec = endpoint_codec(recorded.endpoint)
-    status = recorded.step.status_code
-    if codec is None or status is None:
-        return None
-    streamed = is_sse(header(recorded.step.response_headers, "content-type"))
-    try:
-        return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
-    except (CodecError, ValueError, RecursionError):
-        return None
-
-
 def _output_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     """``response message N`` for each output message that differs (``assistant:
     refund_order({...}) → assistant: Sorry, I cannot refund.``)."""
-    old, new = _output(a), _output(b)
+    old, new = answer_messages(a), answer_messages(b)
     if old is None or new is None:
         return []
     return [

@@ -1,0 +1,244 @@
+"""A fork live from a model call: the stand-in, as a real provider, names each tool call anew
+(``call_…``, ``toolu_…``), and the program echoes the new ids in every later request. Those
+ids, minted by the live answer in place of the recorded answer's and used as consistently,
+are no divergence; a misused id, or an answer that differs otherwise, still is.
+
+The agent asks where an order is, runs the tool the model calls (the stand-in's
+``/orders/{id}``, which answers the same each time) and sends back its result. Its requests
+carry a ``seed``, so the stand-in words its answers as it did when recorded: only the ids
+change. The fork is recorded as the ``replay`` verb records one (the capture installed), which
+is how the live answer's ids are read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+import otel_replay
+from examples.standin import StandIn
+from otel_replay.replay import ReplayResult
+from otel_replay.replay._diff import answer_messages
+from otel_replay.replay._live_from import MintedIds
+from tests.export._support import Pipeline
+from tests.replay._recorded import recorded_step
+
+KEY = "sk-test-not-a-secret"
+QUESTION = "Where is my order A-1234?"
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city now.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+LOOKUP = {
+    "name": "lookup_order",
+    "description": "Look an order up by its id.",
+    "parameters": {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}},
+        "required": ["order_id"],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    with StandIn(event_delay=0) as running:
+        yield running
+
+
+def _chat(standin: StandIn, misuse: str = "", weather: bool = False) -> str:
+    """Two model calls around one tool call; ``misuse`` is appended to the tool message's
+    ``tool_call_id`` (an id the model never named). ``weather``: ask for the weather in
+    Paris instead, which the stand-in's tool answers anew each time."""
+    with (
+        openai.OpenAI(base_url=standin.openai_base_url, api_key=KEY) as client,
+        httpx.Client(base_url=standin.tools_url) as tools,
+    ):
+        question = "What is the weather in Paris?" if weather else QUESTION
+        messages: list[Any] = [{"role": "user", "content": question}]
+        offered: Any = [{"type": "function", "function": WEATHER if weather else LOOKUP}]
+        first = client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, tools=offered, seed=1
+        )
+        message = first.choices[0].message
+        (call,) = message.tool_calls or ()
+        assert call.type == "function"
+        arguments = json.loads(call.function.arguments)
+        messages.append(message.model_dump(exclude_none=True))
+        if weather:
+            result = tools.get("/weather", params={"city": arguments["city"]}).text
+        else:
+            result = tools.get(f"/orders/{arguments['order_id']}").text
+        messages.append({"role": "tool", "tool_call_id": call.id + misuse, "content": result})
+        last = client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, tools=offered, seed=1
+        )
+        return last.choices[0].message.content or ""
+
+
+def _messages(standin: StandIn) -> str:
+    """The same with Anthropic Messages (``toolu_…`` ids)."""
+    with (
+        anthropic.Anthropic(base_url=standin.anthropic_base_url, api_key=KEY) as client,
+        httpx.Client(base_url=standin.tools_url) as tools,
+    ):
+        offered: Any = [{"name": LOOKUP["name"], "input_schema": LOOKUP["parameters"]}]
+        messages: list[Any] = [{"role": "user", "content": QUESTION}]
+        extra = {"seed": 1}
+        first = client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=256,
+            messages=messages,
+            tools=offered,
+            extra_body=extra,
+        )
+        (call,) = [block for block in first.content if block.type == "tool_use"]
+        assert call.type == "tool_use"
+        result = tools.get(f"/orders/{call.input['order_id']}").text  # type: ignore[index]
+        messages.append({"role": "assistant", "content": [b.model_dump() for b in first.content]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call.id, "content": result}],
+            }
+        )
+        last = client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=256,
+            messages=messages,
+            tools=offered,
+            extra_body=extra,
+        )
+        return "".join(b.text for b in last.content if b.type == "text")
+
+
+def _record(tmp_path: Path, run_id: str, agent: Any) -> Path:
+    store = tmp_path / "store"
+    with Pipeline(store), otel_replay.run(name="ids", seed=7, run_id=run_id):
+        agent()
+    return store
+
+
+def _fork(tmp_path: Path, store: Path, run_id: str, agent: Any) -> ReplayResult:
+    """``agent`` replayed live from step 0, the fork recorded (the capture installed)."""
+    with (
+        Pipeline(tmp_path / "fork"),
+        otel_replay.replaying(run_id, store=str(store), live_from=0) as result,
+    ):
+        agent()
+    return result
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+def test_ids_minted_by_the_live_answer_are_no_divergence(
+    standin: StandIn, tmp_path: Path, api: str
+) -> None:
+    """Every call went live; the last request differed from the recording only by the tool
+    call's id, which the live answer named anew: the fork reads identical."""
+    agent = (lambda: _chat(standin)) if api == "chat" else (lambda: _messages(standin))
+    store = _record(tmp_path, "r_ids_" + api, agent)
+    standin.clear()
+    result = _fork(tmp_path, store, "r_ids_" + api, agent)
+    assert len(standin.received) == 3  # model, tool, model: all live
+    last = json.loads(standin.received[-1].body)
+    sent = json.dumps(last)
+    assert ("call_" if api == "chat" else "toolu_") in sent
+    assert result.outcome == "identical", result.first_divergence
+    assert [(s.recorded, s.live, s.identical) for s in result.steps] == [
+        (0, True, True),
+        (1, True, True),
+        (2, True, True),
+    ]
+    # The step keeps the request as the program sent it: the live id, not the recorded one.
+    body = result.steps[2].request_body
+    assert body is not None
+    assert json.loads(body) == last
+
+
+def test_an_id_the_live_answer_never_named_still_diverges(standin: StandIn, tmp_path: Path) -> None:
+    """The program answers the tool call under another id than the live answer gave it."""
+    store = _record(tmp_path, "r_ids_misuse", lambda: _chat(standin))
+    standin.clear()
+    result = _fork(tmp_path, store, "r_ids_misuse", lambda: _chat(standin, misuse="x"))
+    assert result.outcome == "diverged"
+    step = result.first_divergence
+    assert step is not None and (step.kind, step.step) == ("changed", 2)
+    (changed,) = [c for c in step.changes if c.field == "message 2 $.parts[0].id"]
+    assert changed.replayed is not None and changed.recorded is not None
+    # The live id, misused, is no id the live answer minted: left as sent, it differs.
+    sent = standin.received[-1].body.decode()
+    assert changed.replayed.endswith("x") and f'"{changed.replayed}"' in sent
+    assert changed.recorded not in sent  # the recorded id the live one replaced
+
+
+def test_a_live_answer_that_differs_otherwise_still_diverges(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    """The live weather is another than the recorded one: the last request differs by the
+    tool's result, named at its step, and by nothing else (the ids are set aside)."""
+    store = _record(tmp_path, "r_ids_world", lambda: _chat(standin, weather=True))
+    result = _fork(tmp_path, store, "r_ids_world", lambda: _chat(standin, weather=True))
+    assert result.outcome == "diverged"
+    step = result.first_divergence
+    assert step is not None and (step.kind, step.step) == ("changed", 2)
+    assert [c.field for c in step.changes] == ["prompt hash", "message 2"]
+    message = step.changes[1]
+    assert message.recorded is not None and message.replayed is not None
+    assert message.recorded.startswith("tool: result {") and "temperature_c" in message.replayed
+
+
+def _answer(call_id: str, name: str = "lookup_order") -> bytes:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    return json.dumps({"id": "c", "object": "chat.completion", "choices": [choice]}).encode()
+
+
+def _step(call_id: str, name: str = "lookup_order") -> Any:
+    return recorded_step(
+        endpoint="openai.chat_completions",
+        index=0,
+        kind="http",
+        method="POST",
+        url="http://x/v1/chat/completions",
+        status_code=200,
+        response_headers=[("content-type", "application/json")],
+        response_body=_answer(call_id, name),
+    )
+
+
+def test_a_recorded_id_sent_where_the_live_answer_minted_another_is_a_change() -> None:
+    """The program kept the recording's id: the live world never named it."""
+    minted = MintedIds()
+    live = answer_messages(_step("call_live"))
+    assert live is not None
+    minted.learn(_step("call_rec"), live)
+    body = b'{"tool_call_id": "call_live", "again": "call_live", "other": "call_livex"}'
+    assert minted.restore(body) == (
+        b'{"tool_call_id": "call_rec", "again": "call_rec", "other": "call_livex"}'
+    )
+    assert minted.stale(body) == []
+    (stale,) = minted.stale(b'{"tool_call_id": "call_rec"}')
+    assert stale.describe() == "tool call id minted live: call_live → call_rec"
+    assert minted.restore_id("call_live") == "call_rec"
+
+
+def test_a_live_call_to_another_tool_pairs_no_id() -> None:
+    """Ids pair only between calls of the same tool at the same place in the two answers."""
+    minted = MintedIds()
+    live = answer_messages(_step("call_live", name="get_weather"))
+    assert live is not None
+    minted.learn(_step("call_rec"), live)
+    assert minted.restore(b'["call_live"]') == b'["call_live"]'
