@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,16 +18,13 @@ from otel_replay.step import describe_effect
 if TYPE_CHECKING:
     from otel_replay.replay._served import ServedStep
 from otel_replay.replay._change import Change, body_change, change
-from otel_replay.replay._diff import answer_messages, json_paths_differing, parse_json, value_at
-from otel_replay.replay._model import RecordedStep
+from otel_replay.replay._diff import json_paths_differing, parse_json, value_at
 
 __all__ = [
     "LiveFrom",
     "LiveGuard",
-    "MintedIds",
     "WentLive",
     "result_changes",
-    "tool_call_ids",
     "went_live",
     "write_refusal",
 ]
@@ -225,95 +221,3 @@ def result_changes(
         return changes
     changes.append(body_change("result", recorded, live))
     return changes
-
-
-_CALL_PARTS = frozenset({"tool_call", "server_tool_call"})
-
-
-def tool_call_ids(messages: Iterable[Any]) -> list[tuple[Any, str]]:
-    """The tool calls of a model's answer (its GenAI output messages, as the codecs read
-    them), in order: (the tool's name, the call's id)."""
-    return [
-        (part.get("name"), part["id"])
-        for message in messages
-        if isinstance(message, Mapping)
-        for part in message.get("parts") or ()
-        if isinstance(part, Mapping)
-        and part.get("type") in _CALL_PARTS
-        and isinstance(part.get("id"), str)
-    ]
-
-
-def _quoted(value: str) -> tuple[bytes, ...]:
-    """``value`` as a JSON string, in the forms a client writes it."""
-    return tuple({json.dumps(value).encode(), json.dumps(value, ensure_ascii=False).encode()})
-
-
-class MintedIds:
-    """The tool-call ids a fork's live answers minted in place of the recorded answers' ones.
-
-    A provider names each tool call anew (``call_…``, ``toolu_…``): past the live point, the
-    program echoes the live ids in every later request, where the recording has the
-    recorded ones. Each live model answer is paired with the recorded answer of the step it
-    stands for (:meth:`learn`: the n-th tool call of one with the n-th of the other, when
-    they call the same tool), and a later request is compared with the live ids put back
-    (:meth:`restore`). Only that renaming is set aside: an id used where the recording had
-    another, a recorded id sent where the live answer minted a new one (:meth:`stale`), or
-    any other difference still counts."""
-
-    def __init__(self) -> None:
-        self._back: dict[str, str] = {}  # live id -> recorded id
-        self._ahead: dict[str, str] = {}  # recorded id -> live id
-        self._lock = threading.Lock()
-        mend_in_child(self)
-
-    def learn(self, recorded: RecordedStep, live: Iterable[Any]) -> None:
-        """Pair the tool calls of ``live`` (the output messages of the live answer to the
-        call ``recorded`` stands for) with those of ``recorded``'s answer."""
-        old = answer_messages(recorded)
-        if not old:
-            return
-        with self._lock:
-            for (old_name, old_id), (new_name, new_id) in zip(
-                tool_call_ids(old), tool_call_ids(live), strict=False
-            ):
-                if old_name != new_name or old_id == new_id:
-                    continue
-                if old_id in self._ahead or new_id in self._back:
-                    continue  # paired already: the first pairing stands
-                self._ahead[old_id], self._back[new_id] = new_id, old_id
-
-    def restore(self, body: bytes) -> bytes:
-        """``body`` with each live id that stands in a JSON string of its own put back to
-        the recorded id it replaced (``body`` itself when it holds none)."""
-        if not self._back:
-            return body
-        with self._lock:
-            pairs = list(self._back.items())
-        for new_id, old_id in pairs:
-            for quoted in _quoted(new_id):
-                if quoted in body:
-                    body = body.replace(quoted, json.dumps(old_id, ensure_ascii=False).encode())
-        return body
-
-    def restore_id(self, call_id: str | None) -> str | None:
-        """The recorded id a live tool-call id replaced (``call_id`` itself otherwise)."""
-        if call_id is None:
-            return None
-        return self._back.get(call_id, call_id)
-
-    def stale(self, body: bytes) -> list[Change]:
-        """A ``tool call id`` change for each recorded id ``body`` (as the program sent it)
-        still uses where the live answer minted another: the live world never named it."""
-        if not self._ahead:
-            return []
-        with self._lock:
-            pairs = sorted(self._ahead.items())
-        return [
-            change("tool call id minted live", new_id, old_id)
-            for old_id, new_id in pairs
-            if any(quoted in body for quoted in _quoted(old_id))
-        ]
-
-    def _after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()

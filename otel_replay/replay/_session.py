@@ -35,10 +35,16 @@ from otel_replay.errors import RecordedValueError
 from otel_replay.redact import Redactor
 from otel_replay.replay._background import without_background
 from otel_replay.replay._change import Change, change
-from otel_replay.replay._diff import Request, endpoint_codec, parse_json, request_changes
+from otel_replay.replay._diff import (
+    MintedIds,
+    Request,
+    endpoint_codec,
+    parse_json,
+    request_changes,
+)
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
-from otel_replay.replay._live_from import LiveFrom, MintedIds, result_changes, write_refusal
+from otel_replay.replay._live_from import LiveFrom, result_changes, write_refusal
 from otel_replay.replay._match import Match, Matcher, endpoint_of_request
 from otel_replay.replay._model import RecordedStep, Run
 from otel_replay.replay._override import served_instead

@@ -24,9 +24,11 @@ import pytest
 
 import otel_replay
 from examples.standin import StandIn
-from otel_replay.replay import ReplayResult
-from otel_replay.replay._diff import answer_messages
-from otel_replay.replay._live_from import MintedIds
+from otel_replay.replay import ReplayResult, StepPair
+from otel_replay.replay._diff import MintedIds, answer_messages
+from otel_replay.replay._rundiff import diff_runs
+from otel_replay.replay.sources import load_run
+from otel_replay.store import Store
 from tests.export._support import Pipeline
 from tests.replay._recorded import recorded_step
 
@@ -131,6 +133,22 @@ def _record(tmp_path: Path, run_id: str, agent: Any) -> Path:
     return store
 
 
+def _requests_diff(tmp_path: Path, store: Path, run_id: str) -> list[tuple[int | None, str]]:
+    """``diff RUN FORK``: (A's step, field) of each change of a request (what the live
+    world answered, ``response …``, set apart: it is new)."""
+    with Store.open(tmp_path / "fork", create=False) as opened:
+        (fork,) = opened.runs()
+    pairs: tuple[StepPair, ...] = diff_runs(
+        load_run(run_id, store=str(store)), load_run(fork.run_id, store=str(tmp_path / "fork"))
+    ).pairs
+    return [
+        (p.a.step.index if p.a is not None else None, c.field)
+        for p in pairs
+        for c in p.changes
+        if not c.field.startswith("response")
+    ]
+
+
 def _fork(tmp_path: Path, store: Path, run_id: str, agent: Any) -> ReplayResult:
     """``agent`` replayed live from step 0, the fork recorded (the capture installed)."""
     with (
@@ -165,6 +183,8 @@ def test_ids_minted_by_the_live_answer_are_no_divergence(
     body = result.steps[2].request_body
     assert body is not None
     assert json.loads(body) == last
+    # ``diff RUN FORK`` reads the fork's requests as the replay did.
+    assert _requests_diff(tmp_path, store, "r_ids_" + api) == []
 
 
 def test_an_id_the_live_answer_never_named_still_diverges(standin: StandIn, tmp_path: Path) -> None:
@@ -181,6 +201,10 @@ def test_an_id_the_live_answer_never_named_still_diverges(standin: StandIn, tmp_
     sent = standin.received[-1].body.decode()
     assert changed.replayed.endswith("x") and f'"{changed.replayed}"' in sent
     assert changed.recorded not in sent  # the recorded id the live one replaced
+    assert _requests_diff(tmp_path, store, "r_ids_misuse") == [
+        (2, "prompt hash"),
+        (2, "message 2 $.parts[0].id"),
+    ]
 
 
 def test_a_live_answer_that_differs_otherwise_still_diverges(
