@@ -13,13 +13,16 @@ is how the live answer's ids are read.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx
-import openai
 import pytest
 
 import otel_replay
@@ -29,29 +32,10 @@ from otel_replay.replay._diff import MintedIds, answer_messages
 from otel_replay.replay._rundiff import diff_runs
 from otel_replay.replay.sources import load_run
 from otel_replay.store import Store
-from tests.export._support import Pipeline
+from tests.export._support import INSTRUMENT, ROOT, Pipeline, subprocess_env
+from tests.replay._ids_agent import KEY, LOOKUP, QUESTION, chat
 from tests.replay._recorded import recorded_step
-
-KEY = "sk-test-not-a-secret"
-QUESTION = "Where is my order A-1234?"
-WEATHER = {
-    "name": "get_weather",
-    "description": "The weather in a city now.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
-LOOKUP = {
-    "name": "lookup_order",
-    "description": "Look an order up by its id.",
-    "parameters": {
-        "type": "object",
-        "properties": {"order_id": {"type": "string"}},
-        "required": ["order_id"],
-    },
-}
+from tests.replay.test_envelope_cli import CLI
 
 
 @pytest.fixture(scope="module")
@@ -61,33 +45,7 @@ def standin() -> Iterator[StandIn]:
 
 
 def _chat(standin: StandIn, misuse: str = "", weather: bool = False) -> str:
-    """Two model calls around one tool call; ``misuse`` is appended to the tool message's
-    ``tool_call_id`` (an id the model never named). ``weather``: ask for the weather in
-    Paris instead, which the stand-in's tool answers anew each time."""
-    with (
-        openai.OpenAI(base_url=standin.openai_base_url, api_key=KEY) as client,
-        httpx.Client(base_url=standin.tools_url) as tools,
-    ):
-        question = "What is the weather in Paris?" if weather else QUESTION
-        messages: list[Any] = [{"role": "user", "content": question}]
-        offered: Any = [{"type": "function", "function": WEATHER if weather else LOOKUP}]
-        first = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=offered, seed=1
-        )
-        message = first.choices[0].message
-        (call,) = message.tool_calls or ()
-        assert call.type == "function"
-        arguments = json.loads(call.function.arguments)
-        messages.append(message.model_dump(exclude_none=True))
-        if weather:
-            result = tools.get("/weather", params={"city": arguments["city"]}).text
-        else:
-            result = tools.get(f"/orders/{arguments['order_id']}").text
-        messages.append({"role": "tool", "tool_call_id": call.id + misuse, "content": result})
-        last = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=offered, seed=1
-        )
-        return last.choices[0].message.content or ""
+    return chat(standin.openai_base_url, standin.tools_url, misuse, weather)
 
 
 def _messages(standin: StandIn) -> str:
@@ -266,3 +224,49 @@ def test_a_live_call_to_another_tool_pairs_no_id() -> None:
     assert live is not None
     minted.learn(_step("call_rec"), live)
     assert minted.restore(b'["call_live"]') == b'["call_live"]'
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.subprocess
+def test_the_replay_verb_live_from_the_start_exits_0_where_only_ids_changed(
+    standin: StandIn, tmp_path: Path
+) -> None:
+    """``otel-replay replay RUN --live-from 0 -- python agent.py``, as the users ran it: every
+    call live, the ids new, the fork identical (exit 0); the misused id exits 1 naming the
+    step, and ``diff RUN FORK`` lists no request change of the identical fork."""
+    store = tmp_path / "store"
+    program = (sys.executable, "-m", "tests.replay._ids_agent")
+    recorded = _cli(
+        str(INSTRUMENT),
+        *program,
+        env=subprocess_env(store, OTEL_REPLAY_RUN_ID="r_ids_cli", STANDIN_URL=standin.base_url),
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "STANDIN_"))}
+    env |= {"STANDIN_URL": standin.base_url, "PYTHONPATH": str(ROOT)}
+    replay = (str(CLI), "replay", "r_ids_cli", "--store", str(store), "--live-from", "0")
+    standin.clear()
+    done = _cli(*replay, "--", *program, env=env)
+    assert len(standin.received) == 3  # every call went live
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "identical" in done.stdout
+    fork = re.search(r"recorded as run (\S+)", done.stdout)
+    assert fork is not None, done.stdout
+    diffed = _cli(
+        str(CLI), "diff", "r_ids_cli", fork.group(1), "--store", str(store), "--json", env=env
+    )
+    document = json.loads(diffed.stdout)
+    fields = [
+        (pair["a"], change["field"]) for pair in document["pairs"] for change in pair["changes"]
+    ]
+    assert (0, "response $.id") in fields  # the live answers are new
+    assert [(a, field) for a, field in fields if not field.startswith("response")] == []
+    misused = _cli(*replay, "--", *program, "misuse", env=env)
+    assert misused.returncode == 1, misused.stdout + misused.stderr
+    assert "first divergence: step 2 (openai.chat_completions)" in misused.stdout
+    assert "message 2 $.parts[0].id" in misused.stdout
