@@ -17,8 +17,7 @@ from otel_replay._canonical import sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.codecs import Codec, LlmRequest, response_content
-from otel_replay.envelope import note_tool_calls
-from otel_replay.envelope._steps import current_server
+from otel_replay.envelope import current_server, note_tool_calls
 from otel_replay.errors import CodecError
 from otel_replay.runs import qualified_name
 from otel_replay.step import Reading, Step
