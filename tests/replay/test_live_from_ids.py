@@ -23,6 +23,7 @@ from typing import Any
 
 import anthropic
 import httpx
+import openai
 import pytest
 
 import otel_replay
@@ -84,6 +85,30 @@ def _messages(standin: StandIn) -> str:
         return "".join(b.text for b in last.content if b.type == "text")
 
 
+def _responses(standin: StandIn) -> str:
+    """The same with OpenAI Responses, its output items sent back as they came (``call_…``
+    ids, and each item's own ``fc_…`` id)."""
+    with (
+        openai.OpenAI(base_url=standin.openai_base_url, api_key=KEY) as client,
+        httpx.Client(base_url=standin.tools_url) as tools,
+    ):
+        offered: Any = [{"type": "function", **LOOKUP}]
+        items: list[Any] = [{"role": "user", "content": QUESTION}]
+        extra = {"seed": 1}
+        first = client.responses.create(
+            model="gpt-4o-mini", input=items, tools=offered, extra_body=extra
+        )
+        items += [item.model_dump(exclude_none=True) for item in first.output]
+        (call,) = [item for item in first.output if item.type == "function_call"]
+        assert call.type == "function_call"
+        result = tools.get(f"/orders/{json.loads(call.arguments)['order_id']}").text
+        items.append({"type": "function_call_output", "call_id": call.call_id, "output": result})
+        last = client.responses.create(
+            model="gpt-4o-mini", input=items, tools=offered, extra_body=extra
+        )
+        return last.output_text
+
+
 def _record(tmp_path: Path, run_id: str, agent: Any) -> Path:
     store = tmp_path / "store"
     with Pipeline(store), otel_replay.run(name="ids", seed=7, run_id=run_id):
@@ -117,20 +142,21 @@ def _fork(tmp_path: Path, store: Path, run_id: str, agent: Any) -> ReplayResult:
     return result
 
 
-@pytest.mark.parametrize("api", ["chat", "messages"])
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 def test_ids_minted_by_the_live_answer_are_no_divergence(
     standin: StandIn, tmp_path: Path, api: str
 ) -> None:
     """Every call went live; the last request differed from the recording only by the tool
     call's id, which the live answer named anew: the fork reads identical."""
-    agent = (lambda: _chat(standin)) if api == "chat" else (lambda: _messages(standin))
+    agents = {"chat": _chat, "messages": _messages, "responses": _responses}
+    agent = lambda: agents[api](standin)  # noqa: E731
     store = _record(tmp_path, "r_ids_" + api, agent)
     standin.clear()
     result = _fork(tmp_path, store, "r_ids_" + api, agent)
     assert len(standin.received) == 3  # model, tool, model: all live
     last = json.loads(standin.received[-1].body)
     sent = json.dumps(last)
-    assert ("call_" if api == "chat" else "toolu_") in sent
+    assert ("toolu_" if api == "messages" else "call_") in sent
     assert result.outcome == "identical", result.first_divergence
     assert [(s.recorded, s.live, s.identical) for s in result.steps] == [
         (0, True, True),
@@ -141,8 +167,11 @@ def test_ids_minted_by_the_live_answer_are_no_divergence(
     body = result.steps[2].request_body
     assert body is not None
     assert json.loads(body) == last
-    # ``diff RUN FORK`` reads the fork's requests as the replay did.
-    assert _requests_diff(tmp_path, store, "r_ids_" + api) == []
+    # ``diff RUN FORK`` reads the fork's requests as the replay did; but for the id of each
+    # Responses output item sent back (``fc_…``), which no pairing covers: the replay reads
+    # the conversation, where items have no id; the diff reads the body too.
+    left = [(2, "body $.input[1].id")] if api == "responses" else []
+    assert _requests_diff(tmp_path, store, "r_ids_" + api) == left
 
 
 def test_an_id_the_live_answer_never_named_still_diverges(standin: StandIn, tmp_path: Path) -> None:
