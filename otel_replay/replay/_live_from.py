@@ -20,14 +20,7 @@ if TYPE_CHECKING:
 from otel_replay.replay._change import Change, body_change, change
 from otel_replay.replay._diff import json_paths_differing, parse_json, value_at
 
-__all__ = [
-    "LiveFrom",
-    "LiveGuard",
-    "WentLive",
-    "result_changes",
-    "went_live",
-    "write_refusal",
-]
+__all__ = ["LiveFrom", "LiveGuard", "WentLive", "result_changes", "went_live", "write_refusal"]
 
 _BY_CONTENT = frozenset({"hash", "canonical", "messages"})
 
