@@ -17,7 +17,7 @@ from otel_replay._canonical import sha256_tag
 from otel_replay._clock import wall_ns
 from otel_replay._inline import encode_body, fit_chunks
 from otel_replay.codecs import Codec, LlmRequest, response_content
-from otel_replay.envelope import note_tool_calls
+from otel_replay.envelope import current_server, note_tool_calls
 from otel_replay.errors import CodecError
 from otel_replay.runs import qualified_name
 from otel_replay.step import Reading, Step
@@ -328,6 +328,9 @@ class OpenStep:
         run_id = self._attrs.get(A.REPLAY_RUN_ID)
         if response.output_messages and isinstance(run_id, str):
             note_tool_calls(run_id, response.output_messages)
+        server = current_server()  # a replay: a fork's live answer names its tool calls anew
+        if response.output_messages and server is not None:
+            server.answered(self.span.get_span_context().span_id, response.output_messages)
         return response.finished and response.error_type is None
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from otel_replay.envelope._steps import (
         INJECTED_ERROR,
         Served,
+        current_server,
         enclosing_step,
         note_tool_calls,
         use_recorder,
@@ -28,6 +29,7 @@ _LAZY = {
     "ToolEffect": "otel_replay.envelope._effect",
     "address": "otel_replay.step",
     "content_type_shape": "otel_replay.envelope._jsonable",
+    "current_server": "otel_replay.envelope._steps",
     "enclosing_step": "otel_replay.envelope._steps",
     "hold_uuids": "otel_replay.envelope._uuids",
     "in_replay": "otel_replay.envelope._effect",
@@ -62,6 +64,7 @@ __all__ = [
     "ToolEffect",
     "address",
     "content_type_shape",
+    "current_server",
     "enclosing_step",
     "hold_uuids",
     "in_replay",

@@ -135,6 +135,10 @@ class Server(Protocol):
         """A served step's recorded value could not be given back (``error`` is raised next):
         the replay's verdict is bad input, whatever the program does with the error."""
 
+    def answered(self, span_id: int, output_messages: Any) -> None:
+        """The model call recorded under span ``span_id`` was answered with these GenAI
+        ``output_messages`` (a fork pairs the tool-call ids its live answers mint)."""
+
     def went_live(self) -> bool:
         """Whether the replay is a fork past its live point (``--live-from``): a call it did
         not serve runs live, and its step says so (``replay.fork.change`` ``live``)."""

@@ -6,13 +6,16 @@ import contextlib
 import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from otel_replay._bodies import header, is_sse
 from otel_replay._bodies import json_value as parse_json
 from otel_replay._canonical import canonical_json, sha256_tag
+from otel_replay._forks import mend_in_child
 from otel_replay.codecs import CODECS, Codec, LlmRequest
 from otel_replay.codecs import prompt_hash as content_prompt_hash
 from otel_replay.envelope import ENVELOPE_KINDS
@@ -21,7 +24,9 @@ from otel_replay.replay._change import Change, body_change, category, change, pr
 from otel_replay.replay._model import RecordedStep
 
 __all__ = [
+    "MintedIds",
     "Request",
+    "answer_messages",
     "category",
     "comparable_prompts",
     "endpoint_codec",
@@ -35,6 +40,7 @@ __all__ = [
     "recorded_llm",
     "request_changes",
     "short_tag",
+    "tool_call_ids",
     "tool_schema_version",
     "value_at",
     "without_trace_context",
@@ -314,6 +320,20 @@ def recorded_llm(recorded: RecordedStep) -> LlmRequest | None:
     return None if codec is None else _recorded_llm(codec, recorded)
 
 
+def answer_messages(recorded: RecordedStep) -> list[Any] | None:
+    """The output messages of a model step's response, read by its provider's codec; None
+    for a step that is no model call, has no response, or whose body the codec refuses."""
+    codec = endpoint_codec(recorded.endpoint)
+    status = recorded.step.status_code
+    if codec is None or status is None:
+        return None
+    streamed = is_sse(header(recorded.step.response_headers, "content-type"))
+    try:
+        return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
+    except (CodecError, ValueError, RecursionError):
+        return None
+
+
 def _recorded_llm(codec: Codec, recorded: RecordedStep) -> LlmRequest | None:
     body = parse_json(recorded.request_body)
     if isinstance(body, Mapping):
@@ -508,3 +528,100 @@ def _http_changes(recorded: RecordedStep, new: Request, new_json: Any) -> list[C
     else:
         changes.append(body_change("body", old_body, new.body))
     return changes
+
+
+_CALL_PARTS = frozenset({"tool_call", "server_tool_call"})
+
+
+def tool_call_ids(messages: Iterable[Any]) -> list[tuple[Any, str]]:
+    """The tool calls of a model's answer (its GenAI output messages, as the codecs read
+    them), in order: (the tool's name, the call's id)."""
+    return [
+        (part.get("name"), part["id"])
+        for message in messages
+        if isinstance(message, Mapping)
+        for part in message.get("parts") or ()
+        if isinstance(part, Mapping)
+        and part.get("type") in _CALL_PARTS
+        and isinstance(part.get("id"), str)
+    ]
+
+
+def _quoted(value: str) -> tuple[bytes, ...]:
+    """``value`` as a JSON string, in the forms a client writes it."""
+    return tuple({json.dumps(value).encode(), json.dumps(value, ensure_ascii=False).encode()})
+
+
+class MintedIds:
+    """The tool-call ids a fork's live answers minted in place of the recorded answers' ones
+    (or run B's answers in place of run A's, for ``diff``).
+
+    A provider names each tool call anew (``call_…``, ``toolu_…``): past the live point, the
+    program echoes the live ids in every later request, where the recording has the
+    recorded ones. Each live model answer is paired with the recorded answer of the step it
+    stands for (:meth:`learn`: the n-th tool call of one with the n-th of the other, when
+    they call the same tool), and a later request is compared with the live ids put back
+    (:meth:`restore`). Only that renaming is set aside: an id used where the recording had
+    another, a recorded id sent where the live answer minted a new one (:meth:`stale`), or
+    any other difference still counts."""
+
+    def __init__(self) -> None:
+        self._back: dict[str, str] = {}  # live id -> recorded id
+        self._ahead: dict[str, str] = {}  # recorded id -> live id
+        self._lock = threading.Lock()
+        mend_in_child(self)
+
+    def learn(self, recorded: RecordedStep, live: Iterable[Any]) -> None:
+        """Pair the tool calls of ``live`` (the output messages of the live answer to the
+        call ``recorded`` stands for) with those of ``recorded``'s answer."""
+        old = answer_messages(recorded)
+        if not old:
+            return
+        with self._lock:
+            for (old_name, old_id), (new_name, new_id) in zip(
+                tool_call_ids(old), tool_call_ids(live), strict=False
+            ):
+                if old_name != new_name or old_id == new_id:
+                    continue
+                if old_id in self._ahead or new_id in self._back:
+                    continue  # paired already: the first pairing stands
+                self._ahead[old_id], self._back[new_id] = new_id, old_id
+
+    def __bool__(self) -> bool:
+        """Whether any id is paired."""
+        return bool(self._back)
+
+    def restore(self, body: bytes) -> bytes:
+        """``body`` with each live id that stands in a JSON string of its own put back to
+        the recorded id it replaced (``body`` itself when it holds none)."""
+        if not self._back:
+            return body
+        with self._lock:
+            pairs = list(self._back.items())
+        for new_id, old_id in pairs:
+            for quoted in _quoted(new_id):
+                if quoted in body:
+                    body = body.replace(quoted, json.dumps(old_id, ensure_ascii=False).encode())
+        return body
+
+    def restore_id(self, call_id: str | None) -> str | None:
+        """The recorded id a live tool-call id replaced (``call_id`` itself otherwise)."""
+        if call_id is None:
+            return None
+        return self._back.get(call_id, call_id)
+
+    def stale(self, body: bytes) -> list[Change]:
+        """A ``tool call id`` change for each recorded id ``body`` (as the program sent it)
+        still uses where the live answer minted another: the live world never named it."""
+        if not self._ahead:
+            return []
+        with self._lock:
+            pairs = sorted(self._ahead.items())
+        return [
+            change("tool call id minted live", new_id, old_id)
+            for old_id, new_id in pairs
+            if any(quoted in body for quoted in _quoted(old_id))
+        ]
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import difflib
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from otel_replay import attributes as A
-from otel_replay._bodies import header, is_sse
-from otel_replay.errors import CodecError
+from otel_replay._canonical import sha256_tag
 from otel_replay.replay._change import Change, ChangeKind, body_change, category, change
 from otel_replay.replay._diff import (
+    MintedIds,
     Request,
-    endpoint_codec,
+    answer_messages,
     json_paths_differing,
     llm_changes,
     message_changes,
@@ -165,7 +165,35 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
     when only one side made any).
     """
     inner_a, inner_b = _inner(a.steps), _inner(b.steps)
-    return RunDiff(a, b, tuple(_align_level(inner_a[None], inner_b[None], inner_a, inner_b)))
+    pairs = _align_level(inner_a[None], inner_b[None], inner_a, inner_b)
+    return RunDiff(a, b, tuple(_minted_ids_aside(pairs)))
+
+
+def _minted_ids_aside(pairs: Iterable[StepPair]) -> Iterator[StepPair]:
+    """``pairs``, each request of B compared with the tool-call ids B's earlier answers
+    minted in place of A's put back (:class:`MintedIds`): a fork's live answers name their
+    tool calls anew, and the program echoes the new ids in every later request. A pair's
+    own answers are paired after its request is compared."""
+    minted = MintedIds()
+    for pair in pairs:
+        a, b = pair.a, pair.b
+        if a is None or b is None:
+            yield pair
+            continue
+        sent = b.request_body
+        if sent is None or not minted:
+            yield pair
+        else:
+            body = minted.restore(sent)
+            restored = b
+            if body is not sent:
+                step = replace(b.step, request_body=body, request_hash=sha256_tag(body))
+                restored = replace(b, step=step)
+            changes = [*step_changes(a, restored), *minted.stale(sent)]
+            yield StepPair(a, b, "changed" if changes else "same", tuple(changes))
+        live = answer_messages(b)
+        if live:
+            minted.learn(a, live)
 
 
 Inner = dict[int | None, list[RecordedStep]]
@@ -488,24 +516,10 @@ def _response_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     return changes
 
 
-def _output(recorded: RecordedStep) -> list[Any] | None:
-    """The output messages of a model step's response, read by its provider's codec; None
-    for a step that is no model call, has no response, or whose body the codec refuses."""
-    codec = endpoint_codec(recorded.endpoint)
-    status = recorded.step.status_code
-    if codec is None or status is None:
-        return None
-    streamed = is_sse(header(recorded.step.response_headers, "content-type"))
-    try:
-        return codec.parse_response(status, recorded.step.response_body, streamed).output_messages
-    except (CodecError, ValueError, RecursionError):
-        return None
-
-
 def _output_changes(a: RecordedStep, b: RecordedStep) -> list[Change]:
     """``response message N`` for each output message that differs (``assistant:
     refund_order({...}) → assistant: Sorry, I cannot refund.``)."""
-    old, new = _output(a), _output(b)
+    old, new = answer_messages(a), answer_messages(b)
     if old is None or new is None:
         return []
     return [

@@ -35,7 +35,13 @@ from otel_replay.errors import RecordedValueError
 from otel_replay.redact import Redactor
 from otel_replay.replay._background import without_background
 from otel_replay.replay._change import Change, change
-from otel_replay.replay._diff import Request, parse_json, request_changes
+from otel_replay.replay._diff import (
+    MintedIds,
+    Request,
+    endpoint_codec,
+    parse_json,
+    request_changes,
+)
 from otel_replay.replay._faults import injected_answer, injected_served
 from otel_replay.replay._fork import Fault, ForkPlan
 from otel_replay.replay._live_from import LiveFrom, result_changes, write_refusal
@@ -245,6 +251,9 @@ class ReplaySession:
         live_from = self.fork.live_from
         self.live_from = None if live_from is None else LiveFrom(live_from, self.fork.allow_writes)
         """The fork's live point, when it has one (``_live_from``)."""
+        self.minted = MintedIds()
+        """The tool-call ids the fork's live answers minted in place of the recorded ones."""
+        self._live_spans: dict[int, int] = {}  # capture span id -> order of its live request
         self.matcher = Matcher(run)
         self.reached: Callable[[int], None] | None = None
         """Told the recorded end (Unix ns) of each step served from the recording: the
@@ -404,6 +413,21 @@ class ReplaySession:
         if found:
             self._mark_live(order, tuple(found), None)
 
+    def answered(self, span_id: int, output_messages: Any) -> None:
+        """The model call the capture recorded under span ``span_id`` was answered with
+        ``output_messages`` (GenAI output messages): when it was sent live past the fork's
+        live point, its tool-call ids are paired with those of the recorded answer of the
+        step it stands for (:class:`MintedIds`), so that later requests echoing them still
+        match the recording."""
+        with self._lock:
+            order = self._live_spans.pop(span_id, None)
+            if order is None:
+                return
+            index = next((s.recorded for s in reversed(self._steps) if s.order == order), None)
+        recorded = next((r for r in self.run.steps if r.step.index == index), None)
+        if recorded is not None:
+            self.minted.learn(recorded, output_messages)
+
     def _mark_live(self, order: int, found: tuple[Change, ...], body: bytes | None) -> None:
         """Step ``order`` ran live, its answer differing by ``found``; in the report file too."""
         with self._lock:
@@ -436,7 +460,16 @@ class ReplaySession:
         ``sent``: ``body`` is as sent, not redacted yet. Bytes equal to a recorded body need
         no redaction (the recording holds redacted bytes), so they are looked up by their hash
         first, and redacted only when that finds nothing (code that did not change costs one
-        dict lookup of its bytes)."""
+        dict lookup of its bytes).
+
+        Past a fork's live point, the tool-call ids its live answers minted are put back to
+        the recorded ones before matching (:class:`MintedIds`); the step keeps the request
+        as sent."""
+        sent_body = body
+        body, call_id, stale = self._restored(body, call_id)
+        restored = body is not sent_body
+        if restored:
+            request_hash = None  # the hash of the body as sent
         match: Match | None = None
         if sent:
             sent_hash = request_hash or self.matcher.recorded_hash(body) or sha256_tag(body)
@@ -449,9 +482,12 @@ class ReplaySession:
             request_hash = sha256_tag(body)
         if match is None:
             match = self.matcher.match(method, url, body, request_hash, call_id)
+        shown = body
+        if restored:
+            shown = self._redactor.body(sent_body) if sent else sent_body
         if match is None:
             self._record_unmatched(
-                method, url, body, request_hash, effect, self._goes_live(None, effect)
+                method, url, shown, request_hash, effect, self._goes_live(None, effect)
             )
             return None
         recorded = match.recorded
@@ -466,6 +502,8 @@ class ReplaySession:
             if match.how == "hash"
             else tuple(request_changes(recorded, Request(method, url, body)))
         )
+        if stale:
+            changes = (*changes, *stale)
         if self.live_from is not None:
             refused = self.live_from.refusal(match, effect, changes)
         elif self._changes_answers and not self.fork.allow_writes:
@@ -493,7 +531,7 @@ class ReplaySession:
                 None if effect is None else effect.effect,
                 None if effect is None else effect.reason,  # effect_reason
                 forked,
-                body,  # request_body
+                shown,  # request_body: as sent
                 None if live or fault is not None or refused else served.step.response_body,
                 refused is not None,
             )
@@ -502,12 +540,33 @@ class ReplaySession:
             raise unmatched(refused)
         if live:
             if effect is None:  # a call over HTTP: its transport says how it ends
-                _SENT_LIVE.set((self, order))
+                self._sending_live(recorded, order)
             return None
         reached = self.reached
         if reached is not None and recorded.step.end_ns:
             reached(recorded.step.end_ns)
         return _Serving(served, order, effect, forked, fault)
+
+    def _sending_live(self, recorded: RecordedStep, order: int) -> None:
+        """Request ``order``, which stands for ``recorded``, goes out live over HTTP: its
+        transport tells how it ended (:meth:`live_ended`) and, for a model call the capture
+        records, the capture what it answered (:meth:`answered`)."""
+        _SENT_LIVE.set((self, order))
+        if in_exchange() and endpoint_codec(recorded.endpoint) is not None:
+            span_id = trace.get_current_span().get_span_context().span_id
+            with self._lock:
+                self._live_spans[span_id] = order
+
+    def _restored(
+        self, body: bytes, call_id: str | None
+    ) -> tuple[bytes, str | None, tuple[Change, ...]]:
+        """``body`` and ``call_id`` with the tool-call ids minted live put back, once the
+        fork is live, and the recorded ids the body still uses where the live answer minted
+        others (changes; see :class:`MintedIds`)."""
+        if self.live_from is None or not self.live_from.live:
+            return body, call_id, ()
+        minted = self.minted
+        return minted.restore(body), minted.restore_id(call_id), tuple(minted.stale(body))
 
     def _forked(self, recorded: RecordedStep) -> tuple[RecordedStep, str | None, Fault | None]:
         """What the fork serves for ``recorded`` (``recorded`` itself when it changes nothing
