@@ -49,7 +49,8 @@ _RESOURCES = _Resources()
 def run_id_of(span: ReadableSpan) -> str | None:
     """The ``replay.run.id`` of an SDK span, or None (it is not a recorded span)."""
     attrs = span.attributes
-    value = attrs.get(A.REPLAY_RUN_ID) if attrs else None
+    # Not ``if attrs``: an SDK span's attributes count themselves in Python.
+    value = attrs.get(A.REPLAY_RUN_ID) if attrs is not None else None
     return value if isinstance(value, str) and value else None
 
 
@@ -103,7 +104,7 @@ def _listed(span: ReadableSpan, held: str, public: str) -> Sequence[Any]:
 
 
 def _attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
-    if not attrs:
+    if attrs is None:  # not ``if not attrs``: an SDK span's attributes count themselves in Python
         return {}
     # An SDK span's attributes (a proxy of BoundedAttributes) copy as a dict at C speed, where
     # iterating them calls a Python method per item.

@@ -107,7 +107,6 @@ class Batch:
         """Decide what is new: bodies the store lacks, split into the chunks it lacks."""
         held = exists(list(bodies.data))
         splits: list[_Split] = []
-        added: set[bytes] = set()
         pack, shapes, recent, previous = self.pack, self.shapes, self.recent, self.previous
         streams = bodies.streams
         for digest, data in bodies.data.items():
@@ -119,31 +118,31 @@ class Batch:
             if not ranges or (len(ranges) == 1 and ranges[0][2] is None):
                 # Nothing to split, or one new element: a manifest would only add an object.
                 pack.add(digest, KIND_CHUNK, data)
-                added.add(digest)
                 continue
             manifest, segments = self._manifest(data, ranges)
             if stream is not None:
                 previous.learn(stream, data, segments)
             splits.append(_Split(digest, data, manifest, segments))
-        have: set[bytes] | frozenset[bytes] = frozenset()
-        if splits:
-            wanted = dict.fromkeys(
-                d for s in splits for _, _, d in s.segments if d not in bodies.data
-            )
-            if wanted:
-                have = exists(list(wanted))
+        if not splits:
+            return
+        flushed = bodies.data
+        wanted = dict.fromkeys(d for s in splits for _, _, d in s.segments if d not in flushed)
+        # Chunks not to add: held by the store, added already, or a body of this flush (a
+        # chunk that is also a body is stored as that body: a reference names content,
+        # whichever way the content is kept).
+        skip: set[bytes] = set(exists(list(wanted))) if wanted else set()
+        skip.update(flushed)
+        add = pack.add
         for item in splits:
-            pack.add(item.digest, KIND_MANIFEST, item.manifest)
+            add(item.digest, KIND_MANIFEST, item.manifest)
             view: memoryview | None = None
             for start, end, chunk_digest in item.segments:
-                # A chunk that is also a body of this flush is stored as that body: a
-                # reference names content, whichever way the content is kept.
-                if chunk_digest in have or chunk_digest in added or chunk_digest in bodies.data:
+                if chunk_digest in skip:
                     continue
-                added.add(chunk_digest)
+                skip.add(chunk_digest)
                 if view is None:
                     view = memoryview(item.data)
-                pack.add(chunk_digest, KIND_CHUNK, view[start:end])
+                add(chunk_digest, KIND_CHUNK, view[start:end])
 
     def _manifest(
         self, data: bytes, ranges: list[tuple[int, int, bytes | None]]

@@ -89,10 +89,16 @@ class PackBuilder:
         self._frame_bytes = frame_bytes
         self._content = {KIND_MANIFEST: bytearray(), KIND_CHUNK: bytearray()}
         self._slots = {KIND_MANIFEST: bytearray(), KIND_CHUNK: bytearray()}
-        self.count = 0
+
+    @property
+    def count(self) -> int:
         """Objects added."""
-        self.raw_bytes = 0
+        return (len(self._slots[KIND_MANIFEST]) + len(self._slots[KIND_CHUNK])) // _SLOT.size
+
+    @property
+    def raw_bytes(self) -> int:
         """Bytes of the objects added."""
+        return len(self._content[KIND_MANIFEST]) + len(self._content[KIND_CHUNK])
 
     def add(self, digest: bytes, kind: int, data: bytes | memoryview) -> None:
         """Add an object (its sha256, :data:`KIND_CHUNK` or :data:`KIND_MANIFEST`, its
@@ -100,8 +106,6 @@ class PackBuilder:
         content = self._content[kind]
         self._slots[kind] += _SLOT.pack(digest, kind, len(content), len(data))
         content += data
-        self.count += 1
-        self.raw_bytes += len(data)
 
     def seal(self, compressor: zstandard.ZstdCompressor) -> SealedPack:
         """The pack of everything added, compressed with ``compressor``

@@ -45,6 +45,7 @@ __all__ = [
     "Session",
     "checked",
     "encode_span",
+    "prepare",
     "step_bodies",
 ]
 
@@ -129,6 +130,17 @@ def encode_span(span: Mapping[str, Any], sources: Sources | None = None) -> Enco
     except (TypeError, ValueError) as exc:
         raise ValueError(f"span {span.get('name')!r} is not JSON-ready: {exc}") from None
     return EncodedSpan(run_id, entry, strings, span_step(span))
+
+
+def prepare(
+    steps: Iterable[Step], spans: Iterable[Mapping[str, Any]]
+) -> tuple[list[Step], list[EncodedSpan]]:
+    """``steps`` checked (:func:`checked`) and ``spans`` encoded (:func:`encode_span`) with
+    what those steps offer, as ``Store.put`` buffers them (one import there, not four per
+    call); ValueError as they raise it."""
+    accepted = [checked(step) for step in steps]
+    sources = Sources.of(accepted, step_bodies(accepted))
+    return accepted, [encode_span(span, sources) for span in spans]
 
 
 def step_bodies(steps: Iterable[Step]) -> dict[str, bytes]:

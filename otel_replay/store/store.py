@@ -410,20 +410,18 @@ class Store:
         on read (``_derived``): put a span with its steps. Raises ValueError when a body
         does not match its hash or a span has no run id.
         """
-        from otel_replay.store._derived import Sources  # noqa: PLC0415 - see the imports
-        from otel_replay.store._write import checked, encode_span, step_bodies  # noqa: PLC0415
+        from otel_replay.store import _write  # noqa: PLC0415 - see the imports
 
-        accepted = [checked(step) for step in steps]
-        sources = Sources.of(accepted, step_bodies(accepted))
-        encoded = [encode_span(span, sources) for span in spans]
+        accepted, encoded = _write.prepare(steps, spans)
         with self._lock:
             self._check_writable()
+            pending = self._pending
             for step in accepted:
-                self._pending.add_step(step)
+                pending.add_step(step)
             for span in encoded:
-                self._pending.add_span(span)
+                pending.add_span(span)
             for facts in runs:
-                self._pending.facts[facts.run_id] = facts
+                pending.facts[facts.run_id] = facts
 
     def end_run(self, end: RunEnd) -> None:
         """Record that a run's recorder closed it (written with the next flush)."""
