@@ -1,5 +1,5 @@
 """Tool results otel-replay cannot write down as JSON (a ``__repr__`` that raises, a structure
-deeper than JSON is written) are recorded as a text, and recording never raises into the
+deeper than any Python's json writes) are recorded as a text, and recording never raises into the
 application over them: the tool returns to the agent what it returned without us.
 
 Before, a smolagents or Haystack tool returning such a value raised (``ValueError`` from the
@@ -78,7 +78,7 @@ def _recorded(path: Path) -> tuple[list[Any], list[dict[str, Any]]]:
         seen = [
             unprintable(order_id="A-1"),
             tree(depth=254),
-            tree(depth=2000),
+            tree(depth=100_000),
             haystack_unprintable.invoke(order_id="A-1"),
         ]
     tools = [
@@ -96,7 +96,7 @@ def test_a_result_with_no_json_form_is_returned_as_it_was_and_recorded_as_text(
     # What the tools returned reached the caller untouched.
     assert isinstance(seen[0], Unprintable)
     assert depth_of(seen[1]) == 254
-    assert depth_of(seen[2]) == 2000
+    assert depth_of(seen[2]) == 100_000
     assert isinstance(seen[3], Unprintable)
     # Each call is a step that returned (no error), its result a text standing for it.
     assert [(t["gen_ai.tool.name"], t.get("error.type")) for t in tools] == [
