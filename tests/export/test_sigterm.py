@@ -460,6 +460,18 @@ def test_a_child_forked_while_the_process_dies_of_sigterm_dies_too(tmp_path: Pat
 
 # Takes a step, then leaves no thread able to start (as on a host out of memory or of
 # process slots), then is sent SIGTERM while it sleeps.
+def _one_step_under_its_root(store_path: Path) -> dict[str, Any]:
+    """The store's one run: one complete step, every span under the root span; the root."""
+    with Store.open(store_path, create=False) as store:
+        (run,) = store.runs()
+        steps = store.steps(run.run_id)
+        spans = store.spans(run.run_id)
+    assert [s.complete for s in steps] == [True]
+    (root,) = [s for s in spans if s["parent_span_id"] is None]
+    assert {s["parent_span_id"] for s in spans if s is not root} == {root["span_id"]}
+    return root
+
+
 _NO_THREAD_CAN_START = """
 import os, signal, threading, time
 import otel_replay
@@ -479,14 +491,8 @@ def test_a_handler_that_cannot_start_a_thread_still_ends_the_trace_and_dies(
     its root span was not written. The threads it needs now run from the start."""
     done = run_instrumented(tmp_path / "store", "-c", _NO_THREAD_CAN_START, timeout=120)
     assert done.returncode == -signal.SIGTERM, done.stderr
-    with Store.open(tmp_path / "store", create=False) as store:
-        (run,) = store.runs()
-        steps = store.steps(run.run_id)
-        spans = store.spans(run.run_id)
-    assert [s.complete for s in steps] == [True]
-    (root,) = [s for s in spans if s["parent_span_id"] is None]
+    root = _one_step_under_its_root(tmp_path / "store")
     assert root["name"] == "invoke_agent python"
-    assert {s["parent_span_id"] for s in spans if s is not root} == {root["span_id"]}
 
 
 # Takes a step (its writing starts the store's threads), then says which of SIGTERM, SIGHUP
@@ -554,10 +560,4 @@ def test_sigterm_taken_by_another_thread_wakes_the_main_thread(tmp_path: Path) -
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert time.monotonic() - started < 60
     assert "woke only" not in done.stdout
-    with Store.open(tmp_path / "store", create=False) as store:
-        (run,) = store.runs()
-        spans = store.spans(run.run_id)
-        steps = store.steps(run.run_id)
-    assert [s.complete for s in steps] == [True]
-    (root,) = [s for s in spans if s["parent_span_id"] is None]
-    assert {s["parent_span_id"] for s in spans if s is not root} == {root["span_id"]}
+    _one_step_under_its_root(tmp_path / "store")

@@ -18,7 +18,7 @@ from examples.standin import StandIn
 from otel_replay.store import Store
 from otel_replay.store._format import run_dir
 from tests.cli._checks import run_cli
-from tests.export._support import INSTRUMENT, ROOT, subprocess_env
+from tests.export._support import INSTRUMENT, ROOT, run_instrumented, subprocess_env
 from tests.replay.test_replay_cli import replay
 
 pytestmark = pytest.mark.subprocess
@@ -126,24 +126,12 @@ def test_a_fork_that_fails_on_the_fault_it_injected_is_no_environment_drift(
     store, agent = tmp_path / "store", tmp_path / "order_agent.py"
     agent.write_text(_ORDER_AGENT)
     with StandIn(event_delay=0.001) as standin:
-        done = subprocess.run(
-            [str(INSTRUMENT), sys.executable, str(agent)],
-            env=subprocess_env(store, OTEL_REPLAY_RUN_ID=RUN, STANDIN_URL=standin.base_url),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        done = run_instrumented(
+            store, str(agent), OTEL_REPLAY_RUN_ID=RUN, STANDIN_URL=standin.base_url
         )
         assert done.returncode == 0, done.stderr
         gone = standin.base_url
-    down = subprocess.run(
-        [str(INSTRUMENT), sys.executable, str(agent)],
-        env=subprocess_env(store, STANDIN_URL=gone),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    down = run_instrumented(store, str(agent), STANDIN_URL=gone)
     assert down.returncode == 1 and "ConnectError" in down.stderr, down.stderr
     forked = replay(
         store,
